@@ -1,0 +1,305 @@
+/*
+ * kr_codec.h - one generic decoder and one generic encoder for every Kafka
+ * API and version, driven by the tables in kr_schema.h.
+ *
+ * Input is a frame's payload (the bytes after the int32 size prefix: the
+ * request or response header, then the body), given as a list of byte
+ * segments (struct kr_rbuf), so a frame held in an evbuffer chain is
+ * decoded in place without being pulled up.  Decoding builds a tree of
+ * struct kr_node / struct kr_val in a per-frame arena:
+ *   - integers, bool and float64 are values;
+ *   - strings, bytes and uuids are views (struct kr_str) into the input
+ *     when they lie in one segment, or copies in the arena when they
+ *     straddle two; views die with the frame;
+ *   - records are slices (offset, length) of the payload: never read,
+ *     never copied;
+ *   - tagged fields remember whether they were on the wire; unknown
+ *     tagged fields are kept as raw bytes and written back.
+ * Encoding walks a tree and writes canonical Kafka bytes into a
+ * struct kr_wbuf.  Records are not written: the wbuf lists where each
+ * records slice goes, and the caller splices the original bytes in (see
+ * kr_wbuf_flatten for contiguous input; the proxy moves evbuffer chains).
+ *
+ * Decode of a frame as Kafka writes it, then encode, gives the same
+ * bytes.  Input that Kafka accepts but would not write (non-minimal
+ * varints, tags out of order) re-encodes canonically.
+ */
+#ifndef KR_CODEC_H
+#define KR_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kr_common.h"
+#include "kr_schema.h"
+
+/* ---- arena ------------------------------------------------------------ */
+
+/*
+ * A bump allocator: everything a decode or a tree build allocates comes
+ * from one arena and is freed at once by kr_arena_reset/kr_arena_free.
+ * The struct may live on the stack; kr_arena_init allocates nothing.
+ */
+struct kr_arena_chunk;
+struct kr_arena {
+    struct kr_arena_chunk *head;  /* newest chunk */
+    size_t used;                  /* bytes handed out (statistics) */
+    size_t limit;                 /* 0 = unlimited; else max bytes to hold */
+};
+
+/* Initialise an empty arena.  limit: bytes, 0 for no limit. */
+void kr_arena_init(struct kr_arena *a, size_t limit);
+/*
+ * size bytes aligned to 8, zero-filled; NULL when out of memory or over
+ * the limit.  Owned by the arena.
+ */
+void *kr_arena_alloc(struct kr_arena *a, size_t size);
+/* Free all but the first chunk; every pointer handed out becomes invalid. */
+void kr_arena_reset(struct kr_arena *a);
+/* Free everything. */
+void kr_arena_free(struct kr_arena *a);
+
+/* ---- input -------------------------------------------------------------- */
+
+/*
+ * Read-only view of a payload as up to KR_RBUF_MAX_SEG segments, e.g.
+ * from evbuffer_peek.  The bytes are borrowed: they must stay unchanged
+ * while the decoded tree is used.
+ */
+#define KR_RBUF_MAX_SEG 64
+struct kr_rbuf {
+    const struct iovec *seg;
+    int nseg;
+    size_t len;                   /* total bytes over all segments */
+};
+
+/* Fill rb with a single contiguous segment (iov must outlive rb). */
+void kr_rbuf_init_flat(struct kr_rbuf *rb, struct iovec *iov,
+                       const void *p, size_t len);
+
+/* ---- tree --------------------------------------------------------------- */
+
+/* A string/bytes/uuid view.  len == -1 means null. */
+struct kr_str {
+    const uint8_t *p;
+    int32_t len;
+};
+
+struct kr_node;
+struct kr_array;
+
+/*
+ * The value of one field.  .present is 0 when the field does not exist at
+ * the decoded version, or is a tagged field that was not on the wire (then
+ * the value holds the field's default).  .is_null marks a null string,
+ * bytes, records, array or struct.
+ */
+struct kr_val {
+    union {
+        int64_t i;              /* bool, int8..int64, uint16, uint32 */
+        double f;               /* float64 */
+        struct kr_str s;        /* string, bytes, uuid (16 bytes) */
+        struct {
+            uint64_t off;       /* offset of the records bytes in the payload */
+            int32_t len;        /* their length */
+        } rec;                  /* records (a slice of the input) */
+        struct kr_node *node;   /* struct; NULL when null */
+        struct kr_array *arr;   /* array; NULL when null */
+    } u;
+    uint8_t present;
+    uint8_t is_null;
+};
+
+/* Array of n values of one element type (structs: .u.node each). */
+struct kr_array {
+    uint32_t n;
+    uint8_t elem_type;          /* enum kr_type */
+    uint16_t struct_id;         /* element struct for KR_T_STRUCT */
+    struct kr_val *items;       /* n entries, arena-owned */
+};
+
+/* An unknown tagged field, kept as raw bytes (its payload, no tag/size). */
+struct kr_rawtag {
+    uint32_t tag;
+    struct kr_str data;
+};
+
+/* One decoded struct: a value per field of its kr_struct_desc. */
+struct kr_node {
+    uint16_t struct_id;         /* index into kr_structs[] */
+    int16_t version;            /* the message version it was decoded at */
+    struct kr_val *vals;        /* kr_structs[struct_id].nfields entries */
+    struct kr_rawtag *unknown;  /* unknown tagged fields, ascending tags */
+    uint32_t nunknown;
+};
+
+enum kr_dir { KR_DIR_REQUEST = 0, KR_DIR_RESPONSE = 1 };
+
+/*
+ * A decoded frame.  header is a RequestHeader (hdr_version 0..2) or
+ * ResponseHeader (0..1) node; body the API's body at api_version.
+ * trailing counts bytes after the end of the body that only tolerant
+ * decoding accepts (they start at trailing_off in the payload).
+ */
+struct kr_msg {
+    enum kr_dir dir;
+    int16_t api_key;
+    int16_t api_version;
+    int16_t hdr_version;
+    int32_t correlation_id;
+    struct kr_node *header;
+    struct kr_node *body;
+    size_t body_off;            /* payload offset where the body starts */
+    size_t trailing_off;
+    size_t trailing;            /* bytes */
+};
+
+/* ---- errors ------------------------------------------------------------- */
+
+/*
+ * Why a decode or encode failed.  path names the field as
+ * "Topics[0].Partitions[2].Partition" (header fields as "header.ClientId");
+ * offset is the payload byte offset where the bad value starts (add 4 for
+ * the offset in a frame with its size prefix).
+ */
+struct kr_codec_err {
+    int status;                 /* enum kr_status */
+    size_t offset;
+    char msg[128];              /* e.g. "string length 300 past end of frame" */
+    char path[256];
+};
+
+/* ---- decode ------------------------------------------------------------- */
+
+/* kr_decode_* flags */
+#define KR_DEC_STRICT   0x01u /* refuse trailing bytes and invalid UTF-8 */
+#define KR_DEC_NO_UTF8  0x02u /* (with STRICT) skip the UTF-8 check */
+
+/*
+ * Decode a request payload: the header (its version chosen from the
+ * ApiKey/ApiVersion found in its first 4 bytes) and the body.
+ *
+ * Returns KR_OK and fills *m; KR_EUNSUPPORTED for an ApiKey/ApiVersion
+ * the tables do not know (m->api_key/api_version/correlation_id are still
+ * set when the first 8 bytes were present); KR_EPROTO for malformed input
+ * (err says where); KR_ENOMEM when the arena is exhausted.  Everything in
+ * *m is owned by arena and borrows from rb's bytes.  Never reads outside
+ * rb.  Without KR_DEC_STRICT, bytes after the body are accepted and
+ * reported in m->trailing.
+ */
+int kr_decode_request(struct kr_arena *arena, const struct kr_rbuf *rb,
+                      unsigned flags, struct kr_msg *m,
+                      struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Decode a response payload to a request of api_key at api_version (the
+ * response header has only a CorrelationId: the caller knows the rest).
+ * ApiVersions responses use header v0 at every version.  Same results
+ * and ownership as kr_decode_request.
+ */
+int kr_decode_response(struct kr_arena *arena, const struct kr_rbuf *rb,
+                       int16_t api_key, int16_t api_version, unsigned flags,
+                       struct kr_msg *m,
+                       struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Decode one struct sid at version v from rb starting at *off, advancing
+ * *off.  flexible: the message's flexible flag at v.  Used for headers and
+ * for nested schemas (e.g. ConsumerProtocolSubscription inside bytes).
+ */
+int kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
+                     size_t *off, uint16_t sid, int16_t v, bool flexible,
+                     unsigned flags, struct kr_node **out,
+                     struct kr_codec_err *err) KR_MUST_CHECK;
+
+/* ---- encode ------------------------------------------------------------- */
+
+/*
+ * Output of an encode: own bytes in buf, plus the records slices that go
+ * between them.  recs[i] says: at buf offset .at, insert .len bytes taken
+ * from the source payload at .src_off.  recs are in ascending .at order.
+ * A zeroed struct is a valid empty wbuf; free with kr_wbuf_free.
+ */
+struct kr_wbuf_rec {
+    size_t at;                  /* position in buf before which it goes */
+    uint64_t src_off;           /* offset in the decoded payload */
+    int32_t len;                /* bytes */
+};
+struct kr_wbuf {
+    uint8_t *buf;
+    size_t len, cap;
+    struct kr_wbuf_rec *recs;
+    size_t nrecs, recs_cap;
+    size_t total;               /* len + every rec's len: the encoded size */
+    int failed;                 /* sticky: an allocation failed */
+};
+
+void kr_wbuf_reset(struct kr_wbuf *w);     /* empty, keep memory */
+void kr_wbuf_free(struct kr_wbuf *w);      /* free memory, leave zeroed */
+
+/*
+ * Encode m's header and body at m->api_version (a payload, without the
+ * size prefix) into w (appended).  Records values are referenced by
+ * their (off, len) slices.  m->trailing bytes are not written: a proxy
+ * that keeps them appends them itself.  Returns KR_OK, KR_EPROTO when
+ * the tree cannot be written at that version (e.g. a null value where the
+ * version does not allow null; err says which field), or KR_ENOMEM.
+ */
+int kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
+                  struct kr_codec_err *err) KR_MUST_CHECK;
+
+/* Encode one struct node at version v (see kr_decode_struct). */
+int kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
+                     struct kr_wbuf *w,
+                     struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Contiguous result: w's bytes with every records slice copied in from
+ * src (the payload w was decoded from, src_len bytes).  Returns a malloc'd
+ * buffer of w->total bytes that the caller frees, or NULL (ENOMEM, or a
+ * slice outside src).  For the tool and tests; the proxy never copies
+ * records.
+ */
+uint8_t *kr_wbuf_flatten(const struct kr_wbuf *w, const uint8_t *src,
+                         size_t src_len);
+
+/* ---- building and editing trees ---------------------------------------- */
+
+/*
+ * A new node of struct sid at version v with every field set to its
+ * default: fields present at v are .present = 1 except tagged fields
+ * (present = 0); arrays empty (or null when the default is null).
+ * Arena-owned; NULL on ENOMEM.
+ */
+struct kr_node *kr_node_new(struct kr_arena *arena, uint16_t sid, int16_t v);
+
+/* A new array of n elements (struct elements are kr_node_new'd at v). */
+struct kr_array *kr_array_new(struct kr_arena *arena, enum kr_type elem_type,
+                              uint16_t struct_id, uint32_t n, int16_t v);
+
+/* The value of field name in n, or NULL when the struct has no such field. */
+struct kr_val *kr_node_get(const struct kr_node *n, const char *name);
+
+/* Field descriptor of n's field i. */
+static inline const struct kr_field_desc *
+kr_node_field(const struct kr_node *n, unsigned i)
+{
+    return &kr_fields[kr_structs[n->struct_id].first_field + i];
+}
+
+/* ---- misc --------------------------------------------------------------- */
+
+/*
+ * Kafka's uuid string form: base64url without padding, 22 characters
+ * plus NUL into out[23].  kr_uuid_parse: the reverse; false when s is not
+ * 22 base64url characters.
+ */
+void kr_uuid_format(const uint8_t u[16], char out[23]);
+bool kr_uuid_parse(const char *s, uint8_t u[16]);
+
+/* True when p[0..len) is valid UTF-8 (no overlongs, no surrogates). */
+bool kr_utf8_valid(const uint8_t *p, size_t len);
+
+#endif /* KR_CODEC_H */
