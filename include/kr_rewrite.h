@@ -1,1 +1,84 @@
-/* placeholder: being written */
+/*
+ * kr_rewrite.h - response rewriting so that clients only ever talk to
+ * krelay.
+ *
+ * Two jobs, both driven by the schema tables (no per-API code):
+ *   1. Broker addresses: every endpoint-shaped struct (KR_SF_ENDPOINT: a
+ *      broker id + Host + Port) in a client-facing response gets Host =
+ *      the listener's advertised_host and Port = broker_port_base +
+ *      NodeId.  Covers Metadata Brokers, FindCoordinator (top level and
+ *      Coordinators[]), DescribeCluster Brokers, and the KIP-951
+ *      NodeEndpoints tagged fields of Produce, Fetch, ShareFetch and
+ *      ShareAcknowledge responses.  A NodeId outside [node_id_min,
+ *      node_id_max] is never leaked: the rewrite fails.
+ *   2. ApiVersions responses: the advertised MaxVersion of each API whose
+ *      responses krelay must decode (kr_rewrite_wants) is capped to what
+ *      krelay's tables know; all other entries pass through untouched.
+ *
+ * Frames that need neither are never decoded: the session asks
+ * kr_rewrite_wants() per (ApiKey, ApiVersion) and forwards the rest
+ * cut-through.
+ */
+#ifndef KR_REWRITE_H
+#define KR_REWRITE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/buffer.h>
+
+#include "kr_common.h"
+#include "kr_conf.h"
+
+struct kr_upstream;
+
+/* What a listener advertises to its clients. */
+struct kr_rewrite_ctx {
+    const char *advertised_host;
+    uint16_t broker_port_base;
+    int32_t node_id_min, node_id_max;
+    struct kr_upstream *upstream;   /* learns broker addresses; may be NULL */
+    const char *who;                /* client name for log lines */
+};
+
+/* Result details of one rewrite (for logs, metrics and tests). */
+struct kr_rewrite_result {
+    unsigned endpoints;         /* endpoint structs rewritten */
+    unsigned capped;            /* ApiVersions entries capped */
+    bool changed;               /* out differs from the input */
+    size_t trailing;            /* bytes after the known body, kept */
+    int32_t bad_node_id;        /* with KR_ELIMIT: the NodeId out of range */
+    char err[160];              /* why it failed */
+};
+
+/*
+ * Build the per-(ApiKey, version) table of responses that may carry
+ * broker endpoints.  Call once at start (idempotent, not thread-safe).
+ */
+void kr_rewrite_init(void);
+
+/*
+ * True when the response to (api_key, api_version) must be held whole and
+ * passed through kr_rewrite_response: ApiVersions, or a version whose
+ * response schema has an endpoint struct.  O(1).
+ */
+bool kr_rewrite_wants(int16_t api_key, int16_t api_version);
+
+/*
+ * Rewrite one response.  payload holds the frame without its size prefix
+ * (response header + body) and is drained; out receives the new frame
+ * WITH its size prefix.  When nothing changes, the original bytes are
+ * moved to out unchanged (no re-encode).  Records inside the response are
+ * moved between evbuffers, never copied.
+ *
+ * Returns KR_OK; KR_ELIMIT when a NodeId is outside the listener's range
+ * (res->bad_node_id says which; nothing is written to out); KR_EPROTO when
+ * the response cannot be decoded (res->err says why).  On error the
+ * caller closes the client connection and logs res->err.
+ */
+int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                        int16_t api_version, struct evbuffer *payload,
+                        struct evbuffer *out,
+                        struct kr_rewrite_result *res) KR_MUST_CHECK;
+
+#endif /* KR_REWRITE_H */

@@ -1,1 +1,76 @@
-/* placeholder: being written */
+/*
+ * kr_upstream.h - what krelay knows about one upstream Kafka cluster:
+ * where each broker (NodeId) is, and how to reach it.
+ *
+ * Addresses come, in order of precedence, from dial.NODEID overrides in
+ * the config, from metadata krelay fetches itself (its own ApiVersions +
+ * Metadata requests on a bootstrap server, with ClientId "krelay", at
+ * start, every metadata_refresh_ms, and when an unknown NodeId is asked
+ * for), and from Metadata responses seen in client traffic
+ * (kr_upstream_learn).  Host names are resolved asynchronously with
+ * evdns.  Everything runs on the event_base given at creation; not
+ * thread-safe (one kr_upstream per worker thread).
+ */
+#ifndef KR_UPSTREAM_H
+#define KR_UPSTREAM_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/dns.h>
+
+#include "kr_common.h"
+#include "kr_conf.h"
+
+struct kr_upstream;
+struct kr_node;
+
+/* NodeId value that asks for "any bootstrap server". */
+#define KR_NODE_BOOTSTRAP (-1)
+
+/*
+ * Called once per kr_upstream_resolve: status KR_OK with a resolved
+ * address (valid only during the call), or KR_ERROR (unknown NodeId
+ * after a metadata refresh, DNS failure, timeout) with addr NULL.
+ * what: "HOST:PORT" (or "node N") for log lines; valid during the call.
+ */
+typedef void (*kr_resolve_cb)(void *arg, int status,
+                              const struct sockaddr *addr, socklen_t addrlen,
+                              const char *what);
+
+/* A pending resolution; cancel it with kr_upstream_resolve_cancel. */
+struct kr_resolve;
+
+/*
+ * Create the state for upstream conf uc (borrowed: must outlive the
+ * result) on base, using dns for host names.  Starts the first metadata
+ * fetch at once.  NULL on ENOMEM.
+ */
+struct kr_upstream *kr_upstream_new(struct event_base *base,
+                                    struct evdns_base *dns,
+                                    const struct kr_upstream_conf *uc);
+void kr_upstream_free(struct kr_upstream *u);
+
+/*
+ * Find the address of node_id (or of a bootstrap server, rotating, for
+ * KR_NODE_BOOTSTRAP).  The callback may run before this returns (cached
+ * numeric address) or later.  Returns a handle for cancelling, or NULL
+ * when cb already ran.  An unknown NodeId triggers one metadata refresh;
+ * if it is still unknown after it, cb gets KR_ERROR.
+ */
+struct kr_resolve *kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
+                                       kr_resolve_cb cb, void *arg);
+void kr_upstream_resolve_cancel(struct kr_resolve *r);
+
+/*
+ * Record broker addresses from a decoded Metadata response body (as the
+ * broker sent it, before rewriting) seen in client traffic.
+ */
+void kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
+                       int16_t api_key, int16_t api_version);
+
+/* Number of brokers currently known (tests, logs). */
+int kr_upstream_nbrokers(const struct kr_upstream *u);
+
+#endif /* KR_UPSTREAM_H */
