@@ -86,6 +86,10 @@ struct kr_conf {
  * with kr_conf_free).  On failure returns KR_ERROR, *out untouched, and
  * every problem is written to errs (one line each, "FILE:LINE: message";
  * errs may be NULL).  Unknown sections or keys and bad values are errors.
+ * A problem with no line of its own (no [listener] at all) is reported at
+ * the last line; a file that cannot be read as "FILE: message".  Lines may
+ * be up to 1024 bytes.  Call from one thread at a time: it raises
+ * libinih's global line limit while it parses.
  */
 int kr_conf_load(const char *path, FILE *errs,
                  struct kr_conf **out) KR_MUST_CHECK;

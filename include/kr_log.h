@@ -29,8 +29,9 @@ extern volatile int kr_log_level_cur;
 
 /*
  * Set the sink.  target: "stderr", "syslog", or a file path (opened for
- * append, created 0640).  Returns KR_OK, or KR_ERROR with errno set when
- * the file cannot be opened (the previous sink stays).
+ * append, created 0640).  ident ("krelay" by default) prefixes each line;
+ * NULL keeps the current one.  Returns KR_OK, or KR_ERROR with errno set
+ * when the file cannot be opened (the previous sink stays).
  */
 int kr_log_open(const char *target, const char *ident) KR_MUST_CHECK;
 /* Reopen a file sink (log rotation); no-op for stderr and syslog. */

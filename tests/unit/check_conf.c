@@ -1,0 +1,1089 @@
+/*
+ * check_conf.c - kr_conf (the INI loader), kr_log and kr_kerr.
+ *
+ * Config errors are compared with their exact "FILE:LINE: " prefix: the
+ * loader counts lines itself because Debian's inih does not pass them.
+ * conf/krelay.ini is found through $top_srcdir (AM_TESTS_ENVIRONMENT).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kr_conf.h"
+#include "kr_kerr.h"
+#include "kr_log.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Load text as "t.ini"; *errs gets every message (caller frees). */
+static int
+load(const char *text, struct kr_conf **out, char **errs)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(errs, &len);
+    int rc;
+
+    ck_assert_ptr_nonnull(f);
+    *out = NULL;
+    rc = kr_conf_load_string(text, "t.ini", f, out);
+    fclose(f);
+    return rc;
+}
+
+static int
+count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s != '\0'; s++) {
+        n += *s == '\n';
+    }
+    return n;
+}
+
+/* The config must fail with exactly one error, which contains want. */
+static void
+expect_one_error(const char *text, const char *want)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    int rc = load(text, &c, &errs);
+
+    ck_assert_int_eq(rc, KR_ERROR);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(errs, want) != NULL, "want \"%s\" in \"%s\"", want,
+                  errs);
+    ck_assert_msg(count_lines(errs) == 1, "want one error, got \"%s\"",
+                  errs);
+    free(errs);
+}
+
+static struct kr_conf *
+load_ok(const char *text)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    int rc = load(text, &c, &errs);
+
+    ck_assert_msg(rc == KR_OK, "unexpected errors: %s", errs);
+    ck_assert_str_eq(errs, "");
+    ck_assert_ptr_nonnull(c);
+    free(errs);
+    return c;
+}
+
+#define MIN_UPSTREAM "[upstream]\nbootstrap_servers = k1:9092\n"
+#define MIN_LISTENER "[listener]\nlisten = 127.0.0.1:19092\n" \
+                     "broker_port_base = 19100\n"
+
+/* ---- valid configurations ----------------------------------------------- */
+
+static const char full_conf[] =
+    "; a full config\n"                                     /* 1 */
+    "[upstream east]\n"                                     /* 2 */
+    "bootstrap_servers = k1:9092, 10.0.0.2:9093,[::1]:9094\n" /* 3 */
+    "connect_timeout_ms = 2500\n"                           /* 4 */
+    "request_timeout_margin_ms = 0\n"                       /* 5 */
+    "metadata_refresh_ms = 60000\n"                         /* 6 */
+    "dial.1 = 10.1.1.1:9092\n"                              /* 7 */
+    "dial.1001 = [fd00::1]:9092\n"                          /* 8 */
+    "\n"                                                    /* 9 */
+    "[upstream west]\n"                                     /* 10 */
+    "bootstrap_servers = w1.example.com:9092\n"             /* 11 */
+    "\n"                                                    /* 12 */
+    "# listeners\n"                                         /* 13 */
+    "[listener a]\n"                                        /* 14 */
+    "listen = 0.0.0.0:19092\n"                              /* 15 */
+    "advertised_host = proxy.example.com\n"                 /* 16 */
+    "broker_port_base = 19100\n"                            /* 17 */
+    "node_id_min = 1\n"                                     /* 18 */
+    "node_id_max = 3\n"                                     /* 19 */
+    "upstream = east\n"                                     /* 20 */
+    "max_frame_bytes = 1048576\n"                           /* 21 */
+    "max_inflight = 5\n"                                    /* 22 */
+    "max_buffer_bytes = 65536\n"                            /* 23 */
+    "max_connections = 7\n"                                 /* 24 */
+    "idle_timeout_ms = 0\n"                                 /* 25 */
+    "[listener b]\n"                                        /* 26 */
+    "listen = [::1]:29092\n"                                /* 27 */
+    "broker_port_base = 29000\n"                            /* 28 */
+    "upstream = west ; inline comment\n"                    /* 29 */
+    "[log]\n"                                               /* 30 */
+    "level = debug\n"                                       /* 31 */
+    "target = /var/log/krelay.log\n";                       /* 32 */
+
+/* lines: whether section lines are those of full_conf (not of a dump) */
+static void
+check_full(const struct kr_conf *c, bool lines)
+{
+    const struct kr_upstream_conf *e, *w;
+    const struct kr_listener_conf *a, *b;
+
+    ck_assert_int_eq(c->nupstreams, 2);
+    ck_assert_int_eq(c->nlisteners, 2);
+    e = &c->upstreams[0];
+    w = &c->upstreams[1];
+    ck_assert_str_eq(e->name, "east");
+    if (lines) {
+        ck_assert_int_eq(e->line, 2);
+        ck_assert_int_eq(c->listeners[0].line, 14);
+    }
+    ck_assert_int_eq(e->nbootstrap, 3);
+    ck_assert_str_eq(e->bootstrap[0].host, "k1");
+    ck_assert_uint_eq(e->bootstrap[0].port, 9092);
+    ck_assert_str_eq(e->bootstrap[1].host, "10.0.0.2");
+    ck_assert_uint_eq(e->bootstrap[1].port, 9093);
+    ck_assert_str_eq(e->bootstrap[2].host, "::1");
+    ck_assert_uint_eq(e->bootstrap[2].port, 9094);
+    ck_assert_int_eq(e->connect_timeout_ms, 2500);
+    ck_assert_int_eq(e->request_timeout_margin_ms, 0);
+    ck_assert_int_eq(e->metadata_refresh_ms, 60000);
+    ck_assert_int_eq(e->ndial, 2);
+    ck_assert_int_eq(e->dial[0].node_id, 1);
+    ck_assert_str_eq(e->dial[0].addr.host, "10.1.1.1");
+    ck_assert_uint_eq(e->dial[0].addr.port, 9092);
+    ck_assert_int_eq(e->dial[1].node_id, 1001);
+    ck_assert_str_eq(e->dial[1].addr.host, "fd00::1");
+    ck_assert_str_eq(w->name, "west");
+    ck_assert_int_eq(w->nbootstrap, 1);
+    ck_assert_str_eq(w->bootstrap[0].host, "w1.example.com");
+    ck_assert_int_eq(w->ndial, 0);
+
+    a = &c->listeners[0];
+    b = &c->listeners[1];
+    ck_assert_str_eq(a->name, "a");
+    ck_assert_str_eq(a->listen.host, "0.0.0.0");
+    ck_assert_uint_eq(a->listen.port, 19092);
+    ck_assert_str_eq(a->advertised_host, "proxy.example.com");
+    ck_assert_uint_eq(a->broker_port_base, 19100);
+    ck_assert_int_eq(a->node_id_min, 1);
+    ck_assert_int_eq(a->node_id_max, 3);
+    ck_assert_str_eq(a->upstream, "east");
+    ck_assert_ptr_eq(a->up, e);
+    ck_assert_int_eq(a->max_frame_bytes, 1048576);
+    ck_assert_int_eq(a->max_inflight, 5);
+    ck_assert_int_eq(a->max_buffer_bytes, 65536);
+    ck_assert_int_eq(a->max_connections, 7);
+    ck_assert_int_eq(a->idle_timeout_ms, 0);
+    ck_assert_str_eq(b->name, "b");
+    ck_assert_str_eq(b->listen.host, "::1");
+    ck_assert_uint_eq(b->listen.port, 29092);
+    ck_assert_str_eq(b->advertised_host, "::1");
+    ck_assert_str_eq(b->upstream, "west");
+    ck_assert_ptr_eq(b->up, w);
+
+    ck_assert_int_eq(c->log.level, KR_LOG_DEBUG);
+    ck_assert_str_eq(c->log.target, "/var/log/krelay.log");
+}
+
+START_TEST(test_full)
+{
+    struct kr_conf *c = load_ok(full_conf);
+
+    ck_assert_str_eq(c->path, "t.ini");
+    check_full(c, true);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+    struct kr_conf *c = load_ok(MIN_UPSTREAM
+                                "[listener]\nlisten = 0.0.0.0:19092\n"
+                                "broker_port_base = 19100\n");
+    const struct kr_listener_conf *l = &c->listeners[0];
+    const struct kr_upstream_conf *u = &c->upstreams[0];
+
+    ck_assert_str_eq(l->name, "");
+    ck_assert_str_eq(u->name, "");
+    ck_assert_str_eq(l->advertised_host, "127.0.0.1");
+    ck_assert_int_eq(l->node_id_min, 0);
+    ck_assert_int_eq(l->node_id_max, 15);
+    ck_assert_ptr_null(l->upstream);
+    ck_assert_ptr_eq(l->up, u);
+    ck_assert_int_eq(l->max_frame_bytes, 64 * 1024 * 1024);
+    ck_assert_int_eq(l->max_inflight, 1000);
+    ck_assert_int_eq(l->max_buffer_bytes, 4 * 1024 * 1024);
+    ck_assert_int_eq(l->max_connections, 10000);
+    ck_assert_int_eq(l->idle_timeout_ms, 600000);
+    ck_assert_int_eq(u->connect_timeout_ms, 10000);
+    ck_assert_int_eq(u->request_timeout_margin_ms, 30000);
+    ck_assert_int_eq(u->metadata_refresh_ms, 300000);
+    ck_assert_int_eq(u->ndial, 0);
+    ck_assert_ptr_null(u->dial);
+    ck_assert_int_eq(c->log.level, KR_LOG_NOTICE);
+    ck_assert_str_eq(c->log.target, "stderr");
+    kr_conf_free(c);
+}
+END_TEST
+
+/* advertised_host defaults to the listen host unless it is a wildcard. */
+START_TEST(test_advertised_default)
+{
+    static const struct {
+        const char *listen, *adv;
+    } cases[] = {
+        { "10.2.3.4:19092", "10.2.3.4" },
+        { "proxy.local:19092", "proxy.local" },
+        { "[fd00::5]:19092", "fd00::5" },
+        { "0.0.0.0:19092", "127.0.0.1" },
+        { "[::]:19092", "127.0.0.1" },
+        { ":19092", "127.0.0.1" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256];
+        struct kr_conf *c;
+
+        snprintf(text, sizeof(text), MIN_UPSTREAM "[listener]\nlisten = %s\n"
+                 "broker_port_base = 19100\n", cases[i].listen);
+        c = load_ok(text);
+        ck_assert_str_eq(c->listeners[0].advertised_host, cases[i].adv);
+        kr_conf_free(c);
+    }
+}
+END_TEST
+
+/* Layout tolerated: indentation (not a continuation), CRLF, BOM, ':'. */
+START_TEST(test_layout)
+{
+    struct kr_conf *c = load_ok("\xEF\xBB\xBF; bom\r\n"
+                                "[upstream]\r\n"
+                                "  bootstrap_servers = k1:9092\r\n"
+                                "    connect_timeout_ms = 77\r\n"
+                                "[ listener ]   ; comment\r\n"
+                                "\tlisten: 127.0.0.1:19092\r\n"
+                                "broker_port_base=19100");
+
+    ck_assert_int_eq(c->upstreams[0].nbootstrap, 1);
+    ck_assert_str_eq(c->upstreams[0].bootstrap[0].host, "k1");
+    ck_assert_int_eq(c->upstreams[0].connect_timeout_ms, 77);
+    ck_assert_uint_eq(c->listeners[0].listen.port, 19092);
+    ck_assert_uint_eq(c->listeners[0].broker_port_base, 19100);
+    kr_conf_free(c);
+}
+END_TEST
+
+/* Debian's inih cuts lines at 200 bytes; ours are read whole up to 1024. */
+START_TEST(test_long_line_ok)
+{
+    char text[2048];
+    char list[1000] = "";
+    struct kr_conf *c;
+    int i;
+
+    for (i = 0; i < 20; i++) {
+        char one[64];
+
+        snprintf(one, sizeof(one), "%sbroker-%02d.kafka.example.com:9092",
+                 i > 0 ? "," : "", i);
+        strcat(list, one);
+    }
+    ck_assert_uint_gt(strlen("bootstrap_servers = ") + strlen(list), 600);
+    snprintf(text, sizeof(text), "[upstream]\nbootstrap_servers = %s\n"
+             MIN_LISTENER, list);
+    c = load_ok(text);
+    ck_assert_int_eq(c->upstreams[0].nbootstrap, 20);
+    ck_assert_str_eq(c->upstreams[0].bootstrap[19].host,
+                     "broker-19.kafka.example.com");
+    ck_assert_uint_eq(c->upstreams[0].bootstrap[19].port, 9092);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_long_line_error)
+{
+    char *text = malloc(4096);
+    char *errs = NULL;
+    struct kr_conf *c;
+
+    ck_assert_ptr_nonnull(text);
+    /* line 3 is 1100 bytes; the bad key on line 4 must still say :4: */
+    snprintf(text, 4096, MIN_UPSTREAM "; %01098d\nbogus = 1\n" MIN_LISTENER,
+             0);
+    ck_assert_int_eq(load(text, &c, &errs), KR_ERROR);
+    ck_assert_ptr_nonnull(strstr(errs, "t.ini:3: line too long (1100 bytes, "
+                                       "max 1024)\n"));
+    ck_assert_ptr_nonnull(strstr(errs, "t.ini:4: unknown key 'bogus' in "
+                                       "[upstream]\n"));
+    ck_assert_int_eq(count_lines(errs), 2);
+    free(errs);
+    free(text);
+}
+END_TEST
+
+/* dump -> load -> dump gives the same text and the same values. */
+START_TEST(test_dump_roundtrip)
+{
+    struct kr_conf *c = load_ok(full_conf), *c2;
+    char *d1 = NULL, *d2 = NULL, *errs = NULL;
+    size_t l1 = 0, l2 = 0;
+    FILE *f = open_memstream(&d1, &l1);
+
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(d1, "[upstream east]\nbootstrap_servers = "
+                                     "k1:9092,10.0.0.2:9093,[::1]:9094\n"));
+    ck_assert_ptr_nonnull(strstr(d1, "dial.1001 = [fd00::1]:9092\n"));
+    ck_assert_ptr_nonnull(strstr(d1, "[listener b]\nlisten = [::1]:29092\n"
+                                     "advertised_host = [::1]\n"));
+    ck_assert_ptr_nonnull(strstr(d1, "idle_timeout_ms = 0\n"));
+    ck_assert_ptr_nonnull(strstr(d1, "[log]\nlevel = debug\n"));
+    ck_assert_int_eq(load(d1, &c2, &errs), KR_OK);
+    ck_assert_str_eq(errs, "");
+    check_full(c2, false);
+    f = open_memstream(&d2, &l2);
+    kr_conf_dump(c2, f);
+    fclose(f);
+    /* Only the first line (the source path) differs. */
+    ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+    kr_conf_free(c);
+    kr_conf_free(c2);
+    free(d1);
+    free(d2);
+    free(errs);
+}
+END_TEST
+
+START_TEST(test_example_file)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096], line[4096];
+    struct kr_conf *c = NULL;
+    char *errs = NULL;
+    size_t len = 0;
+    FILE *f;
+    int n = 0;
+
+    ck_assert_msg(top != NULL, "top_srcdir is not set (run via make check)");
+    snprintf(path, sizeof(path), "%s/conf/krelay.ini", top);
+    f = open_memstream(&errs, &len);
+    ck_assert_int_eq(kr_conf_load(path, f, &c), KR_OK);
+    fclose(f);
+    ck_assert_str_eq(errs, "");
+    ck_assert_str_eq(c->path, path);
+    ck_assert_int_eq(c->nlisteners, 1);
+    ck_assert_int_eq(c->nupstreams, 1);
+    ck_assert_ptr_eq(c->listeners[0].up, &c->upstreams[0]);
+    ck_assert_int_eq(c->log.level, KR_LOG_NOTICE);
+    kr_conf_free(c);
+    free(errs);
+
+    /* Short enough even for an unpatched inih (200-byte buffer). */
+    f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n++;
+        ck_assert_msg(strlen(line) < 200, "line %d too long", n);
+    }
+    fclose(f);
+    ck_assert_int_gt(n, 50);
+}
+END_TEST
+
+START_TEST(test_load_missing_file)
+{
+    struct kr_conf *c = NULL;
+    char *errs = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&errs, &len);
+
+    ck_assert_int_eq(kr_conf_load("/nonexistent/krelay.ini", f, &c),
+                     KR_ERROR);
+    fclose(f);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(errs, "/nonexistent/krelay.ini: cannot open: "
+                           "No such file or directory\n");
+    free(errs);
+    ck_assert_int_eq(kr_conf_load("/nonexistent/krelay.ini", NULL, &c),
+                     KR_ERROR);
+}
+END_TEST
+
+START_TEST(test_load_file_errors)
+{
+    char path[] = "/tmp/check_conf_XXXXXX";
+    int fd = mkstemp(path);
+    static const char text[] = MIN_UPSTREAM MIN_LISTENER "max_inflight = 0\n";
+    struct kr_conf *c = NULL;
+    char *errs = NULL, want[256];
+    size_t len = 0;
+    FILE *f;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, sizeof(text) - 1),
+                     (ssize_t)sizeof(text) - 1);
+    close(fd);
+    f = open_memstream(&errs, &len);
+    ck_assert_int_eq(kr_conf_load(path, f, &c), KR_ERROR);
+    fclose(f);
+    snprintf(want, sizeof(want), "%s:6: 'max_inflight': bad value '0': "
+             "0 is out of range 1..1000000\n", path);
+    ck_assert_str_eq(errs, want);
+    unlink(path);
+    free(errs);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------- */
+
+START_TEST(test_err_unknown_section)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[cluster]\nfoo = 1\n",
+                     "t.ini:6: unknown section [cluster]");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log extra]\n",
+                     "t.ini:6: [log] takes no name");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[listener a b]\n",
+                     "t.ini:6: syntax error: expected [KIND] or [KIND NAME]");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[listener\n",
+                     "t.ini:6: syntax error: section header without ']'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log] junk\n",
+                     "t.ini:6: syntax error: text after ']'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[upstream a/b]\n",
+                     "t.ini:6: bad section name 'a/b'");
+}
+END_TEST
+
+START_TEST(test_err_unknown_key)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "max_frames = 1\n",
+                     "t.ini:6: unknown key 'max_frames' in [listener]");
+    expect_one_error("key = 1\n" MIN_UPSTREAM MIN_LISTENER,
+                     "t.ini:1: key 'key' outside any section");
+    expect_one_error(MIN_UPSTREAM "listen = 1.2.3.4:1\n" MIN_LISTENER,
+                     "t.ini:3: unknown key 'listen' in [upstream]");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "just words\n",
+                     "t.ini:6: syntax error: expected 'key = value'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "= 5\n",
+                     "t.ini:6: missing key name");
+}
+END_TEST
+
+START_TEST(test_err_values)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "max_inflight = 10x\n",
+                     "t.ini:6: 'max_inflight': bad value '10x': "
+                     "expected an integer");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "max_inflight = 0x10\n",
+                     "t.ini:6: 'max_inflight': bad value '0x10'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "max_inflight = \n",
+                     "t.ini:6: 'max_inflight': bad value ''");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "idle_timeout_ms = 99999999999999999999\n",
+                     "t.ini:6: 'idle_timeout_ms': bad value");
+    expect_one_error(MIN_UPSTREAM "[listener]\nlisten = 127.0.0.1:19092\n"
+                     "broker_port_base = 70000\n",
+                     "t.ini:5: 'broker_port_base': bad value '70000': "
+                     "70000 is out of range 1..65535");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "max_frame_bytes = -1\n",
+                     "t.ini:6: 'max_frame_bytes': bad value '-1': "
+                     "-1 is out of range 64..2147483647");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log]\nlevel = loud\n",
+                     "t.ini:7: 'level': bad value 'loud': expected error, "
+                     "warn, notice, info, debug or trace");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log]\ntarget =\n",
+                     "t.ini:7: 'target': bad value '': empty value");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "advertised_host = a b\n",
+                     "t.ini:6: 'advertised_host': bad value 'a b': expected "
+                     "a host name or IP address");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "upstream = x/y\n",
+                     "t.ini:6: 'upstream': bad value 'x/y'");
+}
+END_TEST
+
+START_TEST(test_err_hostport)
+{
+    static const char *const bad[] = {
+        "nohost", "host:", "host:0", "host:65536", "host:12a", "::1:9092",
+        "[::1:9092", "[::1]9092", "[::g]:9092", "[]:9092", "999.1.1.1:9092",
+        "a b:9092", "host:+90", "host:-1", "[::1]:",
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[256], want[128];
+
+        snprintf(text, sizeof(text), MIN_UPSTREAM "[listener]\n"
+                 "listen = %s\nbroker_port_base = 19100\n", bad[i]);
+        snprintf(want, sizeof(want), "t.ini:4: 'listen': bad value '%s': "
+                 "expected HOST:PORT", bad[i]);
+        expect_one_error(text, want);
+    }
+    expect_one_error("[upstream]\nbootstrap_servers = k1:9092,,k2:9092\n"
+                     MIN_LISTENER, "t.ini:2: 'bootstrap_servers': bad value "
+                     "'k1:9092,,k2:9092': empty entry in list");
+    expect_one_error("[upstream]\nbootstrap_servers = :9092\n" MIN_LISTENER,
+                     "t.ini:2: 'bootstrap_servers': bad value ':9092': "
+                     "expected HOST:PORT");
+    expect_one_error(MIN_UPSTREAM "dial.x = k:1\n" MIN_LISTENER,
+                     "t.ini:3: 'dial.x': expected dial.NODEID");
+    expect_one_error(MIN_UPSTREAM "dial.-1 = k:1\n" MIN_LISTENER,
+                     "t.ini:3: 'dial.-1': expected dial.NODEID");
+    expect_one_error(MIN_UPSTREAM "dial.1 = k\n" MIN_LISTENER,
+                     "t.ini:3: 'dial.1': bad value 'k': expected HOST:PORT");
+    expect_one_error(MIN_UPSTREAM "dial.1 = :5\n" MIN_LISTENER,
+                     "t.ini:3: 'dial.1': bad value ':5'");
+}
+END_TEST
+
+START_TEST(test_hostport_parse)
+{
+    struct kr_hostport hp = { NULL, 0 };
+
+    ck_assert(kr_hostport_parse("[::1]:9092", &hp));
+    ck_assert_str_eq(hp.host, "::1");
+    ck_assert_uint_eq(hp.port, 9092);
+    free(hp.host);
+    ck_assert(kr_hostport_parse("[fe80::1%eth0]:1", &hp));
+    ck_assert_str_eq(hp.host, "fe80::1%eth0");
+    ck_assert_uint_eq(hp.port, 1);
+    free(hp.host);
+    ck_assert(kr_hostport_parse("[::ffff:10.0.0.1]:65535", &hp));
+    ck_assert_str_eq(hp.host, "::ffff:10.0.0.1");
+    ck_assert_uint_eq(hp.port, 65535);
+    free(hp.host);
+    ck_assert(kr_hostport_parse("kafka_1.internal:9092", &hp));
+    ck_assert_str_eq(hp.host, "kafka_1.internal");
+    free(hp.host);
+    ck_assert(kr_hostport_parse(":9092", &hp));
+    ck_assert_str_eq(hp.host, "");
+    free(hp.host);
+    hp.host = NULL;
+    ck_assert(!kr_hostport_parse("[::1]", &hp));
+    ck_assert(!kr_hostport_parse("10.0.0.1:099999", &hp));
+    ck_assert(!kr_hostport_parse("", &hp));
+    ck_assert(!kr_hostport_parse(NULL, &hp));
+    ck_assert_ptr_null(hp.host);
+}
+END_TEST
+
+START_TEST(test_err_missing_required)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+
+    expect_one_error(MIN_UPSTREAM "[listener]\nbroker_port_base = 19100\n",
+                     "t.ini:3: [listener]: missing required key 'listen'");
+    expect_one_error(MIN_UPSTREAM "[listener x]\nlisten = h:1\n",
+                     "t.ini:3: [listener x]: missing required key "
+                     "'broker_port_base'");
+    expect_one_error("[upstream]\nconnect_timeout_ms = 5\n" MIN_LISTENER,
+                     "t.ini:1: [upstream]: missing required key "
+                     "'bootstrap_servers'");
+    expect_one_error(MIN_LISTENER, "t.ini:3: no [upstream] section");
+    expect_one_error(MIN_UPSTREAM, "t.ini:2: no [listener] section");
+
+    ck_assert_int_eq(load("", &c, &errs), KR_ERROR);
+    ck_assert_str_eq(errs, "t.ini:1: no [listener] section\n"
+                           "t.ini:1: no [upstream] section\n");
+    free(errs);
+}
+END_TEST
+
+START_TEST(test_err_ports)
+{
+    expect_one_error(MIN_UPSTREAM "[listener]\nlisten = h:1\n"
+                     "broker_port_base = 65000\nnode_id_max = 600\n",
+                     "t.ini:5: [listener]: broker_port_base 65000 + "
+                     "node_id_max 600 = 65600 is above 65535");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "node_id_min = 9\nnode_id_max = 8\n",
+                     "t.ini:7: [listener]: node_id_min 9 > node_id_max 8");
+    /* Its own bootstrap port among its broker ports. */
+    expect_one_error(MIN_UPSTREAM "[listener]\nlisten = h:19105\n"
+                     "broker_port_base = 19100\n",
+                     "t.ini:4: [listener]: listen port 19105 is also the "
+                     "port of NodeId 5 (broker ports 19100-19115)");
+}
+END_TEST
+
+#define TWO_LISTENERS(l2, b2)                                                \
+    MIN_UPSTREAM "[listener a]\nlisten = 127.0.0.1:19092\n"                  \
+    "broker_port_base = 19100\n[listener b]\nlisten = " l2 "\n"              \
+    "broker_port_base = " b2 "\n"
+
+START_TEST(test_err_listener_clash)
+{
+    /* lines: 3 [listener a], 4 listen, 5 base, 6 [listener b], 7, 8 */
+    expect_one_error(TWO_LISTENERS("127.0.0.1:19092", "29100"),
+                     "t.ini:7: [listener b]: listen port 19092 is already "
+                     "used by [listener a] (line 4)");
+    expect_one_error(TWO_LISTENERS("0.0.0.0:19110", "29100"),
+                     "t.ini:7: [listener b]: listen port 19110 is a broker "
+                     "port of [listener a] (19100-19115)");
+    expect_one_error(TWO_LISTENERS("127.0.0.1:29092", "19080"),
+                     "t.ini:8: [listener b]: broker ports 19080-19095 include "
+                     "the listen port 19092 of [listener a]");
+    expect_one_error(TWO_LISTENERS("127.0.0.1:29092", "19110"),
+                     "t.ini:8: [listener b]: broker ports 19110-19125 "
+                     "overlap those of [listener a] (19100-19115)");
+    /* Different addresses may share ports. */
+    {
+        struct kr_conf *c = load_ok(TWO_LISTENERS("127.0.0.2:19092",
+                                                  "19100"));
+
+        ck_assert_int_eq(c->nlisteners, 2);
+        ck_assert_ptr_eq(c->listeners[1].up, &c->upstreams[0]);
+        kr_conf_free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_err_upstream_refs)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "upstream = nope\n",
+                     "t.ini:6: [listener]: no [upstream nope] section");
+    expect_one_error("[upstream a]\nbootstrap_servers = k:1\n"
+                     "[upstream b]\nbootstrap_servers = k:2\n" MIN_LISTENER,
+                     "t.ini:5: [listener]: there are 2 [upstream] sections: "
+                     "say which one with upstream = NAME");
+    expect_one_error(MIN_UPSTREAM "[upstream b]\nbootstrap_servers = k:2\n"
+                     MIN_LISTENER "upstream = b\n",
+                     "t.ini:1: there are 2 [upstream] sections: each needs "
+                     "a name");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "[listener]\nlisten = h:2\nbroker_port_base = 2000\n",
+                     "t.ini:6: duplicate section [listener] (first at "
+                     "line 3)");
+    expect_one_error(MIN_UPSTREAM "[listener x]\nlisten = 127.0.0.1:19092\n"
+                     "broker_port_base = 19100\n"
+                     "[listener]\nlisten = h:2\nbroker_port_base = 2000\n",
+                     "t.ini:6: there are 2 [listener] sections: each needs a "
+                     "name, as in [listener NAME]");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log]\n[log]\n",
+                     "t.ini:7: duplicate section [log] (first at line 6)");
+}
+END_TEST
+
+START_TEST(test_err_duplicates)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "\nlisten = h:2\n",
+                     "t.ini:7: key 'listen' given twice in [listener] "
+                     "(first at line 4)");
+    /* Also when the first value was bad. */
+    {
+        struct kr_conf *c;
+        char *errs = NULL;
+
+        ck_assert_int_eq(load(MIN_UPSTREAM MIN_LISTENER "max_inflight = x\n"
+                              "max_inflight = 5\n", &c, &errs), KR_ERROR);
+        ck_assert_str_eq(errs, "t.ini:6: 'max_inflight': bad value 'x': "
+                         "expected an integer\n"
+                         "t.ini:7: key 'max_inflight' given twice in "
+                         "[listener] (first at line 6)\n");
+        free(errs);
+    }
+    expect_one_error(MIN_UPSTREAM "dial.3 = a:1\ndial.3 = b:1\n" MIN_LISTENER,
+                     "t.ini:4: 'dial.3' given twice (first at line 3)");
+    /* A repeated section name is one error, its keys are not rechecked. */
+    expect_one_error("[upstream u]\nbootstrap_servers = k:1\n"
+                     "[upstream u]\nbootstrap_servers = k:1\nbad_key = 1\n"
+                     MIN_LISTENER,
+                     "t.ini:3: duplicate section [upstream u]");
+}
+END_TEST
+
+/* Every error is reported, not just the first. */
+START_TEST(test_err_all_collected)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    static const char text[] =
+        "[upstream]\n"                          /* 1 */
+        "bootstrap_servers = k1\n"              /* 2 */
+        "color = blue\n"                        /* 3 */
+        "[listener]\n"                          /* 4 */
+        "listen = 127.0.0.1:19092\n"            /* 5 */
+        "max_inflight = many\n"                 /* 6 */
+        "[log]\n"                               /* 7 */
+        "level = verbose\n"                     /* 8 */
+        "[extra]\n";                            /* 9 */
+
+    ck_assert_int_eq(load(text, &c, &errs), KR_ERROR);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(errs,
+        "t.ini:2: 'bootstrap_servers': bad value 'k1': expected "
+        "HOST:PORT[,HOST:PORT...] (IPv6 as [ADDR]:PORT)\n"
+        "t.ini:3: unknown key 'color' in [upstream]\n"
+        "t.ini:6: 'max_inflight': bad value 'many': expected an integer\n"
+        "t.ini:8: 'level': bad value 'verbose': expected error, warn, "
+        "notice, info, debug or trace\n"
+        "t.ini:9: unknown section [extra] (expected listener, upstream or "
+        "log)\n"
+        "t.ini:4: [listener]: missing required key 'broker_port_base'\n");
+    free(errs);
+    /* errs may be NULL. */
+    ck_assert_int_eq(kr_conf_load_string(text, "t.ini", NULL, &c), KR_ERROR);
+}
+END_TEST
+
+/* ---- kr_kerr ------------------------------------------------------------ */
+
+START_TEST(test_kerr_names)
+{
+    char buf[KR_KERR_BUFLEN];
+    int code;
+
+    ck_assert_str_eq(kr_kerr_name(-1), "UNKNOWN_SERVER_ERROR");
+    ck_assert_str_eq(kr_kerr_name(0), "NONE");
+    ck_assert_str_eq(kr_kerr_name(1), "OFFSET_OUT_OF_RANGE");
+    ck_assert_str_eq(kr_kerr_name(3), "UNKNOWN_TOPIC_OR_PARTITION");
+    ck_assert_str_eq(kr_kerr_name(6), "NOT_LEADER_OR_FOLLOWER");
+    ck_assert_str_eq(kr_kerr_name(7), "REQUEST_TIMED_OUT");
+    ck_assert_str_eq(kr_kerr_name(15), "COORDINATOR_NOT_AVAILABLE");
+    ck_assert_str_eq(kr_kerr_name(16), "NOT_COORDINATOR");
+    ck_assert_str_eq(kr_kerr_name(25), "UNKNOWN_MEMBER_ID");
+    ck_assert_str_eq(kr_kerr_name(27), "REBALANCE_IN_PROGRESS");
+    ck_assert_str_eq(kr_kerr_name(29), "TOPIC_AUTHORIZATION_FAILED");
+    ck_assert_str_eq(kr_kerr_name(31), "CLUSTER_AUTHORIZATION_FAILED");
+    ck_assert_str_eq(kr_kerr_name(35), "UNSUPPORTED_VERSION");
+    ck_assert_str_eq(kr_kerr_name(42), "INVALID_REQUEST");
+    ck_assert_str_eq(kr_kerr_name(58), "SASL_AUTHENTICATION_FAILED");
+    ck_assert_str_eq(kr_kerr_name(72), "LISTENER_NOT_FOUND");
+    ck_assert_str_eq(kr_kerr_name(89), "THROTTLING_QUOTA_EXCEEDED");
+    ck_assert_str_eq(kr_kerr_name(100), "UNKNOWN_TOPIC_ID");
+    ck_assert_str_eq(kr_kerr_name(110), "FENCED_MEMBER_EPOCH");
+    ck_assert_str_eq(kr_kerr_name(129), "REBOOTSTRAP_REQUIRED");
+    ck_assert_str_eq(kr_kerr_name(KR_KERR_MAX),
+                     "SHARE_SESSION_LIMIT_REACHED");
+    ck_assert_ptr_null(kr_kerr_name(KR_KERR_MAX + 1));
+    ck_assert_ptr_null(kr_kerr_name(-2));
+    ck_assert_ptr_null(kr_kerr_name(INT16_MIN));
+    ck_assert_str_eq(kr_kerr_format(35, buf, sizeof(buf)),
+                     "UNSUPPORTED_VERSION");
+    ck_assert_str_eq(kr_kerr_format(500, buf, sizeof(buf)),
+                     "UNKNOWN_ERROR_500");
+    ck_assert_str_eq(kr_kerr_format(INT16_MIN, buf, sizeof(buf)),
+                     "UNKNOWN_ERROR_-32768");
+
+    /* Every code has a distinct name that maps back to it. */
+    for (code = -1; code <= KR_KERR_MAX; code++) {
+        const char *n = kr_kerr_name((int16_t)code);
+
+        ck_assert_ptr_nonnull(n);
+        ck_assert_int_eq(kr_kerr_by_name(n), code);
+    }
+    ck_assert_int_eq(kr_kerr_by_name("not_leader_or_follower"), 6);
+    ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_500"), 500);
+    ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_-7"), -7);
+    ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_40000"),
+                     KR_KERR_NOT_FOUND);
+    ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_ 5"), KR_KERR_NOT_FOUND);
+    ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_"), KR_KERR_NOT_FOUND);
+    ck_assert_int_eq(kr_kerr_by_name("NO_SUCH_ERROR"), KR_KERR_NOT_FOUND);
+    ck_assert_int_eq(kr_kerr_by_name(NULL), KR_KERR_NOT_FOUND);
+}
+END_TEST
+
+/* ---- kr_log ------------------------------------------------------------- */
+
+START_TEST(test_log_levels)
+{
+    static const char *const names[] = {
+        "error", "warn", "notice", "info", "debug", "trace",
+    };
+    int lvl, i;
+
+    for (i = 0; i < 6; i++) {
+        lvl = -1;
+        ck_assert(kr_log_level_parse(names[i], &lvl));
+        ck_assert_int_eq(lvl, i);
+        ck_assert_str_eq(kr_log_level_name(i), names[i]);
+    }
+    ck_assert_int_eq(KR_LOG_TRACE, 5);
+    ck_assert(kr_log_level_parse("WARN", &lvl));
+    ck_assert_int_eq(lvl, KR_LOG_WARN);
+    lvl = 42;
+    ck_assert(!kr_log_level_parse("warning", &lvl));
+    ck_assert(!kr_log_level_parse("", &lvl));
+    ck_assert(!kr_log_level_parse(NULL, &lvl));
+    ck_assert_int_eq(lvl, 42);
+    ck_assert_str_eq(kr_log_level_name(99), "unknown");
+    ck_assert_int_eq(kr_log_level_cur, KR_LOG_NOTICE);
+}
+END_TEST
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    size_t n;
+
+    ck_assert_ptr_nonnull(f);
+    buf = calloc(1, 65536);
+    ck_assert_ptr_nonnull(buf);
+    n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* "2026-11-30T12:00:00.123456Z " */
+static bool
+is_timestamp(const char *s)
+{
+    static const char pat[] = "dddd-dd-ddTdd:dd:dd.ddddddZ ";
+    size_t i;
+
+    for (i = 0; pat[i] != '\0'; i++) {
+        if (pat[i] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != pat[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+START_TEST(test_log_file_reopen)
+{
+    char dir[] = "/tmp/check_log_XXXXXX";
+    char path[256], old[256], want[128];
+    char *text, *nl;
+    struct stat sb;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/krelay.log", dir);
+    snprintf(old, sizeof(old), "%s/krelay.log.1", dir);
+
+    ck_assert_int_eq(kr_log_open(path, "ktest"), KR_OK);
+    ck_assert_int_eq(stat(path, &sb), 0);
+    {
+        mode_t mask = umask(0);
+
+        umask(mask);
+        ck_assert_int_eq(sb.st_mode & 0777, 0640 & ~mask);
+    }
+    kr_log_notice("first %d", 1);
+    kr_log_debug("not written at notice");
+    kr_log_error("ctl\nchars\x01 stay on one line");
+    kr_log_level_cur = KR_LOG_TRACE;
+    kr_log_trace("trace now");
+    kr_log_level_cur = KR_LOG_NOTICE;
+
+    ck_assert_int_eq(rename(path, old), 0);
+    kr_log_reopen();
+    kr_log_warn("second");
+    kr_log_close();
+
+    text = slurp(old);
+    ck_assert_int_eq(count_lines(text), 3);
+    ck_assert(is_timestamp(text));
+    snprintf(want, sizeof(want), "Z ktest[%ld]: notice: first 1\n",
+             (long)getpid());
+    ck_assert_ptr_nonnull(strstr(text, want));
+    ck_assert_ptr_eq(strstr(text, want), text + 26);
+    ck_assert_ptr_null(strstr(text, "not written"));
+    ck_assert_ptr_nonnull(strstr(text, ": error: ctl\\x0achars\\x01 stay on "
+                                       "one line\n"));
+    nl = strchr(text, '\n');
+    ck_assert(is_timestamp(nl + 1));
+    ck_assert_ptr_nonnull(strstr(text, ": trace: trace now\n"));
+    ck_assert_ptr_null(strstr(text, "second"));
+    free(text);
+
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 1);
+    ck_assert(is_timestamp(text));
+    ck_assert_ptr_nonnull(strstr(text, ": warn: second\n"));
+    free(text);
+
+    /* A file that cannot be opened keeps the old sink. */
+    errno = 0;
+    ck_assert_int_eq(kr_log_open("/nonexistent/dir/x.log", NULL), KR_ERROR);
+    ck_assert_int_eq(errno, ENOENT);
+
+    unlink(path);
+    unlink(old);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_log_long_line)
+{
+    char dir[] = "/tmp/check_log_XXXXXX";
+    char path[256];
+    char *big = malloc(10000), *text;
+
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', 9999);
+    big[9999] = '\0';
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/krelay.log", dir);
+    ck_assert_int_eq(kr_log_open(path, "krelay"), KR_OK);
+    kr_log_error("%s", big);
+    kr_log_close();
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 1);
+    ck_assert_uint_eq(strlen(text), 4096);
+    ck_assert_ptr_nonnull(strstr(text, "krelay["));
+    ck_assert_ptr_nonnull(strstr(text, "xxx...\n"));
+    free(text);
+    free(big);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_log_ratelimit)
+{
+    char dir[] = "/tmp/check_log_XXXXXX";
+    char path[256];
+    struct kr_ratelimit rl = { 0, 0, 0 };
+    char *text;
+    int i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/krelay.log", dir);
+    ck_assert_int_eq(kr_log_open(path, NULL), KR_OK);
+    /* A window that cannot end by itself, so timing does not matter. */
+    rl.window_start_ms = INT64_MAX / 2;
+    for (i = 0; i < 15; i++) {
+        kr_log_write_rl(&rl, 10, KR_LOG_WARN, "peer msg %d", i);
+    }
+    ck_assert_uint_eq(rl.count, 15);
+    ck_assert_uint_eq(rl.suppressed, 5);
+    /* Now let it end: the next call writes the summary first. */
+    rl.window_start_ms = 1;
+    kr_log_write_rl(&rl, 10, KR_LOG_WARN, "peer msg %d", 99);
+    ck_assert_uint_eq(rl.suppressed, 0);
+    ck_assert_uint_eq(rl.count, 1);
+    /* Disabled level: nothing counted. */
+    kr_log_write_rl(&rl, 10, KR_LOG_DEBUG, "quiet");
+    ck_assert_uint_eq(rl.count, 1);
+    kr_log_close();
+
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 12);
+    ck_assert_ptr_nonnull(strstr(text, ": warn: peer msg 9\n"));
+    ck_assert_ptr_null(strstr(text, "peer msg 10\n"));
+    ck_assert_ptr_null(strstr(text, "peer msg 14\n"));
+    ck_assert_ptr_nonnull(strstr(text, ": warn: suppressed 5 messages like "
+                                       "\"peer msg %d\"\n"));
+    ck_assert_ptr_nonnull(strstr(text, "peer msg 99\n"));
+    ck_assert(strstr(text, "suppressed 5") < strstr(text, "peer msg 99"));
+    free(text);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+static void *
+log_thread(void *arg)
+{
+    int i;
+
+    for (i = 0; i < 2000; i++) {
+        kr_log_notice("thread %ld line %d", (long)(intptr_t)arg, i);
+    }
+    return NULL;
+}
+
+/* Threads logging during reopens: every line whole, none lost. */
+START_TEST(test_log_threads)
+{
+    char dir[] = "/tmp/check_log_XXXXXX";
+    char path[256];
+    pthread_t th[4];
+    char *text, *p;
+    long i;
+    int lines = 0;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/krelay.log", dir);
+    ck_assert_int_eq(kr_log_open(path, "krelay"), KR_OK);
+    for (i = 0; i < 4; i++) {
+        ck_assert_int_eq(pthread_create(&th[i], NULL, log_thread,
+                                        (void *)(intptr_t)i), 0);
+    }
+    for (i = 0; i < 50; i++) {
+        kr_log_reopen();
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+    }
+    kr_log_close();
+    text = malloc(1 << 20);
+    ck_assert_ptr_nonnull(text);
+    {
+        FILE *f = fopen(path, "r");
+        size_t n;
+
+        ck_assert_ptr_nonnull(f);
+        n = fread(text, 1, (1 << 20) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    for (p = text; *p != '\0'; p = strchr(p, '\n') + 1) {
+        ck_assert(is_timestamp(p));
+        ck_assert_ptr_nonnull(strchr(p, '\n'));
+        lines++;
+    }
+    ck_assert_int_eq(lines, 8000);
+    free(text);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+static Suite *
+conf_suite(void)
+{
+    Suite *s = suite_create("conf");
+    TCase *tc = tcase_create("conf");
+    TCase *tk = tcase_create("kerr");
+    TCase *tl = tcase_create("log");
+
+    tcase_add_test(tc, test_full);
+    tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_advertised_default);
+    tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_long_line_ok);
+    tcase_add_test(tc, test_long_line_error);
+    tcase_add_test(tc, test_dump_roundtrip);
+    tcase_add_test(tc, test_example_file);
+    tcase_add_test(tc, test_load_missing_file);
+    tcase_add_test(tc, test_load_file_errors);
+    tcase_add_test(tc, test_err_unknown_section);
+    tcase_add_test(tc, test_err_unknown_key);
+    tcase_add_test(tc, test_err_values);
+    tcase_add_test(tc, test_err_hostport);
+    tcase_add_test(tc, test_hostport_parse);
+    tcase_add_test(tc, test_err_missing_required);
+    tcase_add_test(tc, test_err_ports);
+    tcase_add_test(tc, test_err_listener_clash);
+    tcase_add_test(tc, test_err_upstream_refs);
+    tcase_add_test(tc, test_err_duplicates);
+    tcase_add_test(tc, test_err_all_collected);
+    suite_add_tcase(s, tc);
+
+    tcase_add_test(tk, test_kerr_names);
+    suite_add_tcase(s, tk);
+
+    tcase_add_test(tl, test_log_levels);
+    tcase_add_test(tl, test_log_file_reopen);
+    tcase_add_test(tl, test_log_long_line);
+    tcase_add_test(tl, test_log_ratelimit);
+    tcase_add_test(tl, test_log_threads);
+    suite_add_tcase(s, tl);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(conf_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
