@@ -1,1 +1,689 @@
-/* placeholder: being written */
+/*
+ * kr_rewrite.c - response rewriting: broker endpoints and ApiVersions.
+ *
+ * Everything here is driven by the schema tables: which responses can
+ * carry a broker endpoint is computed once from the KR_SF_ENDPOINT flags
+ * the generator sets, and the rewrite walks the decoded tree generically.
+ * The only API named in this file is ApiVersions, whose response is a
+ * special case of the protocol itself (KIP-511).
+ *
+ * Data flow of one rewritten response:
+ *
+ *   payload evbuffer --evbuffer_peek--> kr_rbuf --decode--> tree
+ *   tree --edit endpoints--> tree --kr_encode_msg--> kr_wbuf (own bytes
+ *   + list of records slices)
+ *   out = size prefix, own bytes, records chains moved from payload with
+ *   evbuffer_remove_buffer, own bytes, ..., trailing bytes.
+ *
+ * Records are never touched by this code: they stay in the evbuffer
+ * chains they were read into and are moved, not copied.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "kr_codec.h"
+#include "kr_log.h"
+#include "kr_rewrite.h"
+#include "kr_schema.h"
+#include "kr_upstream.h"
+
+#define KR_APIVERSIONS_KEY 18
+#define KR_METADATA_KEY 3
+#define KR_UNSUPPORTED_VERSION 35   /* Kafka error code */
+#define KR_NO_NODE (-1)             /* Kafka's Node.noNode() id */
+
+/* Keys and versions the wants table covers; larger ones are never known. */
+#define KR_RW_MAX_KEYS 1024
+#define KR_RW_MAX_VERSIONS 64
+/* Depth bound for the table walk (Kafka's schemas nest about 5 deep). */
+#define KR_RW_MAX_DEPTH 32
+
+/* wants_mask[k] bit v: response of ApiKey k at version v has endpoints. */
+static uint64_t wants_mask[KR_RW_MAX_KEYS];
+/* reach[sid]: struct sid (or something below it) is an endpoint struct. */
+static uint8_t *reach;
+static bool inited;
+
+/* ---- tables ----------------------------------------------------------- */
+
+static bool
+ep_fields_at(const struct kr_struct_desc *sd, int16_t v)
+{
+    if (!(sd->flags & KR_SF_ENDPOINT) || sd->ep_node < 0 ||
+        sd->ep_host < 0 || sd->ep_port < 0 || sd->ep_node >= sd->nfields ||
+        sd->ep_host >= sd->nfields || sd->ep_port >= sd->nfields) {
+        return false;
+    }
+    return kr_vrange_has(kr_fields[sd->first_field + sd->ep_node].versions,
+                         v) &&
+           kr_vrange_has(kr_fields[sd->first_field + sd->ep_host].versions,
+                         v) &&
+           kr_vrange_has(kr_fields[sd->first_field + sd->ep_port].versions,
+                         v);
+}
+
+/* Can struct sid at message version v hold an endpoint struct? */
+static bool
+reach_at(uint16_t sid, int16_t v, int depth)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+
+    if (sid >= kr_nstructs || depth > KR_RW_MAX_DEPTH) {
+        return false;
+    }
+    sd = &kr_structs[sid];
+    if (ep_fields_at(sd, v)) {
+        return true;
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if (!kr_vrange_has(f->versions, v)) {
+            continue;
+        }
+        if ((f->type == KR_T_STRUCT ||
+             (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT)) &&
+            reach_at(f->struct_id, v, depth + 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Version-independent: can struct sid hold an endpoint at any version? */
+static bool
+reach_any(uint16_t sid, int depth)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+
+    if (sid >= kr_nstructs || depth > KR_RW_MAX_DEPTH) {
+        return false;
+    }
+    sd = &kr_structs[sid];
+    if (sd->flags & KR_SF_ENDPOINT) {
+        return true;
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if ((f->type == KR_T_STRUCT ||
+             (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT)) &&
+            reach_any(f->struct_id, depth + 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void
+kr_rewrite_init(void)
+{
+    int16_t k, v;
+    uint32_t sid;
+
+    if (inited) {
+        return;
+    }
+    memset(wants_mask, 0, sizeof(wants_mask));
+    for (k = 0; k <= kr_api_max && k < KR_RW_MAX_KEYS; k++) {
+        const struct kr_api_desc *a = kr_api_get(k);
+
+        if (a == NULL) {
+            continue;
+        }
+        for (v = a->valid.lo < 0 ? 0 : a->valid.lo;
+             v <= a->valid.hi && v < KR_RW_MAX_VERSIONS; v++) {
+            uint16_t root = kr_api_root(a, true, v);
+
+            if (root != KR_NO_STRUCT && reach_at(root, v, 0)) {
+                wants_mask[k] |= UINT64_C(1) << v;
+            }
+        }
+    }
+    /*
+     * reach[] prunes the per-response walk (a Metadata response with ten
+     * thousand partitions is not walked into Topics).  Without it the walk
+     * still works, only slower.
+     */
+    reach = calloc(kr_nstructs ? kr_nstructs : 1, 1);
+    if (reach != NULL) {
+        for (sid = 0; sid < kr_nstructs; sid++) {
+            reach[sid] = reach_any((uint16_t)sid, 0);
+        }
+    }
+    inited = true;
+}
+
+/* Highest version krelay's tables know for k, -1 when none. */
+static int16_t
+known_max(int16_t k)
+{
+    const struct kr_api_desc *a = kr_api_get(k);
+
+    return a != NULL && a->valid.hi >= a->valid.lo ? a->valid.hi : -1;
+}
+
+bool
+kr_rewrite_wants(int16_t api_key, int16_t api_version)
+{
+    int16_t hi;
+
+    if (api_key == KR_APIVERSIONS_KEY) {
+        return true;
+    }
+    if (api_key < 0 || api_key >= KR_RW_MAX_KEYS || api_version < 0 ||
+        wants_mask[api_key] == 0) {
+        return false;
+    }
+    /*
+     * A version newer than the tables know, of an API whose newest known
+     * version carries endpoints: hold it, so that it fails loudly rather
+     * than leaking broker addresses (ApiVersions capping makes clients
+     * never send it).
+     */
+    hi = known_max(api_key);
+    if (api_version > hi) {
+        return hi >= 0 && hi < KR_RW_MAX_VERSIONS &&
+               (wants_mask[api_key] >> hi & 1u);
+    }
+    if (api_version >= KR_RW_MAX_VERSIONS) {
+        return false;
+    }
+    return (wants_mask[api_key] >> api_version) & 1u;
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static void
+set_err(struct kr_rewrite_result *res, int16_t k, int16_t v,
+        const struct kr_codec_err *ce, const char *what)
+{
+    const struct kr_api_desc *a = kr_api_get(k);
+    char nm[24];
+
+    if (a != NULL && a->name != NULL) {
+        snprintf(nm, sizeof(nm), "%.23s", a->name);
+    } else {
+        snprintf(nm, sizeof(nm), "ApiKey %d", k);
+    }
+    if (ce != NULL && ce->path[0] != '\0') {
+        snprintf(res->err, sizeof(res->err),
+                     "%s v%d: %.60s at %.40s (offset %u)", nm, v,
+                     ce->msg, ce->path, (unsigned)(ce->offset + 4));
+    } else if (ce != NULL) {
+        snprintf(res->err, sizeof(res->err),
+                     "%s v%d: %.100s (offset %u)", nm, v, ce->msg,
+                     (unsigned)(ce->offset + 4));
+    } else {
+        snprintf(res->err, sizeof(res->err), "%s v%d: %.100s", nm, v, what);
+    }
+}
+
+/*
+ * A view of payload's chains for the codec.  iov points at *stack when
+ * the chains fit, else at a malloc'd array the caller frees (*heap).
+ */
+static int
+gather(struct evbuffer *payload, struct iovec *stack, int nstack,
+       struct iovec **heap, struct kr_rbuf *rb)
+{
+    int n = evbuffer_peek(payload, -1, NULL, NULL, 0);
+    struct iovec *iov = stack;
+
+    *heap = NULL;
+    if (n < 0) {
+        return KR_ERROR;
+    }
+    if (n > nstack) {
+        /*
+         * More chains than the stack array holds: a bigger view, still
+         * no copy of the bytes.  (evbuffer_pullup would copy records.)
+         */
+        iov = calloc((size_t)n, sizeof(*iov));
+        if (iov == NULL) {
+            return KR_ENOMEM;
+        }
+        *heap = iov;
+    }
+    if (n > 0 && evbuffer_peek(payload, -1, NULL, iov, n) != n) {
+        return KR_ERROR;
+    }
+    rb->seg = iov;
+    rb->nseg = n;
+    rb->len = evbuffer_get_length(payload);
+    return KR_OK;
+}
+
+static int
+add_size_prefix(struct evbuffer *out, uint64_t len)
+{
+    uint8_t p[4];
+
+    p[0] = (uint8_t)(len >> 24);
+    p[1] = (uint8_t)(len >> 16);
+    p[2] = (uint8_t)(len >> 8);
+    p[3] = (uint8_t)len;
+    return evbuffer_add(out, p, 4) == 0 ? KR_OK : KR_ENOMEM;
+}
+
+/* The original frame, moved to out with its size prefix. */
+static int
+pass_through(struct evbuffer *payload, struct evbuffer *out)
+{
+    if (add_size_prefix(out, evbuffer_get_length(payload)) != KR_OK ||
+        evbuffer_add_buffer(out, payload) != 0) {
+        return KR_ENOMEM;
+    }
+    return KR_OK;
+}
+
+/*
+ * out gets the size prefix, w's own bytes with the records slices moved
+ * from payload between them, then m's trailing bytes.  payload is
+ * drained.  Nothing is written when w's slices do not fit payload.
+ */
+static int
+emit(struct evbuffer *payload, struct evbuffer *out,
+     const struct kr_wbuf *w, const struct kr_msg *m,
+     struct kr_rewrite_result *res)
+{
+    size_t plen = evbuffer_get_length(payload);
+    uint64_t consumed = 0, total;
+    size_t pos = 0, i;
+
+    /* Check every slice first: out stays untouched on a bad wbuf. */
+    for (i = 0; i < w->nrecs; i++) {
+        const struct kr_wbuf_rec *r = &w->recs[i];
+
+        if (r->len < 0 || r->at < pos || r->at > w->len ||
+            r->src_off < consumed || r->src_off > plen ||
+            (uint64_t)r->len > plen - r->src_off) {
+            snprintf(res->err, sizeof(res->err),
+                     "internal: records slice %zu out of order", i);
+            return KR_ERROR;
+        }
+        pos = r->at;
+        consumed = r->src_off + (uint64_t)r->len;
+    }
+    if (m->trailing > 0 &&
+        (m->trailing_off < consumed || m->trailing_off > plen ||
+         m->trailing > plen - m->trailing_off)) {
+        snprintf(res->err, sizeof(res->err),
+                 "internal: trailing bytes overlap the body");
+        return KR_ERROR;
+    }
+    total = (uint64_t)w->total + m->trailing;
+    if (total > INT32_MAX) {
+        snprintf(res->err, sizeof(res->err),
+                 "rewritten response of %llu bytes too large",
+                 (unsigned long long)total);
+        return KR_ELIMIT;
+    }
+
+    if (add_size_prefix(out, total) != KR_OK) {
+        return KR_ENOMEM;
+    }
+    pos = 0;
+    consumed = 0;
+    for (i = 0; i < w->nrecs; i++) {
+        const struct kr_wbuf_rec *r = &w->recs[i];
+
+        if (r->at > pos && evbuffer_add(out, w->buf + pos, r->at - pos) != 0) {
+            return KR_ENOMEM;
+        }
+        pos = r->at;
+        if (r->src_off > consumed &&
+            evbuffer_drain(payload, (size_t)(r->src_off - consumed)) != 0) {
+            return KR_ERROR;
+        }
+        consumed = r->src_off;
+        if (r->len > 0 &&
+            evbuffer_remove_buffer(payload, out, (size_t)r->len) != r->len) {
+            return KR_ERROR;
+        }
+        consumed += (uint64_t)r->len;
+    }
+    if (w->len > pos && evbuffer_add(out, w->buf + pos, w->len - pos) != 0) {
+        return KR_ENOMEM;
+    }
+    if (m->trailing > 0) {
+        if (m->trailing_off > consumed &&
+            evbuffer_drain(payload,
+                           (size_t)(m->trailing_off - consumed)) != 0) {
+            return KR_ERROR;
+        }
+        if (evbuffer_remove_buffer(payload, out, m->trailing) !=
+            (int)m->trailing) {
+            return KR_ERROR;
+        }
+    }
+    evbuffer_drain(payload, evbuffer_get_length(payload));
+    return KR_OK;
+}
+
+/* ---- endpoints -------------------------------------------------------- */
+
+struct walk {
+    const struct kr_rewrite_ctx *ctx;
+    struct kr_rewrite_result *res;
+    size_t host_len;
+};
+
+static int
+rewrite_endpoint(struct walk *wk, struct kr_node *n,
+                 const struct kr_struct_desc *sd)
+{
+    const struct kr_rewrite_ctx *ctx = wk->ctx;
+    struct kr_val *id, *host, *port;
+    int64_t node, want_port;
+    const char *want_host;
+    size_t want_len;
+
+    if (sd->ep_node < 0 || sd->ep_host < 0 || sd->ep_port < 0 ||
+        sd->ep_node >= sd->nfields || sd->ep_host >= sd->nfields ||
+        sd->ep_port >= sd->nfields) {
+        return KR_OK;
+    }
+    id = &n->vals[sd->ep_node];
+    host = &n->vals[sd->ep_host];
+    port = &n->vals[sd->ep_port];
+    /* FindCoordinator v4+ keeps the v0-3 fields in its root: absent. */
+    if (!id->present || !host->present || !port->present) {
+        return KR_OK;
+    }
+    node = id->u.i;
+    if (node == KR_NO_NODE) {
+        /*
+         * "No node" (FindCoordinator errors: -1, "", -1): nothing to
+         * reach, but never pass on a host a broker may have put there.
+         */
+        want_host = "";
+        want_len = 0;
+        want_port = -1;
+    } else {
+        if (node < ctx->node_id_min || node > ctx->node_id_max ||
+            (int64_t)ctx->broker_port_base + node > 65535) {
+            wk->res->bad_node_id = (int32_t)node;
+            snprintf(wk->res->err, sizeof(wk->res->err),
+                     "NodeId %lld outside the listener's range %d-%d: set "
+                     "node_id_min/node_id_max (and broker_port_base) to "
+                     "cover it", (long long)node, ctx->node_id_min,
+                     ctx->node_id_max);
+            return KR_ELIMIT;
+        }
+        want_host = ctx->advertised_host;
+        want_len = wk->host_len;
+        want_port = (int64_t)ctx->broker_port_base + node;
+    }
+    wk->res->endpoints++;
+    if (!host->is_null && host->u.s.len >= 0 &&
+        (size_t)host->u.s.len == want_len &&
+        (want_len == 0 || memcmp(host->u.s.p, want_host, want_len) == 0) &&
+        port->u.i == want_port) {
+        return KR_OK;
+    }
+    host->is_null = 0;
+    host->u.s.p = (const uint8_t *)want_host;
+    host->u.s.len = (int32_t)want_len;
+    port->u.i = want_port;
+    wk->res->changed = true;
+    return KR_OK;
+}
+
+static int
+walk_node(struct walk *wk, struct kr_node *n, int depth)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+    int rc;
+
+    if (n == NULL || n->struct_id >= kr_nstructs) {
+        return KR_OK;
+    }
+    if (depth > KR_RW_MAX_DEPTH) {
+        snprintf(wk->res->err, sizeof(wk->res->err),
+                 "response nested deeper than %d", KR_RW_MAX_DEPTH);
+        return KR_EPROTO;
+    }
+    sd = &kr_structs[n->struct_id];
+    if (sd->flags & KR_SF_ENDPOINT) {
+        rc = rewrite_endpoint(wk, n, sd);
+        if (rc != KR_OK) {
+            return rc;
+        }
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        struct kr_val *val = &n->vals[i];
+        uint32_t j;
+
+        if (!val->present || val->is_null) {
+            continue;
+        }
+        if (f->type != KR_T_STRUCT &&
+            !(f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT)) {
+            continue;
+        }
+        if (reach != NULL && f->struct_id < kr_nstructs &&
+            !reach[f->struct_id]) {
+            continue;
+        }
+        if (f->type == KR_T_STRUCT) {
+            rc = walk_node(wk, val->u.node, depth + 1);
+            if (rc != KR_OK) {
+                return rc;
+            }
+            continue;
+        }
+        if (val->u.arr == NULL) {
+            continue;
+        }
+        for (j = 0; j < val->u.arr->n; j++) {
+            struct kr_val *it = &val->u.arr->items[j];
+
+            if (it->is_null) {
+                continue;
+            }
+            rc = walk_node(wk, it->u.node, depth + 1);
+            if (rc != KR_OK) {
+                return rc;
+            }
+        }
+    }
+    return KR_OK;
+}
+
+/* ---- ApiVersions ------------------------------------------------------ */
+
+/*
+ * Cap MaxVersion of every API krelay must decode to what its tables
+ * know.  Returns the number of entries capped.
+ */
+static unsigned
+cap_api_versions(struct kr_node *body)
+{
+    struct kr_val *keys = kr_node_get(body, "ApiKeys");
+    unsigned capped = 0;
+    uint32_t i;
+
+    if (keys == NULL || !keys->present || keys->is_null ||
+        keys->u.arr == NULL) {
+        return 0;
+    }
+    for (i = 0; i < keys->u.arr->n; i++) {
+        struct kr_node *e = keys->u.arr->items[i].u.node;
+        struct kr_val *k, *maxv;
+        int16_t hi;
+
+        if (e == NULL) {
+            continue;
+        }
+        k = kr_node_get(e, "ApiKey");
+        maxv = kr_node_get(e, "MaxVersion");
+        if (k == NULL || maxv == NULL || k->u.i < 0 ||
+            k->u.i >= KR_RW_MAX_KEYS) {
+            continue;
+        }
+        if (k->u.i != KR_APIVERSIONS_KEY && wants_mask[k->u.i] == 0) {
+            continue;
+        }
+        hi = known_max((int16_t)k->u.i);
+        if (hi >= 0 && maxv->u.i > hi) {
+            maxv->u.i = hi;
+            capped++;
+        }
+    }
+    return capped;
+}
+
+/* ---- the entry point -------------------------------------------------- */
+
+int
+kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                    int16_t api_version, struct evbuffer *payload,
+                    struct evbuffer *out, struct kr_rewrite_result *res)
+{
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_wbuf w;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    int16_t dec_version = api_version;
+    bool apiversions = api_key == KR_APIVERSIONS_KEY;
+    bool pass = false;
+    int rc;
+
+    memset(res, 0, sizeof(*res));
+    res->bad_node_id = -1;
+    memset(&ce, 0, sizeof(ce));
+    memset(&m, 0, sizeof(m));
+    if (!inited) {
+        kr_rewrite_init();
+    }
+    /*
+     * Per call: no state survives a response (worker threads may come and
+     * go).  The arena's first chunk is one malloc.
+     */
+    kr_arena_init(&arena, 0);
+    memset(&w, 0, sizeof(w));
+
+    if (apiversions) {
+        uint8_t head[6];
+        int16_t ec;
+
+        /* Header v0 (CorrelationId), then ErrorCode at every version. */
+        if (evbuffer_copyout(payload, head, sizeof(head)) !=
+            (ev_ssize_t)sizeof(head)) {
+            set_err(res, api_key, api_version, NULL,
+                    "truncated: no ErrorCode");
+            rc = KR_EPROTO;
+            goto done;
+        }
+        ec = (int16_t)((head[4] << 8) | head[5]);
+        if (ec == KR_UNSUPPORTED_VERSION) {
+            /*
+             * KIP-511: the broker did not parse the request and answered
+             * with a v0 body, whatever version was asked.  Its ApiKeys
+             * only serve the client's retry of ApiVersions itself, so
+             * the frame passes byte for byte (even when, as librdkafka
+             * 2.12's mock does, the body is not a valid v0 body).
+             */
+            pass = true;
+            dec_version = 0;
+        } else if (api_version > known_max(api_key)) {
+            /* Newer than the tables: its layout starts like ours. */
+            dec_version = known_max(api_key);
+        }
+    } else if (api_version > known_max(api_key) || api_version < 0) {
+        set_err(res, api_key, api_version, NULL,
+                "version unknown to krelay's schema tables");
+        rc = KR_EPROTO;
+        goto done;
+    }
+
+    rc = gather(payload, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc != KR_OK) {
+        set_err(res, api_key, api_version, NULL, "cannot read the frame");
+        goto done;
+    }
+    rc = kr_decode_response(&arena, &rb, api_key, dec_version, 0, &m,
+                            &ce);
+    if (pass) {
+        /* Decoded only to check it; forwarded as received. */
+        if (rc == KR_OK) {
+            res->trailing = m.trailing;
+        }
+        rc = pass_through(payload, out);
+        goto done;
+    }
+    if (rc != KR_OK) {
+        if (rc == KR_EUNSUPPORTED) {
+            rc = KR_EPROTO;
+        }
+        set_err(res, api_key, api_version, &ce, NULL);
+        goto done;
+    }
+    res->trailing = m.trailing;
+
+    if (apiversions) {
+        res->capped = cap_api_versions(m.body);
+        res->changed = res->capped > 0;
+    } else {
+        struct walk wk;
+
+        if (api_key == KR_METADATA_KEY && ctx->upstream != NULL) {
+            kr_upstream_learn(ctx->upstream, m.body, api_key, api_version);
+        }
+        wk.ctx = ctx;
+        wk.res = res;
+        wk.host_len = ctx->advertised_host != NULL ?
+                      strlen(ctx->advertised_host) : 0;
+        if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
+            set_err(res, api_key, api_version, NULL,
+                    "no advertised host to write");
+            rc = KR_ERROR;
+            goto done;
+        }
+        rc = walk_node(&wk, m.body, 0);
+        if (rc != KR_OK) {
+            res->changed = false;
+            goto done;
+        }
+    }
+
+    if (!res->changed) {
+        rc = pass_through(payload, out);
+        goto done;
+    }
+    rc = kr_encode_msg(&m, &w, &ce);
+    if (rc == KR_OK && w.failed) {
+        rc = KR_ENOMEM;
+    }
+    if (rc != KR_OK) {
+        set_err(res, api_key, api_version, &ce, NULL);
+        res->changed = false;
+        goto done;
+    }
+    rc = emit(payload, out, &w, &m, res);
+
+done:
+    free(heap);
+    /* Bytes borrowed by the tree are dropped only now. */
+    evbuffer_drain(payload, evbuffer_get_length(payload));
+    kr_arena_free(&arena);
+    kr_wbuf_free(&w);
+    if (rc != KR_OK && res->err[0] == '\0') {
+        set_err(res, api_key, api_version, NULL, kr_status_str(rc));
+    }
+    return rc;
+}

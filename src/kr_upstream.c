@@ -1,1 +1,1157 @@
-/* placeholder: being written */
+/*
+ * kr_upstream.c - where the brokers of one upstream cluster are.
+ *
+ * State per upstream:
+ *   - a broker map NodeId -> HOST:PORT with a resolved-address cache,
+ *     filled from dial.NODEID overrides (never replaced), from krelay's
+ *     own metadata fetches and from Metadata responses seen in client
+ *     traffic (kr_upstream_learn);
+ *   - the fetch: one connection at a time to a bootstrap server (rotating
+ *     on failure) that sends ApiVersions v0 then Metadata at the highest
+ *     version both sides know.  Requests are built and responses parsed
+ *     with the generic codec.  It runs at start, every
+ *     metadata_refresh_ms, and on demand for an unknown NodeId
+ *     (coalesced: every resolution waiting for a node is answered when
+ *     the fetch in progress, or the next one, ends);
+ *   - resolutions in flight: waiting for a fetch, or for evdns.
+ *
+ * The fetch uses a bufferevent: it is a few small frames every few
+ * minutes, not the hot path.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "kr_codec.h"
+#include "kr_log.h"
+#include "kr_schema.h"
+#include "kr_upstream.h"
+
+#define KR_UP_APIVERSIONS 18
+#define KR_UP_METADATA 3
+#define KR_UP_MAX_BROKERS 4096          /* map size bound */
+#define KR_UP_MAX_FRAME (64u << 20)     /* bytes, own fetch responses */
+#define KR_UP_DNS_TTL_MS 60000          /* resolved-address cache life */
+#define KR_UP_MIN_GAP_MS 250            /* between on-demand fetches */
+#define KR_UP_BACKOFF_MIN_MS 1000       /* after a failed fetch, doubling */
+#define KR_UP_BACKOFF_MAX_MS 30000
+#define KR_UP_CLIENT_ID "krelay"
+
+enum kr_up_src { SRC_DIAL = 0, SRC_FETCH, SRC_LEARN };
+
+/* A host:port and its cached address. */
+struct kr_uaddr {
+    char *host;                         /* malloc'd, no brackets */
+    uint16_t port;
+    struct sockaddr_storage sa;
+    socklen_t salen;                    /* 0: not resolved */
+    int64_t resolved_ms;                /* monotonic */
+};
+
+struct kr_ubroker {
+    int32_t node_id;
+    uint8_t src;                        /* enum kr_up_src */
+    struct kr_uaddr a;
+};
+
+enum kr_fetch_state {
+    F_IDLE = 0,     /* maybe a periodic refresh_ev pending */
+    F_QUEUED,       /* refresh_ev pending for an on-demand fetch */
+    F_RESOLVING,
+    F_CONNECTING,
+    F_APIVERSIONS,
+    F_METADATA
+};
+
+struct kr_resolve {
+    struct kr_upstream *u;
+    int32_t node_id;                    /* or KR_NODE_BOOTSTRAP */
+    int bs_index;                       /* bootstrap entry, or -1 */
+    kr_resolve_cb cb;
+    void *arg;
+    uint64_t seq;                       /* fetch it waits for */
+    struct evdns_getaddrinfo_request *dnsreq;
+    bool waiting;                       /* in u->waiting */
+    bool in_dns;                        /* in u->dns_list */
+    bool cancelled;
+    char *host;                         /* while resolving */
+    uint16_t port;
+    struct kr_resolve *prev, *next;
+    char what[288];
+};
+
+struct kr_upstream {
+    struct event_base *base;
+    struct evdns_base *dns;
+    const struct kr_upstream_conf *uc;
+    char label[80];                     /* "upstream NAME" for logs */
+
+    struct kr_ubroker *brokers;
+    int nbrokers, cap;
+    struct kr_uaddr *bs;                /* cache per bootstrap server */
+    unsigned bs_next;                   /* rotation for resolve() */
+
+    struct kr_resolve *waiting;         /* waiting for a fetch */
+    struct kr_resolve *dns_list;        /* waiting for evdns */
+
+    /* the fetch */
+    enum kr_fetch_state state;
+    uint64_t seq;                       /* fetches started or queued */
+    unsigned fetch_bs;                  /* next bootstrap server to try */
+    int tries;
+    struct kr_resolve *fetch_res;       /* its address lookup */
+    struct bufferevent *bev;
+    struct event *refresh_ev;           /* start the next fetch */
+    struct event *timeout_ev;           /* the current step's deadline */
+    int32_t corr;
+    int16_t md_version;
+    int64_t last_done_ms;
+    int64_t backoff_ms;
+    char fetch_what[288];
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int64_t
+now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timeval
+tv_ms(int64_t ms)
+{
+    struct timeval tv;
+
+    if (ms < 0) {
+        ms = 0;
+    }
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    return tv;
+}
+
+static void
+fmt_hostport(char *buf, size_t len, const char *host, uint16_t port)
+{
+    if (strchr(host, ':') != NULL) {
+        snprintf(buf, len, "[%s]:%u", host, port);
+    } else {
+        snprintf(buf, len, "%s:%u", host, port);
+    }
+}
+
+static void
+list_add(struct kr_resolve **head, struct kr_resolve *r)
+{
+    r->prev = NULL;
+    r->next = *head;
+    if (*head != NULL) {
+        (*head)->prev = r;
+    }
+    *head = r;
+}
+
+static void
+list_del(struct kr_resolve **head, struct kr_resolve *r)
+{
+    if (r->prev != NULL) {
+        r->prev->next = r->next;
+    } else {
+        *head = r->next;
+    }
+    if (r->next != NULL) {
+        r->next->prev = r->prev;
+    }
+    r->prev = r->next = NULL;
+}
+
+static void
+resolve_free(struct kr_resolve *r)
+{
+    free(r->host);
+    free(r);
+}
+
+/* ---- broker map ------------------------------------------------------- */
+
+static struct kr_ubroker *
+broker_find(const struct kr_upstream *u, int32_t node_id)
+{
+    int i;
+
+    for (i = 0; i < u->nbrokers; i++) {
+        if (u->brokers[i].node_id == node_id) {
+            return &u->brokers[i];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Record NodeId node_id at host[0..hlen):port from source src.  A dial
+ * override is never replaced by what a broker says.  Returns true when
+ * the map changed.
+ */
+static bool
+broker_set(struct kr_upstream *u, int32_t node_id, const char *host,
+           size_t hlen, int64_t port, enum kr_up_src src)
+{
+    static const char *srcname[] = { "dial override", "metadata",
+                                     "client metadata" };
+    struct kr_ubroker *b;
+    char *h, hp[300];
+    size_t i;
+
+    if (node_id < 0 || port <= 0 || port > 65535 || hlen == 0 ||
+        hlen > 255) {
+        kr_log_rl(KR_LOG_WARN, "%s: ignoring broker NodeId %d with bad "
+                  "address (%zu-byte host, port %lld) from %s", u->label,
+                  node_id, hlen, (long long)port, srcname[src]);
+        return false;
+    }
+    for (i = 0; i < hlen; i++) {
+        if (host[i] == '/' || (unsigned char)host[i] <= ' ') {
+            kr_log_rl(KR_LOG_WARN, "%s: ignoring broker NodeId %d: bad "
+                      "character in host name from %s", u->label, node_id,
+                      srcname[src]);
+            return false;
+        }
+    }
+    b = broker_find(u, node_id);
+    if (b != NULL) {
+        if (b->src == SRC_DIAL && src != SRC_DIAL) {
+            return false;
+        }
+        if (b->a.port == (uint16_t)port && strlen(b->a.host) == hlen &&
+            memcmp(b->a.host, host, hlen) == 0) {
+            b->src = (uint8_t)src;
+            return false;
+        }
+    } else {
+        if (u->nbrokers >= KR_UP_MAX_BROKERS) {
+            kr_log_rl(KR_LOG_WARN, "%s: more than %d brokers, ignoring "
+                      "NodeId %d", u->label, KR_UP_MAX_BROKERS, node_id);
+            return false;
+        }
+        if (u->nbrokers == u->cap) {
+            int ncap = u->cap ? u->cap * 2 : 16;
+            struct kr_ubroker *nb = realloc(u->brokers,
+                                            (size_t)ncap * sizeof(*nb));
+
+            if (nb == NULL) {
+                return false;
+            }
+            u->brokers = nb;
+            u->cap = ncap;
+        }
+        b = &u->brokers[u->nbrokers];
+        memset(b, 0, sizeof(*b));
+        b->node_id = node_id;
+    }
+    h = malloc(hlen + 1);
+    if (h == NULL) {
+        return false;
+    }
+    memcpy(h, host, hlen);
+    h[hlen] = '\0';
+    fmt_hostport(hp, sizeof(hp), h, (uint16_t)port);
+    if (b->a.host != NULL) {
+        kr_log_info("%s: NodeId %d moved from %s:%u to %s (%s)", u->label,
+                    node_id, b->a.host, b->a.port, hp, srcname[src]);
+    } else {
+        kr_log_info("%s: NodeId %d at %s (%s)", u->label, node_id, hp,
+                    srcname[src]);
+    }
+    if (b == &u->brokers[u->nbrokers]) {
+        u->nbrokers++;
+    }
+    free(b->a.host);
+    b->a.host = h;
+    b->a.port = (uint16_t)port;
+    b->a.salen = 0;
+    b->src = (uint8_t)src;
+    return true;
+}
+
+/*
+ * Learn every endpoint struct in a decoded body: at the root or in a
+ * struct/array field whose element is an endpoint struct (Metadata
+ * Brokers, FindCoordinator, Coordinators, DescribeCluster Brokers,
+ * NodeEndpoints).  Big non-endpoint arrays (Topics) are not walked.
+ */
+static void
+learn_node(struct kr_upstream *u, const struct kr_node *n,
+           enum kr_up_src src, int depth)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+
+    if (n == NULL || n->struct_id >= kr_nstructs || depth > 2) {
+        return;
+    }
+    sd = &kr_structs[n->struct_id];
+    if ((sd->flags & KR_SF_ENDPOINT) && sd->ep_node >= 0 &&
+        sd->ep_host >= 0 && sd->ep_port >= 0 && sd->ep_node < sd->nfields &&
+        sd->ep_host < sd->nfields && sd->ep_port < sd->nfields) {
+        const struct kr_val *id = &n->vals[sd->ep_node];
+        const struct kr_val *h = &n->vals[sd->ep_host];
+        const struct kr_val *p = &n->vals[sd->ep_port];
+
+        if (id->present && h->present && p->present && !h->is_null &&
+            h->u.s.len > 0 && id->u.i >= 0) {
+            broker_set(u, (int32_t)id->u.i, (const char *)h->u.s.p,
+                       (size_t)h->u.s.len, p->u.i, src);
+        }
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        const struct kr_val *v = &n->vals[i];
+        uint32_t j;
+
+        if (!v->present || v->is_null || f->struct_id >= kr_nstructs ||
+            !(kr_structs[f->struct_id].flags & KR_SF_ENDPOINT)) {
+            continue;
+        }
+        if (f->type == KR_T_STRUCT) {
+            learn_node(u, v->u.node, src, depth + 1);
+        } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+                   v->u.arr != NULL) {
+            for (j = 0; j < v->u.arr->n; j++) {
+                if (!v->u.arr->items[j].is_null) {
+                    learn_node(u, v->u.arr->items[j].u.node, src, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+void
+kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
+                  int16_t api_key, int16_t api_version)
+{
+    (void)api_key;
+    (void)api_version;
+    if (u == NULL || body == NULL) {
+        return;
+    }
+    learn_node(u, body, SRC_LEARN, 0);
+}
+
+int
+kr_upstream_nbrokers(const struct kr_upstream *u)
+{
+    return u != NULL ? u->nbrokers : 0;
+}
+
+/* ---- address resolution ----------------------------------------------- */
+
+/* The cache entry r's answer belongs to, if it still names r's address. */
+static struct kr_uaddr *
+cache_for(struct kr_upstream *u, const struct kr_resolve *r)
+{
+    struct kr_uaddr *a = NULL;
+
+    if (u == NULL || r->host == NULL) {
+        return NULL;
+    }
+    if (r->bs_index >= 0 && r->bs_index < u->uc->nbootstrap) {
+        a = &u->bs[r->bs_index];
+    } else if (r->node_id >= 0) {
+        struct kr_ubroker *b = broker_find(u, r->node_id);
+
+        a = b != NULL ? &b->a : NULL;
+    }
+    if (a == NULL || a->host == NULL || a->port != r->port ||
+        strcmp(a->host, r->host) != 0) {
+        return NULL;
+    }
+    return a;
+}
+
+static void
+cache_store(struct kr_upstream *u, const struct kr_resolve *r,
+            const struct sockaddr *sa, socklen_t len)
+{
+    struct kr_uaddr *a = cache_for(u, r);
+
+    if (a == NULL || len > (socklen_t)sizeof(a->sa)) {
+        return;
+    }
+    memcpy(&a->sa, sa, len);
+    a->salen = len;
+    a->resolved_ms = now_ms();
+}
+
+/* Numeric IPv4/IPv6 host: fill ss without DNS. */
+static bool
+parse_numeric(const char *host, uint16_t port, struct sockaddr_storage *ss,
+              socklen_t *len)
+{
+    struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+    memset(ss, 0, sizeof(*ss));
+    if (evutil_inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        *len = sizeof(*s4);
+        return true;
+    }
+    if (evutil_inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        *len = sizeof(*s6);
+        return true;
+    }
+    return false;
+}
+
+static void
+dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
+{
+    struct kr_resolve *r = arg;
+    struct kr_upstream *u = r->u;
+
+    r->dnsreq = NULL;
+    if (r->cancelled || result == EVUTIL_EAI_CANCEL) {
+        /* cancel already unlinked it */
+        if (ai != NULL) {
+            evutil_freeaddrinfo(ai);
+        }
+        if (!r->cancelled && u != NULL && r->in_dns) {
+            list_del(&u->dns_list, r);
+        }
+        resolve_free(r);
+        return;
+    }
+    if (r->in_dns) {
+        list_del(&u->dns_list, r);
+        r->in_dns = false;
+    }
+    if (result != 0 || ai == NULL) {
+        kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: %s", u->label,
+                  r->what, evutil_gai_strerror(result));
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+    } else {
+        cache_store(u, r, ai->ai_addr, (socklen_t)ai->ai_addrlen);
+        r->cb(r->arg, KR_OK, ai->ai_addr, (socklen_t)ai->ai_addrlen,
+              r->what);
+    }
+    if (ai != NULL) {
+        evutil_freeaddrinfo(ai);
+    }
+    resolve_free(r);
+}
+
+/*
+ * Look up host:port for r (owned by this call from now on).  Returns r
+ * while evdns works on it, or NULL when r's callback already ran and r
+ * is freed.
+ */
+static struct kr_resolve *
+lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
+       uint16_t port)
+{
+    struct evutil_addrinfo hints;
+    struct evdns_getaddrinfo_request *q;
+    struct sockaddr_storage ss;
+    struct kr_uaddr *a;
+    socklen_t len;
+    char portstr[8];
+
+    r->host = strdup(host);
+    r->port = port;
+    if (r->host == NULL) {
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        resolve_free(r);
+        return NULL;
+    }
+    fmt_hostport(r->what, sizeof(r->what), host, port);
+    a = cache_for(u, r);
+    if (a != NULL && a->salen > 0 &&
+        now_ms() - a->resolved_ms < KR_UP_DNS_TTL_MS) {
+        memcpy(&ss, &a->sa, a->salen);
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, r->what);
+        resolve_free(r);
+        return NULL;
+    }
+    if (parse_numeric(host, port, &ss, &len)) {
+        cache_store(u, r, (struct sockaddr *)&ss, len);
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, len, r->what);
+        resolve_free(r);
+        return NULL;
+    }
+    if (u->dns == NULL) {
+        kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: no DNS resolver",
+                  u->label, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        resolve_free(r);
+        return NULL;
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    hints.ai_flags = EVUTIL_AI_ADDRCONFIG;
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    list_add(&u->dns_list, r);
+    r->in_dns = true;
+    q = evdns_getaddrinfo(u->dns, host, portstr, &hints, dns_cb, r);
+    if (q == NULL) {
+        return NULL;            /* dns_cb ran and freed r */
+    }
+    r->dnsreq = q;
+    return r;
+}
+
+static struct kr_resolve *
+resolve_new(struct kr_upstream *u, int32_t node_id, kr_resolve_cb cb,
+            void *arg)
+{
+    struct kr_resolve *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->u = u;
+    r->node_id = node_id;
+    r->bs_index = -1;
+    r->cb = cb;
+    r->arg = arg;
+    snprintf(r->what, sizeof(r->what), "node %d", node_id);
+    return r;
+}
+
+static struct kr_resolve *
+lookup_bootstrap(struct kr_upstream *u, struct kr_resolve *r, int idx)
+{
+    r->bs_index = idx;
+    return lookup(u, r, u->uc->bootstrap[idx].host,
+                  u->uc->bootstrap[idx].port);
+}
+
+static void fetch_queue(struct kr_upstream *u);
+
+struct kr_resolve *
+kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
+                    kr_resolve_cb cb, void *arg)
+{
+    struct kr_ubroker *b;
+    struct kr_resolve *r = resolve_new(u, node_id, cb, arg);
+
+    if (r == NULL) {
+        cb(arg, KR_ERROR, NULL, 0, "out of memory");
+        return NULL;
+    }
+    if (node_id == KR_NODE_BOOTSTRAP) {
+        int idx = (int)(u->bs_next++ % (unsigned)u->uc->nbootstrap);
+
+        return lookup_bootstrap(u, r, idx);
+    }
+    b = broker_find(u, node_id);
+    if (b != NULL) {
+        return lookup(u, r, b->a.host, b->a.port);
+    }
+    /* Unknown: wait for a fetch (the one running, or a new one). */
+    if (u->state == F_IDLE) {
+        fetch_queue(u);
+    }
+    r->seq = u->seq;
+    r->waiting = true;
+    list_add(&u->waiting, r);
+    return r;
+}
+
+void
+kr_upstream_resolve_cancel(struct kr_resolve *r)
+{
+    struct kr_upstream *u;
+
+    if (r == NULL) {
+        return;
+    }
+    u = r->u;
+    if (r->waiting) {
+        list_del(&u->waiting, r);
+        resolve_free(r);
+        return;
+    }
+    if (r->dnsreq != NULL) {
+        /* dns_cb frees r, now or later, without calling back. */
+        if (r->in_dns && u != NULL) {
+            list_del(&u->dns_list, r);
+        }
+        r->in_dns = false;
+        r->cancelled = true;
+        evdns_getaddrinfo_cancel(r->dnsreq);
+    }
+}
+
+/* ---- the fetch -------------------------------------------------------- */
+
+static void fetch_next(struct kr_upstream *u);
+static void fetch_done(struct kr_upstream *u, bool ok);
+
+/* Ask for a fetch soon (not sooner than KR_UP_MIN_GAP_MS after the last). */
+static void
+fetch_queue(struct kr_upstream *u)
+{
+    int64_t wait = 0;
+
+    if (u->state != F_IDLE) {
+        return;
+    }
+    if (u->last_done_ms != 0) {
+        wait = u->last_done_ms + KR_UP_MIN_GAP_MS - now_ms();
+    }
+    u->seq++;
+    u->state = F_QUEUED;
+    {
+        struct timeval tv = tv_ms(wait);
+
+        event_add(u->refresh_ev, &tv);
+    }
+}
+
+static void
+fetch_close(struct kr_upstream *u)
+{
+    if (u->fetch_res != NULL) {
+        kr_upstream_resolve_cancel(u->fetch_res);
+        u->fetch_res = NULL;
+    }
+    if (u->bev != NULL) {
+        bufferevent_free(u->bev);
+        u->bev = NULL;
+    }
+    event_del(u->timeout_ev);
+}
+
+static void
+fetch_fail(struct kr_upstream *u, const char *why)
+{
+    kr_log_rl(KR_LOG_WARN, "%s: metadata fetch from %s failed: %s",
+              u->label, u->fetch_what, why);
+    fetch_close(u);
+    fetch_next(u);
+}
+
+static void
+arm_timeout(struct kr_upstream *u, int64_t ms)
+{
+    struct timeval tv = tv_ms(ms > 0 ? ms : 1000);
+
+    event_add(u->timeout_ev, &tv);
+}
+
+/* Encode and send one request with an empty-default body. */
+static int
+send_request(struct kr_upstream *u, int16_t key, int16_t ver)
+{
+    const struct kr_api_desc *a = kr_api_get(key);
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_wbuf w;
+    struct kr_msg m;
+    struct kr_val *v;
+    uint16_t root;
+    uint8_t pre[4];
+    int rc = KR_ERROR, hv;
+
+    memset(&w, 0, sizeof(w));
+    memset(&m, 0, sizeof(m));
+    kr_arena_init(&arena, 0);
+    root = a != NULL ? kr_api_root(a, false, ver) : KR_NO_STRUCT;
+    hv = kr_request_header_version(key, ver);
+    if (root == KR_NO_STRUCT || hv < 0) {
+        goto out;
+    }
+    m.dir = KR_DIR_REQUEST;
+    m.api_key = key;
+    m.api_version = ver;
+    m.hdr_version = (int16_t)hv;
+    m.correlation_id = ++u->corr;
+    m.header = kr_node_new(&arena, kr_request_header_struct, (int16_t)hv);
+    m.body = kr_node_new(&arena, root, ver);
+    if (m.header == NULL || m.body == NULL) {
+        goto out;
+    }
+    if ((v = kr_node_get(m.header, "RequestApiKey")) != NULL) {
+        v->u.i = key;
+    }
+    if ((v = kr_node_get(m.header, "RequestApiVersion")) != NULL) {
+        v->u.i = ver;
+    }
+    if ((v = kr_node_get(m.header, "CorrelationId")) != NULL) {
+        v->u.i = m.correlation_id;
+    }
+    if ((v = kr_node_get(m.header, "ClientId")) != NULL && v->present) {
+        v->is_null = 0;
+        v->u.s.p = (const uint8_t *)KR_UP_CLIENT_ID;
+        v->u.s.len = (int32_t)strlen(KR_UP_CLIENT_ID);
+    }
+    if (key == KR_UP_METADATA) {
+        /* All topics: null array from v1, empty array in v0. */
+        v = kr_node_get(m.body, "Topics");
+        if (v != NULL && ver >= 1) {
+            v->is_null = 1;
+            v->u.arr = NULL;
+        }
+        v = kr_node_get(m.body, "AllowAutoTopicCreation");
+        if (v != NULL) {
+            v->u.i = 0;
+        }
+    }
+    rc = kr_encode_msg(&m, &w, &ce);
+    if (rc != KR_OK || w.failed || w.nrecs != 0) {
+        kr_log_rl(KR_LOG_WARN, "%s: cannot encode %s v%d request: %s",
+                  u->label, a->name, ver, rc != KR_OK ? ce.msg : "ENOMEM");
+        rc = KR_ERROR;
+        goto out;
+    }
+    pre[0] = (uint8_t)(w.len >> 24);
+    pre[1] = (uint8_t)(w.len >> 16);
+    pre[2] = (uint8_t)(w.len >> 8);
+    pre[3] = (uint8_t)w.len;
+    if (bufferevent_write(u->bev, pre, 4) != 0 ||
+        bufferevent_write(u->bev, w.buf, w.len) != 0) {
+        rc = KR_ENOMEM;
+    }
+out:
+    kr_wbuf_free(&w);
+    kr_arena_free(&arena);
+    return rc;
+}
+
+/* The ApiVersions v0 answer: pick the Metadata version. */
+static void
+on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
+{
+    const struct kr_api_desc *md = kr_api_get(KR_UP_METADATA);
+    struct kr_val *ec = kr_node_get(m->body, "ErrorCode");
+    struct kr_val *keys = kr_node_get(m->body, "ApiKeys");
+    char why[128];
+    uint32_t i;
+
+    if (ec != NULL && ec->u.i != 0) {
+        snprintf(why, sizeof(why), "ApiVersions ErrorCode %d",
+                 (int)ec->u.i);
+        fetch_fail(u, why);
+        return;
+    }
+    u->md_version = -1;
+    for (i = 0; keys != NULL && keys->u.arr != NULL && i < keys->u.arr->n;
+         i++) {
+        struct kr_node *e = keys->u.arr->items[i].u.node;
+        struct kr_val *k, *lo, *hi;
+
+        if (e == NULL) {
+            continue;
+        }
+        k = kr_node_get(e, "ApiKey");
+        lo = kr_node_get(e, "MinVersion");
+        hi = kr_node_get(e, "MaxVersion");
+        if (k == NULL || lo == NULL || hi == NULL ||
+            k->u.i != KR_UP_METADATA) {
+            continue;
+        }
+        {
+            int64_t v = hi->u.i < md->valid.hi ? hi->u.i : md->valid.hi;
+
+            if (v >= lo->u.i && v >= md->valid.lo) {
+                u->md_version = (int16_t)v;
+            }
+        }
+    }
+    if (u->md_version < 0) {
+        fetch_fail(u, "no Metadata version in common");
+        return;
+    }
+    if (send_request(u, KR_UP_METADATA, u->md_version) != KR_OK) {
+        fetch_fail(u, "cannot send Metadata request");
+        return;
+    }
+    u->state = F_METADATA;
+    arm_timeout(u, u->uc->request_timeout_margin_ms);
+}
+
+static void
+on_metadata(struct kr_upstream *u, const struct kr_msg *m)
+{
+    struct kr_val *brokers = kr_node_get(m->body, "Brokers");
+    int before = u->nbrokers;
+    unsigned n = 0;
+
+    if (brokers != NULL && brokers->u.arr != NULL) {
+        n = brokers->u.arr->n;
+    }
+    learn_node(u, m->body, SRC_FETCH, 0);
+    kr_log_info("%s: Metadata v%d from %s: %u brokers (%d known, %d new)",
+                u->label, m->api_version, u->fetch_what, n, u->nbrokers,
+                u->nbrokers - before);
+    fetch_done(u, true);
+}
+
+static void
+fetch_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct kr_upstream *u = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+
+    while (u->bev == bev) {
+        size_t avail = evbuffer_get_length(in);
+        uint8_t pre[4], *p;
+        uint32_t size;
+        struct kr_codec_err ce;
+        struct kr_arena arena;
+        struct kr_rbuf rb;
+        struct iovec iov;
+        struct kr_msg m;
+        int16_t key, ver;
+        int rc;
+        char why[400];
+
+        if (avail < 4) {
+            return;
+        }
+        evbuffer_copyout(in, pre, 4);
+        size = (uint32_t)pre[0] << 24 | (uint32_t)pre[1] << 16 |
+               (uint32_t)pre[2] << 8 | pre[3];
+        if (size < 4 || size > KR_UP_MAX_FRAME) {
+            snprintf(why, sizeof(why), "bad response size %u", size);
+            fetch_fail(u, why);
+            return;
+        }
+        if (avail - 4 < size) {
+            return;
+        }
+        p = evbuffer_pullup(in, (ev_ssize_t)size + 4);
+        if (p == NULL) {
+            fetch_fail(u, "out of memory");
+            return;
+        }
+        key = u->state == F_APIVERSIONS ? KR_UP_APIVERSIONS : KR_UP_METADATA;
+        ver = u->state == F_APIVERSIONS ? 0 : u->md_version;
+        if (u->state != F_APIVERSIONS && u->state != F_METADATA) {
+            fetch_fail(u, "unexpected response");
+            return;
+        }
+        kr_arena_init(&arena, 0);
+        memset(&ce, 0, sizeof(ce));
+        kr_rbuf_init_flat(&rb, &iov, p + 4, size);
+        /* Tolerant: librdkafka 2.12's mock adds a byte to Metadata v9+. */
+        rc = kr_decode_response(&arena, &rb, key, ver, 0, &m, &ce);
+        if (rc != KR_OK) {
+            snprintf(why, sizeof(why), "%s v%d response: %.120s at %.200s",
+                     key == KR_UP_METADATA ? "Metadata" : "ApiVersions",
+                     ver, ce.msg, ce.path[0] ? ce.path : "?");
+        } else if (m.correlation_id != u->corr) {
+            snprintf(why, sizeof(why), "CorrelationId %d, expected %d",
+                     m.correlation_id, u->corr);
+            rc = KR_EPROTO;
+        }
+        if (rc != KR_OK) {
+            kr_arena_free(&arena);
+            fetch_fail(u, why);
+            return;
+        }
+        if (u->state == F_APIVERSIONS) {
+            on_api_versions(u, &m);
+        } else {
+            on_metadata(u, &m);
+        }
+        kr_arena_free(&arena);
+        if (u->bev == bev) {
+            evbuffer_drain(in, (size_t)size + 4);
+        }
+    }
+}
+
+static void
+fetch_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct kr_upstream *u = arg;
+    char why[160];
+
+    if (bev != u->bev) {
+        return;
+    }
+    if (what & BEV_EVENT_CONNECTED) {
+        if (send_request(u, KR_UP_APIVERSIONS, 0) != KR_OK) {
+            fetch_fail(u, "cannot send ApiVersions request");
+            return;
+        }
+        u->state = F_APIVERSIONS;
+        arm_timeout(u, u->uc->request_timeout_margin_ms);
+        return;
+    }
+    if (what & BEV_EVENT_EOF) {
+        snprintf(why, sizeof(why), "connection closed by the broker");
+    } else {
+        snprintf(why, sizeof(why), "%s",
+                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    }
+    fetch_fail(u, why);
+}
+
+static void
+fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_upstream *u = arg;
+
+    (void)fd;
+    (void)what;
+    fetch_fail(u, u->state == F_CONNECTING || u->state == F_RESOLVING ?
+               "connect timed out" : "no response in time");
+}
+
+static void
+fetch_resolved(void *arg, int status, const struct sockaddr *addr,
+               socklen_t addrlen, const char *what)
+{
+    struct kr_upstream *u = arg;
+
+    u->fetch_res = NULL;
+    if (status != KR_OK) {
+        fetch_fail(u, "cannot resolve the address");
+        return;
+    }
+    u->bev = bufferevent_socket_new(u->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (u->bev == NULL) {
+        fetch_fail(u, "out of memory");
+        return;
+    }
+    bufferevent_setcb(u->bev, fetch_read_cb, NULL, fetch_event_cb, u);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    u->state = F_CONNECTING;
+    arm_timeout(u, u->uc->connect_timeout_ms);
+    if (bufferevent_socket_connect(u->bev, (struct sockaddr *)addr,
+                                   (int)addrlen) != 0) {
+        char why[160];
+
+        snprintf(why, sizeof(why), "connect: %s",
+                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        fetch_fail(u, why);
+    }
+    (void)what;
+}
+
+/* Try the next bootstrap server, or give up after trying each once. */
+static void
+fetch_next(struct kr_upstream *u)
+{
+    struct kr_resolve *r;
+    int idx;
+
+    if (u->tries >= u->uc->nbootstrap) {
+        fetch_done(u, false);
+        return;
+    }
+    u->tries++;
+    idx = (int)(u->fetch_bs++ % (unsigned)u->uc->nbootstrap);
+    fmt_hostport(u->fetch_what, sizeof(u->fetch_what),
+                 u->uc->bootstrap[idx].host, u->uc->bootstrap[idx].port);
+    u->state = F_RESOLVING;
+    r = resolve_new(u, KR_NODE_BOOTSTRAP, fetch_resolved, u);
+    if (r == NULL) {
+        fetch_done(u, false);
+        return;
+    }
+    arm_timeout(u, u->uc->connect_timeout_ms);
+    /* fetch_res stays NULL when the callback already ran. */
+    r = lookup_bootstrap(u, r, idx);
+    if (r != NULL) {
+        u->fetch_res = r;
+    }
+}
+
+static void
+refresh_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_upstream *u = arg;
+
+    (void)fd;
+    (void)what;
+    if (u->state == F_IDLE) {
+        u->seq++;           /* a periodic fetch */
+    } else if (u->state != F_QUEUED) {
+        return;
+    }
+    u->tries = 0;
+    fetch_next(u);
+}
+
+/*
+ * End of a fetch: schedule the next one, then answer every resolution
+ * that waited for this fetch (or an earlier one).
+ */
+static void
+fetch_done(struct kr_upstream *u, bool ok)
+{
+    uint64_t done = u->seq;
+    struct timeval tv;
+    int64_t next;
+
+    fetch_close(u);
+    u->state = F_IDLE;
+    u->last_done_ms = now_ms();
+    if (ok) {
+        u->backoff_ms = 0;
+        next = u->uc->metadata_refresh_ms;
+    } else {
+        u->backoff_ms = u->backoff_ms ? u->backoff_ms * 2 :
+                        KR_UP_BACKOFF_MIN_MS;
+        if (u->backoff_ms > KR_UP_BACKOFF_MAX_MS) {
+            u->backoff_ms = KR_UP_BACKOFF_MAX_MS;
+        }
+        next = u->backoff_ms;
+        if (u->uc->metadata_refresh_ms > 0 &&
+            next > u->uc->metadata_refresh_ms) {
+            next = u->uc->metadata_refresh_ms;
+        }
+        kr_log_rl(KR_LOG_WARN, "%s: no bootstrap server answered; "
+                  "retrying in %lld ms", u->label, (long long)next);
+    }
+    if (next > 0) {
+        tv = tv_ms(next);
+        event_add(u->refresh_ev, &tv);
+    }
+
+    /* Callbacks may add or cancel resolutions: rescan after each. */
+    for (;;) {
+        struct kr_resolve *r;
+        struct kr_ubroker *b;
+
+        for (r = u->waiting; r != NULL; r = r->next) {
+            if (r->seq <= done) {
+                break;
+            }
+        }
+        if (r == NULL) {
+            break;
+        }
+        list_del(&u->waiting, r);
+        r->waiting = false;
+        b = broker_find(u, r->node_id);
+        if (b != NULL) {
+            (void)lookup(u, r, b->a.host, b->a.port);
+        } else {
+            kr_log_rl(KR_LOG_WARN, "%s: NodeId %d unknown after a metadata "
+                      "refresh", u->label, r->node_id);
+            r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+            resolve_free(r);
+        }
+    }
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+struct kr_upstream *
+kr_upstream_new(struct event_base *base, struct evdns_base *dns,
+                const struct kr_upstream_conf *uc)
+{
+    struct kr_upstream *u;
+    int i;
+
+    if (uc == NULL || uc->nbootstrap < 1) {
+        return NULL;
+    }
+    u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        return NULL;
+    }
+    u->base = base;
+    u->dns = dns;
+    u->uc = uc;
+    if (uc->name != NULL && uc->name[0] != '\0') {
+        snprintf(u->label, sizeof(u->label), "upstream %s", uc->name);
+    } else {
+        snprintf(u->label, sizeof(u->label), "upstream");
+    }
+    u->bs = calloc((size_t)uc->nbootstrap, sizeof(*u->bs));
+    u->refresh_ev = evtimer_new(base, refresh_cb, u);
+    u->timeout_ev = evtimer_new(base, fetch_timeout_cb, u);
+    if (u->bs == NULL || u->refresh_ev == NULL || u->timeout_ev == NULL) {
+        goto fail;
+    }
+    for (i = 0; i < uc->nbootstrap; i++) {
+        u->bs[i].host = strdup(uc->bootstrap[i].host);
+        u->bs[i].port = uc->bootstrap[i].port;
+        if (u->bs[i].host == NULL) {
+            goto fail;
+        }
+    }
+    for (i = 0; i < uc->ndial; i++) {
+        broker_set(u, uc->dial[i].node_id, uc->dial[i].addr.host,
+                   strlen(uc->dial[i].addr.host), uc->dial[i].addr.port,
+                   SRC_DIAL);
+    }
+    fetch_queue(u);
+    return u;
+fail:
+    kr_upstream_free(u);
+    return NULL;
+}
+
+void
+kr_upstream_free(struct kr_upstream *u)
+{
+    int i;
+
+    if (u == NULL) {
+        return;
+    }
+    if (u->timeout_ev != NULL) {
+        fetch_close(u);
+    }
+    while (u->waiting != NULL) {
+        struct kr_resolve *r = u->waiting;
+
+        list_del(&u->waiting, r);
+        resolve_free(r);
+    }
+    while (u->dns_list != NULL) {
+        struct kr_resolve *r = u->dns_list;
+
+        list_del(&u->dns_list, r);
+        r->in_dns = false;
+        r->cancelled = true;
+        r->u = NULL;
+        if (r->dnsreq != NULL) {
+            evdns_getaddrinfo_cancel(r->dnsreq);
+        }
+    }
+    if (u->refresh_ev != NULL) {
+        event_free(u->refresh_ev);
+    }
+    if (u->timeout_ev != NULL) {
+        event_free(u->timeout_ev);
+    }
+    for (i = 0; i < u->nbrokers; i++) {
+        free(u->brokers[i].a.host);
+    }
+    free(u->brokers);
+    if (u->bs != NULL) {
+        for (i = 0; i < u->uc->nbootstrap; i++) {
+            free(u->bs[i].host);
+        }
+    }
+    free(u->bs);
+    free(u);
+}
