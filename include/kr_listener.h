@@ -1,1 +1,67 @@
-/* placeholder: being written */
+/*
+ * kr_listener.h - one listening TCP socket (IPv4 or IPv6) on an
+ * event_base, handing accepted sockets to a callback.
+ *
+ * A [listener] section of the config becomes a group of these (see
+ * kr_proxy.h): the bootstrap listener plus one per NodeId.  Binding
+ * happens at start, so a port clash fails the start with a message.
+ */
+#ifndef KR_LISTENER_H
+#define KR_LISTENER_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "kr_common.h"
+
+struct kr_listener;
+
+/*
+ * Called for each accepted socket: fd is nonblocking and now owned by
+ * the callback; sa/salen (the peer) are valid during the call.
+ */
+typedef void (*kr_accept_cb)(struct kr_listener *l, evutil_socket_t fd,
+                             const struct sockaddr *sa, socklen_t salen,
+                             void *arg);
+
+struct kr_listener {
+    struct evconnlistener *evl;         /* NULL when closed */
+    int32_t node_id;                    /* KR_NODE_BOOTSTRAP or a NodeId */
+    struct sockaddr_storage addr;       /* bound address (real port) */
+    socklen_t addrlen;
+    kr_accept_cb cb;
+    void *arg;
+    char label[48];                     /* "bootstrap" or "NodeId 3",
+                                           prefixed "NAME/" when named */
+    char addrstr[64];                   /* "127.0.0.1:9092", "[::1]:9092" */
+};
+
+/*
+ * Bind host:port (numeric or a name, resolved with getaddrinfo: this
+ * blocks, start-up only; "" or "*" = every IPv4 address) with
+ * SO_REUSEADDR, listen with backlog, and accept on base.  label names it
+ * in logs.  Returns KR_OK, or KR_ERROR with a message ("bind
+ * 127.0.0.1:9092 (NodeId 3): Address already in use") in err.
+ */
+int kr_listener_open(struct kr_listener *l, struct event_base *base,
+                     const char *host, uint16_t port, int32_t node_id,
+                     const char *label, int backlog, kr_accept_cb cb,
+                     void *arg, char *err, size_t errlen) KR_MUST_CHECK;
+
+/* Stop accepting and close the socket.  Idempotent. */
+void kr_listener_close(struct kr_listener *l);
+
+/* The bound port (useful with port 0), 0 when closed. */
+uint16_t kr_listener_port(const struct kr_listener *l);
+
+/*
+ * Format sa as "1.2.3.4:5" or "[::1]:5" into buf (always NUL-terminated).
+ * Returns buf.
+ */
+char *kr_sockaddr_str(const struct sockaddr *sa, socklen_t salen, char *buf,
+                      size_t len);
+
+#endif /* KR_LISTENER_H */

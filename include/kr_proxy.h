@@ -1,1 +1,133 @@
-/* placeholder: being written */
+/*
+ * kr_proxy.h - the daemon: one event_base with its evdns base, the
+ * upstreams, the listener groups and their sessions, signals, start and
+ * stop.
+ *
+ * A kr_proxy is one worker: everything it owns lives on its event_base
+ * and nothing in it is process-global, so several worker threads will be
+ * several kr_proxy instances (listeners then bound with SO_REUSEPORT).
+ * Signals (kr_proxy_run) belong to the main worker only.
+ *
+ * Config: the proxy and every session hold a reference (struct
+ * kr_conf_ref) to the config they started with, so a future reload swaps
+ * the proxy's reference while old sessions keep theirs.
+ */
+#ifndef KR_PROXY_H
+#define KR_PROXY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "kr_common.h"
+#include "kr_conf.h"
+#include "kr_listener.h"
+#include "kr_rewrite.h"
+
+struct kr_upstream;
+struct kr_session;
+
+/* A reference-counted config. */
+struct kr_conf_ref {
+    struct kr_conf *conf;
+    int refs;
+    bool owned;                         /* kr_conf_free at the last unref */
+};
+
+struct kr_conf_ref *kr_conf_ref_get(struct kr_conf_ref *r);
+void kr_conf_ref_put(struct kr_conf_ref *r);
+
+/*
+ * Counters of one proxy (admin/metrics endpoint later).  Plain integers:
+ * a proxy runs on one thread.
+ */
+struct kr_stats {
+    uint64_t conn_accepted;             /* client connections accepted */
+    uint64_t conn_refused;              /* over max_connections */
+    uint64_t conn_active;               /* sessions open now */
+    uint64_t close_client;              /* client closed */
+    uint64_t close_bad_input;           /* client sent bad input */
+    uint64_t close_upstream;            /* upstream failed or closed */
+    uint64_t close_timeout;             /* connect/request/idle timeout */
+    uint64_t close_other;
+    uint64_t requests;                  /* request frames forwarded */
+    uint64_t responses;                 /* response frames forwarded */
+    uint64_t requests_acks0;            /* Produce with Acks=0 */
+    uint64_t responses_held;            /* responses held and rewritten */
+    uint64_t sasl_tokens;               /* raw SASL frames passed */
+    uint64_t bytes_up;                  /* client -> upstream bytes */
+    uint64_t bytes_down;                /* upstream -> client bytes */
+};
+
+/* One [listener] section: a bootstrap listener + one per NodeId. */
+struct kr_group {
+    struct kr_proxy *p;
+    const struct kr_listener_conf *lc;  /* in p->cref's config */
+    struct kr_upstream *up;             /* shared with other groups */
+    struct kr_listener *listeners;      /* [0] bootstrap, [1 + n -
+                                           node_id_min] NodeId n */
+    int nlisteners;
+    int64_t nconn;                      /* open sessions */
+};
+
+struct kr_proxy {
+    struct event_base *base;
+    bool own_base;
+    struct evdns_base *dns;
+    struct kr_conf_ref *cref;
+    struct kr_upstream **ups;           /* one per [upstream] */
+    int nups;
+    struct kr_group *groups;            /* one per [listener] */
+    int ngroups;
+    struct kr_session *sessions;        /* list of open sessions */
+    struct event *sigev[4];             /* TERM, INT, HUP, USR1 */
+    uint8_t *scratch;                   /* KR_FRAME_PEEK_MAX + 4 bytes
+                                           for header peeks */
+    struct kr_stats stats;
+    uint64_t next_id;
+    bool started, stopping;
+};
+
+/*
+ * A proxy for conf on base (NULL: create and own one).  With own_conf
+ * the proxy frees conf (kr_conf_free) when the last reference goes.
+ * Returns NULL on ENOMEM.  Nothing is bound yet.
+ */
+struct kr_proxy *kr_proxy_new(struct kr_conf *conf, bool own_conf,
+                              struct event_base *base);
+
+/*
+ * Create the evdns base and the upstreams, call kr_rewrite_init, bind
+ * every listener.  Returns KR_OK, or KR_ERROR with a message in err
+ * (everything bound so far is closed again).
+ */
+int kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
+    KR_MUST_CHECK;
+
+/*
+ * Run the event loop with SIGTERM/SIGINT (stop), SIGHUP and SIGUSR1
+ * (reopen the log) handled, until kr_proxy_stop.  Returns KR_OK.
+ */
+int kr_proxy_run(struct kr_proxy *p);
+
+/*
+ * Close the listeners and every session, free the upstreams, and break
+ * the loop.  Safe from any callback on the proxy's base; idempotent.
+ */
+void kr_proxy_stop(struct kr_proxy *p);
+
+/* Stop (if needed) and free everything, the base too when owned. */
+void kr_proxy_free(struct kr_proxy *p);
+
+/*
+ * The bound port of group gi's listener for node_id (KR_NODE_BOOTSTRAP
+ * for the bootstrap listener), 0 when there is none.
+ */
+uint16_t kr_proxy_port(const struct kr_proxy *p, int gi, int32_t node_id);
+
+/* Monotonic clock in ms (CLOCK_MONOTONIC_COARSE). */
+int64_t kr_now_ms(void);
+
+#endif /* KR_PROXY_H */

@@ -1,1 +1,162 @@
-/* placeholder: being written */
+/*
+ * kr_session.h - one client connection and the upstream connection krelay
+ * opened for it.
+ *
+ * A session is created for each accepted client socket.  It opens one
+ * upstream connection at once: to a bootstrap server (bootstrap listener)
+ * or to the broker of the listener's NodeId, resolved through
+ * kr_upstream.  Requests and responses are forwarded cut-through (moved
+ * between evbuffers, never re-encoded); each request header is peeked and
+ * remembered in a FIFO so responses are matched to their request in
+ * order.  Responses that must be rewritten (kr_rewrite_wants) are held
+ * whole and passed to kr_rewrite_response.  See the diagram at the top of
+ * src/kr_session.c.
+ *
+ * Everything runs on the event_base of the session's kr_proxy (one per
+ * worker thread); a session is never touched from another thread.
+ */
+#ifndef KR_SESSION_H
+#define KR_SESSION_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "kr_common.h"
+#include "kr_rewrite.h"
+
+struct kr_proxy;
+struct kr_group;
+struct kr_listener;
+struct kr_conf_ref;
+struct kr_resolve;
+struct kr_conn;
+
+/*
+ * Transport of one socket: the seam where TLS goes.  read appends at most
+ * max bytes to in and returns the count, 0 at EOF, or -1 with errno
+ * (EAGAIN: nothing to read now).  write sends from out (draining what was
+ * sent) and returns the count or -1 with errno (EAGAIN: would block).
+ * close releases the transport's own state (not the fd).
+ */
+struct kr_conn_ops {
+    const char *name;                   /* "tcp", later "tls" */
+    ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
+    ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
+    void (*close)(struct kr_conn *c);
+};
+
+/* The plain TCP transport: readv into evbuffer_reserve_space, writev. */
+extern const struct kr_conn_ops kr_conn_tcp_ops;
+
+/* One side of a session: a socket with its buffers and events. */
+struct kr_conn {
+    evutil_socket_t fd;                 /* -1 when closed */
+    const struct kr_conn_ops *ops;
+    void *xprt;                         /* transport state (TLS), NULL */
+    struct event *rev;                  /* EV_READ|EV_PERSIST */
+    struct event *wev;                  /* EV_WRITE|EV_PERSIST */
+    struct evbuffer *in;                /* read, not yet forwarded */
+    struct evbuffer *out;               /* to be written */
+    size_t read_size;                   /* next read's size (adaptive,
+                                           16 KiB .. 256 KiB) */
+    uint64_t bytes_in, bytes_out;
+    unsigned reading:1;                 /* rev is added */
+    unsigned writing:1;                 /* wev is added */
+    unsigned connected:1;
+};
+
+/* Kinds of in-flight entries. */
+enum kr_inflight_kind {
+    KR_INF_REQUEST = 0,                 /* a Kafka request */
+    KR_INF_SASL_TOKEN                   /* a raw SASL token (after
+                                           SaslHandshake v0) */
+};
+
+/* One request waiting for its response. */
+struct kr_inflight {
+    int32_t correlation_id;             /* CorrelationId */
+    int16_t api_key;                    /* ApiKey */
+    int16_t api_version;                /* ApiVersion */
+    uint8_t kind;                       /* enum kr_inflight_kind */
+    int64_t sent_ms;                    /* monotonic ms it was read */
+    int64_t wait_ms;                    /* its own wait (TimeoutMs,
+                                           MaxWaitMs, RebalanceTimeoutMs),
+                                           0 for the others */
+};
+
+/* SASL state after a SaslHandshake. */
+enum kr_sasl_mech {
+    KR_SASL_NONE = 0,
+    KR_SASL_PLAIN,                      /* one raw round trip */
+    KR_SASL_SCRAM,                      /* two raw round trips */
+    KR_SASL_OTHER                       /* opaque until the end */
+};
+
+struct kr_session {
+    uint64_t id;                        /* c#ID in log lines */
+    struct kr_proxy *p;
+    struct kr_group *g;                 /* its listener group */
+    const struct kr_listener *l;        /* the listener it came in on */
+    struct kr_conf_ref *cref;           /* the config it started with */
+    const struct kr_listener_conf *lc;  /* its [listener], in cref */
+    struct kr_session *prev, *next;     /* the proxy's list */
+
+    struct kr_conn client;
+    struct kr_conn up;
+    struct kr_resolve *resolve;         /* pending upstream resolution */
+    struct event *timer;                /* connect / request / idle */
+    int64_t timer_at;                   /* deadline armed, 0 = none */
+
+    /* client -> upstream */
+    uint64_t req_remain;                /* bytes of the current request
+                                           frame not yet forwarded */
+    /* upstream -> client */
+    uint64_t rsp_remain;
+    struct evbuffer *hold;              /* a held response payload */
+
+    struct kr_inflight *fifo;           /* ring of fifo_cap entries */
+    uint32_t fifo_cap, fifo_head, fifo_len;
+    int64_t head_since_ms;              /* when fifo[head] became head */
+    int64_t started_ms;
+    int64_t last_active_ms;             /* last client read */
+
+    enum kr_sasl_mech sasl_mech;        /* from the SaslHandshake request */
+    uint32_t sasl_tokens;               /* raw client tokens still to come */
+
+    struct kr_rewrite_ctx rw;           /* rw.who = name */
+    int depth;                          /* callbacks on the stack */
+    unsigned dead:1;                    /* closed, freed at depth 0 */
+    unsigned seen_first:1;              /* first client frame checked */
+    unsigned req_blocked:1;             /* max_inflight reached */
+    unsigned opaque:1;                  /* unknown SASL: raw bytes */
+    unsigned draining:1;                /* upstream gone, flushing client */
+    unsigned want_rsp_first:1;          /* SaslHandshake response next */
+    char name[160];                     /* "c#7 127.0.0.1:50312 > NodeId 2" */
+    char upname[80];                    /* upstream "HOST:PORT" */
+};
+
+/*
+ * Start a session for an accepted client socket fd (nonblocking; the
+ * session owns it from now on, also on failure).  Opens the upstream
+ * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
+ * session may already be closed when this returns (upstream unknown).
+ */
+int kr_session_new(struct kr_proxy *p, struct kr_group *g,
+                   const struct kr_listener *l, evutil_socket_t fd,
+                   const struct sockaddr *sa, socklen_t salen);
+
+/*
+ * The one close path: log fmt at level with the session's prefix, close
+ * both sockets, cancel everything pending, unlink from the proxy and free
+ * (at once, or when the callbacks on the stack return).  Idempotent.
+ */
+void kr_session_close(struct kr_session *s, int level, const char *fmt,
+                      ...) KR_PRINTF(3, 4);
+
+#endif /* KR_SESSION_H */

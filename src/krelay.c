@@ -1,1 +1,301 @@
-int main(void){return 0;}
+/*
+ * krelay.c - main() of the daemon: options, config check (-t), the demo
+ * cluster (--demo), logging, then kr_proxy in the foreground.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "kr_conf.h"
+#include "kr_log.h"
+#include "kr_proxy.h"
+#ifdef HAVE_RDKAFKA
+#include "kr_mock.h"
+#endif
+
+#define DEMO_TOPICS "demo:3,events:6"
+#define DEMO_BROKERS 3
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+"Usage: krelay -c FILE [-t] [-v...]\n"
+"       krelay --demo [-c FILE] [--listen HOST:PORT] [--broker-port-base N]\n"
+"\n"
+"A protocol-aware TCP proxy for Apache Kafka.  Runs in the foreground.\n"
+"\n"
+"  -c, --config FILE        read the configuration from FILE\n"
+"  -t, --test               check the configuration and exit\n"
+"  -v, --verbose            more logging (repeat for more)\n"
+"      --demo               start an in-process mock Kafka cluster (%d\n"
+"                           brokers, topics %s) behind krelay%s\n"
+"      --listen HOST:PORT   demo: bootstrap listener (default "
+"127.0.0.1:9092)\n"
+"      --broker-port-base N demo: NodeId n listens on N + n (default "
+"19092)\n"
+"  -V, --version            print the version and exit\n"
+"  -h, --help               print this help and exit\n"
+"\n"
+"Signals: SIGTERM/SIGINT stop, SIGHUP/SIGUSR1 reopen the log file.\n",
+            DEMO_BROKERS, DEMO_TOPICS,
+#ifdef HAVE_RDKAFKA
+            ""
+#else
+            " (not in this build: no librdkafka)"
+#endif
+        );
+}
+
+#ifdef HAVE_RDKAFKA
+/*
+ * Point every [upstream] of conf at the mock cluster's brokers
+ * (bootstraps: "H:P,H:P,...").  Returns false on a parse error.
+ */
+static bool
+demo_retarget(struct kr_conf *conf, const char *bootstraps)
+{
+    struct kr_hostport *hp;
+    char *copy, *tok, *save = NULL;
+    int i, n = 0, cap = 8;
+
+    hp = calloc((size_t)cap, sizeof(*hp));
+    copy = strdup(bootstraps);
+    if (hp == NULL || copy == NULL) {
+        free(hp);
+        free(copy);
+        return false;
+    }
+    for (tok = strtok_r(copy, ",", &save); tok != NULL && n < cap;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (!kr_hostport_parse(tok, &hp[n])) {
+            break;
+        }
+        n++;
+    }
+    free(copy);
+    if (n == 0) {
+        free(hp);
+        return false;
+    }
+    for (i = 0; i < conf->nupstreams; i++) {
+        struct kr_upstream_conf *uc = &conf->upstreams[i];
+        int j;
+
+        for (j = 0; j < uc->nbootstrap; j++) {
+            free(uc->bootstrap[j].host);
+        }
+        free(uc->bootstrap);
+        uc->bootstrap = calloc((size_t)n, sizeof(*uc->bootstrap));
+        if (uc->bootstrap == NULL) {
+            uc->nbootstrap = 0;
+            continue;
+        }
+        for (j = 0; j < n; j++) {
+            uc->bootstrap[j].host = strdup(hp[j].host);
+            uc->bootstrap[j].port = hp[j].port;
+        }
+        uc->nbootstrap = n;
+    }
+    for (i = 0; i < n; i++) {
+        free(hp[i].host);
+    }
+    free(hp);
+    return true;
+}
+#endif
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "test", no_argument, NULL, 't' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, 'V' },
+        { "help", no_argument, NULL, 'h' },
+        { "demo", no_argument, NULL, 'D' },
+        { "listen", required_argument, NULL, 'L' },
+        { "broker-port-base", required_argument, NULL, 'B' },
+        { NULL, 0, NULL, 0 }
+    };
+    const char *path = NULL, *listen = "127.0.0.1:9092";
+    long port_base = 19092;
+    bool test = false, demo = false, conf_log_elsewhere = false;
+    int verbose = 0, c, rc = 1, level;
+    struct kr_conf *conf = NULL;
+    struct kr_proxy *p = NULL;
+    char err[512];
+#ifdef HAVE_RDKAFKA
+    struct kr_mock *mock = NULL;
+    char bootstraps[1024];
+#endif
+
+    while ((c = getopt_long(argc, argv, "c:tvVh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            path = optarg;
+            break;
+        case 't':
+            test = true;
+            break;
+        case 'v':
+            verbose++;
+            break;
+        case 'V':
+            printf("krelay %s\n", PACKAGE_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'D':
+            demo = true;
+            break;
+        case 'L':
+            listen = optarg;
+            break;
+        case 'B': {
+            char *end;
+
+            errno = 0;
+            port_base = strtol(optarg, &end, 10);
+            if (errno != 0 || *end != '\0' || port_base < 1 ||
+                port_base > 65535) {
+                fprintf(stderr, "krelay: --broker-port-base: bad port '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "krelay: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (path == NULL && !demo) {
+        fprintf(stderr, "krelay: no configuration: use -c FILE (or --demo)\n");
+        usage(stderr);
+        return 2;
+    }
+#ifndef HAVE_RDKAFKA
+    if (demo) {
+        fprintf(stderr, "krelay: --demo needs librdkafka, which this build "
+                "does not have\n");
+        return 2;
+    }
+#else
+    if (demo && !test) {
+        mock = kr_mock_start(DEMO_BROKERS, DEMO_TOPICS, bootstraps,
+                             sizeof(bootstraps), err, sizeof(err));
+        if (mock == NULL) {
+            fprintf(stderr, "krelay: cannot start the mock cluster: %s\n",
+                    err);
+            return 1;
+        }
+    }
+    if (demo && path == NULL) {
+        char text[2048];
+
+        snprintf(text, sizeof(text),
+                 "[upstream demo]\n"
+                 "bootstrap_servers = %s\n"
+                 "[listener demo]\n"
+                 "listen = %s\n"
+                 "broker_port_base = %ld\n"
+                 "node_id_min = 1\n"
+                 "node_id_max = %d\n",
+                 mock != NULL ? bootstraps : "127.0.0.1:1", listen,
+                 port_base, DEMO_BROKERS);
+        if (kr_conf_load_string(text, "(demo)", stderr, &conf) != KR_OK) {
+            goto out;
+        }
+    }
+#endif
+    if (conf == NULL && kr_conf_load(path, stderr, &conf) != KR_OK) {
+        goto out;
+    }
+    if (test) {
+        printf("krelay: %s: configuration OK\n", path ? path : "(demo)");
+        rc = 0;
+        goto out;
+    }
+#ifdef HAVE_RDKAFKA
+    if (mock != NULL && path != NULL && !demo_retarget(conf, bootstraps)) {
+        fprintf(stderr, "krelay: bad mock bootstrap list '%s'\n", bootstraps);
+        goto out;
+    }
+#endif
+    level = conf->log.level + verbose;
+    if (level > KR_LOG_TRACE) {
+        level = KR_LOG_TRACE;
+    }
+    kr_log_level_cur = level;
+    if (conf->log.target != NULL && strcmp(conf->log.target, "stderr") != 0
+        && kr_log_open(conf->log.target, "krelay") != KR_OK) {
+        fprintf(stderr, "krelay: cannot open log %s: %s\n", conf->log.target,
+                strerror(errno));
+        goto out;
+    }
+    conf_log_elsewhere = conf->log.target != NULL &&
+        strcmp(conf->log.target, "stderr") != 0;
+    p = kr_proxy_new(conf, true, NULL);
+    if (p == NULL) {
+        fprintf(stderr, "krelay: out of memory\n");
+        goto out;
+    }
+    conf = NULL;                /* the proxy owns it */
+    if (kr_proxy_start(p, err, sizeof(err)) != KR_OK) {
+        kr_log_error("cannot start: %s", err);
+        if (conf_log_elsewhere) {
+            fprintf(stderr, "krelay: cannot start: %s\n", err);
+        }
+        goto out;
+    }
+#ifdef HAVE_RDKAFKA
+    if (mock != NULL) {
+        char addr[80];
+
+        snprintf(addr, sizeof(addr), "%s", p->groups[0].listeners[0].addrstr);
+        printf("krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
+               "%s) is behind krelay.\n"
+               "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
+               "  kcat -b %s -L\n"
+               "  echo hello | kcat -b %s -t demo -P\n"
+               "  kcat -b %s -t demo -C -e\n"
+               "Stop with Ctrl-C.\n",
+               DEMO_BROKERS, bootstraps, DEMO_TOPICS, addr,
+               p->groups[0].lc->broker_port_base, addr, addr, addr);
+        fflush(stdout);
+    }
+#endif
+    kr_log_notice("krelay %s started (%d listener groups)", PACKAGE_VERSION,
+                  p->ngroups);
+    kr_proxy_run(p);
+    kr_log_notice("krelay stopped");
+    rc = 0;
+out:
+    kr_proxy_free(p);
+    if (conf != NULL) {
+        kr_conf_free(conf);
+    }
+#ifdef HAVE_RDKAFKA
+    if (mock != NULL) {
+        kr_mock_stop(mock);
+    }
+#endif
+    kr_log_close();
+    libevent_global_shutdown();
+    return rc;
+}

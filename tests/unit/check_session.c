@@ -1,0 +1,1293 @@
+/*
+ * check_session.c - the proxy end to end over loopback, in one process:
+ * a kr_proxy (bootstrap listener + one broker listener) in front of a
+ * tiny fake broker written here, with test clients, all on one
+ * event_base stepped by the test (no sleeps, no timing assertions).
+ *
+ * The fake broker answers each request frame with
+ *   [size][CorrelationId]["RSP!"][the request payload][extra pattern]
+ * so the client can check every response byte; it answers Metadata with
+ * a real Metadata v1 response (to see it rewritten), follows SaslHandshake
+ * v0 PLAIN with one raw token round trip, and does not answer Produce
+ * with Acks=0, like Kafka.  Connections whose first request has ClientId
+ * "krelay" (kr_upstream's own metadata fetch) are never answered.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "kr_api_keys.h"
+#include "kr_conf.h"
+#include "kr_frame.h"
+#include "kr_log.h"
+#include "kr_proxy.h"
+#include "kr_session.h"
+#include "kr_upstream.h"
+
+#define MAX_FRAME (1 << 20)
+#define MAX_BUF (64 * 1024)
+#define ONE_READ (256 * 1024)
+
+enum fb_mode { FB_ECHO, FB_SILENT, FB_BADCORR, FB_CLOSE_AFTER };
+
+struct fake;
+
+struct fconn {
+    struct fake *fb;
+    evutil_socket_t fd;
+    struct event *rev, *wev;
+    struct evbuffer *in, *out;
+    bool decided, internal;
+    int sasl_raw;               /* raw SASL tokens still to answer */
+};
+
+struct fake {
+    struct evconnlistener *l;
+    uint16_t port;
+    struct fconn *c[32];
+    int n;
+    enum fb_mode mode;
+    size_t extra;               /* pattern bytes added to each response */
+    size_t chunk;               /* max bytes per write, 0 = no limit */
+    bool hold;                  /* queue replies in pending */
+    bool no_read;               /* do not read new connections */
+    struct evbuffer *pending;
+    struct evbuffer *log;       /* request bytes seen (client conns) */
+    int nreq;
+};
+
+struct cli {
+    evutil_socket_t fd;
+    struct event *rev;
+    struct evbuffer *in;
+    bool closed;
+};
+
+static struct env {
+    struct event_base *base;
+    struct event *guard;
+    struct kr_conf conf;
+    struct kr_listener_conf lc;
+    struct kr_upstream_conf uc;
+    struct kr_hostport bs;
+    struct kr_dial_override dial;
+    struct kr_proxy *p;
+    struct fake fb;
+    struct cli cl[4];
+    int ncl;
+} T;
+
+/* ---- bytes -------------------------------------------------------------- */
+
+struct bb {
+    uint8_t *b;
+    size_t n, cap;
+};
+
+static void
+bput(struct bb *b, const void *p, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->b = realloc(b->b, b->cap);
+        ck_assert_ptr_nonnull(b->b);
+    }
+    memcpy(b->b + b->n, p, n);
+    b->n += n;
+}
+
+static void
+b16(struct bb *b, int16_t v)
+{
+    uint8_t x[2] = { (uint8_t)((uint16_t)v >> 8), (uint8_t)v };
+
+    bput(b, x, 2);
+}
+
+static void
+b32(struct bb *b, int32_t v)
+{
+    uint8_t x[4] = { (uint8_t)((uint32_t)v >> 24), (uint8_t)(v >> 16),
+                     (uint8_t)(v >> 8), (uint8_t)v };
+
+    bput(b, x, 4);
+}
+
+static void
+bstr(struct bb *b, const char *s)
+{
+    if (s == NULL) {
+        b16(b, -1);
+        return;
+    }
+    b16(b, (int16_t)strlen(s));
+    bput(b, s, strlen(s));
+}
+
+/* Patch the size prefix of the frame starting at at. */
+static void
+bend(struct bb *b, size_t at)
+{
+    int32_t size = (int32_t)(b->n - at - 4);
+
+    b->b[at] = (uint8_t)(size >> 24);
+    b->b[at + 1] = (uint8_t)(size >> 16);
+    b->b[at + 2] = (uint8_t)(size >> 8);
+    b->b[at + 3] = (uint8_t)size;
+}
+
+static size_t
+req_begin(struct bb *b, int16_t key, int16_t ver, int32_t corr)
+{
+    size_t at = b->n;
+
+    b32(b, 0);
+    b16(b, key);
+    b16(b, ver);
+    b32(b, corr);
+    bstr(b, "check");
+    return at;
+}
+
+/* Heartbeat v0: GroupId, GenerationId, MemberId */
+static void
+req_heartbeat(struct bb *b, int32_t corr)
+{
+    size_t at = req_begin(b, KR_API_HEARTBEAT, 0, corr);
+
+    bstr(b, "group");
+    b32(b, 1);
+    bstr(b, "member");
+    bend(b, at);
+}
+
+/* Produce v3 with Acks and a fake records blob */
+static void
+req_produce(struct bb *b, int32_t corr, int16_t acks, size_t nrec)
+{
+    size_t at = req_begin(b, KR_API_PRODUCE, 3, corr), i;
+    uint8_t x;
+
+    bstr(b, NULL);              /* TransactionalId */
+    b16(b, acks);
+    b32(b, 1000);               /* TimeoutMs */
+    b32(b, 1);                  /* one topic */
+    bstr(b, "t");
+    b32(b, 1);                  /* one partition */
+    b32(b, 0);
+    b32(b, (int32_t)nrec);      /* records */
+    for (i = 0; i < nrec; i++) {
+        x = (uint8_t)(i * 31 + 7);
+        bput(b, &x, 1);
+    }
+    bend(b, at);
+}
+
+/* The fake broker's echo response to one request frame. */
+static void
+echo_response(struct bb *out, const uint8_t *req, size_t len, size_t extra,
+              int32_t corr_delta)
+{
+    size_t at = out->n, i;
+    uint8_t x;
+
+    b32(out, 0);
+    b32(out, kr_frame_i32(req + 8) + corr_delta);
+    bput(out, "RSP!", 4);
+    bput(out, req + 4, len - 4);
+    for (i = 0; i < extra; i++) {
+        x = (uint8_t)(i ^ (i >> 8));
+        bput(out, &x, 1);
+    }
+    bend(out, at);
+}
+
+/* Metadata v1 response with one broker. */
+static void
+metadata_response(struct bb *out, int32_t corr, const char *host,
+                  int32_t port)
+{
+    size_t at = out->n;
+
+    b32(out, 0);
+    b32(out, corr);
+    b32(out, 1);                /* Brokers */
+    b32(out, 0);                /* NodeId */
+    bstr(out, host);
+    b32(out, port);
+    bstr(out, NULL);            /* Rack */
+    b32(out, 0);                /* ControllerId */
+    b32(out, 0);                /* Topics */
+    bend(out, at);
+}
+
+/* ---- the fake broker ---------------------------------------------------- */
+
+static void
+fconn_free(struct fconn *c)
+{
+    event_free(c->rev);
+    event_free(c->wev);
+    evbuffer_free(c->in);
+    evbuffer_free(c->out);
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    free(c);
+}
+
+static void
+fconn_flush(struct fconn *c)
+{
+    size_t n = evbuffer_get_length(c->out);
+
+    if (n == 0) {
+        event_del(c->wev);
+        return;
+    }
+    if (c->fb->chunk > 0 && n > c->fb->chunk) {
+        n = c->fb->chunk;
+    }
+    if (evbuffer_write_atmost(c->out, c->fd, (ev_ssize_t)n) < 0 &&
+        errno != EAGAIN) {
+        evbuffer_drain(c->out, evbuffer_get_length(c->out));
+    }
+    if (evbuffer_get_length(c->out) > 0) {
+        event_add(c->wev, NULL);
+    } else {
+        event_del(c->wev);
+    }
+}
+
+static void
+fconn_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    fconn_flush(arg);
+}
+
+static void
+fake_answer(struct fconn *c, const uint8_t *f, size_t len)
+{
+    struct fake *fb = c->fb;
+    struct bb r = { NULL, 0, 0 };
+    int16_t key, ver;
+    int32_t corr;
+    size_t cid, off;
+
+    if (c->sasl_raw > 0) {      /* a raw SASL token: empty answer */
+        c->sasl_raw--;
+        b32(&r, 0);
+        goto send;
+    }
+    key = kr_frame_i16(f + 4);
+    ver = kr_frame_i16(f + 6);
+    corr = kr_frame_i32(f + 8);
+    cid = (size_t)kr_frame_i16(f + 12);
+    off = 14 + cid;             /* body of a header v1 request */
+    if (fb->mode == FB_SILENT) {
+        return;
+    }
+    if (key == KR_API_PRODUCE && ver == 3 && kr_frame_i16(f + off + 2) == 0) {
+        return;                 /* Acks=0: no response */
+    }
+    if (key == KR_API_SASL_HANDSHAKE && ver == 0) {
+        size_t at = r.n;
+
+        b32(&r, 0);
+        b32(&r, corr);
+        b16(&r, 0);             /* ErrorCode */
+        b32(&r, 1);
+        bstr(&r, "PLAIN");
+        bend(&r, at);
+        c->sasl_raw = 1;
+        goto send;
+    }
+    if (key == KR_API_METADATA && ver == 1) {
+        metadata_response(&r, corr, "fakehost", 1234);
+        goto send;
+    }
+    echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
+send:
+    evbuffer_add(fb->hold ? fb->pending : c->out, r.b, r.n);
+    free(r.b);
+    if (fb->mode == FB_CLOSE_AFTER) {
+        fconn_flush(c);
+        ck_assert_uint_eq(evbuffer_get_length(c->out), 0);
+        shutdown(c->fd, SHUT_RDWR);
+    }
+}
+
+static void
+fconn_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct fconn *c = arg;
+    struct fake *fb = c->fb;
+    uint8_t hdr[4];
+    int n;
+
+    (void)fd;
+    (void)what;
+    n = evbuffer_read(c->in, c->fd, 1 << 20);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        int i;
+
+        for (i = 0; i < fb->n; i++) {
+            if (fb->c[i] == c) {
+                fb->c[i] = fb->c[--fb->n];
+            }
+        }
+        fconn_free(c);
+        return;
+    }
+    for (;;) {
+        size_t len = evbuffer_get_length(c->in), flen;
+        uint8_t *f;
+
+        if (len < 4) {
+            break;
+        }
+        evbuffer_copyout(c->in, hdr, 4);
+        flen = 4 + (size_t)kr_frame_i32(hdr);
+        if (len < flen) {
+            break;
+        }
+        f = malloc(flen);
+        ck_assert_ptr_nonnull(f);
+        evbuffer_remove(c->in, f, flen);
+        if (!c->decided) {
+            c->decided = true;
+            c->internal = flen >= 20 && kr_frame_i16(f + 12) == 6 &&
+                memcmp(f + 14, "krelay", 6) == 0;
+        }
+        if (!c->internal) {
+            evbuffer_add(fb->log, f, flen);
+            fb->nreq++;
+            fake_answer(c, f, flen);
+        }
+        free(f);
+    }
+    fconn_flush(c);
+}
+
+static void
+fake_accept(struct evconnlistener *l, evutil_socket_t fd,
+            struct sockaddr *sa, int salen, void *arg)
+{
+    struct fake *fb = arg;
+    struct fconn *c = calloc(1, sizeof(*c));
+    int one = 1;
+
+    (void)l;
+    (void)sa;
+    (void)salen;
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_lt(fb->n, 32);
+    c->fb = fb;
+    c->fd = fd;
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->rev = event_new(T.base, fd, EV_READ | EV_PERSIST, fconn_read_cb, c);
+    c->wev = event_new(T.base, fd, EV_WRITE | EV_PERSIST, fconn_write_cb, c);
+    if (!fb->no_read) {
+        event_add(c->rev, NULL);
+    }
+    fb->c[fb->n++] = c;
+}
+
+static void
+fake_release(struct fake *fb)
+{
+    int i;
+
+    fb->hold = false;
+    for (i = 0; i < fb->n; i++) {
+        if (!fb->c[i]->internal) {
+            evbuffer_add_buffer(fb->c[i]->out, fb->pending);
+            fconn_flush(fb->c[i]);
+        }
+    }
+}
+
+/* ---- clients ------------------------------------------------------------ */
+
+static void
+cli_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct cli *c = arg;
+    int n;
+
+    (void)fd;
+    (void)what;
+    n = evbuffer_read(c->in, c->fd, 1 << 20);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        c->closed = true;
+        event_del(c->rev);
+    }
+}
+
+static struct cli *
+cli_open(uint16_t port, int rcvbuf)
+{
+    struct cli *c = &T.cl[T.ncl++];
+    struct sockaddr_in sin;
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(c->fd, 0);
+    if (rcvbuf > 0) {
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    }
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    rc = connect(c->fd, (struct sockaddr *)&sin, sizeof(sin));
+    ck_assert_int_eq(rc, 0);
+    evutil_make_socket_nonblocking(c->fd);
+    c->in = evbuffer_new();
+    c->rev = event_new(T.base, c->fd, EV_READ | EV_PERSIST, cli_read_cb, c);
+    event_add(c->rev, NULL);
+    return c;
+}
+
+static void
+pump_once(void)
+{
+    event_base_loop(T.base, EVLOOP_ONCE);
+}
+
+static void
+cli_send(struct cli *c, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    ssize_t w;
+    int spins = 0;
+
+    while (n > 0) {
+        w = write(c->fd, b, n);
+        if (w > 0) {
+            b += w;
+            n -= (size_t)w;
+            continue;
+        }
+        ck_assert(w < 0 && errno == EAGAIN);
+        ck_assert_int_lt(++spins, 100000);
+        pump_once();
+    }
+}
+
+/* Pump until c has n bytes or is closed; give up after 3000 rounds
+   without progress. */
+static bool
+cli_has(struct cli *c, size_t n)
+{
+    size_t last = 0, len;
+    int stall = 0;
+
+    while (stall < 3000) {
+        len = evbuffer_get_length(c->in);
+        if (c->closed || len >= n) {
+            break;
+        }
+        stall = len > last ? 0 : stall + 1;
+        last = len;
+        pump_once();
+    }
+    return evbuffer_get_length(c->in) >= n;
+}
+
+static bool
+cli_wait_closed(struct cli *c)
+{
+    int i;
+
+    for (i = 0; i < 3000 && !c->closed; i++) {
+        pump_once();
+    }
+    return c->closed;
+}
+
+/* The bytes c received equal exp. */
+static void
+cli_expect(struct cli *c, const struct bb *exp)
+{
+    uint8_t *got;
+
+    ck_assert_msg(cli_has(c, exp->n), "client got %zu of %zu bytes",
+                  evbuffer_get_length(c->in), exp->n);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), exp->n);
+    got = evbuffer_pullup(c->in, -1);
+    if (memcmp(got, exp->b, exp->n) != 0) {
+        size_t i;
+
+        for (i = 0; i < exp->n && got[i] == exp->b[i]; i++) {
+        }
+        ck_abort_msg("response bytes differ at offset %zu of %zu: got "
+                     "0x%02x, expected 0x%02x", i, exp->n, got[i],
+                     exp->b[i]);
+    }
+    evbuffer_drain(c->in, exp->n);
+}
+
+/* The fake broker saw exactly sent (client connections only). */
+static void
+fake_expect(const struct bb *sent)
+{
+    int i;
+
+    for (i = 0; i < 3000 && evbuffer_get_length(T.fb.log) < sent->n; i++) {
+        pump_once();
+    }
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), sent->n);
+    ck_assert(memcmp(evbuffer_pullup(T.fb.log, -1), sent->b, sent->n) == 0);
+}
+
+/* Responses the fake sends for the request frames in reqs. */
+static void
+expected_echo(const struct bb *reqs, size_t extra, struct bb *exp)
+{
+    size_t off = 0, flen;
+
+    while (off < reqs->n) {
+        flen = 4 + (size_t)kr_frame_i32(reqs->b + off);
+        echo_response(exp, reqs->b + off, flen, extra, 0);
+        off += flen;
+    }
+}
+
+/* ---- fixture ------------------------------------------------------------ */
+
+static void
+guard_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static void
+setup(void)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    struct timeval tv = { 0, 10000 };
+
+    memset(&T, 0, sizeof(T));
+    kr_log_level_cur = KR_LOG_WARN;
+    T.base = event_base_new();
+    ck_assert_ptr_nonnull(T.base);
+    T.guard = event_new(T.base, -1, EV_PERSIST, guard_cb, NULL);
+    event_add(T.guard, &tv);
+
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    T.fb.log = evbuffer_new();
+    T.fb.pending = evbuffer_new();
+    T.fb.l = evconnlistener_new_bind(T.base, fake_accept, &T.fb,
+                                     LEV_OPT_CLOSE_ON_FREE |
+                                     LEV_OPT_REUSEABLE, 16,
+                                     (struct sockaddr *)&sin, sizeof(sin));
+    ck_assert_ptr_nonnull(T.fb.l);
+    getsockname(evconnlistener_get_fd(T.fb.l), (struct sockaddr *)&sin,
+                &len);
+    T.fb.port = ntohs(sin.sin_port);
+
+    T.bs.host = (char *)"127.0.0.1";
+    T.bs.port = T.fb.port;
+    T.uc.name = (char *)"";
+    T.uc.bootstrap = &T.bs;
+    T.uc.nbootstrap = 1;
+    T.uc.connect_timeout_ms = 5000;
+    T.uc.request_timeout_margin_ms = 30000;
+    T.uc.metadata_refresh_ms = 300000;
+    T.lc.name = (char *)"";
+    T.lc.listen.host = (char *)"127.0.0.1";
+    T.lc.listen.port = 0;
+    T.lc.advertised_host = (char *)"127.0.0.1";
+    T.lc.broker_port_base = 0;  /* NodeId 0 -> port 0: kernel's choice */
+    T.lc.node_id_min = 0;
+    T.lc.node_id_max = 0;
+    T.lc.up = &T.uc;
+    T.lc.max_frame_bytes = MAX_FRAME;
+    T.lc.max_inflight = 1000;
+    T.lc.max_buffer_bytes = MAX_BUF;
+    T.lc.max_connections = 100;
+    T.lc.idle_timeout_ms = 0;
+    T.conf.path = (char *)"check_session";
+    T.conf.listeners = &T.lc;
+    T.conf.nlisteners = 1;
+    T.conf.upstreams = &T.uc;
+    T.conf.nupstreams = 1;
+}
+
+static void
+start(void)
+{
+    char err[256] = "";
+
+    T.p = kr_proxy_new(&T.conf, false, T.base);
+    ck_assert_ptr_nonnull(T.p);
+    ck_assert_msg(kr_proxy_start(T.p, err, sizeof(err)) == KR_OK, "%s",
+                  err);
+    ck_assert_uint_ne(kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
+    ck_assert_uint_ne(kr_proxy_port(T.p, 0, 0), 0);
+}
+
+static uint16_t
+boot_port(void)
+{
+    return kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP);
+}
+
+static void
+teardown(void)
+{
+    int i;
+
+    kr_proxy_free(T.p);
+    for (i = 0; i < T.ncl; i++) {
+        event_free(T.cl[i].rev);
+        evbuffer_free(T.cl[i].in);
+        close(T.cl[i].fd);
+    }
+    while (T.fb.n > 0) {
+        fconn_free(T.fb.c[--T.fb.n]);
+    }
+    evconnlistener_free(T.fb.l);
+    evbuffer_free(T.fb.log);
+    evbuffer_free(T.fb.pending);
+    event_free(T.guard);
+    event_base_free(T.base);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* A port the kernel just gave out and took back (for broker_port_base). */
+static uint16_t
+free_port(void)
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+
+START_TEST(forward_byte_exact)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    req_produce(&req, 2, 1, 3000);
+    req_heartbeat(&req, 3);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->stats.requests, 3);
+    ck_assert_uint_eq(T.p->stats.responses, 3);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(broker_listener)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    /* dial.0 = the fake: NodeId 0 resolves without Metadata */
+    T.dial.node_id = 0;
+    T.dial.addr = T.bs;
+    T.uc.dial = &T.dial;
+    T.uc.ndial = 1;
+    start();
+    c = cli_open(kr_proxy_port(T.p, 0, 0), 0);
+    req_heartbeat(&req, 42);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_int_eq(T.p->sessions->l->node_id, 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(pipelined_in_order)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    int i;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 300; i++) {
+        if (i % 3 == 1) {
+            req_produce(&req, i * 7, -1, (size_t)i * 10);
+        } else {
+            req_heartbeat(&req, i * 7);
+        }
+    }
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses, 300);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(split_every_byte)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t i;
+    int k;
+
+    T.fb.chunk = 1;             /* the fake writes one byte at a time */
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 5);
+    req_produce(&req, 6, 1, 40);
+    req_produce(&req, 7, 0, 10);    /* Acks=0 in the middle */
+    req_heartbeat(&req, 8);
+    for (i = 0; i < req.n; i++) {
+        cli_send(c, req.b + i, 1);
+        for (k = 0; k < 3; k++) {
+            event_base_loop(T.base, EVLOOP_NONBLOCK);
+        }
+    }
+    fake_expect(&req);
+    /* the Acks=0 Produce gets no response */
+    {
+        struct bb part = { 0 };
+        size_t off = 0, flen;
+        int n = 0;
+
+        while (off < req.n) {
+            flen = 4 + (size_t)kr_frame_i32(req.b + off);
+            if (n++ != 2) {
+                bput(&part, req.b + off, flen);
+            }
+            off += flen;
+        }
+        expected_echo(&part, 0, &exp);
+        free(part.b);
+    }
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 1);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(acks0_no_response)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 1, 0, 100);
+    req_heartbeat(&hb, 2);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.fb.nreq, 2);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 1);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+START_TEST(bad_correlation_id)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    T.fb.mode = FB_BADCORR;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 10);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_ptr_null(T.p->sessions);
+    free(req.b);
+}
+END_TEST
+
+static const struct {
+    const char *name;
+    const uint8_t *bytes;
+    size_t len;
+} bad_inputs[] = {
+    { "http", (const uint8_t *)"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27 },
+    { "tls", (const uint8_t *)"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+      11 },
+    { "oversized", (const uint8_t *)"\x00\x20\x00\x00\x00\x12\x00\x00", 8 },
+    { "negative", (const uint8_t *)"\xff\xff\xff\xf0\x00\x12\x00\x00", 8 },
+    { "too short", (const uint8_t *)"\x00\x00\x00\x03\x01\x02\x03", 7 },
+    { "bad ClientId", (const uint8_t *)"\x00\x00\x00\x0c\x00\x12\x00\x00"
+      "\x00\x00\x00\x01\xff\xf0\x00\x00", 16 },
+};
+
+START_TEST(bad_input_closes_only_that_connection)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *good, *bad;
+
+    start();
+    good = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(good, req.b, req.n);
+    expected_echo(&req, 0, &exp);
+    cli_expect(good, &exp);
+
+    bad = cli_open(_i % 2 ? kr_proxy_port(T.p, 0, 0) : boot_port(), 0);
+    cli_send(bad, bad_inputs[_i].bytes, bad_inputs[_i].len);
+    ck_assert_msg(cli_wait_closed(bad), "%s: not closed",
+                  bad_inputs[_i].name);
+    ck_assert_uint_eq(evbuffer_get_length(bad->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_bad_input, 1);
+
+    /* the good connection still works */
+    cli_send(good, req.b, req.n);
+    cli_expect(good, &exp);
+    ck_assert(!good->closed);
+    ck_assert_uint_eq(T.p->stats.conn_active, 1);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(backpressure)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+    size_t most = 0, len;
+    int i;
+
+    T.fb.extra = (1 << 20) - 64;    /* responses of about 1 MiB */
+    start();
+    c = cli_open(boot_port(), 65536);
+    for (i = 0; i < 24; i++) {
+        req_heartbeat(&req, i);
+    }
+    cli_send(c, req.b, req.n);
+    event_del(c->rev);          /* the client stops reading */
+    fake_expect(&req);
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    for (i = 0; i < 3000 && s->up.reading; i++) {
+        pump_once();
+        len = evbuffer_get_length(s->client.out);
+        most = len > most ? len : most;
+    }
+    ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    for (i = 0; i < 30; i++) {
+        pump_once();
+        len = evbuffer_get_length(s->client.out);
+        most = len > most ? len : most;
+        ck_assert_uint_lt(evbuffer_get_length(s->up.in), 8);
+    }
+    ck_assert_uint_le(most, MAX_BUF + ONE_READ);
+    ck_assert_uint_ge(most, MAX_BUF);
+    /* the client reads again (with a normal buffer): everything arrives
+       intact */
+    i = 4 << 20;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &i, sizeof(i));
+    event_add(c->rev, NULL);
+    expected_echo(&req, T.fb.extra, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(backpressure_upstream)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s = NULL;
+    struct cli *c;
+    size_t sent = 0, most = 0, len;
+    ssize_t w;
+    int i, j;
+
+    T.fb.no_read = true;        /* the broker stops reading */
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 256; i++) {
+        req_produce(&req, i, 1, 60000);     /* about 15 MiB */
+    }
+    for (i = 0; i < 3000; i++) {
+        w = write(c->fd, req.b + sent, req.n - sent);
+        if (w > 0) {
+            sent += (size_t)w;
+        }
+        pump_once();
+        s = T.p->sessions;
+        if (s != NULL) {
+            len = evbuffer_get_length(s->up.out);
+            most = len > most ? len : most;
+            if (w < 0 && !s->client.reading) {
+                break;
+            }
+        }
+    }
+    ck_assert_ptr_nonnull(s);
+    ck_assert_msg(!s->client.reading, "krelay kept reading the client");
+    ck_assert_uint_lt(sent, req.n);
+    for (i = 0; i < 30; i++) {
+        pump_once();
+        len = evbuffer_get_length(s->up.out);
+        most = len > most ? len : most;
+    }
+    ck_assert_uint_le(most, MAX_BUF + ONE_READ);
+    ck_assert_uint_ge(most, MAX_BUF);
+    /* the broker reads again: every byte arrives, in order */
+    for (j = 0; j < T.fb.n; j++) {
+        event_add(T.fb.c[j]->rev, NULL);
+    }
+    cli_send(c, req.b + sent, req.n - sent);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(max_inflight_stops_reading)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    int i;
+
+    T.lc.max_inflight = 4;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 10; i++) {
+        req_heartbeat(&req, 100 + i);
+    }
+    cli_send(c, req.b, req.n);
+    for (i = 0; i < 3000 && T.fb.nreq < 4; i++) {
+        pump_once();
+    }
+    for (i = 0; i < 50; i++) {
+        pump_once();
+    }
+    ck_assert_int_eq(T.fb.nreq, 4);
+    ck_assert(T.p->sessions->req_blocked);
+    ck_assert(!T.p->sessions->client.reading);
+    /* answers free slots: the rest flows, in order */
+    fake_release(&T.fb);
+    for (i = 0; i < 3000 && T.fb.nreq < 10; i++) {
+        pump_once();
+        if (evbuffer_get_length(T.fb.pending) > 0) {
+            fake_release(&T.fb);
+        }
+    }
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(idle_timeout)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    T.lc.idle_timeout_ms = 150;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    ck_assert_uint_eq(T.p->stats.close_bad_input, 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(request_timeout)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    T.uc.request_timeout_margin_ms = 100;
+    T.fb.mode = FB_SILENT;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    free(req.b);
+}
+END_TEST
+
+static const char *const mechanisms[] = { "PLAIN", "GSSAPI" };
+
+START_TEST(sasl_handshake_v0_raw_tokens)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    const char *mech = mechanisms[_i];
+    struct cli *c;
+    size_t at;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    /* SaslHandshake v0 (the fake accepts any Mechanism) */
+    at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
+    bstr(&req, mech);
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    at = exp.n;
+    b32(&exp, 0);
+    b32(&exp, 1);
+    b16(&exp, 0);
+    b32(&exp, 1);
+    bstr(&exp, "PLAIN");
+    bend(&exp, at);
+    cli_expect(c, &exp);
+    if (_i == 0) {
+        /* PLAIN: one raw round trip, then Kafka frames again */
+        ck_assert_int_eq(T.p->sessions->sasl_tokens, 1);
+        ck_assert(!T.p->sessions->opaque);
+    } else {
+        /* unknown token count: the rest passes through as bytes */
+        ck_assert_int_eq(T.p->sessions->sasl_tokens, 0);
+        ck_assert(T.p->sessions->opaque);
+    }
+    /* a raw token: would be a bad header if parsed as a request */
+    exp.n = 0;
+    at = req.n;
+    b32(&req, 0);
+    bput(&req, "\0user\0secret", 12);
+    bend(&req, at);
+    cli_send(c, req.b + at, req.n - at);
+    b32(&exp, 0);               /* empty token back */
+    cli_expect(c, &exp);
+    req_heartbeat(&hb, 3);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, hb.b, hb.n);
+    exp.n = 0;
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    fake_expect(&req);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->stats.sasl_tokens, _i == 0 ? 2 : 0);
+    ck_assert_uint_eq(T.p->stats.requests, _i == 0 ? 2 : 1);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+START_TEST(metadata_rewritten)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t at;
+
+    /* the rewrite advertises broker_port_base + NodeId: a real port */
+    T.lc.broker_port_base = free_port();
+    start();
+    ck_assert_uint_eq(kr_proxy_port(T.p, 0, 0), T.lc.broker_port_base);
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_METADATA, 1, 9);
+    b32(&req, -1);              /* all topics */
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    metadata_response(&exp, 9, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses_held, 1);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(max_connections)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *a, *b;
+    int i;
+
+    T.lc.max_connections = 1;
+    start();
+    a = cli_open(boot_port(), 0);
+    for (i = 0; i < 3000 && T.p->stats.conn_accepted < 1; i++) {
+        pump_once();
+    }
+    b = cli_open(boot_port(), 0);
+    ck_assert(cli_wait_closed(b));
+    ck_assert_uint_eq(T.p->stats.conn_refused, 1);
+    req_heartbeat(&req, 1);
+    cli_send(a, req.b, req.n);
+    expected_echo(&req, 0, &exp);
+    cli_expect(a, &exp);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(upstream_refuses)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    T.bs.port = free_port();    /* nobody listens there */
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_ptr_null(T.p->sessions);
+    free(req.b);
+}
+END_TEST
+
+START_TEST(upstream_closes_after_response)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    T.fb.mode = FB_CLOSE_AFTER;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 77);
+    cli_send(c, req.b, req.n);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);        /* the response is delivered ... */
+    ck_assert(cli_wait_closed(c));  /* ... then the connection closes */
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_uint_eq(T.p->stats.responses, 1);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+START_TEST(stop_closes_everything)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    kr_proxy_stop(T.p);
+    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_uint_eq(T.p->stats.conn_active, 0);
+    ck_assert_uint_eq(kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
+    ck_assert(cli_wait_closed(c));
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+static Suite *
+session_suite(void)
+{
+    Suite *s = suite_create("session");
+    TCase *tc = tcase_create("proxy");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, forward_byte_exact);
+    tcase_add_test(tc, broker_listener);
+    tcase_add_test(tc, pipelined_in_order);
+    tcase_add_test(tc, split_every_byte);
+    tcase_add_test(tc, acks0_no_response);
+    tcase_add_test(tc, bad_correlation_id);
+    tcase_add_loop_test(tc, bad_input_closes_only_that_connection, 0,
+                        (int)KR_ARRAY_LEN(bad_inputs));
+    tcase_add_test(tc, backpressure);
+    tcase_add_test(tc, backpressure_upstream);
+    tcase_add_test(tc, max_inflight_stops_reading);
+    tcase_add_test(tc, idle_timeout);
+    tcase_add_test(tc, request_timeout);
+    tcase_add_loop_test(tc, sasl_handshake_v0_raw_tokens, 0,
+                        (int)KR_ARRAY_LEN(mechanisms));
+    tcase_add_test(tc, metadata_rewritten);
+    tcase_add_test(tc, max_connections);
+    tcase_add_test(tc, upstream_refuses);
+    tcase_add_test(tc, upstream_closes_after_response);
+    tcase_add_test(tc, stop_closes_everything);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(session_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
