@@ -1,0 +1,391 @@
+# lib.sh - shared harness for krelay's integration tests (sourced by bash).
+#
+# A test sources this file, calls kr_setup, then kr_start_mock and
+# kr_start_krelay, and talks to $KR_BOOTSTRAP (krelay's bootstrap
+# listener).  Every process started here is stopped on exit (trap); every
+# wait is bounded.
+#
+# Environment:
+#   top_srcdir, top_builddir  set by `make check` (AM_TESTS_ENVIRONMENT);
+#                             default: guessed from this file's location
+#   KRELAY_REQUIRE_ALL=1      a missing dependency fails instead of
+#                             skipping (exit 77)
+#   KRELAY_DEPS_DIR           npm packages (contrib/install-deps.sh),
+#                             default ~/.cache/krelay
+#   KRELAY_TEST_DIRECT=1      harness check only: clients talk to the mock
+#                             brokers directly, krelay is not started and
+#                             the krelay-specific assertions are skipped
+#   KRELAY_TEST_KEEP=1        keep the work directory
+#   KRELAY_LOG_LEVEL          krelay's [log] level (default debug)
+#
+# Exit codes: 0 pass, 1 fail, 77 skip, 99 hard error (automake's).
+
+set -u
+set -o pipefail
+
+KR_TEST_NAME=$(basename "$0" .sh)
+: "${top_srcdir:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${top_builddir:=$(pwd)}"
+: "${KRELAY_DEPS_DIR:=${HOME:-/root}/.cache/krelay}"
+: "${KRELAY_REQUIRE_ALL:=0}"
+: "${KRELAY_TEST_DIRECT:=0}"
+: "${KRELAY_LOG_LEVEL:=debug}"
+KR_PY=/usr/bin/python3          # Debian's, with kafka-python
+KR_KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
+KR_KRMOCK=${KRMOCK_BIN:-$top_builddir/tests/mock/krmock}
+KR_NODEIDS=3                    # mock brokers, NodeIds 1..3
+KR_PIDS=()                      # started processes, stopped on exit
+KR_WORK=
+KR_MOCK_PID=
+KR_KRELAY_PID=
+
+kr_log() {
+    printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "$KR_TEST_NAME" "$*" >&2
+}
+
+kr_fail() {
+    kr_log "FAIL: $*"
+    exit 1
+}
+
+kr_skip() {
+    if [ "$KRELAY_REQUIRE_ALL" = 1 ]; then
+        kr_log "FAIL (KRELAY_REQUIRE_ALL=1): missing dependency: $*"
+        exit 1
+    fi
+    kr_log "SKIP: missing dependency: $*"
+    exit 77
+}
+
+# kr_need_cmd CMD... : skip unless every command is on PATH (or a path).
+kr_need_cmd() {
+    local c
+    for c in "$@"; do
+        command -v "$c" >/dev/null 2>&1 || kr_skip "$c"
+    done
+}
+
+# kr_need_py MODULE... : skip unless /usr/bin/python3 imports them.
+kr_need_py() {
+    local m
+    [ -x "$KR_PY" ] || kr_skip "$KR_PY"
+    for m in "$@"; do
+        "$KR_PY" -c "import $m" >/dev/null 2>&1 ||
+            kr_skip "python module $m for $KR_PY"
+    done
+}
+
+# kr_need_node PACKAGE... : skip unless node finds them in the deps dir.
+kr_need_node() {
+    local p
+    kr_need_cmd node
+    export NODE_PATH="$KRELAY_DEPS_DIR/node_modules${NODE_PATH:+:$NODE_PATH}"
+    for p in "$@"; do
+        node -e "require('$p')" >/dev/null 2>&1 ||
+            kr_skip "npm package $p in $KRELAY_DEPS_DIR (contrib/install-deps.sh)"
+    done
+}
+
+kr_cleanup() {
+    local rc=$? i pid
+    trap - EXIT INT TERM
+    # Stop in reverse order: clients, krelay, then the mock.
+    for ((i = ${#KR_PIDS[@]} - 1; i >= 0; i--)); do
+        pid=${KR_PIDS[$i]}
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${KR_PIDS[@]}"; do
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "$KR_WORK" ] && [ -d "$KR_WORK" ]; then
+        if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+            local f
+            for f in "$KR_WORK"/*.log; do
+                [ -s "$f" ] || continue
+                echo "----- $(basename "$f") (last 60 lines) -----" >&2
+                tail -n 60 "$f" >&2
+            done
+        fi
+        if [ "${KRELAY_TEST_KEEP:-0}" = 1 ] || { [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; }; then
+            kr_log "work directory kept: $KR_WORK"
+        else
+            rm -rf "$KR_WORK"
+        fi
+    fi
+    exit "$rc"
+}
+
+# kr_setup: work directory in the build tree, traps, a global deadline.
+# $1: seconds before the whole test is killed (default 120).
+kr_setup() {
+    local limit=${1:-120}
+    # Port picking and the raw-protocol clients use Debian's python3.
+    [ -x "$KR_PY" ] || kr_skip "$KR_PY (package python3)"
+    mkdir -p "$top_builddir/tests/integration" || exit 99
+    KR_WORK=$(mktemp -d "$top_builddir/tests/integration/$KR_TEST_NAME.XXXXXX") ||
+        exit 99
+    trap kr_cleanup EXIT
+    trap 'exit 1' INT TERM
+    # Watchdog: a hung client or daemon fails the test instead of hanging
+    # `make check`.
+    ( trap 'kill "$spid" 2>/dev/null; exit 0' TERM
+      sleep "$limit" & spid=$!
+      wait "$spid" && { kr_log "FAIL: timed out after ${limit}s";
+                        kill -TERM $$ 2>/dev/null; } ) &
+    KR_PIDS+=($!)
+    kr_log "work directory $KR_WORK"
+}
+
+# kr_free_ports N: print the first port P (between 20000 and 60000) such
+# that P..P+N-1 are all free on 127.0.0.1.
+kr_free_ports() {
+    "$KR_PY" - "$1" <<'EOF'
+import random, socket, sys
+n = int(sys.argv[1])
+rnd = random.Random()
+for _ in range(200):
+    base = rnd.randrange(20000, 60000 - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+# kr_listening PORT: true when something listens on 127.0.0.1:PORT (or
+# the wildcard), read from /proc/net/tcp{,6} without connecting: a probe
+# connection would make krelay dial the upstream for nothing.
+kr_listening() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+                      END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# kr_wait_port PORT [SECONDS]: wait until PORT is listening.
+kr_wait_port() {
+    local port=$1 limit=${2:-20} i
+    for ((i = 0; i < limit * 10; i++)); do
+        kr_listening "$port" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# kr_start_mock [KRMOCK] [TOPIC:PARTS...]: start a 3-broker mock cluster.
+# Sets KR_MOCK_BASE (NodeId n at KR_MOCK_BASE+n), KR_MOCK_BOOTSTRAP,
+# KR_MOCK_PID, KR_ACCEPT_LOG.
+kr_start_mock() {
+    local bin=$KR_KRMOCK
+    if [ $# -gt 0 ] && [ -x "$1" ]; then
+        bin=$1
+        shift
+    fi
+    [ -x "$bin" ] || kr_skip "$bin (built only with librdkafka-dev)"
+    local topics=() t attempt
+    for t in "$@"; do
+        topics+=(-t "$t")
+    done
+    KR_ACCEPT_LOG=$KR_WORK/accept.txt
+    for attempt in 1 2 3; do
+        KR_MOCK_BASE=$(kr_free_ports $((KR_NODEIDS + 1))) || exit 99
+        rm -f "$KR_WORK/mock.ready"
+        "$bin" -b "$KR_NODEIDS" -p "$KR_MOCK_BASE" "${topics[@]}" \
+            -r "$KR_WORK/mock.ready" -a "$KR_ACCEPT_LOG" \
+            >"$KR_WORK/mock.out" 2>>"$KR_WORK/mock.log" &
+        KR_MOCK_PID=$!
+        KR_PIDS+=("$KR_MOCK_PID")
+        for _ in $(seq 100); do
+            [ -s "$KR_WORK/mock.ready" ] && break
+            kill -0 "$KR_MOCK_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        if [ -s "$KR_WORK/mock.ready" ]; then
+            KR_MOCK_BOOTSTRAP=$(head -n 1 "$KR_WORK/mock.ready")
+            kr_log "mock cluster ($(basename "$bin")) at $KR_MOCK_BOOTSTRAP"
+            return 0
+        fi
+        kill "$KR_MOCK_PID" 2>/dev/null
+        wait "$KR_MOCK_PID" 2>/dev/null
+        kr_log "mock did not start (attempt $attempt), retrying"
+    done
+    kr_fail "the mock cluster did not start"
+}
+
+# kr_write_conf FILE: krelay's config for the running mock.
+kr_write_conf() {
+    cat >"$1" <<EOF
+; written by tests/integration/lib.sh for $KR_TEST_NAME
+[upstream]
+bootstrap_servers = $KR_MOCK_BOOTSTRAP
+
+[listener]
+listen = 127.0.0.1:$KR_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $KR_BROKER_BASE
+node_id_min = 1
+node_id_max = $KR_NODEIDS
+
+[log]
+level = $KRELAY_LOG_LEVEL
+target = $KR_WORK/krelay.log
+EOF
+}
+
+# kr_start_krelay: krelay in front of the mock.  Sets KR_BOOTSTRAP (what
+# clients use), KR_PORT, KR_BROKER_BASE (NodeId n at KR_BROKER_BASE+n),
+# KR_KRELAY_PID.  With KRELAY_TEST_DIRECT=1 clients use the mock instead.
+kr_start_krelay() {
+    if [ "$KRELAY_TEST_DIRECT" = 1 ]; then
+        KR_BOOTSTRAP=$KR_MOCK_BOOTSTRAP
+        KR_PORT=$((KR_MOCK_BASE + 1))
+        KR_BROKER_BASE=$KR_MOCK_BASE
+        kr_log "KRELAY_TEST_DIRECT=1: clients talk to the mock directly"
+        return 0
+    fi
+    [ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
+    local attempt
+    for attempt in 1 2 3; do
+        local base
+        base=$(kr_free_ports $((KR_NODEIDS + 2))) || exit 99
+        KR_PORT=$base
+        KR_BROKER_BASE=$((base + 1))   # NodeId n: base + 1 + n
+        kr_write_conf "$KR_WORK/krelay.ini"
+        : >"$KR_WORK/krelay.log"
+        "$KR_KRELAY" -c "$KR_WORK/krelay.ini" \
+            >>"$KR_WORK/krelay.out.log" 2>&1 &
+        KR_KRELAY_PID=$!
+        KR_PIDS+=("$KR_KRELAY_PID")
+        if kr_wait_port "$KR_PORT" 20 &&
+           kr_wait_port $((KR_BROKER_BASE + KR_NODEIDS)) 5; then
+            if kill -0 "$KR_KRELAY_PID" 2>/dev/null; then
+                KR_BOOTSTRAP=127.0.0.1:$KR_PORT
+                kr_log "krelay (pid $KR_KRELAY_PID) at $KR_BOOTSTRAP," \
+                    "NodeId n at port $KR_BROKER_BASE+n"
+                return 0
+            fi
+        fi
+        kill "$KR_KRELAY_PID" 2>/dev/null
+        wait "$KR_KRELAY_PID" 2>/dev/null
+        kr_log "krelay did not start (attempt $attempt)"
+    done
+    kr_fail "krelay did not start; see krelay.out.log / krelay.log"
+}
+
+# kr_is_direct: true when the krelay-specific checks must be skipped.
+kr_is_direct() {
+    [ "$KRELAY_TEST_DIRECT" = 1 ]
+}
+
+# kr_check_brokers FILE: FILE holds one "NODEID HOST PORT" per broker a
+# client was told about; each must be krelay (127.0.0.1, KR_BROKER_BASE +
+# NodeId), none a mock port.
+kr_check_brokers() {
+    local file=$1 n=0 id host port
+    [ -s "$file" ] || kr_fail "no brokers in $file"
+    while read -r id host port; do
+        n=$((n + 1))
+        if kr_is_direct; then
+            continue    # KRELAY_TEST_DIRECT=1: the mock's own addresses
+        fi
+        [ "$host" = 127.0.0.1 ] ||
+            kr_fail "broker $id advertised as host $host, not krelay's"
+        [ "$port" = $((KR_BROKER_BASE + id)) ] ||
+            kr_fail "broker $id advertised at port $port, want $((KR_BROKER_BASE + id))"
+        if [ "$port" -gt "$KR_MOCK_BASE" ] &&
+           [ "$port" -le $((KR_MOCK_BASE + KR_NODEIDS)) ]; then
+            kr_fail "broker $id advertised at a mock port $port"
+        fi
+    done <"$file"
+    [ "$n" -eq "$KR_NODEIDS" ] ||
+        kr_fail "$n brokers listed in $file, want $KR_NODEIDS"
+    if kr_is_direct; then
+        kr_log "metadata: $n brokers (direct: not checked)"
+    else
+        kr_log "metadata: $n brokers, all at krelay's addresses"
+    fi
+}
+
+# kr_check_no_direct: every connection a mock broker accepted came from
+# the krelay process (the mock's accept log names each peer's owner).
+kr_check_no_direct() {
+    kr_is_direct && return 0
+    [ -s "$KR_ACCEPT_LOG" ] || kr_fail "the mock accepted no connection"
+    local bad
+    bad=$(grep -v " pid=$KR_KRELAY_PID " "$KR_ACCEPT_LOG" || true)
+    if [ -n "$bad" ]; then
+        kr_fail "connections to mock brokers not from krelay (pid $KR_KRELAY_PID): $bad"
+    fi
+    kr_log "mock brokers accepted $(wc -l <"$KR_ACCEPT_LOG") connections, all from krelay"
+}
+
+# kr_check_alive: krelay must still be running (no crash during the test).
+kr_check_alive() {
+    kr_is_direct && return 0
+    kill -0 "$KR_KRELAY_PID" 2>/dev/null || kr_fail "krelay exited during the test"
+}
+
+# kr_stop PID NAME LOG...: SIGTERM, wait (bounded), fail unless it exits
+# 0 and its logs hold no sanitizer report (ASan, UBSan, LSan).
+kr_stop() {
+    local pid=$1 name=$2 rc
+    shift 2
+    kill -TERM "$pid" 2>/dev/null || kr_fail "$name (pid $pid) already gone"
+    for _ in $(seq 150); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && kr_fail "$name did not stop within 15 s of SIGTERM"
+    wait "$pid"
+    rc=$?
+    if grep -l 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' \
+        "$@" >/dev/null 2>&1; then
+        kr_fail "$name: sanitizer report in $*"
+    fi
+    [ "$rc" -eq 0 ] || kr_fail "$name exited with status $rc on SIGTERM"
+}
+
+# kr_finish: the checks every test ends with, then PASS.  krelay still
+# runs, no mock broker accepted a connection from anything else, and
+# krelay and the mock stop cleanly on SIGTERM.
+kr_finish() {
+    kr_check_alive
+    kr_check_no_direct
+    if ! kr_is_direct; then
+        kr_stop "$KR_KRELAY_PID" krelay "$KR_WORK/krelay.out.log" \
+            "$KR_WORK/krelay.log"
+    fi
+    kr_stop "$KR_MOCK_PID" krmock "$KR_WORK/mock.log"
+    kr_log "PASS"
+}
+
+# kr_run SECONDS CMD...: run a client with a bounded time, its output in
+# $KR_WORK/<name>.log is shown on failure.
+kr_run() {
+    local limit=$1
+    shift
+    timeout -k 5 "$limit" "$@"
+}
+
+# kr_payloads FILE N TAG: N distinct lines (test payloads).
+kr_payloads() {
+    local i
+    for ((i = 1; i <= $2; i++)); do
+        printf '%s-%05d-%s\n' "$3" "$i" "$RANDOM$RANDOM"
+    done >"$1"
+}

@@ -1,0 +1,608 @@
+/*
+ * krmock - krelay's test upstream: librdkafka's mock cluster
+ * (rdkafka_mock.h) in a small program with fixed ports.
+ *
+ *   krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...] [-t NAME:PARTITIONS]...
+ *          [-r READYFILE] [-a ACCEPTLOG] [-A HOST] [-d]
+ *
+ * Broker NodeId n (1..BROKERS) listens on 127.0.0.1:BASE+n, or on the n-th
+ * port of -P; without either the kernel chooses.  librdkafka 2.0.2 has no
+ * API to choose a mock broker's port, so this program defines bind(): the
+ * dynamic linker resolves librdkafka's call to it, and it rewrites port 0
+ * of the mock's IPv4 listeners to the next chosen port before calling
+ * libc's bind (dlsym(RTLD_NEXT)).  Brokers are created in NodeId order, so
+ * the n-th listener is NodeId n.
+ *
+ * Once every broker listens and the topics exist, the bootstrap list
+ * ("127.0.0.1:P1,127.0.0.1:P2,...") is written to READYFILE (atomically:
+ * a temporary file renamed) and to stdout.
+ *
+ * ACCEPTLOG gets one line per connection a mock broker accepts:
+ *   accept port=BROKERPORT peer=IP:PORT pid=PID comm=NAME
+ * where PID/NAME own the peer socket (found through /proc/net/tcp and
+ * /proc/PID/fd), or pid=-1 comm=? when not found.  Tests use it to prove
+ * that no client reaches a broker port directly.
+ *
+ * Signals: SIGTERM, SIGINT stop.  SIGUSR1 moves the leader of every
+ * partition of every -t topic to the next broker (partition p is led by
+ * broker ((p + moves) % BROKERS) + 1), so that a Produce or Fetch sent to
+ * the old leader gets NOT_LEADER_OR_FOLLOWER (with librdkafka >= 2.4, the
+ * KIP-951 CurrentLeader and NodeEndpoints fields in Produce v10 and Fetch
+ * v16 responses).  Each move prints "leaders moved N" on stdout.
+ *
+ * -A HOST (librdkafka >= 2.10) makes every broker advertise HOST instead
+ * of 127.0.0.1 (rd_kafka_mock_broker_set_host_port).
+ */
+#define _GNU_SOURCE 1
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#define KR_TM_MAX_BROKERS 64
+#define KR_TM_MAX_TOPICS 64
+
+struct kr_tm_topic {
+    char *name;
+    int partitions;
+};
+
+/* Ports handed out by the bind() interposer, in NodeId order. */
+static int kr_tm_ports[KR_TM_MAX_BROKERS];
+static int kr_tm_nports;
+static int kr_tm_next_port;
+/* Listening sockets the interposer rewrote or saw (for the accept log). */
+static int kr_tm_listen_fds[KR_TM_MAX_BROKERS];
+static int kr_tm_nlisten;
+static pthread_mutex_t kr_tm_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *kr_tm_accept_log;
+
+typedef int (*kr_tm_bind_fn)(int, const struct sockaddr *, socklen_t);
+typedef int (*kr_tm_accept_fn)(int, struct sockaddr *, socklen_t *);
+typedef int (*kr_tm_accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+
+int bind(int fd, const struct sockaddr *addr, socklen_t len);
+int accept(int fd, struct sockaddr *addr, socklen_t *len);
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+
+static void
+kr_tm_die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("krmock: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/*
+ * The bind() every caller in this process gets.  Only an IPv4 loopback
+ * bind to port 0 (what the mock cluster does for each broker) is changed,
+ * and only while chosen ports remain.
+ */
+int
+bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    static kr_tm_bind_fn real_bind;
+    struct sockaddr_in sin;
+    int port = 0, rc;
+
+    if (real_bind == NULL) {
+        real_bind = (kr_tm_bind_fn)dlsym(RTLD_NEXT, "bind");
+        if (real_bind == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    if (addr == NULL || len < (socklen_t)sizeof(sin) ||
+        addr->sa_family != AF_INET) {
+        return real_bind(fd, addr, len);
+    }
+    memcpy(&sin, addr, sizeof(sin));
+    if (ntohl(sin.sin_addr.s_addr) != INADDR_LOOPBACK) {
+        return real_bind(fd, addr, len);
+    }
+    pthread_mutex_lock(&kr_tm_lock);
+    if (sin.sin_port == 0 && kr_tm_next_port < kr_tm_nports) {
+        port = kr_tm_ports[kr_tm_next_port++];
+    }
+    if (kr_tm_nlisten < KR_TM_MAX_BROKERS) {
+        kr_tm_listen_fds[kr_tm_nlisten++] = fd;
+    }
+    pthread_mutex_unlock(&kr_tm_lock);
+    if (port != 0) {
+        int on = 1;
+
+        sin.sin_port = htons((uint16_t)port);
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+        rc = real_bind(fd, (const struct sockaddr *)&sin, sizeof(sin));
+        if (rc != 0) {
+            fprintf(stderr, "krmock: bind 127.0.0.1:%d: %s\n", port,
+                    strerror(errno));
+        }
+        return rc;
+    }
+    return real_bind(fd, addr, len);
+}
+
+static bool
+kr_tm_is_listener(int fd)
+{
+    bool found = false;
+
+    pthread_mutex_lock(&kr_tm_lock);
+    for (int i = 0; i < kr_tm_nlisten; i++) {
+        if (kr_tm_listen_fds[i] == fd) {
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&kr_tm_lock);
+    return found;
+}
+
+/*
+ * Find the inode of the IPv4 TCP socket whose local end is `local` and
+ * remote end is `remote` (network byte order), from /proc/net/tcp.
+ */
+static unsigned long
+kr_tm_find_inode(const struct sockaddr_in *local,
+                 const struct sockaddr_in *remote)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    unsigned long found = 0;
+
+    if (f == NULL) {
+        return 0;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned int la, lp, ra, rp, st;
+        unsigned long inode;
+
+        /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+        if (sscanf(line, " %*d: %8X:%4X %8X:%4X %2X %*s %*s %*s %*u %*u %lu",
+                   &la, &lp, &ra, &rp, &st, &inode) != 6) {
+            continue;
+        }
+        /* /proc prints the address as the host-order value of s_addr. */
+        if (la == local->sin_addr.s_addr && lp == ntohs(local->sin_port) &&
+            ra == remote->sin_addr.s_addr && rp == ntohs(remote->sin_port) &&
+            inode != 0) {
+            found = inode;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The process that holds socket inode, or -1; its name into comm. */
+static long
+kr_tm_find_owner(unsigned long inode, char *comm, size_t commlen)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *de;
+    char want[64], path[PATH_MAX], link[128];
+    long owner = -1;
+
+    snprintf(comm, commlen, "?");
+    if (proc == NULL || inode == 0) {
+        if (proc != NULL) {
+            closedir(proc);
+        }
+        return -1;
+    }
+    snprintf(want, sizeof(want), "socket:[%lu]", inode);
+    while (owner < 0 && (de = readdir(proc)) != NULL) {
+        DIR *fds;
+        struct dirent *fe;
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+
+        if (*end != '\0' || pid <= 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+        fds = opendir(path);
+        if (fds == NULL) {
+            continue;
+        }
+        while ((fe = readdir(fds)) != NULL) {
+            ssize_t n;
+
+            if (fe->d_name[0] == '.') {
+                continue;
+            }
+            snprintf(path, sizeof(path), "/proc/%ld/fd/%s", pid, fe->d_name);
+            n = readlink(path, link, sizeof(link) - 1);
+            if (n <= 0) {
+                continue;
+            }
+            link[n] = '\0';
+            if (strcmp(link, want) == 0) {
+                owner = pid;
+                break;
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    if (owner > 0) {
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%ld/comm", owner);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            if (fgets(comm, (int)commlen, f) != NULL) {
+                comm[strcspn(comm, "\n")] = '\0';
+            }
+            fclose(f);
+        }
+    }
+    return owner;
+}
+
+static void
+kr_tm_log_accept(int listen_fd, int fd)
+{
+    struct sockaddr_in local, peer;
+    socklen_t llen = sizeof(local), plen = sizeof(peer);
+    char ip[INET_ADDRSTRLEN], comm[64];
+    long pid;
+
+    if (kr_tm_accept_log == NULL || !kr_tm_is_listener(listen_fd)) {
+        return;
+    }
+    if (getsockname(fd, (struct sockaddr *)&local, &llen) != 0 ||
+        getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 ||
+        local.sin_family != AF_INET || peer.sin_family != AF_INET) {
+        return;
+    }
+    /* The peer's socket: local end = our peer, remote end = us. */
+    pid = kr_tm_find_owner(kr_tm_find_inode(&peer, &local), comm,
+                           sizeof(comm));
+    inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+    pthread_mutex_lock(&kr_tm_lock);
+    fprintf(kr_tm_accept_log, "accept port=%u peer=%s:%u pid=%ld comm=%s\n",
+            ntohs(local.sin_port), ip, ntohs(peer.sin_port), pid, comm);
+    fflush(kr_tm_accept_log);
+    pthread_mutex_unlock(&kr_tm_lock);
+}
+
+int
+accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    static kr_tm_accept_fn real_accept;
+    int s;
+
+    if (real_accept == NULL) {
+        real_accept = (kr_tm_accept_fn)dlsym(RTLD_NEXT, "accept");
+        if (real_accept == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    s = real_accept(fd, addr, len);
+    if (s >= 0) {
+        kr_tm_log_accept(fd, s);
+    }
+    return s;
+}
+
+int
+accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    static kr_tm_accept4_fn real_accept4;
+    int s;
+
+    if (real_accept4 == NULL) {
+        real_accept4 = (kr_tm_accept4_fn)dlsym(RTLD_NEXT, "accept4");
+        if (real_accept4 == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    s = real_accept4(fd, addr, len, flags);
+    if (s >= 0) {
+        kr_tm_log_accept(fd, s);
+    }
+    return s;
+}
+
+static int
+kr_tm_parse_int(const char *s, int min, int max, const char *what)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        kr_tm_die("bad %s '%s' (want %d..%d)", what, s, min, max);
+    }
+    return (int)v;
+}
+
+static void
+kr_tm_usage(FILE *f)
+{
+    fputs("usage: krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...]\n"
+          "              [-t NAME:PARTITIONS]... [-r READYFILE]\n"
+          "              [-a ACCEPTLOG] [-A HOST] [-d]\n"
+          "  -b N     brokers, NodeIds 1..N (default 3)\n"
+          "  -p BASE  NodeId n listens on 127.0.0.1:BASE+n\n"
+          "  -P LIST  one port per broker, in NodeId order\n"
+          "  -t T:N   create topic T with N partitions (repeatable)\n"
+          "  -r FILE  write the bootstrap list to FILE once listening\n"
+          "  -a FILE  log every accepted connection and its owner pid\n"
+          "  -A HOST  brokers advertise HOST (librdkafka >= 2.10)\n"
+          "  -d       librdkafka debug logs (debug=mock,protocol)\n"
+          "SIGTERM/SIGINT stop; SIGUSR1 moves every partition leader.\n",
+          f);
+}
+
+static void
+kr_tm_write_ready(const char *path, const char *bootstraps)
+{
+    char tmp[PATH_MAX];
+    FILE *f;
+
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+        kr_tm_die("ready file path too long");
+    }
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        kr_tm_die("%s: %s", tmp, strerror(errno));
+    }
+    fprintf(f, "%s\n", bootstraps);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        kr_tm_die("%s: %s", path, strerror(errno));
+    }
+}
+
+static void
+kr_tm_move_leaders(rd_kafka_mock_cluster_t *mc, struct kr_tm_topic *topics,
+                   int ntopics, int nbrokers, int moves)
+{
+    for (int t = 0; t < ntopics; t++) {
+        for (int p = 0; p < topics[t].partitions; p++) {
+            int32_t leader = (int32_t)((p + moves) % nbrokers) + 1;
+            rd_kafka_resp_err_t err;
+
+            err = rd_kafka_mock_partition_set_leader(mc, topics[t].name, p,
+                                                     leader);
+            if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                fprintf(stderr, "krmock: %s [%d] leader %d: %s\n",
+                        topics[t].name, p, (int)leader, rd_kafka_err2str(err));
+            }
+        }
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    struct kr_tm_topic topics[KR_TM_MAX_TOPICS];
+    int ntopics = 0, nbrokers = 3, base = -1, opt, moves = 0, sig;
+    const char *ready = NULL, *accept_path = NULL, *adv_host = NULL;
+    const char *port_list = NULL;
+    bool debug = false;
+    char errstr[512];
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk;
+    rd_kafka_mock_cluster_t *mc;
+    const char *bootstraps;
+    sigset_t sigs;
+
+    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:dh")) != -1) {
+        switch (opt) {
+        case 'b':
+            nbrokers = kr_tm_parse_int(optarg, 1, KR_TM_MAX_BROKERS,
+                                       "broker count");
+            break;
+        case 'p':
+            base = kr_tm_parse_int(optarg, 1, 65535 - KR_TM_MAX_BROKERS,
+                                   "base port");
+            break;
+        case 'P':
+            port_list = optarg;
+            break;
+        case 't': {
+            char *colon;
+
+            if (ntopics == KR_TM_MAX_TOPICS) {
+                kr_tm_die("too many topics");
+            }
+            topics[ntopics].name = strdup(optarg);
+            if (topics[ntopics].name == NULL) {
+                kr_tm_die("out of memory");
+            }
+            colon = strrchr(topics[ntopics].name, ':');
+            topics[ntopics].partitions = 3;
+            if (colon != NULL) {
+                *colon = '\0';
+                topics[ntopics].partitions =
+                    kr_tm_parse_int(colon + 1, 1, 100000, "partition count");
+            }
+            if (topics[ntopics].name[0] == '\0') {
+                kr_tm_die("empty topic name in '%s'", optarg);
+            }
+            ntopics++;
+            break;
+        }
+        case 'r':
+            ready = optarg;
+            break;
+        case 'a':
+            accept_path = optarg;
+            break;
+        case 'A':
+            adv_host = optarg;
+            break;
+        case 'd':
+            debug = true;
+            break;
+        case 'h':
+            kr_tm_usage(stdout);
+            return 0;
+        default:
+            kr_tm_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        kr_tm_usage(stderr);
+        return 2;
+    }
+    if (base > 0 && port_list != NULL) {
+        kr_tm_die("-p and -P are exclusive");
+    }
+    if (base > 0) {
+        for (int i = 0; i < nbrokers; i++) {
+            kr_tm_ports[i] = base + i + 1;
+        }
+        kr_tm_nports = nbrokers;
+    } else if (port_list != NULL) {
+        char *copy = strdup(port_list), *save = NULL, *tok;
+
+        if (copy == NULL) {
+            kr_tm_die("out of memory");
+        }
+        for (tok = strtok_r(copy, ",", &save); tok != NULL;
+             tok = strtok_r(NULL, ",", &save)) {
+            if (kr_tm_nports == KR_TM_MAX_BROKERS) {
+                kr_tm_die("too many ports");
+            }
+            kr_tm_ports[kr_tm_nports++] = kr_tm_parse_int(tok, 1, 65535,
+                                                          "port");
+        }
+        free(copy);
+        if (kr_tm_nports != nbrokers) {
+            kr_tm_die("-P lists %d ports for %d brokers", kr_tm_nports,
+                      nbrokers);
+        }
+    }
+#if RD_KAFKA_VERSION < 0x020a0000
+    if (adv_host != NULL) {
+        kr_tm_die("-A needs librdkafka >= 2.10 (built with %s)",
+                  rd_kafka_version_str());
+    }
+#endif
+    if (accept_path != NULL) {
+        kr_tm_accept_log = fopen(accept_path, "a");
+        if (kr_tm_accept_log == NULL) {
+            kr_tm_die("%s: %s", accept_path, strerror(errno));
+        }
+    }
+
+    /* Block the signals before librdkafka starts its threads, so that
+     * they inherit the mask and only sigwait() below sees them. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    conf = rd_kafka_conf_new();
+    /* No bootstrap.servers: the handle only hosts the mock cluster. */
+    if (rd_kafka_conf_set(conf, "log_level", debug ? "7" : "3", errstr,
+                          sizeof(errstr)) != RD_KAFKA_CONF_OK ||
+        (debug && rd_kafka_conf_set(conf, "debug", "mock,protocol", errstr,
+                                    sizeof(errstr)) != RD_KAFKA_CONF_OK)) {
+        kr_tm_die("%s", errstr);
+    }
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        kr_tm_die("rd_kafka_new: %s", errstr);
+    }
+    mc = rd_kafka_mock_cluster_new(rk, nbrokers);
+    if (mc == NULL) {
+        kr_tm_die("cannot start a mock cluster of %d brokers", nbrokers);
+    }
+    if (kr_tm_nports > 0 && kr_tm_next_port != kr_tm_nports) {
+        kr_tm_die("only %d of %d broker ports were bound", kr_tm_next_port,
+                  kr_tm_nports);
+    }
+#if RD_KAFKA_VERSION >= 0x020a0000
+    if (adv_host != NULL) {
+        for (int i = 0; i < nbrokers; i++) {
+            /* Ports were handed out in NodeId order; without -p/-P we
+             * do not know them, so -A needs one. */
+            if (kr_tm_nports == 0) {
+                kr_tm_die("-A needs -p or -P");
+            }
+            rd_kafka_mock_broker_set_host_port(mc, i + 1, adv_host,
+                                               kr_tm_ports[i]);
+        }
+    }
+#endif
+    for (int t = 0; t < ntopics; t++) {
+        rd_kafka_resp_err_t err;
+
+        err = rd_kafka_mock_topic_create(mc, topics[t].name,
+                                         topics[t].partitions, nbrokers);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kr_tm_die("topic %s: %s", topics[t].name, rd_kafka_err2str(err));
+        }
+    }
+    /* Every broker is a replica of every partition (replication factor
+     * = brokers); make leadership explicit so that SIGUSR1 moves it
+     * predictably. */
+    kr_tm_move_leaders(mc, topics, ntopics, nbrokers, 0);
+
+    bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+    if (ready != NULL) {
+        kr_tm_write_ready(ready, bootstraps);
+    }
+    printf("%s\n", bootstraps);
+    fflush(stdout);
+    fprintf(stderr, "krmock: librdkafka %s, %d brokers at %s\n",
+            rd_kafka_version_str(), nbrokers, bootstraps);
+
+    for (;;) {
+        if (sigwait(&sigs, &sig) != 0) {
+            continue;
+        }
+        if (sig == SIGUSR1) {
+            moves++;
+            kr_tm_move_leaders(mc, topics, ntopics, nbrokers, moves);
+            printf("leaders moved %d\n", moves);
+            fflush(stdout);
+            continue;
+        }
+        if (sig == SIGHUP) {
+            continue;
+        }
+        break;
+    }
+    fprintf(stderr, "krmock: signal %d, stopping\n", sig);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(rk);
+    if (kr_tm_accept_log != NULL) {
+        fclose(kr_tm_accept_log);
+    }
+    for (int t = 0; t < ntopics; t++) {
+        free(topics[t].name);
+    }
+    return 0;
+}
