@@ -88,6 +88,14 @@ void kr_json_recbuf_free(struct kr_json_recbuf *rb);   /* free, leave zeroed */
 #define KR_JSON_RECORDS_SIZE 0x01u /* records as their byte count (an
                                     * integer) instead of base64: for logs;
                                     * such JSON cannot be encoded back */
+#define KR_JSON_REDACT       0x02u /* secrets (kr_json_secret) written as
+                                    * KR_JSON_REDACTED, and the data of
+                                    * unknown tagged fields too (krelay
+                                    * cannot know what they hold): for
+                                    * logs; cannot be encoded back */
+
+/* What a redacted value is written as (a JSON string, whatever the type). */
+#define KR_JSON_REDACTED "[redacted]"
 
 /*
  * JSON object for node n (a struct of kr_structs[n->struct_id] at
@@ -110,6 +118,68 @@ json_t *kr_json_from_node(const struct kr_node *n,
 json_t *kr_json_from_msg(const struct kr_msg *m,
                          const struct kr_rbuf *payload, unsigned flags,
                          struct kr_codec_err *err);
+
+/* ---- redaction ----------------------------------------------------------- */
+
+/*
+ * Redaction hook: called for each field of each struct node about to be
+ * written whose value is not null; returning true writes the string
+ * KR_JSON_REDACTED instead of the value (and nothing below it), so the
+ * raw value never reaches any JSON string.  n is the node, field the
+ * index of the field in it (kr_node_field(n, field) describes it), parent
+ * the struct node whose field holds n (directly or as an array element),
+ * NULL at a message's header or body root.  Must not fail or allocate.
+ */
+typedef bool (*kr_json_redact_fn)(void *arg, const struct kr_node *parent,
+                                  const struct kr_node *n, unsigned field);
+
+/*
+ * krelay's secrets policy (the hook behind KR_JSON_REDACT; arg unused).
+ * True for:
+ *   - AuthBytes (SaslAuthenticate request and response);
+ *   - Hmac (CreateDelegationToken and DescribeDelegationToken responses,
+ *     RenewDelegationToken and ExpireDelegationToken requests);
+ *   - Salt and SaltedPassword (AlterUserScramCredentials request);
+ *   - RequestData and ResponseData (Envelope: a whole forwarded request
+ *     or response, which may itself carry any of these);
+ *   - a string "Value" in a struct whose bool "IsSensitive" is true
+ *     (DescribeConfigs, CreateTopics v5+ responses), or whose parent's
+ *     "IsSensitive" is true (DescribeConfigs synonyms), or whose sibling
+ *     string "Name" is a password config (kr_json_config_sensitive):
+ *     AlterConfigs, IncrementalAlterConfigs and CreateTopics requests,
+ *     DescribeConfigs responses.
+ * Field names are matched whatever the API, so a schema that adds them
+ * elsewhere is covered too.  Source: Kafka's message schemas.
+ */
+bool kr_json_secret(void *arg, const struct kr_node *parent,
+                    const struct kr_node *n, unsigned field);
+
+/*
+ * True when config name (len bytes, case-insensitive) holds a secret:
+ * Kafka's ConfigDef PASSWORD-type configs and their listener-prefixed
+ * forms ("listener.name.<l>.<mechanism>.sasl.jaas.config").  Matches
+ * names that contain "password", "secret", "passphrase" or
+ * "credentials", or end with "sasl.jaas.config", ".key"
+ * (ssl.keystore.key, delegation.token.master.key,
+ * delegation.token.secret.key), "ssl.keystore.certificate.chain" or
+ * "ssl.truststore.certificates" (PASSWORD types in Kafka's SslConfigs).
+ * Deliberately broad: a false positive only hides a value in a log.
+ */
+bool kr_json_config_sensitive(const char *name, size_t len);
+
+/*
+ * kr_json_from_msg / kr_json_from_node with a redaction hook fn (NULL for
+ * none) called with arg; KR_JSON_REDACT in flags applies kr_json_secret
+ * as well.
+ */
+json_t *kr_json_from_msg_redact(const struct kr_msg *m,
+                                const struct kr_rbuf *payload,
+                                unsigned flags, kr_json_redact_fn fn,
+                                void *arg, struct kr_codec_err *err);
+json_t *kr_json_from_node_redact(const struct kr_node *n,
+                                 const struct kr_rbuf *payload,
+                                 unsigned flags, kr_json_redact_fn fn,
+                                 void *arg, struct kr_codec_err *err);
 
 /* ---- JSON -> tree ------------------------------------------------------- */
 

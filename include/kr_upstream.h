@@ -65,10 +65,21 @@ void kr_upstream_resolve_cancel(struct kr_resolve *r);
 
 /*
  * Record broker addresses from a decoded Metadata response body (as the
- * broker sent it, before rewriting) seen in client traffic.
+ * broker sent it, before rewriting) seen in client traffic, and the
+ * TopicIds of a Metadata v10+ body (kr_upstream_topics).
  */
 void kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
                        int16_t api_key, int16_t api_version);
+
+/*
+ * The TopicId -> name map (kr_topics.h) learned from every Metadata v10+
+ * response u sees: krelay's own fetches and client traffic
+ * (kr_upstream_learn).  Owned by u, valid until kr_upstream_free; read it
+ * on u's event loop only.  NULL when it could not be allocated (then
+ * TopicIds stay unresolved).
+ */
+struct kr_topic_map;
+const struct kr_topic_map *kr_upstream_topics(const struct kr_upstream *u);
 
 /* Number of brokers currently known (tests, logs). */
 int kr_upstream_nbrokers(const struct kr_upstream *u);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "kr_json.h"
 
@@ -20,6 +21,9 @@ struct kr_jctx {
     struct kr_json_recbuf *recs;      /* JSON -> tree */
     const struct kr_rbuf *payload;    /* tree -> JSON */
     unsigned flags;                   /* tree -> JSON */
+    kr_json_redact_fn redact;         /* tree -> JSON: hook or NULL */
+    void *redact_arg;
+    const struct kr_node *parent;     /* tree -> JSON: node above */
     struct kr_codec_err *err;
     int16_t v;                        /* version of the node being walked */
     bool flex;
@@ -522,8 +526,12 @@ unknown_tags_json(struct kr_jctx *c, const struct kr_node *n)
             json_decref(arr);
             return NULL;
         }
-        d = t->data.len > 0 ? b64_json(t->data.p, (size_t)t->data.len)
-                            : json_string("");
+        if (c->flags & KR_JSON_REDACT) {
+            d = json_string(KR_JSON_REDACTED);
+        } else {
+            d = t->data.len > 0 ? b64_json(t->data.p, (size_t)t->data.len)
+                                : json_string("");
+        }
         if (json_object_set_new(o, "tag", json_integer(t->tag)) != 0 ||
             d == NULL || json_object_set_new(o, "data", d) != 0 ||
             json_array_append_new(arr, o) != 0) {
@@ -534,10 +542,27 @@ unknown_tags_json(struct kr_jctx *c, const struct kr_node *n)
     return arr;
 }
 
+/* True when field i of n must be written as KR_JSON_REDACTED. */
+static bool
+redacted(struct kr_jctx *c, const struct kr_node *up, const struct kr_node *n,
+         unsigned i)
+{
+    const struct kr_val *val = &n->vals[i];
+
+    if (val->is_null) {
+        return false;
+    }
+    if ((c->flags & KR_JSON_REDACT) && kr_json_secret(NULL, up, n, i)) {
+        return true;
+    }
+    return c->redact != NULL && c->redact(c->redact_arg, up, n, i);
+}
+
 static json_t *
 node_to_json(struct kr_jctx *c, const struct kr_node *n)
 {
     const struct kr_struct_desc *sd;
+    const struct kr_node *up = c->parent;
     json_t *o;
     unsigned i;
 
@@ -565,8 +590,18 @@ node_to_json(struct kr_jctx *c, const struct kr_node *n)
             continue;
         }
         old = path_push_name(c, f->name);
-        j = val_to_json(c, (enum kr_type)f->type, (enum kr_type)f->elem_type,
-                        val);
+        if ((c->redact != NULL || (c->flags & KR_JSON_REDACT)) &&
+            redacted(c, up, n, i)) {
+            j = json_string(KR_JSON_REDACTED);
+            if (j == NULL) {
+                jctx_fail(c, KR_ENOMEM, "out of memory");
+            }
+        } else {
+            c->parent = n;
+            j = val_to_json(c, (enum kr_type)f->type,
+                            (enum kr_type)f->elem_type, val);
+            c->parent = up;
+        }
         if (j == NULL) {
             json_decref(o);
             return NULL;
@@ -594,11 +629,22 @@ json_t *
 kr_json_from_node(const struct kr_node *n, const struct kr_rbuf *payload,
                   unsigned flags, struct kr_codec_err *err)
 {
+    return kr_json_from_node_redact(n, payload, flags, NULL, NULL, err);
+}
+
+json_t *
+kr_json_from_node_redact(const struct kr_node *n,
+                         const struct kr_rbuf *payload, unsigned flags,
+                         kr_json_redact_fn fn, void *arg,
+                         struct kr_codec_err *err)
+{
     struct kr_jctx c;
 
     jctx_init(&c, err, NULL);
     c.payload = payload;
     c.flags = flags;
+    c.redact = fn;
+    c.redact_arg = arg;
     if (n == NULL) {
         return json_null();
     }
@@ -609,12 +655,23 @@ json_t *
 kr_json_from_msg(const struct kr_msg *m, const struct kr_rbuf *payload,
                  unsigned flags, struct kr_codec_err *err)
 {
+    return kr_json_from_msg_redact(m, payload, flags, NULL, NULL, err);
+}
+
+json_t *
+kr_json_from_msg_redact(const struct kr_msg *m,
+                        const struct kr_rbuf *payload, unsigned flags,
+                        kr_json_redact_fn fn, void *arg,
+                        struct kr_codec_err *err)
+{
     struct kr_jctx c;
     json_t *o, *h, *b;
 
     jctx_init(&c, err, NULL);
     c.payload = payload;
     c.flags = flags;
+    c.redact = fn;
+    c.redact_arg = arg;
     o = json_object();
     if (o == NULL) {
         jctx_fail(&c, KR_ENOMEM, "out of memory");
@@ -652,6 +709,122 @@ kr_json_from_msg(const struct kr_msg *m, const struct kr_rbuf *payload,
         return NULL;
     }
     return o;
+}
+
+/* ---- redaction policy --------------------------------------------------- */
+
+static bool
+ends_with_ci(const char *s, size_t len, const char *suffix)
+{
+    size_t n = strlen(suffix);
+
+    return len >= n && strncasecmp(s + len - n, suffix, n) == 0;
+}
+
+static bool
+contains_ci(const char *s, size_t len, const char *needle)
+{
+    size_t n = strlen(needle), i;
+
+    for (i = 0; i + n <= len; i++) {
+        if (strncasecmp(s + i, needle, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+kr_json_config_sensitive(const char *name, size_t len)
+{
+    static const char *const inner[] = {
+        "password", "secret", "passphrase", "credentials"
+    };
+    static const char *const tail[] = {
+        "sasl.jaas.config", ".key", "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates"
+    };
+    size_t i;
+
+    if (name == NULL) {
+        return false;
+    }
+    for (i = 0; i < KR_ARRAY_LEN(inner); i++) {
+        if (contains_ci(name, len, inner[i])) {
+            return true;
+        }
+    }
+    for (i = 0; i < KR_ARRAY_LEN(tail); i++) {
+        if (ends_with_ci(name, len, tail[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The value of field name of type t in n when it exists at n's version. */
+static const struct kr_val *
+field_at(const struct kr_node *n, const char *name, enum kr_type t)
+{
+    int i;
+    const struct kr_field_desc *f;
+
+    if (n == NULL || n->struct_id >= kr_nstructs) {
+        return NULL;
+    }
+    i = kr_struct_field_index(n->struct_id, name);
+    if (i < 0) {
+        return NULL;
+    }
+    f = kr_node_field(n, (unsigned)i);
+    if (f->type != t || !kr_vrange_has(f->versions, n->version)) {
+        return NULL;
+    }
+    return &n->vals[i];
+}
+
+static bool
+is_sensitive(const struct kr_node *n)
+{
+    const struct kr_val *v = field_at(n, "IsSensitive", KR_T_BOOL);
+
+    return v != NULL && v->u.i != 0;
+}
+
+bool
+kr_json_secret(void *arg, const struct kr_node *parent,
+               const struct kr_node *n, unsigned field)
+{
+    static const char *const names[] = {
+        "AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData",
+        "ResponseData"
+    };
+    const struct kr_field_desc *f;
+    const struct kr_val *name;
+    size_t i;
+
+    (void)arg;
+    if (n == NULL || n->struct_id >= kr_nstructs ||
+        field >= kr_structs[n->struct_id].nfields) {
+        return false;
+    }
+    f = kr_node_field(n, field);
+    for (i = 0; i < KR_ARRAY_LEN(names); i++) {
+        if (strcmp(f->name, names[i]) == 0) {
+            return true;
+        }
+    }
+    if (f->type != KR_T_STRING || strcmp(f->name, "Value") != 0) {
+        return false;
+    }
+    if (is_sensitive(n) || is_sensitive(parent)) {
+        return true;
+    }
+    name = field_at(n, "Name", KR_T_STRING);
+    return name != NULL && !name->is_null && name->u.s.len > 0 &&
+           name->u.s.p != NULL &&
+           kr_json_config_sensitive((const char *)name->u.s.p,
+                                    (size_t)name->u.s.len);
 }
 
 /* ---- JSON -> tree ------------------------------------------------------- */
@@ -915,7 +1088,17 @@ val_from_json(struct kr_jctx *c, const json_t *j, enum kr_type t,
         if (!recbuf_reserve(c->recs, room)) {
             return nomem(c);
         }
-        n = kr_base64_decode(s, slen, c->recs->p + c->recs->len);
+        /*
+         * A string shorter than one base64 quantum reserves nothing, and
+         * the buffer may still be NULL: never form NULL + offset.
+         */
+        if (slen == 0) {
+            n = 0;
+        } else if (room == 0) {
+            n = -1;
+        } else {
+            n = kr_base64_decode(s, slen, c->recs->p + c->recs->len);
+        }
         if (n < 0) {
             jctx_fail(c, KR_EPROTO, "invalid base64");
             return KR_EPROTO;
@@ -1034,10 +1217,15 @@ unknown_from_json(struct kr_jctx *c, const json_t *j, struct kr_node *n)
                       "\"data\": \"<base64>\"}");
             return KR_EPROTO;
         }
+        /*
+         * Tags are unsigned varints on the wire: Kafka's Java reader and
+         * writer carry them as a 32-bit int and accept the whole uint32
+         * range, so the codec does too, and so must the JSON form.
+         */
         if (!json_is_integer(jt) || json_integer_value(jt) < 0 ||
-            json_integer_value(jt) > INT32_MAX) {
-            jctx_fail(c, KR_EPROTO, "tag must be an integer in 0..%d",
-                      INT32_MAX);
+            json_integer_value(jt) > (json_int_t)UINT32_MAX) {
+            jctx_fail(c, KR_EPROTO, "tag must be an integer in 0..%u",
+                      (unsigned)UINT32_MAX);
             return KR_EPROTO;
         }
         tags[i].tag = (uint32_t)json_integer_value(jt);

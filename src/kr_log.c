@@ -348,8 +348,10 @@ kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
 
             __atomic_store_n(&rl->count, 0, __ATOMIC_RELAXED);
             if (sup > 0) {
-                kr_log_write(level, "suppressed %u messages like \"%.100s\"",
-                             sup, fmt);
+                /* The message itself follows: it is the same call site. */
+                kr_log_write(level, "suppressed %u similar messages in the "
+                             "last second (at most %u a second); the next "
+                             "one:", sup, burst);
             }
         }
     }

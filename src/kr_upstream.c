@@ -37,6 +37,7 @@
 #include "kr_codec.h"
 #include "kr_log.h"
 #include "kr_schema.h"
+#include "kr_topics.h"
 #include "kr_upstream.h"
 
 #define KR_UP_APIVERSIONS 18
@@ -45,6 +46,14 @@
 #define KR_UP_MAX_FRAME (64u << 20)     /* bytes, own fetch responses */
 #define KR_UP_DNS_TTL_MS 60000          /* resolved-address cache life */
 #define KR_UP_MIN_GAP_MS 250            /* between on-demand fetches */
+/*
+ * A NodeId still unknown after the fetch it triggered is remembered as
+ * unknown this long: a client hammering the port of a NodeId the cluster
+ * does not have must not make krelay hammer the cluster with Metadata
+ * requests.  KR_UP_NEG_MAX such NodeIds are remembered (oldest replaced).
+ */
+#define KR_UP_NEG_TTL_MS 5000
+#define KR_UP_NEG_MAX 16
 #define KR_UP_BACKOFF_MIN_MS 1000       /* after a failed fetch, doubling */
 #define KR_UP_BACKOFF_MAX_MS 30000
 #define KR_UP_CLIENT_ID "krelay"
@@ -119,7 +128,14 @@ struct kr_upstream {
     int16_t md_version;
     int64_t last_done_ms;
     int64_t backoff_ms;
+    struct {
+        int32_t node_id;
+        int64_t until_ms;               /* 0: free slot */
+    } neg[KR_UP_NEG_MAX];               /* NodeIds known not to exist */
+    unsigned neg_next;
     char fetch_what[288];
+
+    struct kr_topic_map *topics;        /* TopicId -> name (KIP-516) */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -341,16 +357,39 @@ learn_node(struct kr_upstream *u, const struct kr_node *n,
     }
 }
 
+/* TopicIds of a Metadata v10+ response body (kr_topic_map_learn). */
+static void
+learn_topics(struct kr_upstream *u, const struct kr_node *body,
+             int16_t api_key, int16_t api_version)
+{
+    struct kr_msg m;
+
+    if (u->topics == NULL) {
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.dir = KR_DIR_RESPONSE;
+    m.api_key = api_key;
+    m.api_version = api_version;
+    m.body = (struct kr_node *)body;
+    kr_topic_map_learn(u->topics, &m);
+}
+
 void
 kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
                   int16_t api_key, int16_t api_version)
 {
-    (void)api_key;
-    (void)api_version;
     if (u == NULL || body == NULL) {
         return;
     }
     learn_node(u, body, SRC_LEARN, 0);
+    learn_topics(u, body, api_key, api_version);
+}
+
+const struct kr_topic_map *
+kr_upstream_topics(const struct kr_upstream *u)
+{
+    return u != NULL ? u->topics : NULL;
 }
 
 int
@@ -548,6 +587,38 @@ lookup_bootstrap(struct kr_upstream *u, struct kr_resolve *r, int idx)
 
 static void fetch_queue(struct kr_upstream *u);
 
+/* True when node_id was found missing by a fetch less than a TTL ago. */
+static bool
+neg_find(struct kr_upstream *u, int32_t node_id)
+{
+    int64_t now = now_ms();
+    int i;
+
+    for (i = 0; i < KR_UP_NEG_MAX; i++) {
+        if (u->neg[i].until_ms > now && u->neg[i].node_id == node_id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void
+neg_add(struct kr_upstream *u, int32_t node_id)
+{
+    int64_t until = now_ms() + KR_UP_NEG_TTL_MS;
+    int i;
+
+    for (i = 0; i < KR_UP_NEG_MAX; i++) {
+        if (u->neg[i].until_ms != 0 && u->neg[i].node_id == node_id) {
+            u->neg[i].until_ms = until;
+            return;
+        }
+    }
+    i = (int)(u->neg_next++ % KR_UP_NEG_MAX);
+    u->neg[i].node_id = node_id;
+    u->neg[i].until_ms = until;
+}
+
 struct kr_resolve *
 kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
                     kr_resolve_cb cb, void *arg)
@@ -567,6 +638,15 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
     b = broker_find(u, node_id);
     if (b != NULL) {
         return lookup(u, r, b->a.host, b->a.port);
+    }
+    if (neg_find(u, node_id)) {
+        /* A fetch it triggered moments ago did not find it. */
+        kr_log_rl(KR_LOG_WARN, "%s: NodeId %d is not in the cluster's "
+                  "metadata (checked less than %d ms ago)", u->label,
+                  node_id, KR_UP_NEG_TTL_MS);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        resolve_free(r);
+        return NULL;
     }
     /* Unknown: wait for a fetch (the one running, or a new one). */
     if (u->state == F_IDLE) {
@@ -802,6 +882,7 @@ on_metadata(struct kr_upstream *u, const struct kr_msg *m)
         n = brokers->u.arr->n;
     }
     learn_node(u, m->body, SRC_FETCH, 0);
+    learn_topics(u, m->body, m->api_key, m->api_version);
     kr_log_info("%s: Metadata v%d from %s: %u brokers (%d known, %d new)",
                 u->label, m->api_version, u->fetch_what, n, u->nbrokers,
                 u->nbrokers - before);
@@ -1054,6 +1135,9 @@ fetch_done(struct kr_upstream *u, bool ok)
         } else {
             kr_log_rl(KR_LOG_WARN, "%s: NodeId %d unknown after a metadata "
                       "refresh", u->label, r->node_id);
+            if (ok) {
+                neg_add(u, r->node_id);
+            }
             r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
             resolve_free(r);
         }
@@ -1085,6 +1169,7 @@ kr_upstream_new(struct event_base *base, struct evdns_base *dns,
         snprintf(u->label, sizeof(u->label), "upstream");
     }
     u->bs = calloc((size_t)uc->nbootstrap, sizeof(*u->bs));
+    u->topics = kr_topic_map_new();     /* NULL: ids stay unresolved */
     u->refresh_ev = evtimer_new(base, refresh_cb, u);
     u->timeout_ev = evtimer_new(base, fetch_timeout_cb, u);
     if (u->bs == NULL || u->refresh_ev == NULL || u->timeout_ev == NULL) {
@@ -1153,5 +1238,6 @@ kr_upstream_free(struct kr_upstream *u)
         }
     }
     free(u->bs);
+    kr_topic_map_free(u->topics);
     free(u);
 }

@@ -26,6 +26,7 @@
 #include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_schema.h"
+#include "kr_topics.h"
 #include "kr_upstream.h"
 
 /* ---- the fake broker ---------------------------------------------------- */
@@ -468,6 +469,22 @@ START_TEST(test_unknown_node_one_refresh)
     ck_assert_int_eq(b.status, KR_ERROR);
     ck_assert_int_eq(fk.n_metadata, 2);
     ck_assert_int_eq(fk.n_apiversions, 2);
+    /*
+     * Asked again at once: the refresh just said NodeId 9 does not exist,
+     * so the answer is immediate and the cluster sees no new Metadata
+     * request (a client hammering a missing NodeId's port must not make
+     * krelay hammer the cluster).
+     */
+    memset(&a, 0, sizeof(a));
+    ck_assert_ptr_null(kr_upstream_resolve(u, 9, answer_cb, &a));
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(a.status, KR_ERROR);
+    /* Another unknown NodeId still gets its refresh. */
+    memset(&b, 0, sizeof(b));
+    ck_assert_ptr_nonnull(kr_upstream_resolve(u, 10, answer_cb, &b));
+    step_until(&b.calls);
+    ck_assert_int_eq(b.status, KR_ERROR);
+    ck_assert_int_eq(fk.n_metadata, 3);
     kr_upstream_free(u);
 }
 END_TEST
@@ -713,6 +730,50 @@ START_TEST(test_learn)
 }
 END_TEST
 
+/* kr_upstream_learn also learns TopicIds from Metadata v10+ bodies. */
+START_TEST(test_learn_topics)
+{
+    static const uint8_t id[16] = { 0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    struct kr_upstream *u;
+    struct kr_arena arena;
+    struct kr_node *body, *t;
+    struct kr_array *arr;
+    struct kr_val *v;
+    int16_t ver;
+
+    kr_arena_init(&arena, 0);
+    u = kr_upstream_new(base, NULL, &uc);
+    ck_assert_ptr_nonnull(kr_upstream_topics(u));
+    for (ver = 9; ver <= 12; ver += 3) {
+        body = kr_node_new(&arena, kr_api_root(kr_api_get(3), true, ver),
+                           ver);
+        v = kr_node_get(body, "Topics");
+        arr = kr_array_new(&arena, KR_T_STRUCT,
+                           kr_node_field(body, (unsigned)kr_struct_field_index(
+                               body->struct_id, "Topics"))->struct_id, 1,
+                           ver);
+        v->u.arr = arr;
+        t = arr->items[0].u.node;
+        kr_node_get(t, "Name")->u.s.p = (const uint8_t *)"orders";
+        kr_node_get(t, "Name")->u.s.len = 6;
+        if (ver >= 10) {
+            kr_node_get(t, "TopicId")->u.s.p = id;
+            kr_node_get(t, "TopicId")->u.s.len = 16;
+        }
+        kr_upstream_learn(u, body, 3, ver);
+        if (ver < 10) {
+            /* v9 has no TopicId: nothing learned */
+            ck_assert_uint_eq(kr_topic_map_size(kr_upstream_topics(u)), 0);
+        }
+    }
+    ck_assert_uint_eq(kr_topic_map_size(kr_upstream_topics(u)), 1);
+    ck_assert_str_eq(kr_topic_map_name(kr_upstream_topics(u), id), "orders");
+    kr_upstream_free(u);
+    kr_arena_free(&arena);
+    ck_assert_ptr_null(kr_upstream_topics(NULL));
+}
+END_TEST
+
 static Suite *
 upstream_suite(void)
 {
@@ -733,6 +794,7 @@ upstream_suite(void)
     tcase_add_test(tc, test_hosts_file_name);
     tcase_add_test(tc, test_cancel_dns);
     tcase_add_test(tc, test_learn);
+    tcase_add_test(tc, test_learn_topics);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,124 @@
+/*
+ * kr_translate.h - version translation of decoded messages, ApiVersions
+ * clamping, and the answer to an ApiVersions request newer than krelay
+ * knows.
+ *
+ * Everything here is a pure function over decoded trees (kr_codec.h) and
+ * the schema tables (kr_schema.h): no socket, session or config.
+ *
+ * Translation follows Kafka's rule for writing a message at a version
+ * (clients/src/main/resources/common/message/README.md, "Ignorable
+ * Fields"): fields are matched BY NAME between the two versions' structs
+ * (which may be different structs: Kafka 4.3.1 and 3.9.1 layouts, e.g.
+ * Produce v3 vs v2, Fetch v4 vs v3), recursively into structs and arrays.
+ *   - a field the target version lacks is dropped silently when it is
+ *     ignorable or holds its default value; otherwise the translation
+ *     fails with KR_EUNSUPPORTED and err->path names it;
+ *   - a field new at the target version takes its default;
+ *   - tagged fields keep their presence where the field exists at the
+ *     target (a field that becomes tagged is sent only when it differs
+ *     from its default); unknown tagged fields are kept only when the
+ *     target version is flexible;
+ *   - one exception, for safety: a topic name (entity topicName) or a
+ *     TopicId holding a value is ignorable in Kafka's schemas, but it is
+ *     dropped only when the target struct still names the topic the
+ *     other way (Metadata v12 -> v9 keeps Name, drops TopicId).  Fetch
+ *     v13 -> v12 with only TopicIds, or a ProduceResponse v12 -> v13 with
+ *     only names, fail with KR_EUNSUPPORTED (resolving ids needs the
+ *     TopicId map, kr_topics.h; translation is pure);
+ *   - records are carried over as the same (offset, length) slices of the
+ *     source payload: record batches are NOT converted between message
+ *     formats (magic 0/1 vs 2; Produce v0-2 / Fetch v0-3 vs later).  A
+ *     caller translating across that boundary must convert the records
+ *     itself or refuse.
+ * When both versions use the same root struct, the translation is a
+ * relabel of the versions plus default fill of fields that exist only at
+ * one end (no tree copy beyond what changes).
+ */
+#ifndef KR_TRANSLATE_H
+#define KR_TRANSLATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kr_codec.h"
+#include "kr_common.h"
+#include "kr_schema.h"
+
+struct evbuffer;
+
+/*
+ * Per-ApiKey version clamp, inclusive.  Empty (min > max) means "no
+ * clamp" for that key.  Arrays of clamps are indexed by ApiKey and have
+ * kr_api_max + 1 entries.
+ */
+struct kr_clamp {
+    int16_t min, max;
+};
+
+/*
+ * Convert the decoded body `in` of API api (request, or response when
+ * response is true) from version `from` to version `to` (either
+ * direction) by field name, following Kafka's ignorable rule (see the
+ * top of this file).
+ *
+ * Returns KR_OK with *out a body node at version `to` (it may share
+ * unchanged subtrees, strings and bytes with `in`: `in` must outlive
+ * it); KR_EUNSUPPORTED when api, from or to is not a version the tables
+ * know, or a non-ignorable field holding a non-default value would be
+ * lost (err->path names it, e.g. "Topics[0].Partitions[1].LeaderEpoch",
+ * err->msg says why); KR_EPROTO when `in` is not a body of api at
+ * `from`; KR_ENOMEM when the arena is exhausted.  Everything new is
+ * owned by arena a.  `in` is not modified.
+ */
+int kr_translate_body(struct kr_arena *a, int16_t api, bool response,
+                      const struct kr_node *in, int16_t from, int16_t to,
+                      struct kr_node **out,
+                      struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Translate a whole decoded request or response message m to version
+ * `to`: the body via kr_translate_body, and the header: requests get
+ * RequestApiVersion = to and the header version
+ * kr_request_header_version(api, to) (ClientId kept when the new header
+ * has it, header tagged fields dropped when it is not flexible);
+ * responses get kr_response_header_version(api, to).  m->api_version and
+ * m->hdr_version are updated.  Records slices keep pointing into the
+ * original payload, so kr_encode_msg's output is spliced with the same
+ * source bytes.  On failure m is unchanged.  Same results as
+ * kr_translate_body.
+ */
+int kr_translate_msg(struct kr_arena *a, struct kr_msg *m, int16_t to,
+                     struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Clamp a decoded ApiVersions response body (any version), in place:
+ * for each ApiKeys entry, intersect [MinVersion, MaxVersion] with
+ * clamps[ApiKey] (clamps: kr_api_max + 1 entries, or NULL for none; an
+ * empty clamp leaves the key alone) and, when known_only, cap MaxVersion
+ * at the highest version krelay's tables know (never advertise a version
+ * krelay cannot parse).  ApiKeys the tables do not know are dropped
+ * unless pass_unknown.  Produce's (ApiKey 0) MinVersion is kept as the
+ * broker sent it: librdkafka reads Produce min 0 as support for old
+ * compression and message formats (KAFKA-18659); a Produce clamp's min
+ * therefore only acts on requests, not on the advertisement.  An entry
+ * whose intersection is empty is dropped (the API is not offered at
+ * all).  The ApiKeys array is compacted in place.  Returns the number of
+ * entries changed or dropped (0: body unchanged, no re-encode needed).
+ */
+unsigned kr_clamp_apiversions(struct kr_node *body,
+                              const struct kr_clamp *clamps, bool known_only,
+                              bool pass_unknown);
+
+/*
+ * The answer Kafka brokers give to an ApiVersions request newer than they
+ * know (KIP-511): response header v0 with correlation_id, then a v0 body
+ * with ErrorCode 35 (UNSUPPORTED_VERSION) and ApiKeys = [{ApiKey 18,
+ * MinVersion 0, MaxVersion = the highest ApiVersions version krelay's
+ * tables know}].  Appended to out WITH its int32 size prefix, encoded by
+ * the codec.  Returns KR_OK or KR_ENOMEM (out unchanged).
+ */
+int kr_apiversions_unsupported(int32_t correlation_id,
+                               struct evbuffer *out) KR_MUST_CHECK;
+
+#endif /* KR_TRANSLATE_H */

@@ -1,0 +1,796 @@
+/*
+ * kr_audit.c - the audit log: sink (queue + writer thread) and line
+ * formatting (see kr_audit.h).
+ *
+ * Sink.  Producers append lines (plus '\n') to a byte ring of queue_bytes
+ * under a mutex: a memcpy, never I/O.  The writer thread swaps the ring's
+ * contents into its own buffer of the same size (so producers get the
+ * space back at once), then writes that buffer with write(2) (file) or
+ * one syslog(3) call per line, without the lock.  A file is reopened when
+ * the atomic reopen flag is set (checked before each write and at least
+ * every 100 ms); a failed reopen keeps the old descriptor.  The writer
+ * blocks every signal, so SIGHUP and friends go to the event loops.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "kr_audit.h"
+#include "kr_json.h"
+#include "kr_kerr.h"
+#include "kr_log.h"
+
+/* ---- sink --------------------------------------------------------------- */
+
+struct kr_audit {
+    pthread_mutex_t mu;
+    pthread_cond_t wake;          /* producers -> writer */
+    pthread_cond_t idle;          /* writer -> kr_audit_flush */
+    pthread_t thread;
+    char *ring;                   /* cap bytes */
+    size_t cap, head, len;        /* bytes */
+    uint64_t nlines;              /* lines in the ring */
+    char *out;                    /* writer's buffer, cap bytes */
+    bool busy;                    /* writer holds lines not yet written */
+    bool stop;
+    bool syslog;
+    int fd;                       /* file target */
+    char *path;                   /* file target */
+    atomic_int reopen;
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t written;
+};
+
+static int
+audit_open_file(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+}
+
+static void
+audit_do_reopen(struct kr_audit *au)
+{
+    int fd;
+
+    if (au->syslog || !atomic_exchange(&au->reopen, 0)) {
+        return;
+    }
+    fd = audit_open_file(au->path);
+    if (fd < 0) {
+        kr_log_rl(KR_LOG_ERROR, "audit: cannot reopen %s: %s", au->path,
+                  strerror(errno));
+        return;
+    }
+    close(au->fd);
+    au->fd = fd;
+}
+
+/* Write out[0..len) (nlines lines) to the target. */
+static void
+audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
+{
+    size_t off = 0;
+
+    audit_do_reopen(au);
+    if (au->syslog) {
+        while (off < len) {
+            const char *nl = memchr(out + off, '\n', len - off);
+            size_t n = nl != NULL ? (size_t)(nl - (out + off)) : len - off;
+
+            syslog(LOG_INFO | LOG_DAEMON, "%.*s", (int)n, out + off);
+            off += n + 1;
+        }
+        atomic_fetch_add(&au->written, nlines);
+        return;
+    }
+    while (off < len) {
+        ssize_t w = write(au->fd, out + off, len - off);
+
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            uint64_t lost = 0;
+            size_t i;
+
+            for (i = off; i < len; i++) {
+                lost += out[i] == '\n';
+            }
+            kr_log_rl(KR_LOG_ERROR, "audit: write to %s failed: %s; %llu "
+                      "lines lost", au->path,
+                      w < 0 ? strerror(errno) : "no progress",
+                      (unsigned long long)lost);
+            atomic_fetch_add(&au->dropped, lost);
+            atomic_fetch_add(&au->written, nlines - lost);
+            return;
+        }
+        off += (size_t)w;
+    }
+    atomic_fetch_add(&au->written, nlines);
+}
+
+static void *
+audit_writer(void *arg)
+{
+    struct kr_audit *au = arg;
+
+    pthread_mutex_lock(&au->mu);
+    for (;;) {
+        size_t len, first;
+        uint64_t nlines;
+
+        while (au->len == 0 && !au->stop) {
+            struct timespec ts;
+
+            if (atomic_load(&au->reopen)) {
+                pthread_mutex_unlock(&au->mu);
+                audit_do_reopen(au);
+                pthread_mutex_lock(&au->mu);
+                continue;
+            }
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&au->wake, &au->mu, &ts);
+        }
+        if (au->len == 0) {
+            break;                        /* stop, and everything written */
+        }
+        len = au->len;
+        first = au->cap - au->head < len ? au->cap - au->head : len;
+        memcpy(au->out, au->ring + au->head, first);
+        memcpy(au->out + first, au->ring, len - first);
+        nlines = au->nlines;
+        au->head = 0;
+        au->len = 0;
+        au->nlines = 0;
+        au->busy = true;
+        pthread_mutex_unlock(&au->mu);
+
+        audit_emit(au, au->out, len, nlines);
+
+        pthread_mutex_lock(&au->mu);
+        au->busy = false;
+        if (au->len == 0) {
+            pthread_cond_broadcast(&au->idle);
+        }
+    }
+    au->busy = false;
+    pthread_cond_broadcast(&au->idle);
+    pthread_mutex_unlock(&au->mu);
+    return NULL;
+}
+
+static void
+audit_free(struct kr_audit *au)
+{
+    if (au->fd >= 0) {
+        close(au->fd);
+    }
+    pthread_cond_destroy(&au->idle);
+    pthread_cond_destroy(&au->wake);
+    pthread_mutex_destroy(&au->mu);
+    free(au->ring);
+    free(au->out);
+    free(au->path);
+    free(au);
+}
+
+struct kr_audit *
+kr_audit_open(const char *target, size_t queue_bytes, char *err,
+              size_t errlen)
+{
+    struct kr_audit *au;
+    sigset_t all, old;
+    int r;
+
+    if (target == NULL || *target == '\0') {
+        snprintf(err, errlen, "audit: no target");
+        return NULL;
+    }
+    if (queue_bytes == 0) {
+        queue_bytes = KR_AUDIT_QUEUE_DEFAULT;
+    }
+    if (queue_bytes < KR_AUDIT_QUEUE_MIN) {
+        queue_bytes = KR_AUDIT_QUEUE_MIN;
+    }
+    au = calloc(1, sizeof(*au));
+    if (au == NULL) {
+        snprintf(err, errlen, "audit: out of memory");
+        return NULL;
+    }
+    au->fd = -1;
+    pthread_mutex_init(&au->mu, NULL);
+    pthread_cond_init(&au->wake, NULL);
+    pthread_cond_init(&au->idle, NULL);
+    au->cap = queue_bytes;
+    au->ring = malloc(queue_bytes);
+    au->out = malloc(queue_bytes);
+    au->syslog = strcmp(target, "syslog") == 0;
+    au->path = strdup(target);
+    if (au->ring == NULL || au->out == NULL || au->path == NULL) {
+        snprintf(err, errlen, "audit: out of memory");
+        audit_free(au);
+        return NULL;
+    }
+    if (!au->syslog) {
+        au->fd = audit_open_file(target);
+        if (au->fd < 0) {
+            snprintf(err, errlen, "audit: cannot open %s: %s", target,
+                     strerror(errno));
+            audit_free(au);
+            return NULL;
+        }
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r = pthread_create(&au->thread, NULL, audit_writer, au);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0) {
+        snprintf(err, errlen, "audit: cannot start writer thread: %s",
+                 strerror(r));
+        audit_free(au);
+        return NULL;
+    }
+    return au;
+}
+
+void
+kr_audit_reopen(struct kr_audit *au)
+{
+    if (au != NULL && !au->syslog) {
+        atomic_store(&au->reopen, 1);
+    }
+}
+
+void
+kr_audit_close(struct kr_audit *au)
+{
+    if (au == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&au->mu);
+    au->stop = true;
+    pthread_cond_signal(&au->wake);
+    pthread_mutex_unlock(&au->mu);
+    pthread_join(au->thread, NULL);
+    audit_free(au);
+}
+
+bool
+kr_audit_write(struct kr_audit *au, const char *line, size_t len)
+{
+    size_t tail, first;
+
+    if (au == NULL || line == NULL) {
+        return false;
+    }
+    pthread_mutex_lock(&au->mu);
+    if (au->stop || len >= au->cap - au->len) {
+        pthread_mutex_unlock(&au->mu);
+        atomic_fetch_add(&au->dropped, 1);
+        return false;
+    }
+    tail = (au->head + au->len) % au->cap;
+    first = au->cap - tail < len ? au->cap - tail : len;
+    memcpy(au->ring + tail, line, first);
+    memcpy(au->ring, line + first, len - first);
+    au->ring[(tail + len) % au->cap] = '\n';
+    au->len += len + 1;
+    au->nlines++;
+    pthread_cond_signal(&au->wake);
+    pthread_mutex_unlock(&au->mu);
+    return true;
+}
+
+uint64_t
+kr_audit_dropped(const struct kr_audit *au)
+{
+    return au != NULL ? atomic_load(&((struct kr_audit *)au)->dropped) : 0;
+}
+
+uint64_t
+kr_audit_written(const struct kr_audit *au)
+{
+    return au != NULL ? atomic_load(&((struct kr_audit *)au)->written) : 0;
+}
+
+void
+kr_audit_flush(struct kr_audit *au)
+{
+    if (au == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&au->mu);
+    pthread_cond_signal(&au->wake);
+    while (au->len > 0 || au->busy) {
+        pthread_cond_wait(&au->idle, &au->mu);
+    }
+    pthread_mutex_unlock(&au->mu);
+}
+
+/* ---- formatting helpers ------------------------------------------------- */
+
+static const char *const kr_audit_actions[] = {
+    "forwarded", "rewritten", "clamped", "denied", "delayed", "throttled",
+    "faulted"
+};
+
+const char *
+kr_audit_action_name(unsigned bit)
+{
+    unsigned i;
+
+    for (i = 0; i < KR_ARRAY_LEN(kr_audit_actions); i++) {
+        if (bit == 1u << i) {
+            return kr_audit_actions[i];
+        }
+    }
+    return NULL;
+}
+
+void
+kr_audit_time(int64_t t_us, char *out, size_t len)
+{
+    int64_t sec = t_us / 1000000, us = t_us % 1000000;
+    time_t t;
+    struct tm tm;
+    char date[24];
+
+    if (us < 0) {
+        us += 1000000;
+        sec--;
+    }
+    t = (time_t)sec;
+    if (gmtime_r(&t, &tm) == NULL ||
+        strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(out, len, "1970-01-01T00:00:00.000000Z");
+        return;
+    }
+    snprintf(out, len, "%s.%06dZ", date, (int)us);
+}
+
+/*
+ * A JSON string of p[0..len): as is when valid UTF-8, else with every
+ * byte >= 0x80 replaced by '?' (a peer's garbage stays one JSON string).
+ */
+static json_t *
+jstr(const char *p, size_t len)
+{
+    char *tmp;
+    json_t *j;
+    size_t i;
+
+    if (kr_utf8_valid((const uint8_t *)p, len)) {
+        return json_stringn(p, len);
+    }
+    tmp = malloc(len > 0 ? len : 1);
+    if (tmp == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < len; i++) {
+        tmp[i] = (unsigned char)p[i] >= 0x80 ? '?' : p[i];
+    }
+    j = json_stringn(tmp, len);
+    free(tmp);
+    return j;
+}
+
+/* Set key to v (a new reference, NULL = out of memory); false on failure. */
+static bool
+jset(json_t *o, const char *key, json_t *v)
+{
+    return v != NULL && json_object_set_new(o, key, v) == 0;
+}
+
+/* ---- request capture ------------------------------------------------- */
+
+struct kr_audit_topic {
+    char *name;
+    size_t len;
+    unsigned partitions;
+};
+
+struct kr_audit_req {
+    char *client_id;              /* NULL: null or absent */
+    size_t client_id_len;
+    bool has_client_id;           /* the header has a ClientId field */
+    struct kr_audit_topic *topics;
+    size_t ntopics, cap;
+    bool truncated;               /* more than KR_AUDIT_TOPICS_MAX */
+    bool failed;                  /* out of memory while capturing */
+    json_t *body;                 /* redacted JSON body, or NULL */
+};
+
+/* Distinct topics kept per line. */
+#define KR_AUDIT_TOPICS_MAX 4096
+
+static bool
+capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
+{
+    struct kr_audit_req *r = arg;
+    struct kr_audit_topic *t;
+    size_t i;
+
+    for (i = 0; i < r->ntopics; i++) {
+        t = &r->topics[i];
+        if (t->len == len && memcmp(t->name, topic, len) == 0) {
+            t->partitions += partitions;
+            return true;
+        }
+    }
+    if (r->ntopics >= KR_AUDIT_TOPICS_MAX) {
+        r->truncated = true;
+        return true;
+    }
+    if (r->ntopics == r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 8;
+        struct kr_audit_topic *nt = realloc(r->topics, ncap * sizeof(*nt));
+
+        if (nt == NULL) {
+            r->failed = true;
+            return false;
+        }
+        r->topics = nt;
+        r->cap = ncap;
+    }
+    t = &r->topics[r->ntopics];
+    t->name = malloc(len > 0 ? len : 1);
+    if (t->name == NULL) {
+        r->failed = true;
+        return false;
+    }
+    memcpy(t->name, topic, len);
+    t->len = len;
+    t->partitions = partitions;
+    r->ntopics++;
+    return true;
+}
+
+void
+kr_audit_req_free(struct kr_audit_req *r)
+{
+    size_t i;
+
+    if (r == NULL) {
+        return;
+    }
+    for (i = 0; i < r->ntopics; i++) {
+        free(r->topics[i].name);
+    }
+    free(r->topics);
+    free(r->client_id);
+    json_decref(r->body);
+    free(r);
+}
+
+struct kr_audit_req *
+kr_audit_capture(const struct kr_msg *req, const struct kr_topic_map *map,
+                 bool with_body)
+{
+    struct kr_audit_req *r;
+    const struct kr_val *cid;
+
+    if (req == NULL) {
+        return NULL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return NULL;
+    }
+    cid = req->header != NULL ? kr_node_get(req->header, "ClientId") : NULL;
+    if (cid != NULL && cid->present) {
+        r->has_client_id = true;
+        if (!cid->is_null && cid->u.s.len >= 0 &&
+            (cid->u.s.p != NULL || cid->u.s.len == 0)) {
+            r->client_id_len = (size_t)cid->u.s.len;
+            r->client_id = malloc(r->client_id_len + 1);
+            if (r->client_id == NULL) {
+                kr_audit_req_free(r);
+                return NULL;
+            }
+            if (r->client_id_len > 0) {
+                memcpy(r->client_id, cid->u.s.p, r->client_id_len);
+            }
+            r->client_id[r->client_id_len] = '\0';
+        }
+    }
+    kr_topics_each(req, map, capture_topic, r);
+    if (r->failed) {
+        kr_audit_req_free(r);
+        return NULL;
+    }
+    if (with_body && req->body != NULL) {
+        struct kr_codec_err err;
+
+        memset(&err, 0, sizeof(err));
+        r->body = kr_json_from_node_redact(req->body, NULL,
+                                           KR_JSON_RECORDS_SIZE |
+                                           KR_JSON_REDACT, NULL, NULL, &err);
+        if (r->body == NULL) {
+            kr_audit_req_free(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+/* ---- error codes in a response ------------------------------------------ */
+
+#define KR_AUDIT_ERRS_MAX 64      /* distinct codes kept per line */
+
+struct kr_errcount {
+    int16_t code[KR_AUDIT_ERRS_MAX];
+    uint64_t n[KR_AUDIT_ERRS_MAX];
+    unsigned used;
+};
+
+static void
+err_add(struct kr_errcount *ec, int16_t code)
+{
+    unsigned i;
+
+    for (i = 0; i < ec->used; i++) {
+        if (ec->code[i] == code) {
+            ec->n[i]++;
+            return;
+        }
+    }
+    if (ec->used < KR_AUDIT_ERRS_MAX) {
+        ec->code[ec->used] = code;
+        ec->n[ec->used] = 1;
+        ec->used++;
+    }
+}
+
+static void
+err_walk(struct kr_errcount *ec, const struct kr_node *n, unsigned depth)
+{
+    const struct kr_struct_desc *sd;
+    unsigned i;
+
+    if (n == NULL || n->struct_id >= kr_nstructs || depth > 64) {
+        return;
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        const struct kr_val *v = &n->vals[i];
+
+        if (!kr_vrange_has(f->versions, n->version) || v->is_null ||
+            (f->tag >= 0 && kr_vrange_has(f->tagged, n->version) &&
+             !v->present)) {
+            continue;
+        }
+        if ((f->flags & KR_FF_ERROR_CODE) && f->type == KR_T_INT16) {
+            if (v->u.i != 0) {
+                err_add(ec, (int16_t)v->u.i);
+            }
+        } else if (f->type == KR_T_STRUCT) {
+            err_walk(ec, v->u.node, depth + 1);
+        } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+                   v->u.arr != NULL) {
+            uint32_t k;
+
+            for (k = 0; k < v->u.arr->n; k++) {
+                if (!v->u.arr->items[k].is_null) {
+                    err_walk(ec, v->u.arr->items[k].u.node, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+static int
+cmp_code(const void *a, const void *b)
+{
+    int16_t x = *(const int16_t *)a, y = *(const int16_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static json_t *
+errors_json(const struct kr_msg *rsp)
+{
+    struct kr_errcount ec;
+    int16_t sorted[KR_AUDIT_ERRS_MAX];
+    json_t *o = json_object();
+    unsigned i, k;
+
+    if (o == NULL || rsp == NULL) {
+        return o;
+    }
+    ec.used = 0;
+    err_walk(&ec, rsp->body, 0);
+    memcpy(sorted, ec.code, ec.used * sizeof(sorted[0]));
+    qsort(sorted, ec.used, sizeof(sorted[0]), cmp_code);
+    for (i = 0; i < ec.used; i++) {
+        char buf[KR_KERR_BUFLEN];
+        const char *name = kr_kerr_format(sorted[i], buf, sizeof(buf));
+
+        for (k = 0; k < ec.used && ec.code[k] != sorted[i]; k++) {
+        }
+        if (!jset(o, name, json_integer((json_int_t)ec.n[k]))) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* ---- lines -------------------------------------------------------------- */
+
+static char *
+dump_line(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+
+    json_decref(o);
+    return s;
+}
+
+/* time, type, listener, client address/port, client id, principal. */
+static bool
+common_fields(json_t *o, int64_t time_us, const char *type,
+              const char *listener, const char *client_addr,
+              uint16_t client_port)
+{
+    char ts[40];
+
+    kr_audit_time(time_us, ts, sizeof(ts));
+    return jset(o, "time", json_string(ts)) &&
+           jset(o, "type", json_string(type)) &&
+           (listener == NULL ||
+            jset(o, "listener", jstr(listener, strlen(listener)))) &&
+           (client_addr == NULL ||
+            jset(o, "client_addr", jstr(client_addr, strlen(client_addr)))) &&
+           jset(o, "client_port", json_integer(client_port));
+}
+
+char *
+kr_audit_format(const struct kr_audit_info *info,
+                const struct kr_audit_req *req, const struct kr_msg *rsp,
+                bool with_body)
+{
+    const struct kr_api_desc *api;
+    json_t *o, *topics, *actions, *errs;
+    bool has_rsp;
+    size_t i;
+
+    if (info == NULL) {
+        return NULL;
+    }
+    o = json_object();
+    if (o == NULL) {
+        return NULL;
+    }
+    if (!common_fields(o, info->time_us, "request", info->listener,
+                       info->client_addr, info->client_port)) {
+        goto fail;
+    }
+    if (info->client_id != NULL) {
+        if (!jset(o, "client_id",
+                  jstr(info->client_id, strlen(info->client_id)))) {
+            goto fail;
+        }
+    } else if (req != NULL && req->has_client_id) {
+        if (!jset(o, "client_id",
+                  req->client_id != NULL
+                      ? jstr(req->client_id, req->client_id_len)
+                      : json_null())) {
+            goto fail;
+        }
+    }
+    if (info->principal != NULL &&
+        !jset(o, "principal", jstr(info->principal,
+                                   strlen(info->principal)))) {
+        goto fail;
+    }
+    api = kr_api_get(info->api_key);
+    has_rsp = rsp != NULL || info->rsp_bytes > 0;
+    if (!jset(o, "api", json_string(api != NULL ? api->name : "UNKNOWN")) ||
+        !jset(o, "api_key", json_integer(info->api_key)) ||
+        !jset(o, "api_version", json_integer(info->api_version)) ||
+        !jset(o, "correlation_id", json_integer(info->correlation_id)) ||
+        !jset(o, "request_bytes", json_integer((json_int_t)info->req_bytes)) ||
+        (has_rsp && !jset(o, "response_bytes",
+                          json_integer((json_int_t)info->rsp_bytes))) ||
+        (has_rsp && (info->actions & KR_AUDIT_FORWARDED) &&
+         !jset(o, "upstream_us", json_integer(info->upstream_us))) ||
+        !jset(o, "total_us", json_integer(info->total_us))) {
+        goto fail;
+    }
+    topics = json_array();
+    if (!jset(o, "topics", topics)) {
+        goto fail;
+    }
+    for (i = 0; req != NULL && i < req->ntopics; i++) {
+        json_t *t = json_object();
+
+        if (t == NULL || json_array_append_new(topics, t) != 0 ||
+            !jset(t, "name", jstr(req->topics[i].name, req->topics[i].len)) ||
+            !jset(t, "partitions", json_integer(req->topics[i].partitions))) {
+            goto fail;
+        }
+    }
+    if (req != NULL && req->truncated &&
+        !jset(o, "topics_truncated", json_true())) {
+        goto fail;
+    }
+    errs = errors_json(rsp);
+    if (!jset(o, "errors", errs)) {
+        goto fail;
+    }
+    actions = json_array();
+    if (!jset(o, "actions", actions)) {
+        goto fail;
+    }
+    for (i = 0; i < KR_ARRAY_LEN(kr_audit_actions); i++) {
+        if ((info->actions & (1u << i)) &&
+            json_array_append_new(actions,
+                                  json_string(kr_audit_actions[i])) != 0) {
+            goto fail;
+        }
+    }
+    if (with_body && req != NULL && req->body != NULL &&
+        json_object_set(o, "request_body", req->body) != 0) {
+        goto fail;
+    }
+    if (with_body && rsp != NULL && rsp->body != NULL) {
+        struct kr_codec_err err;
+        json_t *b;
+
+        memset(&err, 0, sizeof(err));
+        b = kr_json_from_node_redact(rsp->body, NULL,
+                                     KR_JSON_RECORDS_SIZE | KR_JSON_REDACT,
+                                     NULL, NULL, &err);
+        if (!jset(o, "response_body", b)) {
+            goto fail;
+        }
+    }
+    return dump_line(o);
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+char *
+kr_audit_format_conn(const char *event, int64_t time_us,
+                     const char *listener, const char *client_addr,
+                     uint16_t client_port, const char *client_id,
+                     const char *principal, const char *reason)
+{
+    json_t *o = json_object();
+
+    if (o == NULL || event == NULL) {
+        json_decref(o);
+        return NULL;
+    }
+    if (!common_fields(o, time_us, "connection", listener, client_addr,
+                       client_port) ||
+        !jset(o, "event", jstr(event, strlen(event))) ||
+        (client_id != NULL &&
+         !jset(o, "client_id", jstr(client_id, strlen(client_id)))) ||
+        (principal != NULL &&
+         !jset(o, "principal", jstr(principal, strlen(principal)))) ||
+        (reason != NULL && !jset(o, "reason", jstr(reason, strlen(reason))))) {
+        json_decref(o);
+        return NULL;
+    }
+    return dump_line(o);
+}

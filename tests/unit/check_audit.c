@@ -1,0 +1,947 @@
+/*
+ * check_audit.c - unit tests for kr_audit (line formatting, redaction of
+ * secrets, the queued sink) and the kr_json redaction hook.
+ *
+ * Messages are written in krelay-codec's JSON form, encoded to Kafka bytes
+ * with the codec and decoded again, so the audit code sees trees exactly
+ * as the proxy decodes them.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kr_audit.h"
+#include "kr_json.h"
+#include "kr_topics.h"
+#include "tree_fill.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static struct kr_arena arena;
+static uint8_t *frames[16];
+static unsigned nframes;
+static char tmpdir[64];
+
+static void
+setup(void)
+{
+    kr_arena_init(&arena, 0);
+    nframes = 0;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_audit.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+teardown(void)
+{
+    char cmd[128];
+
+    while (nframes > 0) {
+        free(frames[--nframes]);
+    }
+    kr_arena_free(&arena);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* JSON text -> tree -> bytes -> decoded tree in m (arena-owned). */
+static void
+build(const char *text, struct kr_msg *m)
+{
+    struct kr_arena tmp;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_wbuf w;
+    struct kr_msg built;
+    json_error_t jerr;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    json_t *j;
+    uint8_t *out;
+    int rc;
+
+    j = json_loads(text, 0, &jerr);
+    ck_assert_msg(j != NULL, "bad test JSON: %s", jerr.text);
+    kr_arena_init(&tmp, 0);
+    memset(&recs, 0, sizeof(recs));
+    memset(&w, 0, sizeof(w));
+    memset(&err, 0, sizeof(err));
+    rc = kr_json_to_msg(&tmp, j, &recs, &built, &err);
+    ck_assert_msg(rc == KR_OK, "to msg: %d %s at %s", rc, err.msg, err.path);
+    rc = kr_encode_msg(&built, &w, &err);
+    ck_assert_msg(rc == KR_OK, "encode: %d %s at %s", rc, err.msg, err.path);
+    out = kr_wbuf_flatten(&w, recs.p, recs.len);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_uint_lt(nframes, 16);
+    frames[nframes++] = out;
+    kr_rbuf_init_flat(&rb, &iov, out, w.total);
+    if (built.dir == KR_DIR_REQUEST) {
+        rc = kr_decode_request(&arena, &rb, KR_DEC_STRICT, m, &err);
+    } else {
+        rc = kr_decode_response(&arena, &rb, built.api_key,
+                                built.api_version, KR_DEC_STRICT, m, &err);
+    }
+    ck_assert_msg(rc == KR_OK, "decode: %d %s at %s", rc, err.msg, err.path);
+    kr_wbuf_free(&w);
+    kr_json_recbuf_free(&recs);
+    kr_arena_free(&tmp);
+    json_decref(j);
+}
+
+static void
+base_info(struct kr_audit_info *info, const struct kr_msg *req)
+{
+    memset(info, 0, sizeof(*info));
+    info->time_us = INT64_C(1764460800123456);
+    info->listener = "plain";
+    info->client_addr = "10.0.0.7";
+    info->client_port = 51234;
+    info->api_key = req->api_key;
+    info->api_version = req->api_version;
+    info->correlation_id = req->correlation_id;
+    info->req_bytes = 100;
+    info->rsp_bytes = 50;
+    info->upstream_us = 10;
+    info->total_us = 12;
+    info->actions = KR_AUDIT_FORWARDED;
+}
+
+/* The audit line (with bodies) of a request and its response (may be
+ * NULL); the caller frees it.  The line must parse as JSON. */
+static char *
+line_of(const char *req_json, const char *rsp_json)
+{
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    json_error_t jerr;
+    json_t *j;
+    char *line;
+
+    build(req_json, &req);
+    if (rsp_json != NULL) {
+        build(rsp_json, &rsp);
+    }
+    r = kr_audit_capture(&req, NULL, true);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    line = kr_audit_format(&info, r, rsp_json != NULL ? &rsp : NULL, true);
+    kr_audit_req_free(r);
+    ck_assert_ptr_nonnull(line);
+    j = json_loads(line, 0, &jerr);
+    ck_assert_msg(j != NULL, "line is not JSON: %s: %s", jerr.text, line);
+    json_decref(j);
+    return line;
+}
+
+/* secret must appear nowhere in line, raw or base64; the marker must. */
+static void
+assert_redacted(const char *line, const char *secret)
+{
+    char b64[256];
+
+    ck_assert_uint_lt(kr_base64_len(strlen(secret)), sizeof(b64));
+    kr_base64_encode((const uint8_t *)secret, strlen(secret), b64);
+    ck_assert_msg(strstr(line, secret) == NULL, "secret %s in %s", secret,
+                  line);
+    ck_assert_msg(strstr(line, b64) == NULL, "base64 secret %s in %s", b64,
+                  line);
+    ck_assert_msg(strstr(line, "\"" KR_JSON_REDACTED "\"") != NULL,
+                  "no marker in %s", line);
+}
+
+/* ---- formatting ---------------------------------------------------------- */
+
+static const char produce_req[] =
+    "{\"header\": {\"RequestApiKey\": 0, \"RequestApiVersion\": 9,"
+    " \"CorrelationId\": 17, \"ClientId\": \"rdk\"},"
+    " \"body\": {\"Acks\": -1, \"TimeoutMs\": 30000, \"TopicData\": ["
+    "  {\"Name\": \"orders\", \"PartitionData\": ["
+    "    {\"Index\": 0, \"Records\": \"AAECAw==\"},"
+    "    {\"Index\": 1, \"Records\": \"AA==\"},"
+    "    {\"Index\": 2, \"Records\": \"AA==\"}]},"
+    "  {\"Name\": \"payments\", \"PartitionData\": ["
+    "    {\"Index\": 0, \"Records\": \"AAAA\"}]},"
+    "  {\"Name\": \"orders\", \"PartitionData\": ["
+    "    {\"Index\": 5, \"Records\": \"AA==\"}]}]}}";
+static const char produce_rsp[] =
+    "{\"apiKey\": 0, \"apiVersion\": 9, \"header\": {\"CorrelationId\": 17},"
+    " \"body\": {\"ThrottleTimeMs\": 0, \"Responses\": ["
+    "  {\"Name\": \"orders\", \"PartitionResponses\": ["
+    "    {\"Index\": 0, \"ErrorCode\": 6, \"BaseOffset\": -1},"
+    "    {\"Index\": 1, \"ErrorCode\": 6, \"BaseOffset\": -1},"
+    "    {\"Index\": 2, \"ErrorCode\": 0, \"BaseOffset\": 42}]},"
+    "  {\"Name\": \"payments\", \"PartitionResponses\": ["
+    "    {\"Index\": 0, \"ErrorCode\": 3, \"BaseOffset\": -1}]},"
+    "  {\"Name\": \"orders\", \"PartitionResponses\": ["
+    "    {\"Index\": 5, \"ErrorCode\": 6, \"BaseOffset\": -1}]}]}}";
+
+START_TEST(test_format_pair)
+{
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    json_t *j, *b;
+    char *line;
+
+    build(produce_req, &req);
+    build(produce_rsp, &rsp);
+    r = kr_audit_capture(&req, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    memset(&info, 0, sizeof(info));
+    info.time_us = INT64_C(1764460800123456);
+    info.listener = "plain";
+    info.client_addr = "10.0.0.7";
+    info.client_port = 51234;
+    info.principal = "User:alice";
+    info.api_key = 0;
+    info.api_version = 9;
+    info.correlation_id = 17;
+    info.req_bytes = 1200;
+    info.rsp_bytes = 80;
+    info.upstream_us = 1500;
+    info.total_us = 1720;
+    info.actions = KR_AUDIT_FORWARDED | KR_AUDIT_REWRITTEN |
+                   KR_AUDIT_THROTTLED;
+    line = kr_audit_format(&info, r, &rsp, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_str_eq(line,
+        "{\"time\":\"2025-11-30T00:00:00.123456Z\",\"type\":\"request\","
+        "\"listener\":\"plain\",\"client_addr\":\"10.0.0.7\","
+        "\"client_port\":51234,\"client_id\":\"rdk\","
+        "\"principal\":\"User:alice\",\"api\":\"Produce\",\"api_key\":0,"
+        "\"api_version\":9,\"correlation_id\":17,\"request_bytes\":1200,"
+        "\"response_bytes\":80,\"upstream_us\":1500,\"total_us\":1720,"
+        "\"topics\":[{\"name\":\"orders\",\"partitions\":4},"
+        "{\"name\":\"payments\",\"partitions\":1}],"
+        "\"errors\":{\"UNKNOWN_TOPIC_OR_PARTITION\":1,"
+        "\"NOT_LEADER_OR_FOLLOWER\":3},"
+        "\"actions\":[\"forwarded\",\"rewritten\",\"throttled\"]}");
+    free(line);
+
+    /* No response (Acks=0), ClientId given by the session, no principal,
+     * every action. */
+    info.rsp_bytes = 0;
+    info.principal = NULL;
+    info.client_id = "from-session";
+    info.actions = 0x7f;
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    j = json_loads(line, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "client_id")),
+                     "from-session");
+    ck_assert_ptr_null(json_object_get(j, "principal"));
+    ck_assert_ptr_null(json_object_get(j, "response_bytes"));
+    ck_assert_ptr_null(json_object_get(j, "upstream_us"));
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "total_us")),
+                     1720);
+    ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "actions")), 7);
+    ck_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(j, "actions"), 6)), "faulted");
+    ck_assert_str_eq(json_string_value(json_array_get(
+                         json_object_get(j, "actions"), 3)), "denied");
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* With bodies: records shown as their size. */
+    r = kr_audit_capture(&req, NULL, true);
+    ck_assert_ptr_nonnull(r);
+    info.rsp_bytes = 80;
+    line = kr_audit_format(&info, r, &rsp, true);
+    ck_assert_ptr_nonnull(line);
+    j = json_loads(line, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    b = json_object_get(j, "request_body");
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "Acks")), -1);
+    b = json_array_get(json_object_get(b, "TopicData"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(b, "Name")),
+                     "orders");
+    b = json_array_get(json_object_get(b, "PartitionData"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "Records")), 4);
+    b = json_object_get(j, "response_body");
+    b = json_array_get(json_object_get(b, "Responses"), 2);
+    b = json_array_get(json_object_get(b, "PartitionResponses"), 0);
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "Index")), 5);
+    ck_assert_int_eq(json_integer_value(json_object_get(b, "ErrorCode")), 6);
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+}
+END_TEST
+
+START_TEST(test_format_ids_unknown_api_conn)
+{
+    struct kr_topic_map *map = kr_topic_map_new();
+    static const uint8_t id[16] = {
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    };
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    char *line;
+
+    /* Fetch v13 by TopicId, resolved at capture time; null ClientId. */
+    ck_assert(kr_topic_map_put(map, id, "orders", 6));
+    build("{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 13,"
+          " \"CorrelationId\": 3, \"ClientId\": null},"
+          " \"body\": {\"Topics\": ["
+          "  {\"TopicId\": \"AAECAwQFBgcICQoLDA0ODw\", \"Partitions\": ["
+          "    {\"Partition\": 0}, {\"Partition\": 1}]}]}}", &req);
+    r = kr_audit_capture(&req, map, false);
+    kr_topic_map_free(map);          /* the capture keeps its own copy */
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.time_us = -1;               /* before the epoch: still RFC 3339 */
+    info.api_key = 999;              /* unknown to the tables */
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, "\"time\":\"1969-12-31T23:59:59.999999Z\"")
+                  != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"client_id\":null,") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"api\":\"UNKNOWN\",\"api_key\":999,")
+                  != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"topics\":[{\"name\":\"orders\","
+                         "\"partitions\":2}]") != NULL, "%s", line);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* Connection lines. */
+    line = kr_audit_format_conn("open", INT64_C(1764460800000001), "tls",
+                                "::1", 9, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_str_eq(line,
+        "{\"time\":\"2025-11-30T00:00:00.000001Z\",\"type\":\"connection\","
+        "\"listener\":\"tls\",\"client_addr\":\"::1\",\"client_port\":9,"
+        "\"event\":\"open\"}");
+    free(line);
+    line = kr_audit_format_conn("close", INT64_C(1764460801000000), "tls",
+                                "::1", 9, "rdk\n", "User:bob",
+                                "peer closed");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_str_eq(line,
+        "{\"time\":\"2025-11-30T00:00:01.000000Z\",\"type\":\"connection\","
+        "\"listener\":\"tls\",\"client_addr\":\"::1\",\"client_port\":9,"
+        "\"event\":\"close\",\"client_id\":\"rdk\\n\","
+        "\"principal\":\"User:bob\",\"reason\":\"peer closed\"}");
+    free(line);
+    ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_CLAMPED), "clamped");
+    ck_assert_ptr_null(kr_audit_action_name(0x80));
+}
+END_TEST
+
+/* ---- redaction ----------------------------------------------------------- */
+
+START_TEST(test_redact_sasl)
+{
+    char *line;
+
+    /* "hunter2-sasl-token" = aHVudGVyMi1zYXNsLXRva2Vu */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 36, \"RequestApiVersion\": 2,"
+        " \"ClientId\": \"c\"},"
+        " \"body\": {\"AuthBytes\": \"aHVudGVyMi1zYXNsLXRva2Vu\"}}",
+        /* "server-final-proof" */
+        "{\"apiKey\": 36, \"apiVersion\": 2, \"header\": {},"
+        " \"body\": {\"ErrorCode\": 0, \"ErrorMessage\": null,"
+        "  \"AuthBytes\": \"c2VydmVyLWZpbmFsLXByb29m\","
+        "  \"SessionLifetimeMs\": 3600000}}");
+    assert_redacted(line, "hunter2-sasl-token");
+    assert_redacted(line, "server-final-proof");
+    ck_assert_msg(strstr(line, "\"request_body\":{\"AuthBytes\":"
+                         "\"[redacted]\"}") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"SessionLifetimeMs\":3600000") != NULL,
+                  "%s", line);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_redact_tokens)
+{
+    char *line;
+
+    /* CreateDelegationToken response Hmac "token-hmac-create" */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 38, \"RequestApiVersion\": 3},"
+        " \"body\": {\"Renewers\": [], \"MaxLifetimeMs\": -1}}",
+        "{\"apiKey\": 38, \"apiVersion\": 3, \"header\": {},"
+        " \"body\": {\"ErrorCode\": 0, \"PrincipalType\": \"User\","
+        "  \"PrincipalName\": \"alice\", \"TokenId\": \"tok-1\","
+        "  \"Hmac\": \"dG9rZW4taG1hYy1jcmVhdGU=\"}}");
+    assert_redacted(line, "token-hmac-create");
+    ck_assert_msg(strstr(line, "\"TokenId\":\"tok-1\"") != NULL, "%s", line);
+    free(line);
+    /* DescribeDelegationToken response Tokens[].Hmac "token-hmac-desc" */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 41, \"RequestApiVersion\": 3},"
+        " \"body\": {\"Owners\": null}}",
+        "{\"apiKey\": 41, \"apiVersion\": 3, \"header\": {},"
+        " \"body\": {\"ErrorCode\": 0, \"Tokens\": ["
+        "  {\"PrincipalType\": \"User\", \"PrincipalName\": \"a\","
+        "   \"TokenRequesterPrincipalType\": \"User\","
+        "   \"TokenRequesterPrincipalName\": \"a\", \"TokenId\": \"t\","
+        "   \"Hmac\": \"dG9rZW4taG1hYy1kZXNj\", \"Renewers\": []}]}}");
+    assert_redacted(line, "token-hmac-desc");
+    free(line);
+    /* RenewDelegationToken request Hmac "token-hmac-renew" */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 39, \"RequestApiVersion\": 2},"
+        " \"body\": {\"Hmac\": \"dG9rZW4taG1hYy1yZW5ldw==\","
+        "  \"RenewPeriodMs\": 1000}}", NULL);
+    assert_redacted(line, "token-hmac-renew");
+    free(line);
+    /* ExpireDelegationToken request Hmac "token-hmac-expire" */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 40, \"RequestApiVersion\": 2},"
+        " \"body\": {\"Hmac\": \"dG9rZW4taG1hYy1leHBpcmU=\","
+        "  \"ExpiryTimePeriodMs\": 1}}", NULL);
+    assert_redacted(line, "token-hmac-expire");
+    free(line);
+}
+END_TEST
+
+START_TEST(test_redact_scram)
+{
+    char *line;
+
+    /* Salt "salty-salt-bytes", SaltedPassword "salted-password!" */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 51, \"RequestApiVersion\": 0},"
+        " \"body\": {\"Deletions\": [], \"Upsertions\": ["
+        "  {\"Name\": \"alice\", \"Mechanism\": 2, \"Iterations\": 8192,"
+        "   \"Salt\": \"c2FsdHktc2FsdC1ieXRlcw==\","
+        "   \"SaltedPassword\": \"c2FsdGVkLXBhc3N3b3JkIQ==\"}]}}", NULL);
+    assert_redacted(line, "salty-salt-bytes");
+    assert_redacted(line, "salted-password!");
+    ck_assert_msg(strstr(line, "\"Name\":\"alice\"") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"Iterations\":8192") != NULL, "%s", line);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_redact_describe_configs)
+{
+    char *line;
+
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 32, \"RequestApiVersion\": 4},"
+        " \"body\": {\"Resources\": [{\"ResourceType\": 4,"
+        "  \"ResourceName\": \"1\", \"ConfigurationKeys\": null}],"
+        "  \"IncludeSynonyms\": true}}",
+        "{\"apiKey\": 32, \"apiVersion\": 4, \"header\": {},"
+        " \"body\": {\"ThrottleTimeMs\": 0, \"Results\": ["
+        "  {\"ErrorCode\": 0, \"ErrorMessage\": null, \"ResourceType\": 4,"
+        "   \"ResourceName\": \"1\", \"Configs\": ["
+        "   {\"Name\": \"custom.plugin.opaque\", \"Value\": \"sens-val-1\","
+        "    \"ReadOnly\": false, \"ConfigSource\": 1, \"IsSensitive\": true,"
+        "    \"Synonyms\": [{\"Name\": \"custom.plugin.opaque\","
+        "      \"Value\": \"sens-syn-1\", \"Source\": 1}],"
+        "    \"ConfigType\": 2, \"Documentation\": null},"
+        "   {\"Name\": \"listener.name.sasl_ssl.plain.sasl.jaas.config\","
+        "    \"Value\": \"org.x required password=jaas-pw-1;\","
+        "    \"ReadOnly\": false, \"ConfigSource\": 1, \"IsSensitive\": false,"
+        "    \"Synonyms\": [], \"ConfigType\": 9, \"Documentation\": null},"
+        "   {\"Name\": \"log.retention.ms\", \"Value\": \"604800000\","
+        "    \"ReadOnly\": false, \"ConfigSource\": 5, \"IsSensitive\": false,"
+        "    \"Synonyms\": [], \"ConfigType\": 5, \"Documentation\": null}"
+        "  ]}]}}");
+    assert_redacted(line, "sens-val-1");
+    assert_redacted(line, "sens-syn-1");
+    assert_redacted(line, "jaas-pw-1");
+    ck_assert_msg(strstr(line, "\"Value\":\"604800000\"") != NULL, "%s",
+                  line);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_redact_alter_configs)
+{
+    char *line;
+
+    /* AlterConfigs v2 (flexible) */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 33, \"RequestApiVersion\": 2},"
+        " \"body\": {\"Resources\": [{\"ResourceType\": 4,"
+        "  \"ResourceName\": \"1\", \"Configs\": ["
+        "   {\"Name\": \"ssl.keystore.password\", \"Value\": \"ks-pw-1\"},"
+        "   {\"Name\": \"ssl.key.password\", \"Value\": \"key-pw-1\"},"
+        "   {\"Name\": \"ssl.truststore.password\", \"Value\": \"ts-pw-1\"},"
+        "   {\"Name\": \"ssl.keystore.key\", \"Value\": \"pem-key-1\"},"
+        "   {\"Name\": \"delegation.token.secret.key\","
+        "    \"Value\": \"dt-secret-1\"},"
+        "   {\"Name\": \"password.encoder.secret\", \"Value\": \"enc-1\"},"
+        "   {\"Name\": \"num.io.threads\", \"Value\": \"16\"}]}],"
+        "  \"ValidateOnly\": false}}", NULL);
+    assert_redacted(line, "ks-pw-1");
+    assert_redacted(line, "key-pw-1");
+    assert_redacted(line, "ts-pw-1");
+    assert_redacted(line, "pem-key-1");
+    assert_redacted(line, "dt-secret-1");
+    assert_redacted(line, "enc-1");
+    ck_assert_msg(strstr(line, "\"Value\":\"16\"") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"Name\":\"ssl.keystore.password\"") != NULL,
+                  "%s", line);
+    free(line);
+
+    /* IncrementalAlterConfigs v1 */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 44, \"RequestApiVersion\": 1},"
+        " \"body\": {\"Resources\": [{\"ResourceType\": 4,"
+        "  \"ResourceName\": \"\", \"Configs\": ["
+        "   {\"Name\": \"sasl.jaas.config\", \"ConfigOperation\": 0,"
+        "    \"Value\": \"a required password=\\\"inc-pw-1\\\";\"},"
+        "   {\"Name\": \"SSL.TRUSTSTORE.PASSWORD\", \"ConfigOperation\": 0,"
+        "    \"Value\": \"inc-pw-2\"},"
+        "   {\"Name\": \"ssl.keystore.password\", \"ConfigOperation\": 1,"
+        "    \"Value\": null}]}], \"ValidateOnly\": true}}", NULL);
+    assert_redacted(line, "inc-pw-1");
+    assert_redacted(line, "inc-pw-2");
+    /* a null value is not a secret: stays null */
+    ck_assert_msg(strstr(line, "\"ConfigOperation\":1,\"Value\":null")
+                  != NULL, "%s", line);
+    free(line);
+
+    /* CreateTopics v7 topic configs; the topic itself is in "topics". */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 19, \"RequestApiVersion\": 7},"
+        " \"body\": {\"Topics\": [{\"Name\": \"secure\","
+        "  \"NumPartitions\": 3, \"ReplicationFactor\": 1,"
+        "  \"Assignments\": [], \"Configs\": ["
+        "   {\"Name\": \"confluent.tier.s3.aws.secret.access.key\","
+        "    \"Value\": \"ct-secret-1\"},"
+        "   {\"Name\": \"cleanup.policy\", \"Value\": \"compact\"}]}],"
+        "  \"timeoutMs\": 1000, \"validateOnly\": false}}", NULL);
+    assert_redacted(line, "ct-secret-1");
+    ck_assert_msg(strstr(line, "\"Value\":\"compact\"") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"topics\":[{\"name\":\"secure\","
+                         "\"partitions\":0}]") != NULL, "%s", line);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_redact_envelope_unknown_tags)
+{
+    char *line;
+
+    /* Envelope RequestData "inner-request-bytes"; an unknown tagged
+     * field's data "tagged-secret" in a SaslAuthenticate v2 body. */
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 58, \"RequestApiVersion\": 0},"
+        " \"body\": {\"RequestData\": \"aW5uZXItcmVxdWVzdC1ieXRlcw==\","
+        "  \"RequestPrincipal\": null, \"ClientHostAddress\": \"fwAAAQ==\"}}",
+        NULL);
+    assert_redacted(line, "inner-request-bytes");
+    ck_assert_msg(strstr(line, "\"ClientHostAddress\":\"fwAAAQ==\"") != NULL,
+                  "%s", line);
+    free(line);
+    line = line_of(
+        "{\"header\": {\"RequestApiKey\": 36, \"RequestApiVersion\": 2},"
+        " \"body\": {\"AuthBytes\": \"\", \"_unknownTaggedFields\": "
+        "  [{\"tag\": 9, \"data\": \"dGFnZ2VkLXNlY3JldA==\"}]}}", NULL);
+    assert_redacted(line, "tagged-secret");
+    ck_assert_msg(strstr(line, "{\"tag\":9,\"data\":\"[redacted]\"}")
+                  != NULL, "%s", line);
+    free(line);
+}
+END_TEST
+
+/* Every API, version and direction, every field populated: each line
+ * parses as JSON, names its API, and no secret-named field leaks. */
+START_TEST(test_redact_all_apis)
+{
+    struct kr_audit_info info;
+    unsigned lines = 0, secrets = 0;
+    char b64[64];
+    int16_t k, v;
+
+    kr_base64_encode((const uint8_t *)TREE_FILL_SECRET,
+                     strlen(TREE_FILL_SECRET), b64);
+    for (k = 0; k <= kr_api_max; k++) {
+        const struct kr_api_desc *api = kr_api_get(k);
+
+        if (api == NULL) {
+            continue;
+        }
+        for (v = api->valid.lo; v <= api->valid.hi; v++) {
+            uint16_t rq = kr_api_root(api, false, v);
+            uint16_t rs = kr_api_root(api, true, v);
+            struct kr_audit_req *r;
+            struct kr_msg req, rsp;
+            json_t *j;
+            char *line;
+
+            if (rq == KR_NO_STRUCT || rs == KR_NO_STRUCT) {
+                continue;
+            }
+            memset(&req, 0, sizeof(req));
+            memset(&rsp, 0, sizeof(rsp));
+            req.dir = KR_DIR_REQUEST;
+            rsp.dir = KR_DIR_RESPONSE;
+            req.api_key = rsp.api_key = k;
+            req.api_version = rsp.api_version = v;
+            req.body = kr_node_new(&arena, rq, v);
+            rsp.body = kr_node_new(&arena, rs, v);
+            ck_assert_ptr_nonnull(req.body);
+            ck_assert_ptr_nonnull(rsp.body);
+            ck_assert(tree_fill(&arena, req.body, "topic-xy", 0));
+            ck_assert(tree_fill(&arena, rsp.body, "topic-xy", 0));
+            r = kr_audit_capture(&req, NULL, true);
+            ck_assert_ptr_nonnull(r);
+            base_info(&info, &req);
+            line = kr_audit_format(&info, r, &rsp, true);
+            ck_assert_ptr_nonnull(line);
+            j = json_loads(line, 0, NULL);
+            ck_assert_msg(j != NULL, "not JSON: %s", line);
+            ck_assert_str_eq(json_string_value(json_object_get(j, "api")),
+                             api->name);
+            ck_assert_ptr_nonnull(json_object_get(j, "request_body"));
+            ck_assert_ptr_nonnull(json_object_get(j, "response_body"));
+            json_decref(j);
+            ck_assert_msg(strstr(line, TREE_FILL_SECRET) == NULL &&
+                          strstr(line, b64) == NULL, "secret in %s", line);
+            secrets += strstr(line, KR_JSON_REDACTED) != NULL;
+            lines++;
+            free(line);
+            kr_audit_req_free(r);
+            kr_arena_reset(&arena);
+        }
+    }
+    ck_assert_uint_gt(lines, 300);
+    /* SaslAuthenticate 0-2, 4 delegation-token APIs, SCRAM, Envelope */
+    ck_assert_uint_ge(secrets, 3 + 4 + 1 + 1);
+}
+END_TEST
+
+/* A caller's own hook, and the policy functions directly. */
+static bool
+redact_clientid(void *arg, const struct kr_node *parent,
+                const struct kr_node *n, unsigned field)
+{
+    unsigned *calls = arg;
+
+    (*calls)++;
+    (void)parent;
+    return strcmp(kr_node_field(n, field)->name, "ClientId") == 0;
+}
+
+START_TEST(test_redact_hook)
+{
+    struct kr_codec_err err;
+    struct kr_msg m;
+    unsigned calls = 0;
+    json_t *j;
+    char *s;
+
+    build("{\"header\": {\"RequestApiKey\": 36, \"RequestApiVersion\": 2,"
+          " \"CorrelationId\": 4, \"ClientId\": \"who-am-i\"},"
+          " \"body\": {\"AuthBytes\": \"aHVudGVyMi1zYXNsLXRva2Vu\"}}", &m);
+    memset(&err, 0, sizeof(err));
+    /* hook only: ClientId hidden, AuthBytes kept (no KR_JSON_REDACT) */
+    j = kr_json_from_msg_redact(&m, NULL, 0, redact_clientid, &calls, &err);
+    ck_assert_ptr_nonnull(j);
+    s = json_dumps(j, JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"header\":{\"RequestApiKey\":36,"
+                     "\"RequestApiVersion\":2,\"CorrelationId\":4,"
+                     "\"ClientId\":\"[redacted]\"},"
+                     "\"body\":{\"AuthBytes\":\"aHVudGVyMi1zYXNsLXRva2Vu\"}}");
+    ck_assert_uint_eq(calls, 5);
+    free(s);
+    json_decref(j);
+    /* both */
+    j = kr_json_from_msg_redact(&m, NULL, KR_JSON_REDACT, redact_clientid,
+                                &calls, &err);
+    ck_assert_ptr_nonnull(j);
+    s = json_dumps(json_object_get(j, "body"), JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"AuthBytes\":\"[redacted]\"}");
+    free(s);
+    json_decref(j);
+    /* the flag on the plain entry point */
+    j = kr_json_from_msg(&m, NULL, KR_JSON_REDACT, &err);
+    ck_assert_ptr_nonnull(j);
+    s = json_dumps(json_object_get(j, "body"), JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"AuthBytes\":\"[redacted]\"}");
+    free(s);
+    json_decref(j);
+
+    ck_assert(kr_json_config_sensitive("ssl.key.password", 16));
+    ck_assert(kr_json_config_sensitive(
+        "listener.name.internal.scram-sha-256.sasl.jaas.config", 53));
+    ck_assert(kr_json_config_sensitive("ssl.truststore.certificates", 27));
+    ck_assert(kr_json_config_sensitive("delegation.token.master.key", 27));
+    ck_assert(!kr_json_config_sensitive("retention.ms", 12));
+    ck_assert(!kr_json_config_sensitive("ssl.keystore.type", 17));
+    /* length is honoured: "retention.ms.password" cut to 12 bytes */
+    ck_assert(!kr_json_config_sensitive("retention.ms.password", 12));
+    ck_assert(!kr_json_config_sensitive(NULL, 0));
+}
+END_TEST
+
+/* ---- sink ---------------------------------------------------------------- */
+
+/* Whole content of file path (malloc'd, NUL-terminated). */
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_sink_close_flushes)
+{
+    char path[128], err[256], line[64], *all, *p;
+    struct kr_audit *au;
+    unsigned i;
+
+    snprintf(path, sizeof(path), "%s/audit.log", tmpdir);
+    au = kr_audit_open(path, 1 << 20, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    for (i = 0; i < 1000; i++) {
+        snprintf(line, sizeof(line), "{\"n\":%u}", i);
+        ck_assert(kr_audit_write(au, line, strlen(line)));
+    }
+    ck_assert_uint_eq(kr_audit_dropped(au), 0);
+    kr_audit_close(au);                 /* no flush before: close does it */
+    all = slurp(path);
+    p = all;
+    for (i = 0; i < 1000; i++) {
+        int n = snprintf(line, sizeof(line), "{\"n\":%u}\n", i);
+
+        ck_assert_msg(strncmp(p, line, (size_t)n) == 0, "line %u", i);
+        p += n;
+    }
+    ck_assert_str_eq(p, "");
+    free(all);
+    /* bad target */
+    snprintf(path, sizeof(path), "%s/no/such/dir/audit.log", tmpdir);
+    ck_assert_ptr_null(kr_audit_open(path, 0, err, sizeof(err)));
+    ck_assert_msg(strstr(err, "no/such/dir") != NULL, "%s", err);
+    /* syslog target: accepted and counted (content goes to syslog) */
+    au = kr_audit_open("syslog", 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    ck_assert(kr_audit_write(au, "{\"check_audit\":1}", 17));
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_written(au), 1);
+    kr_audit_close(au);
+    ck_assert(!kr_audit_write(NULL, "x", 1));
+    ck_assert_uint_eq(kr_audit_dropped(NULL), 0);
+}
+END_TEST
+
+START_TEST(test_sink_reopen)
+{
+    char path[128], old[140], err[256], *a, *b;
+    struct kr_audit *au;
+
+    snprintf(path, sizeof(path), "%s/audit.log", tmpdir);
+    snprintf(old, sizeof(old), "%s.1", path);
+    au = kr_audit_open(path, 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    ck_assert(kr_audit_write(au, "before", 6));
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_written(au), 1);
+    ck_assert_int_eq(rename(path, old), 0);
+    ck_assert(kr_audit_write(au, "still-old", 9));
+    kr_audit_flush(au);                 /* no reopen asked: old file */
+    kr_audit_reopen(au);
+    ck_assert(kr_audit_write(au, "after", 5));
+    kr_audit_close(au);
+    a = slurp(old);
+    b = slurp(path);
+    ck_assert_str_eq(a, "before\nstill-old\n");
+    ck_assert_str_eq(b, "after\n");
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(test_sink_drops)
+{
+    char path[128], err[256], line[200], buf[4096];
+    struct kr_audit *au;
+    unsigned accepted = 0, refused = 0, got = 0, i;
+    char big[KR_AUDIT_QUEUE_MIN + 10];
+    int rfd, flags;
+    ssize_t n;
+
+    /* A FIFO nobody reads from yet: the writer blocks once the pipe is
+     * full, so the queue fills and further lines are dropped. */
+    snprintf(path, sizeof(path), "%s/fifo", tmpdir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    rfd = open(path, O_RDONLY | O_NONBLOCK);
+    ck_assert_int_ge(rfd, 0);
+    au = kr_audit_open(path, KR_AUDIT_QUEUE_MIN, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    memset(line, 'x', sizeof(line));
+    for (i = 0; i < 5000 && refused < 20; i++) {
+        if (kr_audit_write(au, line, 99)) {
+            accepted++;
+        } else {
+            refused++;
+        }
+    }
+    ck_assert_uint_eq(refused, 20);
+    ck_assert_uint_eq(kr_audit_dropped(au), 20);
+    /* A line larger than the queue can never fit. */
+    memset(big, 'y', sizeof(big));
+    ck_assert(!kr_audit_write(au, big, sizeof(big)));
+    ck_assert_uint_eq(kr_audit_dropped(au), 21);
+    /* Drain: every accepted line arrives, whole, then close. */
+    flags = fcntl(rfd, F_GETFL);
+    ck_assert_int_eq(fcntl(rfd, F_SETFL, flags & ~O_NONBLOCK), 0);
+    while (got < accepted * 100) {
+        n = read(rfd, buf, sizeof(buf));
+        ck_assert_int_gt(n, 0);
+        for (i = 0; i < (unsigned)n; i++) {
+            ck_assert(buf[i] == ((got + i) % 100 == 99 ? '\n' : 'x'));
+        }
+        got += (unsigned)n;
+    }
+    kr_audit_close(au);
+    ck_assert_int_eq(read(rfd, buf, sizeof(buf)), 0);   /* EOF: all read */
+    close(rfd);
+    ck_assert_uint_eq(got, accepted * 100);
+}
+END_TEST
+
+#define NTHREADS 4
+#define PER_THREAD 2000
+
+struct writer_arg {
+    struct kr_audit *au;
+    unsigned id;
+    unsigned ok;
+};
+
+static void *
+writer_main(void *p)
+{
+    struct writer_arg *w = p;
+    char line[64];
+    unsigned i;
+
+    for (i = 0; i < PER_THREAD; i++) {
+        int n = snprintf(line, sizeof(line), "{\"t\":%u,\"i\":%u,\"pad\":"
+                         "\"abcdefghij\"}", w->id, i);
+
+        w->ok += kr_audit_write(w->au, line, (size_t)n);
+    }
+    return NULL;
+}
+
+START_TEST(test_sink_threads)
+{
+    struct writer_arg args[NTHREADS];
+    pthread_t th[NTHREADS];
+    unsigned next[NTHREADS] = {0}, i, lines = 0;
+    char path[128], err[256], *all, *p, *nl;
+    struct kr_audit *au;
+
+    snprintf(path, sizeof(path), "%s/audit.log", tmpdir);
+    /* room for everything: no drop possible */
+    au = kr_audit_open(path, 4u << 20, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    for (i = 0; i < NTHREADS; i++) {
+        args[i].au = au;
+        args[i].id = i;
+        args[i].ok = 0;
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main,
+                                        &args[i]), 0);
+    }
+    for (i = 0; i < NTHREADS; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_uint_eq(args[i].ok, PER_THREAD);
+    }
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_written(au), NTHREADS * PER_THREAD);
+    ck_assert_uint_eq(kr_audit_dropped(au), 0);
+    kr_audit_close(au);
+    /* every line whole, each thread's lines in its own order */
+    all = slurp(path);
+    for (p = all; *p != '\0'; p = nl + 1) {
+        unsigned t, k;
+        json_t *j;
+
+        nl = strchr(p, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        j = json_loads(p, 0, NULL);
+        ck_assert_msg(j != NULL, "bad line %s", p);
+        t = (unsigned)json_integer_value(json_object_get(j, "t"));
+        k = (unsigned)json_integer_value(json_object_get(j, "i"));
+        ck_assert_uint_lt(t, NTHREADS);
+        ck_assert_uint_eq(k, next[t]);
+        next[t]++;
+        json_decref(j);
+        lines++;
+    }
+    ck_assert_uint_eq(lines, NTHREADS * PER_THREAD);
+    free(all);
+}
+END_TEST
+
+static Suite *
+audit_suite(void)
+{
+    Suite *s = suite_create("kr_audit");
+    TCase *tc = tcase_create("format");
+    TCase *tr = tcase_create("redact");
+    TCase *ts = tcase_create("sink");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_format_pair);
+    tcase_add_test(tc, test_format_ids_unknown_api_conn);
+    suite_add_tcase(s, tc);
+    tcase_add_checked_fixture(tr, setup, teardown);
+    tcase_add_test(tr, test_redact_sasl);
+    tcase_add_test(tr, test_redact_tokens);
+    tcase_add_test(tr, test_redact_scram);
+    tcase_add_test(tr, test_redact_describe_configs);
+    tcase_add_test(tr, test_redact_alter_configs);
+    tcase_add_test(tr, test_redact_envelope_unknown_tags);
+    tcase_add_test(tr, test_redact_hook);
+    tcase_add_test(tr, test_redact_all_apis);
+    suite_add_tcase(s, tr);
+    tcase_add_checked_fixture(ts, setup, teardown);
+    tcase_set_timeout(ts, 60);
+    tcase_add_test(ts, test_sink_close_flushes);
+    tcase_add_test(ts, test_sink_reopen);
+    tcase_add_test(ts, test_sink_drops);
+    tcase_add_test(ts, test_sink_threads);
+    suite_add_tcase(s, ts);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(audit_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
