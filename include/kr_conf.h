@@ -72,6 +72,78 @@ struct kr_log_conf {
     char *target;                       /* "stderr", "syslog" or a path */
 };
 
+/* A comma-separated list of strings (names or globs), each malloc'd. */
+struct kr_strlist {
+    char **v;
+    int n;
+};
+
+/* One entry of client_address: an IPv4 or IPv6 network. */
+struct kr_cidr {
+    int family;                         /* AF_INET or AF_INET6 */
+    uint8_t bits;                       /* prefix length */
+    uint8_t addr[16];                   /* network, host bits zero */
+};
+
+/* Rule direction (the `direction` key). */
+#define KR_RDIR_REQUEST 0x1u
+#define KR_RDIR_RESPONSE 0x2u
+#define KR_RDIR_BOTH 0x3u
+
+/* throttle_mode / throttle_op */
+enum kr_throttle_mode { KR_THROTTLE_INJECT = 0, KR_THROTTLE_ENFORCE };
+enum kr_throttle_op { KR_THROTTLE_SET = 0, KR_THROTTLE_ADD };
+
+/* Hard limit on [rule] sections (compiled into bit sets). */
+#define KR_CONF_MAX_RULES 256
+
+/*
+ * [rule NAME]: match keys (empty list = any) and actions.  Rules apply in
+ * file order (index in kr_conf.rules).  -1 in an int field means "not
+ * set".  Semantics: src/kr_rule.c and conf/krelay.ini.
+ */
+struct kr_rule_conf {
+    char *name;                         /* required, unique */
+    int line;
+    /* match */
+    struct kr_strlist listener;         /* [listener] names */
+    struct kr_cidr *client_address;     /* networks */
+    int nclient_address;
+    struct kr_strlist client_id;        /* ClientId globs */
+    struct kr_strlist principal;        /* principal globs */
+    int16_t *api;                       /* ApiKeys */
+    int napi;
+    int32_t versions_min, versions_max; /* ApiVersion range, 0..32767 */
+    int direction;                      /* KR_RDIR_*, default both */
+    struct kr_strlist topic;            /* topic globs */
+    /* actions */
+    int32_t clamp_min_version;          /* -1: none */
+    int32_t clamp_max_version;          /* -1: none */
+    bool pass_unknown_apis;             /* ApiVersions: keep unknown keys */
+    bool audit;
+    bool audit_body;                    /* whole decoded body in the line */
+    int32_t throttle_ms;                /* -1: no throttle action */
+    int throttle_mode;                  /* enum kr_throttle_mode */
+    int throttle_op;                    /* enum kr_throttle_op */
+    int32_t throttle_jitter_ms;         /* 0..: added at random, ms */
+    bool deny;
+    int32_t deny_error;                 /* Kafka error code, -1: default */
+    unsigned allowed_acks;              /* bit (acks + 1); 0: any */
+    unsigned allowed_compression;       /* bit per codec id; 0: any */
+    int32_t fault_latency_ms;           /* 0: none */
+    int32_t fault_error;                /* Kafka error code, -1: none */
+    double fault_error_probability;     /* 0..1, default 1 */
+    double fault_close_probability;     /* 0..1, default 0 */
+};
+
+/* [audit] */
+struct kr_audit_conf {
+    char *target;                       /* path or "syslog"; NULL: none */
+    int64_t queue_bytes;                /* default 4 MiB */
+};
+
+struct kr_ruleset;                      /* compiled rules: kr_rule.h */
+
 struct kr_conf {
     char *path;                         /* file it was read from */
     struct kr_listener_conf *listeners;
@@ -79,6 +151,14 @@ struct kr_conf {
     struct kr_upstream_conf *upstreams;
     int nupstreams;
     struct kr_log_conf log;
+    /* issue 3: rules and the audit sink (appended: layout compatible) */
+    struct kr_rule_conf *rules;         /* file order = precedence */
+    int nrules;
+    struct kr_audit_conf audit;
+    struct kr_ruleset *ruleset;         /* compiled by the loader
+                                           (kr_rule_compile), freed by
+                                           kr_conf_free; never NULL in a
+                                           loaded config */
 };
 
 /*
@@ -105,6 +185,9 @@ void kr_conf_free(struct kr_conf *c);
  * for a missing or bad port, or an unterminated bracket.
  */
 bool kr_hostport_parse(const char *s, struct kr_hostport *hp);
+
+/* Free a list's strings and array; leaves it empty. */
+void kr_strlist_free(struct kr_strlist *l);
 
 /* Print the effective config (every key with its value) to f. */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);

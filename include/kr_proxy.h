@@ -28,6 +28,7 @@
 
 struct kr_upstream;
 struct kr_session;
+struct kr_audit;
 
 /* A reference-counted config. */
 struct kr_conf_ref {
@@ -70,6 +71,10 @@ struct kr_group {
                                            node_id_min] NodeId n */
     int nlisteners;
     int64_t nconn;                      /* open sessions */
+    bool removed;                       /* a reload dropped its section:
+                                           listeners closed, freed with
+                                           its last session */
+    struct kr_conf_ref *cref;           /* removed: keeps lc valid */
 };
 
 struct kr_proxy {
@@ -79,7 +84,9 @@ struct kr_proxy {
     struct kr_conf_ref *cref;
     struct kr_upstream **ups;           /* one per [upstream] */
     int nups;
-    struct kr_group *groups;            /* one per [listener] */
+    struct kr_group **groups;           /* one per [listener], each
+                                           malloc'd (sessions point at
+                                           them across reloads) */
     int ngroups;
     struct kr_session *sessions;        /* list of open sessions */
     struct event *sigev[4];             /* TERM, INT, HUP, USR1 */
@@ -88,6 +95,18 @@ struct kr_proxy {
     struct kr_stats stats;
     uint64_t next_id;
     bool started, stopping;
+    /* issue 3 (appended) */
+    struct kr_audit *audit;             /* [audit] sink, NULL when none */
+    struct kr_conf_ref *cref0;          /* the config the upstreams were
+                                           built from (they keep pointers
+                                           into it): held until free */
+    struct kr_group **old_groups;       /* groups removed by reloads,
+                                           freed when their last session
+                                           ends (or at free) */
+    int nold_groups;
+    uint64_t reloads, reloads_refused;
+    int log_verbose;                    /* -v count, added to a reloaded
+                                           [log] level */
 };
 
 /*
@@ -117,6 +136,27 @@ int kr_proxy_run(struct kr_proxy *p);
  * the loop.  Safe from any callback on the proxy's base; idempotent.
  */
 void kr_proxy_stop(struct kr_proxy *p);
+
+/*
+ * Reread the config from path (SIGHUP).  A valid one replaces, for new
+ * requests on existing connections too, the rules, the log target and
+ * level, the audit sink and the per-listener limits; listeners are
+ * opened and closed as configured (a listener section is kept when its
+ * name, listen address and broker ports are unchanged); existing
+ * connections stay open.  [upstream] changes need a restart (logged).
+ * An invalid config is refused: every error is logged as FILE:LINE and
+ * the old config stays.  Returns KR_OK or KR_ERROR.
+ */
+int kr_proxy_reload(struct kr_proxy *p, const char *path);
+
+/*
+ * A session of group g ended (g->nconn already decremented): frees a
+ * group a reload removed once its last session is gone.
+ */
+void kr_proxy_group_release(struct kr_group *g);
+
+/* Reopen the log and the audit file (SIGUSR1, and SIGHUP). */
+void kr_proxy_reopen(struct kr_proxy *p);
 
 /* Stop (if needed) and free everything, the base too when owned. */
 void kr_proxy_free(struct kr_proxy *p);

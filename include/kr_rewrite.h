@@ -13,7 +13,9 @@
  *      node_id_max] is never leaked: the rewrite fails.
  *   2. ApiVersions responses: the advertised MaxVersion of each API whose
  *      responses krelay must decode (kr_rewrite_wants) is capped to what
- *      krelay's tables know; all other entries pass through untouched.
+ *      krelay's tables know; with clamps in the ctx, entries are also
+ *      clamped (kr_clamp_apiversions, kr_translate.h).  A broker's KIP-511
+ *      answer (ErrorCode 35, v0 body) passes byte for byte.
  *
  * Frames that need neither are never decoded: the session asks
  * kr_rewrite_wants() per (ApiKey, ApiVersion) and forwards the rest
@@ -32,19 +34,35 @@
 
 struct kr_upstream;
 
-/* What a listener advertises to its clients. */
+struct kr_clamp;
+
+/*
+ * What a listener advertises to its clients.
+ *
+ * clamps / pass_unknown_apis (issue 3, version clamping) shape ApiVersions
+ * responses: clamps is NULL (no clamp rule applies: today's behaviour,
+ * every entry passes but the MaxVersion caps above) or an array of
+ * kr_api_max + 1 struct kr_clamp (kr_translate.h) indexed by ApiKey,
+ * borrowed for the call.  With clamps, each entry is intersected with its
+ * clamp (Produce's MinVersion stays as the broker sent it), every clamped
+ * API is also capped at what krelay's tables know (krelay may have to
+ * translate it), and ApiKeys unknown to the tables are dropped unless
+ * pass_unknown_apis.  Zero-initialised fields keep the old behaviour.
+ */
 struct kr_rewrite_ctx {
     const char *advertised_host;
     uint16_t broker_port_base;
     int32_t node_id_min, node_id_max;
     struct kr_upstream *upstream;   /* learns broker addresses; may be NULL */
     const char *who;                /* client name for log lines */
+    const struct kr_clamp *clamps;  /* NULL: no clamp rule */
+    bool pass_unknown_apis;         /* with clamps: keep unknown ApiKeys */
 };
 
 /* Result details of one rewrite (for logs, metrics and tests). */
 struct kr_rewrite_result {
     unsigned endpoints;         /* endpoint structs rewritten */
-    unsigned capped;            /* ApiVersions entries capped */
+    unsigned capped;            /* ApiVersions entries capped or dropped */
     bool changed;               /* out differs from the input */
     size_t trailing;            /* bytes after the known body, kept */
     int32_t bad_node_id;        /* with KR_ELIMIT: the NodeId out of range */
@@ -80,5 +98,20 @@ int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                         int16_t api_version, struct evbuffer *payload,
                         struct evbuffer *out,
                         struct kr_rewrite_result *res) KR_MUST_CHECK;
+
+/*
+ * Write a re-encoded frame (used by the rule pipeline too): out gets the
+ * int32 size prefix, then w's own bytes with every records slice moved
+ * (evbuffer chains, never copied) from payload, the frame m was decoded
+ * from (without its size prefix), then m's trailing bytes.  payload is
+ * drained.  Returns KR_OK; KR_ELIMIT when the frame would exceed
+ * INT32_MAX; KR_ERROR when w's slices do not fit payload (nothing written,
+ * err says why); KR_ENOMEM.
+ */
+struct kr_wbuf;
+struct kr_msg;
+int kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
+                    const struct kr_wbuf *w, const struct kr_msg *m,
+                    char *err, size_t errlen) KR_MUST_CHECK;
 
 #endif /* KR_REWRITE_H */

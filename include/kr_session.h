@@ -9,8 +9,10 @@
  * between evbuffers, never re-encoded); each request header is peeked and
  * remembered in a FIFO so responses are matched to their request in
  * order.  Responses that must be rewritten (kr_rewrite_wants) are held
- * whole and passed to kr_rewrite_response.  See the diagram at the top of
- * src/kr_session.c.
+ * whole and passed to kr_rewrite_response.  Frames the [rule]s touch
+ * (kr_rule.h: one table lookup per frame) are held whole, decoded and
+ * acted on; everything else stays cut-through.  See the diagram at the
+ * top of src/kr_session.c.
  *
  * Everything runs on the event_base of the session's kr_proxy (one per
  * worker thread); a session is never touched from another thread.
@@ -29,6 +31,7 @@
 
 #include "kr_common.h"
 #include "kr_rewrite.h"
+#include "kr_rule.h"
 
 struct kr_proxy;
 struct kr_group;
@@ -36,6 +39,7 @@ struct kr_listener;
 struct kr_conf_ref;
 struct kr_resolve;
 struct kr_conn;
+struct kr_rq;
 
 /*
  * Transport of one socket: the seam where TLS goes.  read appends at most
@@ -78,16 +82,24 @@ enum kr_inflight_kind {
                                            SaslHandshake v0) */
 };
 
-/* One request waiting for its response. */
+/*
+ * One request waiting for its response.  Entries leave the FIFO in order;
+ * an entry with rq set is a request rules touched (src/kr_session.c,
+ * "rules"): rq->ready says its response frame is built (answered by
+ * krelay, or held, processed and maybe delayed) and waits in rq->out for
+ * its turn.  Upstream responses match the oldest entry not ready.
+ */
 struct kr_inflight {
     int32_t correlation_id;             /* CorrelationId */
     int16_t api_key;                    /* ApiKey */
-    int16_t api_version;                /* ApiVersion */
+    int16_t api_version;                /* ApiVersion (the client's) */
     uint8_t kind;                       /* enum kr_inflight_kind */
     int64_t sent_ms;                    /* monotonic ms it was read */
     int64_t wait_ms;                    /* its own wait (TimeoutMs,
                                            MaxWaitMs, RebalanceTimeoutMs),
                                            0 for the others */
+    struct kr_rq *rq;                   /* rule state (malloc'd), NULL for
+                                           pass-through */
 };
 
 /* SASL state after a SaslHandshake. */
@@ -103,7 +115,8 @@ struct kr_session {
     struct kr_proxy *p;
     struct kr_group *g;                 /* its listener group */
     const struct kr_listener *l;        /* the listener it came in on */
-    struct kr_conf_ref *cref;           /* the config it started with */
+    struct kr_conf_ref *cref;           /* its config: the proxy's current
+                                           one as of its last request */
     const struct kr_listener_conf *lc;  /* its [listener], in cref */
     struct kr_session *prev, *next;     /* the proxy's list */
 
@@ -130,6 +143,29 @@ struct kr_session {
     uint32_t sasl_tokens;               /* raw client tokens still to come */
 
     struct kr_rewrite_ctx rw;           /* rw.who = name */
+
+    /* rules (issue 3) */
+    struct kr_rule_mask rmask;          /* rules whose static matchers
+                                           hold for this connection, for
+                                           cref's ruleset */
+    struct kr_clamp *clamps;            /* ApiVersions clamps (kr_api_max
+                                           + 1), NULL until needed */
+    struct evbuffer *rq_payload;        /* request frame being decided */
+    uint32_t nready;                    /* FIFO entries with rq->ready */
+    struct event *rtimer;               /* delayed responses, pauses */
+    int64_t rtimer_at;                  /* armed for, 0 = none */
+    int64_t paused_until_ms;            /* throttle enforce: no client
+                                           reads before (monotonic ms) */
+    uint64_t rng;                       /* fault probabilities */
+    struct sockaddr_storage peer;       /* client address */
+    char peer_host[48];
+    uint16_t peer_port;
+    char client_id[64];                 /* last ClientId seen (audit) */
+    unsigned audited:1;                 /* open line written */
+    unsigned enforce_wait:1;            /* a throttled (enforce) request
+                                           is in flight: read no further
+                                           request until it is answered,
+                                           as a broker mutes the channel */
     int depth;                          /* callbacks on the stack */
     unsigned dead:1;                    /* closed, freed at depth 0 */
     unsigned seen_first:1;              /* first client frame checked */

@@ -34,8 +34,15 @@
 
 #include <ini.h>
 
+#include <math.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "kr_conf.h"
+#include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_rule.h"
+#include "kr_schema.h"
 
 /*
  * Debian's libinih exports its compile-time settings as variables; raise
@@ -55,6 +62,8 @@ enum kr_cf_sect {
     KR_CS_LISTENER = 0,
     KR_CS_UPSTREAM,
     KR_CS_LOG,
+    KR_CS_RULE,
+    KR_CS_AUDIT,
     KR_CS_NKINDS
 };
 
@@ -62,6 +71,8 @@ static const char *const kr_cf_sect_names[KR_CS_NKINDS] = {
     [KR_CS_LISTENER] = "listener",
     [KR_CS_UPSTREAM] = "upstream",
     [KR_CS_LOG] = "log",
+    [KR_CS_RULE] = "rule",
+    [KR_CS_AUDIT] = "audit",
 };
 
 enum kr_cf_type {
@@ -75,11 +86,23 @@ enum kr_cf_type {
     KR_CT_I64,              /* int64_t: counts, _ms, _bytes */
     KR_CT_BOOL,             /* bool: true or false */
     KR_CT_LEVEL,            /* int: enum kr_log_level */
-    KR_CT_DIAL              /* dial.NODEID: kr_dial_override * + count */
+    KR_CT_DIAL,             /* dial.NODEID: kr_dial_override * + count */
+    KR_CT_NAMES,            /* struct kr_strlist of section names */
+    KR_CT_GLOBS,            /* struct kr_strlist of globs */
+    KR_CT_CIDRS,            /* struct kr_cidr * + int count at off2 */
+    KR_CT_APIS,             /* int16_t * ApiKeys + int count at off2 */
+    KR_CT_VRANGE,           /* "N" or "N-M": int32 lo at off, hi at off2 */
+    KR_CT_CHOICE,           /* int: index into choices[] */
+    KR_CT_KERR,             /* int32: Kafka error name or number */
+    KR_CT_ACKS,             /* unsigned: bit (acks + 1) per -1,0,1/all */
+    KR_CT_CODECS,           /* unsigned: bit per compression codec id */
+    KR_CT_PROB              /* double in 0..1 */
 };
 
 #define KR_CF_REQUIRED 0x1u     /* no default: must be given */
 #define KR_CF_NO_RELOAD 0x2u    /* a reload cannot change it (reserved) */
+#define KR_CF_NEG_UNSET 0x4u    /* a negative value means "not set" (not
+                                   dumped) */
 
 struct kr_cf_key {
     enum kr_cf_sect sect;
@@ -92,67 +115,158 @@ struct kr_cf_key {
     int64_t min, max;       /* integer types */
     unsigned flags;
     const char *help;
+    const char *const *choices; /* KR_CT_CHOICE: NULL-terminated, "" =
+                                   no such value */
+};
+
+static const char *const kr_cf_dir_choices[] = {
+    "", "request", "response", "both", NULL
+};
+static const char *const kr_cf_tmode_choices[] = {
+    "inject", "enforce", NULL
+};
+static const char *const kr_cf_top_choices[] = { "set", "add", NULL };
+/* RecordBatch attributes bits 0-2 (Kafka's CompressionType ids). */
+static const char *const kr_cf_codec_names[] = {
+    "none", "gzip", "snappy", "lz4", "zstd", NULL
 };
 
 #define LST(f) offsetof(struct kr_listener_conf, f)
 #define UPS(f) offsetof(struct kr_upstream_conf, f)
 #define LOGC(f) offsetof(struct kr_log_conf, f)
+#define RUL(f) offsetof(struct kr_rule_conf, f)
+#define AUD(f) offsetof(struct kr_audit_conf, f)
 
 static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "listen", KR_CT_HOSTPORT, LST(listen), 0, NULL,
       0, 0, KR_CF_REQUIRED | KR_CF_NO_RELOAD,
-      "HOST:PORT of the bootstrap listener clients are given" },
+      "HOST:PORT of the bootstrap listener clients are given", NULL },
     { KR_CS_LISTENER, "advertised_host", KR_CT_HOST, LST(advertised_host),
       0, NULL, 0, 0, 0,
       "host written into Metadata responses (default: the listen host, "
-      "or 127.0.0.1 when listening on a wildcard)" },
+      "or 127.0.0.1 when listening on a wildcard)", NULL },
     { KR_CS_LISTENER, "broker_port_base", KR_CT_PORT, LST(broker_port_base),
       0, NULL, 1, 65535, KR_CF_REQUIRED | KR_CF_NO_RELOAD,
-      "NodeId n is reached at port broker_port_base + n" },
+      "NodeId n is reached at port broker_port_base + n", NULL },
     { KR_CS_LISTENER, "node_id_min", KR_CT_I32, LST(node_id_min), 0, "0",
-      0, 65534, KR_CF_NO_RELOAD, "lowest NodeId given a port" },
+      0, 65534, KR_CF_NO_RELOAD, "lowest NodeId given a port", NULL },
     { KR_CS_LISTENER, "node_id_max", KR_CT_I32, LST(node_id_max), 0, "15",
-      0, 65534, KR_CF_NO_RELOAD, "highest NodeId given a port" },
+      0, 65534, KR_CF_NO_RELOAD, "highest NodeId given a port", NULL },
     { KR_CS_LISTENER, "upstream", KR_CT_NAME, LST(upstream), 0, NULL,
       0, 0, 0, "name of the [upstream] behind this listener "
-      "(default: the only one)" },
+      "(default: the only one)", NULL },
     { KR_CS_LISTENER, "max_frame_bytes", KR_CT_I64, LST(max_frame_bytes), 0,
       "67108864", 64, INT32_MAX, 0,
-      "largest Kafka frame accepted in either direction, in bytes" },
+      "largest request, and largest response krelay must hold whole, "
+      "in bytes", NULL },
     { KR_CS_LISTENER, "max_inflight", KR_CT_I64, LST(max_inflight), 0,
       "1000", 1, 1000000, 0,
-      "requests awaiting a response, per client connection" },
+      "requests awaiting a response, per client connection", NULL },
     { KR_CS_LISTENER, "max_buffer_bytes", KR_CT_I64, LST(max_buffer_bytes),
       0, "4194304", 4096, INT32_MAX, 0,
-      "bytes buffered per direction per connection before reading stops" },
+      "bytes buffered per direction per connection before reading stops",
+      NULL },
     { KR_CS_LISTENER, "max_connections", KR_CT_I64, LST(max_connections), 0,
       "10000", 1, 1000000, 0,
-      "client connections, bootstrap and broker ports together" },
+      "client connections, bootstrap and broker ports together", NULL },
     { KR_CS_LISTENER, "idle_timeout_ms", KR_CT_I64, LST(idle_timeout_ms), 0,
       "600000", 0, INT32_MAX, 0,
-      "close a client connection idle this long, in ms (0: never)" },
+      "close a client connection idle this long, in ms (0: never)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0, KR_CF_REQUIRED,
-      "HOST:PORT[,HOST:PORT...] of the Kafka cluster" },
+      "HOST:PORT[,HOST:PORT...] of the Kafka cluster", NULL },
     { KR_CS_UPSTREAM, "connect_timeout_ms", KR_CT_I64,
       UPS(connect_timeout_ms), 0, "10000", 1, 3600000, 0,
-      "TCP connect timeout to a broker, in ms" },
+      "TCP connect timeout to a broker, in ms", NULL },
     { KR_CS_UPSTREAM, "request_timeout_margin_ms", KR_CT_I64,
       UPS(request_timeout_margin_ms), 0, "30000", 0, 3600000, 0,
-      "added to a request's own wait before it is given up, in ms" },
+      "added to a request's own wait before it is given up, in ms", NULL },
     { KR_CS_UPSTREAM, "metadata_refresh_ms", KR_CT_I64,
       UPS(metadata_refresh_ms), 0, "300000", 1000, 86400000, 0,
-      "how often cluster Metadata is refreshed, in ms" },
+      "how often cluster Metadata is refreshed, in ms", NULL },
     { KR_CS_UPSTREAM, "dial.", KR_CT_DIAL, UPS(dial), UPS(ndial), NULL,
       0, INT32_MAX, 0,
       "dial.NODEID = HOST:PORT: connect there instead of the address "
-      "the broker advertises" },
+      "the broker advertises", NULL },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
-      "error, warn, notice, info, debug or trace" },
+      "error, warn, notice, info, debug or trace", NULL },
     { KR_CS_LOG, "target", KR_CT_STRING, LOGC(target), 0, "stderr", 0, 0, 0,
-      "stderr, syslog, or the path of a file (reopened on SIGHUP)" },
+      "stderr, syslog, or the path of a file (reopened on SIGHUP)", NULL },
+
+    { KR_CS_AUDIT, "target", KR_CT_STRING, AUD(target), 0, NULL, 0, 0,
+      KR_CF_REQUIRED, "syslog, or the path of a file for audit JSON lines "
+      "(reopened on SIGHUP and SIGUSR1)", NULL },
+    { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
+      4096, INT32_MAX, 0, "audit lines buffered before lines are dropped "
+      "(and counted), in bytes", NULL },
+
+    /* [rule NAME]: match keys */
+    { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
+      "[listener] names the rule applies to (default: all)", NULL },
+    { KR_CS_RULE, "client_address", KR_CT_CIDRS, RUL(client_address),
+      RUL(nclient_address), NULL, 0, 0, 0,
+      "client networks, ADDR[/BITS] IPv4 or IPv6 (default: any)", NULL },
+    { KR_CS_RULE, "client_id", KR_CT_GLOBS, RUL(client_id), 0, NULL, 0, 0, 0,
+      "ClientId globs (default: any)", NULL },
+    { KR_CS_RULE, "principal", KR_CT_GLOBS, RUL(principal), 0, NULL, 0, 0, 0,
+      "principal globs; matches only once TLS or SASL give one", NULL },
+    { KR_CS_RULE, "api", KR_CT_APIS, RUL(api), RUL(napi), NULL, 0, 0, 0,
+      "Kafka API names (Produce, Fetch...) or ApiKeys (default: all)", NULL },
+    { KR_CS_RULE, "versions", KR_CT_VRANGE, RUL(versions_min),
+      RUL(versions_max), "0-32767", 0, INT16_MAX, 0,
+      "ApiVersion N or range N-M the request must have", NULL },
+    { KR_CS_RULE, "direction", KR_CT_CHOICE, RUL(direction), 0, "both", 0, 0,
+      0, "request (deny, clamp, policy), response (throttle, fault) or "
+      "both", kr_cf_dir_choices },
+    { KR_CS_RULE, "topic", KR_CT_GLOBS, RUL(topic), 0, NULL, 0, 0, 0,
+      "topic globs; a request matches when it names a matching topic", NULL },
+    /* actions */
+    { KR_CS_RULE, "clamp_min_version", KR_CT_I32, RUL(clamp_min_version), 0,
+      NULL, 0, INT16_MAX, KR_CF_NEG_UNSET,
+      "lowest ApiVersion clients may use", NULL },
+    { KR_CS_RULE, "clamp_max_version", KR_CT_I32, RUL(clamp_max_version), 0,
+      NULL, 0, INT16_MAX, KR_CF_NEG_UNSET,
+      "highest ApiVersion clients may use", NULL },
+    { KR_CS_RULE, "pass_unknown_apis", KR_CT_BOOL, RUL(pass_unknown_apis), 0,
+      "false", 0, 0, 0, "keep ApiKeys krelay does not know in ApiVersions "
+      "responses", NULL },
+    { KR_CS_RULE, "audit", KR_CT_BOOL, RUL(audit), 0, "false", 0, 0, 0,
+      "one JSON line per request/response pair to the [audit] target", NULL },
+    { KR_CS_RULE, "audit_body", KR_CT_BOOL, RUL(audit_body), 0, "false",
+      0, 0, 0, "also the whole decoded request and response bodies", NULL },
+    { KR_CS_RULE, "throttle_ms", KR_CT_I32, RUL(throttle_ms), 0, NULL,
+      0, 3600000, KR_CF_NEG_UNSET, "ThrottleTimeMs to set or add, in ms",
+      NULL },
+    { KR_CS_RULE, "throttle_mode", KR_CT_CHOICE, RUL(throttle_mode), 0,
+      "inject", 0, 0, 0, "inject (the field only) or enforce (also delay "
+      "the client as brokers do)", kr_cf_tmode_choices },
+    { KR_CS_RULE, "throttle_op", KR_CT_CHOICE, RUL(throttle_op), 0, "set",
+      0, 0, 0, "set or add", kr_cf_top_choices },
+    { KR_CS_RULE, "throttle_jitter_ms", KR_CT_I32, RUL(throttle_jitter_ms), 0,
+      "0", 0, 3600000, 0, "up to this many ms added at random", NULL },
+    { KR_CS_RULE, "deny", KR_CT_BOOL, RUL(deny), 0, "false", 0, 0, 0,
+      "refuse matching requests with the API's own error response", NULL },
+    { KR_CS_RULE, "deny_error", KR_CT_KERR, RUL(deny_error), 0, NULL, 1,
+      INT16_MAX, KR_CF_NEG_UNSET, "Kafka error name or code for deny "
+      "(default: *_AUTHORIZATION_FAILED as fits the API)", NULL },
+    { KR_CS_RULE, "allowed_acks", KR_CT_ACKS, RUL(allowed_acks), 0, NULL,
+      0, 0, 0, "Produce Acks allowed: list of -1 (all), 0, 1", NULL },
+    { KR_CS_RULE, "allowed_compression", KR_CT_CODECS,
+      RUL(allowed_compression), 0, NULL, 0, 0, 0,
+      "Produce compression allowed: none, gzip, snappy, lz4, zstd", NULL },
+    { KR_CS_RULE, "fault_latency_ms", KR_CT_I32, RUL(fault_latency_ms), 0,
+      "0", 0, 3600000, 0, "delay matching responses, in ms", NULL },
+    { KR_CS_RULE, "fault_error", KR_CT_KERR, RUL(fault_error), 0, NULL, 1,
+      INT16_MAX, KR_CF_NEG_UNSET,
+      "Kafka error written into every ErrorCode of matching responses", NULL },
+    { KR_CS_RULE, "fault_error_probability", KR_CT_PROB,
+      RUL(fault_error_probability), 0, "1", 0, 0, 0,
+      "chance per matching response that fault_error applies, 0..1", NULL },
+    { KR_CS_RULE, "fault_close_probability", KR_CT_PROB,
+      RUL(fault_close_probability), 0, "0", 0, 0, 0,
+      "chance per matching request that the connection is closed, 0..1", NULL },
 };
 
 #define KR_CF_NKEYS KR_ARRAY_LEN(kr_conf_keys)
@@ -465,6 +579,291 @@ fail:
     return -1;
 }
 
+/* ---- rule values -------------------------------------------------------- */
+
+static void kr_cf_clear(const struct kr_cf_key *k, void *obj);
+
+void
+kr_strlist_free(struct kr_strlist *l)
+{
+    int i;
+
+    for (i = 0; i < l->n; i++) {
+        free(l->v[i]);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/*
+ * Split "a, b,c" into trimmed items: items[i] point into buf (a copy of
+ * v, caller frees).  Returns the count or -1 (why set).
+ */
+static int
+kr_cf_split(const char *v, char **bufp, char ***itemsp, const char **why)
+{
+    char *buf = strdup(v), *p, **items = NULL;
+    int n = 0;
+
+    *bufp = buf;
+    *itemsp = NULL;
+    if (buf == NULL) {
+        *why = "out of memory";
+        return -1;
+    }
+    p = buf;
+    for (;;) {
+        char *end = strchr(p, ','), *e, **ni;
+
+        if (end != NULL) {
+            *end = '\0';
+        }
+        while (isspace((unsigned char)*p)) {
+            p++;
+        }
+        e = p + strlen(p);
+        while (e > p && isspace((unsigned char)e[-1])) {
+            *--e = '\0';
+        }
+        if (*p == '\0') {
+            *why = "empty entry in list";
+            free(items);
+            return -1;
+        }
+        ni = realloc(items, sizeof(*ni) * (size_t)(n + 1));
+        if (ni == NULL) {
+            *why = "out of memory";
+            free(items);
+            return -1;
+        }
+        items = ni;
+        items[n++] = p;
+        if (end == NULL) {
+            break;
+        }
+        p = end + 1;
+    }
+    *itemsp = items;
+    return n;
+}
+
+/* "ADDR" or "ADDR/BITS", IPv4 or IPv6. */
+static bool
+kr_cf_parse_cidr(const char *s, struct kr_cidr *c)
+{
+    char tmp[INET6_ADDRSTRLEN + 8];
+    const char *slash = strchr(s, '/');
+    size_t alen = slash != NULL ? (size_t)(slash - s) : strlen(s);
+    int64_t bits = -1;
+    int i, maxbits;
+
+    if (alen == 0 || alen >= sizeof(tmp)) {
+        return false;
+    }
+    memcpy(tmp, s, alen);
+    tmp[alen] = '\0';
+    memset(c, 0, sizeof(*c));
+    if (inet_pton(AF_INET, tmp, c->addr) == 1) {
+        c->family = AF_INET;
+        maxbits = 32;
+    } else if (inet_pton(AF_INET6, tmp, c->addr) == 1) {
+        c->family = AF_INET6;
+        maxbits = 128;
+    } else {
+        return false;
+    }
+    if (slash != NULL) {
+        if (!kr_cf_parse_int(slash + 1, &bits) || slash[1] == '-' ||
+            bits > maxbits) {
+            return false;
+        }
+    } else {
+        bits = maxbits;
+    }
+    c->bits = (uint8_t)bits;
+    for (i = 0; i < 16; i++) {     /* clear host bits */
+        int keep = (int)bits - i * 8;
+
+        if (keep <= 0) {
+            c->addr[i] = 0;
+        } else if (keep < 8) {
+            c->addr[i] &= (uint8_t)(0xff << (8 - keep));
+        }
+    }
+    return true;
+}
+
+/* An API by Kafka name (any case) or number. */
+static int
+kr_cf_parse_api(const char *s)
+{
+    int64_t k;
+    int16_t i;
+
+    if (kr_cf_parse_int(s, &k)) {
+        return k >= 0 && k <= kr_api_max && kr_api_get((int16_t)k) != NULL
+                   ? (int)k : -1;
+    }
+    for (i = 0; i <= kr_api_max; i++) {
+        const struct kr_api_desc *a = kr_api_get(i);
+
+        if (a != NULL && a->name != NULL && strcasecmp(a->name, s) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static const char *
+kr_cf_set_list(const struct kr_cf_key *k, void *obj, const char *v,
+               char *buf, size_t blen)
+{
+    char *base = obj, *copy, **items;
+    const char *why = NULL;
+    int n, i;
+
+    n = kr_cf_split(v, &copy, &items, &why);
+    if (n < 0) {
+        free(copy);
+        return why;
+    }
+    switch (k->type) {
+    case KR_CT_NAMES:
+    case KR_CT_GLOBS: {
+        struct kr_strlist l = { NULL, 0 };
+
+        l.v = calloc((size_t)n, sizeof(*l.v));
+        if (l.v == NULL) {
+            why = "out of memory";
+            break;
+        }
+        for (i = 0; i < n && why == NULL; i++) {
+            if (k->type == KR_CT_NAMES && !kr_cf_name_ok(items[i])) {
+                snprintf(buf, blen, "'%.40s' is not a name (letters, "
+                         "digits, - _ .)", items[i]);
+                why = buf;
+            } else if ((l.v[i] = strdup(items[i])) == NULL) {
+                why = "out of memory";
+            } else {
+                l.n++;
+            }
+        }
+        if (why != NULL) {
+            kr_strlist_free(&l);
+            break;
+        }
+        kr_cf_clear(k, obj);
+        *(struct kr_strlist *)(void *)(base + k->off) = l;
+        break;
+    }
+    case KR_CT_CIDRS: {
+        struct kr_cidr *arr = calloc((size_t)n, sizeof(*arr));
+
+        if (arr == NULL) {
+            why = "out of memory";
+            break;
+        }
+        for (i = 0; i < n; i++) {
+            if (!kr_cf_parse_cidr(items[i], &arr[i])) {
+                snprintf(buf, blen, "'%.60s' is not ADDR[/BITS] (IPv4 or "
+                         "IPv6)", items[i]);
+                why = buf;
+                break;
+            }
+        }
+        if (why != NULL) {
+            free(arr);
+            break;
+        }
+        kr_cf_clear(k, obj);
+        *(struct kr_cidr **)(void *)(base + k->off) = arr;
+        *(int *)(void *)(base + k->off2) = n;
+        break;
+    }
+    case KR_CT_APIS: {
+        int16_t *arr = calloc((size_t)n, sizeof(*arr));
+        int j;
+
+        if (arr == NULL) {
+            why = "out of memory";
+            break;
+        }
+        for (i = 0; i < n; i++) {
+            int a = kr_cf_parse_api(items[i]);
+
+            if (a < 0) {
+                snprintf(buf, blen, "'%.40s' is not a Kafka API name or "
+                         "ApiKey", items[i]);
+                why = buf;
+                break;
+            }
+            for (j = 0; j < i; j++) {
+                if (arr[j] == a) {
+                    snprintf(buf, blen, "'%.40s' named twice", items[i]);
+                    why = buf;
+                }
+            }
+            arr[i] = (int16_t)a;
+        }
+        if (why != NULL) {
+            free(arr);
+            break;
+        }
+        kr_cf_clear(k, obj);
+        *(int16_t **)(void *)(base + k->off) = arr;
+        *(int *)(void *)(base + k->off2) = n;
+        break;
+    }
+    case KR_CT_ACKS:
+    case KR_CT_CODECS: {
+        unsigned mask = 0;
+
+        for (i = 0; i < n && why == NULL; i++) {
+            if (k->type == KR_CT_ACKS) {
+                if (strcmp(items[i], "all") == 0 ||
+                    strcmp(items[i], "-1") == 0) {
+                    mask |= 1u << 0;
+                } else if (strcmp(items[i], "0") == 0) {
+                    mask |= 1u << 1;
+                } else if (strcmp(items[i], "1") == 0) {
+                    mask |= 1u << 2;
+                } else {
+                    snprintf(buf, blen, "'%.40s': expected -1 (or all), 0 "
+                             "or 1", items[i]);
+                    why = buf;
+                }
+            } else {
+                int c;
+
+                for (c = 0; kr_cf_codec_names[c] != NULL; c++) {
+                    if (strcasecmp(items[i], kr_cf_codec_names[c]) == 0) {
+                        break;
+                    }
+                }
+                if (kr_cf_codec_names[c] == NULL) {
+                    snprintf(buf, blen, "'%.40s': expected none, gzip, "
+                             "snappy, lz4 or zstd", items[i]);
+                    why = buf;
+                } else {
+                    mask |= 1u << c;
+                }
+            }
+        }
+        if (why == NULL) {
+            *(unsigned *)(void *)(base + k->off) = mask;
+        }
+        break;
+    }
+    default:
+        why = "internal error: not a list";
+        break;
+    }
+    free(items);
+    free(copy);
+    return why;
+}
+
 /* Free whatever a key of this type holds at obj and reset it. */
 static void
 kr_cf_clear(const struct kr_cf_key *k, void *obj)
@@ -505,6 +904,20 @@ kr_cf_clear(const struct kr_cf_key *k, void *obj)
         for (i = 0; i < *n; i++) {
             free((*arr)[i].addr.host);
         }
+        free(*arr);
+        *arr = NULL;
+        *n = 0;
+        break;
+    }
+    case KR_CT_NAMES:
+    case KR_CT_GLOBS:
+        kr_strlist_free((void *)(base + k->off));
+        break;
+    case KR_CT_CIDRS:
+    case KR_CT_APIS: {
+        void **arr = (void *)(base + k->off);
+        int *n = (void *)(base + k->off2);
+
         free(*arr);
         *arr = NULL;
         *n = 0;
@@ -587,6 +1000,14 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
     case KR_CT_I32:
     case KR_CT_I64:
         if (!kr_cf_parse_int(v, &iv)) {
+            size_t d = (*v == '-') ? 1 : 0;
+
+            /* All digits but too many for 64 bits: say it is too big. */
+            if (v[d] != '\0' && strspn(v + d, "0123456789") == strlen(v + d)) {
+                snprintf(buf, blen, "%s is out of range %" PRId64 "..%"
+                         PRId64, v, k->min, k->max);
+                return buf;
+            }
             return k->type == KR_CT_PORT ? "expected a port number"
                                          : "expected an integer";
         }
@@ -623,6 +1044,92 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
     }
     case KR_CT_DIAL:
         break;
+    case KR_CT_NAMES:
+    case KR_CT_GLOBS:
+    case KR_CT_CIDRS:
+    case KR_CT_APIS:
+    case KR_CT_ACKS:
+    case KR_CT_CODECS:
+        return kr_cf_set_list(k, obj, v, buf, blen);
+    case KR_CT_VRANGE: {
+        const char *dash = strchr(v, '-');
+        int64_t lo, hi;
+        char tmp[32];
+
+        if (dash == NULL) {
+            if (!kr_cf_parse_int(v, &lo)) {
+                return "expected a version N or a range N-M";
+            }
+            hi = lo;
+        } else {
+            size_t n = (size_t)(dash - v);
+
+            if (n == 0 || n >= sizeof(tmp)) {
+                return "expected a version N or a range N-M";
+            }
+            memcpy(tmp, v, n);
+            tmp[n] = '\0';
+            if (!kr_cf_parse_int(tmp, &lo) || dash[1] == '-' ||
+                !kr_cf_parse_int(dash + 1, &hi)) {
+                return "expected a version N or a range N-M";
+            }
+        }
+        if (lo < k->min || hi > k->max || lo > hi) {
+            snprintf(buf, blen, "expected N-M with %" PRId64 " <= N <= M "
+                     "<= %" PRId64, k->min, k->max);
+            return buf;
+        }
+        *(int32_t *)(void *)(base + k->off) = (int32_t)lo;
+        *(int32_t *)(void *)(base + k->off2) = (int32_t)hi;
+        return NULL;
+    }
+    case KR_CT_CHOICE: {
+        int i;
+        size_t used = 0;
+
+        for (i = 0; k->choices[i] != NULL; i++) {
+            if (k->choices[i][0] != '\0' && strcmp(v, k->choices[i]) == 0) {
+                *(int *)(void *)(base + k->off) = i;
+                return NULL;
+            }
+        }
+        used = (size_t)snprintf(buf, blen, "expected");
+        for (i = 0; k->choices[i] != NULL && used < blen; i++) {
+            if (k->choices[i][0] != '\0') {
+                used += (size_t)snprintf(buf + used, blen - used, " %s",
+                                         k->choices[i]);
+            }
+        }
+        return buf;
+    }
+    case KR_CT_KERR: {
+        int code;
+
+        if (kr_cf_parse_int(v, &iv)) {
+            code = iv >= k->min && iv <= k->max ? (int)iv : -1;
+        } else {
+            code = kr_kerr_by_name(v);
+        }
+        if (code < k->min || code > k->max) {
+            return "expected a Kafka error name (e.g. "
+                   "TOPIC_AUTHORIZATION_FAILED) or a code > 0";
+        }
+        *(int32_t *)(void *)(base + k->off) = code;
+        return NULL;
+    }
+    case KR_CT_PROB: {
+        char *end;
+        double d;
+
+        errno = 0;
+        d = strtod(v, &end);
+        if (errno != 0 || end == v || *end != '\0' || !isfinite(d) ||
+            d < 0.0 || d > 1.0) {
+            return "expected a probability from 0 to 1";
+        }
+        *(double *)(void *)(base + k->off) = d;
+        return NULL;
+    }
     }
     return "internal error: bad key type";
 }
@@ -824,7 +1331,8 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     }
     if (wl == 0 || kind == KR_CS_NKINDS) {
         kr_cf_err(st, line, "unknown section [%.*s] (expected listener, "
-                  "upstream or log)", (int)(close - hdr - 1), hdr + 1);
+                  "upstream, log, rule or audit)", (int)(close - hdr - 1),
+                  hdr + 1);
         return;
     }
     if (nl > 0 && (nl > KR_CONF_MAX_NAME || !kr_cf_name_ok(name))) {
@@ -832,8 +1340,12 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
                   "at most %d)", name, KR_CONF_MAX_NAME);
         return;
     }
-    if (kind == KR_CS_LOG && nl > 0) {
-        kr_cf_err(st, line, "[log] takes no name");
+    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT) && nl > 0) {
+        kr_cf_err(st, line, "[%s] takes no name", kr_cf_sect_names[kind]);
+        return;
+    }
+    if (kind == KR_CS_RULE && nl == 0) {
+        kr_cf_err(st, line, "[rule] needs a name, as in [rule NAME]");
         return;
     }
 
@@ -854,13 +1366,28 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     case KR_CS_UPSTREAM:
         in->obj = calloc(1, sizeof(struct kr_upstream_conf));
         break;
+    case KR_CS_RULE: {
+        struct kr_rule_conf *r = calloc(1, sizeof(*r));
+
+        if (r != NULL) {
+            /* "not set" values the key table has no default for */
+            r->clamp_min_version = r->clamp_max_version = -1;
+            r->throttle_ms = -1;
+            r->deny_error = r->fault_error = -1;
+        }
+        in->obj = r;
+        break;
+    }
+    case KR_CS_AUDIT:
+        in->obj = &st->conf->audit;
+        break;
     default:
         in->obj = &st->conf->log;
         break;
     }
     in->name = strdup(name);
     if (in->obj == NULL || in->name == NULL) {
-        if (in->kind != KR_CS_LOG) {
+        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT) {
             free(in->obj);
         }
         free(in->name);
@@ -873,6 +1400,9 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     } else if (in->kind == KR_CS_UPSTREAM) {
         ((struct kr_upstream_conf *)in->obj)->name = in->name;
         ((struct kr_upstream_conf *)in->obj)->line = line;
+    } else if (in->kind == KR_CS_RULE) {
+        ((struct kr_rule_conf *)in->obj)->name = in->name;
+        ((struct kr_rule_conf *)in->obj)->line = line;
     }
     st->ninsts++;
 
@@ -991,6 +1521,19 @@ kr_cf_free_upstream(struct kr_upstream_conf *u)
         free(u->dial[i].addr.host);
     }
     free(u->dial);
+}
+
+static void
+kr_cf_free_rule(struct kr_rule_conf *r)
+{
+    size_t i;
+
+    for (i = 0; i < KR_CF_NKEYS; i++) {
+        if (kr_conf_keys[i].sect == KR_CS_RULE) {
+            kr_cf_clear(&kr_conf_keys[i], r);
+        }
+    }
+    free(r->name);
 }
 
 static int
@@ -1174,6 +1717,110 @@ kr_cf_check_pair(struct kr_cf_state *st, struct kr_cf_inst *a,
     }
 }
 
+static bool
+kr_cf_key_given(const struct kr_cf_inst *in, const char *name)
+{
+    int i = kr_cf_key_index(in->kind, name);
+
+    return i >= 0 && in->key_line[i] > 0;
+}
+
+/* Keys of one [rule] that only make sense together. */
+static void
+kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
+                 bool have_audit)
+{
+    struct kr_rule_conf *r = in->obj;
+    char lbl[KR_CONF_MAX_NAME + 32];
+    int i, j;
+    bool produce = r->napi == 0;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    for (i = 0; i < r->napi; i++) {
+        produce = produce || r->api[i] == 0;
+    }
+    for (i = 0; i < r->listener.n; i++) {
+        bool found = false;
+
+        for (j = 0; j < st->ninsts && !found; j++) {
+            found = !st->insts[j].bad &&
+                    st->insts[j].kind == KR_CS_LISTENER &&
+                    strcmp(st->insts[j].name, r->listener.v[i]) == 0;
+        }
+        if (!found) {
+            kr_cf_err(st, kr_cf_line_of(in, "listener"),
+                      "%s: no [listener %s] section", lbl, r->listener.v[i]);
+        }
+    }
+    if (!r->deny && !r->audit && r->throttle_ms < 0 &&
+        r->clamp_min_version < 0 && r->clamp_max_version < 0 &&
+        !r->pass_unknown_apis && r->allowed_acks == 0 &&
+        r->allowed_compression == 0 && r->fault_latency_ms == 0 &&
+        r->fault_error < 0 && r->fault_close_probability == 0 &&
+        !kr_cf_key_line_bad(in, "deny") && !kr_cf_key_line_bad(in, "audit")) {
+        kr_cf_err(st, in->line, "%s: no action (deny, audit, throttle_ms, "
+                  "clamp_min_version, clamp_max_version, allowed_acks, "
+                  "allowed_compression, fault_*)", lbl);
+    }
+    if ((r->clamp_min_version >= 0 || r->clamp_max_version >= 0) &&
+        r->napi == 0) {
+        kr_cf_err(st, kr_cf_line_of(in, r->clamp_max_version >= 0
+                                            ? "clamp_max_version"
+                                            : "clamp_min_version"),
+                  "%s: a version clamp needs api = NAME[,NAME...]", lbl);
+    }
+    if (r->clamp_min_version >= 0 && r->clamp_max_version >= 0 &&
+        r->clamp_min_version > r->clamp_max_version) {
+        kr_cf_err(st, kr_cf_line_of(in, "clamp_max_version"),
+                  "%s: clamp_min_version %d > clamp_max_version %d", lbl,
+                  (int)r->clamp_min_version, (int)r->clamp_max_version);
+    }
+    if (kr_cf_key_given(in, "deny_error") && !r->deny) {
+        kr_cf_err(st, kr_cf_line_of(in, "deny_error"),
+                  "%s: deny_error without deny = true", lbl);
+    }
+    if (kr_cf_key_given(in, "audit_body") && r->audit_body && !r->audit) {
+        kr_cf_err(st, kr_cf_line_of(in, "audit_body"),
+                  "%s: audit_body without audit = true", lbl);
+    }
+    if (r->audit && !have_audit) {
+        kr_cf_err(st, kr_cf_line_of(in, "audit"),
+                  "%s: audit = true but there is no [audit] section with a "
+                  "target", lbl);
+    }
+    if (r->throttle_ms < 0) {
+        static const char *const tk[] = {
+            "throttle_mode", "throttle_op", "throttle_jitter_ms"
+        };
+
+        for (i = 0; i < 3; i++) {
+            if (kr_cf_key_given(in, tk[i])) {
+                kr_cf_err(st, kr_cf_line_of(in, tk[i]), "%s: %s without "
+                          "throttle_ms", lbl, tk[i]);
+            }
+        }
+    }
+    if (kr_cf_key_given(in, "fault_error_probability") &&
+        r->fault_error < 0) {
+        kr_cf_err(st, kr_cf_line_of(in, "fault_error_probability"),
+                  "%s: fault_error_probability without fault_error", lbl);
+    }
+    if ((r->allowed_acks != 0 || r->allowed_compression != 0) && !produce) {
+        kr_cf_err(st, kr_cf_line_of(in, r->allowed_acks != 0
+                                            ? "allowed_acks"
+                                            : "allowed_compression"),
+                  "%s: allowed_acks and allowed_compression are a Produce "
+                  "policy, but api does not name Produce", lbl);
+    }
+    if (r->deny && (r->clamp_min_version >= 0 || r->clamp_max_version >= 0 ||
+                    r->throttle_ms >= 0 || r->allowed_acks != 0 ||
+                    r->allowed_compression != 0)) {
+        kr_cf_err(st, kr_cf_line_of(in, "deny"), "%s: deny = true refuses "
+                  "every matching request: the rule's clamp, throttle and "
+                  "policy keys would never apply", lbl);
+    }
+}
+
 static void
 kr_cf_check_all(struct kr_cf_state *st)
 {
@@ -1197,11 +1844,29 @@ kr_cf_check_all(struct kr_cf_state *st)
     if (nu == 0) {
         kr_cf_err(st, eof_line, "no [upstream] section");
     }
+    {
+        int nr = 0;
+        bool have_audit = st->conf->audit.target != NULL;
+
+        for (i = 0; i < st->ninsts; i++) {
+            struct kr_cf_inst *in = &st->insts[i];
+
+            if (in->bad || in->kind != KR_CS_RULE) {
+                continue;
+            }
+            if (++nr == KR_CONF_MAX_RULES + 1) {
+                kr_cf_err(st, in->line, "too many [rule] sections (max %d)",
+                          KR_CONF_MAX_RULES);
+            }
+            kr_cf_check_rule(st, in, have_audit);
+        }
+    }
     for (i = 0; i < st->ninsts; i++) {
         struct kr_cf_inst *in = &st->insts[i];
         int count = in->kind == KR_CS_LISTENER ? nl : nu;
 
-        if (in->bad || in->kind == KR_CS_LOG) {
+        if (in->bad || (in->kind != KR_CS_LISTENER &&
+                        in->kind != KR_CS_UPSTREAM)) {
             continue;
         }
         if (count > 1 && in->name[0] == '\0') {
@@ -1259,11 +1924,18 @@ kr_cf_build(struct kr_cf_state *st)
     struct kr_conf *c = st->conf;
     int i, j, nl = 0, nu = 0;
 
+    int nr = 0;
+
     for (i = 0; i < st->ninsts; i++) {
         if (!st->insts[i].bad) {
             nl += st->insts[i].kind == KR_CS_LISTENER;
             nu += st->insts[i].kind == KR_CS_UPSTREAM;
+            nr += st->insts[i].kind == KR_CS_RULE;
         }
+    }
+    c->rules = nr > 0 ? calloc((size_t)nr, sizeof(*c->rules)) : NULL;
+    if (nr > 0 && c->rules == NULL) {
+        kr_cf_err(st, 0, "out of memory");
     }
     c->listeners = nl > 0 ? calloc((size_t)nl, sizeof(*c->listeners)) : NULL;
     c->upstreams = nu > 0 ? calloc((size_t)nu, sizeof(*c->upstreams)) : NULL;
@@ -1274,8 +1946,15 @@ kr_cf_build(struct kr_cf_state *st)
     for (i = 0; i < st->ninsts; i++) {
         struct kr_cf_inst *in = &st->insts[i];
 
-        if (in->kind == KR_CS_LOG) {
+        if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
             free(in->name);
+        } else if (in->kind == KR_CS_RULE) {
+            if (!in->bad && c->rules != NULL) {
+                c->rules[c->nrules++] = *(struct kr_rule_conf *)in->obj;
+            } else {
+                kr_cf_free_rule(in->obj);
+            }
+            free(in->obj);
         } else if (in->kind == KR_CS_LISTENER) {
             if (!in->bad && c->listeners != NULL) {
                 c->listeners[c->nlisteners++] =
@@ -1366,6 +2045,14 @@ kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
 
     kr_cf_check_all(&st);
     kr_cf_build(&st);
+    if (st.nerr == 0) {
+        char cerr[128];
+
+        c->ruleset = kr_rule_compile(c, cerr, sizeof(cerr));
+        if (c->ruleset == NULL) {
+            kr_cf_err(&st, 0, "%s", cerr);
+        }
+    }
     if (st.nerr > 0) {
         kr_conf_free(c);
         return KR_ERROR;
@@ -1452,6 +2139,12 @@ kr_conf_free(struct kr_conf *c)
         kr_cf_free_upstream(&c->upstreams[i]);
     }
     free(c->upstreams);
+    for (i = 0; i < c->nrules; i++) {
+        kr_cf_free_rule(&c->rules[i]);
+    }
+    free(c->rules);
+    kr_rule_free(c->ruleset);
+    free(c->audit.target);
     free(c->log.target);
     free(c->path);
     free(c);
@@ -1467,6 +2160,22 @@ kr_cf_print_hostport(FILE *f, const struct kr_hostport *hp)
     } else {
         fprintf(f, "%s:%u", hp->host, (unsigned)hp->port);
     }
+}
+
+/* Keys that only go with another one are dumped only with it. */
+static bool
+kr_cf_rule_key_dumped(const struct kr_rule_conf *r, const char *name)
+{
+    if (strncmp(name, "throttle_", 9) == 0 && strcmp(name, "throttle_ms")) {
+        return r->throttle_ms >= 0;
+    }
+    if (strcmp(name, "fault_error_probability") == 0) {
+        return r->fault_error >= 0;
+    }
+    if (strcmp(name, "audit_body") == 0) {
+        return r->audit;
+    }
+    return true;
 }
 
 static void
@@ -1487,6 +2196,9 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
         const void *p = base + k->off;
 
         if (k->sect != kind) {
+            continue;
+        }
+        if (kind == KR_CS_RULE && !kr_cf_rule_key_dumped(obj, k->name)) {
             continue;
         }
         switch (k->type) {
@@ -1535,7 +2247,90 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             fprintf(f, "%s = %u", k->name, (unsigned)*(const uint16_t *)p);
             break;
         case KR_CT_I32:
+        case KR_CT_KERR:
+            if ((k->flags & KR_CF_NEG_UNSET) && *(const int32_t *)p < 0) {
+                continue;
+            }
             fprintf(f, "%s = %" PRId32, k->name, *(const int32_t *)p);
+            break;
+        case KR_CT_NAMES:
+        case KR_CT_GLOBS: {
+            const struct kr_strlist *l = p;
+
+            if (l->n == 0) {
+                continue;
+            }
+            fprintf(f, "%s = ", k->name);
+            for (j = 0; j < l->n; j++) {
+                fprintf(f, "%s%s", j > 0 ? "," : "", l->v[j]);
+            }
+            break;
+        }
+        case KR_CT_CIDRS: {
+            const struct kr_cidr *cs = *(struct kr_cidr *const *)p;
+            int n = *(const int *)(const void *)(base + k->off2);
+            char a[INET6_ADDRSTRLEN];
+
+            if (n == 0) {
+                continue;
+            }
+            fprintf(f, "%s = ", k->name);
+            for (j = 0; j < n; j++) {
+                inet_ntop(cs[j].family, cs[j].addr, a, sizeof(a));
+                fprintf(f, "%s%s/%u", j > 0 ? "," : "", a,
+                        (unsigned)cs[j].bits);
+            }
+            break;
+        }
+        case KR_CT_APIS: {
+            const int16_t *as = *(int16_t *const *)p;
+            int n = *(const int *)(const void *)(base + k->off2);
+
+            if (n == 0) {
+                continue;
+            }
+            fprintf(f, "%s = ", k->name);
+            for (j = 0; j < n; j++) {
+                const struct kr_api_desc *a = kr_api_get(as[j]);
+
+                fprintf(f, "%s%s", j > 0 ? "," : "",
+                        a != NULL && a->name != NULL ? a->name : "?");
+            }
+            break;
+        }
+        case KR_CT_VRANGE:
+            fprintf(f, "%s = %" PRId32 "-%" PRId32, k->name,
+                    *(const int32_t *)p,
+                    *(const int32_t *)(const void *)(base + k->off2));
+            break;
+        case KR_CT_CHOICE:
+            fprintf(f, "%s = %s", k->name, k->choices[*(const int *)p]);
+            break;
+        case KR_CT_ACKS:
+        case KR_CT_CODECS: {
+            unsigned m = *(const unsigned *)p;
+            int b;
+            bool first = true;
+
+            if (m == 0) {
+                continue;
+            }
+            fprintf(f, "%s = ", k->name);
+            for (b = 0; b < 5; b++) {
+                static const char *const acks[] = { "-1", "0", "1" };
+
+                if (!(m & (1u << b)) || (k->type == KR_CT_ACKS && b > 2)) {
+                    continue;
+                }
+                fprintf(f, "%s%s", first ? "" : ",",
+                        k->type == KR_CT_ACKS ? acks[b]
+                                              : kr_cf_codec_names[b]);
+                first = false;
+            }
+            break;
+        }
+        case KR_CT_PROB:
+            fprintf(f, "%s = %.17g", k->name, *(const double *)p);
             break;
         case KR_CT_I64:
             fprintf(f, "%s = %" PRId64, k->name, *(const int64_t *)p);
@@ -1593,4 +2388,10 @@ kr_conf_dump(const struct kr_conf *c, FILE *f)
         }
     }
     kr_cf_dump_section(f, KR_CS_LOG, NULL, &c->log);
+    if (c->audit.target != NULL) {
+        kr_cf_dump_section(f, KR_CS_AUDIT, NULL, &c->audit);
+    }
+    for (i = 0; i < c->nrules; i++) {
+        kr_cf_dump_section(f, KR_CS_RULE, c->rules[i].name, &c->rules[i]);
+    }
 }

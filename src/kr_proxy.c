@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kr_audit.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_proxy.h"
@@ -156,15 +157,37 @@ open_group(struct kr_proxy *p, struct kr_group *g, char *err, size_t errlen)
 }
 
 static void
+close_group(struct kr_group *g)
+{
+    int j;
+
+    for (j = 0; g != NULL && g->listeners != NULL && j < g->nlisteners;
+         j++) {
+        kr_listener_close(&g->listeners[j]);
+    }
+}
+
+static void
+free_group(struct kr_group *g)
+{
+    if (g == NULL) {
+        return;
+    }
+    close_group(g);
+    free(g->listeners);
+    if (g->cref != NULL) {
+        kr_conf_ref_put(g->cref);
+    }
+    free(g);
+}
+
+static void
 close_listeners(struct kr_proxy *p)
 {
-    int i, j;
+    int i;
 
     for (i = 0; i < p->ngroups; i++) {
-        for (j = 0; p->groups[i].listeners && j < p->groups[i].nlisteners;
-             j++) {
-            kr_listener_close(&p->groups[i].listeners[j]);
-        }
+        close_group(p->groups[i]);
     }
 }
 
@@ -187,10 +210,21 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the DNS resolver");
         return KR_ERROR;
     }
+    if (conf->audit.target != NULL && p->audit == NULL) {
+        p->audit = kr_audit_open(conf->audit.target,
+                                 (size_t)conf->audit.queue_bytes, err,
+                                 errlen);
+        if (p->audit == NULL) {
+            return KR_ERROR;
+        }
+    }
     p->ups = calloc((size_t)(conf->nupstreams ? conf->nupstreams : 1),
                     sizeof(*p->ups));
     p->groups = calloc((size_t)(conf->nlisteners ? conf->nlisteners : 1),
                        sizeof(*p->groups));
+    if (p->cref0 == NULL) {
+        p->cref0 = kr_conf_ref_get(p->cref);
+    }
     if (p->ups == NULL || p->groups == NULL) {
         snprintf(err, errlen, "out of memory");
         return KR_ERROR;
@@ -205,10 +239,16 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
         }
     }
     for (i = 0; i < p->ngroups; i++) {
-        struct kr_group *g = &p->groups[i];
+        struct kr_group *g = calloc(1, sizeof(*g));
         const struct kr_listener_conf *lc = &conf->listeners[i];
         ptrdiff_t ui = lc->up != NULL ? lc->up - conf->upstreams : 0;
 
+        if (g == NULL) {
+            snprintf(err, errlen, "out of memory");
+            close_listeners(p);
+            return KR_ERROR;
+        }
+        p->groups[i] = g;
         g->p = p;
         g->lc = lc;
         g->up = ui >= 0 && ui < p->nups ? p->ups[ui] : NULL;
@@ -229,9 +269,13 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     switch (sig) {
     case SIGHUP:
+        kr_log_notice("SIGHUP: reloading %s", p->cref->conf->path);
+        kr_proxy_reopen(p);
+        (void)kr_proxy_reload(p, p->cref->conf->path);
+        break;
     case SIGUSR1:
-        kr_log_notice("signal %d: reopening the log", (int)sig);
-        kr_log_reopen();
+        kr_log_notice("SIGUSR1: reopening the log and audit files");
+        kr_proxy_reopen(p);
         break;
     default:
         kr_log_notice("signal %d: stopping", (int)sig);
@@ -295,10 +339,17 @@ kr_proxy_free(struct kr_proxy *p)
         return;
     }
     kr_proxy_stop(p);
-    for (i = 0; i < p->ngroups; i++) {
-        free(p->groups[i].listeners);
+    for (i = 0; p->groups != NULL && i < p->ngroups; i++) {
+        free_group(p->groups[i]);
     }
     free(p->groups);
+    for (i = 0; i < p->nold_groups; i++) {
+        free_group(p->old_groups[i]);
+    }
+    free(p->old_groups);
+    if (p->cref0 != NULL) {
+        kr_conf_ref_put(p->cref0);
+    }
     free(p->ups);
     if (p->dns != NULL) {
         evdns_base_free(p->dns, 0);
@@ -307,8 +358,330 @@ kr_proxy_free(struct kr_proxy *p)
         event_base_free(p->base);
     }
     kr_conf_ref_put(p->cref);
+    if (p->audit != NULL) {
+        kr_audit_close(p->audit);
+    }
     free(p->scratch);
     free(p);
+}
+
+void
+kr_proxy_reopen(struct kr_proxy *p)
+{
+    kr_log_reopen();
+    if (p->audit != NULL) {
+        kr_audit_reopen(p->audit);
+    }
+}
+
+void
+kr_proxy_group_release(struct kr_group *g)
+{
+    struct kr_proxy *p = g->p;
+    int i;
+
+    if (!g->removed || g->nconn > 0) {
+        return;
+    }
+    for (i = 0; i < p->nold_groups; i++) {
+        if (p->old_groups[i] == g) {
+            p->old_groups[i] = p->old_groups[--p->nold_groups];
+            break;
+        }
+    }
+    free_group(g);
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/* Can the running group g serve [listener] lc of a new config as is? */
+static bool
+same_listeners(const struct kr_listener_conf *a,
+               const struct kr_listener_conf *b)
+{
+    return same_str(a->name, b->name) &&
+           same_str(a->listen.host, b->listen.host) &&
+           a->listen.port == b->listen.port &&
+           a->broker_port_base == b->broker_port_base &&
+           a->node_id_min == b->node_id_min &&
+           a->node_id_max == b->node_id_max;
+}
+
+static bool
+same_upstream(const struct kr_upstream_conf *a,
+              const struct kr_upstream_conf *b)
+{
+    int i;
+
+    if (!same_str(a->name, b->name) || a->nbootstrap != b->nbootstrap ||
+        a->ndial != b->ndial) {
+        return false;
+    }
+    for (i = 0; i < a->nbootstrap; i++) {
+        if (!same_str(a->bootstrap[i].host, b->bootstrap[i].host) ||
+            a->bootstrap[i].port != b->bootstrap[i].port) {
+            return false;
+        }
+    }
+    for (i = 0; i < a->ndial; i++) {
+        if (a->dial[i].node_id != b->dial[i].node_id ||
+            !same_str(a->dial[i].addr.host, b->dial[i].addr.host) ||
+            a->dial[i].addr.port != b->dial[i].addr.port) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The running upstream named like uc, or -1. */
+static int
+find_upstream(const struct kr_proxy *p, const struct kr_upstream_conf *uc)
+{
+    const struct kr_conf *c0 = p->cref0->conf;
+    int i;
+
+    for (i = 0; i < c0->nupstreams && i < p->nups; i++) {
+        if (same_str(c0->upstreams[i].name, uc->name)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void
+log_lines(int level, const char *prefix, const char *text)
+{
+    const char *l = text, *nl;
+
+    while (l != NULL && *l != '\0') {
+        nl = strchr(l, '\n');
+        kr_log(level, "%s%.*s", prefix,
+               (int)(nl != NULL ? nl - l : (ptrdiff_t)strlen(l)), l);
+        l = nl != NULL ? nl + 1 : NULL;
+    }
+}
+
+int
+kr_proxy_reload(struct kr_proxy *p, const char *path)
+{
+    struct kr_conf *nc = NULL;
+    struct kr_conf_ref *nref = NULL, *old = p->cref;
+    const struct kr_conf *oc = old->conf;
+    struct kr_group **ng = NULL;
+    bool *kept = NULL;
+    struct kr_audit *nau = NULL;
+    char *errs = NULL, err[512];
+    size_t elen = 0;
+    FILE *ef;
+    int i, j, rc, opened = 0;
+
+    if (p->stopping) {
+        return KR_ERROR;
+    }
+    ef = open_memstream(&errs, &elen);
+    rc = kr_conf_load(path, ef, &nc);
+    if (ef != NULL) {
+        fclose(ef);
+    }
+    if (rc != KR_OK) {
+        log_lines(KR_LOG_ERROR, "reload refused: ", errs);
+        kr_log_error("reload of %s refused: the running configuration "
+                     "stays", path);
+        free(errs);
+        p->reloads_refused++;
+        return KR_ERROR;
+    }
+    free(errs);
+    /* upstreams cannot change under running sessions */
+    for (i = 0; i < nc->nupstreams; i++) {
+        int ui = find_upstream(p, &nc->upstreams[i]);
+
+        if (ui < 0) {
+            snprintf(err, sizeof(err), "%s:%d: [upstream%s%s] is new: "
+                     "adding an upstream needs a restart", path,
+                     nc->upstreams[i].line,
+                     nc->upstreams[i].name[0] ? " " : "",
+                     nc->upstreams[i].name);
+            goto refuse;
+        }
+        if (!same_upstream(&p->cref0->conf->upstreams[ui],
+                           &nc->upstreams[i])) {
+            kr_log_warn("reload: %s:%d: [upstream%s%s] changed: upstream "
+                        "changes need a restart (the running one stays)",
+                        path, nc->upstreams[i].line,
+                        nc->upstreams[i].name[0] ? " " : "",
+                        nc->upstreams[i].name);
+        }
+    }
+    /* the audit sink: a new target opens first, so failure changes
+       nothing */
+    if (nc->audit.target != NULL &&
+        (p->audit == NULL || !same_str(nc->audit.target,
+                                       oc->audit.target))) {
+        nau = kr_audit_open(nc->audit.target,
+                            (size_t)nc->audit.queue_bytes, err,
+                            sizeof(err));
+        if (nau == NULL) {
+            goto refuse;
+        }
+    }
+    /* listeners: keep unchanged groups, open new ones */
+    ng = calloc((size_t)(nc->nlisteners ? nc->nlisteners : 1), sizeof(*ng));
+    kept = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof(*kept));
+    if (ng == NULL || kept == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto refuse;
+    }
+    for (i = 0; i < nc->nlisteners; i++) {
+        const struct kr_listener_conf *lc = &nc->listeners[i];
+
+        for (j = 0; j < p->ngroups; j++) {
+            if (!kept[j] && same_listeners(p->groups[j]->lc, lc)) {
+                kept[j] = true;
+                ng[i] = p->groups[j];
+                break;
+            }
+        }
+    }
+    /* close the dropped ones first: a new section may reuse a port */
+    for (j = 0; j < p->ngroups; j++) {
+        if (!kept[j]) {
+            close_group(p->groups[j]);
+        }
+    }
+    for (i = 0; i < nc->nlisteners; i++) {
+        const struct kr_listener_conf *lc = &nc->listeners[i];
+        struct kr_group *g;
+        int ui;
+
+        if (ng[i] != NULL) {
+            continue;
+        }
+        g = calloc(1, sizeof(*g));
+        if (g == NULL) {
+            snprintf(err, sizeof(err), "out of memory");
+            goto undo;
+        }
+        ng[i] = g;
+        g->p = p;
+        g->lc = lc;
+        ui = lc->up != NULL ? find_upstream(p, lc->up) : 0;
+        g->up = ui >= 0 && ui < p->nups ? p->ups[ui] : NULL;
+        opened++;
+        if (open_group(p, g, err, sizeof(err)) != KR_OK) {
+            goto undo;
+        }
+    }
+
+    /* commit */
+    nref = calloc(1, sizeof(*nref));
+    if (nref == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto undo;
+    }
+    nref->conf = nc;
+    nref->owned = true;
+    nref->refs = 1;
+    for (i = 0; i < nc->nlisteners; i++) {
+        ng[i]->lc = &nc->listeners[i];
+    }
+    for (j = 0; j < p->ngroups; j++) {
+        struct kr_group *g = p->groups[j], **og;
+
+        if (kept[j]) {
+            continue;
+        }
+        kr_log_notice("reload: [listener%s%s] removed: its listeners are "
+                      "closed, its %lld connections stay",
+                      g->lc->name[0] ? " " : "", g->lc->name,
+                      (long long)g->nconn);
+        if (g->nconn == 0) {
+            free_group(g);
+            continue;
+        }
+        g->removed = true;
+        g->cref = kr_conf_ref_get(old);
+        og = realloc(p->old_groups,
+                     sizeof(*og) * (size_t)(p->nold_groups + 1));
+        if (og == NULL) {
+            /* cannot track it: it lives until the proxy is freed */
+            g->removed = false;
+            continue;
+        }
+        p->old_groups = og;
+        p->old_groups[p->nold_groups++] = g;
+    }
+    free(p->groups);
+    p->groups = ng;
+    p->ngroups = nc->nlisteners;
+    p->cref = nref;
+    kr_conf_ref_put(old);
+    if (nau != NULL) {
+        if (p->audit != NULL) {
+            kr_audit_close(p->audit);
+        }
+        p->audit = nau;
+    } else if (nc->audit.target == NULL && p->audit != NULL) {
+        kr_audit_close(p->audit);
+        p->audit = NULL;
+    }
+    kr_log_level_cur = nc->log.level + p->log_verbose > KR_LOG_TRACE
+                           ? KR_LOG_TRACE
+                           : nc->log.level + p->log_verbose;
+    if (!same_str(nc->log.target, oc->log.target)) {
+        kr_log_close();
+        if (nc->log.target != NULL &&
+            strcmp(nc->log.target, "stderr") != 0 &&
+            kr_log_open(nc->log.target, "krelay") != KR_OK) {
+            kr_log_error("reload: cannot open log %s: logging to stderr",
+                         nc->log.target);
+        }
+    }
+    free(kept);
+    p->reloads++;
+    kr_log_notice("reloaded %s: %d listener groups (%d new), %d rules",
+                  path, p->ngroups, opened, nc->nrules);
+    return KR_OK;
+
+undo:
+    for (i = 0; ng != NULL && i < nc->nlisteners; i++) {
+        bool old_one = false;
+
+        for (j = 0; j < p->ngroups; j++) {
+            old_one = old_one || ng[i] == p->groups[j];
+        }
+        if (ng[i] != NULL && !old_one) {
+            free_group(ng[i]);
+        }
+    }
+    /* reopen what was closed for the new config */
+    for (j = 0; kept != NULL && j < p->ngroups; j++) {
+        char e2[256];
+
+        if (!kept[j]) {
+            free(p->groups[j]->listeners);
+            p->groups[j]->listeners = NULL;
+            if (open_group(p, p->groups[j], e2, sizeof(e2)) != KR_OK) {
+                kr_log_error("reload: cannot reopen %s: %s",
+                             p->groups[j]->lc->name, e2);
+            }
+        }
+    }
+refuse:
+    kr_log_error("reload of %s refused: %s; the running configuration "
+                 "stays", path, err);
+    free(ng);
+    free(kept);
+    if (nau != NULL) {
+        kr_audit_close(nau);
+    }
+    kr_conf_free(nc);
+    p->reloads_refused++;
+    return KR_ERROR;
 }
 
 uint16_t
@@ -320,7 +693,7 @@ kr_proxy_port(const struct kr_proxy *p, int gi, int32_t node_id)
     if (gi < 0 || gi >= p->ngroups) {
         return 0;
     }
-    g = &p->groups[gi];
+    g = p->groups[gi];
     for (i = 0; i < g->nlisteners; i++) {
         if (g->listeners[i].node_id == node_id) {
             return kr_listener_port(&g->listeners[i]);

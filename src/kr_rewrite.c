@@ -32,6 +32,7 @@
 #include "kr_log.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
+#include "kr_translate.h"
 #include "kr_upstream.h"
 
 #define KR_APIVERSIONS_KEY 18
@@ -505,44 +506,55 @@ walk_node(struct walk *wk, struct kr_node *n, int depth)
 /* ---- ApiVersions ------------------------------------------------------ */
 
 /*
- * Cap MaxVersion of every API krelay must decode to what its tables
- * know.  Returns the number of entries capped.
+ * Clamp the ApiKeys of a decoded ApiVersions response body for ctx.  The
+ * clamps handed to kr_clamp_apiversions combine, per ApiKey, the ctx's
+ * clamp with [.., highest version the tables know] for every API krelay
+ * must decode: ApiVersions itself, APIs whose responses carry endpoints
+ * (kr_rewrite_wants), and every API a clamp applies to (its requests may
+ * be translated).  Without ctx clamps, unknown ApiKeys pass (the walking
+ * skeleton's behaviour); with them, only when ctx->pass_unknown_apis.
+ * Returns the number of entries changed or dropped, or -1 on ENOMEM.
  */
-static unsigned
-cap_api_versions(struct kr_node *body)
+static int
+clamp_api_versions(const struct kr_rewrite_ctx *ctx, struct kr_arena *arena,
+                   struct kr_node *body)
 {
-    struct kr_val *keys = kr_node_get(body, "ApiKeys");
-    unsigned capped = 0;
-    uint32_t i;
+    struct kr_clamp *c;
+    int16_t k;
 
-    if (keys == NULL || !keys->present || keys->is_null ||
-        keys->u.arr == NULL) {
+    if (kr_api_max < 0) {
         return 0;
     }
-    for (i = 0; i < keys->u.arr->n; i++) {
-        struct kr_node *e = keys->u.arr->items[i].u.node;
-        struct kr_val *k, *maxv;
-        int16_t hi;
+    c = kr_arena_alloc(arena, ((size_t)kr_api_max + 1) * sizeof(*c));
+    if (c == NULL) {
+        return -1;
+    }
+    for (k = 0; k <= kr_api_max; k++) {
+        bool has = false;
+        bool decode;
+        int16_t hi = known_max(k);
 
-        if (e == NULL) {
+        c[k].min = 1;
+        c[k].max = 0;               /* empty: no clamp */
+        if (ctx->clamps != NULL && ctx->clamps[k].min <= ctx->clamps[k].max) {
+            c[k] = ctx->clamps[k];
+            has = true;
+        }
+        decode = has || k == KR_APIVERSIONS_KEY ||
+                 (k < KR_RW_MAX_KEYS && wants_mask[k] != 0);
+        if (!decode || hi < 0) {
             continue;
         }
-        k = kr_node_get(e, "ApiKey");
-        maxv = kr_node_get(e, "MaxVersion");
-        if (k == NULL || maxv == NULL || k->u.i < 0 ||
-            k->u.i >= KR_RW_MAX_KEYS) {
-            continue;
-        }
-        if (k->u.i != KR_APIVERSIONS_KEY && wants_mask[k->u.i] == 0) {
-            continue;
-        }
-        hi = known_max((int16_t)k->u.i);
-        if (hi >= 0 && maxv->u.i > hi) {
-            maxv->u.i = hi;
-            capped++;
+        if (!has) {
+            c[k].min = INT16_MIN;
+            c[k].max = hi;
+        } else if (c[k].max > hi) {
+            c[k].max = hi;
         }
     }
-    return capped;
+    return (int)kr_clamp_apiversions(body, c, false,
+                                     ctx->clamps == NULL ||
+                                         ctx->pass_unknown_apis);
 }
 
 /* ---- the entry point -------------------------------------------------- */
@@ -636,7 +648,13 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
     res->trailing = m.trailing;
 
     if (apiversions) {
-        res->capped = cap_api_versions(m.body);
+        int n = clamp_api_versions(ctx, &arena, m.body);
+
+        if (n < 0) {
+            rc = KR_ENOMEM;
+            goto done;
+        }
+        res->capped = (unsigned)n;
         res->changed = res->capped > 0;
     } else {
         struct walk wk;
@@ -684,6 +702,23 @@ done:
     kr_wbuf_free(&w);
     if (rc != KR_OK && res->err[0] == '\0') {
         set_err(res, api_key, api_version, NULL, kr_status_str(rc));
+    }
+    return rc;
+}
+
+int
+kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
+                const struct kr_wbuf *w, const struct kr_msg *m, char *err,
+                size_t errlen)
+{
+    struct kr_rewrite_result res;
+    int rc;
+
+    memset(&res, 0, sizeof(res));
+    rc = emit(payload, out, w, m, &res);
+    if (rc != KR_OK && err != NULL && errlen > 0) {
+        snprintf(err, errlen, "%s", res.err[0] ? res.err
+                                               : kr_status_str(rc));
     }
     return rc;
 }

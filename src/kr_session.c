@@ -39,6 +39,31 @@
  *                                       (j) fifo_pop; SaslHandshake v0 OK
  *                                           -> raw SASL token frames
  *
+ *   rules (issue 3, kr_rule.h): in next_request one table lookup per
+ *   frame (kr_rule_lookup, per (ApiKey, ApiVersion) and this connection's
+ *   rule mask); NULL keeps the frame on the path above.  Otherwise the
+ *   whole frame is taken out of client.in (rule_request), decoded,
+ *   evaluated (kr_rule_eval -> struct kr_verdict in a struct kr_rq on the
+ *   FIFO entry) and then
+ *     deny / produce policy / impossible clamp: answered locally with
+ *       kr_action_error_response; the frame built waits in rq->out
+ *       ("ready") for its turn behind the responses still in flight;
+ *     clamp: translated (kr_translate_msg), re-encoded, records chains
+ *       moved (kr_rewrite_emit); its response is translated back;
+ *     otherwise forwarded as is.
+ *   Responses match the oldest entry not ready (fifo_waiting).  One of a
+ *   rule entry, or one behind a ready entry, is held whole (rule_response:
+ *   translate back, fault error / ThrottleTimeMs, kr_rewrite_response,
+ *   audit line) into rq->out with a release time (fault latency, enforce
+ *   hold); flush_ready moves ready entries from the FIFO head to
+ *   client.out in order as their time comes (rtimer).  Throttle enforce:
+ *   no further request is read while a throttled one is in flight
+ *   (enforce_wait), and after a KIP-219 response none for its throttle
+ *   time (paused_until_ms), as a broker mutes the channel.  ApiVersions:
+ *   the connection's clamps go into rw.clamps for kr_rewrite; one newer
+ *   than krelay knows is answered locally (KIP-511).  A reload swaps the
+ *   proxy's config: conf_refresh picks it up before the next request.
+ *
  *   backpressure (update_io): read the client only while up.out <
  *   max_buffer_bytes and fewer than max_inflight requests wait; read the
  *   upstream only while client.out < max_buffer_bytes.
@@ -59,6 +84,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -69,14 +95,21 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include "kr_action.h"
 #include "kr_api_keys.h"
+#include "kr_audit.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
+#include "kr_kerr.h"
 #include "kr_listener.h"
 #include "kr_log.h"
 #include "kr_proxy.h"
 #include "kr_rewrite.h"
 #include "kr_session.h"
+#include "kr_topics.h"
+#include "kr_translate.h"
 #include "kr_upstream.h"
 
 #define KR_READ_MIN (16 * 1024)
@@ -97,6 +130,28 @@ enum timer_kind { T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN };
 
 static void session_free(struct kr_session *s);
 static void arm_timer(struct kr_session *s);
+static void rq_free(struct kr_rq *rq);
+static void audit_conn(struct kr_session *s, const char *event,
+                       const char *reason);
+
+/*
+ * Rule state of one request (struct kr_inflight.rq): what the rules
+ * decided, what the audit line needs, and the response frame once built.
+ */
+struct kr_rq {
+    struct kr_verdict v;
+    struct kr_audit_req *audit;         /* capture when v audits */
+    char *audit_line;                   /* formatted with the response */
+    struct evbuffer *out;               /* response frame with prefix */
+    int64_t release_ms;                 /* monotonic ms it may go out */
+    int64_t t_wall_us;                  /* wall clock, request read */
+    int64_t t_read_us;                  /* monotonic, request read */
+    uint64_t req_bytes;                 /* with prefix */
+    unsigned actions;                   /* KR_AUDIT_* */
+    int32_t pause_ms;                   /* enforce: no reads after */
+    int16_t up_version;                 /* ApiVersion sent upstream */
+    bool ready;                         /* out is complete */
+};
 
 /* ---- transport: plain TCP ------------------------------------------- */
 
@@ -251,6 +306,9 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
     }
     s->dead = 1;
     vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (s->audited) {
+        audit_conn(s, "close", msg);
+    }
     if (level <= kr_log_level_cur) {
         if (level <= KR_LOG_WARN) {
             kr_log_write_rl(&rl, 10, level, "[%s] %s", s->name, msg);
@@ -269,6 +327,10 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
         event_free(s->timer);
         s->timer = NULL;
     }
+    if (s->rtimer != NULL) {
+        event_free(s->rtimer);
+        s->rtimer = NULL;
+    }
     conn_close(&s->client);
     conn_close(&s->up);
     if (s->prev != NULL) {
@@ -281,6 +343,7 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
     }
     s->prev = s->next = NULL;
     s->g->nconn--;
+    kr_proxy_group_release(s->g);
     s->p->stats.conn_active--;
     if (s->depth == 0) {
         session_free(s);
@@ -329,6 +392,18 @@ session_free(struct kr_session *s)
     if (s->hold != NULL) {
         evbuffer_free(s->hold);
     }
+    if (s->rq_payload != NULL) {
+        evbuffer_free(s->rq_payload);
+    }
+    while (s->fifo_len > 0) {
+        rq_free(s->fifo[s->fifo_head].rq);
+        s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
+        s->fifo_len--;
+    }
+    if (s->rtimer != NULL) {
+        event_free(s->rtimer);
+    }
+    free(s->clamps);
     free(s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
@@ -513,7 +588,10 @@ update_io(struct kr_session *s)
         return;
     }
     set_reading(&s->client, !s->draining && !s->req_blocked &&
-                evbuffer_get_length(s->up.out) < maxb);
+                !s->enforce_wait &&
+                evbuffer_get_length(s->up.out) < maxb &&
+                (s->paused_until_ms == 0 ||
+                 kr_now_ms() >= s->paused_until_ms));
     set_reading(&s->up, s->up.connected && !s->draining &&
                 evbuffer_get_length(s->client.out) < maxb);
 }
@@ -605,6 +683,687 @@ static size_t
 min_sz(size_t a, size_t b)
 {
     return a < b ? a : b;
+}
+
+/* ---- rules: shared helpers --------------------------------------------- */
+
+static int64_t
+clock_us(clockid_t id)
+{
+    struct timespec ts;
+
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Uniform in [0, 1): xorshift64*, per session. */
+static double
+rand01(struct kr_session *s)
+{
+    uint64_t x = s->rng;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    s->rng = x;
+    return (double)((x * UINT64_C(2685821657736338717)) >> 11) /
+           9007199254740992.0;
+}
+
+static bool
+chance(struct kr_session *s, double p)
+{
+    return p >= 1.0 || (p > 0.0 && rand01(s) < p);
+}
+
+static struct kr_rq *
+rq_new(void)
+{
+    struct kr_rq *rq = calloc(1, sizeof(*rq));
+
+    if (rq == NULL) {
+        return NULL;
+    }
+    rq->out = evbuffer_new();
+    if (rq->out == NULL) {
+        free(rq);
+        return NULL;
+    }
+    rq->v.deny_rule = rq->v.clamp_rule = rq->v.policy_rule = -1;
+    rq->v.throttle_rule = rq->v.fault_rule = -1;
+    return rq;
+}
+
+static void
+rq_free(struct kr_rq *rq)
+{
+    if (rq == NULL) {
+        return;
+    }
+    if (rq->audit != NULL) {
+        kr_audit_req_free(rq->audit);
+    }
+    free(rq->audit_line);
+    if (rq->out != NULL) {
+        evbuffer_free(rq->out);
+    }
+    free(rq);
+}
+
+static const char *
+rule_name(const struct kr_session *s, int i)
+{
+    const struct kr_conf *c = s->cref->conf;
+
+    return i >= 0 && i < c->nrules ? c->rules[i].name : "?";
+}
+
+/* A codec view of all of buf (chains, no copy); *heap to free. */
+static int
+view_all(struct evbuffer *buf, struct iovec *stack, int nstack,
+         struct iovec **heap, struct kr_rbuf *rb)
+{
+    int n = evbuffer_peek(buf, -1, NULL, NULL, 0);
+    struct iovec *iov = stack;
+
+    *heap = NULL;
+    if (n < 0) {
+        return KR_ERROR;
+    }
+    if (n > nstack) {
+        iov = calloc((size_t)n, sizeof(*iov));
+        if (iov == NULL) {
+            return KR_ENOMEM;
+        }
+        *heap = iov;
+    }
+    if (n > 0 && evbuffer_peek(buf, -1, NULL, iov, n) != n) {
+        free(*heap);
+        *heap = NULL;
+        return KR_ERROR;
+    }
+    rb->seg = iov;
+    rb->nseg = n;
+    rb->len = evbuffer_get_length(buf);
+    return KR_OK;
+}
+
+static void
+add_prefix(struct evbuffer *out, size_t len)
+{
+    uint8_t p[4];
+
+    p[0] = (uint8_t)(len >> 24);
+    p[1] = (uint8_t)(len >> 16);
+    p[2] = (uint8_t)(len >> 8);
+    p[3] = (uint8_t)len;
+    evbuffer_add(out, p, 4);
+}
+
+/* The session's audit sink, when this connection is audited at all. */
+static struct kr_audit *
+audit_sink(const struct kr_session *s)
+{
+    return s->p->audit;
+}
+
+static void
+audit_put(struct kr_session *s, char *line)
+{
+    struct kr_audit *au = audit_sink(s);
+
+    if (line == NULL) {
+        return;
+    }
+    if (au != NULL) {
+        (void)kr_audit_write(au, line, strlen(line));
+    }
+    free(line);
+}
+
+static void
+audit_conn(struct kr_session *s, const char *event, const char *reason)
+{
+    const char *ln = s->lc != NULL && s->lc->name != NULL ? s->lc->name : "";
+
+    audit_put(s, kr_audit_format_conn(event, clock_us(CLOCK_REALTIME), ln,
+                                      s->peer_host, s->peer_port,
+                                      s->client_id[0] ? s->client_id : NULL,
+                                      NULL, reason));
+}
+
+/* One audit line for a request and (maybe NULL) its response. */
+static char *
+audit_line(struct kr_session *s, const struct kr_inflight *e,
+           struct kr_rq *rq, const struct kr_msg *rsp, uint64_t rsp_bytes,
+           int64_t upstream_us, int64_t extra_us)
+{
+    struct kr_audit_info info;
+
+    memset(&info, 0, sizeof(info));
+    info.time_us = rq->t_wall_us;
+    info.listener = s->lc->name != NULL ? s->lc->name : "";
+    info.client_addr = s->peer_host;
+    info.client_port = s->peer_port;
+    info.api_key = e->api_key;
+    info.api_version = e->api_version;
+    info.correlation_id = e->correlation_id;
+    info.req_bytes = rq->req_bytes;
+    info.rsp_bytes = rsp_bytes;
+    info.upstream_us = upstream_us;
+    info.total_us = clock_us(CLOCK_MONOTONIC) - rq->t_read_us + extra_us;
+    info.actions = rq->actions;
+    return kr_audit_format(&info, rq->audit, rsp, rq->v.audit_body);
+}
+
+/* Is this connection audited (open/close lines)? */
+static void
+audit_open(struct kr_session *s)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+
+    if (!s->audited && audit_sink(s) != NULL && rs != NULL &&
+        kr_rule_mask_any(&rs->audit_mask, &s->rmask)) {
+        s->audited = 1;
+        audit_conn(s, "open", NULL);
+    }
+}
+
+/*
+ * Follow a reload: requests read from now on use the proxy's current
+ * config (rules, limits, advertised host).  The old one is released when
+ * its last user lets go.
+ */
+static void
+conf_refresh(struct kr_session *s)
+{
+    struct kr_conf_ref *cur = s->p->cref;
+
+    if (s->cref == cur) {
+        return;
+    }
+    kr_conf_ref_put(s->cref);
+    s->cref = kr_conf_ref_get(cur);
+    s->lc = s->g->lc;
+    s->rw.advertised_host = s->lc->advertised_host;
+    s->rw.broker_port_base = s->lc->broker_port_base;
+    s->rw.node_id_min = s->lc->node_id_min;
+    s->rw.node_id_max = s->lc->node_id_max;
+    kr_rule_conn_mask(cur->conf->ruleset, s->lc->name,
+                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
+    s->rw.clamps = NULL;
+    s->rw.pass_unknown_apis = false;
+    audit_open(s);
+}
+
+/* ---- rules: ordered output of built responses --------------------------- */
+
+static struct kr_inflight *
+fifo_at(struct kr_session *s, uint32_t i)
+{
+    return &s->fifo[(s->fifo_head + i) % s->fifo_cap];
+}
+
+/* The oldest entry still waiting for its upstream response. */
+static struct kr_inflight *
+fifo_waiting(struct kr_session *s, uint32_t *idx)
+{
+    uint32_t i;
+
+    *idx = 0;
+    if (s->nready == 0) {
+        return fifo_head(s);
+    }
+    for (i = 0; i < s->fifo_len; i++) {
+        struct kr_inflight *e = fifo_at(s, i);
+
+        if (e->rq == NULL || !e->rq->ready) {
+            *idx = i;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void
+rtimer_arm(struct kr_session *s)
+{
+    struct kr_inflight *e = fifo_head(s);
+    int64_t at = 0, now;
+    struct timeval tv;
+
+    if (s->dead || s->rtimer == NULL) {
+        return;
+    }
+    if (e != NULL && e->rq != NULL && e->rq->ready) {
+        at = e->rq->release_ms;
+    }
+    if (s->paused_until_ms > 0 && (at == 0 || s->paused_until_ms < at)) {
+        at = s->paused_until_ms;
+    }
+    if (at == 0 || (s->rtimer_at != 0 && s->rtimer_at <= at)) {
+        return;
+    }
+    now = kr_now_ms();
+    at = at > now ? at : now;
+    tv.tv_sec = (time_t)((at - now) / 1000);
+    tv.tv_usec = (suseconds_t)((at - now) % 1000) * 1000;
+    event_add(s->rtimer, &tv);
+    s->rtimer_at = at;
+}
+
+/*
+ * Move built responses at the head of the FIFO to client.out, in order,
+ * as their release time comes.  Only between whole frames (rsp_remain 0).
+ */
+static void
+flush_ready(struct kr_session *s)
+{
+    struct kr_inflight *e;
+    int64_t now = kr_now_ms();
+
+    while (!s->dead && s->rsp_remain == 0 && (e = fifo_head(s)) != NULL &&
+           e->rq != NULL && e->rq->ready) {
+        struct kr_rq *rq = e->rq;
+        size_t n = evbuffer_get_length(rq->out);
+
+        if (rq->release_ms > now) {
+            break;
+        }
+        evbuffer_add_buffer(s->client.out, rq->out);
+        s->p->stats.bytes_down += n;
+        if (rq->audit_line != NULL) {
+            audit_put(s, rq->audit_line);
+            rq->audit_line = NULL;
+        }
+        if (rq->pause_ms > 0) {
+            int64_t until = now + rq->pause_ms;
+
+            if (until > s->paused_until_ms) {
+                s->paused_until_ms = until;
+            }
+        }
+        if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
+            s->enforce_wait = 0;
+        }
+        s->nready--;
+        rq_free(rq);
+        e->rq = NULL;
+        fifo_pop(s);
+    }
+    if (s->paused_until_ms != 0 && now >= s->paused_until_ms) {
+        s->paused_until_ms = 0;
+    }
+    rtimer_arm(s);
+}
+
+static int process_requests(struct kr_session *s);
+
+/* Requests held back by a throttle go on once it is over. */
+static int
+resume_requests(struct kr_session *s)
+{
+    if (s->dead) {
+        return -1;
+    }
+    if (s->enforce_wait || s->req_blocked ||
+        (s->paused_until_ms != 0 && kr_now_ms() < s->paused_until_ms) ||
+        evbuffer_get_length(s->client.in) == 0) {
+        return 0;
+    }
+    if (process_requests(s) != 0 || conn_flush(s, &s->up) != 0 ||
+        conn_flush(s, &s->client) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static void
+rtimer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_session *s = arg;
+
+    (void)fd;
+    (void)what;
+    s->depth++;
+    s->rtimer_at = 0;
+    flush_ready(s);
+    if (conn_flush(s, &s->client) == 0 && resume_requests(s) == 0) {
+        update_io(s);
+        arm_timer(s);
+    }
+    leave(s);
+}
+
+/* ---- rules: requests ----------------------------------------------------- */
+
+/* What next_request found about a frame the rules may touch. */
+struct kr_nreq {
+    struct kr_req_hdr h;
+    struct kr_inflight e;
+    size_t flen;
+    bool expect;                        /* a response will come */
+    bool av_new;                        /* ApiVersions newer than known */
+    const struct kr_rule_slot *slot;
+};
+
+/* Push e (rq ready or waiting); answered entries may go out at once. */
+static int
+push_entry(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq)
+{
+    e->rq = rq;
+    if (fifo_push(s, e) != KR_OK) {
+        rq_free(rq);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (rq != NULL && rq->ready) {
+        s->nready++;
+        flush_ready(s);
+    }
+    return 0;
+}
+
+/*
+ * Answer request m locally with its API's error response carrying error.
+ * Produce with Acks=0 has no response: the connection is closed.
+ */
+static int
+answer_error(struct kr_session *s, struct kr_nreq *nr, struct kr_arena *a,
+             const struct kr_msg *m, struct kr_rq *rq, int16_t error,
+             const char *why)
+{
+    struct kr_codec_err ce;
+    struct kr_wbuf w;
+    struct kr_msg rsp;
+    char ebuf[KR_KERR_BUFLEN];
+    int rc;
+
+    rq->actions |= KR_AUDIT_DENIED;
+    if (!nr->expect) {
+        if (rq->v.flags & KR_VF_AUDIT) {
+            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
+        }
+        rq_free(rq);
+        kr_session_close(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d with "
+                         "Acks=0 %s: closing the connection (no response "
+                         "can carry %s)", api_name(nr->h.api_key),
+                         nr->h.api_version, nr->h.correlation_id, why,
+                         kr_kerr_format(error, ebuf, sizeof(ebuf)));
+        return -1;
+    }
+    memset(&rsp, 0, sizeof(rsp));
+    rc = kr_action_error_response(a, m, error, &rsp);
+    if (rc != KR_OK) {
+        rq_free(rq);
+        kr_session_close(s, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but "
+                         "krelay cannot build a %s error response (%s): "
+                         "closing the connection", api_name(nr->h.api_key),
+                         nr->h.api_version, nr->h.correlation_id, why,
+                         api_name(nr->h.api_key), kr_status_str(rc));
+        return -1;
+    }
+    memset(&w, 0, sizeof(w));
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_encode_msg(&rsp, &w, &ce);
+    if (rc != KR_OK || w.failed || w.nrecs > 0) {
+        kr_wbuf_free(&w);
+        rq_free(rq);
+        kr_session_close(s, KR_LOG_ERROR, "cannot encode the %s v%d error "
+                         "response: %s at %s", api_name(nr->h.api_key),
+                         nr->h.api_version, ce.msg, ce.path);
+        return -1;
+    }
+    add_prefix(rq->out, w.len);
+    evbuffer_add(rq->out, w.buf, w.len);
+    if (rq->v.flags & KR_VF_AUDIT) {
+        rq->audit_line = audit_line(s, &nr->e, rq, &rsp,
+                                    KR_FRAME_PREFIX + w.len, 0, 0);
+    }
+    kr_wbuf_free(&w);
+    rq->ready = true;
+    kr_log_info("[%s] %s v%d CorrelationId %d %s: answered %s",
+                s->name, api_name(nr->h.api_key), nr->h.api_version,
+                nr->h.correlation_id, why,
+                kr_kerr_format(error, ebuf, sizeof(ebuf)));
+    return push_entry(s, &nr->e, rq);
+}
+
+/* Acks of a decoded Produce request, 1 when absent. */
+static int64_t
+produce_acks(const struct kr_msg *m)
+{
+    const struct kr_val *v = kr_node_get(m->body, "Acks");
+
+    return v != NULL && v->present ? v->u.i : 1;
+}
+
+/*
+ * A whole request frame the rules may touch is at the start of client.in.
+ * Take it out, decode it, evaluate, act.  Returns 0, or -1 when closed.
+ */
+static int
+rule_request(struct kr_session *s, struct kr_nreq *nr)
+{
+    struct evbuffer *pl = s->rq_payload;
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    struct kr_rq *rq = NULL;
+    const struct kr_topic_map *tmap;
+    char why[256];
+    int rc, ret = 0;
+
+    evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
+    evbuffer_remove_buffer(s->client.in, pl, nr->flen);
+    s->p->stats.requests++;
+    s->p->stats.bytes_up += KR_FRAME_PREFIX + nr->flen;
+    if (!nr->h.client_id_null) {
+        snprintf(s->client_id, sizeof(s->client_id), "%s",
+                 nr->h.client_id);
+    }
+    if (nr->av_new) {
+        /* KIP-511: answer as a broker does, v0 with our range */
+        rq = rq_new();
+        if (rq == NULL ||
+            kr_apiversions_unsupported(nr->h.correlation_id, rq->out) !=
+                KR_OK) {
+            rq_free(rq);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        rq->ready = true;
+        kr_log_debug("[%s] ApiVersions v%d is newer than krelay knows: "
+                     "answered UNSUPPORTED_VERSION with krelay's range",
+                     s->name, nr->h.api_version);
+        return push_entry(s, &nr->e, rq);
+    }
+
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    memset(&m, 0, sizeof(m));
+    rc = view_all(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc == KR_OK) {
+        rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
+    }
+    if (rc != KR_OK) {
+        close_bad(s, KR_LOG_WARN, "cannot decode %s v%d request "
+                  "(CorrelationId %d) for the rules: %s at %s",
+                  api_name(nr->h.api_key), nr->h.api_version,
+                  nr->h.correlation_id, ce.msg[0] ? ce.msg :
+                  kr_status_str(rc), ce.path);
+        ret = -1;
+        goto out;
+    }
+    rq = rq_new();
+    if (rq == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        ret = -1;
+        goto out;
+    }
+    rq->t_wall_us = clock_us(CLOCK_REALTIME);
+    rq->t_read_us = clock_us(CLOCK_MONOTONIC);
+    rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
+    rq->up_version = nr->h.api_version;
+    tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
+    if (!kr_rule_eval(rs, nr->slot, &s->rmask, &m, tmap, &rq->v) ||
+        rq->v.flags == 0) {
+        rq_free(rq);
+        rq = NULL;
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
+        rq->audit = kr_audit_capture(&m, tmap, rq->v.audit_body);
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_DENY)) {
+        int16_t err = rq->v.deny_error >= 0
+                          ? rq->v.deny_error
+                          : kr_action_deny_error(nr->h.api_key);
+
+        snprintf(why, sizeof(why), "denied by [rule %.64s]",
+                 rule_name(s, rq->v.deny_rule));
+        ret = answer_error(s, nr, &arena, &m, rq, err, why);
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        goto out;
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_POLICY)) {
+        char pwhy[120];
+
+        pwhy[0] = '\0';
+        rc = kr_action_produce_policy(&m, &rb, rq->v.acks_mask,
+                                      rq->v.codec_mask, pwhy, sizeof(pwhy));
+        if (rc != KR_OK) {
+            int64_t acks = produce_acks(&m);
+            bool acks_bad = rq->v.acks_mask != 0 &&
+                            (acks < -1 || acks > 1 ||
+                             !(rq->v.acks_mask & (1u << (acks + 1))));
+            /* what brokers answer: INVALID_REQUIRED_ACKS (21) for a bad
+               Acks, UNSUPPORTED_COMPRESSION_TYPE (76) for a codec */
+            int16_t err = acks_bad ? 21 : 76;
+
+            snprintf(why, sizeof(why), "refused by the produce policy of "
+                     "[rule %.40s] (%.90s)", rule_name(s, rq->v.policy_rule),
+                     pwhy[0] ? pwhy : kr_status_str(rc));
+            ret = answer_error(s, nr, &arena, &m, rq, err, why);
+            evbuffer_drain(pl, evbuffer_get_length(pl));
+            goto out;
+        }
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_CLAMP)) {
+        const struct kr_api_desc *ad = kr_api_get(nr->h.api_key);
+        int16_t to = nr->h.api_version > rq->v.clamp_max ? rq->v.clamp_max
+                                                         : rq->v.clamp_min;
+        struct kr_msg orig = m;
+        struct kr_wbuf w;
+        char eerr[160];
+
+        if (ad != NULL && to > ad->valid.hi) {
+            to = ad->valid.hi;
+        }
+        if (ad != NULL && to < ad->valid.lo) {
+            to = ad->valid.lo;
+        }
+        memset(&ce, 0, sizeof(ce));
+        rc = kr_translate_msg(&arena, &m, to, &ce);
+        if (rc != KR_OK) {
+            snprintf(why, sizeof(why), "cannot be translated to v%d for "
+                     "[rule %.40s] (%.60s%s%.40s)", to,
+                     rule_name(s, rq->v.clamp_rule), ce.msg,
+                     ce.path[0] ? " at " : "", ce.path);
+            kr_log_notice("[%s] %s v%d CorrelationId %d %s",
+                          s->name, api_name(nr->h.api_key),
+                          nr->h.api_version, nr->h.correlation_id, why);
+            rq->actions |= KR_AUDIT_CLAMPED;
+            ret = answer_error(s, nr, &arena, &orig, rq, 35, why);
+            evbuffer_drain(pl, evbuffer_get_length(pl));
+            goto out;
+        }
+        memset(&w, 0, sizeof(w));
+        memset(&ce, 0, sizeof(ce));
+        rc = kr_encode_msg(&m, &w, &ce);
+        if (rc != KR_OK || w.failed) {
+            kr_wbuf_free(&w);
+            rq_free(rq);
+            kr_session_close(s, KR_LOG_ERROR, "cannot encode %s v%d "
+                             "request translated from v%d: %s at %s",
+                             api_name(nr->h.api_key), to,
+                             nr->h.api_version, ce.msg, ce.path);
+            ret = -1;
+            goto out;
+        }
+        rq->up_version = to;
+        rq->actions |= KR_AUDIT_CLAMPED | KR_AUDIT_FORWARDED;
+        kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d "
+                     "([rule %s])", s->name, api_name(nr->h.api_key),
+                     nr->h.api_version, nr->h.correlation_id, to,
+                     rule_name(s, rq->v.clamp_rule));
+        /* records chains move from pl to up.out, never copied */
+        rc = kr_rewrite_emit(pl, s->up.out, &w, &m, eerr, sizeof(eerr));
+        kr_wbuf_free(&w);
+        if (rc != KR_OK) {
+            rq_free(rq);
+            kr_session_close(s, KR_LOG_ERROR, "cannot write translated "
+                             "%s request: %s", api_name(nr->h.api_key),
+                             eerr);
+            ret = -1;
+            goto out;
+        }
+    } else {
+        if (rq != NULL) {
+            rq->actions |= KR_AUDIT_FORWARDED;
+        }
+        add_prefix(s->up.out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(s->up.out, pl);
+    }
+    if (!nr->expect) {
+        s->p->stats.requests_acks0++;
+        if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
+            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
+        }
+        rq_free(rq);
+        goto out;
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_THROTTLE) &&
+        rq->v.throttle_enforce) {
+        s->enforce_wait = 1;
+    }
+    ret = push_entry(s, &nr->e, rq);
+out:
+    free(heap);
+    kr_arena_free(&arena);
+    return ret;
+}
+
+/* ApiVersions: the clamps of this connection's rules for the response. */
+static void
+apiversions_clamps(struct kr_session *s, const struct kr_req_hdr *h)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    bool pass = false;
+    int n;
+
+    s->rw.clamps = NULL;
+    s->rw.pass_unknown_apis = false;
+    if (rs == NULL || !rs->any_clamp) {
+        return;
+    }
+    if (s->clamps == NULL) {
+        s->clamps = calloc((size_t)kr_api_max + 1, sizeof(*s->clamps));
+        if (s->clamps == NULL) {
+            return;
+        }
+    }
+    n = kr_rule_conn_clamps(rs, &s->rmask,
+                            h->client_id_null ? NULL : h->client_id,
+                            h->client_id_null ? 0 : strlen(h->client_id),
+                            s->clamps, &pass);
+    if (n > 0 || pass) {
+        s->rw.clamps = s->clamps;
+        s->rw.pass_unknown_apis = pass;
+    }
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -735,12 +1494,13 @@ request_fields(int16_t key, struct kr_frame_field *f)
 /*
  * Look at the frame starting at offset scan of client.in (avail bytes
  * there, >= 4).  Returns 1 when the frame was accepted (s->req_remain
- * set), 0 to wait for more bytes (or a free in-flight slot), -1 when
- * the session was closed.
+ * set), 2 when it is whole and the rules must see it (*nr filled), 0 to
+ * wait for more bytes (or a free in-flight slot), -1 when the session
+ * was closed.
  */
 static int
 next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
-             size_t avail)
+             size_t avail, struct kr_nreq *nr)
 {
     const struct kr_listener_conf *lc = s->lc;
     struct kr_frame_field f[2];
@@ -870,6 +1630,36 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             e.wait_ms = f[1].val;
         }
     }
+    /* the rules: one table lookup for every frame */
+    nr->slot = NULL;
+    nr->av_new = false;
+    if (h.api_key == KR_API_API_VERSIONS) {
+        const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
+
+        nr->av_new = ad != NULL && h.api_version > ad->valid.hi;
+        if (!nr->av_new) {
+            apiversions_clamps(s, &h);
+        }
+    }
+    if (h.known && s->sasl_tokens == 0 &&
+        h.api_key != KR_API_SASL_HANDSHAKE) {
+        nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
+                                  h.api_version, &s->rmask);
+    }
+    if (nr->slot != NULL || nr->av_new) {
+        if (avail - KR_FRAME_PREFIX < flen) {
+            return 0;           /* wait for the whole frame */
+        }
+        nr->h = h;
+        e.correlation_id = h.correlation_id;
+        e.api_key = h.api_key;
+        e.api_version = h.api_version;
+        e.kind = KR_INF_REQUEST;
+        nr->e = e;
+        nr->flen = flen;
+        nr->expect = expect;
+        return 2;
+    }
     if (h.known && req_hold(h.api_key, h.api_version)) {
         if (avail - KR_FRAME_PREFIX < flen) {
             return 0;           /* wait for the whole frame */
@@ -907,8 +1697,10 @@ process_requests(struct kr_session *s)
 {
     struct evbuffer *in = s->client.in;
     size_t total = evbuffer_get_length(in), scan = 0, avail, take;
+    struct kr_nreq nr;
     int rc;
 
+    conf_refresh(s);
     for (;;) {
         avail = total - scan;
         if (s->req_remain > 0) {
@@ -924,15 +1716,26 @@ process_requests(struct kr_session *s)
             scan = total;
             break;
         }
-        if (avail < KR_FRAME_PREFIX) {
+        if (avail < KR_FRAME_PREFIX || s->enforce_wait ||
+            (s->paused_until_ms != 0 && kr_now_ms() < s->paused_until_ms)) {
             break;
         }
-        rc = next_request(s, in, scan, avail);
+        rc = next_request(s, in, scan, avail, &nr);
         if (rc < 0) {
             return -1;
         }
         if (rc == 0) {
             break;
+        }
+        if (rc == 2) {
+            /* keep the order: what was scanned goes first */
+            s->p->stats.bytes_up += scan;
+            move_bytes(in, s->up.out, scan, s->client.read_size);
+            scan = 0;
+            if (rule_request(s, &nr) != 0) {
+                return -1;
+            }
+            total = evbuffer_get_length(in);
         }
     }
     s->p->stats.bytes_up += scan;
@@ -999,6 +1802,203 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
     return 0;
 }
 
+/* Throttle, fault and audit actions on a decoded response. */
+static bool
+rsp_actions(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq,
+            struct kr_msg *m, int64_t *delay_ms)
+{
+    const struct kr_verdict *v = &rq->v;
+    bool changed = false;
+
+    if ((v->flags & KR_VF_ERROR) && chance(s, v->fault_error_p) &&
+        kr_action_replace_errors(m, v->fault_error) > 0) {
+        changed = true;
+        rq->actions |= KR_AUDIT_FAULTED;
+    }
+    if (v->flags & KR_VF_THROTTLE) {
+        int32_t ms = v->throttle_ms, now = 0;
+
+        if (v->throttle_jitter_ms > 0) {
+            ms += (int32_t)(rand01(s) * (v->throttle_jitter_ms + 1));
+        }
+        if (kr_action_throttle(m, ms, v->throttle_add, &now)) {
+            changed = true;
+            rq->actions |= KR_AUDIT_THROTTLED;
+        } else {
+            now = ms;
+        }
+        if (v->throttle_enforce && now > 0) {
+            /* KIP-219: newer clients back off themselves after the
+               response; for older ones the broker holds the response */
+            if (e->api_version >= kr_action_kip219_version(e->api_key)) {
+                rq->pause_ms = now;
+            } else {
+                *delay_ms += now;
+            }
+            rq->actions |= KR_AUDIT_THROTTLED;
+        }
+    }
+    return changed;
+}
+
+/*
+ * The whole response frame of FIFO entry idx is at the start of up.in:
+ * translate it back to the client's version, apply the response-side
+ * actions, rewrite broker addresses, format the audit line, and leave
+ * the frame in rq->out until its turn.  Returns 0, or -1 when closed.
+ */
+static int
+rule_response(struct kr_session *s, uint32_t idx, size_t flen)
+{
+    struct kr_inflight *e = fifo_at(s, idx);
+    struct kr_rq *rq = e->rq;
+    struct evbuffer *pl = s->hold, *tmp = NULL;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    struct kr_wbuf w;
+    int64_t now_us = clock_us(CLOCK_MONOTONIC), delay_ms = 0, up_us = 0;
+    uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
+    char err[160];
+    bool decode, changed = false;
+    int rc, ret = -1;
+
+    if (rq == NULL) {
+        rq = e->rq = rq_new();
+        if (rq == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        rq->up_version = e->api_version;
+    }
+    evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
+    evbuffer_remove_buffer(s->up.in, pl, flen);
+    s->p->stats.responses++;
+    s->p->stats.responses_held++;
+    if (rq->t_read_us != 0) {
+        up_us = now_us - rq->t_read_us;
+    }
+    kr_arena_init(&arena, 0);
+    memset(&w, 0, sizeof(w));
+    memset(&ce, 0, sizeof(ce));
+    decode = (rq->v.flags & (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
+             rq->up_version != e->api_version;
+    if (decode) {
+        rc = view_all(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+        if (rc == KR_OK) {
+            rc = kr_decode_response(&arena, &rb, e->api_key, rq->up_version,
+                                    0, &m, &ce);
+        }
+        if (rc != KR_OK) {
+            close_up(s, KR_LOG_WARN, "cannot decode %s v%d response from %s "
+                     "for the rules: %s at %s", api_name(e->api_key),
+                     rq->up_version, s->upname,
+                     ce.msg[0] ? ce.msg : kr_status_str(rc), ce.path);
+            goto out;
+        }
+        if (rq->up_version != e->api_version) {
+            rc = kr_translate_msg(&arena, &m, e->api_version, &ce);
+            if (rc != KR_OK) {
+                close_up(s, KR_LOG_WARN, "cannot translate %s v%d response "
+                         "back to v%d: %s at %s", api_name(e->api_key),
+                         rq->up_version, e->api_version, ce.msg, ce.path);
+                goto out;
+            }
+            changed = true;
+        }
+        if (rsp_actions(s, e, rq, &m, &delay_ms)) {
+            changed = true;
+        }
+        if (changed) {
+            rc = kr_encode_msg(&m, &w, &ce);
+            if (rc != KR_OK || w.failed) {
+                close_up(s, KR_LOG_ERROR, "cannot encode %s v%d response: "
+                         "%s at %s", api_name(e->api_key), e->api_version,
+                         ce.msg, ce.path);
+                goto out;
+            }
+            rsp_bytes = KR_FRAME_PREFIX + w.total + m.trailing;
+        }
+        if (rq->v.flags & KR_VF_LATENCY) {
+            delay_ms += rq->v.latency_ms;
+        }
+        if (delay_ms > 0) {
+            rq->actions |= KR_AUDIT_DELAYED;
+        }
+        if (rq->v.flags & KR_VF_AUDIT) {
+            /* the tree borrows from pl: format before pl moves on */
+            free(rq->audit_line);
+            rq->audit_line = audit_line(s, e, rq, &m, rsp_bytes, up_us,
+                                        delay_ms * 1000);
+        }
+        if (changed) {
+            tmp = evbuffer_new();
+            if (tmp == NULL ||
+                kr_rewrite_emit(pl, tmp, &w, &m, err, sizeof(err)) !=
+                    KR_OK) {
+                close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: "
+                         "%s", api_name(e->api_key), e->api_version,
+                         tmp == NULL ? "out of memory" : err);
+                goto out;
+            }
+            evbuffer_drain(tmp, KR_FRAME_PREFIX);
+            pl = tmp;
+        }
+    } else if (rq->v.flags & KR_VF_LATENCY) {
+        delay_ms += rq->v.latency_ms;
+    }
+    if (kr_rewrite_wants(e->api_key, e->api_version)) {
+        struct kr_rewrite_result res;
+
+        memset(&res, 0, sizeof(res));
+        rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
+                                 rq->out, &res);
+        if (rc != KR_OK) {
+            close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from "
+                     "%s: %s", api_name(e->api_key), e->api_version,
+                     s->upname, res.err[0] ? res.err : kr_status_str(rc));
+            goto out;
+        }
+        if (res.changed) {
+            rq->actions |= KR_AUDIT_REWRITTEN;
+        }
+    } else {
+        add_prefix(rq->out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(rq->out, pl);
+    }
+    if ((rq->v.flags & KR_VF_CLOSE) && chance(s, rq->v.fault_close_p)) {
+        rq->actions |= KR_AUDIT_FAULTED;
+        if (rq->audit_line != NULL) {
+            audit_put(s, rq->audit_line);
+            rq->audit_line = NULL;
+        }
+        kr_session_close(s, KR_LOG_NOTICE, "closing the connection instead "
+                         "of delivering the %s v%d response (CorrelationId "
+                         "%d): fault_close_probability of [rule %s]",
+                         api_name(e->api_key), e->api_version,
+                         e->correlation_id, rule_name(s, rq->v.fault_rule));
+        goto out;
+    }
+    if (delay_ms > 0) {
+        rq->actions |= KR_AUDIT_DELAYED;
+    }
+    rq->release_ms = kr_now_ms() + delay_ms;
+    rq->ready = true;
+    s->nready++;
+    ret = 0;
+out:
+    free(heap);
+    kr_wbuf_free(&w);
+    kr_arena_free(&arena);
+    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    if (tmp != NULL) {
+        evbuffer_free(tmp);
+    }
+    return ret;
+}
+
 /*
  * Look at the response frame at offset scan of up.in.  Returns 1 when
  * accepted cut-through (s->rsp_remain set), 2 when the frame is whole
@@ -1006,9 +2006,10 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
  */
 static int
 next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
-              size_t avail, size_t *flen_out)
+              size_t avail, size_t *flen_out, uint32_t *idx_out)
 {
-    struct kr_inflight *e = fifo_head(s);
+    uint32_t idx;
+    struct kr_inflight *e = fifo_waiting(s, &idx);
     uint8_t small[KR_PEEK_SMALL];
     struct kr_frame_field f[1];
     const uint8_t *pk;
@@ -1024,6 +2025,11 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
     c = peek(s, in, scan, min_sz(avail, sizeof(small)), small, sizeof(small),
              &pk);
     if (e->kind == KR_INF_SASL_TOKEN) {
+        if (idx > 0) {
+            close_up(s, KR_LOG_ERROR, "internal: SASL token behind %u "
+                     "answered requests", idx);
+            return -1;
+        }
         if (kr_frame_size(pk, c, 0, INT32_MAX, &size) != KR_OK) {
             close_up(s, KR_LOG_WARN, "upstream %s sent a SASL token frame "
                      "of %d bytes", s->upname, size);
@@ -1079,6 +2085,22 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             sasl_start(s);
         }
     }
+    if (idx > 0 || e->rq != NULL) {
+        /* the rules' response, or one that waits behind a held one */
+        if ((int64_t)flen > s->lc->max_frame_bytes) {
+            close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
+                     "max_frame_bytes %" PRId64 " (krelay must hold it for "
+                     "the rules)", api_name(e->api_key), e->api_version,
+                     flen, s->lc->max_frame_bytes);
+            return -1;
+        }
+        if (avail - KR_FRAME_PREFIX < flen) {
+            return 0;
+        }
+        *flen_out = flen;
+        *idx_out = idx;
+        return 3;
+    }
     if (rsp_hold(e->api_key, e->api_version)) {
         if ((int64_t)flen > s->lc->max_frame_bytes) {
             close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
@@ -1106,6 +2128,7 @@ process_responses(struct kr_session *s)
     struct evbuffer *in = s->up.in;
     size_t total = evbuffer_get_length(in), scan = 0, avail, take, flen;
     struct kr_inflight *e;
+    uint32_t idx = 0;
     int rc;
 
     for (;;) {
@@ -1126,12 +2149,33 @@ process_responses(struct kr_session *s)
         if (avail < KR_FRAME_PREFIX) {
             break;
         }
-        rc = next_response(s, in, scan, avail, &flen);
+        if (s->nready > 0 && fifo_head(s)->rq != NULL &&
+            fifo_head(s)->rq->ready) {
+            /* built responses at the head go out before what follows */
+            s->p->stats.bytes_down += scan;
+            move_bytes(in, s->client.out, scan, s->up.read_size);
+            scan = 0;
+            flush_ready(s);
+            total = evbuffer_get_length(in);
+            avail = total;
+        }
+        rc = next_response(s, in, scan, avail, &flen, &idx);
         if (rc < 0) {
             return -1;
         }
         if (rc == 0) {
             break;
+        }
+        if (rc == 3) {
+            s->p->stats.bytes_down += scan;
+            move_bytes(in, s->client.out, scan, s->up.read_size);
+            scan = 0;
+            if (rule_response(s, idx, flen) != 0) {
+                return -1;
+            }
+            flush_ready(s);
+            total = evbuffer_get_length(in);
+            continue;
         }
         if (rc == 2) {
             /* keep the order: what was scanned goes first */
@@ -1147,10 +2191,13 @@ process_responses(struct kr_session *s)
     }
     s->p->stats.bytes_down += scan;
     move_bytes(in, s->client.out, scan, s->up.read_size);
+    if (s->nready > 0) {
+        flush_ready(s);
+    }
     return 0;
 }
 
-/* ---- callbacks ------------------------------------------------------------ */
+/* ---- callbacks --------------------------------------------------------- */
 
 static void
 client_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -1164,7 +2211,10 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     n = conn_read(&s->client);
     if (n > 0) {
         s->last_active_ms = kr_now_ms();
-        if (process_requests(s) == 0 && conn_flush(s, &s->up) == 0) {
+        /* client.out: responses krelay answered itself */
+        if (process_requests(s) == 0 && conn_flush(s, &s->up) == 0 &&
+            (evbuffer_get_length(s->client.out) == 0 ||
+             conn_flush(s, &s->client) == 0)) {
             update_io(s);
             arm_timer(s);
         }
@@ -1237,6 +2287,8 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
             if (process_requests(s) != 0 || conn_flush(s, &s->up) != 0) {
                 goto out;
             }
+        } else if (resume_requests(s) != 0) {
+            goto out;
         }
         if (conn_flush(s, &s->client) == 0) {
             update_io(s);
@@ -1355,6 +2407,26 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
 
 /* ---- creation ------------------------------------------------------------ */
 
+/* Address and port of sa as separate values (audit lines). */
+static void
+peer_split(const struct sockaddr *sa, char *host, size_t hlen,
+           uint16_t *port)
+{
+    host[0] = '\0';
+    *port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)sa;
+
+        inet_ntop(AF_INET, &a->sin_addr, host, (socklen_t)hlen);
+        *port = ntohs(a->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)sa;
+
+        inet_ntop(AF_INET6, &a->sin6_addr, host, (socklen_t)hlen);
+        *port = ntohs(a->sin6_port);
+    }
+}
+
 int
 kr_session_new(struct kr_proxy *p, struct kr_group *g,
                const struct kr_listener *l, evutil_socket_t fd,
@@ -1381,12 +2453,23 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->client.fd = fd;
     s->client.connected = 1;
     s->hold = evbuffer_new();
+    s->rq_payload = evbuffer_new();
     s->timer = evtimer_new(p->base, timer_cb, s);
+    s->rtimer = evtimer_new(p->base, rtimer_cb, s);
+    if (salen <= sizeof(s->peer)) {
+        memcpy(&s->peer, sa, salen);
+    }
+    s->rng = (s->id * UINT64_C(0x9E3779B97F4A7C15)) ^
+             (uint64_t)clock_us(CLOCK_REALTIME) ^ UINT64_C(0x2545F4914F6CDD1D);
+    if (s->rng == 0) {
+        s->rng = 1;
+    }
     s->client.rev = event_new(p->base, fd, EV_READ | EV_PERSIST,
                               client_read_cb, s);
     s->client.wev = event_new(p->base, fd, EV_WRITE | EV_PERSIST,
                               client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
+    peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
     snprintf(s->name, sizeof(s->name), "c#%" PRIu64 " %s > %s", s->id, peer,
              l->label);
     s->rw.advertised_host = s->lc->advertised_host;
@@ -1407,6 +2490,7 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
+        s->rq_payload == NULL || s->rtimer == NULL ||
         s->client.rev == NULL || s->client.wev == NULL) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         leave(s);
@@ -1414,6 +2498,9 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     }
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     kr_log_debug("[%s] accepted", s->name);
+    kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
+                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
+    audit_open(s);
     update_io(s);
     arm_timer(s);
     if (g->up == NULL) {

@@ -16,6 +16,7 @@
 #include "kr_conf.h"
 #include "kr_log.h"
 #include "kr_proxy.h"
+#include "kr_rule.h"
 #ifdef HAVE_RDKAFKA
 #include "kr_mock.h"
 #endif
@@ -44,7 +45,8 @@ usage(FILE *f)
 "  -V, --version            print the version and exit\n"
 "  -h, --help               print this help and exit\n"
 "\n"
-"Signals: SIGTERM/SIGINT stop, SIGHUP/SIGUSR1 reopen the log file.\n",
+"Signals: SIGTERM/SIGINT stop, SIGHUP reloads the configuration (and\n"
+"reopens the log and audit files), SIGUSR1 reopens the log and audit files.\n",
             DEMO_BROKERS, DEMO_TOPICS,
 #ifdef HAVE_RDKAFKA
             ""
@@ -228,6 +230,7 @@ main(int argc, char **argv)
     }
     if (test) {
         printf("krelay: %s: configuration OK\n", path ? path : "(demo)");
+        kr_rule_print(conf->ruleset, stdout);
         rc = 0;
         goto out;
     }
@@ -256,6 +259,7 @@ main(int argc, char **argv)
         goto out;
     }
     conf = NULL;                /* the proxy owns it */
+    p->log_verbose = verbose;
     if (kr_proxy_start(p, err, sizeof(err)) != KR_OK) {
         kr_log_error("cannot start: %s", err);
         if (conf_log_elsewhere) {
@@ -267,7 +271,7 @@ main(int argc, char **argv)
     if (mock != NULL) {
         char addr[80];
 
-        snprintf(addr, sizeof(addr), "%s", p->groups[0].listeners[0].addrstr);
+        snprintf(addr, sizeof(addr), "%s", p->groups[0]->listeners[0].addrstr);
         printf("krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
                "%s) is behind krelay.\n"
                "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
@@ -276,7 +280,7 @@ main(int argc, char **argv)
                "  kcat -b %s -t demo -C -e\n"
                "Stop with Ctrl-C.\n",
                DEMO_BROKERS, bootstraps, DEMO_TOPICS, addr,
-               p->groups[0].lc->broker_port_base, addr, addr, addr);
+               p->groups[0]->lc->broker_port_base, addr, addr, addr);
         fflush(stdout);
     }
 #endif

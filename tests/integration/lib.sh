@@ -205,8 +205,9 @@ kr_start_mock() {
     for attempt in 1 2 3; do
         KR_MOCK_BASE=$(kr_free_ports $((KR_NODEIDS + 1))) || exit 99
         rm -f "$KR_WORK/mock.ready"
+        # shellcheck disable=SC2086  # KR_MOCK_ARGS: extra krmock options
         "$bin" -b "$KR_NODEIDS" -p "$KR_MOCK_BASE" "${topics[@]}" \
-            -r "$KR_WORK/mock.ready" -a "$KR_ACCEPT_LOG" \
+            -r "$KR_WORK/mock.ready" -a "$KR_ACCEPT_LOG" ${KR_MOCK_ARGS:-} \
             >"$KR_WORK/mock.out" 2>>"$KR_WORK/mock.log" &
         KR_MOCK_PID=$!
         KR_PIDS+=("$KR_MOCK_PID")
@@ -245,6 +246,10 @@ node_id_max = $KR_NODEIDS
 level = $KRELAY_LOG_LEVEL
 target = $KR_WORK/krelay.log
 EOF
+    # Rules and [audit] of the rules_*.sh tests: a file appended as is.
+    if [ -n "${KR_EXTRA_CONF:-}" ]; then
+        cat "$KR_EXTRA_CONF" >>"$1"
+    fi
 }
 
 # kr_start_krelay: krelay in front of the mock.  Sets KR_BOOTSTRAP (what

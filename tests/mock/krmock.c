@@ -346,7 +346,7 @@ kr_tm_usage(FILE *f)
 {
     fputs("usage: krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...]\n"
           "              [-t NAME:PARTITIONS]... [-r READYFILE]\n"
-          "              [-a ACCEPTLOG] [-A HOST] [-d]\n"
+          "              [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]... [-d]\n"
           "  -b N     brokers, NodeIds 1..N (default 3)\n"
           "  -p BASE  NodeId n listens on 127.0.0.1:BASE+n\n"
           "  -P LIST  one port per broker, in NodeId order\n"
@@ -354,6 +354,8 @@ kr_tm_usage(FILE *f)
           "  -r FILE  write the bootstrap list to FILE once listening\n"
           "  -a FILE  log every accepted connection and its owner pid\n"
           "  -A HOST  brokers advertise HOST (librdkafka >= 2.10)\n"
+          "  -e K:E:N the next N requests of ApiKey K get error code E\n"
+          "           (rd_kafka_mock_push_request_errors; repeatable)\n"
           "  -d       librdkafka debug logs (debug=mock,protocol)\n"
           "SIGTERM/SIGINT stop; SIGUSR1 moves every partition leader.\n",
           f);
@@ -404,6 +406,7 @@ main(int argc, char **argv)
     int ntopics = 0, nbrokers = 3, base = -1, opt, moves = 0, sig;
     const char *ready = NULL, *accept_path = NULL, *adv_host = NULL;
     const char *port_list = NULL;
+    int push[8][3], npush = 0;
     bool debug = false;
     char errstr[512];
     rd_kafka_conf_t *conf;
@@ -412,7 +415,7 @@ main(int argc, char **argv)
     const char *bootstraps;
     sigset_t sigs;
 
-    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:dh")) != -1) {
+    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:dh")) != -1) {
         switch (opt) {
         case 'b':
             nbrokers = kr_tm_parse_int(optarg, 1, KR_TM_MAX_BROKERS,
@@ -456,6 +459,15 @@ main(int argc, char **argv)
             break;
         case 'A':
             adv_host = optarg;
+            break;
+        case 'e':
+            if (npush == 8 ||
+                sscanf(optarg, "%d:%d:%d", &push[npush][0], &push[npush][1],
+                       &push[npush][2]) != 3 ||
+                push[npush][2] < 1 || push[npush][2] > 1000) {
+                kr_tm_die("-e: expected APIKEY:ERRORCODE:COUNT (at most 8)");
+            }
+            npush++;
             break;
         case 'd':
             debug = true;
@@ -569,6 +581,15 @@ main(int argc, char **argv)
      * = brokers); make leadership explicit so that SIGUSR1 moves it
      * predictably. */
     kr_tm_move_leaders(mc, topics, ntopics, nbrokers, 0);
+    for (int i = 0; i < npush; i++) {
+        rd_kafka_resp_err_t errs[1000];
+
+        for (int j = 0; j < push[i][2]; j++) {
+            errs[j] = (rd_kafka_resp_err_t)push[i][1];
+        }
+        rd_kafka_mock_push_request_errors_array(mc, (int16_t)push[i][0],
+                                                (size_t)push[i][2], errs);
+    }
 
     bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
     if (ready != NULL) {

@@ -19,6 +19,7 @@
 #include "kr_conf.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
+#include "kr_translate.h"
 #include "kr_upstream.h"
 
 #define ADV_HOST "proxy.local"
@@ -851,6 +852,72 @@ START_TEST(test_api_versions_cap)
 }
 END_TEST
 
+/*
+ * With clamps in the ctx (a clamp rule): entries intersected with their
+ * clamp, Produce's MinVersion kept, unknown ApiKeys dropped unless
+ * pass_unknown_apis.  _i: 0 = drop unknown, 1 = pass them.
+ */
+START_TEST(test_api_versions_clamps)
+{
+    struct kr_rewrite_ctx c2 = ctx;
+    struct kr_msg m = rsp_new(18, 3);
+    struct kr_rewrite_result res;
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    struct kr_clamp *cl;
+    struct kr_array *a;
+    uint8_t *p, *q;
+    size_t len, qlen;
+    uint32_t i;
+    int16_t k;
+    bool seen999 = false;
+
+    cl = kr_arena_alloc(&arena, ((size_t)kr_api_max + 1) * sizeof(*cl));
+    ck_assert_ptr_nonnull(cl);
+    for (k = 0; k <= kr_api_max; k++) {
+        cl[k].min = 1;
+        cl[k].max = 0;
+    }
+    cl[0] = (struct kr_clamp){ 3, 7 };          /* Produce */
+    cl[1] = (struct kr_clamp){ 0, 11 };         /* Fetch */
+    c2.clamps = cl;
+    c2.pass_unknown_apis = _i == 1;
+    a = set_arr(m.body, "ApiKeys", 5);
+    api_entry(elem(a, 0), 0, 0, 11);
+    api_entry(elem(a, 1), 1, 4, 17);
+    api_entry(elem(a, 2), 3, 0, 99);
+    api_entry(elem(a, 3), 12, 0, 4);
+    api_entry(elem(a, 4), 999, 0, 5);
+    p = encode(&m, NULL, 0, &len);
+    evbuffer_add(in, p, len);
+    ck_assert_int_eq(kr_rewrite_response(&c2, 18, 3, in, out, &res), KR_OK);
+    ck_assert(res.changed);
+    ck_assert_uint_eq(res.capped, _i == 1 ? 3 : 4);
+    q = out_payload(out, &qlen);
+    m = decode(q, qlen, 18, 3);
+    a = fld(m.body, "ApiKeys")->u.arr;
+    ck_assert_uint_eq(a->n, _i == 1 ? 5 : 4);
+    ck_assert_int_eq(api_max(a, 0), 7);
+    ck_assert_int_eq(api_max(a, 1), 11);
+    ck_assert_int_eq(api_max(a, 3), kr_apis[3].valid.hi);
+    ck_assert_int_eq(api_max(a, 12), 4);
+    for (i = 0; i < a->n; i++) {
+        struct kr_node *e = elem(a, i);
+
+        if (fld(e, "ApiKey")->u.i == 0 || fld(e, "ApiKey")->u.i == 12) {
+            ck_assert_int_eq(fld(e, "MinVersion")->u.i, 0);
+        } else if (fld(e, "ApiKey")->u.i == 1) {
+            ck_assert_int_eq(fld(e, "MinVersion")->u.i, 4);
+        }
+        seen999 |= fld(e, "ApiKey")->u.i == 999;
+    }
+    ck_assert_int_eq(seen999, _i == 1);
+    free(p);
+    free(q);
+    evbuffer_free(in);
+    evbuffer_free(out);
+}
+END_TEST
+
 /* Nothing to cap: the frame passes through unchanged. */
 START_TEST(test_api_versions_nothing_to_cap)
 {
@@ -1048,6 +1115,7 @@ rewrite_suite(void)
     tcase_add_test(tc, test_fetch_records_in_place);
     tcase_add_test(tc, test_corrupted_bytes);
     tcase_add_loop_test(tc, test_api_versions_cap, 0, 3);
+    tcase_add_loop_test(tc, test_api_versions_clamps, 0, 2);
     tcase_add_test(tc, test_api_versions_nothing_to_cap);
     tcase_add_loop_test(tc, test_api_versions_unsupported_fallback, 0, 2);
     tcase_add_test(tc, test_api_versions_nonstandard_error_body);

@@ -1,0 +1,193 @@
+/*
+ * kr_rule.h - the compiled rule set ([rule NAME] sections), matching, and
+ * the verdict a request gets.
+ *
+ * At config load (kr_conf_load) every [rule] is compiled into a table
+ * indexed by (ApiKey, ApiVersion): each slot holds two bit sets of rule
+ * indexes, the rules whose request-side actions apply there and those
+ * whose response-side actions apply (the `direction` key).  A rule with
+ * no `api` goes into every known API's slots, one with `versions` only
+ * into those versions.  A rule whose only action is a clamp goes only
+ * into the slots of versions outside its clamp: a client that obeys the
+ * clamp costs nothing.
+ *
+ * Per connection, the rules whose static matchers (listener, client
+ * address, principal) hold are computed once into a struct kr_rule_mask.
+ * Per frame, kr_rule_lookup is one table read and a few ANDs: NULL means
+ * pass-through (no decode, no allocation).  Otherwise the session decodes
+ * the request and kr_rule_eval walks the slot's rules in file order,
+ * checking the per-request matchers (ClientId, topics), and fills a
+ * struct kr_verdict.
+ *
+ * Precedence (issue 3): every matching rule applies, in file order; of two
+ * actions of the same kind the first wins; a deny ends the evaluation; a
+ * request naming several topics is denied whole if any of them matches a
+ * deny rule.
+ *
+ * Request-side actions: deny, clamp, produce policy (allowed_acks,
+ * allowed_compression).  Response-side actions: throttle, fault.  Audit
+ * belongs to both (one line per request/response pair).
+ *
+ * Everything here is immutable after compile and may be shared by every
+ * worker thread.
+ */
+#ifndef KR_RULE_H
+#define KR_RULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "kr_codec.h"
+#include "kr_conf.h"
+#include "kr_translate.h"
+
+struct kr_topic_map;
+
+#define KR_RULE_MASK_WORDS (KR_CONF_MAX_RULES / 64)
+
+/* A set of rule indexes (bit i = conf->rules[i]). */
+struct kr_rule_mask {
+    uint64_t w[KR_RULE_MASK_WORDS];
+};
+
+/* One (ApiKey, ApiVersion) slot of the table. */
+struct kr_rule_slot {
+    struct kr_rule_mask req;            /* request-side actions apply */
+    struct kr_rule_mask rsp;            /* response-side actions apply */
+};
+
+/* Compiled rules; owned by the struct kr_conf they were compiled from. */
+struct kr_ruleset {
+    const struct kr_conf *conf;         /* rules[] are conf->rules */
+    int nrules;
+    struct kr_rule_slot **tab;          /* [ApiKey]: NULL or
+                                           valid.hi + 1 slots */
+    int16_t ntab;                       /* kr_api_max + 1 */
+    bool any_audit;                     /* some rule audits */
+    struct kr_rule_mask audit_mask;     /* the rules that audit */
+    bool any_clamp;                     /* some rule clamps */
+};
+
+/* Verdict flags (struct kr_verdict.flags). */
+#define KR_VF_DENY      0x0001u         /* answer locally with deny_error */
+#define KR_VF_CLAMP     0x0002u         /* translate to clamp_to */
+#define KR_VF_POLICY    0x0004u         /* check the produce policy */
+#define KR_VF_AUDIT     0x0008u         /* one audit line for the pair */
+#define KR_VF_THROTTLE  0x0010u         /* ThrottleTimeMs action */
+#define KR_VF_LATENCY   0x0020u         /* hold the response latency_ms */
+#define KR_VF_ERROR     0x0040u         /* replace errors (probability) */
+#define KR_VF_CLOSE     0x0080u         /* close (probability) */
+
+/*
+ * What the rules decided for one request.  Rule indexes name the rule
+ * whose action won (for log lines: conf->rules[i].name).  Plain data: the
+ * session copies it into its in-flight entry.
+ */
+struct kr_verdict {
+    unsigned flags;                     /* KR_VF_* */
+    int16_t deny_error;                 /* Kafka error code; -1: the
+                                           API's default
+                                           (kr_action_deny_error) */
+    int deny_rule;
+    int16_t clamp_min, clamp_max;       /* the winning clamp for this API */
+    int clamp_rule;
+    unsigned acks_mask, codec_mask;     /* produce policy (0: any) */
+    int policy_rule;
+    bool audit_body;
+    int32_t throttle_ms;                /* ms */
+    int32_t throttle_jitter_ms;         /* ms, 0..: uniform extra */
+    bool throttle_add;                  /* add (true) or set */
+    bool throttle_enforce;              /* enforce (true) or inject */
+    int throttle_rule;
+    int32_t latency_ms;                 /* ms */
+    int16_t fault_error;                /* replacement ErrorCode */
+    double fault_error_p;               /* 0..1 */
+    double fault_close_p;               /* 0..1 */
+    int fault_rule;
+};
+
+/*
+ * Compile conf->rules into a new ruleset.  Returns NULL with a message in
+ * err on ENOMEM (the loader has checked every value already).  Free with
+ * kr_rule_free.
+ */
+struct kr_ruleset *kr_rule_compile(const struct kr_conf *conf, char *err,
+                                   size_t errlen);
+void kr_rule_free(struct kr_ruleset *rs);
+
+/*
+ * The rules whose static matchers hold for a connection that came in on
+ * [listener listener] ("" when unnamed) from sa (may be NULL: matches no
+ * client_address rule), with principal (NULL until TLS/SASL give one:
+ * then a rule with `principal` does not match).
+ */
+void kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
+                       const struct sockaddr *sa, const char *principal,
+                       struct kr_rule_mask *out);
+
+/*
+ * The slot of (api_key, api_version) when some rule of conn may apply
+ * there; NULL for pass-through.  O(1).
+ */
+const struct kr_rule_slot *kr_rule_lookup(const struct kr_ruleset *rs,
+                                          int16_t api_key,
+                                          int16_t api_version,
+                                          const struct kr_rule_mask *conn);
+
+/*
+ * Evaluate the rules of slot (from kr_rule_lookup) for the decoded request
+ * req (topics resolved through map, may be NULL) from a connection with
+ * mask conn.  Fills *v (zeroed first).  Returns true when some rule
+ * matched (v->flags may still be 0, e.g. a clamp the request is inside).
+ */
+bool kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
+                  const struct kr_rule_mask *conn, const struct kr_msg *req,
+                  const struct kr_topic_map *map, struct kr_verdict *v);
+
+/*
+ * The version clamps of every rule of conn that matches ClientId client_id
+ * (NULL: matches only rules without client_id) and has no topic key:
+ * clamps[k] for ApiKey k, kr_api_max + 1 entries (min > max when none;
+ * the first matching rule clamping an API wins).  *pass_unknown: some
+ * such rule sets pass_unknown_apis.  Returns the number of APIs clamped.
+ */
+int kr_rule_conn_clamps(const struct kr_ruleset *rs,
+                        const struct kr_rule_mask *conn,
+                        const char *client_id, size_t client_id_len,
+                        struct kr_clamp *clamps, bool *pass_unknown);
+
+/* Shell-style glob: '*' any run, '?' one byte, '\\' escapes.  s: len bytes. */
+bool kr_glob_match(const char *pat, const char *s, size_t len);
+
+/* True when address sa lies in network c. */
+bool kr_cidr_match(const struct kr_cidr *c, const struct sockaddr *sa);
+
+/*
+ * Print the compiled table to f: one line per rule (its matchers and
+ * actions), then per ApiKey the version ranges each rule touches
+ * (`krelay -t`).
+ */
+void kr_rule_print(const struct kr_ruleset *rs, FILE *f);
+
+static inline bool
+kr_rule_mask_any(const struct kr_rule_mask *a, const struct kr_rule_mask *b)
+{
+    uint64_t r = 0;
+    int i;
+
+    for (i = 0; i < KR_RULE_MASK_WORDS; i++) {
+        r |= a->w[i] & b->w[i];
+    }
+    return r != 0;
+}
+
+static inline bool
+kr_rule_mask_has(const struct kr_rule_mask *m, int i)
+{
+    return (m->w[i / 64] >> (i % 64)) & 1u;
+}
+
+#endif /* KR_RULE_H */

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""rules_client.py - raw Kafka requests for the rules_*.sh tests.
+
+Usage: rules_client.py HOST:PORT KRELAY_CODEC < requests.jsonl
+
+Each stdin line is a request in krelay-codec's JSON form.  It is encoded
+with `krelay-codec encode`, sent on one connection, its response read and
+decoded with `krelay-codec decode --response`; each decoded response is
+printed as one JSON line.  A response that does not arrive in 20 s, or a
+connection closed by krelay, prints {"closed": true} and ends the run.
+"""
+import json
+import socket
+import struct
+import subprocess
+import sys
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def main():
+    host, port = sys.argv[1].rsplit(":", 1)
+    codec = sys.argv[2]
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        frame = subprocess.run([codec, "encode"], input=line.encode(),
+                               capture_output=True, check=True).stdout
+        sock.sendall(frame)
+        try:
+            size = recv_exact(sock, 4)
+            payload = size and recv_exact(sock, struct.unpack(">i", size)[0])
+        except socket.timeout:
+            payload = None
+        if payload is None:
+            print(json.dumps({"closed": True}))
+            break
+        hdr = req["header"]
+        out = subprocess.run(
+            [codec, "decode", "--response", "--api-key",
+             str(hdr["RequestApiKey"]), "--api-version",
+             str(hdr["RequestApiVersion"])],
+            input=size + payload, capture_output=True).stdout
+        sys.stdout.write(out.decode())
+        sys.stdout.flush()
+    sock.close()
+
+
+if __name__ == "__main__":
+    main()

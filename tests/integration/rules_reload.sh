@@ -1,0 +1,107 @@
+#!/bin/bash
+# Reload (issue 3): SIGHUP while a client produces loses no message and
+# closes no connection; the new rules apply to the running connections;
+# a listener added by the reload serves clients; a broken config is
+# refused with FILE:LINE errors and traffic goes on.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+kr_need_cmd kcat
+kr_need_py confluent_kafka
+kr_setup 90
+W=$KR_WORK
+: >"$W/rules.ini"
+KR_EXTRA_CONF=$W/rules.ini
+kr_start_mock rld:1
+kr_start_krelay
+kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: no reload"
+CONF=$W/krelay.ini
+cp "$CONF" "$W/krelay-base.ini"
+EXTRA_PORT=$(kr_free_ports 5) || exit 99
+
+# A producer on one connection: 600 messages over about 6 seconds, with
+# a ThrottleTimeMs check on every ApiVersions-free round trip (stats).
+kr_run 60 "$KR_PY" - "$KR_BOOTSTRAP" >"$W/producer.txt" 2>"$W/producer.log" <<'PYEOF' &
+import sys, time
+from confluent_kafka import Producer
+ok = bad = 0
+def cb(err, msg):
+    global ok, bad
+    if err is None:
+        ok += 1
+    else:
+        bad += 1
+        sys.stderr.write("delivery: %s\n" % err)
+p = Producer({"bootstrap.servers": sys.argv[1], "linger.ms": 0,
+              "message.timeout.ms": 20000})
+for i in range(600):
+    p.produce("rld", "reload-%04d" % i, on_delivery=cb)
+    p.poll(0)
+    time.sleep(0.01)
+p.flush(30)
+print("delivered", ok, "failed", bad)
+PYEOF
+PRODUCER=$!
+sleep 2
+
+# 1. a valid reload: a rule, an audit sink and a second listener
+cat "$W/krelay-base.ini" >"$CONF"
+cat >>"$CONF" <<EOR
+[listener extra]
+listen = 127.0.0.1:$EXTRA_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $EXTRA_PORT
+node_id_min = 1
+node_id_max = 3
+
+[audit]
+target = $W/audit.log
+
+[rule audit-produce]
+api = Produce
+audit = true
+EOR
+# the unnamed [listener] must be named now that there are two
+sed -i 's/^\[listener\]$/[listener main]/' "$CONF"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_port "$EXTRA_PORT" 10 || kr_fail "the reload did not open the new listener"
+grep -q "reloaded .*krelay.ini: 2 listener groups" "$W/krelay.log" ||
+    kr_fail "no reload line in krelay.log"
+sleep 1
+
+# 2. a broken reload: refused with FILE:LINE, traffic goes on
+cp "$CONF" "$W/krelay-good.ini"
+printf '[rule broken]\napi = NoSuchApi\ndeny = true\n' >>"$CONF"
+BAD_LINE=$(( $(wc -l <"$CONF") - 1 ))
+kill -HUP "$KR_KRELAY_PID"
+for _ in $(seq 50); do
+    grep -q "reload of .* refused" "$W/krelay.log" && break
+    sleep 0.1
+done
+grep -q "reload refused: $CONF:$BAD_LINE: 'api': bad value 'NoSuchApi'" \
+    "$W/krelay.log" || kr_fail "broken config: no FILE:LINE error logged"
+
+wait "$PRODUCER" || kr_fail "producer failed"
+cat "$W/producer.txt"
+grep -qx "delivered 600 failed 0" "$W/producer.txt" ||
+    kr_fail "messages lost across the reloads: $(cat "$W/producer.txt")"
+
+# the running producer connection got the new rule: its later Produce
+# requests are in the audit log
+grep -q '"api":"Produce"' "$W/audit.log" ||
+    kr_fail "the reloaded rule did not apply to the running connection"
+# no connection was closed by krelay while the producer ran
+if grep -E "\] (upstream|idle|cannot|malformed|closing)" "$W/krelay.log" |
+   grep -v "debug:" | grep -q .; then
+    kr_fail "krelay closed a connection: $(grep -E "\] (upstream|idle|cannot|malformed|closing)" "$W/krelay.log" | head -3)"
+fi
+
+# the new listener serves clients; the old one still does
+kr_run 30 kcat -b "127.0.0.1:$EXTRA_PORT" -C -t rld -o beginning -e -q \
+    -f '%s\n' >"$W/out.txt" 2>"$W/kcat-C.log" || kr_fail "kcat via the new listener failed"
+[ "$(sort -u "$W/out.txt" | wc -l)" -eq 600 ] ||
+    kr_fail "expected 600 messages, got $(sort -u "$W/out.txt" | wc -l)"
+echo more | kr_run 30 kcat -b "$KR_BOOTSTRAP" -P -t rld 2>"$W/kcat-P.log" ||
+    kr_fail "producing after the refused reload failed"
+kr_log "reloads: 600 messages delivered, no connection closed, new listener works"
+kr_finish

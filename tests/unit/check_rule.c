@@ -1,0 +1,526 @@
+/*
+ * check_rule.c - [rule]/[audit] config keys, rule compilation, matching
+ * and verdicts (kr_rule.h).
+ *
+ * Requests are built from their JSON form (kr_json_to_msg) so topics,
+ * ClientId and versions are real decoded trees.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kr_api_keys.h"
+#include "kr_codec.h"
+#include "kr_conf.h"
+#include "kr_json.h"
+#include "kr_rule.h"
+
+#define BASE "[upstream]\nbootstrap_servers = 127.0.0.1:9092\n" \
+             "[listener a]\nlisten = 127.0.0.1:29092\n" \
+             "broker_port_base = 29100\n" \
+             "[listener b]\nlisten = 127.0.0.1:39092\n" \
+             "broker_port_base = 39100\n"
+/* BASE is 8 lines: a rule section starts at line 9 */
+
+static int
+load(const char *text, struct kr_conf **out, char **errs)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(errs, &len);
+    int rc;
+
+    ck_assert_ptr_nonnull(f);
+    *out = NULL;
+    rc = kr_conf_load_string(text, "t.ini", f, out);
+    fclose(f);
+    return rc;
+}
+
+static struct kr_conf *
+load_ok(const char *text)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    int rc = load(text, &c, &errs);
+
+    ck_assert_msg(rc == KR_OK, "config refused: %s", errs);
+    free(errs);
+    ck_assert_ptr_nonnull(c->ruleset);
+    return c;
+}
+
+static void
+expect_error(const char *text, const char *want)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    int rc = load(text, &c, &errs);
+
+    ck_assert_int_eq(rc, KR_ERROR);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(errs, want) != NULL, "want '%s' in:\n%s", want,
+                  errs);
+    free(errs);
+}
+
+/* A decoded request from JSON; arena-owned. */
+static void
+build_req(struct kr_arena *a, const char *json, struct kr_msg *m)
+{
+    json_error_t je;
+    json_t *j = json_loads(json, 0, &je);
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    int rc;
+
+    ck_assert_msg(j != NULL, "bad test JSON: %s", je.text);
+    memset(&recs, 0, sizeof(recs));
+    memset(&err, 0, sizeof(err));
+    rc = kr_json_to_msg(a, j, &recs, m, &err);
+    ck_assert_msg(rc == KR_OK, "kr_json_to_msg: %s at %s", err.msg,
+                  err.path);
+    json_decref(j);
+    kr_json_recbuf_free(&recs);
+}
+
+#define PRODUCE(ver, cid, topics)                                           \
+    "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":" #ver ","      \
+    "\"CorrelationId\":7,\"ClientId\":\"" cid "\"},\"body\":{\"Acks\":-1,"  \
+    "\"TimeoutMs\":1000,\"TopicData\":[" topics "]}}"
+#define TOPIC(name) "{\"Name\":\"" name "\",\"PartitionData\":[]}"
+
+static void
+addr4(struct sockaddr_in *sa, const char *ip)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &sa->sin_addr), 1);
+}
+
+static void
+addr6(struct sockaddr_in6 *sa, const char *ip)
+{
+    memset(sa, 0, sizeof(*sa));
+    sa->sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, ip, &sa->sin6_addr), 1);
+}
+
+/* ---- primitives ------------------------------------------------------- */
+
+START_TEST(test_glob)
+{
+    ck_assert(kr_glob_match("secret-*", "secret-a", 8));
+    ck_assert(kr_glob_match("secret-*", "secret-", 7));
+    ck_assert(!kr_glob_match("secret-*", "secret", 6));
+    ck_assert(kr_glob_match("*", "", 0));
+    ck_assert(kr_glob_match("a?c", "abc", 3));
+    ck_assert(!kr_glob_match("a?c", "ac", 2));
+    ck_assert(kr_glob_match("*-log-*", "app-log-1", 9));
+    ck_assert(!kr_glob_match("*-log-*", "app-log", 7));
+    ck_assert(kr_glob_match("a\\*", "a*", 2));
+    ck_assert(!kr_glob_match("a\\*", "ab", 2));
+    /* the length bounds the string: no NUL needed */
+    ck_assert(kr_glob_match("abc", "abcdef", 3));
+    ck_assert(!kr_glob_match("abcd", "abcdef", 3));
+}
+END_TEST
+
+START_TEST(test_cidr)
+{
+    struct kr_conf *c = load_ok(BASE "[rule r]\nclient_address = "
+                                "10.1.0.0/16, 2001:db8::/32, 192.0.2.7\n"
+                                "throttle_ms = 5\n");
+    const struct kr_rule_conf *r = &c->rules[0];
+    struct sockaddr_in s4;
+    struct sockaddr_in6 s6;
+
+    ck_assert_int_eq(r->nclient_address, 3);
+    addr4(&s4, "10.1.200.3");
+    ck_assert(kr_cidr_match(&r->client_address[0], (void *)&s4));
+    addr4(&s4, "10.2.0.1");
+    ck_assert(!kr_cidr_match(&r->client_address[0], (void *)&s4));
+    addr6(&s6, "2001:db8:ffff::1");
+    ck_assert(kr_cidr_match(&r->client_address[1], (void *)&s6));
+    ck_assert(!kr_cidr_match(&r->client_address[0], (void *)&s6));
+    addr6(&s6, "2001:db9::1");
+    ck_assert(!kr_cidr_match(&r->client_address[1], (void *)&s6));
+    /* an IPv4-mapped IPv6 peer matches the IPv4 network */
+    addr6(&s6, "::ffff:10.1.0.9");
+    ck_assert(kr_cidr_match(&r->client_address[0], (void *)&s6));
+    addr4(&s4, "192.0.2.7");
+    ck_assert(kr_cidr_match(&r->client_address[2], (void *)&s4));
+    addr4(&s4, "192.0.2.8");
+    ck_assert(!kr_cidr_match(&r->client_address[2], (void *)&s4));
+    kr_conf_free(c);
+}
+END_TEST
+
+/* ---- config ------------------------------------------------------------ */
+
+START_TEST(test_conf_values)
+{
+    struct kr_conf *c = load_ok(BASE "[audit]\ntarget = /tmp/x.log\n"
+                                "[rule r]\n"
+                                "listener = b\n"
+                                "client_id = app-*,tool\n"
+                                "api = Produce, fetch, 19\n"
+                                "versions = 3-9\n"
+                                "direction = request\n"
+                                "topic = t-*\n"
+                                "audit = true\n"
+                                "deny = true\n"
+                                "deny_error = topic_authorization_failed\n"
+                                "[rule p]\n"
+                                "api = Produce\n"
+                                "allowed_acks = all, 1\n"
+                                "allowed_compression = zstd,none\n"
+                                "fault_error = 6\n"
+                                "fault_error_probability = 0.25\n"
+                                "throttle_ms = 100\n"
+                                "throttle_mode = enforce\n"
+                                "throttle_op = add\n");
+    const struct kr_rule_conf *r = &c->rules[0], *p = &c->rules[1];
+
+    ck_assert_int_eq(c->nrules, 2);
+    ck_assert_str_eq(c->audit.target, "/tmp/x.log");
+    ck_assert_int_eq(c->audit.queue_bytes, 4194304);
+    ck_assert_str_eq(r->name, "r");
+    ck_assert_int_eq(r->line, 11);
+    ck_assert_int_eq(r->listener.n, 1);
+    ck_assert_str_eq(r->listener.v[0], "b");
+    ck_assert_int_eq(r->client_id.n, 2);
+    ck_assert_str_eq(r->client_id.v[1], "tool");
+    ck_assert_int_eq(r->napi, 3);
+    ck_assert_int_eq(r->api[0], KR_API_PRODUCE);
+    ck_assert_int_eq(r->api[1], KR_API_FETCH);
+    ck_assert_int_eq(r->api[2], KR_API_CREATE_TOPICS);
+    ck_assert_int_eq(r->versions_min, 3);
+    ck_assert_int_eq(r->versions_max, 9);
+    ck_assert_int_eq(r->direction, KR_RDIR_REQUEST);
+    ck_assert_int_eq(r->deny_error, 29);
+    ck_assert_int_eq(r->throttle_ms, -1);
+    ck_assert_int_eq(r->clamp_max_version, -1);
+    ck_assert_uint_eq(p->allowed_acks, (1u << 0) | (1u << 2));
+    ck_assert_uint_eq(p->allowed_compression, (1u << 0) | (1u << 4));
+    ck_assert_int_eq(p->fault_error, 6);
+    ck_assert(p->fault_error_probability == 0.25);
+    ck_assert_int_eq(p->throttle_mode, KR_THROTTLE_ENFORCE);
+    ck_assert_int_eq(p->throttle_op, KR_THROTTLE_ADD);
+    ck_assert_int_eq(p->direction, KR_RDIR_BOTH);
+    ck_assert_int_eq(p->versions_min, 0);
+    ck_assert_int_eq(p->versions_max, 32767);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_conf_errors)
+{
+    expect_error(BASE "[rule]\ndeny = true\n",
+                 "t.ini:9: [rule] needs a name");
+    expect_error(BASE "[rule r]\napi = Prodce\ndeny = true\n",
+                 "t.ini:10: 'api': bad value 'Prodce': 'Prodce' is not a "
+                 "Kafka API name");
+    expect_error(BASE "[rule r]\napi = Produce\n",
+                 "t.ini:9: [rule r]: no action");
+    expect_error(BASE "[rule r]\nclamp_max_version = 3\n",
+                 "t.ini:10: [rule r]: a version clamp needs api");
+    expect_error(BASE "[rule r]\naudit = true\n",
+                 "t.ini:10: [rule r]: audit = true but there is no [audit]");
+    expect_error(BASE "[rule r]\nlistener = c\ndeny = true\n",
+                 "t.ini:10: [rule r]: no [listener c] section");
+    expect_error(BASE "[rule r]\nclient_address = 10.0.0.0/33\n"
+                 "deny = true\n", "t.ini:10: 'client_address'");
+    expect_error(BASE "[rule r]\nversions = 5-3\ndeny = true\n",
+                 "t.ini:10: 'versions'");
+    expect_error(BASE "[rule r]\ndirection = sideways\ndeny = true\n",
+                 "expected request response both");
+    expect_error(BASE "[rule r]\nfault_error = NO_SUCH_ERROR\n",
+                 "t.ini:10: 'fault_error'");
+    expect_error(BASE "[rule r]\nfault_close_probability = 1.5\n",
+                 "t.ini:10: 'fault_close_probability'");
+    expect_error(BASE "[rule r]\napi = Fetch\nallowed_acks = 1\n",
+                 "t.ini:11: [rule r]: allowed_acks and allowed_compression "
+                 "are a Produce policy");
+    expect_error(BASE "[rule r]\ndeny = true\n[rule r]\ndeny = true\n",
+                 "t.ini:11: duplicate section [rule r]");
+    expect_error(BASE "[audit x]\ntarget = syslog\n",
+                 "t.ini:9: [audit] takes no name");
+    expect_error(BASE "[audit]\nqueue_bytes = 10\n",
+                 "missing required key 'target'");
+    expect_error(BASE "[rule r]\nthrottle_mode = enforce\ndeny = true\n",
+                 "t.ini:10: [rule r]: throttle_mode without throttle_ms");
+}
+END_TEST
+
+/* The dump of a config with rules loads and dumps the same. */
+START_TEST(test_conf_dump_roundtrip)
+{
+    const char *text = BASE "[audit]\ntarget = syslog\n"
+                       "[rule r]\nlistener = a,b\n"
+                       "client_address = 10.1.2.3/16,::1\n"
+                       "api = Produce,Metadata\nversions = 2\n"
+                       "topic = x*\naudit = true\naudit_body = true\n"
+                       "fault_close_probability = 0.1\n"
+                       "[rule s]\napi = Produce\nclamp_max_version = 3\n"
+                       "allowed_compression = gzip\nallowed_acks = 0\n";
+    struct kr_conf *c = load_ok(text), *c2;
+    char *d1 = NULL, *d2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    FILE *f = open_memstream(&d1, &l1);
+
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(d1, "client_address = 10.1.0.0/16,::1/128"));
+    ck_assert_ptr_nonnull(strstr(d1, "api = Produce,Metadata"));
+    ck_assert_ptr_nonnull(strstr(d1, "versions = 2-2"));
+    ck_assert_ptr_nonnull(strstr(d1, "allowed_acks = 0\n"));
+    ck_assert_ptr_null(strstr(d1, "throttle_ms"));
+    c2 = load_ok(d1);
+    f = open_memstream(&d2, &l2);
+    kr_conf_dump(c2, f);
+    fclose(f);
+    ck_assert_str_eq(d1, d2);
+    free(d1);
+    free(d2);
+    kr_conf_free(c);
+    kr_conf_free(c2);
+}
+END_TEST
+
+/* ---- compile, lookup, evaluation -------------------------------------- */
+
+START_TEST(test_lookup_clamp_only)
+{
+    struct kr_conf *c = load_ok(BASE "[rule old]\napi = Produce, Fetch\n"
+                                "clamp_max_version = 7\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    struct kr_rule_mask m;
+
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
+    /* inside the clamp: pass-through */
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_PRODUCE, 7, &m));
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_PRODUCE, 3, &m));
+    ck_assert_ptr_nonnull(kr_rule_lookup(rs, KR_API_PRODUCE, 8, &m));
+    ck_assert_ptr_nonnull(kr_rule_lookup(rs, KR_API_FETCH, 12, &m));
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_METADATA, 12, &m));
+    /* out of range keys and versions */
+    ck_assert_ptr_null(kr_rule_lookup(rs, -1, 0, &m));
+    ck_assert_ptr_null(kr_rule_lookup(rs, 30000, 0, &m));
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_PRODUCE, 999, &m));
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_conn_mask)
+{
+    struct kr_conf *c = load_ok(BASE "[rule onlyb]\nlistener = b\n"
+                                "deny = true\n"
+                                "[rule net]\nclient_address = 10.0.0.0/8\n"
+                                "throttle_ms = 1\n"
+                                "[rule who]\nprincipal = User:bob*\n"
+                                "audit_body = false\nthrottle_ms = 2\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    struct kr_rule_mask m;
+    struct sockaddr_in s4;
+
+    addr4(&s4, "10.9.9.9");
+    kr_rule_conn_mask(rs, "a", (void *)&s4, NULL, &m);
+    ck_assert(!kr_rule_mask_has(&m, 0));
+    ck_assert(kr_rule_mask_has(&m, 1));
+    ck_assert(!kr_rule_mask_has(&m, 2));
+    addr4(&s4, "192.168.1.1");
+    kr_rule_conn_mask(rs, "b", (void *)&s4, "User:bobby", &m);
+    ck_assert(kr_rule_mask_has(&m, 0));
+    ck_assert(!kr_rule_mask_has(&m, 1));
+    ck_assert(kr_rule_mask_has(&m, 2));
+    /* Metadata on listener a from 192.168.1.1: nothing applies */
+    kr_rule_conn_mask(rs, "a", (void *)&s4, NULL, &m);
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_METADATA, 9, &m));
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_eval_topics_deny)
+{
+    struct kr_conf *c = load_ok(BASE "[audit]\ntarget = syslog\n"
+                                "[rule aud]\napi = Produce\naudit = true\n"
+                                "[rule sec]\ntopic = secret-*\ndeny = true\n"
+                                "[rule thr]\napi = Produce\n"
+                                "throttle_ms = 50\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    const struct kr_rule_slot *sl;
+    struct kr_rule_mask m;
+    struct kr_arena a;
+    struct kr_msg req;
+    struct kr_verdict v;
+
+    kr_arena_init(&a, 0);
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
+    sl = kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m);
+    ck_assert_ptr_nonnull(sl);
+
+    /* one of two topics is secret: the whole request is denied */
+    build_req(&a, PRODUCE(9, "app", TOPIC("public") "," TOPIC("secret-x")),
+              &req);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    ck_assert_uint_eq(v.flags & KR_VF_DENY, KR_VF_DENY);
+    ck_assert_int_eq(v.deny_rule, 1);
+    ck_assert_int_eq(v.deny_error, -1);         /* the API's default */
+    ck_assert(v.flags & KR_VF_AUDIT);           /* earlier rule applied */
+    ck_assert(!(v.flags & KR_VF_THROTTLE));     /* deny ended evaluation */
+
+    build_req(&a, PRODUCE(9, "app", TOPIC("public")), &req);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    ck_assert(!(v.flags & KR_VF_DENY));
+    ck_assert(v.flags & KR_VF_AUDIT);
+    ck_assert(v.flags & KR_VF_THROTTLE);
+    ck_assert_int_eq(v.throttle_ms, 50);
+    ck_assert_int_eq(v.throttle_rule, 2);
+    kr_arena_free(&a);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_eval_precedence)
+{
+    struct kr_conf *c = load_ok(BASE
+                                "[rule t1]\napi = Produce\nclient_id = x*\n"
+                                "throttle_ms = 10\n"
+                                "[rule t2]\napi = Produce\nthrottle_ms = 20\n"
+                                "throttle_op = add\n"
+                                "[rule c1]\napi = Produce\n"
+                                "clamp_max_version = 7\n"
+                                "[rule c2]\napi = Produce\n"
+                                "clamp_max_version = 5\n"
+                                "[rule f]\napi = Produce\n"
+                                "direction = request\n"
+                                "fault_latency_ms = 30\n"
+                                "allowed_acks = 1\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    const struct kr_rule_slot *sl;
+    struct kr_rule_mask m;
+    struct kr_arena a;
+    struct kr_msg req;
+    struct kr_verdict v;
+
+    kr_arena_init(&a, 0);
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
+    sl = kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m);
+    ck_assert_ptr_nonnull(sl);
+    build_req(&a, PRODUCE(9, "xyz", TOPIC("t")), &req);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    /* first throttle wins */
+    ck_assert_int_eq(v.throttle_ms, 10);
+    ck_assert(!v.throttle_add);
+    /* first clamp wins: 7, and v9 is above it */
+    ck_assert(v.flags & KR_VF_CLAMP);
+    ck_assert_int_eq(v.clamp_max, 7);
+    ck_assert_int_eq(v.clamp_rule, 2);
+    /* direction = request: the latency (response side) does not apply,
+       the produce policy (request side) does */
+    ck_assert(!(v.flags & KR_VF_LATENCY));
+    ck_assert(v.flags & KR_VF_POLICY);
+    ck_assert_uint_eq(v.acks_mask, 1u << 2);
+
+    /* ClientId "other" skips t1: t2 wins */
+    build_req(&a, PRODUCE(6, "other", TOPIC("t")), &req);
+    sl = kr_rule_lookup(rs, KR_API_PRODUCE, 6, &m);
+    ck_assert_ptr_nonnull(sl);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    ck_assert_int_eq(v.throttle_ms, 20);
+    ck_assert(v.throttle_add);
+    /* v6 is inside c1's clamp: c1 wins and nothing is clamped */
+    ck_assert(!(v.flags & KR_VF_CLAMP));
+    ck_assert_int_eq(v.clamp_rule, 2);
+    kr_arena_free(&a);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_conn_clamps)
+{
+    struct kr_conf *c = load_ok(BASE
+                                "[rule legacy]\napi = Produce,Fetch\n"
+                                "client_id = legacy-*\n"
+                                "clamp_max_version = 7\n"
+                                "[rule all]\napi = Produce\n"
+                                "clamp_min_version = 3\n"
+                                "clamp_max_version = 9\n"
+                                "pass_unknown_apis = true\n");
+    struct kr_clamp cl[KR_API_DELETE_SHARE_GROUP_OFFSETS + 200];
+    struct kr_rule_mask m;
+    bool pass;
+
+    kr_rule_conn_mask(c->ruleset, "a", NULL, NULL, &m);
+    ck_assert_int_eq(kr_rule_conn_clamps(c->ruleset, &m, "legacy-1", 8, cl,
+                                         &pass), 2);
+    ck_assert_int_eq(cl[KR_API_PRODUCE].min, 0);
+    ck_assert_int_eq(cl[KR_API_PRODUCE].max, 7);
+    ck_assert_int_eq(cl[KR_API_FETCH].max, 7);
+    ck_assert(cl[KR_API_METADATA].min > cl[KR_API_METADATA].max);
+    ck_assert(pass);
+    ck_assert_int_eq(kr_rule_conn_clamps(c->ruleset, &m, "new", 3, cl,
+                                         &pass), 1);
+    ck_assert_int_eq(cl[KR_API_PRODUCE].min, 3);
+    ck_assert_int_eq(cl[KR_API_PRODUCE].max, 9);
+    ck_assert(cl[KR_API_FETCH].min > cl[KR_API_FETCH].max);
+    kr_conf_free(c);
+}
+END_TEST
+
+START_TEST(test_print)
+{
+    struct kr_conf *c = load_ok(BASE "[rule old]\napi = Produce\n"
+                                "clamp_max_version = 7\n");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    kr_rule_print(c->ruleset, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(out, "rule 1 [rule old] (line 9)"));
+    ck_assert_ptr_nonnull(strstr(out, "Produce(0) v8-"));
+    ck_assert_ptr_null(strstr(out, "Produce(0) v0"));
+    free(out);
+    kr_conf_free(c);
+}
+END_TEST
+
+static Suite *
+rule_suite(void)
+{
+    Suite *s = suite_create("rule");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, test_glob);
+    tcase_add_test(tc, test_cidr);
+    tcase_add_test(tc, test_conf_values);
+    tcase_add_test(tc, test_conf_errors);
+    tcase_add_test(tc, test_conf_dump_roundtrip);
+    tcase_add_test(tc, test_lookup_clamp_only);
+    tcase_add_test(tc, test_conn_mask);
+    tcase_add_test(tc, test_eval_topics_deny);
+    tcase_add_test(tc, test_eval_precedence);
+    tcase_add_test(tc, test_conn_clamps);
+    tcase_add_test(tc, test_print);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(rule_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
