@@ -1,0 +1,427 @@
+#!/usr/bin/python3
+"""report.py - medians, ratios and the results JSON of a krelay benchmark.
+
+    report.py --runs RUNS.jsonl --out RESULTS.json [--meta KEY=VALUE]...
+    report.py --table RESULTS.json        (print the table of a saved run)
+
+RUNS.jsonl holds one JSON object per client run, written by run.sh
+(workload, target, rep, rc, CPU seconds the mock and proxies used, and
+the client's own JSON under "client").  The output format is described in
+contrib/bench/results/README.md.  The table goes to stdout as Markdown.
+Only the standard library is used.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+TARGETS = ("direct", "haproxy", "krelay")
+THROUGHPUT = (
+    ("produce_1k", "produce 1 KiB records"),
+    ("produce_100", "produce 100 B records"),
+    ("fetch", "fetch 1 KiB records"),
+)
+GIB = float(1 << 30)
+# A process that used at least this share of its CPU during the measured
+# window is called saturated (it is pinned to one CPU).
+SATURATED = 0.85
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def ratio_added(a, b):
+    """Ratio of two added latencies; only meaningful when both are > 0."""
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return a / b
+
+
+def ok_runs(runs, workload, target):
+    return [r for r in runs
+            if r["workload"] == workload and r["target"] == target
+            and r.get("rc") == 0 and r.get("client")]
+
+
+# Order of the -C pids run.sh passes (peer_cpu_window_s).
+PEERS = {"mock": 0, "haproxy": 1, "krelay": 2}
+
+
+def summarize_throughput(runs, workload):
+    out = {}
+    for t in TARGETS:
+        rs = ok_runs(runs, workload, t)
+        if not rs:
+            continue
+        entry = {
+            "runs": len(rs),
+            "mb_per_s": median([r["client"].get("mb_per_s") for r in rs]),
+            "records_per_s": median(
+                [r["client"].get("records_per_s") for r in rs]),
+            "mb_per_s_all": [r["client"].get("mb_per_s") for r in rs],
+        }
+        # Utilisation inside the measured window (1.0 = one full CPU).
+        # "other": busy CPU of the whole machine not used by the client,
+        # the mock or the proxies (other load disturbing the run).
+        utils = {"client": [], "mock": [], "haproxy": [], "krelay": [],
+                 "other": []}
+        for r in rs:
+            c = r["client"]
+            w = c.get("window_s") or 0
+            if w <= 0:
+                continue
+            mine = c.get("client_cpu_window_s", 0)
+            utils["client"].append(mine / w)
+            peers = c.get("peer_cpu_window_s") or []
+            for name, i in PEERS.items():
+                if i < len(peers) and peers[i] is not None and peers[i] >= 0:
+                    utils[name].append(peers[i] / w)
+                    mine += peers[i]
+            sysw = c.get("system_cpu_window_s")
+            if sysw is not None and sysw >= 0:
+                utils["other"].append(max(0.0, sysw - mine) / w)
+        entry["cpu_util"] = {k: round(median(v), 3)
+                             for k, v in utils.items() if v}
+        # CPU seconds per GiB of record bytes, over the whole client run.
+        cpg = {}
+        for name in ("mock", "haproxy", "krelay"):
+            vals = []
+            for r in rs:
+                b = r["client"].get("total_bytes") or 0
+                cpu = r.get(name + "_cpu_s")
+                if b > 0 and cpu is not None:
+                    vals.append(cpu / (b / GIB))
+            if vals and (name == "mock" or name == t):
+                cpg[name] = round(median(vals), 3)
+        entry["cpu_s_per_gib"] = cpg
+        bott = [k for k, v in entry["cpu_util"].items()
+                if v >= SATURATED and k != "other"]
+        entry["saturated"] = bott
+        out[t] = entry
+    res = {"targets": out}
+    d = out.get("direct", {}).get("mb_per_s")
+    h = out.get("haproxy", {}).get("mb_per_s")
+    k = out.get("krelay", {}).get("mb_per_s")
+    res["ratios"] = {
+        "krelay_vs_haproxy": ratio(k, h),
+        "krelay_vs_direct": ratio(k, d),
+        "haproxy_vs_direct": ratio(h, d),
+    }
+    return res
+
+
+def summarize_latency(runs):
+    out = {}
+    by_rep = {}
+    for t in TARGETS:
+        rs = ok_runs(runs, "latency", t)
+        if not rs:
+            continue
+        out[t] = {"runs": len(rs)}
+        for p in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us"):
+            out[t][p] = median([r["client"].get(p) for r in rs])
+        out[t]["p99_us_all"] = [r["client"].get("p99_us") for r in rs]
+        others = []
+        for r in rs:
+            if r.get("system_cpu_s") is None or not r.get("wall_s"):
+                continue
+            mine = (r["client"].get("client_cpu_s", 0) + r.get("mock_cpu_s", 0)
+                    + r.get("haproxy_cpu_s", 0) + r.get("krelay_cpu_s", 0))
+            others.append(max(0.0, r["system_cpu_s"] - mine) / r["wall_s"])
+        out[t]["other_cpu_util"] = median(others)
+        out[t]["lost"] = sum(r["client"].get("lost", 0) for r in rs)
+        out[t]["late_sends"] = sum(r["client"].get("late", 0) for r in rs)
+        for r in rs:
+            by_rep.setdefault(r["rep"], {})[t] = r["client"]
+    added = {}
+    for t in ("haproxy", "krelay"):
+        vals = {}
+        for p in ("p50_us", "p99_us", "p999_us"):
+            diffs = [reps[t][p] - reps["direct"][p]
+                     for reps in by_rep.values()
+                     if t in reps and "direct" in reps]
+            vals[p] = median(diffs)
+        if any(v is not None for v in vals.values()):
+            added[t] = vals
+    res = {"targets": out, "added_us": added}
+    res["ratios"] = {
+        "added_p99_krelay_vs_haproxy": ratio_added(
+            added.get("krelay", {}).get("p99_us"),
+            added.get("haproxy", {}).get("p99_us")),
+    }
+    return res
+
+
+def summarize_idle(runs):
+    out = {}
+    for t in ("haproxy", "krelay"):
+        rs = [r for r in runs if r["workload"] == "idle" and r["target"] == t
+              and r.get("client")]
+        vals = []
+        for r in rs:
+            n = r["client"].get("idle") or 0
+            if n > 0 and r.get("rss_after_kb") and r.get("rss_before_kb"):
+                vals.append((r["rss_after_kb"] - r["rss_before_kb"]) * 1024.0
+                            / n)
+        if rs:
+            out[t] = {
+                "runs": len(rs),
+                "connections": median([r["client"].get("idle")
+                                       for r in rs]),
+                "failed": sum(r["client"].get("failed", 0) for r in rs),
+                "alive_at_end": median([r["client"].get("alive_at_end")
+                                        for r in rs]),
+                "bytes_per_conn": median(vals),
+                "bytes_per_conn_all": [round(v) for v in vals],
+                "rss_before_kb": median([r.get("rss_before_kb")
+                                         for r in rs]),
+                "rss_after_kb": median([r.get("rss_after_kb") for r in rs]),
+            }
+    return {"targets": out, "ratios": {"krelay_vs_haproxy": ratio(
+        out.get("krelay", {}).get("bytes_per_conn"),
+        out.get("haproxy", {}).get("bytes_per_conn"))}}
+
+
+def summarize_codec(runs):
+    rs = [r for r in runs if r["workload"] == "codec" and r.get("rc") == 0
+          and r.get("client", {}).get("benches")]
+    out = {}
+    for r in rs:
+        for b in r["client"]["benches"]:
+            out.setdefault(b["name"], []).append(b)
+    res = {}
+    for name, bs in out.items():
+        res[name] = {k: median([b.get(k) for b in bs])
+                     for k in ("payload_bytes", "ops_per_s", "mb_per_s",
+                               "decode_ops_per_s", "memcpy_mb_per_s",
+                               "ratio_to_memcpy")}
+        res[name]["runs"] = len(bs)
+    return {"runs": len(rs), "benches": res}
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "–"
+    if isinstance(v, float) and abs(v) >= 1e6 and digits == 0:
+        return "{:,.2f} M".format(v / 1e6)
+    return "{:,.{d}f}".format(v, d=digits)
+
+
+def fmtr(v):
+    return "–" if v is None else "{:.2f}x".format(v)
+
+
+def table(res):
+    m = res["meta"]
+    w = res["workloads"]
+    lines = []
+    lines.append("krelay benchmark: %s runs of each workload per target, "
+                 "medians; %s" % (m.get("reps"), m.get("os", "")))
+    lines.append("Machine: %s CPUs (%s), %s MiB RAM, kernel %s. Placement "
+                 "(taskset): load generator cpu %s, mock cpu %s, proxy cpu %s."
+                 % (m.get("ncpu"), m.get("cpu_model"),
+                    int(m.get("mem_total_kb", "0") or 0) // 1024,
+                    m.get("kernel"), m.get("cpu_client"), m.get("cpu_mock"),
+                    m.get("cpu_proxy")))
+    lines.append("Mock and clients: librdkafka %s; HAProxy %s (mode tcp, "
+                 "1 thread); krelay %s (1 worker)."
+                 % (m.get("mock_librdkafka"), m.get("haproxy"),
+                    m.get("krelay") or "?"))
+    lines.append("")
+    lines.append("| workload | direct | HAProxy | krelay | krelay/HAProxy "
+                 "| krelay/direct | HAProxy/direct | saturated (CPU >= %d%%) |"
+                 % int(SATURATED * 100))
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---|")
+    for key, label in THROUGHPUT:
+        if key not in w:
+            continue
+        tg = w[key]["targets"]
+        for metric, unit, dg in (("mb_per_s", "MB/s", 0),
+                                 ("records_per_s", "records/s", 0)):
+            vals = [tg.get(t, {}).get(metric) for t in TARGETS]
+            sat = "; ".join("%s: %s" % (t, ",".join(tg[t]["saturated"]))
+                            for t in TARGETS
+                            if t in tg and tg[t]["saturated"])
+            lines.append("| %s, %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label, unit, fmt(vals[0], dg), fmt(vals[1], dg),
+                fmt(vals[2], dg), fmtr(ratio(vals[2], vals[1])),
+                fmtr(ratio(vals[2], vals[0])), fmtr(ratio(vals[1], vals[0])),
+                sat if metric == "mb_per_s" else ""))
+    if "latency" in w:
+        lt = w["latency"]
+        tg = lt["targets"]
+        for p, label in (("p50_us", "p50"), ("p99_us", "p99"),
+                         ("p999_us", "p99.9")):
+            vals = [tg.get(t, {}).get(p) for t in TARGETS]
+            lines.append("| latency %s, µs (Produce v%s, %s/s) | %s | %s | "
+                         "%s | | | | |" % (
+                             label, m.get("latency_produce_version"),
+                             m.get("latency_rate"), fmt(vals[0], 0),
+                             fmt(vals[1], 0), fmt(vals[2], 0)))
+        for p, label in (("p50_us", "p50"), ("p99_us", "p99"),
+                         ("p999_us", "p99.9")):
+            h = lt["added_us"].get("haproxy", {}).get(p)
+            k = lt["added_us"].get("krelay", {}).get(p)
+            lines.append("| added latency %s, µs (minus direct) | | %s | %s "
+                         "| %s | | | |" % (label, fmt(h, 0), fmt(k, 0),
+                                           fmtr(ratio_added(k, h))))
+    if "idle_rss" in w:
+        tg = w["idle_rss"]["targets"]
+        h = tg.get("haproxy", {}).get("bytes_per_conn")
+        k = tg.get("krelay", {}).get("bytes_per_conn")
+        lines.append("| RSS per idle client connection, bytes (%s conns) | "
+                     "| %s | %s | %s | | | |" % (m.get("idle_conns"),
+                                                fmt(h), fmt(k),
+                                                fmtr(ratio(k, h))))
+    for key, label in THROUGHPUT:
+        if key not in w:
+            continue
+        tg = w[key]["targets"]
+        h = tg.get("haproxy", {}).get("cpu_s_per_gib", {}).get("haproxy")
+        k = tg.get("krelay", {}).get("cpu_s_per_gib", {}).get("krelay")
+        d = tg.get("direct", {}).get("cpu_s_per_gib", {}).get("mock")
+        lines.append("| proxy CPU s per GiB, %s (direct: the mock's) | %s | "
+                     "%s | %s | %s | | | |" % (label, fmt(d, 2), fmt(h, 2),
+                                             fmt(k, 2), fmtr(ratio(k, h))))
+    if "codec" in w and w["codec"]["benches"]:
+        lines.append("")
+        lines.append("| codec micro-benchmark (1 core) | payload bytes | "
+                     "ops/s | MB/s | decode-only ops/s | memcpy MB/s | "
+                     "ratio to memcpy |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|")
+        for name, b in w["codec"]["benches"].items():
+            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                name, fmt(b["payload_bytes"]), fmt(b["ops_per_s"]),
+                fmt(b["mb_per_s"]), fmt(b["decode_ops_per_s"]),
+                fmt(b["memcpy_mb_per_s"]), fmtr(b["ratio_to_memcpy"])))
+    notes = res.get("notes") or []
+    if notes:
+        lines.append("")
+        for n in notes:
+            lines.append("- " + n)
+    return "\n".join(lines)
+
+
+def notes_for(res):
+    notes = []
+    w = res["workloads"]
+    m = res["meta"]
+    for key, label in THROUGHPUT:
+        if key not in w:
+            continue
+        tg = w[key]["targets"]
+        for t in TARGETS:
+            if t not in tg:
+                continue
+            sat = tg[t]["saturated"]
+            if "mock" in sat:
+                notes.append("%s via %s: the mock is the bottleneck (it used "
+                             "%.0f%% of its CPU)" % (
+                                 label, t, 100 * tg[t]["cpu_util"]["mock"]))
+            elif "client" in sat:
+                notes.append("%s via %s: the load generator is the "
+                             "bottleneck (%.0f%% of its CPU)" % (
+                                 label, t, 100 * tg[t]["cpu_util"]["client"]))
+    others = []
+    for key, _ in THROUGHPUT:
+        for t, v in w.get(key, {}).get("targets", {}).items():
+            if "other" in v["cpu_util"]:
+                others.append(v["cpu_util"]["other"])
+    for t, v in w.get("latency", {}).get("targets", {}).items():
+        if v.get("other_cpu_util") is not None:
+            others.append(v["other_cpu_util"])
+    if others:
+        worst = max(others)
+        if worst >= 0.10:
+            notes.append("other processes on the machine used up to %.0f%% "
+                         "of a CPU during the measurements (median %.0f%%): "
+                         "the figures are disturbed" % (
+                             100 * worst, 100 * median(others)))
+        else:
+            notes.append("the machine was otherwise idle (other processes: "
+                         "at most %.0f%% of a CPU)" % (100 * worst))
+    hs = m.get("haproxy_sessions")
+    if hs:
+        counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
+        idle = [k for k, v in counts.items() if v == "0"]
+        if idle:
+            notes.append("HAProxy leg: no session on %s: clients bypassed "
+                         "HAProxy" % ", ".join(sorted(idle)))
+        else:
+            notes.append("HAProxy leg: every broker listener carried "
+                         "sessions (%s)" % hs)
+    if m.get("mock_advertises_haproxy") == "0":
+        notes.append("the mock could not advertise HAProxy's ports "
+                     "(librdkafka < 2.10): clients mapped them (connect_cb)")
+    if "latency" in w:
+        for t, v in w["latency"]["targets"].items():
+            if v.get("lost"):
+                notes.append("latency via %s: %d requests unanswered" %
+                             (t, v["lost"]))
+    proxied = [r for r in res["runs"] if r["target"] in TARGETS]
+    for t in TARGETS:
+        if proxied and not any(r["target"] == t for r in proxied):
+            notes.append("%s: not measured" % t)
+    failed = [r for r in res["runs"] if r.get("rc") not in (0, None)]
+    if failed:
+        notes.append("%d client runs failed (not in the medians): %s" % (
+            len(failed), ", ".join(sorted({"%s/%s" % (r["workload"],
+                                                      r["target"])
+                                           for r in failed}))))
+    return notes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs")
+    ap.add_argument("--out")
+    ap.add_argument("--meta", action="append", default=[])
+    ap.add_argument("--table", help="print the table of a results JSON")
+    a = ap.parse_args()
+    if a.table:
+        with open(a.table) as f:
+            print(table(json.load(f)))
+        return 0
+    if not a.runs or not a.out:
+        ap.error("--runs and --out are required")
+    runs = []
+    with open(a.runs) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                runs.append(json.loads(line))
+    meta = {}
+    for kv in a.meta:
+        k, _, v = kv.partition("=")
+        meta[k] = v
+    w = {}
+    for key, _ in THROUGHPUT:
+        if any(r["workload"] == key for r in runs):
+            w[key] = summarize_throughput(runs, key)
+    if any(r["workload"] == "latency" for r in runs):
+        w["latency"] = summarize_latency(runs)
+    if any(r["workload"] == "idle" for r in runs):
+        w["idle_rss"] = summarize_idle(runs)
+    if any(r["workload"] == "codec" for r in runs):
+        w["codec"] = summarize_codec(runs)
+    res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
+           "runs": runs}
+    res["notes"] = notes_for(res)
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,697 @@
+#!/bin/bash
+# run.sh - krelay's benchmark harness (issue 4; `make bench`).
+#
+# Starts librdkafka's mock cluster (3 brokers), HAProxy (mode tcp, one
+# listener per broker, the brokers advertising HAProxy's ports) and krelay
+# (one worker), then runs every workload directly against the mock,
+# through HAProxy and through krelay, alternating the order from one
+# repetition to the next, REPS times each.  Prints medians and ratios as
+# a Markdown table and writes the JSON described in
+# contrib/bench/results/README.md.  Loopback only; every process started
+# here is stopped at the end; every wait is bounded.
+#
+#   contrib/bench/run.sh [--reps N] [--quick] [--out FILE]
+#                        [--workloads LIST] [--targets LIST] [--note TEXT]
+#
+#   --reps N        repetitions of each workload and target (default 5)
+#   --quick         smoke run: 1 repetition, short and small workloads
+#   --out FILE      results JSON (default $top_builddir/bench-results.json)
+#   --workloads L   comma list of produce1k,produce100,fetch,latency,idle,
+#                   codec (default: all)
+#   --targets L     comma list of direct,haproxy,krelay (default: all)
+#   --note TEXT     free text stored in the JSON (e.g. the machine)
+#
+# Environment:
+#   top_builddir, top_srcdir   set by `make bench`; default: the current
+#                              directory and this file's ../..
+#   KRELAY_DEPS_DIR            where contrib/install-deps.sh put
+#                              node-rdkafka (librdkafka 2.12: its mock can
+#                              advertise HAProxy's ports); default
+#                              ~/.cache/krelay
+#   KRBENCH_CPU_CLIENT, KRBENCH_CPU_MOCK, KRBENCH_CPU_PROXY
+#                              CPU lists for taskset (defaults 0, 1, 1 on
+#                              a 2-core machine; see README.md)
+#   KRBENCH_SYSTEM_RDKAFKA=1   use the system librdkafka (the automake-
+#                              built krbench) even when 2.12 is there
+#   KRBENCH_KEEP=1             keep the work directory
+#   KRBENCH_PRODUCE_SECS, KRBENCH_LAT_RATE, KRBENCH_LAT_COUNT,
+#   KRBENCH_LAT_VERSION, KRBENCH_IDLE_CONNS, KRBENCH_FETCH_PARTS,
+#   KRBENCH_CODEC_SECS         workload sizes (defaults below)
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+set -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${top_srcdir:=$(cd "$HERE/../.." && pwd)}"
+: "${top_builddir:=$(pwd)}"
+: "${KRELAY_DEPS_DIR:=${HOME:-/root}/.cache/krelay}"
+PY=/usr/bin/python3
+
+REPS=5
+QUICK=0
+OUT=$top_builddir/bench-results.json
+WORKLOADS=produce1k,produce100,fetch,latency,idle,codec
+TARGETS=direct,haproxy,krelay
+NOTE=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --reps) REPS=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --workloads) WORKLOADS=$2; shift 2 ;;
+    --targets) TARGETS=$2; shift 2 ;;
+    --note) NOTE=$2; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+case $REPS in ''|*[!0-9]*) echo "run.sh: bad --reps" >&2; exit 2 ;; esac
+
+NCPU=$(nproc)
+if [ "$NCPU" -ge 3 ]; then
+    DEF_CLIENT=0 DEF_MOCK=1 DEF_PROXY=2
+else
+    # The load generator is the busiest process (a librdkafka client
+    # near 100% of its CPU when producing); the mock uses well under
+    # half of its CPU, so the proxy shares the mock's.
+    DEF_CLIENT=0 DEF_MOCK=$((NCPU - 1)) DEF_PROXY=$((NCPU - 1))
+fi
+CPU_CLIENT=${KRBENCH_CPU_CLIENT:-$DEF_CLIENT}
+CPU_MOCK=${KRBENCH_CPU_MOCK:-$DEF_MOCK}
+CPU_PROXY=${KRBENCH_CPU_PROXY:-$DEF_PROXY}
+
+if [ "$QUICK" = 1 ]; then
+    REPS=1
+    D_PRODUCE=1 D_WARM=0.5 D_FETCH_PARTS=16 D_LAT_COUNT=2000
+    D_IDLE=500 D_CODEC=0.1
+else
+    D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=128 D_LAT_COUNT=20000
+    D_IDLE=5000 D_CODEC=0.5
+fi
+PRODUCE_SECS=${KRBENCH_PRODUCE_SECS:-$D_PRODUCE}
+PRODUCE_WARM=${KRBENCH_PRODUCE_WARM:-$D_WARM}
+FETCH_PARTS=${KRBENCH_FETCH_PARTS:-$D_FETCH_PARTS}
+FETCH_PER_PART=4096             # 1 KiB records: 4 MiB per partition,
+                                # under the mock's 5 MiB retention
+LAT_RATE=${KRBENCH_LAT_RATE:-5000}
+LAT_COUNT=${KRBENCH_LAT_COUNT:-$D_LAT_COUNT}
+LAT_SIZE=100
+IDLE_CONNS=${KRBENCH_IDLE_CONNS:-$D_IDLE}
+CODEC_SECS=${KRBENCH_CODEC_SECS:-$D_CODEC}
+
+log() {
+    printf '%s [bench] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+has() {
+    case ",$1," in *",$2,"*) return 0 ;; esac
+    return 1
+}
+
+# ---- processes: every one started here is stopped on exit ---------------
+PIDS=()
+WORK=
+cleanup() {
+    local rc=$? i pid
+    trap - EXIT INT TERM
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        kill -TERM "${PIDS[$i]}" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        if [ "${KRBENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
+            log "work directory kept: $WORK"
+        else
+            rm -rf "$WORK"
+        fi
+    fi
+    exit "$rc"
+}
+
+# forget PID: remove a stopped process from PIDS
+forget() {
+    local keep=() p
+    for p in "${PIDS[@]}"; do
+        [ "$p" = "$1" ] || keep+=("$p")
+    done
+    PIDS=("${keep[@]}")
+}
+
+stop_pid() {
+    local pid=$1
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    forget "$pid"
+}
+
+# bounded VAR TPIDVAR CPUS CMD...: start CMD pinned to CPUS in the
+# background under timeout(1), so that it stops by itself even if this
+# script is killed; VAR gets CMD's own pid (for /proc), TPIDVAR the pid
+# to stop (timeout passes SIGTERM on).  Redirect the call's output.
+bounded() {
+    local var=$1 tvar=$2 cpus=$3 tpid c=
+    shift 3
+    timeout -k 5 "$LIFETIME" taskset -c "$cpus" "$@" &
+    tpid=$!
+    PIDS+=("$tpid")
+    for _ in $(seq 100); do
+        c=$(cat "/proc/$tpid/task/$tpid/children" 2>/dev/null)
+        c=${c%% *}
+        [ -n "$c" ] && break
+        sleep 0.02
+    done
+    printf -v "$var" '%s' "${c:-$tpid}"
+    printf -v "$tvar" '%s' "$tpid"
+}
+
+# free_ports N: first port P such that P..P+N-1 are free on 127.0.0.1
+free_ports() {
+    "$PY" - "$1" <<'EOF'
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(200):
+    base = random.randrange(20000, 32000 - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+# listening PORT: something listens on 127.0.0.1:PORT (no probe connection)
+listening() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { f = 1 }
+                      END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+wait_ports() {
+    local p
+    for p in "$@"; do
+        for _ in $(seq 100); do
+            listening "$p" && break
+            sleep 0.1
+        done
+        listening "$p" || return 1
+    done
+}
+
+# cpu_ticks PID: utime + stime in clock ticks (0 when gone)
+cpu_ticks() {
+    if [ -z "$1" ] || [ ! -r "/proc/$1/stat" ]; then
+        echo 0
+        return
+    fi
+    sed 's/^.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'
+}
+
+# busy_ticks: clock ticks all CPUs spent in processes (/proc/stat user,
+# nice, system, steal; not irq/softirq, where loopback traffic goes
+# uncharged), to notice load from outside the benchmark
+busy_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $9; exit }' /proc/stat
+}
+
+# rss_kb PID: VmRSS in KiB
+rss_kb() {
+    awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+TICK=$(getconf CLK_TCK)
+
+# ---- binaries --------------------------------------------------------------
+KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
+BENCH_CODEC=$top_builddir/tests/bench/bench_codec
+KRBENCH=$top_builddir/tests/bench/krbench
+PREFIX=$KRELAY_DEPS_DIR/node_modules/node-rdkafka/build/deps
+if [ ! -f "$PREFIX/pkgconfig/rdkafka.pc" ] &&
+   [ -f /root/.cache/krelay-deps/node_modules/node-rdkafka/build/deps/pkgconfig/rdkafka.pc ]; then
+    PREFIX=/root/.cache/krelay-deps/node_modules/node-rdkafka/build/deps
+fi
+LIBRDKAFKA_NOTE="system librdkafka"
+if [ "${KRBENCH_SYSTEM_RDKAFKA:-0}" != 1 ] &&
+   [ -f "$PREFIX/pkgconfig/rdkafka.pc" ] &&
+   [ -f "$PREFIX/include/librdkafka/rdkafka_mock.h" ]; then
+    # krbench against librdkafka 2.12 (mock and clients), rebuilt when
+    # the sources are newer: its mock advertises any host:port.
+    K212=$top_builddir/tests/bench/krbench-rdkafka212
+    SRC=$top_srcdir/tests/bench/krbench.c
+    if [ ! -x "$K212" ] || [ "$SRC" -nt "$K212" ] ||
+       [ "$top_srcdir/tests/bench/kb_wire.h" -nt "$K212" ]; then
+        mkdir -p "$top_builddir/tests/bench"
+        CF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --cflags rdkafka |
+             sed 's/-I/-isystem /g')
+        LF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --libs rdkafka)
+        # shellcheck disable=SC2086
+        ${CC:-cc} -std=gnu11 -O2 -g -Wall -Wextra $CF -o "$K212.tmp" "$SRC" \
+            $LF -Wl,-rpath,"$PREFIX" -lpthread -ldl -rdynamic ||
+            die "cannot build krbench against $PREFIX"
+        mv -f "$K212.tmp" "$K212"
+        log "built $K212"
+    fi
+    KRBENCH=$K212
+    LIBRDKAFKA_NOTE="librdkafka from $PREFIX"
+fi
+[ -x "$KRBENCH" ] || die "$KRBENCH not built (make bench builds it)"
+command -v taskset >/dev/null || die "taskset (util-linux) not found"
+HAPROXY=$(command -v haproxy || true)
+if has "$TARGETS" haproxy && [ -z "$HAPROXY" ]; then
+    log "haproxy not installed: the HAProxy leg is skipped"
+    TARGETS=$(echo ",$TARGETS," | sed 's/,haproxy,/,/; s/^,//; s/,$//')
+fi
+
+WORK=$(mktemp -d "$top_builddir/bench.XXXXXX") || exit 1
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+RUNS=$WORK/runs.jsonl
+: >"$RUNS"
+# Watchdog: the whole run is bounded (30 min; 5 for --quick).
+LIMIT=1800
+[ "$QUICK" = 1 ] && LIMIT=300
+( trap 'kill "$spid" 2>/dev/null; exit 0' TERM
+  sleep "$LIMIT" & spid=$!
+  wait "$spid" && { log "timed out after ${LIMIT}s"; kill -TERM $$; } ) &
+PIDS+=($!)
+LIFETIME=$((LIMIT + 120))            # of the mock and the proxies
+# 5,000 client connections and as many upstream ones per proxy.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+[ "$NOFILE" = unlimited ] && NOFILE=65536
+HAPROXY_MAXCONN=$(( (NOFILE - 100) / 2 ))
+[ "$HAPROXY_MAXCONN" -gt 20000 ] && HAPROXY_MAXCONN=20000
+if [ $((IDLE_CONNS + 100)) -gt "$HAPROXY_MAXCONN" ]; then
+    IDLE_CONNS=$((HAPROXY_MAXCONN - 100))
+    log "file-descriptor limit $NOFILE: idle connections cut to $IDLE_CONNS"
+fi
+
+# ---- the mock cluster --------------------------------------------------------
+HBASE=$(free_ports 4) || die "no free ports"
+HPORTS=$((HBASE + 1)),$((HBASE + 2)),$((HBASE + 3))
+log "placement: client cpu $CPU_CLIENT, mock cpu $CPU_MOCK, proxy cpu $CPU_PROXY ($NCPU cpus)"
+bounded MOCK_PID MOCK_TPID "$CPU_MOCK" "$KRBENCH" mock -b 3 -t bench:8 \
+    -t small:8 -t "fetch:$FETCH_PARTS" -t lat:1 -H "$HPORTS" \
+    -r "$WORK/mock.ready" >"$WORK/mock.out" 2>"$WORK/mock.log"
+for _ in $(seq 100); do
+    [ -s "$WORK/mock.ready" ] && break
+    kill -0 "$MOCK_PID" 2>/dev/null || break
+    sleep 0.1
+done
+[ -s "$WORK/mock.ready" ] || die "the mock did not start: $(cat "$WORK/mock.log")"
+IFS=, read -r M1 M2 M3 <"$WORK/mock.ready"
+MOCK_VERSION=$(sed -n 's/.*librdkafka \([^,]*\),.*/\1/p' "$WORK/mock.log")
+log "mock cluster (librdkafka $MOCK_VERSION) at ports $M1,$M2,$M3"
+# Small requests: Produce v10 (what librdkafka 2.12 sends; its response
+# carries the KIP-951 tagged fields krelay rewrites) when the mock has it,
+# else v7 (librdkafka 2.0.2's mock and client).
+case $MOCK_VERSION in
+2.[0-9].*|1.*|0.*) D_LAT_VERSION=7 ;;
+*) D_LAT_VERSION=10 ;;
+esac
+LAT_VERSION=${KRBENCH_LAT_VERSION:-$D_LAT_VERSION}
+
+# advertise direct|haproxy: which ports the mock brokers advertise.
+ADV=
+ADV_OK=1
+NADV=0
+advertise() {
+    [ "$ADV" = "$1" ] && return 0
+    [ "$ADV_OK" = 1 ] || { ADV=$1; return 0; }
+    if [ "$1" = haproxy ]; then
+        kill -USR2 "$MOCK_PID"
+    else
+        kill -USR1 "$MOCK_PID"
+    fi
+    NADV=$((NADV + 1))
+    for _ in $(seq 100); do
+        [ "$(grep -c '^advertise' "$WORK/mock.out")" -ge "$NADV" ] && break
+        sleep 0.05
+    done
+    [ "$(grep -c '^advertise' "$WORK/mock.out")" -ge "$NADV" ] ||
+        die "the mock did not switch its advertised ports"
+    if grep -q '^advertise unsupported' "$WORK/mock.out"; then
+        # librdkafka < 2.10: clients map the mock's ports to HAProxy's.
+        ADV_OK=0
+        log "the mock cannot advertise HAProxy's ports; clients map them"
+    fi
+    ADV=$1
+}
+# Find out now whether the mock can switch (bootstrap_of and map_of
+# depend on it).
+advertise direct
+
+# ---- HAProxy ------------------------------------------------------------------
+HAPROXY_PID=
+HAPROXY_TPID=
+start_haproxy() {
+    local n up ports
+    ports=(0 "$M1" "$M2" "$M3")
+    {
+        sed -e "s|@WORK@|$WORK|g" -e "s|@MAXCONN@|$HAPROXY_MAXCONN|g" \
+            -e '/^#@BROKER@/d' \
+            "$top_srcdir/contrib/bench/haproxy.cfg.in"
+        for n in 1 2 3; do
+            up=${ports[$n]}
+            sed -n 's/^#@BROKER@//p' "$top_srcdir/contrib/bench/haproxy.cfg.in" |
+                sed -e "s/@NODEID@/$n/g" -e "s/@PORT@/$((HBASE + n))/g" \
+                    -e "s/@UPSTREAM@/$up/g"
+        done
+    } >"$WORK/haproxy.cfg"
+    bounded HAPROXY_PID HAPROXY_TPID "$CPU_PROXY" "$HAPROXY" -db \
+        -f "$WORK/haproxy.cfg" >>"$WORK/haproxy.log" 2>&1
+    wait_ports $((HBASE + 1)) $((HBASE + 2)) $((HBASE + 3)) ||
+        die "haproxy did not start: $(tail -n 5 "$WORK/haproxy.log")"
+}
+stop_haproxy() {
+    stop_pid "$HAPROXY_TPID"
+    HAPROXY_PID=
+    HAPROXY_TPID=
+}
+
+# ---- krelay -------------------------------------------------------------------
+KRELAY_PID=
+KRELAY_TPID=
+KPORT=
+KBASE=
+start_krelay() {
+    if [ -z "$KPORT" ]; then
+        KPORT=$(free_ports 5) || die "no free ports"
+        KBASE=$((KPORT + 1))        # NodeId n at KBASE + n
+    fi
+    cat >"$WORK/krelay.ini" <<EOF
+; written by contrib/bench/run.sh
+[upstream]
+bootstrap_servers = 127.0.0.1:$M1,127.0.0.1:$M2,127.0.0.1:$M3
+; the mock may advertise HAProxy's ports: dial the brokers themselves
+dial.1 = 127.0.0.1:$M1
+dial.2 = 127.0.0.1:$M2
+dial.3 = 127.0.0.1:$M3
+
+[listener]
+listen = 127.0.0.1:$KPORT
+advertised_host = 127.0.0.1
+broker_port_base = $KBASE
+node_id_min = 1
+node_id_max = 3
+max_connections = 20000
+
+[log]
+level = warn
+target = $WORK/krelay.log
+EOF
+    bounded KRELAY_PID KRELAY_TPID "$CPU_PROXY" "$KRELAY" \
+        -c "$WORK/krelay.ini" >>"$WORK/krelay.out" 2>&1
+    if ! wait_ports "$KPORT" $((KBASE + 1)) $((KBASE + 2)) $((KBASE + 3)) ||
+       ! kill -0 "$KRELAY_PID" 2>/dev/null; then
+        log "krelay did not start: $(tail -n 5 "$WORK/krelay.out" "$WORK/krelay.log" 2>/dev/null)"
+        stop_krelay
+        return 1
+    fi
+}
+stop_krelay() {
+    stop_pid "$KRELAY_TPID"
+    KRELAY_PID=
+    KRELAY_TPID=
+}
+
+if has "$TARGETS" haproxy; then
+    start_haproxy
+    log "haproxy $("$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p') (pid $HAPROXY_PID) at ports $HPORTS"
+fi
+if has "$TARGETS" krelay; then
+    if [ -x "$KRELAY" ] && start_krelay; then
+        log "krelay (pid $KRELAY_PID) at 127.0.0.1:$KPORT, NodeId n at $KBASE+n"
+    else
+        log "krelay is not available: the krelay leg is skipped"
+        TARGETS=$(echo ",$TARGETS," | sed 's/,krelay,/,/; s/^,//; s/,$//')
+    fi
+fi
+IFS=, read -r -a TLIST <<<"$TARGETS"
+log "targets: ${TLIST[*]}; $REPS repetitions"
+
+# Per-target addresses.  Leader of lat/0 and of every partition p: NodeId
+# (p % 3) + 1.
+bootstrap_of() {
+    case $1 in
+    direct) echo "127.0.0.1:$M1" ;;
+    haproxy) if [ "$ADV_OK" = 1 ]; then echo "127.0.0.1:$((HBASE + 1))";
+             else echo "127.0.0.1:$M1"; fi ;;
+    krelay) echo "127.0.0.1:$KPORT" ;;
+    esac
+}
+broker_of() {                       # broker_of TARGET NODEID
+    case $1 in
+    direct) local p=(0 "$M1" "$M2" "$M3"); echo "127.0.0.1:${p[$2]}" ;;
+    haproxy) echo "127.0.0.1:$((HBASE + $2))" ;;
+    krelay) echo "127.0.0.1:$((KBASE + $2))" ;;
+    esac
+}
+map_of() {                          # krbench -m for librdkafka < 2.10
+    if [ "$1" = haproxy ] && [ "$ADV_OK" = 0 ]; then
+        echo "-m $M1:$((HBASE + 1)),$M2:$((HBASE + 2)),$M3:$((HBASE + 3))"
+    fi
+}
+proxy_pid_of() {
+    case $1 in
+    haproxy) echo "$HAPROXY_PID" ;;
+    krelay) echo "$KRELAY_PID" ;;
+    *) echo "" ;;
+    esac
+}
+
+# peers: the -C list (CPU time inside the window): mock, haproxy, krelay
+peers() {
+    echo "$MOCK_PID,${HAPROXY_PID:-0},${KRELAY_PID:-0}"
+}
+
+# run_client WORKLOAD TARGET REP SECONDS CMD...: run one client pinned to
+# the client CPU, record its JSON with the CPU time the mock and the
+# proxies used meanwhile.
+run_client() {
+    local wl=$1 tg=$2 rep=$3 limit=$4 out rc t0 t1 m0 m1 h0 h1 k0 k1 s0 s1
+    shift 4
+    advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
+    m0=$(cpu_ticks "$MOCK_PID"); h0=$(cpu_ticks "$HAPROXY_PID")
+    k0=$(cpu_ticks "$KRELAY_PID"); s0=$(busy_ticks)
+    t0=$(date +%s.%N)
+    out=$(timeout -k 5 "$limit" taskset -c "$CPU_CLIENT" "$@" \
+          2>>"$WORK/client.log")
+    rc=$?
+    t1=$(date +%s.%N)
+    m1=$(cpu_ticks "$MOCK_PID"); h1=$(cpu_ticks "$HAPROXY_PID")
+    k1=$(cpu_ticks "$KRELAY_PID"); s1=$(busy_ticks)
+    out=$(printf '%s\n' "$out" | grep '^{' | tail -n 1)
+    [ -n "$out" ] || out='{}'
+    awk -v wl="$wl" -v tg="$tg" -v rep="$rep" -v rc="$rc" -v t0="$t0" \
+        -v t1="$t1" -v m="$((m1 - m0))" -v h="$((h1 - h0))" \
+        -v k="$((k1 - k0))" -v s="$((s1 - s0))" -v tick="$TICK" \
+        -v out="$out" 'BEGIN {
+        printf "{\"workload\":\"%s\",\"target\":\"%s\",\"rep\":%d,\"rc\":%d,", wl, tg, rep, rc
+        printf "\"wall_s\":%.3f,\"mock_cpu_s\":%.2f,\"haproxy_cpu_s\":%.2f,", t1 - t0, m / tick, h / tick
+        printf "\"krelay_cpu_s\":%.2f,\"system_cpu_s\":%.2f,", k / tick, s / tick
+        printf "\"client\":%s}\n", out }' >>"$RUNS"
+    if [ "$rc" -ne 0 ]; then
+        log "$wl via $tg (rep $rep): client exit $rc; see client.log"
+    else
+        log "$wl via $tg (rep $rep): $(printf '%s' "$out" | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+keys = ["mb_per_s", "records_per_s", "p50_us", "p99_us", "p999_us"]
+print(" ".join("%s=%s" % (k, d[k]) for k in keys if k in d))')"
+    fi
+}
+
+# order REP: the targets rotated by REP (alternating which goes first)
+order() {
+    local n=${#TLIST[@]} i
+    for ((i = 0; i < n; i++)); do
+        echo "${TLIST[$(((i + $1) % n))]}"
+    done
+}
+
+# ---- workloads -------------------------------------------------------------------
+if has "$WORKLOADS" fetch; then
+    log "preloading fetch: $FETCH_PARTS partitions x $FETCH_PER_PART records of 1 KiB"
+    advertise direct
+    timeout -k 5 120 taskset -c "$CPU_CLIENT" "$KRBENCH" produce \
+        -B "127.0.0.1:$M1" -t fetch -p "$FETCH_PARTS" -s 1024 \
+        -n $((FETCH_PARTS * FETCH_PER_PART)) -l 1000 >"$WORK/preload.json" \
+        2>>"$WORK/client.log" || die "preload failed: $(tail -n 5 "$WORK/client.log")"
+fi
+
+for ((rep = 1; rep <= REPS; rep++)); do
+    for tg in $(order "$rep"); do
+        # shellcheck disable=SC2046
+        if has "$WORKLOADS" produce1k; then
+            run_client produce_1k "$tg" "$rep" 90 "$KRBENCH" produce \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t bench -p 8 \
+                -C "$(peers)" -s 1024 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
+        fi
+    done
+    for tg in $(order "$rep"); do
+        # shellcheck disable=SC2046
+        if has "$WORKLOADS" produce100; then
+            run_client produce_100 "$tg" "$rep" 90 "$KRBENCH" produce \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t small -p 8 \
+                -C "$(peers)" -s 100 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
+        fi
+    done
+    for tg in $(order "$rep"); do
+        # shellcheck disable=SC2046
+        if has "$WORKLOADS" fetch; then
+            run_client fetch "$tg" "$rep" 120 "$KRBENCH" consume \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t fetch \
+                -p "$FETCH_PARTS" -d 100 -C "$(peers)"
+        fi
+    done
+    for tg in $(order "$rep"); do
+        if has "$WORKLOADS" latency; then
+            run_client latency "$tg" "$rep" 120 "$KRBENCH" latency \
+                -a "$(broker_of "$tg" 1)" -t lat -P 0 -R "$LAT_RATE" \
+                -n "$LAT_COUNT" -s "$LAT_SIZE" -V "$LAT_VERSION"
+        fi
+    done
+done
+
+# HAProxy's own count of sessions per broker listener: every broker must
+# have been reached through HAProxy (else clients bypassed it).
+HAPROXY_SESSIONS=
+if [ -n "$HAPROXY_PID" ] && [ -S "$WORK/haproxy.sock" ]; then
+    HAPROXY_SESSIONS=$("$PY" - "$WORK/haproxy.sock" <<'EOF'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b"show stat\n")
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+out = []
+for line in data.decode().splitlines():
+    f = line.split(",")
+    if len(f) > 7 and f[1] == "FRONTEND" and f[0].startswith("broker"):
+        out.append("%s:%s" % (f[0], f[7]))
+print(",".join(out))
+EOF
+)
+    log "HAProxy sessions per listener: $HAPROXY_SESSIONS"
+fi
+
+# ---- RSS per idle connection: a fresh proxy per measurement -----------------
+# run_idle TARGET REP: proxy restarted, warmed with one connection per
+# broker, RSS before; IDLE_CONNS connections after ApiVersions and
+# Metadata; RSS after.
+run_idle() {
+    local tg=$1 rep=$2 pid addrs r0 r1 fds out rc line
+    case $tg in
+    haproxy) stop_haproxy; start_haproxy; pid=$HAPROXY_PID ;;
+    krelay) stop_krelay; start_krelay || return 0; pid=$KRELAY_PID ;;
+    *) return 0 ;;
+    esac
+    advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
+    addrs="$(broker_of "$tg" 1),$(broker_of "$tg" 2),$(broker_of "$tg" 3)"
+    timeout -k 5 30 taskset -c "$CPU_CLIENT" "$KRBENCH" idle -a "$addrs" \
+        -n 3 -T 0 >/dev/null 2>>"$WORK/client.log"
+    sleep 0.5
+    r0=$(rss_kb "$pid")
+    timeout -k 5 400 taskset -c "$CPU_CLIENT" "$KRBENCH" idle -a "$addrs" \
+        -n "$IDLE_CONNS" -T 300 >"$WORK/idle.out" 2>>"$WORK/client.log" &
+    local cpid=$!
+    PIDS+=("$cpid")
+    line=
+    for _ in $(seq 3000); do        # up to 300 s to open them all
+        line=$(grep '^ready' "$WORK/idle.out" 2>/dev/null)
+        [ -n "$line" ] && break
+        kill -0 "$cpid" 2>/dev/null || break
+        sleep 0.1
+    done
+    sleep 1
+    r1=$(rss_kb "$pid")
+    fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    # timeout(1) passes SIGTERM on to krbench, which closes and reports.
+    kill -TERM "$cpid" 2>/dev/null
+    wait "$cpid"
+    rc=$?
+    forget "$cpid"
+    out=$(grep '^{' "$WORK/idle.out" | tail -n 1)
+    [ -n "$out" ] || out='{}'
+    printf '{"workload":"idle","target":"%s","rep":%d,"rc":%d,"rss_before_kb":%s,"rss_after_kb":%s,"fds":%s,"client":%s}\n' \
+        "$tg" "$rep" "$rc" "${r0:-0}" "${r1:-0}" "${fds:-0}" "$out" >>"$RUNS"
+    log "idle via $tg (rep $rep): $line; RSS ${r0} -> ${r1} KiB, $fds fds (exit $rc)"
+}
+if has "$WORKLOADS" idle; then
+    for ((rep = 1; rep <= REPS; rep++)); do
+        for tg in $(order "$rep"); do
+            run_idle "$tg" "$rep"
+        done
+    done
+fi
+
+# ---- codec micro-benchmarks (one core, nothing else running) ---------------
+if has "$WORKLOADS" codec; then
+    [ -x "$BENCH_CODEC" ] || die "$BENCH_CODEC not built (make bench builds it)"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        out=$(timeout -k 5 120 taskset -c "$CPU_MOCK" "$BENCH_CODEC" \
+              -t "$CODEC_SECS" 2>>"$WORK/client.log" | tr -d '\n')
+        rc=$?
+        [ -n "$out" ] || out='{}'
+        printf '{"workload":"codec","target":"codec","rep":%d,"rc":%d,"client":%s}\n' \
+            "$rep" "$rc" "$out" >>"$RUNS"
+        log "codec (rep $rep): exit $rc"
+    done
+fi
+
+# ---- report -----------------------------------------------------------------------
+CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+"$PY" "$top_srcdir/contrib/bench/report.py" --runs "$RUNS" --out "$OUT" \
+    --meta "reps=$REPS" --meta "quick=$QUICK" \
+    --meta "cpu_client=$CPU_CLIENT" --meta "cpu_mock=$CPU_MOCK" \
+    --meta "cpu_proxy=$CPU_PROXY" --meta "ncpu=$NCPU" \
+    --meta "cpu_model=$CPU_MODEL" --meta "kernel=$(uname -r)" \
+    --meta "mem_total_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" \
+    --meta "os=$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)" \
+    --meta "mock_librdkafka=$MOCK_VERSION" \
+    --meta "librdkafka_build=$LIBRDKAFKA_NOTE" \
+    --meta "mock_advertises_haproxy=$ADV_OK" \
+    --meta "haproxy_sessions=$HAPROXY_SESSIONS" \
+    --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
+    --meta "krelay=$("$KRELAY" -V 2>/dev/null | head -n 1)" \
+    --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \
+    --meta "krelay_dirty=$(git -C "$top_srcdir" status --porcelain 2>/dev/null | wc -l)" \
+    --meta "produce_secs=$PRODUCE_SECS" --meta "fetch_partitions=$FETCH_PARTS" \
+    --meta "fetch_records=$((FETCH_PARTS * FETCH_PER_PART))" \
+    --meta "latency_rate=$LAT_RATE" --meta "latency_count=$LAT_COUNT" \
+    --meta "idle_conns=$IDLE_CONNS" --meta "latency_produce_version=$LAT_VERSION" --meta "codec_secs=$CODEC_SECS" \
+    --meta "note=$NOTE" || die "report failed"
+log "results written to $OUT"

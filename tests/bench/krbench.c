@@ -1,0 +1,1662 @@
+/*
+ * krbench - krelay's load generator for `make bench` (contrib/bench/).
+ *
+ *   krbench mock    -t NAME:PARTITIONS... [-b N] [-H PORT,...] [-r FILE]
+ *   krbench produce -B BOOTSTRAP -t TOPIC -p PARTS -s SIZE
+ *                   (-d SECONDS [-w WARMUP] | -n RECORDS) [-l LINGER_MS]
+ *                   [-m MAP] [-C PID,...]
+ *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
+ *                   [-C PID,...]
+ *   krbench latency -a HOST:PORT -t TOPIC [-P PART] -R RATE -n COUNT
+ *                   [-c CONNS] [-s SIZE] [-V VERSION] [-W WARMUP]
+ *   krbench idle    -a HOST:PORT[,HOST:PORT...] -n CONNS [-k WINDOW]
+ *                   [-T HOLDSECONDS] [-t TOPIC]
+ *
+ * Every mode but mock prints one JSON object on stdout when it is done
+ * (fields described in contrib/bench/results/README.md); progress and
+ * errors go to stderr.  Every loop is bounded in time: nothing waits
+ * forever on a peer.
+ *
+ * mock: librdkafka's mock cluster with N brokers (NodeIds 1..N) on
+ *   kernel-chosen 127.0.0.1 ports, the given topics (partition p led by
+ *   NodeId (p % N) + 1).  Writes "PORT,PORT,..." (listen ports in NodeId
+ *   order) to FILE and stdout once ready.  SIGUSR2 makes broker n
+ *   advertise 127.0.0.1:<n-th -H port> (an L4 proxy's listener, needs
+ *   librdkafka >= 2.10: rd_kafka_mock_broker_set_host_port), SIGUSR1 its
+ *   own port again; each switch prints "advertise haproxy" or "advertise
+ *   direct".  Accepted sockets get TCP_NODELAY, as a broker's do.
+ *   SIGTERM/SIGINT stop.
+ * produce: librdkafka producer, acks=1, batches up to 1 MiB (batch.size),
+ *   records of SIZE bytes round-robin over partitions 0..PARTS-1.  With
+ *   -d, enqueues for WARMUP + SECONDS and reports the delivery rate in
+ *   the SECONDS window; with -n, delivers RECORDS records (preloading).
+ *   linger.ms is LINGER_MS (default 5).
+ * consume: librdkafka consumer assigned every partition from the
+ *   beginning; reads to the end of each (partition EOF) and reports the
+ *   rate between the first record and the last one.
+ * latency: a raw-socket open-loop client.  Sends small Produce requests
+ *   (one RecordBatch v2 of one SIZE-byte record, acks=1) at RATE per
+ *   second over CONNS connections, request i scheduled at t0 + i/RATE;
+ *   latency = response arrival - scheduled time (no coordinated
+ *   omission).  Reports percentiles in microseconds.
+ * idle: opens CONNS connections (at most WINDOW in set-up at once,
+ *   round-robin over the addresses), sends ApiVersions v0 and Metadata v1
+ *   (one topic) on each and reads the responses, then holds them idle.
+ *   Prints "ready N" on stdout when all are idle, and exits after
+ *   HOLDSECONDS or on SIGTERM/SIGINT/SIGUSR1, reporting how many were
+ *   still open.
+ *
+ * -m FROM:TO,... (produce, consume): the client connects to port TO
+ *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
+ *   the harness uses it to route through HAProxy when the mock cannot
+ *   advertise HAProxy's ports (librdkafka < 2.10).
+ * -C PID,... (produce, consume): report how much CPU time each of these
+ *   processes (the mock, the proxies) used inside the measured window
+ *   ("peer_cpu_window_s", seconds, in the order given; -1 if unreadable
+ *   or PID is 0, a placeholder), from /proc/PID/stat.  Always reported:
+ *   "system_cpu_window_s", the busy CPU seconds of the whole machine in
+ *   the window (/proc/stat), so that other load can be noticed.
+ */
+#define _GNU_SOURCE 1
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "kb_wire.h"
+
+#define KB_MAX_BROKERS 16
+#define KB_MAX_TOPICS 16
+#define KB_MAX_MAP 16
+#define KB_MAX_ADDRS 16
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static void
+kb_die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("krbench: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static int64_t
+kb_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This process's user + system CPU time in seconds. */
+static double
+kb_cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/*
+ * -C PID,...: other processes (the mock, the proxies) whose CPU time is
+ * read at the edges of the measured window, from /proc/PID/stat.
+ */
+#define KB_MAX_PEERS 8
+static long kb_peers[KB_MAX_PEERS];
+static int kb_npeers;
+
+/* utime + stime of pid in seconds; -1 when unreadable. */
+static double
+kb_proc_cpu_s(long pid)
+{
+    char path[64], line[1024], *p;
+    unsigned long ut = 0, st = 0;
+    FILE *f;
+    int ok;
+
+    if (pid <= 0) {
+        return -1;                  /* -C 0: a placeholder */
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    p = fgets(line, sizeof(line), f);
+    fclose(f);
+    if (p == NULL || (p = strrchr(line, ')')) == NULL) {
+        return -1;
+    }
+    /* After "pid (comm) ": state is field 3, utime 14, stime 15. */
+    ok = sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                &ut, &st);
+    if (ok != 2) {
+        return -1;
+    }
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * CPU seconds the whole machine spent busy in processes (every CPU:
+ * user, nice, system, and steal by the hypervisor), from /proc/stat; -1
+ * when unreadable.  irq and softirq are left out: loopback traffic of the
+ * benchmark itself is processed there without being charged to a process.
+ */
+static double
+kb_system_busy_s(void)
+{
+    unsigned long long v[8] = { 0 };
+    FILE *f = fopen("/proc/stat", "r");
+    int n;
+
+    if (f == NULL) {
+        return -1;
+    }
+    n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+               &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8) {
+        return -1;
+    }
+    /* user nice system idle iowait irq softirq steal */
+    return (double)(v[0] + v[1] + v[2] + v[7]) /
+           (double)sysconf(_SC_CLK_TCK);
+}
+
+/* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system. */
+static void
+kb_peers_snap(double *out)
+{
+    for (int i = 0; i < kb_npeers; i++) {
+        out[i] = kb_proc_cpu_s(kb_peers[i]);
+    }
+    out[kb_npeers] = kb_system_busy_s();
+}
+
+/*
+ * ,"peer_cpu_window_s":[...] (seconds each peer ran in the window)
+ * ,"system_cpu_window_s":S (busy seconds of all CPUs in the window)
+ */
+static void
+kb_peers_print(const double *a, const double *b)
+{
+    printf(",\"peer_cpu_window_s\":[");
+    for (int i = 0; i < kb_npeers; i++) {
+        printf("%s%.3f", i ? "," : "",
+               a[i] >= 0 && b[i] >= 0 ? b[i] - a[i] : -1.0);
+    }
+    printf("],\"system_cpu_window_s\":%.3f",
+           a[kb_npeers] >= 0 && b[kb_npeers] >= 0 ? b[kb_npeers] -
+           a[kb_npeers] : -1.0);
+}
+
+static long
+kb_parse_long(const char *s, long min, long max, const char *what)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        kb_die("bad %s '%s' (want %ld..%ld)", what, s, min, max);
+    }
+    return v;
+}
+
+static double
+kb_parse_double(const char *s, double min, double max, const char *what)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= min && v <= max)) {
+        kb_die("bad %s '%s' (want %g..%g)", what, s, min, max);
+    }
+    return v;
+}
+
+/* "HOST:PORT" (IPv4 literal) into sin. */
+static void
+kb_parse_addr(const char *s, struct sockaddr_in *sin)
+{
+    char host[64];
+    const char *colon = strrchr(s, ':');
+    size_t hl;
+
+    if (colon == NULL || (hl = (size_t)(colon - s)) == 0 ||
+        hl >= sizeof(host)) {
+        kb_die("bad address '%s' (want IPv4:PORT)", s);
+    }
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    memset(sin, 0, sizeof(*sin));
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)kb_parse_long(colon + 1, 1, 65535,
+                                                  "port"));
+    if (inet_pton(AF_INET, host, &sin->sin_addr) != 1) {
+        kb_die("bad IPv4 address '%s'", host);
+    }
+}
+
+/* Raise RLIMIT_NOFILE to want (or the hard limit). */
+static void
+kb_raise_nofile(rlim_t want)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur >= want) {
+        return;
+    }
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* ---- Kafka wire encoding (kb_wire.h) ------------------------------------- */
+
+/* ApiVersions v0 request frame. */
+static void
+kb_apiversions_frame(struct kb_buf *b, int32_t corr)
+{
+    kb_i32(b, 0);
+    kb_i16(b, 18);
+    kb_i16(b, 0);
+    kb_i32(b, corr);
+    kb_str(b, "krbench", false);
+    kb_set_i32(b, 0, (int32_t)(b->len - 4));
+}
+
+/* Metadata v1 request frame for one topic. */
+static void
+kb_metadata_frame(struct kb_buf *b, int32_t corr, const char *topic)
+{
+    kb_i32(b, 0);
+    kb_i16(b, 3);
+    kb_i16(b, 1);
+    kb_i32(b, corr);
+    kb_str(b, "krbench", false);
+    kb_i32(b, 1);
+    kb_str(b, topic, false);
+    kb_set_i32(b, 0, (int32_t)(b->len - 4));
+}
+
+static int
+kb_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Blocking connect with TCP_NODELAY, then non-blocking.  -1 on error. */
+static int
+kb_connect(const struct sockaddr_in *sin)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+
+    if (fd < 0) {
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) != 0 ||
+        kb_set_nonblock(fd) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- librdkafka common --------------------------------------------------- */
+
+struct kb_map {
+    uint16_t from, to;
+};
+static struct kb_map kb_maps[KB_MAX_MAP];
+static int kb_nmaps;
+
+static void
+kb_parse_map(const char *s)
+{
+    char *copy = strdup(s), *save = NULL, *tok;
+
+    if (copy == NULL) {
+        kb_die("out of memory");
+    }
+    for (tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+
+        if (colon == NULL || kb_nmaps == KB_MAX_MAP) {
+            kb_die("bad -m '%s' (want FROM:TO,...)", s);
+        }
+        *colon = '\0';
+        kb_maps[kb_nmaps].from = (uint16_t)kb_parse_long(tok, 1, 65535,
+                                                         "port");
+        kb_maps[kb_nmaps].to = (uint16_t)kb_parse_long(colon + 1, 1, 65535,
+                                                       "port");
+        kb_nmaps++;
+    }
+    free(copy);
+}
+
+/* librdkafka's connect, with the -m port map applied. */
+static int
+kb_connect_cb(int fd, const struct sockaddr *addr, int addrlen,
+              const char *id, void *opaque)
+{
+    struct sockaddr_in sin;
+
+    (void)id;
+    (void)opaque;
+    if (addr->sa_family == AF_INET && addrlen >= (int)sizeof(sin)) {
+        memcpy(&sin, addr, sizeof(sin));
+        for (int i = 0; i < kb_nmaps; i++) {
+            if (ntohs(sin.sin_port) == kb_maps[i].from) {
+                sin.sin_port = htons(kb_maps[i].to);
+                break;
+            }
+        }
+        if (connect(fd, (const struct sockaddr *)&sin, sizeof(sin)) == -1 &&
+            errno != EINPROGRESS) {
+            return errno;
+        }
+        return 0;
+    }
+    if (connect(fd, addr, (socklen_t)addrlen) == -1 && errno != EINPROGRESS) {
+        return errno;
+    }
+    return 0;
+}
+
+static void
+kb_parse_peers(const char *s)
+{
+    char *copy = strdup(s), *save = NULL, *tok;
+
+    if (copy == NULL) {
+        kb_die("out of memory");
+    }
+    for (tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (kb_npeers == KB_MAX_PEERS) {
+            kb_die("too many -C pids");
+        }
+        kb_peers[kb_npeers++] = kb_parse_long(tok, 0, 1L << 30, "pid");
+    }
+    free(copy);
+}
+
+static void
+kb_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v)
+{
+    char errstr[512];
+
+    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof(errstr)) !=
+        RD_KAFKA_CONF_OK) {
+        kb_die("%s=%s: %s", k, v, errstr);
+    }
+}
+
+static rd_kafka_conf_t *
+kb_conf_new(const char *bootstrap)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+    kb_conf_set(conf, "bootstrap.servers", bootstrap);
+    kb_conf_set(conf, "client.id", "krbench");
+    kb_conf_set(conf, "log_level", "4");
+    if (kb_nmaps > 0) {
+        rd_kafka_conf_set_connect_cb(conf, kb_connect_cb);
+    }
+    return conf;
+}
+
+/*
+ * The mock's accepted sockets get TCP_NODELAY, as a Kafka broker's do
+ * (SocketServer: setTcpNoDelay(true)); librdkafka's mock does not set it,
+ * and Nagle's algorithm then holds back a small response while the
+ * previous one is unacknowledged, which shows as latency on the direct
+ * leg only.  The dynamic linker resolves librdkafka's accept()/accept4()
+ * to these (the program is linked with -rdynamic); they call libc's
+ * through dlsym(RTLD_NEXT).
+ */
+typedef int (*kb_accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+typedef int (*kb_accept_fn)(int, struct sockaddr *, socklen_t *);
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len);
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+
+static void
+kb_nodelay(int s)
+{
+    int on = 1;
+
+    if (s >= 0) {
+        (void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    }
+}
+
+int
+accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    static kb_accept_fn real;
+    int s;
+
+    if (real == NULL) {
+        real = (kb_accept_fn)dlsym(RTLD_NEXT, "accept");
+        if (real == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    s = real(fd, addr, len);
+    kb_nodelay(s);
+    return s;
+}
+
+int
+accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    static kb_accept4_fn real;
+    int s;
+
+    if (real == NULL) {
+        real = (kb_accept4_fn)dlsym(RTLD_NEXT, "accept4");
+        if (real == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    s = real(fd, addr, len, flags);
+    kb_nodelay(s);
+    return s;
+}
+
+/* ---- mock ---------------------------------------------------------------- */
+
+static int
+kb_mock(int argc, char **argv)
+{
+    struct {
+        char *name;
+        int parts;
+    } topics[KB_MAX_TOPICS];
+    int ntopics = 0, nbrokers = 3, opt, sig, ports[KB_MAX_BROKERS] = { 0 };
+    int adv[KB_MAX_BROKERS] = { 0 }, nadv = 0;
+    const char *ready = NULL;
+    char errstr[512], list[512];
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk;
+    rd_kafka_mock_cluster_t *mc;
+    const char *bs;
+    sigset_t sigs;
+    size_t off = 0;
+
+    while ((opt = getopt(argc, argv, "b:t:H:r:")) != -1) {
+        switch (opt) {
+        case 'b':
+            nbrokers = (int)kb_parse_long(optarg, 1, KB_MAX_BROKERS,
+                                          "brokers");
+            break;
+        case 't': {
+            char *colon;
+
+            if (ntopics == KB_MAX_TOPICS) {
+                kb_die("too many topics");
+            }
+            topics[ntopics].name = strdup(optarg);
+            if (topics[ntopics].name == NULL) {
+                kb_die("out of memory");
+            }
+            colon = strrchr(topics[ntopics].name, ':');
+            if (colon == NULL) {
+                kb_die("bad -t '%s' (want NAME:PARTITIONS)", optarg);
+            }
+            *colon = '\0';
+            topics[ntopics].parts = (int)kb_parse_long(colon + 1, 1, 10000,
+                                                       "partitions");
+            ntopics++;
+            break;
+        }
+        case 'H': {
+            char *copy = strdup(optarg), *save = NULL, *tok;
+
+            if (copy == NULL) {
+                kb_die("out of memory");
+            }
+            for (tok = strtok_r(copy, ",", &save); tok != NULL;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (nadv == KB_MAX_BROKERS) {
+                    kb_die("too many -H ports");
+                }
+                adv[nadv++] = (int)kb_parse_long(tok, 1, 65535, "port");
+            }
+            free(copy);
+            break;
+        }
+        case 'r':
+            ready = optarg;
+            break;
+        default:
+            return 2;
+        }
+    }
+    if (nadv != 0 && nadv != nbrokers) {
+        kb_die("-H needs one port per broker (%d)", nbrokers);
+    }
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    conf = rd_kafka_conf_new();
+    kb_conf_set(conf, "log_level", "3");
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        kb_die("rd_kafka_new: %s", errstr);
+    }
+    mc = rd_kafka_mock_cluster_new(rk, nbrokers);
+    if (mc == NULL) {
+        kb_die("cannot start a mock cluster");
+    }
+    /* "127.0.0.1:P1,127.0.0.1:P2,..." in NodeId order. */
+    bs = rd_kafka_mock_cluster_bootstraps(mc);
+    for (int i = 0; i < nbrokers; i++) {
+        const char *c = strchr(bs, ':');
+
+        if (c == NULL) {
+            kb_die("cannot parse bootstraps '%s'", bs);
+        }
+        ports[i] = atoi(c + 1);
+        bs = strchr(c, ',');
+        if (bs == NULL && i + 1 < nbrokers) {
+            kb_die("too few brokers in bootstraps");
+        }
+        if (bs != NULL) {
+            bs++;
+        }
+        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
+                                i ? "," : "", ports[i]);
+    }
+    for (int t = 0; t < ntopics; t++) {
+        rd_kafka_resp_err_t err;
+
+        /* Replication factor 1: the mock then places partition p on
+         * the (p % N)-th broker, NodeId (p % N) + 1 (with N replicas
+         * every leader would be NodeId 1; rd_kafka_mock_partition_set_
+         * leader per partition is slow, one mock-thread round trip each). */
+        err = rd_kafka_mock_topic_create(mc, topics[t].name, topics[t].parts,
+                                         1);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kb_die("topic %s: %s", topics[t].name, rd_kafka_err2str(err));
+        }
+    }
+    if (ready != NULL) {
+        char tmp[4096];
+        FILE *f;
+
+        snprintf(tmp, sizeof(tmp), "%s.tmp", ready);
+        f = fopen(tmp, "w");
+        if (f == NULL || fprintf(f, "%s\n", list) < 0 || fclose(f) != 0 ||
+            rename(tmp, ready) != 0) {
+            kb_die("%s: %s", ready, strerror(errno));
+        }
+    }
+    printf("%s\n", list);
+    fflush(stdout);
+    fprintf(stderr, "krbench mock: librdkafka %s, brokers at ports %s\n",
+            rd_kafka_version_str(), list);
+    for (;;) {
+        if (sigwait(&sigs, &sig) != 0 || sig == SIGHUP) {
+            continue;
+        }
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+#if RD_KAFKA_VERSION >= 0x020a0000
+            for (int i = 0; i < nbrokers; i++) {
+                int port = ports[i];
+
+                if (sig == SIGUSR2 && nadv > 0) {
+                    port = adv[i];
+                }
+                rd_kafka_mock_broker_set_host_port(mc, i + 1, "127.0.0.1",
+                                                   port);
+            }
+            printf("advertise %s\n", sig == SIGUSR2 ? "haproxy" : "direct");
+#else
+            (void)adv;
+            printf("advertise unsupported\n");
+#endif
+            fflush(stdout);
+            continue;
+        }
+        break;
+    }
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(rk);
+    for (int t = 0; t < ntopics; t++) {
+        free(topics[t].name);
+    }
+    return 0;
+}
+
+/* ---- produce ------------------------------------------------------------- */
+
+struct kb_pstats {
+    uint64_t ok_records, ok_bytes, failed;
+    rd_kafka_resp_err_t last_err;
+};
+
+static void
+kb_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    struct kb_pstats *st = opaque;
+
+    (void)rk;
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        st->ok_records++;
+        st->ok_bytes += m->len;
+    } else {
+        st->failed++;
+        st->last_err = m->err;
+    }
+}
+
+static int
+kb_produce(int argc, char **argv)
+{
+    const char *bootstrap = NULL, *topic = NULL, *linger = "5";
+    int parts = 1, opt;
+    long size = 1024, nrec = 0;
+    double dur = 0, warm = 1.0;
+    struct kb_pstats st = { 0 }, w0 = { 0 }, w1 = { 0 };
+    char errstr[512];
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk;
+    rd_kafka_topic_t *rkt;
+    uint8_t *payload;
+    int64_t t0, tw0 = 0, tw1 = 0, tdeadline, tend;
+    double cpu0, cpuw0 = 0, cpuw1 = 0;
+    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    uint64_t sent = 0;
+    bool in_window = false;
+
+    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:m:C:")) != -1) {
+        switch (opt) {
+        case 'B': bootstrap = optarg; break;
+        case 't': topic = optarg; break;
+        case 'p': parts = (int)kb_parse_long(optarg, 1, 100000, "parts");
+            break;
+        case 's': size = kb_parse_long(optarg, 0, 1000000, "size"); break;
+        case 'd': dur = kb_parse_double(optarg, 0.1, 600, "seconds"); break;
+        case 'w': warm = kb_parse_double(optarg, 0, 60, "warmup"); break;
+        case 'n': nrec = kb_parse_long(optarg, 1, 1000000000L, "records");
+            break;
+        case 'l': linger = optarg;
+            (void)kb_parse_long(optarg, 0, 60000, "linger.ms");
+            break;
+        case 'm': kb_parse_map(optarg); break;
+        case 'C': kb_parse_peers(optarg); break;
+        default: return 2;
+        }
+    }
+    if (bootstrap == NULL || topic == NULL || (dur == 0) == (nrec == 0)) {
+        kb_die("produce needs -B, -t and one of -d, -n");
+    }
+    payload = malloc((size_t)size + 1);
+    if (payload == NULL) {
+        kb_die("out of memory");
+    }
+    for (long i = 0; i < size; i++) {
+        payload[i] = (uint8_t)('a' + i % 26);
+    }
+    conf = kb_conf_new(bootstrap);
+    kb_conf_set(conf, "acks", "1");
+    kb_conf_set(conf, "batch.size", "1048576");
+    kb_conf_set(conf, "batch.num.messages", "1000000");
+    kb_conf_set(conf, "message.max.bytes", "1200000");
+    kb_conf_set(conf, "linger.ms", linger);
+    kb_conf_set(conf, "compression.codec", "none");
+    kb_conf_set(conf, "queue.buffering.max.kbytes", "65536");
+    kb_conf_set(conf, "queue.buffering.max.messages", "1000000");
+    kb_conf_set(conf, "message.timeout.ms", "30000");
+    rd_kafka_conf_set_dr_msg_cb(conf, kb_dr_cb);
+    rd_kafka_conf_set_opaque(conf, &st);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        kb_die("rd_kafka_new: %s", errstr);
+    }
+    rkt = rd_kafka_topic_new(rk, topic, NULL);
+    {
+        /* Connect and learn the leaders before the clock starts. */
+        const struct rd_kafka_metadata *md = NULL;
+
+        if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kb_die("no metadata from %s", bootstrap);
+        }
+        rd_kafka_metadata_destroy(md);
+    }
+    cpu0 = kb_cpu_s();
+    kb_peers_snap(peer0);
+    t0 = kb_now_ns();
+    if (dur > 0) {
+        tw0 = t0 + (int64_t)(warm * 1e9);
+        tw1 = tw0 + (int64_t)(dur * 1e9);
+        tdeadline = tw1;
+    } else {
+        tdeadline = t0 + (int64_t)600e9;
+    }
+    for (;;) {
+        int64_t now = kb_now_ns();
+
+        if (dur > 0 && !in_window && now >= tw0) {
+            rd_kafka_poll(rk, 0);
+            w0 = st;
+            tw0 = kb_now_ns();
+            cpuw0 = kb_cpu_s();
+            kb_peers_snap(peer0);
+            in_window = true;
+        }
+        if (now >= tdeadline || (nrec > 0 && sent >= (uint64_t)nrec)) {
+            break;
+        }
+        for (int i = 0; i < 256 && (nrec == 0 || sent < (uint64_t)nrec);
+             i++) {
+            int32_t part = (int32_t)(sent % (uint64_t)parts);
+            bool full = false;
+
+            /* Keep the queue full: wait for deliveries when it is. */
+            while (rd_kafka_produce(rkt, part, 0, payload, (size_t)size,
+                                    NULL, 0, NULL) == -1) {
+                if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                    kb_die("produce: %s",
+                           rd_kafka_err2str(rd_kafka_last_error()));
+                }
+                rd_kafka_poll(rk, 1);
+                if (kb_now_ns() >= tdeadline ||
+                    (dur > 0 && !in_window && kb_now_ns() >= tw0)) {
+                    full = true;
+                    break;
+                }
+            }
+            if (full) {
+                break;              /* window edge: back to the top */
+            }
+            sent++;
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    if (dur > 0) {
+        rd_kafka_poll(rk, 0);
+        w1 = st;
+        tw1 = kb_now_ns();
+        cpuw1 = kb_cpu_s();
+        kb_peers_snap(peer1);
+    }
+    if (rd_kafka_flush(rk, 30000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "krbench: flush timed out, %d messages left\n",
+                rd_kafka_outq_len(rk));
+    }
+    tend = kb_now_ns();
+    if (dur == 0) {
+        /* Preload: the rate over the whole run. */
+        tw0 = t0;
+        tw1 = tend;
+        w1 = st;
+        cpuw0 = cpu0;
+        cpuw1 = kb_cpu_s();
+        kb_peers_snap(peer1);
+    }
+    {
+        double secs = (double)(tw1 - tw0) / 1e9;
+        uint64_t recs = w1.ok_records - w0.ok_records;
+        uint64_t bytes = w1.ok_bytes - w0.ok_bytes;
+
+        printf("{\"mode\":\"produce\",\"librdkafka\":\"%s\","
+               "\"record_bytes\":%ld,\"partitions\":%d,"
+               "\"window_s\":%.4f,\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
+               ",\"mb_per_s\":%.3f,\"records_per_s\":%.1f,"
+               "\"total_records\":%" PRIu64 ",\"total_bytes\":%" PRIu64
+               ",\"failed\":%" PRIu64 ",\"last_error\":\"%s\","
+               "\"elapsed_s\":%.4f,\"client_cpu_s\":%.4f,"
+               "\"client_cpu_window_s\":%.4f",
+               rd_kafka_version_str(), size, parts, secs, recs, bytes,
+               secs > 0 ? bytes / secs / 1e6 : 0.0,
+               secs > 0 ? recs / secs : 0.0, st.ok_records, st.ok_bytes,
+               st.failed,
+               st.failed ? rd_kafka_err2name(st.last_err) : "",
+               (double)(tend - t0) / 1e9, kb_cpu_s() - cpu0, cpuw1 - cpuw0);
+        kb_peers_print(peer0, peer1);
+        printf("}\n");
+    }
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    free(payload);
+    return st.failed > 0 || st.ok_records == 0 ? 1 : 0;
+}
+
+/* ---- consume ------------------------------------------------------------- */
+
+static int
+kb_consume(int argc, char **argv)
+{
+    const char *bootstrap = NULL, *topic = NULL;
+    int parts = 1, opt, neof = 0;
+    double maxsecs = 60;
+    char errstr[512], group[64];
+    rd_kafka_conf_t *conf;
+    rd_kafka_t *rk;
+    rd_kafka_topic_partition_list_t *tp;
+    rd_kafka_queue_t *q;
+    rd_kafka_message_t *msgs[1024];
+    bool *eof;
+    uint64_t recs = 0, bytes = 0, errors = 0;
+    int64_t t0, tfirst = 0, tlastrec = 0, tdeadline;
+    double cpu0, cpuw0 = 0, cpuw1 = 0;
+    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+
+    while ((opt = getopt(argc, argv, "B:t:p:d:m:C:")) != -1) {
+        switch (opt) {
+        case 'B': bootstrap = optarg; break;
+        case 't': topic = optarg; break;
+        case 'p': parts = (int)kb_parse_long(optarg, 1, 100000, "parts");
+            break;
+        case 'd': maxsecs = kb_parse_double(optarg, 1, 600, "seconds");
+            break;
+        case 'm': kb_parse_map(optarg); break;
+        case 'C': kb_parse_peers(optarg); break;
+        default: return 2;
+        }
+    }
+    if (bootstrap == NULL || topic == NULL) {
+        kb_die("consume needs -B and -t");
+    }
+    eof = calloc((size_t)parts, sizeof(*eof));
+    if (eof == NULL) {
+        kb_die("out of memory");
+    }
+    snprintf(group, sizeof(group), "krbench-%ld", (long)getpid());
+    conf = kb_conf_new(bootstrap);
+    kb_conf_set(conf, "group.id", group);
+    kb_conf_set(conf, "enable.auto.commit", "false");
+    kb_conf_set(conf, "enable.auto.offset.store", "false");
+    kb_conf_set(conf, "enable.partition.eof", "true");
+    kb_conf_set(conf, "auto.offset.reset", "earliest");
+    kb_conf_set(conf, "fetch.wait.max.ms", "10");
+    kb_conf_set(conf, "queued.max.messages.kbytes", "1048576");
+    kb_conf_set(conf, "queued.min.messages", "10000000");
+    /* librdkafka >= 2.3: no pause when the local queue is full. */
+    (void)rd_kafka_conf_set(conf, "fetch.queue.backoff.ms", "0", errstr,
+                            sizeof(errstr));
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        kb_die("rd_kafka_new: %s", errstr);
+    }
+    rd_kafka_poll_set_consumer(rk);
+    tp = rd_kafka_topic_partition_list_new(parts);
+    for (int p = 0; p < parts; p++) {
+        rd_kafka_topic_partition_list_add(tp, topic, p)->offset =
+            RD_KAFKA_OFFSET_BEGINNING;
+    }
+    cpu0 = kb_cpu_s();
+    t0 = kb_now_ns();
+    tdeadline = t0 + (int64_t)(maxsecs * 1e9);
+    if (rd_kafka_assign(rk, tp) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        kb_die("assign failed");
+    }
+    rd_kafka_topic_partition_list_destroy(tp);
+    q = rd_kafka_queue_get_consumer(rk);
+    while (neof < parts && kb_now_ns() < tdeadline) {
+        ssize_t n = rd_kafka_consume_batch_queue(
+            q, 100, msgs, sizeof(msgs) / sizeof(msgs[0]));
+        bool got = false;
+
+        for (ssize_t i = 0; i < n; i++) {
+            rd_kafka_message_t *m = msgs[i];
+
+            if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (recs == 0) {
+                    tfirst = kb_now_ns();
+                    cpuw0 = kb_cpu_s();
+                    kb_peers_snap(peer0);
+                }
+                recs++;
+                bytes += m->len;
+                got = true;
+            } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                if (m->partition >= 0 && m->partition < parts &&
+                    !eof[m->partition]) {
+                    eof[m->partition] = true;
+                    neof++;
+                    if (neof == parts) {
+                        cpuw1 = kb_cpu_s();
+                        kb_peers_snap(peer1);
+                    }
+                }
+            } else {
+                errors++;
+                if (errors <= 5) {
+                    fprintf(stderr, "krbench: consume: %s\n",
+                            rd_kafka_message_errstr(m));
+                }
+            }
+            rd_kafka_message_destroy(m);
+        }
+        if (got) {
+            tlastrec = kb_now_ns();
+        }
+    }
+    {
+        /* The window ends at the last record, not at the last EOF: the
+         * EOFs come from Fetch requests that wait out MaxWaitMs. */
+        double secs = tlastrec > tfirst ? (double)(tlastrec - tfirst) / 1e9
+                                        : 0;
+
+        printf("{\"mode\":\"consume\",\"librdkafka\":\"%s\","
+               "\"partitions\":%d,\"partitions_done\":%d,"
+               "\"window_s\":%.4f,\"records\":%" PRIu64 ",\"bytes\":%" PRIu64
+               ",\"mb_per_s\":%.3f,\"records_per_s\":%.1f,"
+               "\"total_records\":%" PRIu64 ",\"total_bytes\":%" PRIu64
+               ",\"failed\":%" PRIu64 ",\"elapsed_s\":%.4f,"
+               "\"client_cpu_s\":%.4f,\"client_cpu_window_s\":%.4f",
+               rd_kafka_version_str(), parts, neof, secs, recs, bytes,
+               secs > 0 ? bytes / secs / 1e6 : 0.0,
+               secs > 0 ? recs / secs : 0.0, recs, bytes, errors,
+               (double)(kb_now_ns() - t0) / 1e9, kb_cpu_s() - cpu0,
+               cpuw1 - cpuw0);
+        if (neof < parts) {
+            kb_peers_snap(peer1);
+        }
+        kb_peers_print(peer0, peer1);
+        printf("}\n");
+    }
+    rd_kafka_queue_destroy(q);
+    (void)rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    free(eof);
+    return neof == parts && errors == 0 ? 0 : 1;
+}
+
+/* ---- latency ------------------------------------------------------------- */
+
+struct kb_lconn {
+    int fd;
+    uint8_t *out;                   /* pending output */
+    size_t out_len, out_off, out_cap;
+    uint8_t in[65536];
+    size_t in_len;
+};
+
+static void
+kb_lconn_queue(struct kb_lconn *c, const uint8_t *p, size_t n)
+{
+    if (c->out_off == c->out_len) {
+        c->out_off = c->out_len = 0;
+    }
+    if (c->out_len + n > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap * 2 : 65536;
+
+        while (cap < c->out_len + n) {
+            cap *= 2;
+        }
+        c->out = realloc(c->out, cap);
+        if (c->out == NULL) {
+            kb_die("out of memory");
+        }
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+}
+
+/* Write what is pending; -1 when the connection failed. */
+static int
+kb_lconn_flush(struct kb_lconn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL);
+
+        if (n < 0) {
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        }
+        c->out_off += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * Read and hand every complete response frame's CorrelationId to done().
+ * -1 when the peer closed or sent a frame larger than our buffer.
+ */
+static int
+kb_lconn_read(struct kb_lconn *c,
+              void (*done)(int32_t corr, const uint8_t *p, size_t len,
+                           void *arg),
+              void *arg)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len,
+                         0);
+        size_t off = 0;
+
+        if (n == 0) {
+            return -1;
+        }
+        if (n < 0) {
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        }
+        c->in_len += (size_t)n;
+        while (c->in_len - off >= 8) {
+            uint32_t size, corr;
+
+            memcpy(&size, c->in + off, 4);
+            size = ntohl(size);
+            if (size < 4 || size > sizeof(c->in) - 4) {
+                return -1;
+            }
+            if (c->in_len - off < 4 + (size_t)size) {
+                break;
+            }
+            memcpy(&corr, c->in + off + 4, 4);
+            done((int32_t)ntohl(corr), c->in + off + 4, size, arg);
+            off += 4 + (size_t)size;
+        }
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+}
+
+struct kb_lat {
+    int64_t *sched;                 /* scheduled send time per request */
+    int64_t *lat;                   /* latency, -1 until answered */
+    long n, answered, stray;
+    int32_t warm_left;              /* closed-loop warm-up responses due */
+    int version;                    /* Produce version sent */
+    int warm_error;                 /* ErrorCode of the last warm-up, or
+                                       -1000 when unparsable */
+};
+
+/* uvarint at p[*off..len); false when truncated. */
+static bool
+kb_get_uvarint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *off < len; shift += 7) {
+        uint8_t b = p[(*off)++];
+
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * ErrorCode of the first partition of a Produce response payload
+ * (CorrelationId first) at version v; -1000 when it cannot be read.
+ * Layout: ProduceResponse.json (flexible from v9).
+ */
+static int
+kb_produce_error(const uint8_t *p, size_t len, int v)
+{
+    size_t off = 4;
+    uint64_t n;
+    uint16_t e;
+
+    if (v >= 9) {
+        if (!kb_get_uvarint(p, len, &off, &n) ||      /* header tags */
+            !kb_get_uvarint(p, len, &off, &n) || n < 2 || /* Responses */
+            !kb_get_uvarint(p, len, &off, &n) || n < 1 || /* Name */
+            len - off < n - 1) {
+            return -1000;
+        }
+        off += n - 1;
+        if (!kb_get_uvarint(p, len, &off, &n) || n < 2) { /* Partitions */
+            return -1000;
+        }
+    } else {
+        uint16_t sl;
+
+        if (len < off + 6) {
+            return -1000;
+        }
+        memcpy(&sl, p + off + 4, 2);                  /* Responses, Name */
+        off += 6 + ntohs(sl);
+        off += 4;                                     /* Partitions */
+    }
+    off += 4;                                         /* Index */
+    if (len < off + 2) {
+        return -1000;
+    }
+    memcpy(&e, p + off, 2);
+    return (int16_t)ntohs(e);
+}
+
+static void
+kb_lat_done(int32_t corr, const uint8_t *p, size_t len, void *arg)
+{
+    struct kb_lat *L = arg;
+
+    if (corr < 0) {
+        L->warm_error = kb_produce_error(p, len, L->version);
+        L->warm_left--;
+        return;
+    }
+    if (corr >= L->n || L->lat[corr] >= 0) {
+        L->stray++;
+        return;
+    }
+    L->lat[corr] = kb_now_ns() - L->sched[corr];
+    L->answered++;
+}
+
+static int
+kb_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static double
+kb_pct_us(const int64_t *sorted, long n, double q)
+{
+    long i;
+
+    if (n == 0) {
+        return 0;
+    }
+    i = (long)(q * (double)n + 0.999999) - 1;   /* nearest rank */
+    if (i < 0) {
+        i = 0;
+    }
+    if (i >= n) {
+        i = n - 1;
+    }
+    return (double)sorted[i] / 1e3;
+}
+
+static int
+kb_latency(int argc, char **argv)
+{
+    struct sockaddr_in sin;
+    const char *addr = NULL, *topic = "lat";
+    int opt, nconn = 1, version = 7;
+    long n = 10000, size = 100, warm = 200;
+    double rate = 1000;
+    int32_t part = 0;
+    struct kb_buf frame = { 0 };
+    struct kb_lconn *conns;
+    struct pollfd *pfd;
+    struct kb_lat L = { 0 };
+    int64_t t0, interval, deadline;
+    long next = 0, late = 0;
+    int64_t *sorted;
+    double sum = 0, cpu0;
+
+    while ((opt = getopt(argc, argv, "a:t:P:R:n:c:s:V:W:")) != -1) {
+        switch (opt) {
+        case 'a': addr = optarg; break;
+        case 't': topic = optarg; break;
+        case 'P': part = (int32_t)kb_parse_long(optarg, 0, 100000, "part");
+            break;
+        case 'R': rate = kb_parse_double(optarg, 1, 1e6, "rate"); break;
+        case 'n': n = kb_parse_long(optarg, 1, 100000000L, "count"); break;
+        case 'c': nconn = (int)kb_parse_long(optarg, 1, 1024, "conns"); break;
+        case 's': size = kb_parse_long(optarg, 0, 60000, "size"); break;
+        case 'V': version = (int)kb_parse_long(optarg, 3, 12, "version");
+            break;
+        case 'W': warm = kb_parse_long(optarg, 0, 100000, "warmup"); break;
+        default: return 2;
+        }
+    }
+    if (addr == NULL) {
+        kb_die("latency needs -a HOST:PORT");
+    }
+    kb_parse_addr(addr, &sin);
+    signal(SIGPIPE, SIG_IGN);
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    kb_produce_frame(&frame, version, topic, part, 1, 1, (size_t)size);
+    L.version = version;
+    conns = calloc((size_t)nconn, sizeof(*conns));
+    pfd = calloc((size_t)nconn, sizeof(*pfd));
+    L.sched = calloc((size_t)n, sizeof(*L.sched));
+    L.lat = malloc((size_t)n * sizeof(*L.lat));
+    sorted = malloc((size_t)n * sizeof(*sorted));
+    if (conns == NULL || pfd == NULL || L.sched == NULL || L.lat == NULL ||
+        sorted == NULL) {
+        kb_die("out of memory");
+    }
+    for (long i = 0; i < n; i++) {
+        L.lat[i] = -1;
+    }
+    L.n = n;
+    for (int i = 0; i < nconn; i++) {
+        conns[i].fd = kb_connect(&sin);
+        if (conns[i].fd < 0) {
+            kb_die("connect %s: %s", addr, strerror(errno));
+        }
+        pfd[i].fd = conns[i].fd;
+    }
+    /* Closed-loop warm-up: every connection answered at least once, the
+     * proxy's upstream connections made. */
+    deadline = kb_now_ns() + (int64_t)20e9;
+    for (long w = 0; w < warm; w++) {
+        struct kb_lconn *c = &conns[w % nconn];
+
+        kb_set_i32(&frame, 8, -1 - (int32_t)(w % 1000000));
+        L.warm_left = 1;
+        kb_lconn_queue(c, frame.p, frame.len);
+        while (L.warm_left > 0) {
+            struct pollfd one = { .fd = c->fd, .events = POLLIN };
+
+            if (kb_lconn_flush(c) != 0) {
+                kb_die("warm-up: %s closed", addr);
+            }
+            if (c->out_off < c->out_len) {
+                one.events |= POLLOUT;
+            }
+            if (kb_now_ns() > deadline) {
+                kb_die("warm-up: no response from %s", addr);
+            }
+            (void)poll(&one, 1, 100);
+            if (kb_lconn_read(c, kb_lat_done, &L) != 0) {
+                kb_die("warm-up: %s closed the connection", addr);
+            }
+        }
+        if (L.warm_error != 0) {
+            kb_die("warm-up: Produce v%d to %s partition %d: ErrorCode %d "
+                   "(not the leader?)", version, topic, (int)part,
+                   L.warm_error);
+        }
+    }
+    cpu0 = kb_cpu_s();
+    interval = (int64_t)(1e9 / rate);
+    t0 = kb_now_ns() + 1000000;
+    deadline = t0 + interval * n + (int64_t)10e9;
+    while (L.answered < n && kb_now_ns() < deadline) {
+        int64_t now = kb_now_ns();
+        struct timespec ts;
+        int64_t wait;
+
+        while (next < n && t0 + interval * next <= now) {
+            struct kb_lconn *c = &conns[next % nconn];
+
+            L.sched[next] = t0 + interval * next;
+            if (now - L.sched[next] > interval) {
+                late++;
+            }
+            kb_set_i32(&frame, 8, (int32_t)next);
+            kb_lconn_queue(c, frame.p, frame.len);
+            if (kb_lconn_flush(c) != 0) {
+                kb_die("%s closed the connection", addr);
+            }
+            next++;
+        }
+        for (int i = 0; i < nconn; i++) {
+            pfd[i].events = POLLIN;
+            if (conns[i].out_off < conns[i].out_len) {
+                pfd[i].events |= POLLOUT;
+            }
+        }
+        wait = next < n ? t0 + interval * next - kb_now_ns() : 100000000;
+        if (wait < 0) {
+            wait = 0;
+        }
+        ts.tv_sec = wait / 1000000000;
+        ts.tv_nsec = wait % 1000000000;
+        if (ppoll(pfd, (nfds_t)nconn, &ts, NULL) <= 0) {
+            continue;
+        }
+        for (int i = 0; i < nconn; i++) {
+            if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP)) {
+                if (kb_lconn_read(&conns[i], kb_lat_done, &L) != 0) {
+                    kb_die("%s closed the connection", addr);
+                }
+            }
+            if ((pfd[i].revents & POLLOUT) && kb_lconn_flush(&conns[i]) != 0) {
+                kb_die("%s closed the connection", addr);
+            }
+        }
+    }
+    {
+        long m = 0;
+        double secs = (double)(kb_now_ns() - t0) / 1e9;
+
+        for (long i = 0; i < n; i++) {
+            if (L.lat[i] >= 0) {
+                sorted[m++] = L.lat[i];
+                sum += (double)L.lat[i];
+            }
+        }
+        qsort(sorted, (size_t)m, sizeof(*sorted), kb_cmp_i64);
+        printf("{\"mode\":\"latency\",\"produce_version\":%d,"
+               "\"record_bytes\":%ld,\"request_bytes\":%zu,"
+               "\"rate_per_s\":%.1f,\"connections\":%d,\"sent\":%ld,"
+               "\"answered\":%ld,\"lost\":%ld,\"stray\":%ld,\"late\":%ld,"
+               "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
+               "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
+               "\"elapsed_s\":%.4f,\"client_cpu_s\":%.4f}\n",
+               version, size, frame.len, rate, nconn, next, m, n - m,
+               L.stray, late, kb_pct_us(sorted, m, 0.50),
+               kb_pct_us(sorted, m, 0.90), kb_pct_us(sorted, m, 0.99),
+               kb_pct_us(sorted, m, 0.999), m ? sorted[m - 1] / 1e3 : 0.0,
+               m ? sum / (double)m / 1e3 : 0.0, secs, kb_cpu_s() - cpu0);
+        for (int i = 0; i < nconn; i++) {
+            close(conns[i].fd);
+            free(conns[i].out);
+        }
+        free(conns);
+        free(pfd);
+        free(L.sched);
+        free(L.lat);
+        free(sorted);
+        free(frame.p);
+        return m == n ? 0 : 1;
+    }
+}
+
+/* ---- idle ---------------------------------------------------------------- */
+
+enum kb_istate { KB_I_FREE, KB_I_CONNECTING, KB_I_APIVERSIONS,
+                 KB_I_METADATA };
+
+struct kb_islot {
+    enum kb_istate st;
+    int fd;
+    long idx;                       /* connection number */
+    int64_t started;
+    uint8_t in[1 << 16];
+    size_t in_len;
+};
+
+/* Read one frame into s->in; 1 when complete, 0 need more, -1 error. */
+static int
+kb_islot_read(struct kb_islot *s)
+{
+    for (;;) {
+        ssize_t n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len,
+                         0);
+
+        if (n == 0) {
+            return -1;
+        }
+        if (n < 0) {
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        }
+        s->in_len += (size_t)n;
+        if (s->in_len >= 4) {
+            uint32_t size;
+
+            memcpy(&size, s->in, 4);
+            size = ntohl(size);
+            if (size > sizeof(s->in) - 4) {
+                return -1;
+            }
+            if (s->in_len >= 4 + (size_t)size) {
+                s->in_len = 0;      /* one request in flight: nothing more */
+                return 1;
+            }
+        }
+    }
+}
+
+static int
+kb_idle(int argc, char **argv)
+{
+    struct sockaddr_in addrs[KB_MAX_ADDRS];
+    int naddrs = 0, opt, window = 4;
+    long nconn = 1000, opened = 0, idle = 0, failed = 0, alive = 0;
+    double hold = 60;
+    const char *topic = "lat";
+    int *fds;
+    struct kb_islot *slots;
+    struct pollfd *pfd;
+    int64_t t0, deadline;
+    sigset_t sigs;
+    struct timespec ts;
+
+    while ((opt = getopt(argc, argv, "a:n:k:T:t:")) != -1) {
+        switch (opt) {
+        case 'a': {
+            char *copy = strdup(optarg), *save = NULL, *tok;
+
+            if (copy == NULL) {
+                kb_die("out of memory");
+            }
+            for (tok = strtok_r(copy, ",", &save); tok != NULL;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (naddrs == KB_MAX_ADDRS) {
+                    kb_die("too many addresses");
+                }
+                kb_parse_addr(tok, &addrs[naddrs++]);
+            }
+            free(copy);
+            break;
+        }
+        case 'n': nconn = kb_parse_long(optarg, 1, 1000000, "conns"); break;
+        case 'k': window = (int)kb_parse_long(optarg, 1, 1024, "window");
+            break;
+        case 'T': hold = kb_parse_double(optarg, 0, 3600, "hold"); break;
+        case 't': topic = optarg; break;
+        default: return 2;
+        }
+    }
+    if (naddrs == 0) {
+        kb_die("idle needs -a HOST:PORT[,...]");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    kb_raise_nofile((rlim_t)nconn + 64);
+    fds = malloc((size_t)nconn * sizeof(*fds));
+    slots = calloc((size_t)window, sizeof(*slots));
+    pfd = calloc((size_t)window, sizeof(*pfd));
+    if (fds == NULL || slots == NULL || pfd == NULL) {
+        kb_die("out of memory");
+    }
+    t0 = kb_now_ns();
+    deadline = t0 + (int64_t)300e9;
+    while (idle + failed < nconn && kb_now_ns() < deadline) {
+        for (int i = 0; i < window; i++) {
+            struct kb_islot *s = &slots[i];
+
+            if (s->st != KB_I_FREE || opened >= nconn) {
+                continue;
+            }
+            s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                           0);
+            if (s->fd < 0) {
+                kb_die("socket: %s (connection %ld)", strerror(errno), opened);
+            }
+            s->idx = opened++;
+            s->started = kb_now_ns();
+            s->in_len = 0;
+            if (connect(s->fd, (struct sockaddr *)&addrs[s->idx % naddrs],
+                        sizeof(addrs[0])) != 0 && errno != EINPROGRESS) {
+                close(s->fd);
+                failed++;
+                continue;
+            }
+            /* The ApiVersions request goes out once connected (POLLOUT). */
+            s->st = KB_I_CONNECTING;
+        }
+        for (int i = 0; i < window; i++) {
+            pfd[i].fd = slots[i].st == KB_I_FREE ? -1 : slots[i].fd;
+            pfd[i].events = slots[i].st == KB_I_CONNECTING ? POLLOUT : POLLIN;
+            pfd[i].revents = 0;
+        }
+        if (poll(pfd, (nfds_t)window, 100) <= 0) {
+            goto timeouts;
+        }
+        for (int i = 0; i < window; i++) {
+            struct kb_islot *s = &slots[i];
+            struct kb_buf req = { 0 };
+            int r;
+
+            if (s->st == KB_I_FREE || pfd[i].revents == 0) {
+                continue;
+            }
+            if (s->st == KB_I_CONNECTING) {
+                int err = 0;
+                socklen_t el = sizeof(err);
+
+                if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 ||
+                    err != 0) {
+                    goto fail;
+                }
+                kb_apiversions_frame(&req, (int32_t)s->idx);
+                if (send(s->fd, req.p, req.len, MSG_NOSIGNAL) !=
+                    (ssize_t)req.len) {
+                    free(req.p);
+                    goto fail;
+                }
+                free(req.p);
+                s->st = KB_I_APIVERSIONS;
+                continue;
+            }
+            r = kb_islot_read(s);
+            if (r < 0) {
+                goto fail;
+            }
+            if (r == 0) {
+                continue;
+            }
+            if (s->st == KB_I_APIVERSIONS) {
+                kb_metadata_frame(&req, (int32_t)s->idx, topic);
+                if (send(s->fd, req.p, req.len, MSG_NOSIGNAL) !=
+                    (ssize_t)req.len) {
+                    free(req.p);
+                    goto fail;
+                }
+                free(req.p);
+                s->st = KB_I_METADATA;
+                continue;
+            }
+            fds[idle++] = s->fd;    /* Metadata answered: now idle */
+            s->st = KB_I_FREE;
+            continue;
+fail:
+            close(s->fd);
+            s->st = KB_I_FREE;
+            failed++;
+            if (failed <= 5) {
+                fprintf(stderr, "krbench: idle: connection %ld failed\n",
+                        s->idx);
+            }
+        }
+timeouts:
+        for (int i = 0; i < window; i++) {
+            if (slots[i].st != KB_I_FREE &&
+                kb_now_ns() - slots[i].started > (int64_t)30e9) {
+                close(slots[i].fd);
+                slots[i].st = KB_I_FREE;
+                failed++;
+            }
+        }
+    }
+    printf("ready %ld %.3f\n", idle, (double)(kb_now_ns() - t0) / 1e9);
+    fflush(stdout);
+    ts.tv_sec = (time_t)hold;
+    ts.tv_nsec = (long)((hold - (double)ts.tv_sec) * 1e9);
+    (void)sigtimedwait(&sigs, NULL, &ts);
+    for (long i = 0; i < idle; i++) {
+        char c;
+        ssize_t r = recv(fds[i], &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+        if (r < 0 && errno == EAGAIN) {
+            alive++;
+        }
+        close(fds[i]);
+    }
+    printf("{\"mode\":\"idle\",\"connections\":%ld,\"idle\":%ld,"
+           "\"failed\":%ld,\"alive_at_end\":%ld,\"setup_s\":%.3f}\n",
+           nconn, idle, failed, alive, (double)(kb_now_ns() - t0) / 1e9);
+    free(fds);
+    free(slots);
+    free(pfd);
+    return idle == nconn && alive == idle ? 0 : 1;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void
+kb_usage(FILE *f)
+{
+    fputs("usage: krbench mock|produce|consume|latency|idle [options]\n"
+          "  (see the comment at the top of tests/bench/krbench.c)\n", f);
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *mode;
+
+    if (argc < 2) {
+        kb_usage(stderr);
+        return 2;
+    }
+    mode = argv[1];
+    argc--;
+    argv++;
+    if (strcmp(mode, "mock") == 0) {
+        return kb_mock(argc, argv);
+    } else if (strcmp(mode, "produce") == 0) {
+        return kb_produce(argc, argv);
+    } else if (strcmp(mode, "consume") == 0) {
+        return kb_consume(argc, argv);
+    } else if (strcmp(mode, "latency") == 0) {
+        return kb_latency(argc, argv);
+    } else if (strcmp(mode, "idle") == 0) {
+        return kb_idle(argc, argv);
+    } else if (strcmp(mode, "-h") == 0 || strcmp(mode, "--help") == 0) {
+        kb_usage(stdout);
+        return 0;
+    }
+    kb_usage(stderr);
+    return 2;
+}
