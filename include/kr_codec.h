@@ -171,6 +171,16 @@ struct kr_codec_err {
     char path[256];
 };
 
+/*
+ * Put pre ("Topics", "[3]") in front of err->path as the error travels up
+ * from the field that failed: joined with '.' unless the path is empty or
+ * starts with an index; the tail is cut when the path is full.  For code
+ * that walks trees (codec, translation) to report where it failed.
+ */
+void kr_codec_err_prepend(struct kr_codec_err *err, const char *pre);
+/* The same for an array index i ("[i]"). */
+void kr_codec_err_prepend_index(struct kr_codec_err *err, uint32_t i);
+
 /* ---- decode ------------------------------------------------------------- */
 
 /* kr_decode_* flags */

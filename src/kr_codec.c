@@ -65,8 +65,8 @@ err_set(struct kr_codec_err *err, int status, size_t off, const char *fmt,
  * Put pre in front of err->path, joined with '.' unless the path is empty
  * or starts with an index.  Truncates the tail when the path is full.
  */
-static void
-path_prepend(struct kr_codec_err *err, const char *pre)
+void
+kr_codec_err_prepend(struct kr_codec_err *err, const char *pre)
 {
     size_t cap = sizeof(err->path) - 1;
     size_t pl = strlen(pre);
@@ -88,13 +88,13 @@ path_prepend(struct kr_codec_err *err, const char *pre)
     err->path[pl + sep + keep] = '\0';
 }
 
-static void
-path_prepend_index(struct kr_codec_err *err, uint32_t i)
+void
+kr_codec_err_prepend_index(struct kr_codec_err *err, uint32_t i)
 {
     char buf[16];
 
     snprintf(buf, sizeof(buf), "[%u]", (unsigned)i);
-    path_prepend(err, buf);
+    kr_codec_err_prepend(err, buf);
 }
 
 static void
@@ -1047,7 +1047,7 @@ dec_val(struct dec *d, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
             rc = dec_val(d, et, KR_T_NONE, sid, v, flex, false,
                          &arr->items[i]);
             if (rc != KR_OK) {
-                path_prepend_index(d->err, i);
+                kr_codec_err_prepend_index(d->err, i);
                 return rc;
             }
         }
@@ -1157,7 +1157,7 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
             if ((d->flags & KR_DEC_STRICT) && val->present) {
                 rc = err_set(d->err, KR_EPROTO, tstart,
                              "duplicate tagged field %u", tag);
-                path_prepend(d->err, f->name);
+                kr_codec_err_prepend(d->err, f->name);
                 return rc;
             }
             d->limit = end;
@@ -1176,7 +1176,7 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
             d->limit = saved;
             d_clip(d);
             if (rc != KR_OK) {
-                path_prepend(d->err, f->name);
+                kr_codec_err_prepend(d->err, f->name);
                 return rc;
             }
             val->present = 1;
@@ -1219,7 +1219,7 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
     node->nunknown = nunk;
     return KR_OK;
 fail:
-    path_prepend(d->err, "_tagged_fields");
+    kr_codec_err_prepend(d->err, "_tagged_fields");
     return rc;
 }
 
@@ -1253,14 +1253,14 @@ dec_struct(struct dec *d, uint16_t sid, int16_t v, bool flex,
         if (!kr_vrange_has(f->versions, v) || field_tagged_at(f, v)) {
             if (val_default(d->a, f, v, val, d->depth) != KR_OK) {
                 rc = err_set(d->err, KR_ENOMEM, d_off(d), "arena exhausted");
-                path_prepend(d->err, f->name);
+                kr_codec_err_prepend(d->err, f->name);
                 goto out;
             }
             continue;
         }
         rc = dec_field(d, f, v, flex, val);
         if (rc != KR_OK) {
-            path_prepend(d->err, f->name);
+            kr_codec_err_prepend(d->err, f->name);
             goto out;
         }
         val->present = 1;
@@ -1332,7 +1332,7 @@ dec_finish(struct dec *d, struct kr_msg *m, uint16_t root, bool flex)
     if (m->trailing > 0 && (d->flags & KR_DEC_STRICT)) {
         rc = err_set(d->err, KR_EPROTO, m->trailing_off,
                      "%zu trailing bytes after the body", m->trailing);
-        path_prepend(d->err, "_trailing");
+        kr_codec_err_prepend(d->err, "_trailing");
         return rc;
     }
     return KR_OK;
@@ -1345,7 +1345,7 @@ unsupported(struct kr_codec_err *err, const struct kr_msg *m)
                      "unknown ApiKey %d or ApiVersion %d", m->api_key,
                      m->api_version);
 
-    path_prepend(err, "header");
+    kr_codec_err_prepend(err, "header");
     return rc;
 }
 
@@ -1380,8 +1380,8 @@ kr_decode_request(struct kr_arena *arena, const struct kr_rbuf *rb,
     got = d_peek(&d, hb, sizeof(hb));
     if (got < 4) {
         rc = d_trunc(&d, got < 2 ? 0 : 2, "request header", 4 - got);
-        path_prepend(err, got < 2 ? "RequestApiKey" : "RequestApiVersion");
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, got < 2 ? "RequestApiKey" : "RequestApiVersion");
+        kr_codec_err_prepend(err, "header");
         return rc;
     }
     m->api_key = (int16_t)ld16(hb);
@@ -1400,7 +1400,7 @@ kr_decode_request(struct kr_arena *arena, const struct kr_rbuf *rb,
     rc = dec_struct(&d, kr_request_header_struct, (int16_t)hv, hv >= 2,
                     &m->header);
     if (rc != KR_OK) {
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, "header");
         return rc;
     }
     return dec_finish(&d, m, root, kr_api_flexible(a, m->api_version));
@@ -1440,7 +1440,7 @@ kr_decode_response(struct kr_arena *arena, const struct kr_rbuf *rb,
     rc = dec_struct(&d, kr_response_header_struct, (int16_t)hv, hv >= 1,
                     &m->header);
     if (rc != KR_OK) {
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, "header");
         return rc;
     }
     return dec_finish(&d, m, root, kr_api_flexible(a, api_version));
@@ -1754,7 +1754,7 @@ enc_val(struct enc *e, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
             rc = enc_val(e, et, KR_T_NONE, sid, v, flex, false,
                          &arr->items[i]);
             if (rc != KR_OK) {
-                path_prepend_index(e->err, i);
+                kr_codec_err_prepend_index(e->err, i);
                 return rc;
             }
         }
@@ -1866,7 +1866,7 @@ enc_tags(struct enc *e, const struct kr_node *n,
         bf = &kr_fields[sd->first_field + (unsigned)best];
         rc = enc_tagged(e, bf, v, &n->vals[best]);
         if (rc != KR_OK) {
-            path_prepend(e->err, bf->name);
+            kr_codec_err_prepend(e->err, bf->name);
             return rc;
         }
         last = best_tag;
@@ -1923,7 +1923,7 @@ enc_struct(struct enc *e, const struct kr_node *n, uint16_t sid, int16_t v,
         rc = enc_val(e, f->type, f->elem_type, f->struct_id, v, ffx,
                      kr_vrange_has(f->nullable, v), &n->vals[i]);
         if (rc != KR_OK) {
-            path_prepend(e->err, f->name);
+            kr_codec_err_prepend(e->err, f->name);
             goto out;
         }
     }
@@ -2012,7 +2012,7 @@ kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
     }
     if (m->header == NULL || m->body == NULL) {
         rc = e_fail(&e, "no %s", m->header == NULL ? "header" : "body");
-        path_prepend(err, m->header == NULL ? "header" : "body");
+        kr_codec_err_prepend(err, m->header == NULL ? "header" : "body");
         return rc;
     }
     hsid = rsp ? kr_response_header_struct : kr_request_header_struct;
@@ -2024,12 +2024,12 @@ kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
                     (long long)hdr_int(m->header, "RequestApiKey"),
                     (long long)hdr_int(m->header, "RequestApiVersion"),
                     m->api_key, m->api_version);
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, "header");
         return rc;
     }
     rc = enc_struct(&e, m->header, hsid, (int16_t)hv, rsp ? hv >= 1 : hv >= 2);
     if (rc != KR_OK) {
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, "header");
         w_total(w);
         return rc;
     }

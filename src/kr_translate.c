@@ -58,39 +58,6 @@ tr_err(struct kr_codec_err *err, int status, const char *fmt, ...)
     return status;
 }
 
-/* Prepend pre to err->path, '.'-joined unless the path starts with '['. */
-static void
-path_prepend(struct kr_codec_err *err, const char *pre)
-{
-    size_t cap = sizeof(err->path) - 1;
-    size_t pl = strlen(pre);
-    size_t ol = strnlen(err->path, cap);
-    size_t sep = (ol > 0 && err->path[0] != '[') ? 1 : 0;
-    size_t keep = ol;
-
-    if (pl + sep > cap) {
-        pl = cap - sep;
-    }
-    if (pl + sep + keep > cap) {
-        keep = cap - pl - sep;
-    }
-    memmove(err->path + pl + sep, err->path, keep);
-    memcpy(err->path, pre, pl);
-    if (sep) {
-        err->path[pl] = '.';
-    }
-    err->path[pl + sep + keep] = '\0';
-}
-
-static void
-path_prepend_index(struct kr_codec_err *err, uint32_t i)
-{
-    char buf[16];
-
-    snprintf(buf, sizeof(buf), "[%u]", (unsigned)i);
-    path_prepend(err, buf);
-}
-
 /* ---- one translation ---------------------------------------------------- */
 
 /* Cache states of struct layouts (per struct id). */
@@ -543,7 +510,7 @@ tr_val(struct tr *t, const struct kr_field_desc *sf,
         rc = tr_struct_val(t, &sa->items[i], df->struct_id, &da->items[i],
                            depth);
         if (rc != KR_OK) {
-            path_prepend_index(t->err, i);
+            kr_codec_err_prepend_index(t->err, i);
             return rc;
         }
     }
@@ -628,7 +595,7 @@ tr_node(struct tr *t, const struct kr_node *src, uint16_t dsid,
         }
         rc = tr_val(t, sf, df, sv, dv, depth);
         if (rc != KR_OK) {
-            path_prepend(t->err, df->name);
+            kr_codec_err_prepend(t->err, df->name);
             return rc;
         }
         if (tagged_at(df, t->to) && !tagged_at(sf, t->from)) {
@@ -661,7 +628,7 @@ tr_node(struct tr *t, const struct kr_node *src, uint16_t dsid,
             rc = tr_err(t->err, KR_EUNSUPPORTED,
                         "the topic would lose its identity at v%d (name "
                         "<-> TopicId)", t->to);
-            path_prepend(t->err, sf->name);
+            kr_codec_err_prepend(t->err, sf->name);
             return rc;
         }
         if (sf->flags & KR_FF_IGNORABLE) {
@@ -670,7 +637,7 @@ tr_node(struct tr *t, const struct kr_node *src, uint16_t dsid,
         rc = tr_err(t->err, KR_EUNSUPPORTED,
                     "non-ignorable field with a non-default value does "
                     "not exist at v%d", t->to);
-        path_prepend(t->err, sf->name);
+        kr_codec_err_prepend(t->err, sf->name);
         return rc;
     }
 
@@ -833,7 +800,7 @@ kr_translate_msg(struct kr_arena *a, struct kr_msg *m, int16_t to,
                  rsp ? kr_response_header_struct : kr_request_header_struct,
                  &hdr, 0);
     if (rc != KR_OK) {
-        path_prepend(err, "header");
+        kr_codec_err_prepend(err, "header");
         return rc;
     }
     if (!rsp) {
