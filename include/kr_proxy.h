@@ -60,6 +60,9 @@ struct kr_stats {
     uint64_t sasl_tokens;               /* raw SASL frames passed */
     uint64_t bytes_up;                  /* client -> upstream bytes */
     uint64_t bytes_down;                /* upstream -> client bytes */
+    uint64_t responses_dropped;         /* responses to Produce with
+                                           Acks=0 (a broker that answers
+                                           them), not passed on */
 };
 
 /* One [listener] section: a bootstrap listener + one per NodeId. */

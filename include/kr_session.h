@@ -83,7 +83,8 @@ enum kr_inflight_kind {
 };
 
 /*
- * One request waiting for its response.  Entries leave the FIFO in order;
+ * One request waiting for its response.  Entries leave the FIFO in order
+ * (an optional entry may leave from behind answered ones);
  * an entry with rq set is a request rules touched (src/kr_session.c,
  * "rules"): rq->ready says its response frame is built (answered by
  * krelay, or held, processed and maybe delayed) and waits in rq->out for
@@ -94,6 +95,12 @@ struct kr_inflight {
     int16_t api_key;                    /* ApiKey */
     int16_t api_version;                /* ApiVersion (the client's) */
     uint8_t kind;                       /* enum kr_inflight_kind */
+    uint8_t optional;                   /* Produce with Acks=0: the client
+                                           expects no response, yet some
+                                           brokers (librdkafka's mock)
+                                           send one: dropped when it
+                                           comes, skipped when a later
+                                           request's response comes */
     int64_t sent_ms;                    /* monotonic ms it was read */
     int64_t wait_ms;                    /* its own wait (TimeoutMs,
                                            MaxWaitMs, RebalanceTimeoutMs),
@@ -131,10 +138,16 @@ struct kr_session {
                                            frame not yet forwarded */
     /* upstream -> client */
     uint64_t rsp_remain;
+    uint64_t rsp_drop;                  /* bytes of a dropped response
+                                           (to an Acks=0 Produce) still
+                                           to discard */
     struct evbuffer *hold;              /* a held response payload */
 
     struct kr_inflight *fifo;           /* ring of fifo_cap entries */
     uint32_t fifo_cap, fifo_head, fifo_len;
+    uint32_t fifo_opt;                  /* optional entries among fifo_len
+                                           (not counted for max_inflight
+                                           nor the request timeout) */
     int64_t head_since_ms;              /* when fifo[head] became head */
     int64_t started_ms;
     int64_t last_active_ms;             /* last client read */
@@ -173,6 +186,10 @@ struct kr_session {
     unsigned opaque:1;                  /* unknown SASL: raw bytes */
     unsigned draining:1;                /* upstream gone, flushing client */
     unsigned want_rsp_first:1;          /* SaslHandshake response next */
+    unsigned acks0_answered:1;          /* upstream answered an Acks=0
+                                           Produce (logged once) */
+    unsigned acks0_silent:1;            /* upstream skipped one, as Kafka
+                                           does: no optional entries */
     char name[160];                     /* "c#7 127.0.0.1:50312 > NodeId 2" */
     char upname[80];                    /* upstream "HOST:PORT" */
 };

@@ -261,6 +261,8 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
     return KR_OK;
 }
 
+static int reload(struct kr_proxy *p, const char *path, const char *by);
+
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -269,13 +271,14 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     switch (sig) {
     case SIGHUP:
-        kr_log_notice("SIGHUP: reloading %s", p->cref->conf->path);
+        /* one notice line, from reload: what was done */
         kr_proxy_reopen(p);
-        (void)kr_proxy_reload(p, p->cref->conf->path);
+        (void)reload(p, p->cref->conf->path, "SIGHUP");
         break;
     case SIGUSR1:
-        kr_log_notice("SIGUSR1: reopening the log and audit files");
         kr_proxy_reopen(p);
+        kr_log_notice("SIGUSR1: reopened the log%s", p->audit != NULL
+                      ? " and audit files" : " file");
         break;
     default:
         kr_log_notice("signal %d: stopping", (int)sig);
@@ -468,6 +471,23 @@ log_lines(int level, const char *prefix, const char *text)
 int
 kr_proxy_reload(struct kr_proxy *p, const char *path)
 {
+    return reload(p, path, NULL);
+}
+
+/* "s" when n is not 1: "1 rule", "2 rules". */
+static const char *
+plural(long long n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/*
+ * kr_proxy_reload; by names the signal that asked for it (its notice
+ * line then says the log and audit files were reopened too).
+ */
+static int
+reload(struct kr_proxy *p, const char *path, const char *by)
+{
     struct kr_conf *nc = NULL;
     struct kr_conf_ref *nref = NULL, *old = p->cref;
     const struct kr_conf *oc = old->conf;
@@ -489,8 +509,9 @@ kr_proxy_reload(struct kr_proxy *p, const char *path)
     }
     if (rc != KR_OK) {
         log_lines(KR_LOG_ERROR, "reload refused: ", errs);
-        kr_log_error("reload of %s refused: the running configuration "
-                     "stays", path);
+        kr_log_error("%s%sreload of %s refused: the running configuration "
+                     "stays", by != NULL ? by : "", by != NULL ? ": " : "",
+                     path);
         free(errs);
         p->reloads_refused++;
         return KR_ERROR;
@@ -596,9 +617,10 @@ kr_proxy_reload(struct kr_proxy *p, const char *path)
             continue;
         }
         kr_log_notice("reload: [listener%s%s] removed: its listeners are "
-                      "closed, its %lld connections stay",
+                      "closed, its %lld connection%s stay%s",
                       g->lc->name[0] ? " " : "", g->lc->name,
-                      (long long)g->nconn);
+                      (long long)g->nconn, plural(g->nconn),
+                      g->nconn == 1 ? "s" : "");
         if (g->nconn == 0) {
             free_group(g);
             continue;
@@ -643,8 +665,12 @@ kr_proxy_reload(struct kr_proxy *p, const char *path)
     }
     free(kept);
     p->reloads++;
-    kr_log_notice("reloaded %s: %d listener groups (%d new), %d rules",
-                  path, p->ngroups, opened, nc->nrules);
+    kr_log_notice("%s%sreloaded %s: %d listener group%s (%d new), %d "
+                  "rule%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
+                  path, p->ngroups, plural(p->ngroups), opened, nc->nrules,
+                  plural(nc->nrules), by == NULL ? ""
+                  : p->audit != NULL ? "; log and audit files reopened"
+                  : "; log file reopened");
     return KR_OK;
 
 undo:
@@ -672,8 +698,9 @@ undo:
         }
     }
 refuse:
-    kr_log_error("reload of %s refused: %s; the running configuration "
-                 "stays", path, err);
+    kr_log_error("%s%sreload of %s refused: %s; the running configuration "
+                 "stays", by != NULL ? by : "", by != NULL ? ": " : "", path,
+                 err);
     free(ng);
     free(kept);
     if (nau != NULL) {

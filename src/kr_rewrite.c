@@ -414,11 +414,18 @@ rewrite_endpoint(struct walk *wk, struct kr_node *n,
         if (node < ctx->node_id_min || node > ctx->node_id_max ||
             (int64_t)ctx->broker_port_base + node > 65535) {
             wk->res->bad_node_id = (int32_t)node;
-            snprintf(wk->res->err, sizeof(wk->res->err),
-                     "NodeId %lld outside the listener's range %d-%d: set "
-                     "node_id_min/node_id_max (and broker_port_base) to "
-                     "cover it", (long long)node, ctx->node_id_min,
-                     ctx->node_id_max);
+            if (node < 0) {
+                /* -1 is "no node" (above); no broker has another one */
+                snprintf(wk->res->err, sizeof(wk->res->err),
+                         "NodeId %lld is negative: a broker sent an "
+                         "invalid NodeId", (long long)node);
+            } else {
+                snprintf(wk->res->err, sizeof(wk->res->err),
+                         "NodeId %lld outside the listener's range %d-%d: "
+                         "set node_id_min/node_id_max (and "
+                         "broker_port_base) to cover it", (long long)node,
+                         ctx->node_id_min, ctx->node_id_max);
+            }
             return KR_ELIMIT;
         }
         want_host = ctx->advertised_host;

@@ -18,7 +18,7 @@
  *                      |       TimeoutMs, MaxWaitMs, RebalanceTimeoutMs
  *                      |   (e) req_hold? (SaslHandshake: decode Mechanism)
  *                      |   (f) fifo_push {CorrelationId, ApiKey, ApiVersion,
- *                      |       time, wait}   (not for Produce Acks=0)
+ *                      |       time, wait}   (Produce Acks=0: "optional")
  *                      v
  *                    cut-through: evbuffer_add_buffer/remove_buffer
  *                      (whole frame or the part read so far: req_remain)
@@ -70,6 +70,14 @@
  *   timer (arm_timer): connect_timeout_ms until connected; then the head
  *   request's own wait + request_timeout_margin_ms; idle_timeout_ms when
  *   nothing is in flight.
+ *   Produce with Acks=0 (push_optional): Kafka never answers it, but
+ *   some brokers (librdkafka's mock) do, so it stays in the FIFO as an
+ *   optional entry: a response with its CorrelationId is dropped
+ *   (rsp_drop), one for a later request skips it (and marks the upstream
+ *   acks0_silent: none are kept from then on).  Optional entries count
+ *   neither for max_inflight nor for the request timeout.
+ *   timeout while reading the upstream is paused for backpressure: the
+ *   client is not reading its responses (blamed on it, not the broker).
  *   every close: kr_session_close (one log line, both sides freed).
  *
  * I/O uses raw events: one readv of up to 256 KiB into
@@ -294,6 +302,9 @@ conn_close(struct kr_conn *c)
 
 /* ---- logging and the one close path ------------------------------------ */
 
+static void vclose(struct kr_session *s, uint64_t *ctr, int level,
+                   const char *fmt, va_list ap) KR_PRINTF(4, 0);
+
 static void
 vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
        va_list ap)
@@ -440,6 +451,9 @@ fifo_push(struct kr_session *s, const struct kr_inflight *e)
         s->fifo_head = 0;
     }
     s->fifo[(s->fifo_head + s->fifo_len) % s->fifo_cap] = *e;
+    if (e->optional) {
+        s->fifo_opt++;
+    }
     if (s->fifo_len++ == 0) {
         s->head_since_ms = e->sent_ms;
     }
@@ -455,10 +469,65 @@ fifo_head(struct kr_session *s)
 static void
 fifo_pop(struct kr_session *s)
 {
+    if (s->fifo[s->fifo_head].optional) {
+        s->fifo_opt--;
+    }
     s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
     s->fifo_len--;
     s->head_since_ms = kr_now_ms();
     s->last_active_ms = s->head_since_ms;
+}
+
+/*
+ * Remove entry i (0 = the head) and keep the order of the others: the
+ * entries before it move one place towards the tail.
+ */
+static void
+fifo_remove(struct kr_session *s, uint32_t i)
+{
+    uint32_t cap = s->fifo_cap, h = s->fifo_head;
+
+    if (i == 0) {
+        fifo_pop(s);
+        return;
+    }
+    if (s->fifo[(h + i) % cap].optional) {
+        s->fifo_opt--;
+    }
+    for (; i > 0; i--) {
+        s->fifo[(h + i) % cap] = s->fifo[(h + i - 1) % cap];
+    }
+    s->fifo_head = (h + 1) % cap;
+    s->fifo_len--;
+    s->last_active_ms = kr_now_ms();
+}
+
+/*
+ * The oldest entry that is not optional (*idx its index), or NULL: the
+ * one a response is owed to, for timeouts and built responses.
+ */
+static struct kr_inflight *
+fifo_first(struct kr_session *s, uint32_t *idx)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->fifo_len; i++) {
+        struct kr_inflight *e = &s->fifo[(s->fifo_head + i) % s->fifo_cap];
+
+        if (!e->optional) {
+            *idx = i;
+            return e;
+        }
+    }
+    *idx = 0;
+    return NULL;
+}
+
+/* Requests in flight that expect a response. */
+static uint32_t
+fifo_expected(const struct kr_session *s)
+{
+    return s->fifo_len - s->fifo_opt;
 }
 
 static const char *
@@ -471,6 +540,30 @@ api_name(int16_t key)
 
 /* ---- timers ----------------------------------------------------------- */
 
+/* What entry e is, for log lines: "Fetch v5 CorrelationId 12". */
+static void
+entry_str(const struct kr_inflight *e, char *buf, size_t len)
+{
+    if (e->kind == KR_INF_SASL_TOKEN) {
+        snprintf(buf, len, "a SASL token (raw, after SaslHandshake v0)");
+    } else {
+        snprintf(buf, len, "%s v%d CorrelationId %d", api_name(e->api_key),
+                 e->api_version, e->correlation_id);
+    }
+}
+
+/*
+ * Since when the upstream owes entry e (index i) its response: since it
+ * became the head, or was read when optional entries were ahead of it.
+ */
+static int64_t
+head_since(const struct kr_session *s, const struct kr_inflight *e,
+           uint32_t i)
+{
+    return i > 0 && e->sent_ms > s->head_since_ms ? e->sent_ms
+                                                  : s->head_since_ms;
+}
+
 static int64_t
 deadline(struct kr_session *s, enum timer_kind *kind)
 {
@@ -478,6 +571,7 @@ deadline(struct kr_session *s, enum timer_kind *kind)
     const struct kr_inflight *e;
     int64_t connect_ms = lc->up ? lc->up->connect_timeout_ms : 10000;
     int64_t margin_ms = lc->up ? lc->up->request_timeout_margin_ms : 30000;
+    uint32_t i;
 
     if (s->draining) {
         *kind = T_DRAIN;
@@ -487,10 +581,10 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_CONNECT;
         return s->started_ms + connect_ms;
     }
-    e = fifo_head(s);
+    e = fifo_first(s, &i);
     if (e != NULL) {
         *kind = T_REQUEST;
-        return s->head_since_ms + e->wait_ms + margin_ms;
+        return head_since(s, e, i) + e->wait_ms + margin_ms;
     }
     if (lc->idle_timeout_ms > 0) {
         *kind = T_IDLE;
@@ -541,6 +635,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     const struct kr_inflight *e;
     enum timer_kind kind;
     int64_t now = kr_now_ms(), at;
+    char desc[96];
+    uint32_t i;
 
     (void)fd;
     (void)what;
@@ -556,11 +652,25 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                           s->lc->up ? s->lc->up->connect_timeout_ms : 0);
             break;
         case T_REQUEST:
-            e = fifo_head(s);
-            close_timeout(s, KR_LOG_WARN, "upstream %s sent no response to "
-                          "%s v%d CorrelationId %d in %" PRId64 " ms",
-                          s->upname, api_name(e->api_key), e->api_version,
-                          e->correlation_id, now - s->head_since_ms);
+            e = fifo_first(s, &i);
+            entry_str(e, desc, sizeof(desc));
+            if (s->up.connected && !s->up.reading &&
+                evbuffer_get_length(s->client.out) >=
+                    (size_t)s->lc->max_buffer_bytes) {
+                /* krelay stopped reading the upstream for backpressure:
+                   the response may well be there, unread */
+                close_client(s, KR_LOG_WARN, "client is not reading its "
+                             "responses: %zu bytes wait for it (over "
+                             "max_buffer_bytes %" PRId64 "), so krelay "
+                             "paused reading upstream %s; %s waited %"
+                             PRId64 " ms", evbuffer_get_length(s->client.out),
+                             s->lc->max_buffer_bytes, s->upname, desc,
+                             now - head_since(s, e, i));
+            } else {
+                close_timeout(s, KR_LOG_WARN, "upstream %s sent no response "
+                              "to %s in %" PRId64 " ms", s->upname, desc,
+                              now - head_since(s, e, i));
+            }
             break;
         case T_IDLE:
             close_timeout(s, KR_LOG_INFO, "idle for idle_timeout_ms %" PRId64,
@@ -928,7 +1038,8 @@ fifo_waiting(struct kr_session *s, uint32_t *idx)
 static void
 rtimer_arm(struct kr_session *s)
 {
-    struct kr_inflight *e = fifo_head(s);
+    uint32_t i;
+    struct kr_inflight *e = fifo_first(s, &i);
     int64_t at = 0, now;
     struct timeval tv;
 
@@ -955,15 +1066,19 @@ rtimer_arm(struct kr_session *s)
 /*
  * Move built responses at the head of the FIFO to client.out, in order,
  * as their release time comes.  Only between whole frames (rsp_remain 0).
+ * Optional entries (Acks=0) ahead of one stay: the client expects
+ * nothing for them.
  */
 static void
 flush_ready(struct kr_session *s)
 {
     struct kr_inflight *e;
     int64_t now = kr_now_ms();
+    uint32_t i;
 
-    while (!s->dead && s->rsp_remain == 0 && (e = fifo_head(s)) != NULL &&
-           e->rq != NULL && e->rq->ready) {
+    while (!s->dead && s->rsp_remain == 0 &&
+           (e = fifo_first(s, &i)) != NULL && e->rq != NULL &&
+           e->rq->ready) {
         struct kr_rq *rq = e->rq;
         size_t n = evbuffer_get_length(rq->out);
 
@@ -989,7 +1104,7 @@ flush_ready(struct kr_session *s)
         s->nready--;
         rq_free(rq);
         e->rq = NULL;
-        fifo_pop(s);
+        fifo_remove(s, i);
     }
     if (s->paused_until_ms != 0 && now >= s->paused_until_ms) {
         s->paused_until_ms = 0;
@@ -1046,6 +1161,38 @@ struct kr_nreq {
     bool av_new;                        /* ApiVersions newer than known */
     const struct kr_rule_slot *slot;
 };
+
+/*
+ * A Produce with Acks=0 was forwarded: Kafka sends no response, but some
+ * brokers (librdkafka's mock) do.  Remember it as an optional entry
+ * (struct kr_inflight) unless this upstream already showed it does not
+ * answer them.  At most max_inflight optional entries are kept: past
+ * that the oldest goes when it is the head, else the new one is not
+ * remembered.  Returns 0, or -1 when closed.
+ */
+static int
+push_optional(struct kr_session *s, struct kr_inflight *e)
+{
+    struct kr_inflight *h;
+
+    if (s->acks0_silent) {
+        return 0;
+    }
+    if (s->fifo_opt >= (uint64_t)s->lc->max_inflight) {
+        h = fifo_head(s);
+        if (h == NULL || !h->optional) {
+            return 0;
+        }
+        fifo_pop(s);
+    }
+    e->optional = 1;
+    e->wait_ms = 0;
+    if (fifo_push(s, e) != KR_OK) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    return 0;
+}
 
 /* Push e (rq ready or waiting); answered entries may go out at once. */
 static int
@@ -1324,6 +1471,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
             audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
         }
         rq_free(rq);
+        nr->e.rq = NULL;
+        ret = push_optional(s, &nr->e);
         goto out;
     }
     if (rq != NULL && (rq->v.flags & KR_VF_THROTTLE) &&
@@ -1588,7 +1737,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                   flen, kr_status_str(rc));
         return -1;
     }
-    if (s->fifo_len >= (uint64_t)lc->max_inflight) {
+    if (fifo_expected(s) >= (uint64_t)lc->max_inflight) {
         s->req_blocked = 1;
         return 0;
     }
@@ -1669,17 +1818,20 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return -1;
         }
     }
+    e.correlation_id = h.correlation_id;
+    e.api_key = h.api_key;
+    e.api_version = h.api_version;
+    e.kind = KR_INF_REQUEST;
     if (expect) {
-        e.correlation_id = h.correlation_id;
-        e.api_key = h.api_key;
-        e.api_version = h.api_version;
-        e.kind = KR_INF_REQUEST;
         if (fifo_push(s, &e) != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return -1;
         }
     } else {
         s->p->stats.requests_acks0++;
+        if (push_optional(s, &e) != 0) {
+            return -1;
+        }
     }
     s->p->stats.requests++;
     kr_log_trace("[%s] request %s v%d CorrelationId %d ClientId %s, "
@@ -1779,12 +1931,20 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
     rc = kr_rewrite_response(&s->rw, key, ver, s->hold, s->client.out,
                              &res);
     evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
-    if (rc == KR_ELIMIT) {
+    if (rc == KR_ELIMIT && res.bad_node_id >= 0) {
         close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, outside "
                  "this listener's node_id_min..node_id_max %d..%d: widen "
                  "the range (and broker_port_base) in the config",
                  api_name(key), ver, res.bad_node_id, s->lc->node_id_min,
                  s->lc->node_id_max);
+        return -1;
+    }
+    if (rc == KR_ELIMIT && res.bad_node_id < -1) {
+        /* -1 is "no node"; other negative ids are no broker's */
+        close_up(s, KR_LOG_WARN, "%s v%d response from %s names NodeId %d: "
+                 "a broker's NodeId cannot be negative (the upstream sent "
+                 "an invalid response)", api_name(key), ver, s->upname,
+                 res.bad_node_id);
         return -1;
     }
     if (rc != KR_OK) {
@@ -2002,14 +2162,16 @@ out:
 /*
  * Look at the response frame at offset scan of up.in.  Returns 1 when
  * accepted cut-through (s->rsp_remain set), 2 when the frame is whole
- * and must be held (*flen_out set), 0 to wait, -1 when closed.
+ * and must be held (*flen_out set), 3 when it is whole and goes to
+ * rule_response (*idx_out its entry), 4 when it answers an Acks=0
+ * Produce and is dropped (*flen_out), 0 to wait, -1 when closed.
  */
 static int
 next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
               size_t avail, size_t *flen_out, uint32_t *idx_out)
 {
     uint32_t idx;
-    struct kr_inflight *e = fifo_waiting(s, &idx);
+    struct kr_inflight *e;
     uint8_t small[KR_PEEK_SMALL];
     struct kr_frame_field f[1];
     const uint8_t *pk;
@@ -2017,39 +2179,64 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
     int32_t size, corr;
     int rc;
 
-    if (e == NULL) {
-        close_up(s, KR_LOG_WARN, "upstream %s sent %zu bytes with no request "
-                 "in flight", s->upname, avail);
-        return -1;
-    }
     c = peek(s, in, scan, min_sz(avail, sizeof(small)), small, sizeof(small),
              &pk);
-    if (e->kind == KR_INF_SASL_TOKEN) {
-        if (idx > 0) {
-            close_up(s, KR_LOG_ERROR, "internal: SASL token behind %u "
-                     "answered requests", idx);
+    for (;;) {
+        e = fifo_waiting(s, &idx);
+        if (e == NULL) {
+            close_up(s, KR_LOG_WARN, "upstream %s sent %zu bytes with no "
+                     "request in flight", s->upname, avail);
             return -1;
         }
-        if (kr_frame_size(pk, c, 0, INT32_MAX, &size) != KR_OK) {
-            close_up(s, KR_LOG_WARN, "upstream %s sent a SASL token frame "
-                     "of %d bytes", s->upname, size);
+        if (e->kind == KR_INF_SASL_TOKEN) {
+            if (idx > 0) {
+                close_up(s, KR_LOG_ERROR, "internal: SASL token behind %u "
+                         "answered requests", idx);
+                return -1;
+            }
+            if (kr_frame_size(pk, c, 0, INT32_MAX, &size) != KR_OK) {
+                close_up(s, KR_LOG_WARN, "upstream %s sent a SASL token "
+                         "frame of %d bytes", s->upname, size);
+                return -1;
+            }
+            fifo_pop(s);
+            s->p->stats.sasl_tokens++;
+            s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
+            return 1;
+        }
+        if (kr_frame_size(pk, c, KR_FRAME_RSP_MIN, INT32_MAX, &size) !=
+            KR_OK) {
+            close_up(s, KR_LOG_WARN, "upstream %s sent a response frame of "
+                     "%d bytes", s->upname, size);
             return -1;
         }
-        fifo_pop(s);
-        s->p->stats.sasl_tokens++;
-        s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
-        return 1;
+        if (c < KR_FRAME_PREFIX + KR_FRAME_RSP_MIN) {
+            return 0;
+        }
+        flen = (size_t)size;
+        corr = kr_frame_i32(pk + KR_FRAME_PREFIX);
+        if (!e->optional) {
+            break;
+        }
+        if (corr == e->correlation_id) {
+            /* a response to a Produce with Acks=0: the client does not
+               expect it */
+            if (!s->acks0_answered) {
+                s->acks0_answered = 1;
+                kr_log_debug("[%s] upstream %s answers Produce requests "
+                             "with Acks=0 (Kafka brokers do not): krelay "
+                             "drops those responses", s->name, s->upname);
+            }
+            fifo_remove(s, idx);
+            s->p->stats.responses_dropped++;
+            *flen_out = flen;
+            return 4;
+        }
+        /* the answer to a later request: this Acks=0 Produce got none,
+           as from Kafka; stop remembering them */
+        s->acks0_silent = 1;
+        fifo_remove(s, idx);
     }
-    if (kr_frame_size(pk, c, KR_FRAME_RSP_MIN, INT32_MAX, &size) != KR_OK) {
-        close_up(s, KR_LOG_WARN, "upstream %s sent a response frame of %d "
-                 "bytes", s->upname, size);
-        return -1;
-    }
-    if (c < KR_FRAME_PREFIX + KR_FRAME_RSP_MIN) {
-        return 0;
-    }
-    flen = (size_t)size;
-    corr = kr_frame_i32(pk + KR_FRAME_PREFIX);
     if (corr != e->correlation_id) {
         close_up(s, KR_LOG_WARN, "upstream %s answered CorrelationId %d but "
                  "the oldest request in flight is %s v%d CorrelationId %d",
@@ -2142,6 +2329,17 @@ process_responses(struct kr_session *s)
             }
             continue;
         }
+        if (s->rsp_drop > 0) {
+            /* scan is 0: the bytes before were moved on (rc 4) */
+            take = min_sz(avail, s->rsp_drop);
+            evbuffer_drain(in, take);
+            s->rsp_drop -= take;
+            total = evbuffer_get_length(in);
+            if (s->rsp_drop > 0) {
+                break;
+            }
+            continue;
+        }
         if (s->opaque) {
             scan = total;
             break;
@@ -2149,8 +2347,8 @@ process_responses(struct kr_session *s)
         if (avail < KR_FRAME_PREFIX) {
             break;
         }
-        if (s->nready > 0 && fifo_head(s)->rq != NULL &&
-            fifo_head(s)->rq->ready) {
+        if (s->nready > 0 && (e = fifo_first(s, &idx)) != NULL &&
+            e->rq != NULL && e->rq->ready) {
             /* built responses at the head go out before what follows */
             s->p->stats.bytes_down += scan;
             move_bytes(in, s->client.out, scan, s->up.read_size);
@@ -2165,6 +2363,14 @@ process_responses(struct kr_session *s)
         }
         if (rc == 0) {
             break;
+        }
+        if (rc == 4) {
+            s->p->stats.bytes_down += scan;
+            move_bytes(in, s->client.out, scan, s->up.read_size);
+            scan = 0;
+            s->rsp_drop = KR_FRAME_PREFIX + (uint64_t)flen;
+            total = evbuffer_get_length(in);
+            continue;
         }
         if (rc == 3) {
             s->p->stats.bytes_down += scan;
@@ -2260,11 +2466,11 @@ upstream_eof(struct kr_session *s, const char *why)
         arm_timer(s);
         return;
     }
-    if (s->fifo_len == 0 && s->rsp_remain == 0) {
+    if (fifo_expected(s) == 0 && s->rsp_remain == 0) {
         close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
     } else {
         close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in flight",
-                 s->upname, why, s->fifo_len);
+                 s->upname, why, fifo_expected(s));
     }
 }
 
@@ -2282,7 +2488,8 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
         if (process_responses(s) != 0) {
             goto out;
         }
-        if (s->req_blocked && s->fifo_len < (uint64_t)s->lc->max_inflight) {
+        if (s->req_blocked &&
+            fifo_expected(s) < (uint64_t)s->lc->max_inflight) {
             s->req_blocked = 0;
             if (process_requests(s) != 0 || conn_flush(s, &s->up) != 0) {
                 goto out;
@@ -2395,6 +2602,10 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
         if (s->l->node_id == KR_NODE_BOOTSTRAP) {
             close_up(s, KR_LOG_WARN, "no bootstrap server reachable (%s)",
                      s->upname);
+        } else if (strncmp(s->upname, "node ", 5) == 0) {
+            /* not in the cluster's metadata (kr_upstream logged why) */
+            close_up(s, KR_LOG_WARN, "upstream has no address for NodeId "
+                     "%d", s->l->node_id);
         } else {
             close_up(s, KR_LOG_WARN, "upstream has no address for NodeId "
                      "%d (%s)", s->l->node_id, s->upname);

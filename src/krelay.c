@@ -5,11 +5,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -54,6 +56,83 @@ usage(FILE *f)
             " (not in this build: no librdkafka)"
 #endif
         );
+}
+
+/*
+ * Copy the config loader's messages (one per line) to stderr, each with
+ * the "krelay: " prefix of krelay's other messages.
+ */
+static void
+print_prefixed(const char *text)
+{
+    const char *l = text, *nl;
+
+    while (l != NULL && *l != '\0') {
+        nl = strchr(l, '\n');
+        fprintf(stderr, "krelay: %.*s\n",
+                (int)(nl != NULL ? nl - l : (long)strlen(l)), l);
+        l = nl != NULL ? nl + 1 : NULL;
+    }
+}
+
+/*
+ * Load the config from path (or text when not NULL) with its errors
+ * prefixed.  Returns KR_OK or the loader's error.
+ */
+static int
+load_conf(const char *path, const char *text, struct kr_conf **conf)
+{
+    char *errs = NULL;
+    size_t elen = 0;
+    FILE *ef = open_memstream(&errs, &elen);
+    int rc;
+
+    if (ef == NULL) {
+        return text != NULL ? kr_conf_load_string(text, path, stderr, conf)
+                            : kr_conf_load(path, stderr, conf);
+    }
+    rc = text != NULL ? kr_conf_load_string(text, path, ef, conf)
+                      : kr_conf_load(path, ef, conf);
+    fclose(ef);
+    print_prefixed(errs);
+    free(errs);
+    return rc;
+}
+
+/*
+ * -t: can the [section] target (a file) be opened for append, as the
+ * daemon will?  Opened without truncating and closed again; a file this
+ * check had to create is removed.  stderr and syslog need no check.
+ * Prints a FILE-level error and returns false when it cannot.
+ */
+static bool
+target_ok(const char *conf_path, const char *section, const char *target,
+          bool stderr_ok)
+{
+    bool created = false;
+    int fd;
+
+    if (target == NULL || strcmp(target, "syslog") == 0 ||
+        (stderr_ok && strcmp(target, "stderr") == 0)) {
+        return true;
+    }
+    fd = open(target, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno == ENOENT) {
+        fd = open(target, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC |
+                  O_NOCTTY, 0640);
+        created = fd >= 0;
+    }
+    if (fd < 0) {
+        fprintf(stderr, "krelay: %s: [%s] target %s: cannot open for "
+                "append: %s\n", conf_path, section, target,
+                strerror(errno));
+        return false;
+    }
+    close(fd);
+    if (created) {
+        (void)unlink(target);
+    }
+    return true;
 }
 
 #ifdef HAVE_RDKAFKA
@@ -220,16 +299,23 @@ main(int argc, char **argv)
                  "node_id_max = %d\n",
                  mock != NULL ? bootstraps : "127.0.0.1:1", listen,
                  port_base, DEMO_BROKERS);
-        if (kr_conf_load_string(text, "(demo)", stderr, &conf) != KR_OK) {
+        if (load_conf("(demo)", text, &conf) != KR_OK) {
             goto out;
         }
     }
 #endif
-    if (conf == NULL && kr_conf_load(path, stderr, &conf) != KR_OK) {
+    if (conf == NULL && load_conf(path, NULL, &conf) != KR_OK) {
         goto out;
     }
     if (test) {
-        printf("krelay: %s: configuration OK\n", path ? path : "(demo)");
+        const char *cp = path ? path : "(demo)";
+        bool ok_log = target_ok(cp, "log", conf->log.target, true);
+        bool ok_audit = target_ok(cp, "audit", conf->audit.target, false);
+
+        if (!ok_log || !ok_audit) {
+            goto out;
+        }
+        printf("krelay: %s: configuration OK\n", cp);
         kr_rule_print(conf->ruleset, stdout);
         rc = 0;
         goto out;
@@ -284,8 +370,8 @@ main(int argc, char **argv)
         fflush(stdout);
     }
 #endif
-    kr_log_notice("krelay %s started (%d listener groups)", PACKAGE_VERSION,
-                  p->ngroups);
+    kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
+                  p->ngroups, p->ngroups == 1 ? "" : "s");
     kr_proxy_run(p);
     kr_log_notice("krelay stopped");
     rc = 0;

@@ -9,7 +9,9 @@ W=$KR_WORK
 [ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
 n=0
 for f in "$top_srcdir"/conf/examples/*.ini; do
-    "$KR_KRELAY" -t -c "$f" >"$W/t.out" 2>&1 ||
+    # -t opens the [log] and [audit] files: point them at the work dir
+    sed "s|/var/log/krelay/|$W/|" "$f" >"$W/example.ini"
+    "$KR_KRELAY" -t -c "$W/example.ini" >"$W/t.out" 2>&1 ||
         kr_fail "$(basename "$f"): $(cat "$W/t.out")"
     grep -q "configuration OK" "$W/t.out" || kr_fail "$f: no OK line"
     grep -q "^rules: [1-9]" "$W/t.out" || kr_fail "$f: no rule table"
@@ -36,8 +38,9 @@ EOR
 if "$KR_KRELAY" -t -c "$W/bad.ini" >"$W/bad.out" 2>&1; then
     kr_fail "a broken config passed krelay -t"
 fi
-grep -q "^$W/bad.ini:7: 'api': bad value 'Produce, Fecth'" "$W/bad.out" ||
+grep -q "^krelay: $W/bad.ini:7: 'api': bad value 'Produce, Fecth'" \
+    "$W/bad.out" ||
     kr_fail "no FILE:LINE error for the bad api: $(cat "$W/bad.out")"
-grep -q "^$W/bad.ini:10: \[rule b\]: throttle_mode without throttle_ms" \
+grep -q "^krelay: $W/bad.ini:10: \[rule b\]: throttle_mode without throttle_ms" \
     "$W/bad.out" || kr_fail "no FILE:LINE error for rule b: $(cat "$W/bad.out")"
 kr_log "PASS: $n examples check, broken rules refused with FILE:LINE"

@@ -9,8 +9,9 @@
  * so the client can check every response byte; it answers Metadata with
  * a real Metadata v1 response (to see it rewritten), follows SaslHandshake
  * v0 PLAIN with one raw token round trip, and does not answer Produce
- * with Acks=0, like Kafka.  Connections whose first request has ClientId
- * "krelay" (kr_upstream's own metadata fetch) are never answered.
+ * with Acks=0, like Kafka (unless answer_acks0: like librdkafka's mock).
+ * Connections whose first request has ClientId "krelay" (kr_upstream's
+ * own metadata fetch) are never answered.
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -63,6 +65,8 @@ struct fake {
     size_t chunk;               /* max bytes per write, 0 = no limit */
     bool hold;                  /* queue replies in pending */
     bool no_read;               /* do not read new connections */
+    bool answer_acks0;          /* answer Produce with Acks=0 too */
+    int32_t md_node;            /* NodeId in Metadata responses */
     struct evbuffer *pending;
     struct evbuffer *log;       /* request bytes seen (client conns) */
     int nreq;
@@ -87,6 +91,7 @@ static struct env {
     struct fake fb;
     struct cli cl[4];
     int ncl;
+    char logpath[64];           /* kr_log file of the test, or "" */
 } T;
 
 /* ---- bytes -------------------------------------------------------------- */
@@ -216,15 +221,15 @@ echo_response(struct bb *out, const uint8_t *req, size_t len, size_t extra,
 
 /* Metadata v1 response with one broker. */
 static void
-metadata_response(struct bb *out, int32_t corr, const char *host,
-                  int32_t port)
+metadata_response(struct bb *out, int32_t corr, int32_t node,
+                  const char *host, int32_t port)
 {
     size_t at = out->n;
 
     b32(out, 0);
     b32(out, corr);
     b32(out, 1);                /* Brokers */
-    b32(out, 0);                /* NodeId */
+    b32(out, node);             /* NodeId */
     bstr(out, host);
     b32(out, port);
     bstr(out, NULL);            /* Rack */
@@ -288,6 +293,9 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
     int32_t corr;
     size_t cid, off;
 
+    if (fb->mode == FB_SILENT) {
+        return;
+    }
     if (c->sasl_raw > 0) {      /* a raw SASL token: empty answer */
         c->sasl_raw--;
         b32(&r, 0);
@@ -298,10 +306,8 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
     corr = kr_frame_i32(f + 8);
     cid = (size_t)kr_frame_i16(f + 12);
     off = 14 + cid;             /* body of a header v1 request */
-    if (fb->mode == FB_SILENT) {
-        return;
-    }
-    if (key == KR_API_PRODUCE && ver == 3 && kr_frame_i16(f + off + 2) == 0) {
+    if (key == KR_API_PRODUCE && ver == 3 &&
+        kr_frame_i16(f + off + 2) == 0 && !fb->answer_acks0) {
         return;                 /* Acks=0: no response */
     }
     if (key == KR_API_SASL_HANDSHAKE && ver == 0) {
@@ -317,7 +323,7 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         goto send;
     }
     if (key == KR_API_METADATA && ver == 1) {
-        metadata_response(&r, corr, "fakehost", 1234);
+        metadata_response(&r, corr, fb->md_node, "fakehost", 1234);
         goto send;
     }
     echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
@@ -675,6 +681,39 @@ teardown(void)
     evbuffer_free(T.fb.pending);
     event_free(T.guard);
     event_base_free(T.base);
+    if (T.logpath[0] != '\0') {
+        kr_log_close();
+        unlink(T.logpath);
+    }
+}
+
+/* Send krelay's log to a file of this test (read with log_text). */
+static void
+log_capture(void)
+{
+    int fd;
+
+    snprintf(T.logpath, sizeof(T.logpath), "/tmp/check_session.XXXXXX");
+    fd = mkstemp(T.logpath);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(kr_log_open(T.logpath, "check"), KR_OK);
+}
+
+/* What krelay logged so far (malloc'd, NUL-terminated). */
+static char *
+log_text(void)
+{
+    FILE *f = fopen(T.logpath, "r");
+    char *buf = calloc(1, 65536);
+    size_t n;
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(buf);
+    n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -1156,7 +1195,7 @@ START_TEST(metadata_rewritten)
     b32(&req, -1);              /* all topics */
     bend(&req, at);
     cli_send(c, req.b, req.n);
-    metadata_response(&exp, 9, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
+    metadata_response(&exp, 9, 0, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.responses_held, 1);
@@ -1248,6 +1287,222 @@ START_TEST(stop_closes_everything)
 }
 END_TEST
 
+/*
+ * A broker that answers Produce with Acks=0 (librdkafka's mock does):
+ * the responses the client does not expect are dropped, the others pass
+ * in order.  _i: the fake writes everything at once, or one byte at a
+ * time (a dropped response split across reads).
+ */
+START_TEST(acks0_answered_dropped)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 }, more = { 0 };
+    struct cli *c;
+    int i, k;
+
+    T.fb.answer_acks0 = true;
+    T.fb.chunk = _i == 0 ? 0 : 1;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 1, 0, 100);
+    req_heartbeat(&hb, 2);
+    bput(&req, hb.b, hb.n);
+    req_produce(&req, 3, 0, 50);
+    req_produce(&req, 4, 0, 7);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    /* the two Acks=0 responses after the Heartbeat's: dropped, then a
+       request that expects one */
+    for (i = 0; i < 3000 && T.p->stats.responses_dropped < 3; i++) {
+        pump_once();
+    }
+    ck_assert_uint_eq(T.p->stats.responses_dropped, 3);
+    req_heartbeat(&more, 5);
+    cli_send(c, more.b, more.n);
+    exp.n = 0;
+    expected_echo(&more, 0, &exp);
+    cli_expect(c, &exp);
+    for (k = 0; k < 20; k++) {
+        event_base_loop(T.base, EVLOOP_NONBLOCK);
+    }
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 3);
+    ck_assert_uint_eq(T.p->stats.responses, 2);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert(T.p->sessions->acks0_answered);
+    ck_assert(!T.p->sessions->acks0_silent);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo_opt, 0);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+    free(more.b);
+}
+END_TEST
+
+/*
+ * Kafka's behaviour (no response to Acks=0): an Acks=0 Produce on its own
+ * waits for nothing (no request timeout), the next response skips it,
+ * and from then on Acks=0 requests are not remembered at all.
+ */
+START_TEST(acks0_silent_skipped)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+    int i;
+
+    T.uc.request_timeout_margin_ms = 50;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 1, 0, 100);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->fifo_len, 1);
+    ck_assert_uint_eq(s->fifo_opt, 1);
+    /* well past request_timeout_margin_ms: nothing is owed, no timeout */
+    for (i = 0; i < 40; i++) {
+        pump_once();
+    }
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    req_heartbeat(&hb, 2);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, hb.b, hb.n);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(s->acks0_silent);
+    ck_assert_uint_eq(s->fifo_len, 0);
+    ck_assert_uint_eq(s->fifo_opt, 0);
+    /* known silent: the next Acks=0 Produce leaves no entry */
+    hb.n = 0;
+    req_produce(&hb, 3, 0, 10);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, hb.b, hb.n);
+    fake_expect(&req);
+    ck_assert_uint_eq(s->fifo_len, 0);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 2);
+    ck_assert_uint_eq(T.p->stats.responses_dropped, 0);
+    ck_assert(!c->closed);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
+ * The client stops reading while Fetch-like requests are pipelined:
+ * krelay stops reading the upstream (backpressure) and the request
+ * timeout blames the client, not the upstream.
+ */
+START_TEST(timeout_client_not_reading)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+    int i;
+
+    log_capture();
+    T.uc.request_timeout_margin_ms = 100;
+    T.fb.extra = (1 << 20) - 64;    /* responses of about 1 MiB */
+    start();
+    c = cli_open(boot_port(), 65536);
+    for (i = 0; i < 24; i++) {
+        req_heartbeat(&req, 100 + i);
+    }
+    cli_send(c, req.b, req.n);
+    event_del(c->rev);          /* the client stops reading */
+    fake_expect(&req);
+    for (i = 0; i < 3000 && T.p->sessions != NULL; i++) {
+        pump_once();
+    }
+    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_uint_eq(T.p->stats.close_client, 1);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "client is not reading its responses") !=
+                  NULL, "log: %s", log);
+    ck_assert_msg(strstr(log, "sent no response") == NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/* A raw SASL token that gets no answer is named as one. */
+START_TEST(timeout_sasl_token)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    char *log;
+    size_t at;
+
+    log_capture();
+    T.uc.request_timeout_margin_ms = 100;
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
+    bstr(&req, "PLAIN");
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    at = exp.n;
+    b32(&exp, 0);
+    b32(&exp, 1);
+    b16(&exp, 0);
+    b32(&exp, 1);
+    bstr(&exp, "PLAIN");
+    bend(&exp, at);
+    cli_expect(c, &exp);
+    T.fb.mode = FB_SILENT;      /* the token gets no answer */
+    req.n = 0;
+    b32(&req, 0);
+    bput(&req, "\0user\0secret", 12);
+    bend(&req, 0);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "sent no response to a SASL token") != NULL,
+                  "log: %s", log);
+    ck_assert_msg(strstr(log, "Produce") == NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/* A negative NodeId (not -1) is the broker's error, not the config's. */
+START_TEST(metadata_negative_node_id)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+    size_t at;
+
+    log_capture();
+    T.fb.md_node = -5;
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_METADATA, 1, 9);
+    b32(&req, -1);
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "NodeId -5") != NULL, "log: %s", log);
+    ck_assert_msg(strstr(log, "cannot be negative") != NULL, "log: %s", log);
+    ck_assert_msg(strstr(log, "widen") == NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -1276,6 +1531,11 @@ session_suite(void)
     tcase_add_test(tc, upstream_refuses);
     tcase_add_test(tc, upstream_closes_after_response);
     tcase_add_test(tc, stop_closes_everything);
+    tcase_add_loop_test(tc, acks0_answered_dropped, 0, 2);
+    tcase_add_test(tc, acks0_silent_skipped);
+    tcase_add_test(tc, timeout_client_not_reading);
+    tcase_add_test(tc, timeout_sasl_token);
+    tcase_add_test(tc, metadata_negative_node_id);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,95 @@
+#!/bin/bash
+# The krelay command itself (no Kafka client, no mock): `krelay -t`
+# opens the [log] and [audit] files as the daemon will (FILE-level error
+# and a non-zero exit when it cannot, nothing left behind when it can),
+# config errors carry the "krelay: " prefix, and the daemon logs one
+# notice line for SIGHUP and for SIGUSR1.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+kr_setup 60
+W=$KR_WORK
+[ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
+
+base=$(kr_free_ports 2) || exit 99
+# conf FILE LOGTARGET [AUDITTARGET]
+conf() {
+    cat >"$1" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+[listener]
+listen = 127.0.0.1:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = 1
+[log]
+level = info
+target = $2
+EOF
+    if [ -n "${3:-}" ]; then
+        printf '[audit]\ntarget = %s\n' "$3" >>"$1"
+    fi
+}
+
+# 1. -t: a [log] file in a directory that does not exist
+conf "$W/nolog.ini" "$W/missing/krelay.log"
+if "$KR_KRELAY" -t -c "$W/nolog.ini" >"$W/t1.out" 2>&1; then
+    kr_fail "-t passed with an unopenable [log] target: $(cat "$W/t1.out")"
+fi
+grep -q "^krelay: $W/nolog.ini: \[log\] target $W/missing/krelay.log: cannot open for append: No such file or directory$" \
+    "$W/t1.out" || kr_fail "-t [log] error: $(cat "$W/t1.out")"
+grep -q "configuration OK" "$W/t1.out" && kr_fail "-t said OK: $(cat "$W/t1.out")"
+
+# 2. the same for [audit] (the [log] target is fine)
+conf "$W/noaudit.ini" stderr "$W/missing/audit.log"
+if "$KR_KRELAY" -t -c "$W/noaudit.ini" >"$W/t2.out" 2>&1; then
+    kr_fail "-t passed with an unopenable [audit] target: $(cat "$W/t2.out")"
+fi
+grep -q "^krelay: $W/noaudit.ini: \[audit\] target $W/missing/audit.log: cannot open for append" \
+    "$W/t2.out" || kr_fail "-t [audit] error: $(cat "$W/t2.out")"
+
+# 3. openable targets: OK; a missing file is not left behind, an
+# existing one is not truncated
+echo "old line" >"$W/audit.log"
+conf "$W/ok.ini" "$W/krelay-t.log" "$W/audit.log"
+"$KR_KRELAY" -t -c "$W/ok.ini" >"$W/t3.out" 2>&1 ||
+    kr_fail "-t refused openable targets: $(cat "$W/t3.out")"
+grep -q "^krelay: $W/ok.ini: configuration OK$" "$W/t3.out" ||
+    kr_fail "-t: no OK line: $(cat "$W/t3.out")"
+[ -e "$W/krelay-t.log" ] && kr_fail "-t left $W/krelay-t.log behind"
+[ "$(cat "$W/audit.log")" = "old line" ] || kr_fail "-t changed audit.log"
+
+# 4. config errors carry the prefix
+"$KR_KRELAY" -t -c "$W/nonexistent.ini" >"$W/t4.out" 2>&1 &&
+    kr_fail "-t passed a missing file"
+grep -q "^krelay: $W/nonexistent.ini: cannot open: No such file or directory$" \
+    "$W/t4.out" || kr_fail "missing config: $(cat "$W/t4.out")"
+printf '[listener]\nlisten = 127.0.0.1:x\n' >"$W/bad.ini"
+"$KR_KRELAY" -c "$W/bad.ini" >"$W/t5.out" 2>&1 && kr_fail "bad config started"
+grep -q "^krelay: $W/bad.ini:2: 'listen': bad value" "$W/t5.out" ||
+    kr_fail "bad config: $(cat "$W/t5.out")"
+grep -v "^krelay: " "$W/t5.out" && kr_fail "a line without the prefix"
+
+# 5. the daemon: started line, one notice line per SIGUSR1 and SIGHUP
+conf "$W/run.ini" "$W/krelay.log"
+"$KR_KRELAY" -c "$W/run.ini" >>"$W/krelay.out.log" 2>&1 &
+pid=$!
+KR_PIDS+=("$pid")
+kr_wait_port "$base" 20 || kr_fail "krelay did not listen on $base"
+grep -q "notice: krelay .* started (1 listener group)$" "$W/krelay.log" ||
+    kr_fail "no started line: $(cat "$W/krelay.log")"
+wait_line() {
+    for _ in $(seq 100); do
+        grep -q "$1" "$W/krelay.log" && return 0
+        sleep 0.1
+    done
+    kr_fail "no line '$1' in krelay.log: $(tail -5 "$W/krelay.log")"
+}
+kill -USR1 "$pid"
+wait_line "notice: SIGUSR1: reopened the log file$"
+kill -HUP "$pid"
+wait_line "notice: SIGHUP: reloaded $W/run.ini: 1 listener group (0 new), 0 rules; log file reopened$"
+n=$(grep -c "SIGHUP\|SIGUSR1" "$W/krelay.log")
+[ "$n" -eq 2 ] || kr_fail "$n signal lines, want 2: $(grep SIG "$W/krelay.log")"
+kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay.log"
+kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines"
