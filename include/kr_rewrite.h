@@ -100,6 +100,20 @@ int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                         struct kr_rewrite_result *res) KR_MUST_CHECK;
 
 /*
+ * A codec view (struct kr_rbuf) of all of payload's evbuffer chains, for
+ * decoding in place: no pullup, no copy of the bytes.  iov entries go in
+ * stack (nstack entries) when the chains fit, else in a malloc'd array
+ * returned in *heap, which the caller frees (NULL otherwise).  The view is
+ * valid while payload is not modified.  Returns KR_OK, KR_ENOMEM or
+ * KR_ERROR (nothing to free then).
+ */
+struct iovec;
+struct kr_rbuf;
+int kr_rewrite_view(struct evbuffer *payload, struct iovec *stack,
+                    int nstack, struct iovec **heap,
+                    struct kr_rbuf *rb) KR_MUST_CHECK;
+
+/*
  * Write a re-encoded frame (used by the rule pipeline too): out gets the
  * int32 size prefix, then w's own bytes with every records slice moved
  * (evbuffer chains, never copied) from payload, the frame m was decoded

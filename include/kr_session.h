@@ -151,6 +151,7 @@ struct kr_session {
     int64_t head_since_ms;              /* when fifo[head] became head */
     int64_t started_ms;
     int64_t last_active_ms;             /* last client read */
+    int64_t eof_ms;                     /* when the client closed its side */
 
     enum kr_sasl_mech sasl_mech;        /* from the SaslHandshake request */
     uint32_t sasl_tokens;               /* raw client tokens still to come */
@@ -185,6 +186,9 @@ struct kr_session {
     unsigned req_blocked:1;             /* max_inflight reached */
     unsigned opaque:1;                  /* unknown SASL: raw bytes */
     unsigned draining:1;                /* upstream gone, flushing client */
+    unsigned client_eof:1;              /* client closed its side: finish
+                                           forwarding, then close */
+    unsigned up_shut:1;                 /* shutdown(SHUT_WR) sent upstream */
     unsigned want_rsp_first:1;          /* SaslHandshake response next */
     unsigned acks0_answered:1;          /* upstream answered an Acks=0
                                            Produce (logged once) */

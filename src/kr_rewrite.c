@@ -233,9 +233,9 @@ set_err(struct kr_rewrite_result *res, int16_t k, int16_t v,
  * A view of payload's chains for the codec.  iov points at *stack when
  * the chains fit, else at a malloc'd array the caller frees (*heap).
  */
-static int
-gather(struct evbuffer *payload, struct iovec *stack, int nstack,
-       struct iovec **heap, struct kr_rbuf *rb)
+int
+kr_rewrite_view(struct evbuffer *payload, struct iovec *stack, int nstack,
+                struct iovec **heap, struct kr_rbuf *rb)
 {
     int n = evbuffer_peek(payload, -1, NULL, NULL, 0);
     struct iovec *iov = stack;
@@ -256,6 +256,8 @@ gather(struct evbuffer *payload, struct iovec *stack, int nstack,
         *heap = iov;
     }
     if (n > 0 && evbuffer_peek(payload, -1, NULL, iov, n) != n) {
+        free(*heap);
+        *heap = NULL;
         return KR_ERROR;
     }
     rb->seg = iov;
@@ -630,7 +632,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         goto done;
     }
 
-    rc = gather(payload, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_rewrite_view(payload, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc != KR_OK) {
         set_err(res, api_key, api_version, NULL, "cannot read the frame");
         goto done;

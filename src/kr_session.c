@@ -134,7 +134,7 @@
 #define KR_PEEK_SMALL 260           /* first copy of a frame's start */
 #define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
 
-enum timer_kind { T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN };
+enum timer_kind { T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER };
 
 static void session_free(struct kr_session *s);
 static void arm_timer(struct kr_session *s);
@@ -581,6 +581,10 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_CONNECT;
         return s->started_ms + connect_ms;
     }
+    if (s->client_eof) {
+        *kind = T_LINGER;
+        return s->eof_ms + KR_DRAIN_MS;
+    }
     e = fifo_first(s, &i);
     if (e != NULL) {
         *kind = T_REQUEST;
@@ -676,6 +680,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             close_timeout(s, KR_LOG_INFO, "idle for idle_timeout_ms %" PRId64,
                           s->lc->idle_timeout_ms);
             break;
+        case T_LINGER:
+            close_client(s, KR_LOG_INFO, "client closed the connection "
+                         "(upstream %s kept its side open %d ms after "
+                         "krelay's; %u responses owed)", s->upname,
+                         KR_DRAIN_MS, fifo_expected(s));
+            break;
         default:
             close_up(s, KR_LOG_INFO, "upstream closed the connection; "
                      "client did not take the last responses");
@@ -697,7 +707,8 @@ update_io(struct kr_session *s)
     if (s->dead) {
         return;
     }
-    set_reading(&s->client, !s->draining && !s->req_blocked &&
+    set_reading(&s->client, !s->draining && !s->client_eof &&
+                !s->req_blocked &&
                 !s->enforce_wait &&
                 evbuffer_get_length(s->up.out) < maxb &&
                 (s->paused_until_ms == 0 ||
@@ -866,36 +877,6 @@ rule_name(const struct kr_session *s, int i)
     const struct kr_conf *c = s->cref->conf;
 
     return i >= 0 && i < c->nrules ? c->rules[i].name : "?";
-}
-
-/* A codec view of all of buf (chains, no copy); *heap to free. */
-static int
-view_all(struct evbuffer *buf, struct iovec *stack, int nstack,
-         struct iovec **heap, struct kr_rbuf *rb)
-{
-    int n = evbuffer_peek(buf, -1, NULL, NULL, 0);
-    struct iovec *iov = stack;
-
-    *heap = NULL;
-    if (n < 0) {
-        return KR_ERROR;
-    }
-    if (n > nstack) {
-        iov = calloc((size_t)n, sizeof(*iov));
-        if (iov == NULL) {
-            return KR_ENOMEM;
-        }
-        *heap = iov;
-    }
-    if (n > 0 && evbuffer_peek(buf, -1, NULL, iov, n) != n) {
-        free(*heap);
-        *heap = NULL;
-        return KR_ERROR;
-    }
-    rb->seg = iov;
-    rb->nseg = n;
-    rb->len = evbuffer_get_length(buf);
-    return KR_OK;
 }
 
 static void
@@ -1333,7 +1314,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     kr_arena_init(&arena, 0);
     memset(&ce, 0, sizeof(ce));
     memset(&m, 0, sizeof(m));
-    rc = view_all(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc == KR_OK) {
         rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
     }
@@ -2046,7 +2027,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     decode = (rq->v.flags & (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
              rq->up_version != e->api_version;
     if (decode) {
-        rc = view_all(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+        rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
         if (rc == KR_OK) {
             rc = kr_decode_response(&arena, &rb, e->api_key, rq->up_version,
                                     0, &m, &ce);
@@ -2405,6 +2386,57 @@ process_responses(struct kr_session *s)
 
 /* ---- callbacks --------------------------------------------------------- */
 
+/*
+ * After the client's EOF: once every request it sent has been written
+ * upstream, half-close the upstream (the broker sees an orderly end, not
+ * a reset that could discard requests it has not read yet), then wait for
+ * the broker to close its side while responses still owed go to the
+ * client (a half-closed client may read them).  Bounded by KR_DRAIN_MS.
+ */
+static void
+client_eof_progress(struct kr_session *s)
+{
+    if (!s->client_eof || s->dead) {
+        return;
+    }
+    if (s->up.connected && evbuffer_get_length(s->up.out) == 0 &&
+        !s->up_shut) {
+        s->up_shut = 1;
+        if (shutdown(s->up.fd, SHUT_WR) != 0) {
+            close_client(s, KR_LOG_INFO, "client closed the connection");
+            return;
+        }
+    }
+    update_io(s);
+    s->timer_at = 0;
+    if (s->timer != NULL) {
+        event_del(s->timer);
+    }
+    arm_timer(s);
+}
+
+/*
+ * The client closed its side.  Requests it sent before must still reach
+ * the broker: a fire-and-forget producer (Acks=0) writes and closes at
+ * once.  Close right away only when nothing is left to do.
+ */
+static void
+client_eof(struct kr_session *s)
+{
+    if (s->up.connected && evbuffer_get_length(s->up.out) == 0 &&
+        s->fifo_len == 0 && s->rsp_remain == 0 &&
+        evbuffer_get_length(s->client.out) == 0) {
+        close_client(s, KR_LOG_INFO, "client closed the connection");
+        return;
+    }
+    s->client_eof = 1;
+    s->eof_ms = kr_now_ms();
+    kr_log_debug("[%s] client closed its side; finishing %zu request "
+                 "bytes and %u responses owed", s->name,
+                 evbuffer_get_length(s->up.out), fifo_expected(s));
+    client_eof_progress(s);
+}
+
 static void
 client_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -2425,7 +2457,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
             arm_timer(s);
         }
     } else if (n == 0) {
-        close_client(s, KR_LOG_INFO, "client closed the connection");
+        client_eof(s);
     } else if (!again(errno)) {
         close_client(s, KR_LOG_INFO, "client read: %s", strerror(errno));
     }
@@ -2455,6 +2487,12 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
+    if (s->client_eof && fifo_expected(s) == 0 && s->rsp_remain == 0 &&
+        evbuffer_get_length(s->client.out) == 0) {
+        /* the orderly end of client_eof(): both sides are done */
+        close_client(s, KR_LOG_INFO, "client closed the connection");
+        return;
+    }
     if (evbuffer_get_length(s->client.out) > 0 && s->rsp_remain == 0) {
         kr_log_debug("[%s] upstream %s: %s; flushing responses", s->name,
                      s->upname, why);
@@ -2545,6 +2583,7 @@ up_write_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (conn_flush(s, &s->up) == 0) {
         update_io(s);
+        client_eof_progress(s);
     }
 out:
     leave(s);

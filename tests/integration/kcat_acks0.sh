@@ -23,16 +23,21 @@ grep -qi "error\|fail\|disconnect" "$W/kcat-P.log" &&
     kr_fail "kcat -P reported errors: $(head -5 "$W/kcat-P.log")"
 kr_run 60 "${KC[@]}" -C -t acks0 -o beginning -e -q -f '%s\n' \
     >"$W/out.txt" 2>"$W/kcat-C.log" || kr_fail "kcat -C failed"
-# Acks=0 promises no delivery: kcat closes right after its last write and
-# the mock drops requests it has not processed when a connection goes
-# (with or without krelay).  What arrives must be ours.
+# What arrives must be ours.
 sort "$W/in.txt" >"$W/in.sorted"
 sort "$W/out.txt" >"$W/out.sorted"
 extra=$(comm -13 "$W/in.sorted" "$W/out.sorted" | head -3)
 [ -z "$extra" ] || kr_fail "consumed messages never produced: $extra"
 got=$(wc -l <"$W/out.txt")
-[ "$got" -gt 0 ] || kr_fail "no acks=0 message arrived"
 kr_log "kcat: $got of 500 messages produced with acks=0 consumed back"
+# kcat closes right after its last write.  Through krelay every request
+# it wrote must still reach the broker: krelay finishes writing them and
+# half-closes the upstream (a reset would make the broker drop requests
+# it has not read yet; talking to the mock directly loses a few that way).
+if ! kr_is_direct; then
+    [ "$got" -eq 500 ] ||
+        kr_fail "only $got of 500 acks=0 messages reached the broker"
+fi
 if ! kr_is_direct; then
     grep -q "no request in flight" "$W/krelay.log" &&
         kr_fail "krelay closed a connection: $(grep "no request" "$W/krelay.log")"

@@ -1344,6 +1344,43 @@ START_TEST(acks0_answered_dropped)
 END_TEST
 
 /*
+ * A fire-and-forget producer writes Acks=0 Produce requests and closes at
+ * once, before krelay has even connected upstream: every byte must still
+ * reach the broker, which sees an orderly end (EOF), and then the session
+ * goes away without a warning.
+ */
+START_TEST(client_close_delivers_requests)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    int i;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 20; i++) {
+        req_produce(&req, i + 1, 0, 3000);
+    }
+    cli_send(c, req.b, req.n);
+    ck_assert_int_eq(shutdown(c->fd, SHUT_WR), 0);
+    fake_expect(&req);
+    ck_assert(cli_wait_closed(c));
+    for (i = 0; i < 3000 && T.p->sessions != NULL; i++) {
+        pump_once();
+    }
+    ck_assert_ptr_null(T.p->sessions);
+    /* the broker saw the end and closed its side (krelay's own metadata
+       connection aside) */
+    for (i = 0; i < T.fb.n; i++) {
+        ck_assert(T.fb.c[i]->internal);
+    }
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    free(req.b);
+}
+END_TEST
+
+/*
  * Kafka's behaviour (no response to Acks=0): an Acks=0 Produce on its own
  * waits for nothing (no request timeout), the next response skips it,
  * and from then on Acks=0 requests are not remembered at all.
@@ -1533,6 +1570,7 @@ session_suite(void)
     tcase_add_test(tc, stop_closes_everything);
     tcase_add_loop_test(tc, acks0_answered_dropped, 0, 2);
     tcase_add_test(tc, acks0_silent_skipped);
+    tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
     tcase_add_test(tc, metadata_negative_node_id);
