@@ -3,6 +3,8 @@
 
     report.py --runs RUNS.jsonl --out RESULTS.json [--meta KEY=VALUE]...
     report.py --table RESULTS.json        (print the table of a saved run)
+    report.py --rebuild RESULTS.json      (recompute summaries and notes
+                                           from the saved raw runs)
 
 RUNS.jsonl holds one JSON object per client run, written by run.sh
 (workload, target, rep, rc, CPU seconds the mock and proxies used, and
@@ -26,6 +28,9 @@ GIB = float(1 << 30)
 # A process that used at least this share of its CPU during the measured
 # window is called saturated (it is pinned to one CPU).
 SATURATED = 0.85
+# Busy CPU of other processes (share of one CPU) above which a
+# measurement is called disturbed.
+OTHER_LOAD = 0.10
 
 
 def median(xs):
@@ -331,24 +336,39 @@ def notes_for(res):
                 notes.append("%s via %s: the load generator is the "
                              "bottleneck (%.0f%% of its CPU)" % (
                                  label, t, 100 * tg[t]["cpu_util"]["client"]))
+    # Load from outside the benchmark, per workload and target (median
+    # over the repetitions of the busy CPU not used by our processes).
     others = []
-    for key, _ in THROUGHPUT:
+    disturbed = []
+    for key, label in THROUGHPUT:
         for t, v in w.get(key, {}).get("targets", {}).items():
-            if "other" in v["cpu_util"]:
-                others.append(v["cpu_util"]["other"])
+            o = v["cpu_util"].get("other")
+            if o is not None:
+                others.append(o)
+                if o >= OTHER_LOAD:
+                    disturbed.append("%s via %s %.0f%%" % (label, t, 100 * o))
     for t, v in w.get("latency", {}).get("targets", {}).items():
-        if v.get("other_cpu_util") is not None:
-            others.append(v["other_cpu_util"])
-    if others:
-        worst = max(others)
-        if worst >= 0.10:
-            notes.append("other processes on the machine used up to %.0f%% "
-                         "of a CPU during the measurements (median %.0f%%): "
-                         "the figures are disturbed" % (
-                             100 * worst, 100 * median(others)))
-        else:
-            notes.append("the machine was otherwise idle (other processes: "
-                         "at most %.0f%% of a CPU)" % (100 * worst))
+        o = v.get("other_cpu_util")
+        if o is not None:
+            others.append(o)
+            if o >= OTHER_LOAD:
+                disturbed.append("latency via %s %.0f%%" % (t, 100 * o))
+    if disturbed:
+        notes.append("other processes or kernel threads used a share of a "
+                     "CPU during: %s (median over the repetitions): those "
+                     "figures are disturbed" % "; ".join(disturbed))
+    elif others:
+        notes.append("the machine was otherwise quiet (other processes: at "
+                     "most %.0f%% of a CPU, median over repetitions)"
+                     % (100 * max(others)))
+    for t, v in w.get("latency", {}).get("targets", {}).items():
+        sent = v.get("runs", 0) * int(m.get("latency_count") or 0)
+        if sent and v.get("late_sends", 0) > 0.01 * sent:
+            notes.append("latency via %s: %.1f%% of the requests left the "
+                         "client more than one interval late (the client "
+                         "was not scheduled in time: the tail is the "
+                         "machine's scheduling noise as much as the path's)"
+                         % (t, 100.0 * v["late_sends"] / sent))
     hs = m.get("haproxy_sessions")
     if hs:
         counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
@@ -386,20 +406,30 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--meta", action="append", default=[])
     ap.add_argument("--table", help="print the table of a results JSON")
+    ap.add_argument("--rebuild", help="recompute a results JSON's "
+                    "summaries and notes from its raw runs (in place, or "
+                    "to --out)")
     a = ap.parse_args()
     if a.table:
         with open(a.table) as f:
             print(table(json.load(f)))
         return 0
-    if not a.runs or not a.out:
-        ap.error("--runs and --out are required")
-    runs = []
-    with open(a.runs) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                runs.append(json.loads(line))
     meta = {}
+    runs = []
+    if a.rebuild:
+        with open(a.rebuild) as f:
+            old = json.load(f)
+        runs = old["runs"]
+        meta = old["meta"]
+        a.out = a.out or a.rebuild
+    elif not a.runs or not a.out:
+        ap.error("--runs and --out are required")
+    else:
+        with open(a.runs) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    runs.append(json.loads(line))
     for kv in a.meta:
         k, _, v = kv.partition("=")
         meta[k] = v
