@@ -72,15 +72,33 @@ int kr_action_error_response(struct kr_arena *a, const struct kr_msg *req,
  */
 bool kr_action_error_response_supported(int16_t api_key, int16_t v);
 
-/* Default deny error: TOPIC_AUTHORIZATION_FAILED (29) for APIs naming
- * topics, GROUP_AUTHORIZATION_FAILED (30) for group APIs,
+/* Default deny error of an API, without its request: the error a broker
+ * answers when the resource it authorizes FIRST is refused.
+ * TOPIC_AUTHORIZATION_FAILED (29) for APIs naming topics,
+ * GROUP_AUTHORIZATION_FAILED (30) for group APIs,
  * TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) for transactional ones,
  * CLUSTER_AUTHORIZATION_FAILED (31) otherwise.
  * Decided from the schema entity types of the API's request (any
- * version, any depth), in that order of precedence: Produce (topics and
- * a TransactionalId) gives 29, AddOffsetsToTxn (group and transactional
- * id) 30, InitProducerId 53, an unknown key 31. */
+ * version, any depth), in that order of precedence, except for a small
+ * table (kr_deny_defaults in kr_action.c, after KafkaApis' order of
+ * checks) of APIs brokers authorize differently: the group is checked
+ * before the topics (OffsetCommit, OffsetFetch, OffsetDelete,
+ * ConsumerGroupHeartbeat, share and streams group APIs: 30), the
+ * transactional id before the group or topics (AddOffsetsToTxn,
+ * TxnOffsetCommit, AddPartitionsToTxn: 53), FindCoordinator (30: its
+ * default KeyType, group), cluster-authorized APIs naming topics
+ * (ElectLeaders, partition reassignments, log dirs, inter-broker and
+ * KRaft APIs: 31).  Produce gives 29, InitProducerId 53, an unknown key
+ * 31.  Use kr_action_deny_error_for when the request is at hand. */
 int16_t kr_action_deny_error(int16_t api_key);
+
+/* Default deny error for one decoded request: kr_action_deny_error of
+ * its ApiKey, refined by what the request says where brokers decide per
+ * request: FindCoordinator by KeyType (0 group: 30, 1 transaction: 53,
+ * else 31), Produce with a TransactionalId 53 (else 29), InitProducerId
+ * without one 31 (IDEMPOTENT_WRITE on the cluster; else 53),
+ * AddPartitionsToTxn v4+ (broker to broker) 31.  req NULL gives 31. */
+int16_t kr_action_deny_error_for(const struct kr_msg *req);
 
 /* ThrottleTimeMs of a decoded response: set (add=false) or add ms;
  * returns false when that version has no ThrottleTimeMs. *now = result.

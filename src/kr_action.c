@@ -676,15 +676,72 @@ struct_entities(uint16_t sid, int depth)
     return mask;
 }
 
+/*
+ * APIs whose brokers check another resource before (or instead of) the
+ * one the entity rule below would pick.  Sources: the handle*Request
+ * methods of Kafka's KafkaApis.scala (4.x), in the order they authorize:
+ * OffsetCommit, OffsetFetch, OffsetDelete and the consumer / share /
+ * streams group APIs check READ (or DESCRIBE) on the GROUP first and
+ * refuse the whole request with GROUP_AUTHORIZATION_FAILED before any
+ * topic is looked at; AddOffsetsToTxn, TxnOffsetCommit and
+ * AddPartitionsToTxn (v0-3) check WRITE on the TRANSACTIONAL_ID first;
+ * FindCoordinator's default is its default KeyType (0, group); the
+ * others are authorized on the CLUSTER resource although their requests
+ * name topics (ElectLeaders, partition reassignments, log dirs, and the
+ * inter-broker and KRaft APIs, CLUSTER_ACTION).
+ */
+static const struct {
+    int16_t key;
+    int16_t error;
+} kr_deny_defaults[] = {
+    { KR_API_OFFSET_COMMIT, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_OFFSET_FETCH, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_FIND_COORDINATOR, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_OFFSET_DELETE, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_CONSUMER_GROUP_HEARTBEAT, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_SHARE_GROUP_HEARTBEAT, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_STREAMS_GROUP_HEARTBEAT, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_DESCRIBE_SHARE_GROUP_OFFSETS, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_ALTER_SHARE_GROUP_OFFSETS, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_DELETE_SHARE_GROUP_OFFSETS, KERR_GROUP_AUTHORIZATION_FAILED },
+    { KR_API_ADD_PARTITIONS_TO_TXN,
+      KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED },
+    { KR_API_ADD_OFFSETS_TO_TXN, KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED },
+    { KR_API_TXN_OFFSET_COMMIT, KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED },
+    { KR_API_LEADER_AND_ISR, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_STOP_REPLICA, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_UPDATE_METADATA, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_WRITE_TXN_MARKERS, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_ALTER_REPLICA_LOG_DIRS, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_DESCRIBE_LOG_DIRS, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_ELECT_LEADERS, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_ALTER_PARTITION_REASSIGNMENTS,
+      KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_LIST_PARTITION_REASSIGNMENTS,
+      KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_VOTE, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_BEGIN_QUORUM_EPOCH, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_END_QUORUM_EPOCH, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_DESCRIBE_QUORUM, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_ALTER_PARTITION, KERR_CLUSTER_AUTHORIZATION_FAILED },
+    { KR_API_FETCH_SNAPSHOT, KERR_CLUSTER_AUTHORIZATION_FAILED },
+};
+
 int16_t
 kr_action_deny_error(int16_t api_key)
 {
     const struct kr_api_desc *a = kr_api_get(api_key);
     unsigned mask = 0;
+    size_t i;
     int16_t v;
 
     if (a == NULL) {
         return KERR_CLUSTER_AUTHORIZATION_FAILED;
+    }
+    for (i = 0; i < KR_ARRAY_LEN(kr_deny_defaults); i++) {
+        if (kr_deny_defaults[i].key == api_key) {
+            return kr_deny_defaults[i].error;
+        }
     }
     for (v = a->valid.lo; v <= a->valid.hi && v >= 0; v++) {
         uint16_t sid = kr_api_root(a, false, v);
@@ -706,6 +763,75 @@ kr_action_deny_error(int16_t api_key)
         return KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     }
     return KERR_CLUSTER_AUTHORIZATION_FAILED;
+}
+
+/* Integer field name of body (at its version), or dflt when absent. */
+static int64_t
+body_int(const struct kr_node *body, const char *name, int64_t dflt)
+{
+    int i = node_field_at(body, name);
+
+    if (i < 0 || !body->vals[i].present) {
+        return dflt;
+    }
+    return body->vals[i].u.i;
+}
+
+/* True when string field name of body exists and is not null. */
+static bool
+body_str_set(const struct kr_node *body, const char *name)
+{
+    int i = node_field_at(body, name);
+
+    return i >= 0 && body->vals[i].present && !body->vals[i].is_null &&
+           body->vals[i].u.s.len >= 0;
+}
+
+int16_t
+kr_action_deny_error_for(const struct kr_msg *req)
+{
+    const struct kr_node *b;
+
+    if (req == NULL) {
+        return KERR_CLUSTER_AUTHORIZATION_FAILED;
+    }
+    b = req->body;
+    if (req->dir != KR_DIR_REQUEST || b == NULL ||
+        b->struct_id >= kr_nstructs) {
+        return kr_action_deny_error(req->api_key);
+    }
+    switch (req->api_key) {
+    case KR_API_FIND_COORDINATOR:
+        /* KafkaApis.getCoordinator: DESCRIBE on the GROUP (KeyType 0,
+         * also v0, which has no KeyType), on the TRANSACTIONAL_ID
+         * (KeyType 1), CLUSTER_ACTION for share coordinators (2). */
+        switch (body_int(b, "KeyType", 0)) {
+        case 0:
+            return KERR_GROUP_AUTHORIZATION_FAILED;
+        case 1:
+            return KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        default:
+            return KERR_CLUSTER_AUTHORIZATION_FAILED;
+        }
+    case KR_API_PRODUCE:
+        /* handleProduceRequest: WRITE on the TRANSACTIONAL_ID first. */
+        return body_str_set(b, "TransactionalId")
+                   ? KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                   : KERR_TOPIC_AUTHORIZATION_FAILED;
+    case KR_API_INIT_PRODUCER_ID:
+        /* handleInitProducerIdRequest: without a TransactionalId,
+         * IDEMPOTENT_WRITE on the CLUSTER (or WRITE on some topic). */
+        return body_str_set(b, "TransactionalId")
+                   ? KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                   : KERR_CLUSTER_AUTHORIZATION_FAILED;
+    case KR_API_ADD_PARTITIONS_TO_TXN:
+        /* v4+ come from brokers: CLUSTER_ACTION first. */
+        return req->api_version >= 4
+                   ? KERR_CLUSTER_AUTHORIZATION_FAILED
+                   : KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    default:
+        return kr_action_deny_error(req->api_key);
+    }
 }
 
 /* ---- ThrottleTimeMs ----------------------------------------------------- */

@@ -38,6 +38,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "kr_action.h"
+#include "kr_api_keys.h"
 #include "kr_conf.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
@@ -1114,6 +1116,11 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
             return "expected a Kafka error name (e.g. "
                    "TOPIC_AUTHORIZATION_FAILED) or a code > 0";
         }
+        if (kr_kerr_name((int16_t)code) == NULL) {
+            snprintf(buf, blen, "error code %d is not one Kafka defines "
+                     "(clients could not interpret it)", code);
+            return buf;
+        }
         *(int32_t *)(void *)(base + k->off) = code;
         return NULL;
     }
@@ -1725,6 +1732,164 @@ kr_cf_key_given(const struct kr_cf_inst *in, const char *name)
     return i >= 0 && in->key_line[i] > 0;
 }
 
+/* Versions [*lo, *hi] of api both known to krelay and in r's versions
+ * range; false when there are none. */
+static bool
+kr_cf_rule_versions(const struct kr_rule_conf *r, int16_t api, int16_t *lo,
+                    int16_t *hi)
+{
+    const struct kr_api_desc *a = kr_api_get(api);
+    int32_t l, h;
+
+    if (a == NULL || a->valid.lo > a->valid.hi) {
+        return false;
+    }
+    l = r->versions_min > a->valid.lo ? r->versions_min : a->valid.lo;
+    h = r->versions_max < a->valid.hi ? r->versions_max : a->valid.hi;
+    if (l < 0) {
+        l = 0;
+    }
+    *lo = (int16_t)l;
+    *hi = (int16_t)h;
+    return l <= h;
+}
+
+/*
+ * A deny (or produce policy) answers in place of the broker with the
+ * API's error response: refuse a rule naming an API, over the versions it
+ * matches, that krelay cannot build one for (such a request would only
+ * close the connection).  A rule without api is checked per request.
+ */
+static void
+kr_cf_check_answerable(struct kr_cf_state *st, struct kr_cf_inst *in,
+                       const char *lbl, const char *action, int16_t api)
+{
+    const struct kr_rule_conf *r = in->obj;
+    char vs[160];
+    size_t used = 0;
+    int16_t lo, hi, v;
+
+    if (!kr_cf_rule_versions(r, api, &lo, &hi)) {
+        return;
+    }
+    vs[0] = '\0';
+    for (v = lo; v <= hi; v++) {
+        int16_t w = v;
+
+        if (kr_action_error_response_supported(api, v)) {
+            continue;
+        }
+        while (w < hi &&
+               !kr_action_error_response_supported(api, (int16_t)(w + 1))) {
+            w++;
+        }
+        if (used < sizeof(vs)) {
+            used += (size_t)snprintf(vs + used, sizeof(vs) - used,
+                                     w > v ? "%s%d-%d" : "%s%d",
+                                     used > 0 ? "," : "", v, w);
+        }
+        v = w;
+    }
+    if (vs[0] != '\0') {
+        kr_cf_err(st, kr_cf_line_of(in, "api"), "%s: %s, but krelay cannot "
+                  "build an error response for %s v%s (such a request would "
+                  "close the connection): leave it out of api or narrow "
+                  "versions", lbl, action, kr_api_get(api)->name, vs);
+    }
+}
+
+/* Rule keys with a side: {key, given}. */
+struct kr_cf_side_key {
+    const char *key;
+    bool given;
+};
+
+/*
+ * Rules that could never act, or whose action krelay could not carry
+ * out: a request-side action with direction = response and the reverse,
+ * pass_unknown_apis without a clamp, a clamp leaving no version krelay
+ * knows, a deny or produce policy on an API krelay cannot answer.
+ */
+static void
+kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
+                      const char *lbl)
+{
+    const struct kr_rule_conf *r = in->obj;
+    bool clamp = r->clamp_min_version >= 0 || r->clamp_max_version >= 0;
+    bool policy = r->allowed_acks != 0 || r->allowed_compression != 0;
+    const struct kr_cf_side_key req_keys[] = {
+        { "deny", r->deny },
+        { "clamp_min_version", r->clamp_min_version >= 0 },
+        { "clamp_max_version", r->clamp_max_version >= 0 },
+        { "pass_unknown_apis", r->pass_unknown_apis },
+        { "allowed_acks", r->allowed_acks != 0 },
+        { "allowed_compression", r->allowed_compression != 0 },
+    };
+    const struct kr_cf_side_key rsp_keys[] = {
+        { "throttle_ms", r->throttle_ms >= 0 },
+        { "fault_latency_ms", r->fault_latency_ms > 0 },
+        { "fault_error", r->fault_error >= 0 },
+        { "fault_close_probability", r->fault_close_probability > 0 },
+    };
+    size_t i;
+    int j;
+
+    for (i = 0; r->direction == KR_RDIR_RESPONSE &&
+                i < KR_ARRAY_LEN(req_keys); i++) {
+        if (req_keys[i].given) {
+            kr_cf_err(st, kr_cf_line_of(in, req_keys[i].key),
+                      "%s: %s acts on requests, but direction = response: "
+                      "it would never apply (use direction = request or "
+                      "both)", lbl, req_keys[i].key);
+        }
+    }
+    for (i = 0; r->direction == KR_RDIR_REQUEST &&
+                i < KR_ARRAY_LEN(rsp_keys); i++) {
+        if (rsp_keys[i].given) {
+            kr_cf_err(st, kr_cf_line_of(in, rsp_keys[i].key),
+                      "%s: %s acts on responses, but direction = request: "
+                      "it would never apply (use direction = response or "
+                      "both)", lbl, rsp_keys[i].key);
+        }
+    }
+    if (r->pass_unknown_apis && !clamp) {
+        kr_cf_err(st, kr_cf_line_of(in, "pass_unknown_apis"),
+                  "%s: pass_unknown_apis only changes the ApiVersions "
+                  "responses this rule clamps: it needs clamp_min_version "
+                  "or clamp_max_version (and api)", lbl);
+    }
+    for (j = 0; clamp && j < r->napi; j++) {
+        const struct kr_api_desc *a = kr_api_get(r->api[j]);
+
+        if (a == NULL || a->valid.lo > a->valid.hi) {
+            continue;
+        }
+        if (r->clamp_min_version > a->valid.hi) {
+            kr_cf_err(st, kr_cf_line_of(in, "clamp_min_version"),
+                      "%s: clamp_min_version %d is above every %s version "
+                      "krelay knows (%d-%d): no version would be left",
+                      lbl, (int)r->clamp_min_version, a->name,
+                      (int)a->valid.lo, (int)a->valid.hi);
+        } else if (r->clamp_max_version >= 0 &&
+                   r->clamp_max_version < a->valid.lo) {
+            kr_cf_err(st, kr_cf_line_of(in, "clamp_max_version"),
+                      "%s: clamp_max_version %d is below every %s version "
+                      "krelay knows (%d-%d): no version would be left",
+                      lbl, (int)r->clamp_max_version, a->name,
+                      (int)a->valid.lo, (int)a->valid.hi);
+        }
+    }
+    if (r->direction & KR_RDIR_REQUEST) {
+        for (j = 0; r->deny && j < r->napi; j++) {
+            kr_cf_check_answerable(st, in, lbl, "deny = true", r->api[j]);
+        }
+        if (policy && !r->deny) {
+            kr_cf_check_answerable(st, in, lbl, "a produce policy",
+                                   KR_API_PRODUCE);
+        }
+    }
+}
+
 /* Keys of one [rule] that only make sense together. */
 static void
 kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -1819,6 +1984,7 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
                   "every matching request: the rule's clamp, throttle and "
                   "policy keys would never apply", lbl);
     }
+    kr_cf_check_rule_acts(st, in, lbl);
 }
 
 static void

@@ -761,7 +761,23 @@ START_TEST(test_deny_error)
     ck_assert_int_eq(kr_action_deny_error(KR_API_METADATA), 29);
     ck_assert_int_eq(kr_action_deny_error(KR_API_CREATE_TOPICS), 29);
     ck_assert_int_eq(kr_action_deny_error(KR_API_DELETE_RECORDS), 29);
-    ck_assert_int_eq(kr_action_deny_error(KR_API_ELECT_LEADERS), 29);
+    /* authorized on the cluster although it names topics */
+    ck_assert_int_eq(kr_action_deny_error(KR_API_ELECT_LEADERS), 31);
+    ck_assert_int_eq(
+        kr_action_deny_error(KR_API_ALTER_PARTITION_REASSIGNMENTS), 31);
+    ck_assert_int_eq(kr_action_deny_error(KR_API_WRITE_TXN_MARKERS), 31);
+    /* brokers check the group before the topics */
+    ck_assert_int_eq(kr_action_deny_error(KR_API_OFFSET_COMMIT), 30);
+    ck_assert_int_eq(kr_action_deny_error(KR_API_OFFSET_FETCH), 30);
+    ck_assert_int_eq(kr_action_deny_error(KR_API_OFFSET_DELETE), 30);
+    ck_assert_int_eq(
+        kr_action_deny_error(KR_API_CONSUMER_GROUP_HEARTBEAT), 30);
+    /* ... and the transactional id before the group or the topics */
+    ck_assert_int_eq(kr_action_deny_error(KR_API_ADD_OFFSETS_TO_TXN), 53);
+    ck_assert_int_eq(kr_action_deny_error(KR_API_TXN_OFFSET_COMMIT), 53);
+    ck_assert_int_eq(kr_action_deny_error(KR_API_ADD_PARTITIONS_TO_TXN), 53);
+    /* FindCoordinator without its request: KeyType 0 (group) */
+    ck_assert_int_eq(kr_action_deny_error(KR_API_FIND_COORDINATOR), 30);
     ck_assert_int_eq(kr_action_deny_error(KR_API_JOIN_GROUP), 30);
     ck_assert_int_eq(kr_action_deny_error(KR_API_HEARTBEAT), 30);
     ck_assert_int_eq(kr_action_deny_error(KR_API_DELETE_GROUPS), 30);
@@ -773,6 +789,83 @@ START_TEST(test_deny_error)
     ck_assert_int_eq(kr_action_deny_error(KR_API_API_VERSIONS), 31);
     ck_assert_int_eq(kr_action_deny_error(-3), 31);
     ck_assert_int_eq(kr_action_deny_error(30000), 31);
+}
+END_TEST
+
+/* The default deny error of one request, then its error response. */
+static int16_t
+deny_for(const char *req_json, struct kr_msg *out)
+{
+    struct kr_msg req;
+    int16_t e;
+
+    req_from_json(req_json, &req, NULL, NULL);
+    e = kr_action_deny_error_for(&req);
+    if (out != NULL) {
+        struct kr_msg rsp;
+
+        ck_assert_int_eq(kr_action_error_response(&arena, &req, e, &rsp),
+                         KR_OK);
+        rsp_roundtrip(&rsp, out, NULL, NULL);
+    }
+    return e;
+}
+
+START_TEST(test_deny_error_for)
+{
+    struct kr_msg r;
+    char buf[512];
+    int kt;
+
+    /* FindCoordinator: as KafkaApis.getCoordinator, per KeyType */
+    for (kt = 0; kt <= 2; kt++) {
+        static const int16_t want[] = { 30, 53, 31 };
+
+        snprintf(buf, sizeof(buf), "{" HDR(10, 2) ", \"body\": {"
+                 "\"Key\": \"g1\", \"KeyType\": %d}}", kt);
+        ck_assert_int_eq(deny_for(buf, &r), want[kt]);
+        ck_assert_int_eq(rsp_int(&r, "ErrorCode"), want[kt]);
+        ck_assert_int_eq(rsp_int(&r, "NodeId"), -1);
+        snprintf(buf, sizeof(buf), "{" HDR(10, 4) ", \"body\": {"
+                 "\"KeyType\": %d, \"CoordinatorKeys\": [\"a\", "
+                 "\"b\"]}}", kt);
+        ck_assert_int_eq(deny_for(buf, &r), want[kt]);
+        ck_assert_uint_eq(n_at(r.body, "Coordinators"), 2);
+        ck_assert_int_eq(rsp_int(&r, "Coordinators[1].ErrorCode"),
+                         want[kt]);
+    }
+    /* v0 has no KeyType: a group */
+    ck_assert_int_eq(deny_for("{" HDR(10, 0) ", \"body\": {"
+                              "\"Key\": \"g1\"}}", NULL), 30);
+    /* Produce: the TransactionalId is checked first */
+    ck_assert_int_eq(deny_for("{" HDR(0, 9) ", \"body\": {"
+                              "\"TransactionalId\": \"tx\", \"Acks\": -1,"
+                              " \"TimeoutMs\": 1000, \"TopicData\": []}}",
+                              NULL), 53);
+    ck_assert_int_eq(deny_for("{" HDR(0, 9) ", \"body\": {"
+                              "\"TransactionalId\": null, \"Acks\": -1,"
+                              " \"TimeoutMs\": 1000, \"TopicData\": []}}",
+                              NULL), 29);
+    /* InitProducerId: idempotent (no TransactionalId) is a cluster ACL */
+    ck_assert_int_eq(deny_for("{" HDR(22, 4) ", \"body\": {"
+                              "\"TransactionalId\": null, "
+                              "\"TransactionTimeoutMs\": 1000}}", &r), 31);
+    ck_assert_int_eq(rsp_int(&r, "ErrorCode"), 31);
+    ck_assert_int_eq(deny_for("{" HDR(22, 4) ", \"body\": {"
+                              "\"TransactionalId\": \"tx\", "
+                              "\"TransactionTimeoutMs\": 1000}}", NULL), 53);
+    /* AddOffsetsToTxn: transactional id before the group */
+    ck_assert_int_eq(deny_for("{" HDR(25, 3) ", \"body\": {"
+                              "\"TransactionalId\": \"tx\", "
+                              "\"ProducerId\": 1, \"ProducerEpoch\": 0, "
+                              "\"GroupId\": \"g\"}}", &r), 53);
+    ck_assert_int_eq(rsp_int(&r, "ErrorCode"), 53);
+    /* others: the API's default */
+    ck_assert_int_eq(deny_for("{" HDR(12, 4) ", \"body\": {"
+                              "\"GroupId\": \"g\", \"GenerationId\": 1,"
+                              " \"MemberId\": \"m\", "
+                              "\"GroupInstanceId\": null}}", NULL), 30);
+    ck_assert_int_eq(kr_action_deny_error_for(NULL), 31);
 }
 END_TEST
 
@@ -1317,6 +1410,7 @@ action_suite(void)
 
     tc = tcase_create("tables");
     tcase_add_test(tc, test_deny_error);
+    tcase_add_test(tc, test_deny_error_for);
     tcase_add_test(tc, test_kip219);
     suite_add_tcase(s, tc);
 

@@ -258,6 +258,78 @@ START_TEST(test_conf_errors)
 }
 END_TEST
 
+/* Rules that could never act or cannot be carried out are refused. */
+START_TEST(test_conf_refusals)
+{
+    struct kr_conf *c;
+
+    /* a deny acts on requests; throttle and faults on responses */
+    expect_error(BASE "[rule r]\ndirection = response\ndeny = true\n",
+                 "t.ini:11: [rule r]: deny acts on requests, but direction "
+                 "= response");
+    expect_error(BASE "[rule r]\ndirection = response\napi = Produce\n"
+                 "allowed_acks = all\n",
+                 "t.ini:12: [rule r]: allowed_acks acts on requests");
+    expect_error(BASE "[rule r]\ndirection = response\napi = Produce\n"
+                 "clamp_max_version = 7\n",
+                 "t.ini:12: [rule r]: clamp_max_version acts on requests");
+    expect_error(BASE "[rule r]\ndirection = request\nthrottle_ms = 100\n",
+                 "t.ini:11: [rule r]: throttle_ms acts on responses, but "
+                 "direction = request");
+    expect_error(BASE "[rule r]\ndirection = request\n"
+                 "fault_error = NOT_LEADER_OR_FOLLOWER\n",
+                 "t.ini:11: [rule r]: fault_error acts on responses");
+    expect_error(BASE "[rule r]\ndirection = request\n"
+                 "fault_close_probability = 0.5\n",
+                 "t.ini:11: [rule r]: fault_close_probability acts on "
+                 "responses");
+    /* pass_unknown_apis only acts with this rule's clamp */
+    expect_error(BASE "[rule r]\npass_unknown_apis = true\n",
+                 "t.ini:10: [rule r]: pass_unknown_apis only changes the "
+                 "ApiVersions responses this rule clamps");
+    /* error codes Kafka does not define, as numbers and names */
+    expect_error(BASE "[rule r]\ndeny = true\ndeny_error = 999\n",
+                 "t.ini:11: 'deny_error': bad value '999': error code 999 "
+                 "is not one Kafka defines");
+    expect_error(BASE "[rule r]\ndeny = true\n"
+                 "deny_error = UNKNOWN_ERROR_500\n",
+                 "t.ini:11: 'deny_error'");
+    expect_error(BASE "[rule r]\nfault_error = 134\n",
+                 "t.ini:10: 'fault_error': bad value '134': error code 134");
+    /* a clamp leaving no version krelay knows */
+    expect_error(BASE "[rule r]\napi = Fetch, Produce\n"
+                 "clamp_min_version = 14\n",
+                 "t.ini:11: [rule r]: clamp_min_version 14 is above every "
+                 "Produce version krelay knows (0-13)");
+    /* a deny naming an API krelay cannot answer, over the rule's range */
+    expect_error(BASE "[rule r]\napi = Produce, AlterUserScramCredentials,"
+                 " SaslAuthenticate\ndeny = true\n",
+                 "t.ini:10: [rule r]: deny = true, but krelay cannot build "
+                 "an error response for AlterUserScramCredentials v0 ");
+    expect_error(BASE "[rule r]\napi = Produce, AlterUserScramCredentials,"
+                 " SaslAuthenticate\ndeny = true\n",
+                 "an error response for SaslAuthenticate v0-2 ");
+    expect_error(BASE "[rule r]\napi = OffsetFetch\nversions = 3-5\n"
+                 "deny = true\n",
+                 "an error response for OffsetFetch v3-5 ");
+
+    /* the good neighbours of each refusal load */
+    c = load_ok(BASE "[rule r]\ndirection = response\nthrottle_ms = 5\n"
+                "fault_error = 6\n[rule s]\ndirection = request\n"
+                "api = Produce\ndeny = true\ndeny_error = 133\n"
+                "[rule t]\napi = Produce\nclamp_min_version = 13\n"
+                "pass_unknown_apis = true\n"
+                "[rule u]\ndeny = true\n"
+                "[rule v]\napi = FindCoordinator, OffsetCommit, Fetch\n"
+                "deny = true\ndeny_error = GROUP_AUTHORIZATION_FAILED\n");
+    ck_assert_int_eq(c->nrules, 5);
+    ck_assert_int_eq(c->rules[1].deny_error, 133);
+    ck_assert_int_eq(c->rules[4].deny_error, 30);
+    ck_assert(c->rules[2].pass_unknown_apis);
+    kr_conf_free(c);
+}
+END_TEST
+
 /* The dump of a config with rules loads and dumps the same. */
 START_TEST(test_conf_dump_roundtrip)
 {
@@ -399,16 +471,26 @@ START_TEST(test_eval_precedence)
                                 "[rule c2]\napi = Produce\n"
                                 "clamp_max_version = 5\n"
                                 "[rule f]\napi = Produce\n"
-                                "direction = request\n"
                                 "fault_latency_ms = 30\n"
                                 "allowed_acks = 1\n");
-    const struct kr_ruleset *rs = c->ruleset;
+    const struct kr_ruleset *rs;
     const struct kr_rule_slot *sl;
     struct kr_rule_mask m;
     struct kr_arena a;
     struct kr_msg req;
     struct kr_verdict v;
+    char cerr[128];
 
+    /*
+     * The loader refuses a latency with direction = request (it would
+     * never act); the compiler must still honour direction: recompile
+     * with rule f turned to direction = request.
+     */
+    c->rules[4].direction = KR_RDIR_REQUEST;
+    kr_rule_free(c->ruleset);
+    c->ruleset = kr_rule_compile(c, cerr, sizeof(cerr));
+    ck_assert_ptr_nonnull(c->ruleset);
+    rs = c->ruleset;
     kr_arena_init(&a, 0);
     kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
     sl = kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m);
@@ -502,6 +584,7 @@ rule_suite(void)
     tcase_add_test(tc, test_cidr);
     tcase_add_test(tc, test_conf_values);
     tcase_add_test(tc, test_conf_errors);
+    tcase_add_test(tc, test_conf_refusals);
     tcase_add_test(tc, test_conf_dump_roundtrip);
     tcase_add_test(tc, test_lookup_clamp_only);
     tcase_add_test(tc, test_conn_mask);
