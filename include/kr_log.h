@@ -46,16 +46,34 @@ void kr_log_write(int level, const char *fmt, ...) KR_PRINTF(2, 3);
 
 /*
  * Rate-limited variant for peer-triggered messages: at most `burst` lines
- * per second for the call site `key` (a static counter struct), then one
- * "suppressed N messages" line when the window ends.
+ * per second for the call site `rl` (a counter struct with static storage
+ * duration: zero-initialised, never freed), then one "suppressed N
+ * messages" line: written by the site's next call after its one-second
+ * window, or by kr_log_rl_flush, whichever comes first, so a burst
+ * followed by quiet is still reported.  The first time a site suppresses
+ * a line it is linked into a process-wide list (lock-free) that
+ * kr_log_rl_flush walks.  Thread-safe: several threads may share a site.
  */
 struct kr_ratelimit {
     int64_t window_start_ms;
     uint32_t count;
     uint32_t suppressed;
+    /* set when first registered (kr_log_rl_flush) */
+    struct kr_ratelimit *next;
+    int level;
+    unsigned burst;
+    int registered;
 };
 void kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
                      const char *fmt, ...) KR_PRINTF(4, 5);
+
+/*
+ * Write the "suppressed N similar messages" line of every registered call
+ * site that suppressed lines not yet reported.  Call it from a one-second
+ * timer and at stop (kr_proxy does).  Thread-safe; returns the number of
+ * summary lines written.
+ */
+unsigned kr_log_rl_flush(void);
 
 #define kr_log(lvl, ...)                                                     \
     do {                                                                     \

@@ -110,6 +110,7 @@ struct kr_proxy {
     uint64_t reloads, reloads_refused;
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
+    struct event *rl_timer;             /* 1 s: kr_log_rl_flush */
 };
 
 /*

@@ -164,6 +164,11 @@ struct kr_session {
                                            cref's ruleset */
     struct kr_clamp *clamps;            /* ApiVersions clamps (kr_api_max
                                            + 1), NULL until needed */
+    struct kr_clamp *av;                /* the ranges of the last ApiVersions
+                                           response of this connection's
+                                           broker (kr_api_max + 1, min >
+                                           max: not offered), NULL until
+                                           one is seen with a clamp rule */
     struct evbuffer *rq_payload;        /* request frame being decided */
     uint32_t nready;                    /* FIFO entries with rq->ready */
     struct event *rtimer;               /* delayed responses, pauses */
@@ -194,6 +199,16 @@ struct kr_session {
                                            Produce (logged once) */
     unsigned acks0_silent:1;            /* upstream skipped one, as Kafka
                                            does: no optional entries */
+    unsigned closing:1;                 /* close after the responses owed:
+                                           no request is forwarded any
+                                           more (what the client sends is
+                                           discarded); once every response
+                                           owed reached the client, close
+                                           logging close_msg */
+    int close_level;                    /* its log level */
+    int64_t closing_ms;                 /* closing set, or the last byte
+                                           written to the client since */
+    char close_msg[256];
     char name[160];                     /* "c#7 127.0.0.1:50312 > NodeId 2" */
     char upname[80];                    /* upstream "HOST:PORT" */
 };

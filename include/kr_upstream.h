@@ -14,6 +14,7 @@
 #ifndef KR_UPSTREAM_H
 #define KR_UPSTREAM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -80,6 +81,16 @@ void kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
  */
 struct kr_topic_map;
 const struct kr_topic_map *kr_upstream_topics(const struct kr_upstream *u);
+
+/*
+ * The [MinVersion, MaxVersion] the cluster offers for ApiKey api_key, as
+ * the last ApiVersions v0 answer to krelay's own metadata fetch gave it
+ * (one broker's view: a session's own connection may know better).
+ * Returns false, leaving *min and *max alone, when no answer was seen yet
+ * or the cluster does not offer that ApiKey.
+ */
+bool kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
+                           int16_t *min, int16_t *max);
 
 /* Number of brokers currently known (tests, logs). */
 int kr_upstream_nbrokers(const struct kr_upstream *u);

@@ -320,10 +320,63 @@ kr_log_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Call sites that suppressed lines (kr_log_rl_flush); never unlinked. */
+static struct kr_ratelimit *rl_list;
+
+static void
+rl_register(struct kr_ratelimit *rl, unsigned burst, int level)
+{
+    struct kr_ratelimit *head;
+    int zero = 0;
+
+    if (__atomic_load_n(&rl->registered, __ATOMIC_ACQUIRE) != 0 ||
+        !__atomic_compare_exchange_n(&rl->registered, &zero, 1, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        return;
+    }
+    __atomic_store_n(&rl->burst, burst, __ATOMIC_RELAXED);
+    __atomic_store_n(&rl->level, level, __ATOMIC_RELAXED);
+    head = __atomic_load_n(&rl_list, __ATOMIC_ACQUIRE);
+    do {
+        rl->next = head;
+    } while (!__atomic_compare_exchange_n(&rl_list, &head, rl, true,
+                                          __ATOMIC_RELEASE,
+                                          __ATOMIC_ACQUIRE));
+}
+
+unsigned
+kr_log_rl_flush(void)
+{
+    struct kr_ratelimit *rl;
+    unsigned n = 0;
+
+    for (rl = __atomic_load_n(&rl_list, __ATOMIC_ACQUIRE); rl != NULL;
+         rl = rl->next) {
+        uint32_t sup;
+        int level = __atomic_load_n(&rl->level, __ATOMIC_RELAXED);
+
+        if (__atomic_load_n(&rl->suppressed, __ATOMIC_RELAXED) == 0) {
+            continue;
+        }
+        sup = __atomic_exchange_n(&rl->suppressed, 0, __ATOMIC_RELAXED);
+        if (sup == 0) {
+            continue;
+        }
+        if (level <= kr_log_level_cur) {
+            kr_log_write(level, "suppressed %u similar messages in the last "
+                         "second (at most %u a second)", sup,
+                         __atomic_load_n(&rl->burst, __ATOMIC_RELAXED));
+            n++;
+        }
+    }
+    return n;
+}
+
 /*
  * The window is one second from the first message after the previous
  * window ended.  The summary of a finished window is written by the first
- * call after it (there is no timer), just before that call's own line.
+ * call after it, just before that call's own line, unless kr_log_rl_flush
+ * (a timer) wrote it first.
  * Counters are updated atomically: several threads may share a call site.
  */
 void
@@ -357,6 +410,7 @@ kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
     }
     if (__atomic_fetch_add(&rl->count, 1, __ATOMIC_RELAXED) >= burst) {
         __atomic_fetch_add(&rl->suppressed, 1, __ATOMIC_RELAXED);
+        rl_register(rl, burst, level);
         errno = saved;
         return;
     }

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -191,6 +192,29 @@ close_listeners(struct kr_proxy *p)
     }
 }
 
+/* Rate-limited log lines: their "suppressed N" summaries, every second. */
+static void
+rl_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    (void)kr_log_rl_flush();
+}
+
+/* The audit lines dropped so far, when any (reload, stop). */
+static void
+audit_report(const struct kr_proxy *p, const char *when)
+{
+    uint64_t n = kr_audit_dropped(p->audit);
+
+    if (n > 0) {
+        kr_log_warn("audit: %" PRIu64 " line%s dropped since the audit "
+                    "target was opened (queue full or target not "
+                    "writable), at %s", n, n == 1 ? "" : "s", when);
+    }
+}
+
 int
 kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
 {
@@ -256,6 +280,12 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
             close_listeners(p);
             return KR_ERROR;
         }
+    }
+    p->rl_timer = event_new(p->base, -1, EV_PERSIST, rl_timer_cb, p);
+    if (p->rl_timer != NULL) {
+        struct timeval tv = { 1, 0 };
+
+        event_add(p->rl_timer, &tv);
     }
     p->started = true;
     return KR_OK;
@@ -324,6 +354,12 @@ kr_proxy_stop(struct kr_proxy *p)
     while (p->sessions != NULL) {
         kr_session_close(p->sessions, KR_LOG_INFO, "krelay is stopping");
     }
+    if (p->rl_timer != NULL) {
+        event_free(p->rl_timer);
+        p->rl_timer = NULL;
+    }
+    audit_report(p, "stop");
+    (void)kr_log_rl_flush();
     for (i = 0; i < p->nups; i++) {
         if (p->ups[i] != NULL) {
             kr_upstream_free(p->ups[i]);
@@ -642,6 +678,7 @@ reload(struct kr_proxy *p, const char *path, const char *by)
     p->ngroups = nc->nlisteners;
     p->cref = nref;
     kr_conf_ref_put(old);
+    audit_report(p, "reload");
     if (nau != NULL) {
         if (p->audit != NULL) {
             kr_audit_close(p->audit);

@@ -134,7 +134,9 @@
 #define KR_PEEK_SMALL 260           /* first copy of a frame's start */
 #define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
 
-enum timer_kind { T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER };
+enum timer_kind {
+    T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER, T_CLOSING
+};
 
 static void session_free(struct kr_session *s);
 static void arm_timer(struct kr_session *s);
@@ -310,13 +312,25 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
        va_list ap)
 {
     static struct kr_ratelimit rl;
-    char msg[320];
+    char msg[600];
 
     if (s->dead) {
         return;
     }
     s->dead = 1;
     vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (s->closing) {
+        /* one line: why it was closing, and what ended it otherwise */
+        char why[300];
+
+        snprintf(why, sizeof(why), "%.299s", msg);
+        if (strcmp(why, s->close_msg) == 0) {
+            snprintf(msg, sizeof(msg), "%s", s->close_msg);
+        } else {
+            snprintf(msg, sizeof(msg), "%s; then %s", s->close_msg, why);
+        }
+        level = level < s->close_level ? level : s->close_level;
+    }
     if (s->audited) {
         audit_conn(s, "close", msg);
     }
@@ -415,6 +429,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     free(s->clamps);
+    free(s->av);
     free(s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
@@ -581,7 +596,11 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_CONNECT;
         return s->started_ms + connect_ms;
     }
-    if (s->client_eof) {
+    if (s->closing && fifo_first(s, &i) == NULL) {
+        *kind = T_CLOSING;
+        return s->closing_ms + KR_DRAIN_MS;
+    }
+    if (s->client_eof && !s->closing) {
         *kind = T_LINGER;
         return s->eof_ms + KR_DRAIN_MS;
     }
@@ -686,6 +705,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                          "krelay's; %u responses owed)", s->upname,
                          KR_DRAIN_MS, fifo_expected(s));
             break;
+        case T_CLOSING:
+            close_client(s, KR_LOG_INFO, "the client took no response "
+                         "bytes for %d ms (%zu bytes not delivered)",
+                         KR_DRAIN_MS, evbuffer_get_length(s->client.out));
+            break;
         default:
             close_up(s, KR_LOG_INFO, "upstream closed the connection; "
                      "client did not take the last responses");
@@ -717,6 +741,59 @@ update_io(struct kr_session *s)
                 evbuffer_get_length(s->client.out) < maxb);
 }
 
+/*
+ * Closing after the responses owed (s->closing): once none is in flight
+ * and the client took every byte, close with the message given.  True
+ * when closed.
+ */
+static bool
+closing_done(struct kr_session *s)
+{
+    if (!s->closing || s->dead || fifo_expected(s) > 0 ||
+        s->rsp_remain > 0 || evbuffer_get_length(s->client.out) > 0) {
+        return false;
+    }
+    kr_session_close(s, s->close_level, "%s", s->close_msg);
+    return true;
+}
+
+/*
+ * Close the connection once the responses to the requests already
+ * forwarded reached the client, as a broker that handles requests in
+ * order would: from now on nothing read from the client is forwarded.
+ * Bounded by the request timeout while responses are owed and by
+ * KR_DRAIN_MS without progress delivering them.  Returns 0, or -1 when
+ * already closed.
+ */
+static int close_after_owed(struct kr_session *s, int level,
+                            const char *fmt, ...) KR_PRINTF(3, 4);
+
+static int
+close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(s->close_msg, sizeof(s->close_msg), fmt, ap);
+    va_end(ap);
+    s->closing = 1;
+    s->close_level = level;
+    s->closing_ms = kr_now_ms();
+    evbuffer_drain(s->client.in, evbuffer_get_length(s->client.in));
+    s->req_remain = 0;
+    if (closing_done(s)) {
+        return -1;
+    }
+    kr_log_debug("[%s] closing after %u responses owed", s->name,
+                 fifo_expected(s));
+    s->timer_at = 0;
+    if (s->timer != NULL) {
+        event_del(s->timer);
+    }
+    arm_timer(s);
+    return 0;
+}
+
 /* Write what we can now; watch for writability while bytes remain. */
 static int
 conn_flush(struct kr_session *s, struct kr_conn *c)
@@ -743,9 +820,15 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
         }
         if (n > 0) {
             c->bytes_out += (uint64_t)n;
+            if (s->closing && c == &s->client) {
+                s->closing_ms = kr_now_ms();
+            }
         }
     }
     set_writing(c, evbuffer_get_length(c->out) > 0);
+    if (c == &s->client && closing_done(s)) {
+        return -1;
+    }
     return 0;
 }
 
@@ -906,18 +989,34 @@ audit_put(struct kr_session *s, char *line)
     if (line == NULL) {
         return;
     }
-    if (au != NULL) {
-        (void)kr_audit_write(au, line, strlen(line));
+    if (au != NULL && !kr_audit_write(au, line, strlen(line)) &&
+        KR_LOG_WARN <= kr_log_level_cur) {
+        static struct kr_ratelimit rl;
+
+        kr_log_write_rl(&rl, 1, KR_LOG_WARN, "audit: a line was dropped "
+                        "(queue full or target not writable): %" PRIu64
+                        " dropped so far", kr_audit_dropped(au));
     }
     free(line);
+}
+
+/*
+ * The listener's name in audit lines: its [listener NAME], or "default"
+ * for the unnamed one (whose log prefix has no name: "> bootstrap").
+ */
+static const char *
+listener_name(const struct kr_session *s)
+{
+    return s->lc != NULL && s->lc->name != NULL && s->lc->name[0] != '\0'
+               ? s->lc->name
+               : "default";
 }
 
 static void
 audit_conn(struct kr_session *s, const char *event, const char *reason)
 {
-    const char *ln = s->lc != NULL && s->lc->name != NULL ? s->lc->name : "";
-
-    audit_put(s, kr_audit_format_conn(event, clock_us(CLOCK_REALTIME), ln,
+    audit_put(s, kr_audit_format_conn(event, clock_us(CLOCK_REALTIME),
+                                      listener_name(s),
                                       s->peer_host, s->peer_port,
                                       s->client_id[0] ? s->client_id : NULL,
                                       NULL, reason));
@@ -933,7 +1032,7 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
 
     memset(&info, 0, sizeof(info));
     info.time_us = rq->t_wall_us;
-    info.listener = s->lc->name != NULL ? s->lc->name : "";
+    info.listener = listener_name(s);
     info.client_addr = s->peer_host;
     info.client_port = s->peer_port;
     info.api_key = e->api_key;
@@ -1213,19 +1312,21 @@ answer_error(struct kr_session *s, struct kr_nreq *nr, struct kr_arena *a,
             audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
         }
         rq_free(rq);
-        kr_session_close(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d with "
-                         "Acks=0 %s: closing the connection (no response "
-                         "can carry %s)", api_name(nr->h.api_key),
-                         nr->h.api_version, nr->h.correlation_id, why,
-                         kr_kerr_format(error, ebuf, sizeof(ebuf)));
-        return -1;
+        /* a broker answers what came before, in order, then closes */
+        return close_after_owed(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d "
+                                "with Acks=0 %s: closing the connection (no "
+                                "response can carry %s)",
+                                api_name(nr->h.api_key), nr->h.api_version,
+                                nr->h.correlation_id, why,
+                                kr_kerr_format(error, ebuf, sizeof(ebuf)));
     }
     memset(&rsp, 0, sizeof(rsp));
     rc = kr_action_error_response(a, m, error, &rsp);
     if (rc != KR_OK) {
         rq_free(rq);
         kr_session_close(s, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but "
-                         "krelay cannot build a %s error response (%s): "
+                         "krelay cannot build an error response for %s "
+                         "(%s): "
                          "closing the connection", api_name(nr->h.api_key),
                          nr->h.api_version, nr->h.correlation_id, why,
                          api_name(nr->h.api_key), kr_status_str(rc));
@@ -1267,6 +1368,96 @@ produce_acks(const struct kr_msg *m)
 }
 
 /*
+ * The KIP-511 answer (kr_apiversions_unsupported: a v0 response whose
+ * one ApiKeys entry is ApiVersions) within the connection's ApiVersions
+ * clamp c, as every other ApiVersions response it gets.  Left alone
+ * when the frame has another shape or the clamp leaves nothing.
+ */
+static void
+av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *c)
+{
+    /* size, CorrelationId, ErrorCode, count, ApiKey, MinVersion,
+       MaxVersion */
+    uint8_t f[4 + 4 + 2 + 4 + 6];
+    int16_t lo, hi;
+
+    if (c->min > c->max || evbuffer_get_length(out) != sizeof(f) ||
+        evbuffer_copyout(out, f, sizeof(f)) != (ev_ssize_t)sizeof(f) ||
+        kr_frame_i32(f) != (int32_t)sizeof(f) - 4 ||
+        kr_frame_i32(f + 10) != 1 ||
+        kr_frame_i16(f + 14) != KR_API_API_VERSIONS) {
+        return;
+    }
+    lo = kr_frame_i16(f + 16);
+    hi = kr_frame_i16(f + 18);
+    lo = lo > c->min ? lo : c->min;
+    hi = hi < c->max ? hi : c->max;
+    if (lo > hi) {
+        return;
+    }
+    f[16] = (uint8_t)((uint16_t)lo >> 8);
+    f[17] = (uint8_t)lo;
+    f[18] = (uint8_t)((uint16_t)hi >> 8);
+    f[19] = (uint8_t)hi;
+    evbuffer_drain(out, sizeof(f));
+    evbuffer_add(out, f, sizeof(f));
+}
+
+static void apiversions_clamps(struct kr_session *s,
+                               const struct kr_req_hdr *h);
+
+/*
+ * The version a clamped request is translated to: the client's version
+ * moved into the clamp, intersected with what krelay's tables know and
+ * with what the broker offers for the ApiKey (the ApiVersions response
+ * this connection saw, else the one krelay's own metadata fetch got).
+ * *lo and *hi get that intersection; false when it is empty (brange then
+ * names the broker's range).
+ */
+static bool
+clamp_target(const struct kr_session *s, int16_t key, int16_t ver,
+             const struct kr_verdict *v, int16_t *to, int16_t *lo,
+             int16_t *hi, char *brange, size_t blen)
+{
+    const struct kr_api_desc *ad = kr_api_get(key);
+    int16_t bmin, bmax;
+    bool known = false;
+
+    *lo = v->clamp_min;
+    *hi = v->clamp_max;
+    if (ad != NULL) {
+        *lo = *lo > ad->valid.lo ? *lo : ad->valid.lo;
+        *hi = *hi < ad->valid.hi ? *hi : ad->valid.hi;
+    }
+    if (s->av != NULL && key >= 0 && key <= kr_api_max) {
+        if (s->av[key].min <= s->av[key].max) {
+            bmin = s->av[key].min;
+            bmax = s->av[key].max;
+            known = true;
+        } else {
+            snprintf(brange, blen, "the broker's (no %s)", api_name(key));
+            return false;
+        }
+    } else if (s->g->up != NULL &&
+               kr_upstream_api_range(s->g->up, key, &bmin, &bmax)) {
+        known = true;
+    }
+    if (known) {
+        *lo = *lo > bmin ? *lo : bmin;
+        *hi = *hi < bmax ? *hi : bmax;
+        snprintf(brange, blen, "the broker's v%d-v%d", bmin, bmax);
+    } else {
+        snprintf(brange, blen, "krelay's v%d-v%d",
+                 ad != NULL ? ad->valid.lo : 0, ad != NULL ? ad->valid.hi : 0);
+    }
+    if (*lo > *hi) {
+        return false;
+    }
+    *to = ver > *hi ? *hi : ver < *lo ? *lo : ver;
+    return true;
+}
+
+/*
  * A whole request frame the rules may touch is at the start of client.in.
  * Take it out, decode it, evaluate, act.  Returns 0, or -1 when closed.
  */
@@ -1304,6 +1495,11 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
             return -1;
         }
         evbuffer_drain(pl, evbuffer_get_length(pl));
+        apiversions_clamps(s, &nr->h);
+        if (s->rw.clamps != NULL) {
+            av_unsupported_clamp(rq->out,
+                                 &s->rw.clamps[KR_API_API_VERSIONS]);
+        }
         rq->ready = true;
         kr_log_debug("[%s] ApiVersions v%d is newer than krelay knows: "
                      "answered UNSUPPORTED_VERSION with krelay's range",
@@ -1349,7 +1545,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     if (rq != NULL && (rq->v.flags & KR_VF_DENY)) {
         int16_t err = rq->v.deny_error >= 0
                           ? rq->v.deny_error
-                          : kr_action_deny_error(nr->h.api_key);
+                          : kr_action_deny_error_for(&m);
 
         snprintf(why, sizeof(why), "denied by [rule %.64s]",
                  rule_name(s, rq->v.deny_rule));
@@ -1381,29 +1577,37 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         }
     }
     if (rq != NULL && (rq->v.flags & KR_VF_CLAMP)) {
-        const struct kr_api_desc *ad = kr_api_get(nr->h.api_key);
-        int16_t to = nr->h.api_version > rq->v.clamp_max ? rq->v.clamp_max
-                                                         : rq->v.clamp_min;
         struct kr_msg orig = m;
         struct kr_wbuf w;
-        char eerr[160];
+        char eerr[160], brange[48];
+        int16_t to, lo, hi;
 
-        if (ad != NULL && to > ad->valid.hi) {
-            to = ad->valid.hi;
-        }
-        if (ad != NULL && to < ad->valid.lo) {
-            to = ad->valid.lo;
+        if (!clamp_target(s, nr->h.api_key, nr->h.api_version, &rq->v, &to,
+                          &lo, &hi, brange, sizeof(brange))) {
+            char crange[24];
+
+            if (rq->v.clamp_max == INT16_MAX) {
+                snprintf(crange, sizeof(crange), "v%d+", rq->v.clamp_min);
+            } else {
+                snprintf(crange, sizeof(crange), "v%d-v%d", rq->v.clamp_min,
+                         rq->v.clamp_max);
+            }
+            snprintf(why, sizeof(why), "cannot be translated for [rule "
+                     "%.40s]: its clamp %s and %s do not overlap",
+                     rule_name(s, rq->v.clamp_rule), crange, brange);
+            rq->actions |= KR_AUDIT_CLAMPED;
+            ret = answer_error(s, nr, &arena, &orig, rq, 35, why);
+            evbuffer_drain(pl, evbuffer_get_length(pl));
+            goto out;
         }
         memset(&ce, 0, sizeof(ce));
-        rc = kr_translate_msg(&arena, &m, to, &ce);
+        rc = to == nr->h.api_version ? KR_OK
+                                     : kr_translate_msg(&arena, &m, to, &ce);
         if (rc != KR_OK) {
             snprintf(why, sizeof(why), "cannot be translated to v%d for "
-                     "[rule %.40s] (%.60s%s%.40s)", to,
+                     "[rule %.40s] (%.100s%s%.50s)", to,
                      rule_name(s, rq->v.clamp_rule), ce.msg,
-                     ce.path[0] ? " at " : "", ce.path);
-            kr_log_notice("[%s] %s v%d CorrelationId %d %s",
-                          s->name, api_name(nr->h.api_key),
-                          nr->h.api_version, nr->h.correlation_id, why);
+                     ce.path[0] ? ", at " : "", ce.path);
             rq->actions |= KR_AUDIT_CLAMPED;
             ret = answer_error(s, nr, &arena, &orig, rq, 35, why);
             evbuffer_drain(pl, evbuffer_get_length(pl));
@@ -1833,6 +2037,11 @@ process_requests(struct kr_session *s)
     struct kr_nreq nr;
     int rc;
 
+    if (s->closing) {
+        /* nothing after the request that closes it is forwarded */
+        evbuffer_drain(in, total);
+        return 0;
+    }
     conf_refresh(s);
     for (;;) {
         avail = total - scan;
@@ -1868,6 +2077,9 @@ process_requests(struct kr_session *s)
             if (rule_request(s, &nr) != 0) {
                 return -1;
             }
+            if (s->closing) {
+                return 0;       /* client.in was discarded */
+            }
             total = evbuffer_get_length(in);
         }
     }
@@ -1899,6 +2111,73 @@ sasl_start(struct kr_session *s)
 }
 
 /* Process a held response (whole frame at the start of up.in). */
+/*
+ * Remember the ranges of an ApiVersions response (ErrorCode 0) this
+ * connection's broker sent, for clamp_target: only when a clamp rule
+ * exists.  payload: the frame without its size prefix, left unchanged.
+ */
+static void
+learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    const struct kr_val *ec, *keys;
+    uint32_t i;
+    int rc;
+
+    if (rs == NULL || !rs->any_clamp) {
+        return;
+    }
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc == KR_OK) {
+        rc = kr_decode_response(&arena, &rb, KR_API_API_VERSIONS, ver, 0, &m,
+                                &ce);
+    }
+    if (rc != KR_OK) {
+        goto out;               /* kr_rewrite_response reports it */
+    }
+    ec = kr_node_get(m.body, "ErrorCode");
+    keys = kr_node_get(m.body, "ApiKeys");
+    if ((ec != NULL && ec->u.i != 0) || keys == NULL ||
+        keys->u.arr == NULL) {
+        goto out;
+    }
+    if (s->av == NULL) {
+        s->av = malloc(((size_t)kr_api_max + 1) * sizeof(*s->av));
+        if (s->av == NULL) {
+            goto out;
+        }
+    }
+    for (i = 0; i <= (uint32_t)kr_api_max; i++) {
+        s->av[i].min = 1;
+        s->av[i].max = 0;
+    }
+    for (i = 0; i < keys->u.arr->n; i++) {
+        const struct kr_node *e = keys->u.arr->items[i].u.node;
+        const struct kr_val *k, *lo, *hi;
+
+        if (e == NULL || (k = kr_node_get(e, "ApiKey")) == NULL ||
+            (lo = kr_node_get(e, "MinVersion")) == NULL ||
+            (hi = kr_node_get(e, "MaxVersion")) == NULL) {
+            continue;
+        }
+        if (k->u.i >= 0 && k->u.i <= kr_api_max && lo->u.i >= 0 &&
+            lo->u.i <= hi->u.i && hi->u.i <= INT16_MAX) {
+            s->av[k->u.i].min = (int16_t)lo->u.i;
+            s->av[k->u.i].max = (int16_t)hi->u.i;
+        }
+    }
+out:
+    free(heap);
+    kr_arena_free(&arena);
+}
+
 static int
 held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
 {
@@ -1908,6 +2187,9 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, s->hold, flen);
     fifo_pop(s);
+    if (key == KR_API_API_VERSIONS) {
+        learn_apiversions(s, ver, s->hold);
+    }
     memset(&res, 0, sizeof(res));
     rc = kr_rewrite_response(&s->rw, key, ver, s->hold, s->client.out,
                              &res);
@@ -2094,6 +2376,9 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         struct kr_rewrite_result res;
 
         memset(&res, 0, sizeof(res));
+        if (e->api_key == KR_API_API_VERSIONS) {
+            learn_apiversions(s, e->api_version, pl);
+        }
         rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
                                  rq->out, &res);
         if (rc != KR_OK) {
@@ -2456,6 +2741,10 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
             update_io(s);
             arm_timer(s);
         }
+    } else if (n == 0 && s->closing) {
+        /* closing already: the responses owed still go out */
+        s->client_eof = 1;
+        update_io(s);
     } else if (n == 0) {
         client_eof(s);
     } else if (!again(errno)) {

@@ -41,6 +41,7 @@
 #include "kr_upstream.h"
 
 #define KR_UP_APIVERSIONS 18
+#define KR_UP_API_KEYS 128           /* ApiKeys remembered: 0..127 */
 #define KR_UP_METADATA 3
 #define KR_UP_MAX_BROKERS 4096          /* map size bound */
 #define KR_UP_MAX_FRAME (64u << 20)     /* bytes, own fetch responses */
@@ -136,6 +137,13 @@ struct kr_upstream {
     char fetch_what[288];
 
     struct kr_topic_map *topics;        /* TopicId -> name (KIP-516) */
+
+    /* the cluster's ApiVersions v0 answer: [MinVersion, MaxVersion] per
+       ApiKey (min -1: not offered); have_api once one was seen */
+    struct {
+        int16_t min, max;
+    } api[KR_UP_API_KEYS];
+    bool have_api;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -390,6 +398,19 @@ const struct kr_topic_map *
 kr_upstream_topics(const struct kr_upstream *u)
 {
     return u != NULL ? u->topics : NULL;
+}
+
+bool
+kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
+                      int16_t *min, int16_t *max)
+{
+    if (u == NULL || !u->have_api || api_key < 0 ||
+        api_key >= KR_UP_API_KEYS || u->api[api_key].min < 0) {
+        return false;
+    }
+    *min = u->api[api_key].min;
+    *max = u->api[api_key].max;
+    return true;
 }
 
 int
@@ -836,6 +857,10 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
         return;
     }
     u->md_version = -1;
+    for (i = 0; i < KR_UP_API_KEYS; i++) {
+        u->api[i].min = u->api[i].max = -1;
+    }
+    u->have_api = keys != NULL && keys->u.arr != NULL;
     for (i = 0; keys != NULL && keys->u.arr != NULL && i < keys->u.arr->n;
          i++) {
         struct kr_node *e = keys->u.arr->items[i].u.node;
@@ -847,8 +872,15 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
         k = kr_node_get(e, "ApiKey");
         lo = kr_node_get(e, "MinVersion");
         hi = kr_node_get(e, "MaxVersion");
-        if (k == NULL || lo == NULL || hi == NULL ||
-            k->u.i != KR_UP_METADATA) {
+        if (k == NULL || lo == NULL || hi == NULL) {
+            continue;
+        }
+        if (k->u.i >= 0 && k->u.i < KR_UP_API_KEYS && lo->u.i >= 0 &&
+            lo->u.i <= hi->u.i && hi->u.i <= INT16_MAX) {
+            u->api[k->u.i].min = (int16_t)lo->u.i;
+            u->api[k->u.i].max = (int16_t)hi->u.i;
+        }
+        if (k->u.i != KR_UP_METADATA) {
             continue;
         }
         {

@@ -22,6 +22,11 @@ api = CreateTopics, DeleteTopics, IncrementalAlterConfigs
 deny = true
 deny_error = CLUSTER_AUTHORIZATION_FAILED
 
+# no deny_error: the default follows the request, as a broker's would
+[rule no-coordinators]
+api = FindCoordinator
+deny = true
+
 [rule compression-policy]
 api = Produce
 topic = pol
@@ -73,6 +78,8 @@ cat >"$W/admin.jsonl" <<'EOR'
 {"header":{"RequestApiKey":19,"RequestApiVersion":4,"CorrelationId":11,"ClientId":"admin"},"body":{"Topics":[{"Name":"new-a","NumPartitions":3,"ReplicationFactor":1,"Assignments":[],"Configs":[]},{"Name":"new-b","NumPartitions":1,"ReplicationFactor":1,"Assignments":[],"Configs":[]}],"timeoutMs":5000,"validateOnly":false}}
 {"header":{"RequestApiKey":20,"RequestApiVersion":3,"CorrelationId":12,"ClientId":"admin"},"body":{"TopicNames":["open","pol"],"TimeoutMs":5000}}
 {"header":{"RequestApiKey":44,"RequestApiVersion":1,"CorrelationId":13,"ClientId":"admin"},"body":{"Resources":[{"ResourceType":2,"ResourceName":"open","Configs":[{"Name":"retention.ms","ConfigOperation":0,"Value":"1000"}]},{"ResourceType":4,"ResourceName":"1","Configs":[]}],"ValidateOnly":false}}
+{"header":{"RequestApiKey":10,"RequestApiVersion":2,"CorrelationId":15,"ClientId":"admin"},"body":{"Key":"group-1","KeyType":0}}
+{"header":{"RequestApiKey":10,"RequestApiVersion":2,"CorrelationId":16,"ClientId":"admin"},"body":{"Key":"txn-1","KeyType":1}}
 {"header":{"RequestApiKey":3,"RequestApiVersion":1,"CorrelationId":14,"ClientId":"admin"},"body":{"Topics":null}}
 EOR
 kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/rules_client.py" \
@@ -81,9 +88,12 @@ kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/rules_client.py" \
 "$KR_PY" - "$W/admin-rsp.jsonl" <<'PYEOF' || kr_fail "admin responses wrong"
 import json, sys
 r = [json.loads(l) for l in open(sys.argv[1])]
-assert len(r) == 4, r
-ct, dt, iac, md = (x["body"] for x in r)
-assert [x["header"]["CorrelationId"] for x in r] == [11, 12, 13, 14], r
+assert len(r) == 6, r
+ct, dt, iac, fcg, fct, md = (x["body"] for x in r)
+assert [x["header"]["CorrelationId"] for x in r] == [11, 12, 13, 15, 16, 14], r
+# FindCoordinator: GROUP_AUTHORIZATION_FAILED for a group key,
+# TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a transactional one
+assert (fcg["ErrorCode"], fct["ErrorCode"]) == (30, 53), (fcg, fct)
 assert [(t["Name"], t["ErrorCode"]) for t in ct["Topics"]] == \
     [("new-a", 31), ("new-b", 31)], ct
 assert [(t["Name"], t["ErrorCode"]) for t in dt["Responses"]] == \

@@ -938,7 +938,7 @@ START_TEST(test_log_ratelimit)
 {
     char dir[] = "/tmp/check_log_XXXXXX";
     char path[256];
-    struct kr_ratelimit rl = { 0, 0, 0 };
+    static struct kr_ratelimit rl;
     char *text;
     int i;
 
@@ -974,6 +974,49 @@ START_TEST(test_log_ratelimit)
     ck_assert_ptr_null(strstr(text, "%d"));
     ck_assert_ptr_nonnull(strstr(text, "peer msg 99\n"));
     ck_assert(strstr(text, "suppressed 5") < strstr(text, "peer msg 99"));
+    free(text);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* A burst then quiet: kr_log_rl_flush (the proxy's timer) reports it. */
+START_TEST(test_log_rl_flush)
+{
+    char dir[] = "/tmp/check_log_XXXXXX";
+    char path[256];
+    static struct kr_ratelimit rl;
+    char *text;
+    int i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/krelay.log", dir);
+    ck_assert_int_eq(kr_log_open(path, NULL), KR_OK);
+    kr_log_level_cur = KR_LOG_INFO;
+    rl.window_start_ms = INT64_MAX / 2;     /* never ends by itself */
+    for (i = 0; i < 13; i++) {
+        kr_log_write_rl(&rl, 10, KR_LOG_WARN, "burst %d", i);
+    }
+    ck_assert_uint_eq(rl.suppressed, 3);
+    ck_assert_int_eq(rl.registered, 1);
+    ck_assert_uint_eq(kr_log_rl_flush(), 1);
+    ck_assert_uint_eq(rl.suppressed, 0);
+    /* nothing new: nothing written */
+    ck_assert_uint_eq(kr_log_rl_flush(), 0);
+    kr_log_write_rl(&rl, 10, KR_LOG_WARN, "burst %d", 13);
+    kr_log_write_rl(&rl, 10, KR_LOG_WARN, "burst %d", 14);
+    ck_assert_uint_eq(kr_log_rl_flush(), 1);
+    kr_log_close();
+
+    text = slurp(path);
+    ck_assert_int_eq(count_lines(text), 12);
+    ck_assert_ptr_nonnull(strstr(text, ": warn: suppressed 3 similar "
+                                       "messages in the last second (at most "
+                                       "10 a second)\n"));
+    ck_assert_ptr_nonnull(strstr(text, ": warn: suppressed 2 similar "
+                                       "messages in the last second (at most "
+                                       "10 a second)\n"));
+    ck_assert_ptr_null(strstr(text, "burst 10\n"));
     free(text);
     unlink(path);
     rmdir(dir);
@@ -1076,6 +1119,7 @@ conf_suite(void)
     tcase_add_test(tl, test_log_file_reopen);
     tcase_add_test(tl, test_log_long_line);
     tcase_add_test(tl, test_log_ratelimit);
+    tcase_add_test(tl, test_log_rl_flush);
     tcase_add_test(tl, test_log_threads);
     suite_add_tcase(s, tl);
     return s;

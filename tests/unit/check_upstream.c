@@ -403,12 +403,25 @@ START_TEST(test_fetch_old_versions)
 {
     struct kr_upstream *u;
     struct answer a = { 0 };
+    int16_t lo = -5, hi = -5;
 
     fk.md_max = _i == 0 ? 2 : 0;
     fake_broker(&fk, 1, "127.0.0.1", fk.port);
     u = kr_upstream_new(base, dns, &uc);
+    ck_assert(!kr_upstream_api_range(u, 3, &lo, &hi));  /* not yet */
+    ck_assert_int_eq(lo, -5);
     ck_assert_int_eq(nbrokers_at_least(u, 1), 1);
     ck_assert_int_eq(fk.md_version, fk.md_max);
+    /* the ranges of the ApiVersions answer are kept per ApiKey */
+    ck_assert(kr_upstream_api_range(u, 3, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, fk.md_max);
+    ck_assert(kr_upstream_api_range(u, 18, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 2);
+    ck_assert(!kr_upstream_api_range(u, 0, &lo, &hi));  /* not offered */
+    ck_assert(!kr_upstream_api_range(u, -1, &lo, &hi));
+    ck_assert(!kr_upstream_api_range(u, 30000, &lo, &hi));
     if (fk.md_max == 0) {
         ck_assert_int_eq(fk.topics_null, 0);
         ck_assert_int_eq(fk.topics_n, 0);
