@@ -135,6 +135,7 @@ struct kr_node {
     uint32_t nunknown;
 };
 
+/* Which way a message goes (kr_msg.dir): client request or response. */
 enum kr_dir { KR_DIR_REQUEST = 0, KR_DIR_RESPONSE = 1 };
 
 /*
@@ -288,6 +289,17 @@ struct kr_node *kr_node_new(struct kr_arena *arena, uint16_t sid, int16_t v);
 /* A new array of n elements (struct elements are kr_node_new'd at v). */
 struct kr_array *kr_array_new(struct kr_arena *arena, enum kr_type elem_type,
                               uint16_t struct_id, uint32_t n, int16_t v);
+
+/*
+ * Set *val to field f's default at version v, as the decoder leaves a
+ * field that is absent (present = 0): numbers and bool from the schema's
+ * default, strings from it (or null), bytes/records/arrays empty or null,
+ * uuid zero, structs a fresh kr_node_new at v.  A null default where f is
+ * not nullable at v becomes empty.  Allocations come from arena.  Returns
+ * KR_OK or KR_ENOMEM.
+ */
+int kr_val_default(struct kr_arena *arena, const struct kr_field_desc *f,
+                   int16_t v, struct kr_val *val) KR_MUST_CHECK;
 
 /* The value of field name in n, or NULL when the struct has no such field. */
 struct kr_val *kr_node_get(const struct kr_node *n, const char *name);

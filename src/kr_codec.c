@@ -410,6 +410,13 @@ val_default(struct kr_arena *a, const struct kr_field_desc *f, int16_t v,
     return KR_OK;
 }
 
+int
+kr_val_default(struct kr_arena *a, const struct kr_field_desc *f, int16_t v,
+               struct kr_val *val)
+{
+    return val_default(a, f, v, val, 0);
+}
+
 static inline bool
 field_tagged_at(const struct kr_field_desc *f, int16_t v)
 {

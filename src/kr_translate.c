@@ -37,7 +37,6 @@
 #define KR_TR_MAX_DEPTH 32            /* schemas nest about 6 deep */
 
 static const uint8_t tr_zero16[16];
-static const uint8_t tr_empty[1];
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -189,90 +188,6 @@ name_map(struct tr *t, uint16_t src, uint16_t dst)
     m->next = t->maps[dst];
     t->maps[dst] = m;
     return m->idx;
-}
-
-/*
- * Field f's default at version v (as the decoder leaves it: present 0).
- * A null default where f is not nullable at v becomes empty.
- */
-static int
-val_default(struct tr *t, const struct kr_field_desc *f, int16_t v,
-            struct kr_val *val)
-{
-    bool null = (f->flags & KR_FF_DEFAULT_NULL) &&
-                (kr_vrange_has(f->nullable, v) ||
-                 !kr_vrange_has(f->versions, v));
-
-    memset(val, 0, sizeof(*val));
-    switch (f->type) {
-    case KR_T_BOOL:
-    case KR_T_INT8:
-    case KR_T_INT16:
-    case KR_T_UINT16:
-    case KR_T_INT32:
-    case KR_T_UINT32:
-    case KR_T_INT64:
-        val->u.i = f->def_int;
-        break;
-    case KR_T_FLOAT64:
-        val->u.f = f->def_float;
-        break;
-    case KR_T_UUID:
-        val->u.s.p = tr_zero16;
-        val->u.s.len = 16;
-        break;
-    case KR_T_STRING:
-        if (null) {
-            val->u.s.len = -1;
-            val->is_null = 1;
-        } else if (f->def_str == NULL) {
-            val->u.s.p = tr_empty;
-        } else {
-            size_t n = strlen(f->def_str);
-
-            val->u.s.p = (const uint8_t *)f->def_str;
-            val->u.s.len = n > INT16_MAX ? INT16_MAX : (int32_t)n;
-        }
-        break;
-    case KR_T_BYTES:
-        if (null) {
-            val->u.s.len = -1;
-            val->is_null = 1;
-        } else {
-            val->u.s.p = tr_empty;
-        }
-        break;
-    case KR_T_RECORDS:
-        if (null) {
-            val->u.rec.len = -1;
-            val->is_null = 1;
-        }
-        break;
-    case KR_T_ARRAY:
-        if (null) {
-            val->is_null = 1;
-        } else {
-            val->u.arr = kr_array_new(t->a, (enum kr_type)f->elem_type,
-                                      f->struct_id, 0, v);
-            if (val->u.arr == NULL) {
-                return KR_ENOMEM;
-            }
-        }
-        break;
-    case KR_T_STRUCT:
-        if (null) {
-            val->is_null = 1;
-        } else {
-            val->u.node = kr_node_new(t->a, f->struct_id, v);
-            if (val->u.node == NULL) {
-                return KR_ENOMEM;
-            }
-        }
-        break;
-    default:
-        break;
-    }
-    return KR_OK;
 }
 
 static bool node_is_default(const struct kr_node *n, int16_t v, int depth);
@@ -576,7 +491,7 @@ tr_node(struct tr *t, const struct kr_node *src, uint16_t dsid,
             }
         }
         if (!at_to || sf == NULL) {
-            rc = val_default(t, df, t->to, dv);
+            rc = kr_val_default(t->a, df, t->to, dv);
             if (rc != KR_OK) {
                 return tr_err(t->err, rc, "arena exhausted");
             }
@@ -586,7 +501,7 @@ tr_node(struct tr *t, const struct kr_node *src, uint16_t dsid,
         used[map[i]] = 1;
         if (tagged_at(sf, t->from) && !sv->present) {
             /* A tagged field not on the wire: its default at `to`. */
-            rc = val_default(t, df, t->to, dv);
+            rc = kr_val_default(t->a, df, t->to, dv);
             if (rc != KR_OK) {
                 return tr_err(t->err, rc, "arena exhausted");
             }
