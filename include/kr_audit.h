@@ -84,7 +84,8 @@ struct kr_audit;            /* a sink: file (reopenable) or syslog */
  * of lines waiting for the writer (0 = KR_AUDIT_QUEUE_DEFAULT; raised to
  * KR_AUDIT_QUEUE_MIN).  Starts the writer thread.  Returns NULL with a
  * message in err (errlen bytes) when the file cannot be opened or on
- * ENOMEM / thread creation failure.
+ * ENOMEM / thread creation failure.  The caller owns the result and
+ * frees it with kr_audit_close.
  */
 struct kr_audit *kr_audit_open(const char *target, size_t queue_bytes,
                                char *err, size_t errlen);
@@ -139,8 +140,13 @@ struct kr_audit_req;
 struct kr_audit_req *kr_audit_capture(const struct kr_msg *req,
                                       const struct kr_topic_map *map,
                                       bool with_body);
+/* Free a capture (kr_audit_capture); NULL is a no-op. */
 void kr_audit_req_free(struct kr_audit_req *r);
-/* Facts the session knows about a request/response pair. */
+/*
+ * Facts the session knows about a request/response pair.  The strings are
+ * borrowed for the kr_audit_format call; NULL ones are left out (see the
+ * line format at the top of this file).
+ */
 struct kr_audit_info {
     int64_t time_us;                 /* wall clock (µs since the epoch),
                                       * request read */
@@ -164,7 +170,10 @@ struct kr_audit_info {
 char *kr_audit_format(const struct kr_audit_info *info,
                       const struct kr_audit_req *req,
                       const struct kr_msg *rsp, bool with_body);
-/* Connection open/close lines (malloc'd, caller frees; NULL on ENOMEM). */
+/*
+ * Connection open/close lines (malloc'd, no newline, caller frees; NULL on
+ * ENOMEM).  time_us: µs since the epoch.  Strings are borrowed.
+ */
 char *kr_audit_format_conn(const char *event /* "open"|"close" */,
                            int64_t time_us, const char *listener,
                            const char *client_addr, uint16_t client_port,
@@ -172,7 +181,7 @@ char *kr_audit_format_conn(const char *event /* "open"|"close" */,
                            const char *reason);
 /*
  * RFC 3339 UTC time with microseconds ("2026-11-30T12:00:00.123456Z")
- * of t_us (µs since the epoch) into out (at least 32 bytes).
+ * of t_us (µs since the epoch) into out (len bytes, at least 32).
  */
 void kr_audit_time(int64_t t_us, char *out, size_t len);
 

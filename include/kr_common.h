@@ -21,12 +21,19 @@ enum kr_status {
     KR_ELIMIT = -6        /* a configured limit was exceeded */
 };
 
-/* Human-readable name of a kr_status ("malformed input"...), never NULL. */
+/*
+ * Human-readable name of a kr_status ("ok", "out of memory"...): a static
+ * string, never NULL (unknown values get a generic name).
+ */
 const char *kr_status_str(int status);
 
+/* Number of elements of array a (a true array, not a pointer). */
 #define KR_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* The result (a kr_status) must be checked by the caller. */
 #define KR_MUST_CHECK __attribute__((warn_unused_result))
+/* printf-style checking: argument f is the format, a the first vararg. */
 #define KR_PRINTF(f, a) __attribute__((format(printf, f, a)))
+/* Silences unused warnings for a parameter or variable. */
 #define KR_UNUSED __attribute__((unused))
 
 #endif /* KR_COMMON_H */

@@ -18,6 +18,7 @@
 
 #include "kr_common.h"
 
+/* Most dial.NODEID overrides in one [upstream] section. */
 #define KR_CONF_MAX_DIAL 256
 
 /* A host and port, as written ("[::1]:9092", "kafka-1:9092"). */
@@ -144,6 +145,11 @@ struct kr_audit_conf {
 
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
+/*
+ * A whole loaded config.  Every pointer below (strings, arrays, nested
+ * structs, the ruleset) is malloc'd and owned by it: kr_conf_free releases
+ * all.  Counts (n*) are entries of the array before them.
+ */
 struct kr_conf {
     char *path;                         /* file it was read from */
     struct kr_listener_conf *listeners;
@@ -178,11 +184,14 @@ int kr_conf_load(const char *path, FILE *errs,
 int kr_conf_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
+/* Free c and everything it owns (its ruleset too); NULL is a no-op. */
 void kr_conf_free(struct kr_conf *c);
 
 /*
- * Parse "HOST:PORT", "[V6]:PORT" into hp (host malloc'd).  Returns false
- * for a missing or bad port, or an unterminated bracket.
+ * Parse "HOST:PORT", "[V6]:PORT" into hp (host malloc'd, caller frees; ""
+ * for ":PORT").  Returns false, hp untouched, for a missing or bad port
+ * (1..65535), an unterminated bracket, a bad host name or IPv6 address,
+ * an IPv6 address without brackets, or ENOMEM.
  */
 bool kr_hostport_parse(const char *s, struct kr_hostport *hp);
 

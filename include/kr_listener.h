@@ -27,13 +27,18 @@ typedef void (*kr_accept_cb)(struct kr_listener *l, evutil_socket_t fd,
                              const struct sockaddr *sa, socklen_t salen,
                              void *arg);
 
+/*
+ * One listening socket.  Storage is the caller's (kr_proxy keeps them in
+ * kr_group.listeners); kr_listener_open fills it, kr_listener_close
+ * releases the evconnlistener (and so the socket) but not the struct.
+ */
 struct kr_listener {
     struct evconnlistener *evl;         /* NULL when closed */
     int32_t node_id;                    /* KR_NODE_BOOTSTRAP or a NodeId */
     struct sockaddr_storage addr;       /* bound address (real port) */
-    socklen_t addrlen;
-    kr_accept_cb cb;
-    void *arg;
+    socklen_t addrlen;                  /* bytes of addr in use */
+    kr_accept_cb cb;                    /* called per accepted socket */
+    void *arg;                          /* passed to cb, borrowed */
     char label[48];                     /* "bootstrap" or "NodeId 3",
                                            prefixed "NAME/" when named */
     char addrstr[64];                   /* "127.0.0.1:9092", "[::1]:9092" */
@@ -58,8 +63,10 @@ void kr_listener_close(struct kr_listener *l);
 uint16_t kr_listener_port(const struct kr_listener *l);
 
 /*
- * Format sa as "1.2.3.4:5" or "[::1]:5" into buf (always NUL-terminated).
- * Returns buf.
+ * Format sa as "1.2.3.4:5" or "[::1]:5" into buf (len bytes, always
+ * NUL-terminated when len > 0, truncated to fit; 64 bytes hold any
+ * address).  Another family gives "(family N)"; sa NULL gives "".
+ * Returns buf.  No allocation.
  */
 char *kr_sockaddr_str(const struct sockaddr *sa, socklen_t salen, char *buf,
                       size_t len);

@@ -15,6 +15,12 @@
 
 #include "kr_common.h"
 
+/*
+ * Levels, most severe first: a message is written when its level is <=
+ * kr_log_level_cur.  Names "error".."trace" (kr_log_level_name); syslog
+ * priorities LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG (trace
+ * too).
+ */
 enum kr_log_level {
     KR_LOG_ERROR = 0,
     KR_LOG_WARN,
@@ -36,12 +42,20 @@ extern volatile int kr_log_level_cur;
 int kr_log_open(const char *target, const char *ident) KR_MUST_CHECK;
 /* Reopen a file sink (log rotation); no-op for stderr and syslog. */
 void kr_log_reopen(void);
+/* Close the file or syslog sink and fall back to stderr.  Thread-safe. */
 void kr_log_close(void);
 
 /* Parse "error".."trace" into *level; false when unknown. */
 bool kr_log_level_parse(const char *s, int *level);
+/* "error".."trace" for a kr_log_level, "unknown" otherwise (static). */
 const char *kr_log_level_name(int level);
 
+/*
+ * Format and write one line at level (dropped when above
+ * kr_log_level_cur).  The message is cut at about 4 KiB (ending "...")
+ * and control characters are escaped as \xNN, so it stays one line.
+ * errno is preserved.  Prefer the kr_log_* macros.
+ */
 void kr_log_write(int level, const char *fmt, ...) KR_PRINTF(2, 3);
 
 /*
@@ -55,9 +69,9 @@ void kr_log_write(int level, const char *fmt, ...) KR_PRINTF(2, 3);
  * kr_log_rl_flush walks.  Thread-safe: several threads may share a site.
  */
 struct kr_ratelimit {
-    int64_t window_start_ms;
-    uint32_t count;
-    uint32_t suppressed;
+    int64_t window_start_ms;            /* ms, start of the 1 s window */
+    uint32_t count;                     /* lines written in the window */
+    uint32_t suppressed;                /* lines dropped, not reported */
     /* set when first registered (kr_log_rl_flush) */
     struct kr_ratelimit *next;
     int level;
@@ -75,6 +89,7 @@ void kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
  */
 unsigned kr_log_rl_flush(void);
 
+/* Log at lvl (enum kr_log_level) with printf arguments; see above. */
 #define kr_log(lvl, ...)                                                     \
     do {                                                                     \
         if ((lvl) <= kr_log_level_cur)                                       \

@@ -25,7 +25,8 @@ struct kr_mock *kr_mock_start(int nbrokers, const char *topics,
                               char *bootstraps, size_t len,
                               char *err, size_t errlen);
 
-/* Stop the cluster and free it. */
+/* Stop the cluster (destroys its librdkafka handle) and free m; NULL is a
+ * no-op. */
 void kr_mock_stop(struct kr_mock *m);
 
 #endif /* KR_MOCK_H */

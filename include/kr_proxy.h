@@ -37,7 +37,12 @@ struct kr_conf_ref {
     bool owned;                         /* kr_conf_free at the last unref */
 };
 
+/* Take one more reference to r (not NULL); returns r.  No locking. */
 struct kr_conf_ref *kr_conf_ref_get(struct kr_conf_ref *r);
+/*
+ * Drop one reference; at the last one, free r (and its conf when owned).
+ * NULL is a no-op.
+ */
 void kr_conf_ref_put(struct kr_conf_ref *r);
 
 /*
@@ -80,9 +85,15 @@ struct kr_group {
     struct kr_conf_ref *cref;           /* removed: keeps lc valid */
 };
 
+/*
+ * One worker (see the top of this file).  Created by kr_proxy_new, freed
+ * by kr_proxy_free, which releases everything below (base only when
+ * own_base).  Sessions update stats and the sessions list; all on
+ * the proxy's event_base thread.
+ */
 struct kr_proxy {
     struct event_base *base;
-    bool own_base;
+    bool own_base;                      /* kr_proxy_free frees base */
     struct evdns_base *dns;
     struct kr_conf_ref *cref;
     struct kr_upstream **ups;           /* one per [upstream] */
@@ -107,7 +118,7 @@ struct kr_proxy {
                                            freed when their last session
                                            ends (or at free) */
     int nold_groups;
-    uint64_t reloads, reloads_refused;
+    uint64_t reloads, reloads_refused;  /* kr_proxy_reload counts */
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
     struct event *rl_timer;             /* 1 s: kr_log_rl_flush */
@@ -162,7 +173,10 @@ void kr_proxy_group_release(struct kr_group *g);
 /* Reopen the log and the audit file (SIGUSR1, and SIGHUP). */
 void kr_proxy_reopen(struct kr_proxy *p);
 
-/* Stop (if needed) and free everything, the base too when owned. */
+/*
+ * Stop (if needed) and free everything: groups, upstreams, evdns base,
+ * config references, the base too when owned.  NULL is a no-op.
+ */
 void kr_proxy_free(struct kr_proxy *p);
 
 /*

@@ -50,9 +50,9 @@ struct kr_clamp;
  * pass_unknown_apis.  Zero-initialised fields keep the old behaviour.
  */
 struct kr_rewrite_ctx {
-    const char *advertised_host;
-    uint16_t broker_port_base;
-    int32_t node_id_min, node_id_max;
+    const char *advertised_host;    /* Host written (borrowed) */
+    uint16_t broker_port_base;      /* Port written: this + NodeId */
+    int32_t node_id_min, node_id_max; /* NodeIds allowed, inclusive */
     struct kr_upstream *upstream;   /* learns broker addresses; may be NULL */
     const char *who;                /* client name for log lines */
     const struct kr_clamp *clamps;  /* NULL: no clamp rule */
@@ -66,7 +66,7 @@ struct kr_rewrite_result {
     bool changed;               /* out differs from the input */
     size_t trailing;            /* bytes after the known body, kept */
     int32_t bad_node_id;        /* with KR_ELIMIT: the NodeId out of range */
-    char err[160];              /* why it failed */
+    char err[160];              /* why it failed (NUL-terminated) */
 };
 
 /*

@@ -116,6 +116,10 @@ struct kr_verdict {
  */
 struct kr_ruleset *kr_rule_compile(const struct kr_conf *conf, char *err,
                                    size_t errlen);
+/*
+ * Free rs (its table; not the conf).  NULL is a no-op.  kr_conf_free
+ * calls it for a loaded config's ruleset.
+ */
 void kr_rule_free(struct kr_ruleset *rs);
 
 /*
@@ -159,10 +163,17 @@ int kr_rule_conn_clamps(const struct kr_ruleset *rs,
                         const char *client_id, size_t client_id_len,
                         struct kr_clamp *clamps, bool *pass_unknown);
 
-/* Shell-style glob: '*' any run, '?' one byte, '\\' escapes.  s: len bytes. */
+/*
+ * Shell-style glob: '*' any run, '?' one byte, '\\' escapes.  pat is
+ * NUL-terminated; s is len bytes, need not be.  false when either is NULL.
+ */
 bool kr_glob_match(const char *pat, const char *s, size_t len);
 
-/* True when address sa lies in network c. */
+/*
+ * True when address sa (AF_INET or AF_INET6) lies in network c; an
+ * IPv4-mapped IPv6 address (::ffff:a.b.c.d) also matches IPv4 networks.
+ * false for another family or when either is NULL.
+ */
 bool kr_cidr_match(const struct kr_cidr *c, const struct sockaddr *sa);
 
 /*
@@ -172,6 +183,7 @@ bool kr_cidr_match(const struct kr_cidr *c, const struct sockaddr *sa);
  */
 void kr_rule_print(const struct kr_ruleset *rs, FILE *f);
 
+/* True when masks a and b share a rule; kr_rule_mask_has: bit i is set. */
 static inline bool
 kr_rule_mask_any(const struct kr_rule_mask *a, const struct kr_rule_mask *b)
 {

@@ -69,7 +69,7 @@ struct kr_conn {
     struct evbuffer *out;               /* to be written */
     size_t read_size;                   /* next read's size (adaptive,
                                            16 KiB .. 256 KiB) */
-    uint64_t bytes_in, bytes_out;
+    uint64_t bytes_in, bytes_out;       /* bytes read / written */
     unsigned reading:1;                 /* rev is added */
     unsigned writing:1;                 /* wev is added */
     unsigned connected:1;
@@ -117,6 +117,11 @@ enum kr_sasl_mech {
     KR_SASL_OTHER                       /* opaque until the end */
 };
 
+/*
+ * One session.  malloc'd by kr_session_new, linked into its proxy's list
+ * and freed only through kr_session_close.  Times ending in _ms / _at are
+ * monotonic ms (kr_now_ms); sizes are bytes.
+ */
 struct kr_session {
     uint64_t id;                        /* c#ID in log lines */
     struct kr_proxy *p;

@@ -51,6 +51,11 @@ struct kr_resolve;
 struct kr_upstream *kr_upstream_new(struct event_base *base,
                                     struct evdns_base *dns,
                                     const struct kr_upstream_conf *uc);
+/*
+ * Stop fetching, cancel every pending resolution (their callbacks are not
+ * called; their handles become invalid) and free u with its TopicId map.
+ * NULL is a no-op.
+ */
 void kr_upstream_free(struct kr_upstream *u);
 
 /*
@@ -62,12 +67,19 @@ void kr_upstream_free(struct kr_upstream *u);
  */
 struct kr_resolve *kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
                                        kr_resolve_cb cb, void *arg);
+/*
+ * Cancel a pending resolution: its callback is never called and r is
+ * freed (now, or when evdns lets go of it).  NULL is a no-op.
+ */
 void kr_upstream_resolve_cancel(struct kr_resolve *r);
 
 /*
  * Record broker addresses from a decoded Metadata response body (as the
  * broker sent it, before rewriting) seen in client traffic, and the
- * TopicIds of a Metadata v10+ body (kr_upstream_topics).
+ * TopicIds of a Metadata v10+ body (kr_upstream_topics).  body is
+ * borrowed for the call (host names and topic names are copied).  No
+ * error is returned: allocation failures only lose what was to be
+ * learned.  u or body NULL is a no-op.  Source: MetadataResponse.json.
  */
 void kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
                        int16_t api_key, int16_t api_version);
