@@ -68,6 +68,19 @@ struct kr_stats {
     uint64_t responses_dropped;         /* responses to Produce with
                                            Acks=0 (a broker that answers
                                            them), not passed on */
+    uint64_t bytes_copied;              /* debug (issue 4): forwarded
+                                           bytes copied in user space on
+                                           the cut-through path, by
+                                           krelay or by libevent for it
+                                           (evbuffer_remove_buffer
+                                           copying the part of a chain
+                                           before a frame boundary it
+                                           splits); header peeks into a
+                                           scratch buffer are reads, not
+                                           forwarded bytes, and are not
+                                           counted.  Held (rewritten)
+                                           frames are re-encoded and not
+                                           counted either */
 };
 
 /* One [listener] section: a bootstrap listener + one per NodeId. */

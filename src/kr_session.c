@@ -65,8 +65,9 @@
  *   proxy's config: conf_refresh picks it up before the next request.
  *
  *   backpressure (update_io): read the client only while up.out <
- *   max_buffer_bytes and fewer than max_inflight requests wait; read the
- *   upstream only while client.out < max_buffer_bytes.
+ *   max_buffer_bytes (and < KR_OUT_CHAINS chains) and fewer than
+ *   max_inflight requests wait; read the upstream only while client.out
+ *   < max_buffer_bytes (and < KR_OUT_CHAINS chains).
  *   timer (arm_timer): connect_timeout_ms until connected; then the head
  *   request's own wait + request_timeout_margin_ms; idle_timeout_ms when
  *   nothing is in flight.
@@ -84,11 +85,14 @@
  * evbuffer_reserve_space per readable event, and one writev
  * (evbuffer_write) per flush; events are added/removed only when the
  * backpressure state changes (bufferevents read 4 KiB at a time with an
- * ioctl per read: half the throughput, measured).  Bytes are moved, not
- * copied, except the tail of a chain split by a frame boundary
- * (evbuffer_remove_buffer copies that part) and small amounts added to
- * a backlog (move_bytes); when every byte read can be forwarded the
- * whole chain list moves (evbuffer_add_buffer).
+ * ioctl per read: half the throughput, measured).  Forwarded bytes are
+ * moved, never copied by krelay (move_bytes): when every byte read can
+ * be forwarded the whole chain list moves (evbuffer_add_buffer);
+ * otherwise evbuffer_remove_buffer moves whole chains and libevent
+ * copies the head of the one chain a frame boundary splits, only where
+ * parsing stopped at a frame boundary with the next frame incomplete or
+ * held (counted in stats.bytes_copied).  A backlog of mostly empty
+ * chains is bounded by counting chains (out_full), not by copying.
  */
 #include "config.h"
 
@@ -128,9 +132,13 @@
  * read takes a 256 KiB chain, not 512 KiB.
  */
 #define KR_CHAIN_HDR 128
-/* Below this many bytes (or a quarter of a read) forwarded bytes are
-   copied rather than moved as whole, mostly empty chains. */
-#define KR_COPY_MAX 4096
+/*
+ * An output holding this many chains (each up to KR_READ_MAX, however
+ * few bytes it carries) counts as full: forwarded bytes are moved as
+ * whole chains, never copied, so a backlog of small reads is bounded by
+ * its chain count as well as by max_buffer_bytes.
+ */
+#define KR_OUT_CHAINS 16
 #define KR_PEEK_SMALL 260           /* first copy of a frame's start */
 #define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
 
@@ -139,6 +147,7 @@ enum timer_kind {
 };
 
 static void session_free(struct kr_session *s);
+static bool out_full(struct evbuffer *out, size_t maxb);
 static void arm_timer(struct kr_session *s);
 static void rq_free(struct kr_rq *rq);
 static void audit_conn(struct kr_session *s, const char *event,
@@ -678,13 +687,13 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             e = fifo_first(s, &i);
             entry_str(e, desc, sizeof(desc));
             if (s->up.connected && !s->up.reading &&
-                evbuffer_get_length(s->client.out) >=
-                    (size_t)s->lc->max_buffer_bytes) {
+                out_full(s->client.out,
+                         (size_t)s->lc->max_buffer_bytes)) {
                 /* krelay stopped reading the upstream for backpressure:
                    the response may well be there, unread */
                 close_client(s, KR_LOG_WARN, "client is not reading its "
-                             "responses: %zu bytes wait for it (over "
-                             "max_buffer_bytes %" PRId64 "), so krelay "
+                             "responses: %zu bytes wait for it (buffer "
+                             "full: max_buffer_bytes %" PRId64 "), so krelay "
                              "paused reading upstream %s; %s waited %"
                              PRId64 " ms", evbuffer_get_length(s->client.out),
                              s->lc->max_buffer_bytes, s->upname, desc,
@@ -723,6 +732,19 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- backpressure and flushing ----------------------------------------- */
 
+/*
+ * True when out holds max_buffer_bytes, or KR_OUT_CHAINS chains (memory
+ * up to KR_OUT_CHAINS * KR_READ_MAX: chains moved keep their capacity).
+ */
+static bool
+out_full(struct evbuffer *out, size_t maxb)
+{
+    size_t len = evbuffer_get_length(out);
+
+    return len >= maxb ||
+           (len > 0 && evbuffer_peek(out, -1, NULL, NULL, 0) >= KR_OUT_CHAINS);
+}
+
 static void
 update_io(struct kr_session *s)
 {
@@ -734,11 +756,11 @@ update_io(struct kr_session *s)
     set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
                 !s->enforce_wait &&
-                evbuffer_get_length(s->up.out) < maxb &&
+                !out_full(s->up.out, maxb) &&
                 (s->paused_until_ms == 0 ||
                  kr_now_ms() >= s->paused_until_ms));
     set_reading(&s->up, s->up.connected && !s->draining &&
-                evbuffer_get_length(s->client.out) < maxb);
+                !out_full(s->client.out, maxb));
 }
 
 /*
@@ -833,28 +855,60 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
 }
 
 /*
- * Move the first n bytes of in (read with read_size) to out.  Whole
- * chains move without a copy.  But a chain moved into an output keeps
- * its whole capacity, so when out already holds bytes the peer has not
- * taken (a backlog that can grow to max_buffer_bytes), small amounts (a
- * few requests in a 256 KiB chain) are copied instead: the memory held
- * stays within 4x of the bytes held.  Without a backlog the chain is
- * written and freed at once, so it moves.
+ * How many of the first n bytes of in (0 < n < its length) lie in the
+ * chain that byte n is in: evbuffer_remove_buffer(in, out, n) moves the
+ * whole chains before that chain and copies these bytes (libevent 2.1:
+ * evbuffer_add of the head of the chain it splits).  0 when n falls on a
+ * chain boundary.  Walks the chains, 8 at a time (a few per 256 KiB).
+ */
+static size_t
+split_copy_len(struct evbuffer *in, size_t n)
+{
+    struct evbuffer_iovec v[8];
+    struct evbuffer_ptr pos;
+    size_t done = 0;
+    int i, k;
+
+    while (done < n) {
+        if (evbuffer_ptr_set(in, &pos, done, EVBUFFER_PTR_SET) != 0) {
+            return 0;
+        }
+        k = evbuffer_peek(in, (ev_ssize_t)(n - done), &pos, v, 8);
+        if (k <= 0) {
+            return 0;
+        }
+        for (i = 0; i < k && i < 8; i++) {
+            if (done + v[i].iov_len > n) {
+                return n - done;
+            }
+            done += v[i].iov_len;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Move the first n bytes of in to out, never copying them: the whole
+ * chain list when n is all of in (the common case: a read that ends
+ * inside a frame or at its end), else evbuffer_remove_buffer, which
+ * moves whole chains and copies only the head of a chain split by the
+ * frame boundary where parsing stopped (a next frame whose header is not
+ * complete yet, or one that is held): counted in stats.bytes_copied.
+ * A chain moved into an output keeps its whole capacity; memory held by
+ * a backlog of mostly empty chains is bounded in update_io (out_full),
+ * not by copying.
  */
 static void
-move_bytes(struct evbuffer *in, struct evbuffer *out, size_t n,
-           size_t read_size)
+move_bytes(struct kr_session *s, struct evbuffer *in, struct evbuffer *out,
+           size_t n)
 {
     if (n == 0) {
         return;
     }
-    if (evbuffer_get_length(out) > 0 &&
-        (n < KR_COPY_MAX || n < read_size / 4)) {
-        evbuffer_add(out, evbuffer_pullup(in, (ev_ssize_t)n), n);
-        evbuffer_drain(in, n);
-    } else if (n == evbuffer_get_length(in)) {
+    if (n >= evbuffer_get_length(in)) {
         evbuffer_add_buffer(out, in);
     } else {
+        s->p->stats.bytes_copied += split_copy_len(in, n);
         evbuffer_remove_buffer(in, out, n);
     }
 }
@@ -2072,7 +2126,7 @@ process_requests(struct kr_session *s)
         if (rc == 2) {
             /* keep the order: what was scanned goes first */
             s->p->stats.bytes_up += scan;
-            move_bytes(in, s->up.out, scan, s->client.read_size);
+            move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (rule_request(s, &nr) != 0) {
                 return -1;
@@ -2084,7 +2138,7 @@ process_requests(struct kr_session *s)
         }
     }
     s->p->stats.bytes_up += scan;
-    move_bytes(in, s->up.out, scan, s->client.read_size);
+    move_bytes(s, in, s->up.out, scan);
     return 0;
 }
 
@@ -2617,7 +2671,7 @@ process_responses(struct kr_session *s)
             e->rq != NULL && e->rq->ready) {
             /* built responses at the head go out before what follows */
             s->p->stats.bytes_down += scan;
-            move_bytes(in, s->client.out, scan, s->up.read_size);
+            move_bytes(s, in, s->client.out, scan);
             scan = 0;
             flush_ready(s);
             total = evbuffer_get_length(in);
@@ -2632,7 +2686,7 @@ process_responses(struct kr_session *s)
         }
         if (rc == 4) {
             s->p->stats.bytes_down += scan;
-            move_bytes(in, s->client.out, scan, s->up.read_size);
+            move_bytes(s, in, s->client.out, scan);
             scan = 0;
             s->rsp_drop = KR_FRAME_PREFIX + (uint64_t)flen;
             total = evbuffer_get_length(in);
@@ -2640,7 +2694,7 @@ process_responses(struct kr_session *s)
         }
         if (rc == 3) {
             s->p->stats.bytes_down += scan;
-            move_bytes(in, s->client.out, scan, s->up.read_size);
+            move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if (rule_response(s, idx, flen) != 0) {
                 return -1;
@@ -2652,7 +2706,7 @@ process_responses(struct kr_session *s)
         if (rc == 2) {
             /* keep the order: what was scanned goes first */
             s->p->stats.bytes_down += scan;
-            move_bytes(in, s->client.out, scan, s->up.read_size);
+            move_bytes(s, in, s->client.out, scan);
             scan = 0;
             e = fifo_head(s);
             if (held_response(s, e->api_key, e->api_version, flen) != 0) {
@@ -2662,7 +2716,7 @@ process_responses(struct kr_session *s)
         }
     }
     s->p->stats.bytes_down += scan;
-    move_bytes(in, s->client.out, scan, s->up.read_size);
+    move_bytes(s, in, s->client.out, scan);
     if (s->nready > 0) {
         flush_ready(s);
     }

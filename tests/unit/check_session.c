@@ -1513,6 +1513,75 @@ START_TEST(timeout_sasl_token)
 END_TEST
 
 /* A negative NodeId (not -1) is the broker's error, not the config's. */
+/*
+ * Issue 4: plaintext pass-through copies no forwarded byte in user space
+ * (stats.bytes_copied, counted by move_bytes, is 0).  20 Produce
+ * requests of 256 KiB of records each (echoed back: responses of the
+ * same size, cut-through) and a Fetch v11 (not held for rewriting) whose
+ * response carries 1 MiB, through a client with a 64 KiB receive buffer
+ * that stops reading for a while before each response.  One frame is in
+ * flight at a time, so every read krelay makes ends inside a frame or at
+ * its end: there is no frame boundary for libevent to split either.
+ */
+START_TEST(pass_through_zero_copy)
+{
+    struct bb all = { 0 }, one = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t at;
+    int i, k;
+
+    ck_assert(!kr_rewrite_wants(KR_API_FETCH, 11));
+    ck_assert(!kr_rewrite_wants(KR_API_PRODUCE, 3));
+    start();
+    c = cli_open(boot_port(), 65536);
+    for (i = 0; i <= 20; i++) {
+        one.n = 0;
+        exp.n = 0;
+        if (i < 20) {
+            T.fb.extra = 0;
+            req_produce(&one, 100 + i, 1, 256 * 1024);
+        } else {
+            /* Fetch v11: ReplicaId, MaxWaitMs, MinBytes, MaxBytes,
+               IsolationLevel, SessionId, SessionEpoch, Topics [],
+               ForgottenTopicsData [], RackId */
+            T.fb.extra = (1 << 20) - 256;
+            at = req_begin(&one, KR_API_FETCH, 11, 100 + i);
+            b32(&one, -1);
+            b32(&one, 500);
+            b32(&one, 1);
+            b32(&one, 1 << 20);
+            bput(&one, "", 1);
+            b32(&one, 0);
+            b32(&one, -1);
+            b32(&one, 0);
+            b32(&one, 0);
+            bstr(&one, "");
+            bend(&one, at);
+        }
+        bput(&all, one.b, one.n);
+        event_del(c->rev);      /* the client does not read for a while */
+        cli_send(c, one.b, one.n);
+        for (k = 0; k < 20; k++) {
+            pump_once();
+        }
+        event_add(c->rev, NULL);
+        expected_echo(&one, T.fb.extra, &exp);
+        cli_expect(c, &exp);
+    }
+    fake_expect(&all);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests, 21);
+    ck_assert_uint_eq(T.p->stats.responses, 21);
+    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    ck_assert_uint_ge(T.p->stats.bytes_down,
+                      20 * 256 * 1024 + (1 << 20) - 256);
+    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    free(all.b);
+    free(one.b);
+    free(exp.b);
+}
+END_TEST
+
 START_TEST(metadata_negative_node_id)
 {
     struct bb req = { 0 };
@@ -1574,6 +1643,7 @@ session_suite(void)
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
     tcase_add_test(tc, metadata_negative_node_id);
+    tcase_add_test(tc, pass_through_zero_copy);
     suite_add_tcase(s, tc);
     return s;
 }
