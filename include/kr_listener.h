@@ -9,6 +9,7 @@
 #ifndef KR_LISTENER_H
 #define KR_LISTENER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -55,6 +56,34 @@ int kr_listener_open(struct kr_listener *l, struct event_base *base,
                      const char *host, uint16_t port, int32_t node_id,
                      const char *label, int backlog, kr_accept_cb cb,
                      void *arg, char *err, size_t errlen) KR_MUST_CHECK;
+
+/*
+ * Resolve host:port the way kr_listener_open binds it (same host rules,
+ * first getaddrinfo answer; blocks) into ss/sslen.  label names the
+ * listener in the message.  Returns KR_OK, or KR_ERROR with a message
+ * ("listen host:9092 (NodeId 3): Name or service not known") in err.
+ */
+int kr_listener_resolve(const char *host, uint16_t port, const char *label,
+                        struct sockaddr_storage *ss, socklen_t *sslen,
+                        char *err, size_t errlen) KR_MUST_CHECK;
+
+/*
+ * Is l open and bound to exactly sa (family, address and port; a
+ * requested port 0 never matches)?  Lets a reload hand a running socket
+ * to a new listener instead of closing and binding it again.
+ */
+bool kr_listener_bound_to(const struct kr_listener *l,
+                          const struct sockaddr *sa, socklen_t salen);
+
+/*
+ * Move src's open socket into dst (its storage, contents overwritten):
+ * dst gets node_id, label, cb and arg, src's address, and src's
+ * evconnlistener with its accept queue untouched; src is left closed.
+ * Never fails; src must be open.
+ */
+void kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
+                      int32_t node_id, const char *label, kr_accept_cb cb,
+                      void *arg);
 
 /* Stop accepting and close the socket.  Idempotent. */
 void kr_listener_close(struct kr_listener *l);

@@ -171,7 +171,10 @@ void kr_proxy_stop(struct kr_proxy *p);
  * level, the audit sink and the per-listener limits; listeners are
  * opened and closed as configured (a listener section is kept when its
  * name, listen address and broker ports are unchanged); existing
- * connections stay open.  [upstream] changes need a restart (logged).
+ * connections stay open.  New listeners are bound before any running one
+ * is touched, and a socket on an unchanged address is handed over, not
+ * bound again; if a bind fails only the new sockets are closed and the
+ * reload is refused.  [upstream] changes need a restart (logged).
  * An invalid config is refused: every error is logged as FILE:LINE and
  * the old config stays.  Returns KR_OK or KR_ERROR.
  */

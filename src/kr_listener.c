@@ -55,21 +55,14 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 }
 
 int
-kr_listener_open(struct kr_listener *l, struct event_base *base,
-                 const char *host, uint16_t port, int32_t node_id,
-                 const char *label, int backlog, kr_accept_cb cb, void *arg,
-                 char *err, size_t errlen)
+kr_listener_resolve(const char *host, uint16_t port, const char *label,
+                    struct sockaddr_storage *ss, socklen_t *sslen, char *err,
+                    size_t errlen)
 {
     struct addrinfo hints, *res = NULL;
     char portstr[8];
-    evutil_socket_t fd = -1;
-    int rc, on = 1;
+    int rc;
 
-    memset(l, 0, sizeof(*l));
-    l->node_id = node_id;
-    l->cb = cb;
-    l->arg = arg;
-    snprintf(l->label, sizeof(l->label), "%s", label);
     if (host == NULL || host[0] == '\0' || strcmp(host, "*") == 0) {
         host = "0.0.0.0";
     }
@@ -79,33 +72,64 @@ kr_listener_open(struct kr_listener *l, struct event_base *base,
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     snprintf(portstr, sizeof(portstr), "%u", port);
     rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0 || res == NULL) {
+    if (rc != 0 || res == NULL ||
+        res->ai_addrlen > (socklen_t)sizeof(*ss)) {
         snprintf(err, errlen, "listen %s:%u (%s): %s", host, port, label,
                  rc != 0 ? gai_strerror(rc) : "no address");
+        if (res != NULL) {
+            freeaddrinfo(res);
+        }
         return KR_ERROR;
     }
-    fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                0);
+    memset(ss, 0, sizeof(*ss));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *sslen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return KR_OK;
+}
+
+int
+kr_listener_open(struct kr_listener *l, struct event_base *base,
+                 const char *host, uint16_t port, int32_t node_id,
+                 const char *label, int backlog, kr_accept_cb cb, void *arg,
+                 char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    evutil_socket_t fd = -1;
+    int on = 1;
+
+    memset(l, 0, sizeof(*l));
+    l->node_id = node_id;
+    l->cb = cb;
+    l->arg = arg;
+    snprintf(l->label, sizeof(l->label), "%s", label);
+    if (kr_listener_resolve(host, port, label, &ss, &sslen, err, errlen)
+        != KR_OK) {
+        return KR_ERROR;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket for %s:%u (%s): %s", host, port,
+        char a[64];
+
+        snprintf(err, errlen, "socket for %s (%s): %s",
+                 kr_sockaddr_str((struct sockaddr *)&ss, sslen, a,
+                                 sizeof(a)),
                  label, strerror(errno));
-        freeaddrinfo(res);
         return KR_ERROR;
     }
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+    if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, backlog) != 0) {
         char a[64];
 
         snprintf(err, errlen, "bind %s (%s): %s",
-                 kr_sockaddr_str(res->ai_addr, res->ai_addrlen, a,
+                 kr_sockaddr_str((struct sockaddr *)&ss, sslen, a,
                                  sizeof(a)),
                  label, strerror(errno));
         close(fd);
-        freeaddrinfo(res);
         return KR_ERROR;
     }
-    freeaddrinfo(res);
     l->addrlen = sizeof(l->addr);
     if (getsockname(fd, (struct sockaddr *)&l->addr, &l->addrlen) != 0) {
         l->addrlen = 0;
@@ -122,6 +146,56 @@ kr_listener_open(struct kr_listener *l, struct event_base *base,
         return KR_ERROR;
     }
     return KR_OK;
+}
+
+bool
+kr_listener_bound_to(const struct kr_listener *l, const struct sockaddr *sa,
+                     socklen_t salen)
+{
+    if (l->evl == NULL || sa == NULL || sa->sa_family != l->addr.ss_family) {
+        return false;
+    }
+    if (sa->sa_family == AF_INET &&
+        salen >= (socklen_t)sizeof(struct sockaddr_in) &&
+        l->addrlen >= (socklen_t)sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        const struct sockaddr_in *b = (const struct sockaddr_in *)&l->addr;
+
+        return a->sin_port != 0 && a->sin_port == b->sin_port &&
+               a->sin_addr.s_addr == b->sin_addr.s_addr;
+    }
+    if (sa->sa_family == AF_INET6 &&
+        salen >= (socklen_t)sizeof(struct sockaddr_in6) &&
+        l->addrlen >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&l->addr;
+
+        return a->sin6_port != 0 && a->sin6_port == b->sin6_port &&
+               a->sin6_scope_id == b->sin6_scope_id &&
+               memcmp(&a->sin6_addr, &b->sin6_addr,
+                      sizeof(a->sin6_addr)) == 0;
+    }
+    return false;
+}
+
+void
+kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
+                 int32_t node_id, const char *label, kr_accept_cb cb,
+                 void *arg)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->node_id = node_id;
+    dst->cb = cb;
+    dst->arg = arg;
+    snprintf(dst->label, sizeof(dst->label), "%s", label);
+    memcpy(&dst->addr, &src->addr, sizeof(dst->addr));
+    dst->addrlen = src->addrlen;
+    memcpy(dst->addrstr, src->addrstr, sizeof(dst->addrstr));
+    dst->evl = src->evl;
+    src->evl = NULL;
+    if (dst->evl != NULL) {
+        evconnlistener_set_cb(dst->evl, accept_cb, dst);
+    }
 }
 
 void

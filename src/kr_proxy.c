@@ -110,36 +110,99 @@ accept_cb(struct kr_listener *l, evutil_socket_t fd,
     (void)kr_session_new(p, g, l, fd, sa, salen);
 }
 
+/*
+ * Listener i of [listener] lc: its NodeId (KR_NODE_BOOTSTRAP for i 0)
+ * and label into n and label; returns its port (maybe out of range).
+ */
+static long
+listener_slot(const struct kr_listener_conf *lc, int i, int32_t *n,
+              char *label, size_t len)
+{
+    const char *pre = lc->name != NULL && lc->name[0] ? lc->name : NULL;
+
+    if (i == 0) {
+        *n = KR_NODE_BOOTSTRAP;
+        snprintf(label, len, "%s%sbootstrap", pre ? pre : "",
+                 pre ? "/" : "");
+        return lc->listen.port;
+    }
+    *n = lc->node_id_min + (i - 1);
+    snprintf(label, len, "%s%sNodeId %d", pre ? pre : "", pre ? "/" : "",
+             (int)*n);
+    return (long)lc->broker_port_base + *n;
+}
+
+/*
+ * A reload's running sockets that new listeners may take over: the open
+ * listeners of the groups it drops.  Each is promised to one new
+ * listener at most.
+ */
+struct kr_reuse {
+    struct kr_group **drop;             /* groups the reload drops */
+    int ndrop;
+    struct kr_listener **claimed;       /* promised so far */
+    int nclaimed;
+};
+
+/* The unpromised running listener bound to sa, or NULL; promises it. */
+static struct kr_listener *
+reuse_claim(struct kr_reuse *ru, const struct sockaddr *sa, socklen_t salen)
+{
+    int j, k, c;
+
+    for (j = 0; j < ru->ndrop; j++) {
+        struct kr_group *g = ru->drop[j];
+
+        for (k = 0; g->listeners != NULL && k < g->nlisteners; k++) {
+            struct kr_listener *l = &g->listeners[k];
+            bool taken = false;
+
+            if (!kr_listener_bound_to(l, sa, salen)) {
+                continue;
+            }
+            for (c = 0; c < ru->nclaimed && !taken; c++) {
+                taken = ru->claimed[c] == l;
+            }
+            if (!taken) {
+                ru->claimed[ru->nclaimed++] = l;
+                return l;
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Open the listeners of g (g->lc).  At start ru and take are NULL: every
+ * listener is bound and logged.  In a reload, a listener whose address
+ * a socket of ru already listens on is not bound: that listener goes in
+ * take[i] (nlisteners slots, caller frees) for kr_listener_take at
+ * commit; the others are bound but not logged yet (commit does).  On
+ * KR_ERROR (message in err) the caller closes what g has open.
+ */
 static int
-open_group(struct kr_proxy *p, struct kr_group *g, char *err, size_t errlen)
+open_group(struct kr_proxy *p, struct kr_group *g, struct kr_reuse *ru,
+           struct kr_listener ***take, char *err, size_t errlen)
 {
     const struct kr_listener_conf *lc = g->lc;
     char label[48];
-    const char *pre = lc->name != NULL && lc->name[0] ? lc->name : NULL;
     int32_t n;
     int i;
     long port;
 
     g->nlisteners = 1 + (lc->node_id_max - lc->node_id_min + 1);
     g->listeners = calloc((size_t)g->nlisteners, sizeof(*g->listeners));
-    if (g->listeners == NULL) {
+    if (take != NULL) {
+        *take = calloc((size_t)g->nlisteners, sizeof(**take));
+    }
+    if (g->listeners == NULL || (take != NULL && *take == NULL)) {
         snprintf(err, errlen, "out of memory");
         return KR_ERROR;
     }
     for (i = 0; i < g->nlisteners; i++) {
         struct kr_listener *l = &g->listeners[i];
 
-        if (i == 0) {
-            n = KR_NODE_BOOTSTRAP;
-            port = lc->listen.port;
-            snprintf(label, sizeof(label), "%s%sbootstrap", pre ? pre : "",
-                     pre ? "/" : "");
-        } else {
-            n = lc->node_id_min + (i - 1);
-            port = (long)lc->broker_port_base + n;
-            snprintf(label, sizeof(label), "%s%sNodeId %d", pre ? pre : "",
-                     pre ? "/" : "", (int)n);
-        }
+        port = listener_slot(lc, i, &n, label, sizeof(label));
         if (port < 0 || port > 65535) {
             snprintf(err, errlen, "%s:%d: listener %s: port %ld out of range "
                      "(broker_port_base + NodeId)", p->cref->conf->path
@@ -147,14 +210,57 @@ open_group(struct kr_proxy *p, struct kr_group *g, char *err, size_t errlen)
                      port);
             return KR_ERROR;
         }
+        if (ru != NULL && take != NULL) {
+            struct sockaddr_storage ss;
+            socklen_t sslen;
+
+            if (kr_listener_resolve(lc->listen.host, (uint16_t)port, label,
+                                    &ss, &sslen, err, errlen) != KR_OK) {
+                return KR_ERROR;
+            }
+            (*take)[i] = reuse_claim(ru, (struct sockaddr *)&ss, sslen);
+            if ((*take)[i] != NULL) {
+                continue;
+            }
+        }
         if (kr_listener_open(l, p->base, lc->listen.host, (uint16_t)port, n,
                              label, KR_LISTEN_BACKLOG, accept_cb, g, err,
                              errlen) != KR_OK) {
             return KR_ERROR;
         }
-        kr_log_info("listening on %s (%s)", l->addrstr, l->label);
+        if (ru == NULL) {
+            kr_log_info("listening on %s (%s)", l->addrstr, l->label);
+        }
     }
     return KR_OK;
+}
+
+/*
+ * Reload commit for a new group g: move in the sockets promised in take
+ * (NULL: none) and log every listener.  Cannot fail.
+ */
+static void
+commit_group(struct kr_group *g, struct kr_listener **take)
+{
+    char label[48];
+    int32_t n;
+    int i;
+
+    for (i = 0; i < g->nlisteners; i++) {
+        struct kr_listener *l = &g->listeners[i];
+
+        if (take != NULL && take[i] != NULL) {
+            char was[48];
+
+            snprintf(was, sizeof(was), "%s", take[i]->label);
+            (void)listener_slot(g->lc, i, &n, label, sizeof(label));
+            kr_listener_take(l, take[i], n, label, accept_cb, g);
+            kr_log_info("listening on %s (%s): the socket of %s, kept open",
+                        l->addrstr, l->label, was);
+        } else {
+            kr_log_info("listening on %s (%s)", l->addrstr, l->label);
+        }
+    }
 }
 
 static void
@@ -276,7 +382,7 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
         g->p = p;
         g->lc = lc;
         g->up = ui >= 0 && ui < p->nups ? p->ups[ui] : NULL;
-        if (open_group(p, g, err, errlen) != KR_OK) {
+        if (open_group(p, g, NULL, NULL, err, errlen) != KR_OK) {
             close_listeners(p);
             return KR_ERROR;
         }
@@ -504,6 +610,32 @@ log_lines(int level, const char *prefix, const char *text)
     }
 }
 
+/* Is g one of the running groups (kept by a reload)? */
+static bool
+is_running(const struct kr_proxy *p, const struct kr_group *g)
+{
+    int j;
+
+    for (j = 0; j < p->ngroups; j++) {
+        if (p->groups[j] == g) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Free a reload's per-group take arrays (n slots; NULL is a no-op). */
+static void
+free_take(struct kr_listener ***take, int n)
+{
+    int i;
+
+    for (i = 0; take != NULL && i < n; i++) {
+        free(take[i]);
+    }
+    free(take);
+}
+
 int
 kr_proxy_reload(struct kr_proxy *p, const char *path)
 {
@@ -533,7 +665,9 @@ reload(struct kr_proxy *p, const char *path, const char *by)
     char *errs = NULL, err[512];
     size_t elen = 0;
     FILE *ef;
-    int i, j, rc, opened = 0;
+    struct kr_listener ***take = NULL;
+    struct kr_reuse ru = { NULL, 0, NULL, 0 };
+    int i, j, rc, opened = 0, nclaim = 0;
 
     if (p->stopping) {
         return KR_ERROR;
@@ -604,11 +738,26 @@ reload(struct kr_proxy *p, const char *path, const char *by)
             }
         }
     }
-    /* close the dropped ones first: a new section may reuse a port */
-    for (j = 0; j < p->ngroups; j++) {
+    /*
+     * Bind every new listener before touching a running one, so that a
+     * refused reload leaves them all as they were.  A new listener on
+     * the address of a dropped group's listener takes that socket over
+     * at commit (no close and rebind: its accept queue stays).
+     */
+    take = calloc((size_t)(nc->nlisteners ? nc->nlisteners : 1),
+                  sizeof(*take));
+    ru.drop = calloc((size_t)(p->ngroups ? p->ngroups : 1),
+                     sizeof(*ru.drop));
+    for (j = 0; ru.drop != NULL && j < p->ngroups; j++) {
         if (!kept[j]) {
-            close_group(p->groups[j]);
+            ru.drop[ru.ndrop++] = p->groups[j];
+            nclaim += p->groups[j]->nlisteners;
         }
+    }
+    ru.claimed = calloc((size_t)(nclaim ? nclaim : 1), sizeof(*ru.claimed));
+    if (take == NULL || ru.drop == NULL || ru.claimed == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto undo;
     }
     for (i = 0; i < nc->nlisteners; i++) {
         const struct kr_listener_conf *lc = &nc->listeners[i];
@@ -629,7 +778,7 @@ reload(struct kr_proxy *p, const char *path, const char *by)
         ui = lc->up != NULL ? find_upstream(p, lc->up) : 0;
         g->up = ui >= 0 && ui < p->nups ? p->ups[ui] : NULL;
         opened++;
-        if (open_group(p, g, err, sizeof(err)) != KR_OK) {
+        if (open_group(p, g, &ru, &take[i], err, sizeof(err)) != KR_OK) {
             goto undo;
         }
     }
@@ -645,6 +794,15 @@ reload(struct kr_proxy *p, const char *path, const char *by)
     nref->refs = 1;
     for (i = 0; i < nc->nlisteners; i++) {
         ng[i]->lc = &nc->listeners[i];
+        if (!is_running(p, ng[i])) {
+            commit_group(ng[i], take[i]);
+        }
+    }
+    /* what no new listener took over closes now */
+    for (j = 0; j < p->ngroups; j++) {
+        if (!kept[j]) {
+            close_group(p->groups[j]);
+        }
     }
     for (j = 0; j < p->ngroups; j++) {
         struct kr_group *g = p->groups[j], **og;
@@ -701,6 +859,9 @@ reload(struct kr_proxy *p, const char *path, const char *by)
         }
     }
     free(kept);
+    free_take(take, nc->nlisteners);
+    free(ru.drop);
+    free(ru.claimed);
     p->reloads++;
     kr_log_notice("%s%sreloaded %s: %d listener group%s (%d new), %d "
                   "rule%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
@@ -711,27 +872,10 @@ reload(struct kr_proxy *p, const char *path, const char *by)
     return KR_OK;
 
 undo:
+    /* only the sockets bound for the new config close: nothing moved */
     for (i = 0; ng != NULL && i < nc->nlisteners; i++) {
-        bool old_one = false;
-
-        for (j = 0; j < p->ngroups; j++) {
-            old_one = old_one || ng[i] == p->groups[j];
-        }
-        if (ng[i] != NULL && !old_one) {
+        if (ng[i] != NULL && !is_running(p, ng[i])) {
             free_group(ng[i]);
-        }
-    }
-    /* reopen what was closed for the new config */
-    for (j = 0; kept != NULL && j < p->ngroups; j++) {
-        char e2[256];
-
-        if (!kept[j]) {
-            free(p->groups[j]->listeners);
-            p->groups[j]->listeners = NULL;
-            if (open_group(p, p->groups[j], e2, sizeof(e2)) != KR_OK) {
-                kr_log_error("reload: cannot reopen %s: %s",
-                             p->groups[j]->lc->name, e2);
-            }
         }
     }
 refuse:
@@ -740,6 +884,9 @@ refuse:
                  err);
     free(ng);
     free(kept);
+    free_take(take, nc->nlisteners);
+    free(ru.drop);
+    free(ru.claimed);
     if (nau != NULL) {
         kr_audit_close(nau);
     }

@@ -81,6 +81,72 @@ done
 grep -q "reload refused: $CONF:$BAD_LINE: 'api': bad value 'NoSuchApi'" \
     "$W/krelay.log" || kr_fail "broken config: no FILE:LINE error logged"
 
+# The inode of the socket listening on 127.0.0.1:PORT (/proc/net/tcp):
+# the same inode is the same socket, never closed and bound again.
+listen_inode() {
+    local hex
+    hex=$(printf '%04X' "$1")
+    awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p {
+        print $10; exit }' /proc/net/tcp
+}
+# kr_log lines that say PORT was (re)bound
+listening_lines() {
+    grep -c "listening on 127.0.0.1:$1 " "$W/krelay.log"
+}
+refusals() {
+    grep -c "reload of .* refused" "$W/krelay.log"
+}
+
+# 3. a refused reload that drops [listener extra] and adds a listener
+# that cannot bind (its broker ports are the mock's): the running extra
+# listener is never touched (same socket, not reopened, still listening)
+INODE=$(listen_inode "$EXTRA_PORT")
+[ -n "$INODE" ] || kr_fail "no listening socket on $EXTRA_PORT"
+NLISTEN=$(listening_lines "$EXTRA_PORT")
+NREF=$(refusals)
+CLASH_PORT=$((EXTRA_PORT + 4))
+sed '/^\[listener extra\]$/,$d' "$W/krelay-good.ini" >"$CONF"
+cat >>"$CONF" <<EOR
+[listener clash]
+listen = 127.0.0.1:$CLASH_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $KR_MOCK_BASE
+node_id_min = 1
+node_id_max = 3
+EOR
+grep -q '^\[listener extra\]' "$CONF" && kr_fail "test bug: extra kept"
+kill -HUP "$KR_KRELAY_PID"
+for _ in $(seq 50); do
+    [ "$(refusals)" -gt "$NREF" ] && break
+    sleep 0.1
+done
+[ "$(refusals)" -gt "$NREF" ] || kr_fail "the clashing reload was not refused"
+grep -q "refused: bind 127.0.0.1:$((KR_MOCK_BASE + 1)) (clash/NodeId 1)" \
+    "$W/krelay.log" || kr_fail "the refusal does not name the clashing bind"
+[ "$(listening_lines "$EXTRA_PORT")" -eq "$NLISTEN" ] ||
+    kr_fail "the refused reload reopened the running listener $EXTRA_PORT"
+[ "$(listen_inode "$EXTRA_PORT")" = "$INODE" ] ||
+    kr_fail "the refused reload replaced the socket of $EXTRA_PORT"
+kr_listening "$CLASH_PORT" &&
+    kr_fail "the refused reload left $CLASH_PORT listening"
+
+# 4. a valid reload renaming [listener extra] (same addresses): the new
+# group takes the running sockets over, none is closed and bound again
+sed 's/^\[listener extra\]$/[listener extra2]/' "$W/krelay-good.ini" >"$CONF"
+kill -HUP "$KR_KRELAY_PID"
+for _ in $(seq 50); do
+    grep -q "\[listener extra\] removed" "$W/krelay.log" && break
+    sleep 0.1
+done
+TOOK="listening on 127.0.0.1:$EXTRA_PORT (extra2/bootstrap): the socket"
+TOOK="$TOOK of extra/bootstrap, kept open"
+grep -qF "$TOOK" "$W/krelay.log" ||
+    kr_fail "the renamed listener did not take the socket over"
+[ "$(listen_inode "$EXTRA_PORT")" = "$INODE" ] ||
+    kr_fail "the rename reload replaced the socket of $EXTRA_PORT"
+[ "$(listen_inode "$((EXTRA_PORT + 3))")" = "" ] &&
+    kr_fail "NodeId 3 of the renamed listener is not listening"
+
 wait "$PRODUCER" || kr_fail "producer failed"
 cat "$W/producer.txt"
 grep -qx "delivered 600 failed 0" "$W/producer.txt" ||
