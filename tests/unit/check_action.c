@@ -23,6 +23,7 @@
 #include "kr_codec.h"
 #include "kr_json.h"
 #include "kr_kerr.h"
+#include "kr_test.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -68,41 +69,8 @@ keep(uint8_t *p)
     return p;
 }
 
-/* The value at path ("Topics[0].Partitions[1].Partition") below n. */
-static struct kr_val *
-val_at(const struct kr_node *n, const char *path)
-{
-    char buf[256], *comp, *save = NULL;
-    struct kr_val *val = NULL;
-
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (comp = strtok_r(buf, ".", &save); comp != NULL;
-         comp = strtok_r(NULL, ".", &save)) {
-        char *br = strchr(comp, '[');
-
-        if (n == NULL) {
-            return NULL;
-        }
-        if (br != NULL) {
-            *br = '\0';
-        }
-        val = kr_node_get(n, comp);
-        if (val == NULL) {
-            return NULL;
-        }
-        while (br != NULL) {
-            unsigned long i = strtoul(br + 1, &br, 10);
-
-            if (val->u.arr == NULL || i >= val->u.arr->n) {
-                return NULL;
-            }
-            val = &val->u.arr->items[i];
-            br = strchr(br, '[');
-        }
-        n = val->u.node;
-    }
-    return val;
-}
+/* The value at path below n (kr_test.h). */
+#define val_at(n, path) kr_test_val_at((n), (path))
 
 /* True when the field at path exists at the node's version. */
 static bool

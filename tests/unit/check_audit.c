@@ -21,6 +21,7 @@
 #include "kr_audit.h"
 #include "kr_json.h"
 #include "kr_topics.h"
+#include "kr_test.h"
 #include "tree_fill.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -52,48 +53,13 @@ teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* JSON text -> tree -> bytes -> decoded tree in m (arena-owned). */
+/* JSON text -> decoded tree in m (kr_test.h); the frame is kept until
+   teardown. */
 static void
 build(const char *text, struct kr_msg *m)
 {
-    struct kr_arena tmp;
-    struct kr_json_recbuf recs;
-    struct kr_codec_err err;
-    struct kr_wbuf w;
-    struct kr_msg built;
-    json_error_t jerr;
-    struct iovec iov;
-    struct kr_rbuf rb;
-    json_t *j;
-    uint8_t *out;
-    int rc;
-
-    j = json_loads(text, 0, &jerr);
-    ck_assert_msg(j != NULL, "bad test JSON: %s", jerr.text);
-    kr_arena_init(&tmp, 0);
-    memset(&recs, 0, sizeof(recs));
-    memset(&w, 0, sizeof(w));
-    memset(&err, 0, sizeof(err));
-    rc = kr_json_to_msg(&tmp, j, &recs, &built, &err);
-    ck_assert_msg(rc == KR_OK, "to msg: %d %s at %s", rc, err.msg, err.path);
-    rc = kr_encode_msg(&built, &w, &err);
-    ck_assert_msg(rc == KR_OK, "encode: %d %s at %s", rc, err.msg, err.path);
-    out = kr_wbuf_flatten(&w, recs.p, recs.len);
-    ck_assert_ptr_nonnull(out);
-    ck_assert_uint_lt(nframes, 16);
-    frames[nframes++] = out;
-    kr_rbuf_init_flat(&rb, &iov, out, w.total);
-    if (built.dir == KR_DIR_REQUEST) {
-        rc = kr_decode_request(&arena, &rb, KR_DEC_STRICT, m, &err);
-    } else {
-        rc = kr_decode_response(&arena, &rb, built.api_key,
-                                built.api_version, KR_DEC_STRICT, m, &err);
-    }
-    ck_assert_msg(rc == KR_OK, "decode: %d %s at %s", rc, err.msg, err.path);
-    kr_wbuf_free(&w);
-    kr_json_recbuf_free(&recs);
-    kr_arena_free(&tmp);
-    json_decref(j);
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    frames[nframes++] = kr_test_build(&arena, text, m);
 }
 
 static void

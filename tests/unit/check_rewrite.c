@@ -21,6 +21,7 @@
 #include "kr_schema.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
+#include "kr_test.h"
 
 #define ADV_HOST "proxy.local"
 #define PORT_BASE 19000
@@ -51,61 +52,14 @@ teardown(void)
 
 /* ---- tree building ------------------------------------------------------ */
 
-static struct kr_val *
-fld(struct kr_node *n, const char *name)
-{
-    struct kr_val *v = kr_node_get(n, name);
-
-    ck_assert_msg(v != NULL, "no field %s in %s", name,
-                  kr_structs[n->struct_id].name);
-    return v;
-}
-
-static void
-set_i(struct kr_node *n, const char *name, int64_t x)
-{
-    struct kr_val *v = fld(n, name);
-
-    v->u.i = x;
-    v->present = 1;
-}
-
-static void
-set_s(struct kr_node *n, const char *name, const char *s)
-{
-    struct kr_val *v = fld(n, name);
-
-    v->u.s.p = (const uint8_t *)s;
-    v->u.s.len = (int32_t)strlen(s);
-    v->is_null = 0;
-    v->present = 1;
-}
+/* Shared tree helpers (kr_test.h) under this file's short names. */
+#define fld(n, name) kr_test_fld((n), (name))
+#define set_i(n, name, x) kr_test_set_i((n), (name), (x))
+#define set_s(n, name, s) kr_test_set_s((n), (name), (s))
+#define set_arr(n, name, cnt) kr_test_set_arr(&arena, (n), (name), (cnt))
+#define elem(a, i) kr_test_elem((a), (i))
 
 /* A struct array of cnt elements in field name (tagged fields too). */
-static struct kr_array *
-set_arr(struct kr_node *n, const char *name, uint32_t cnt)
-{
-    int idx = kr_struct_field_index(n->struct_id, name);
-    const struct kr_field_desc *f;
-    struct kr_array *a;
-
-    ck_assert_int_ge(idx, 0);
-    f = kr_node_field(n, (unsigned)idx);
-    a = kr_array_new(&arena, (enum kr_type)f->elem_type, f->struct_id, cnt,
-                     n->version);
-    ck_assert_ptr_nonnull(a);
-    n->vals[idx].u.arr = a;
-    n->vals[idx].is_null = 0;
-    n->vals[idx].present = 1;
-    return a;
-}
-
-static struct kr_node *
-elem(struct kr_array *a, uint32_t i)
-{
-    return a->items[i].u.node;
-}
-
 static struct kr_msg
 rsp_new(int16_t key, int16_t ver)
 {
