@@ -225,6 +225,20 @@ int kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
                      unsigned flags, struct kr_node **out,
                      struct kr_codec_err *err) KR_MUST_CHECK;
 
+/*
+ * Decode only the tagged-field section of struct sid at version v (a
+ * flexible version) from rb at *off, advancing *off past it: the bytes
+ * that follow a body's last untagged field, which kr_scan (kr_scan.h)
+ * leaves as a streamed frame's tail.  *out is a new node whose untagged
+ * fields hold their defaults with .present = 0 and whose tagged fields
+ * are as kr_decode_struct leaves them (unknown tags kept).  Same results
+ * and ownership as kr_decode_struct.
+ */
+int kr_decode_tags(struct kr_arena *arena, const struct kr_rbuf *rb,
+                   size_t *off, uint16_t sid, int16_t v, unsigned flags,
+                   struct kr_node **out,
+                   struct kr_codec_err *err) KR_MUST_CHECK;
+
 /* ---- encode ------------------------------------------------------------- */
 
 /*
@@ -265,6 +279,15 @@ int kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
 int kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
                      struct kr_wbuf *w,
                      struct kr_codec_err *err) KR_MUST_CHECK;
+
+/*
+ * Encode only n's tagged-field section at version v (the reverse of
+ * kr_decode_tags: the count, then every present tagged field and every
+ * unknown one, ascending by tag) into w (appended).  Untagged fields are
+ * not written.  Same results as kr_encode_struct.
+ */
+int kr_encode_tags(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
+                   struct kr_codec_err *err) KR_MUST_CHECK;
 
 /*
  * Contiguous result: w's bytes with every records slice copied in from

@@ -1311,6 +1311,51 @@ kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
     return rc;
 }
 
+int
+kr_decode_tags(struct kr_arena *arena, const struct kr_rbuf *rb,
+               size_t *off, uint16_t sid, int16_t v, unsigned flags,
+               struct kr_node **out, struct kr_codec_err *err)
+{
+    struct kr_codec_err scratch;
+    const struct kr_struct_desc *sd;
+    struct kr_node *node;
+    struct dec d;
+    unsigned i;
+    int rc;
+
+    if (err == NULL) {
+        err = &scratch;
+    }
+    err_clear(err);
+    d_init(&d, arena, rb, *off, flags, err);
+    if (*off > d.total) {
+        return err_set(err, KR_EPROTO, *off, "offset past end (%zu bytes)",
+                       d.total);
+    }
+    if (sid >= kr_nstructs) {
+        return err_set(err, KR_EPROTO, *off, "no struct %u", (unsigned)sid);
+    }
+    sd = &kr_structs[sid];
+    node = node_alloc(arena, sid, v);
+    if (node == NULL) {
+        return err_set(err, KR_ENOMEM, *off, "arena exhausted");
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        if (val_default(arena, &kr_fields[sd->first_field + i], v,
+                        &node->vals[i], 1) != KR_OK) {
+            return err_set(err, KR_ENOMEM, *off, "arena exhausted");
+        }
+    }
+    d.depth = 1;
+    rc = dec_tags(&d, sd, v, node);
+    if (rc != KR_OK) {
+        return rc;
+    }
+    *off = d_off(&d);
+    *out = node;
+    return KR_OK;
+}
+
 /* Copy up to n bytes at payload offset 0 into dst; returns bytes copied. */
 static size_t
 d_peek(struct dec *d, uint8_t *dst, size_t n)
@@ -1974,6 +2019,44 @@ kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
         return e_fail(&e, "no struct to encode");
     }
     rc = enc_struct(&e, n, n->struct_id, v, flexible);
+    w_total(w);
+    if (rc == KR_OK && w->failed) {
+        rc = err_set(err, KR_ENOMEM, w->len - e.base, "out of memory");
+    }
+    return rc;
+}
+
+int
+kr_encode_tags(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
+               struct kr_codec_err *err)
+{
+    struct kr_codec_err scratch;
+    const struct kr_struct_desc *sd;
+    uint32_t ntag = 0;
+    struct enc e;
+    unsigned i;
+    int rc;
+
+    if (err == NULL) {
+        err = &scratch;
+    }
+    err_clear(err);
+    e.w = w;
+    e.err = err;
+    e.base = w->len;
+    e.depth = 1;
+    if (n == NULL || n->struct_id >= kr_nstructs || n->vals == NULL) {
+        return e_fail(&e, "no struct to encode");
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if (kr_vrange_has(f->versions, v) && field_tagged_at(f, v)) {
+            ntag += n->vals[i].present != 0;
+        }
+    }
+    rc = enc_tags(&e, n, sd, v, ntag);
     w_total(w);
     if (rc == KR_OK && w->failed) {
         rc = err_set(err, KR_ENOMEM, w->len - e.base, "out of memory");

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kr_codec.h"
+#include "kr_scan.h"
 #include "kr_test.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -1233,6 +1234,276 @@ START_TEST(test_all_random)
 }
 END_TEST
 
+/* ---- the resumable scanner (kr_scan) ------------------------------------- */
+
+/*
+ * Scan p[0..plen) fed in pieces of the sizes step() picks; returns the
+ * status and the offset reached.  A piece after the scanner stopped is
+ * never consumed.
+ */
+static int
+scan_pieces(int16_t key, int16_t v, enum kr_dir d, const uint8_t *p,
+            size_t plen, uint64_t limit, uint64_t *seed, int mode,
+            uint64_t *off)
+{
+    struct kr_scan sc;
+    size_t at = 0, used, n;
+    int rc;
+
+    ck_assert_int_eq(kr_scan_init(&sc, key, v, d == KR_DIR_RESPONSE, limit),
+                     KR_OK);
+    for (;;) {
+        n = mode == 0 ? plen - at : mode == 1 ? 1
+                      : 1 + rndn(seed, (uint32_t)(plen / 3 + 1));
+        if (n > plen - at) {
+            n = plen - at;
+        }
+        rc = kr_scan_feed(&sc, n > 0 ? p + at : NULL, n, &used);
+        ck_assert_uint_le(used, n);
+        at += used;
+        ck_assert_uint_eq(sc.off, at);
+        if (rc != KR_AGAIN) {
+            break;
+        }
+        ck_assert_uint_eq(used, n);     /* AGAIN consumed everything */
+        if (at == plen) {
+            break;
+        }
+    }
+    *off = sc.off;
+    if (rc == KR_EPROTO && getenv("KR_SCAN_DEBUG") != NULL) {
+        fprintf(stderr, "scan: %s\n", sc.msg);
+    }
+    return rc;
+}
+
+/* Where the body's own tagged fields start in m's payload (plen bytes). */
+static size_t
+body_tags_at(const struct kr_msg *m, size_t plen)
+{
+    struct kr_codec_err err;
+    struct kr_wbuf w;
+    size_t t;
+
+    if (!kr_api_flexible(kr_api_get(m->api_key), m->api_version)) {
+        return plen;
+    }
+    memset(&w, 0, sizeof(w));
+    ck_assert_int_eq(kr_encode_tags(m->body, m->api_version, &w, &err),
+                     KR_OK);
+    t = w.total;
+    kr_wbuf_free(&w);
+    ck_assert_uint_le(t, plen);
+    return plen - t;
+}
+
+/*
+ * For every API x version x direction, random instances: the scanner,
+ * fed whole, byte by byte and in random pieces, stops exactly where the
+ * body's tagged fields start (or at the end of a classic body); the tail
+ * decodes with kr_decode_tags and re-encodes to the same bytes; a frame
+ * cut short is refused, never passed; corrupted frames: where the
+ * decoder accepts, the scanner agrees on the layout.
+ */
+START_TEST(test_scan_all)
+{
+    const struct kr_api_desc *api = kr_api_get((int16_t)_i);
+    struct kr_arena a;
+    int16_t v;
+    int d, it, mode;
+
+    if (api == NULL) {
+        return;
+    }
+    kr_arena_init(&a, 0);
+    for (v = api->valid.lo; v <= api->valid.hi; v++) {
+        for (d = 0; d < 2; d++) {
+            if (kr_api_root(api, d == 1, v) == KR_NO_STRUCT) {
+                continue;
+            }
+            for (it = 0; it < 4; it++) {
+                struct rctx r;
+                struct kr_msg m, m2, m3;
+                struct kr_codec_err err;
+                uint8_t *p;
+                size_t plen, want, k;
+                uint64_t off;
+                char what[96];
+                int rc;
+
+                snprintf(what, sizeof(what), "%s v%d %s (scan %d)",
+                         api->name, v, dir_name((enum kr_dir)d), it);
+                r.a = &a;
+                r.depth = 0;
+                r.seed = 0x5ca9ull ^ ((uint64_t)api->key << 32 |
+                                      (uint64_t)v << 8 | (uint64_t)d << 4 |
+                                      (uint64_t)it);
+                build_msg(&a, api->key, v, (enum kr_dir)d, &m);
+                if (d == 0 && m.hdr_version >= 1) {
+                    fill_rand_val(&r, KR_T_STRING, 0, 0, m.hdr_version, false,
+                                  true, kr_node_get(m.header, "ClientId"));
+                }
+                if (m.hdr_version >= (d == 0 ? 2 : 1)) {
+                    fill_rand(&r, m.header, m.hdr_version, true);
+                    kr_node_get(m.header, "CorrelationId")->present = 1;
+                }
+                if (d == 0) {
+                    kr_node_get(m.header, "RequestApiKey")->u.i = api->key;
+                    kr_node_get(m.header, "RequestApiVersion")->u.i = v;
+                }
+                if (it > 0) {
+                    fill_rand(&r, m.body, v, kr_api_flexible(api, v));
+                } else {
+                    fill_min(&a, m.body, v);
+                }
+                roundtrip(&a, &m, it > 0 ? rsrc : batch61,
+                          it > 0 ? sizeof(rsrc) : sizeof(batch61), what, &p,
+                          &plen, &m2);
+                want = body_tags_at(&m2, plen);
+
+                for (mode = 0; mode < 3; mode++) {
+                    rc = scan_pieces(api->key, v, (enum kr_dir)d, p, plen,
+                                     plen, &r.seed, mode, &off);
+                    ck_assert_msg(rc == KR_OK && off == want, "%s, pieces "
+                                  "%d: %s at %llu, expected %zu of %zu",
+                                  what, mode, kr_status_str(rc),
+                                  (unsigned long long)off, want, plen);
+                }
+                if (want < plen) {
+                    /* the tail alone: decode and re-encode it */
+                    struct iovec iov;
+                    struct kr_rbuf rb;
+                    struct kr_node *tn;
+                    struct kr_wbuf w;
+                    size_t toff = want;
+
+                    kr_rbuf_init_flat(&rb, &iov, p, plen);
+                    rc = kr_decode_tags(&a, &rb, &toff, m2.body->struct_id, v,
+                                        KR_DEC_STRICT, &tn, &err);
+                    ck_assert_msg(rc == KR_OK && toff == plen, "%s: tail: "
+                                  "%s %s", what, kr_status_str(rc), err.msg);
+                    memset(&w, 0, sizeof(w));
+                    ck_assert_int_eq(kr_encode_tags(tn, v, &w, &err), KR_OK);
+                    ck_assert_uint_eq(w.total, plen - want);
+                    ck_assert(memcmp(w.buf, p + want, plen - want) == 0);
+                    kr_wbuf_free(&w);
+                }
+                /* a frame that claims fewer bytes than the message needs */
+                for (k = 0; k < want; k += it == 0 ? 1 : 1 + want / 16) {
+                    rc = scan_pieces(api->key, v, (enum kr_dir)d, p, k, k,
+                                     &r.seed, 2, &off);
+                    ck_assert_msg(rc == KR_EPROTO, "%s cut at %zu: %s", what,
+                                  k, kr_status_str(rc));
+                    ck_assert_uint_le(off, k);
+                }
+                /* the whole frame, but only part of it arrived yet */
+                for (k = 0; k < want; k += 1 + want / 8) {
+                    rc = scan_pieces(api->key, v, (enum kr_dir)d, p, k, plen,
+                                     &r.seed, 2, &off);
+                    ck_assert_msg(rc == KR_AGAIN && off == k, "%s: %zu of "
+                                  "%zu arrived: %s", what, k, plen,
+                                  kr_status_str(rc));
+                }
+                /* corruption: the scanner never disagrees with the decoder */
+                for (k = 0; it == 1 && k < 32; k++) {
+                    uint8_t *bad = malloc(plen);
+                    size_t at = rndn(&r.seed, (uint32_t)plen);
+                    int drc;
+
+                    memcpy(bad, p, plen);
+                    bad[at] = (uint8_t)rnd(&r.seed);
+                    rc = scan_pieces(api->key, v, (enum kr_dir)d, bad, plen,
+                                     plen, &r.seed, 2, &off);
+                    drc = decode_flat(&a, bad, plen, api->key, v,
+                                      (enum kr_dir)d, 0, &m3, &err);
+                    ck_assert(rc == KR_OK || rc == KR_EPROTO);
+                    if (drc == KR_OK && (m3.api_key != api->key ||
+                                         m3.api_version != v)) {
+                        /* a request header now names another API or
+                           version: the scanner was told the old one */
+                        drc = KR_EUNSUPPORTED;
+                    }
+                    if (drc == KR_OK) {
+                        ck_assert_msg(rc == KR_OK, "%s: corrupted at %zu: "
+                                      "decoder accepts, scanner refuses",
+                                      what, at);
+                        if (!kr_api_flexible(api, v)) {
+                            ck_assert_uint_eq(off, m3.trailing_off);
+                        } else {
+                            /* the tail decodes to the decoder's end */
+                            struct iovec iov;
+                            struct kr_rbuf rb;
+                            struct kr_node *tn;
+                            size_t toff = (size_t)off;
+
+                            kr_rbuf_init_flat(&rb, &iov, bad, plen);
+                            ck_assert_int_eq(kr_decode_tags(&a, &rb, &toff,
+                                             m3.body->struct_id, v, 0, &tn,
+                                             &err), KR_OK);
+                            ck_assert_msg(toff == m3.trailing_off, "%s: "
+                                          "corrupted at %zu: tail ends at "
+                                          "%zu, body at %zu", what, at, toff,
+                                          m3.trailing_off);
+                        }
+                    }
+                    free(bad);
+                }
+                free(p);
+                kr_arena_reset(&a);
+            }
+        }
+    }
+    kr_arena_free(&a);
+}
+END_TEST
+
+/* Malformed prefixes the scanner reads: each refused with a reason. */
+START_TEST(test_scan_malformed)
+{
+    /* Fetch v16 response: header v1, ThrottleTimeMs, ErrorCode, SessionId,
+       then Responses (compact array) */
+    static const uint8_t head[] = {
+        0, 0, 0, 7, 0,              /* CorrelationId 7, no header tags */
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   /* ThrottleTimeMs ErrorCode Sess */
+    };
+    struct kr_scan sc;
+    uint8_t buf[64];
+    size_t used;
+    int rc;
+
+    /* array count varint longer than 32 bits */
+    memcpy(buf, head, sizeof(head));
+    memset(buf + sizeof(head), 0xff, 5);
+    ck_assert_int_eq(kr_scan_init(&sc, 1, 16, true, 40), KR_OK);
+    rc = kr_scan_feed(&sc, buf, sizeof(head) + 5, &used);
+    ck_assert_int_eq(rc, KR_EPROTO);
+    ck_assert_msg(strstr(sc.msg, "varint") != NULL, "%s", sc.msg);
+    /* sticky */
+    ck_assert_int_eq(kr_scan_feed(&sc, buf, 1, &used), KR_EPROTO);
+    ck_assert_uint_eq(used, 0);
+
+    /* array count that cannot fit in the frame: 1000 topics in 20 bytes */
+    memcpy(buf, head, sizeof(head));
+    buf[sizeof(head)] = 0xe9;       /* 1001 = 0x3e9 -> 0xe9 0x07 */
+    buf[sizeof(head) + 1] = 0x07;
+    ck_assert_int_eq(kr_scan_init(&sc, 1, 16, true, 20), KR_OK);
+    ck_assert_int_eq(kr_scan_feed(&sc, buf, 17, &used), KR_EPROTO);
+    ck_assert_msg(strstr(sc.msg, "array count 1000") != NULL, "%s", sc.msg);
+
+    /* null array where Responses is not nullable */
+    buf[sizeof(head)] = 0;
+    ck_assert_int_eq(kr_scan_init(&sc, 1, 16, true, 20), KR_OK);
+    ck_assert_int_eq(kr_scan_feed(&sc, buf, 16, &used), KR_EPROTO);
+    ck_assert_msg(strstr(sc.msg, "null array") != NULL, "%s", sc.msg);
+
+    /* unknown API or version */
+    ck_assert_int_eq(kr_scan_init(&sc, 1, 999, true, 20), KR_EUNSUPPORTED);
+    ck_assert_int_eq(kr_scan_init(&sc, 9999, 0, true, 20), KR_EUNSUPPORTED);
+    ck_assert_int_eq(kr_scan_feed(&sc, buf, 4, &used), KR_EUNSUPPORTED);
+    ck_assert_uint_eq(used, 0);
+}
+END_TEST
+
 /* ---- segmented input ----------------------------------------------------- */
 
 START_TEST(test_golden_segmented)
@@ -2217,6 +2488,11 @@ codec_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_all_smallest, 0, kr_api_max + 1);
     tcase_add_loop_test(tc, test_all_random, 0, kr_api_max + 1);
+    tcase_add_loop_test(tc, test_scan_all, 0, kr_api_max + 1);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("scan");
+    tcase_add_test(tc, test_scan_malformed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("malformed");

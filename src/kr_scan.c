@@ -1,0 +1,445 @@
+/*
+ * kr_scan.c - resumable structure scanner (see kr_scan.h).
+ *
+ * A stack machine over the generated tables.  Each step looks at the top
+ * frame and either schedules a skip (bytes never looked at), schedules a
+ * read of a small prefix (length, count, marker, tag header), pushes a
+ * frame (struct or array) or pops one.  Reads and skips survive the end
+ * of a feed, so a frame may arrive one byte at a time.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kr_scan.h"
+#include "kr_schema.h"
+
+/* Struct nesting allowed in a body, as kr_codec's decoder allows. */
+#define KR_SCAN_MAX_DEPTH 16
+
+/* kr_scan_frame.kind */
+enum { F_FIELDS = 1, F_TAGS, F_ARRAY };
+
+/* kr_scan.rkind: how a pending value is encoded */
+enum { R_NONE = 0, R_I8, R_I16, R_I32, R_UVAR };
+
+/* kr_scan.rwhy: what a pending value is */
+enum {
+    W_STRING = 1,   /* string length */
+    W_BYTES,        /* bytes or records length */
+    W_ARRAY,        /* array count */
+    W_MARKER,       /* nullable struct marker */
+    W_TAG_COUNT,    /* number of tagged fields */
+    W_TAG_ID,       /* a tag */
+    W_TAG_SIZE      /* a tagged field's size */
+};
+
+static int
+fail(struct kr_scan *sc, uint64_t at, const char *fmt, ...)
+    KR_PRINTF(3, 4);
+
+static int
+fail(struct kr_scan *sc, uint64_t at, const char *fmt, ...)
+{
+    char what[96];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(sc->msg, sizeof(sc->msg), "%s at payload offset %llu", what,
+             (unsigned long long)at);
+    sc->status = KR_EPROTO;
+    return KR_EPROTO;
+}
+
+static uint64_t
+left(const struct kr_scan *sc)
+{
+    return sc->limit - sc->off;
+}
+
+static bool
+tagged_at(const struct kr_field_desc *f, int16_t v)
+{
+    return f->tag >= 0 && kr_vrange_has(f->tagged, v);
+}
+
+/* Smallest encoding of one element of type t (bounds array counts). */
+static uint64_t
+elem_min(uint8_t t, bool flex)
+{
+    switch (t) {
+    case KR_T_INT16:
+    case KR_T_UINT16:
+        return 2;
+    case KR_T_INT32:
+    case KR_T_UINT32:
+        return 4;
+    case KR_T_INT64:
+    case KR_T_FLOAT64:
+        return 8;
+    case KR_T_UUID:
+        return 16;
+    case KR_T_STRING:
+        return flex ? 1 : 2;
+    case KR_T_BYTES:
+    case KR_T_RECORDS:
+    case KR_T_ARRAY:
+        return flex ? 1 : 4;
+    default:
+        return 1;
+    }
+}
+
+static int
+push(struct kr_scan *sc, uint8_t kind, uint16_t sid, bool flex, uint8_t et,
+     uint32_t remain, int16_t v)
+{
+    struct kr_scan_frame *f;
+    int depth = 0, i;
+
+    if (sc->nframes >= KR_SCAN_MAX_FRAMES) {
+        return fail(sc, sc->off, "structs nested too deep");
+    }
+    if (kind == F_FIELDS) {
+        if (sid >= kr_nstructs) {
+            return fail(sc, sc->off, "no struct %u", (unsigned)sid);
+        }
+        for (i = 0; i < sc->nframes; i++) {
+            depth += sc->st[i].kind != F_ARRAY && !sc->st[i].hdr;
+        }
+        if (depth >= KR_SCAN_MAX_DEPTH) {
+            return fail(sc, sc->off, "structs nested deeper than %d",
+                        KR_SCAN_MAX_DEPTH);
+        }
+    }
+    f = &sc->st[sc->nframes++];
+    memset(f, 0, sizeof(*f));
+    f->kind = kind;
+    f->sid = sid;
+    f->flex = flex;
+    f->et = et;
+    f->remain = remain;
+    f->v = v;
+    return KR_OK;
+}
+
+static void
+want(struct kr_scan *sc, uint8_t kind, uint8_t why)
+{
+    sc->rkind = kind;
+    sc->rwhy = why;
+    sc->rgot = 0;
+    sc->rdone = 0;
+    sc->rval = 0;
+    sc->rstart = sc->off;
+}
+
+static int
+skip(struct kr_scan *sc, uint64_t n, const char *what)
+{
+    if (n > left(sc)) {
+        return fail(sc, sc->off, "%s of %llu bytes past the end of the "
+                    "frame (%llu bytes left)", what, (unsigned long long)n,
+                    (unsigned long long)left(sc));
+    }
+    sc->skip = n;
+    return KR_OK;
+}
+
+/*
+ * Start one value of type t (element type et, struct sid) at the
+ * cursor: a skip, a read, or a pushed frame.
+ */
+static int
+start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
+            bool flex, bool nullable)
+{
+    int16_t v = sc->st[sc->nframes - 1].v;
+
+    sc->r_et = et;
+    sc->r_sid = sid;
+    sc->r_flex = flex;
+    sc->r_nullable = nullable;
+    switch (t) {
+    case KR_T_BOOL:
+    case KR_T_INT8:
+        return skip(sc, 1, kr_type_name(t));
+    case KR_T_INT16:
+    case KR_T_UINT16:
+        return skip(sc, 2, kr_type_name(t));
+    case KR_T_INT32:
+    case KR_T_UINT32:
+        return skip(sc, 4, kr_type_name(t));
+    case KR_T_INT64:
+    case KR_T_FLOAT64:
+        return skip(sc, 8, kr_type_name(t));
+    case KR_T_UUID:
+        return skip(sc, 16, "uuid");
+    case KR_T_STRING:
+        want(sc, flex ? R_UVAR : R_I16, W_STRING);
+        return KR_OK;
+    case KR_T_BYTES:
+    case KR_T_RECORDS:
+        want(sc, flex ? R_UVAR : R_I32, W_BYTES);
+        return KR_OK;
+    case KR_T_ARRAY:
+        want(sc, flex ? R_UVAR : R_I32, W_ARRAY);
+        return KR_OK;
+    case KR_T_STRUCT:
+        if (nullable) {
+            want(sc, R_I8, W_MARKER);
+            return KR_OK;
+        }
+        return push(sc, F_FIELDS, sid, flex, 0, 0, v);
+    default:
+        return fail(sc, sc->off, "unknown field type %u", (unsigned)t);
+    }
+}
+
+/* A length (string/bytes) or count (array) decoded from the wire. */
+static int
+signed_len(const struct kr_scan *sc, uint8_t kind, int64_t *len)
+{
+    switch (kind) {
+    case R_I16:
+        *len = (int16_t)sc->rval;
+        break;
+    case R_I32:
+        *len = (int32_t)sc->rval;
+        break;
+    default:
+        *len = (int64_t)sc->rval - 1;   /* compact: n + 1 */
+        break;
+    }
+    return KR_OK;
+}
+
+/* A pending value is complete: act on it. */
+static int
+got_value(struct kr_scan *sc)
+{
+    struct kr_scan_frame *top = &sc->st[sc->nframes - 1];
+    uint8_t why = sc->rwhy, kind = sc->rkind;
+    int64_t len = 0;
+
+    sc->rkind = R_NONE;
+    switch (why) {
+    case W_STRING:
+    case W_BYTES:
+    case W_ARRAY: {
+        const char *what = why == W_STRING ? "string"
+                         : why == W_BYTES ? "bytes" : "array";
+
+        (void)signed_len(sc, kind, &len);
+        if (len < 0) {
+            if (len == -1 && sc->r_nullable) {
+                return KR_OK;
+            }
+            if (len == -1) {
+                return fail(sc, sc->rstart, "null %s where the field is "
+                            "not nullable", what);
+            }
+            return fail(sc, sc->rstart, "negative %s length %lld", what,
+                        (long long)len);
+        }
+        if (why == W_ARRAY) {
+            if ((uint64_t)len > left(sc) / elem_min(sc->r_et, sc->r_flex)) {
+                return fail(sc, sc->rstart, "array count %lld past the end "
+                            "of the frame (%llu bytes left)", (long long)len,
+                            (unsigned long long)left(sc));
+            }
+            return push(sc, F_ARRAY, sc->r_sid, sc->r_flex, sc->r_et,
+                        (uint32_t)len, top->v);
+        }
+        return skip(sc, (uint64_t)len, what);
+    }
+    case W_MARKER:
+        if ((int8_t)sc->rval < 0) {
+            return KR_OK;               /* null struct */
+        }
+        return push(sc, F_FIELDS, sc->r_sid, sc->r_flex, 0, 0, top->v);
+    case W_TAG_COUNT:
+        if (sc->rval > left(sc) / 2) {
+            return fail(sc, sc->rstart, "tagged field count %u past the end "
+                        "of the frame (%llu bytes left)", sc->rval,
+                        (unsigned long long)left(sc));
+        }
+        top->kind = F_TAGS;
+        top->remain = sc->rval;
+        return KR_OK;
+    case W_TAG_ID:
+        want(sc, R_UVAR, W_TAG_SIZE);
+        return KR_OK;
+    case W_TAG_SIZE:
+        return skip(sc, sc->rval, "tagged field");
+    default:
+        return fail(sc, sc->off, "internal: value kind %u", why);
+    }
+}
+
+/* One step of the walk at the top frame. */
+static int
+step(struct kr_scan *sc)
+{
+    struct kr_scan_frame *top;
+
+    if (sc->nframes == 0) {
+        sc->status = KR_OK;             /* end of a classic body */
+        return KR_OK;
+    }
+    top = &sc->st[sc->nframes - 1];
+    switch (top->kind) {
+    case F_ARRAY:
+        if (top->remain == 0) {
+            sc->nframes--;
+            return KR_OK;
+        }
+        top->remain--;
+        return start_value(sc, top->et, KR_T_NONE, top->sid, top->flex,
+                           false);
+    case F_TAGS:
+        if (top->remain == 0) {
+            sc->nframes--;
+            return KR_OK;
+        }
+        top->remain--;
+        want(sc, R_UVAR, W_TAG_ID);
+        return KR_OK;
+    default: {
+        const struct kr_struct_desc *sd = &kr_structs[top->sid];
+
+        while (top->i < sd->nfields) {
+            const struct kr_field_desc *f =
+                &kr_fields[sd->first_field + top->i];
+            bool flex = top->flex;
+
+            top->i++;
+            if (!kr_vrange_has(f->versions, top->v) ||
+                tagged_at(f, top->v)) {
+                continue;
+            }
+            if (f->flags & KR_FF_FLEX_OVERRIDE) {
+                flex = kr_vrange_has(f->flexible, top->v);
+            }
+            return start_value(sc, f->type, f->elem_type, f->struct_id,
+                               flex, kr_vrange_has(f->nullable, top->v));
+        }
+        if (!top->flex) {
+            sc->nframes--;
+            return KR_OK;
+        }
+        if (top->root) {
+            sc->status = KR_OK;         /* the body's tagged fields */
+            return KR_OK;
+        }
+        want(sc, R_UVAR, W_TAG_COUNT);
+        return KR_OK;
+    }
+    }
+}
+
+int
+kr_scan_init(struct kr_scan *sc, int16_t api_key, int16_t api_version,
+             bool response, uint64_t payload_len)
+{
+    const struct kr_api_desc *a = kr_api_get(api_key);
+    uint16_t root;
+    int hv;
+
+    memset(sc, 0, sizeof(*sc));
+    sc->status = KR_EUNSUPPORTED;
+    if (a == NULL || api_version < 0 || api_version > a->valid.hi) {
+        return KR_EUNSUPPORTED;
+    }
+    root = kr_api_root(a, response, api_version);
+    hv = response ? kr_response_header_version(api_key, api_version)
+                  : kr_request_header_version(api_key, api_version);
+    if (root == KR_NO_STRUCT || root >= kr_nstructs || hv < 0) {
+        return KR_EUNSUPPORTED;
+    }
+    sc->status = KR_AGAIN;
+    sc->limit = payload_len;
+    /* the body's root first, so the header (on top) is walked first */
+    if (push(sc, F_FIELDS, root, kr_api_flexible(a, api_version), 0, 0,
+             api_version) != KR_OK ||
+        push(sc, F_FIELDS,
+             response ? kr_response_header_struct : kr_request_header_struct,
+             response ? hv >= 1 : hv >= 2, 0, 0, (int16_t)hv) != KR_OK) {
+        sc->status = KR_EUNSUPPORTED;
+        return KR_EUNSUPPORTED;
+    }
+    sc->st[0].root = 1;
+    sc->st[1].hdr = 1;
+    return KR_OK;
+}
+
+/*
+ * Take bytes of a pending value from p[*k..n).  Returns KR_OK (complete
+ * or not: see sc->rdone) or KR_EPROTO.
+ */
+static int
+take_value(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *k)
+{
+    static const uint8_t width[] = { 0, 1, 2, 4, 5 };
+
+    while (*k < n && !sc->rdone) {
+        uint8_t b = p[*k];
+
+        if (sc->off >= sc->limit) {
+            return fail(sc, sc->rstart, "frame ends inside a length, count "
+                        "or tag");
+        }
+        if (sc->rkind == R_UVAR) {
+            if (sc->rgot == 4 && b > 0x0f) {
+                return fail(sc, sc->rstart, "varint longer than 32 bits");
+            }
+            sc->rval |= (uint32_t)(b & 0x7f) << (7 * sc->rgot);
+            sc->rdone = !(b & 0x80);
+        } else {
+            sc->rval = sc->rval << 8 | b;
+            sc->rdone = sc->rgot + 1 == width[sc->rkind];
+        }
+        sc->rgot++;
+        (*k)++;
+        sc->off++;
+    }
+    return KR_OK;
+}
+
+int
+kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *used)
+{
+    size_t k = 0;
+    int rc = KR_OK;
+
+    while (sc->status == KR_AGAIN && rc == KR_OK) {
+        if (sc->skip > 0) {
+            uint64_t t = sc->skip < n - k ? sc->skip : n - k;
+
+            k += (size_t)t;
+            sc->off += t;
+            sc->skip -= t;
+            if (sc->skip > 0) {
+                break;
+            }
+        } else if (sc->rkind != R_NONE) {
+            rc = take_value(sc, p, n, &k);
+            if (rc != KR_OK || !sc->rdone) {
+                break;
+            }
+            rc = got_value(sc);
+        } else {
+            rc = step(sc);
+        }
+    }
+    if (sc->status == KR_AGAIN && sc->off >= sc->limit) {
+        /* the machine needs bytes the frame does not have */
+        (void)fail(sc, sc->off, "frame ends inside the message");
+    }
+    *used = k;
+    return sc->status;
+}
