@@ -65,6 +65,9 @@ struct kr_rewrite_result {
     unsigned capped;            /* ApiVersions entries capped or dropped */
     bool changed;               /* out differs from the input */
     size_t trailing;            /* bytes after the known body, kept */
+    unsigned dropped;           /* kr_rewrite_tail: endpoint fields
+                                   dropped because the rewrite did not
+                                   fit the frame's length */
     int32_t bad_node_id;        /* with KR_ELIMIT: the NodeId out of range */
     char err[160];              /* why it failed (NUL-terminated) */
 };
@@ -98,6 +101,41 @@ int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                         int16_t api_version, struct evbuffer *payload,
                         struct evbuffer *out,
                         struct kr_rewrite_result *res) KR_MUST_CHECK;
+
+/*
+ * True when responses to (api_key, api_version) carry broker endpoints
+ * only in the body's top-level tagged fields (KIP-951 NodeEndpoints:
+ * Fetch v16+, Produce v10+, ShareFetch, ShareAcknowledge): the session
+ * may forward such a frame as it arrives, walking it with kr_scan
+ * (kr_scan.h), and pass only the tail (the body's tagged-field section)
+ * through kr_rewrite_tail.  Computed from the tables at kr_rewrite_init.
+ */
+bool kr_rewrite_streamable(int16_t api_key, int16_t api_version);
+
+/* Tag of the unknown tagged field kr_rewrite_tail pads with. */
+#define KR_PAD_TAG 10000u
+
+/*
+ * Rewrite the tail of a streamed response (kr_rewrite_streamable): tail
+ * holds the payload bytes from where kr_scan stopped to the end of the
+ * frame (the body's tagged-field section, then any trailing bytes) and is
+ * drained; out receives exactly as many bytes, because the frame's size
+ * prefix already went to the client.  Endpoints are rewritten as in
+ * kr_rewrite_response.  When the rewritten section is shorter, an unknown
+ * tagged field (tag KR_PAD_TAG or above, zero bytes) pads it; when it is
+ * longer, the tagged fields that carry endpoints are dropped (KIP-951:
+ * clients then fall back to a metadata refresh) and the rest padded;
+ * res->dropped counts them.  Unchanged tails are moved, not copied.
+ *
+ * Returns KR_OK; KR_ELIMIT for a NodeId outside the listener's range
+ * (res->bad_node_id); KR_EPROTO when the section does not decode (res->err
+ * says why); KR_ENOMEM.  On error nothing usable was written to out: the
+ * caller closes the client connection.
+ */
+int kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                    int16_t api_version, struct evbuffer *tail,
+                    struct evbuffer *out,
+                    struct kr_rewrite_result *res) KR_MUST_CHECK;
 
 /*
  * A codec view (struct kr_rbuf) of all of payload's evbuffer chains, for

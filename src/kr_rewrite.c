@@ -48,6 +48,8 @@
 
 /* wants_mask[k] bit v: response of ApiKey k at version v has endpoints. */
 static uint64_t wants_mask[KR_RW_MAX_KEYS];
+/* tail_mask[k] bit v: ... and only in the body's top-level tagged fields */
+static uint64_t tail_mask[KR_RW_MAX_KEYS];
 /* reach[sid]: struct sid (or something below it) is an endpoint struct. */
 static uint8_t *reach;
 static bool inited;
@@ -99,6 +101,40 @@ reach_at(uint16_t sid, int16_t v, int depth)
     return false;
 }
 
+/*
+ * True when the body root at version v (flexible) reaches endpoint
+ * structs only through its own tagged fields: everything before the
+ * body's tagged-field section can stream (kr_rewrite_tail).
+ */
+static bool
+tail_only_at(uint16_t root, int16_t v)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+
+    if (root >= kr_nstructs) {
+        return false;
+    }
+    sd = &kr_structs[root];
+    if (ep_fields_at(sd, v)) {
+        return false;
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if (!kr_vrange_has(f->versions, v) ||
+            (f->tag >= 0 && kr_vrange_has(f->tagged, v))) {
+            continue;
+        }
+        if ((f->type == KR_T_STRUCT ||
+             (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT)) &&
+            reach_at(f->struct_id, v, 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Version-independent: can struct sid hold an endpoint at any version? */
 static bool
 reach_any(uint16_t sid, int depth)
@@ -135,6 +171,7 @@ kr_rewrite_init(void)
         return;
     }
     memset(wants_mask, 0, sizeof(wants_mask));
+    memset(tail_mask, 0, sizeof(tail_mask));
     for (k = 0; k <= kr_api_max && k < KR_RW_MAX_KEYS; k++) {
         const struct kr_api_desc *a = kr_api_get(k);
 
@@ -147,6 +184,10 @@ kr_rewrite_init(void)
 
             if (root != KR_NO_STRUCT && reach_at(root, v, 0)) {
                 wants_mask[k] |= UINT64_C(1) << v;
+                if (kr_api_flexible(a, v) && k != KR_APIVERSIONS_KEY &&
+                    tail_only_at(root, v)) {
+                    tail_mask[k] |= UINT64_C(1) << v;
+                }
             }
         }
     }
@@ -200,6 +241,20 @@ kr_rewrite_wants(int16_t api_key, int16_t api_version)
         return false;
     }
     return (wants_mask[api_key] >> api_version) & 1u;
+}
+
+bool
+kr_rewrite_streamable(int16_t api_key, int16_t api_version)
+{
+    if (!inited) {
+        kr_rewrite_init();
+    }
+    if (api_key < 0 || api_key >= KR_RW_MAX_KEYS || api_version < 0 ||
+        api_version >= KR_RW_MAX_VERSIONS ||
+        api_version > known_max(api_key)) {
+        return false;
+    }
+    return (tail_mask[api_key] >> api_version) & 1u;
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -728,6 +783,272 @@ kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
     if (rc != KR_OK && err != NULL && errlen > 0) {
         snprintf(err, errlen, "%s", res.err[0] ? res.err
                                                : kr_status_str(rc));
+    }
+    return rc;
+}
+
+/* ---- streamed responses: the tail ------------------------------------- */
+
+static unsigned
+uvarint_len32(uint32_t x)
+{
+    unsigned n = 1;
+
+    while (x >= 0x80) {
+        x >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Data length d of a tagged field with total bytes fill after its tag. */
+static bool
+pad_data_len(size_t fill, size_t *d)
+{
+    size_t x;
+
+    for (x = fill > 5 ? fill - 5 : 0; x < fill; x++) {
+        if (uvarint_len32((uint32_t)x) + x == fill) {
+            *d = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Add to n unknown tagged fields (tags from KR_PAD_TAG up, above every
+ * tag n has) of zero bytes that make its tagged-field section grow from
+ * have to want bytes: one field, or two when no single field has that
+ * size.  False when impossible (fewer than 3 bytes to fill, or out of
+ * memory).
+ */
+static bool
+add_padding(struct kr_arena *arena, struct kr_node *n, uint32_t ntags,
+            size_t have, size_t want)
+{
+    struct kr_rawtag *u;
+    uint32_t tag = KR_PAD_TAG, j, nf;
+    size_t fill, d[2], tl;
+    unsigned k;
+
+    for (j = 0; j < n->nunknown; j++) {
+        if (n->unknown[j].tag >= tag) {
+            tag = n->unknown[j].tag + 1;
+        }
+    }
+    if (tag > 16382) {
+        return false;                   /* keep both tags at 2 bytes */
+    }
+    tl = uvarint_len32(tag);
+    for (nf = 1; nf <= 2; nf++) {
+        size_t h = have + uvarint_len32(ntags + nf) - uvarint_len32(ntags);
+
+        if (want < h + nf * (tl + 1)) {
+            return false;
+        }
+        fill = want - h;
+        if (nf == 1 && pad_data_len(fill - tl, &d[0])) {
+            break;
+        }
+        if (nf == 2) {
+            /* an empty field first, then the rest */
+            d[0] = 0;
+            if (!pad_data_len(fill - (tl + 1) - tl, &d[1])) {
+                return false;
+            }
+            break;
+        }
+    }
+    if (nf > 2) {
+        return false;
+    }
+    u = kr_arena_alloc(arena, (n->nunknown + nf) * sizeof(*u));
+    if (u == NULL) {
+        return false;
+    }
+    if (n->nunknown > 0) {
+        memcpy(u, n->unknown, n->nunknown * sizeof(*u));
+    }
+    for (k = 0; k < nf; k++) {
+        uint8_t *data = kr_arena_alloc(arena, d[k] > 0 ? d[k] : 1);
+
+        if (data == NULL) {
+            return false;
+        }
+        u[n->nunknown + k].tag = tag + k;   /* the highest: order kept */
+        u[n->nunknown + k].data.p = data;   /* zero-filled */
+        u[n->nunknown + k].data.len = (int32_t)d[k];
+    }
+    n->unknown = u;
+    n->nunknown += nf;
+    return true;
+}
+
+/* Number of tagged fields n writes at v (known present + unknown). */
+static uint32_t
+tag_count(const struct kr_node *n, int16_t v)
+{
+    const struct kr_struct_desc *sd = &kr_structs[n->struct_id];
+    uint32_t c = n->nunknown;
+    uint16_t i;
+
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        c += kr_vrange_has(f->versions, v) && f->tag >= 0 &&
+             kr_vrange_has(f->tagged, v) && n->vals[i].present;
+    }
+    return c;
+}
+
+/* Drop the tagged fields of n that carry endpoints; returns how many. */
+static unsigned
+drop_endpoint_tags(struct kr_node *n, int16_t v)
+{
+    const struct kr_struct_desc *sd = &kr_structs[n->struct_id];
+    unsigned dropped = 0;
+    uint16_t i;
+
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if (n->vals[i].present && f->tag >= 0 &&
+            kr_vrange_has(f->tagged, v) &&
+            (f->type == KR_T_STRUCT ||
+             (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT)) &&
+            reach_at(f->struct_id, v, 1)) {
+            n->vals[i].present = 0;
+            dropped++;
+        }
+    }
+    return dropped;
+}
+
+static int
+encode_tags_into(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
+                 struct kr_codec_err *ce)
+{
+    kr_wbuf_reset(w);
+    if (kr_encode_tags(n, v, w, ce) != KR_OK || w->failed) {
+        return KR_EPROTO;
+    }
+    return w->nrecs == 0 ? KR_OK : KR_EPROTO;
+}
+
+int
+kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                int16_t api_version, struct evbuffer *tail,
+                struct evbuffer *out, struct kr_rewrite_result *res)
+{
+    struct iovec stack[8], *heap = NULL;
+    const struct kr_api_desc *a = kr_api_get(api_key);
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_node *node = NULL;
+    struct kr_wbuf w;
+    struct kr_rbuf rb;
+    struct walk wk;
+    size_t len = evbuffer_get_length(tail), off = 0;
+    uint16_t root;
+    int rc;
+
+    memset(res, 0, sizeof(res[0]));
+    res->bad_node_id = -1;
+    memset(&ce, 0, sizeof(ce));
+    memset(&w, 0, sizeof(w));
+    kr_arena_init(&arena, 0);
+    if (!kr_rewrite_streamable(api_key, api_version) || a == NULL) {
+        set_err(res, api_key, api_version, NULL,
+                "not a response krelay streams");
+        rc = KR_EPROTO;
+        goto done;
+    }
+    root = kr_api_root(a, true, api_version);
+    rc = kr_rewrite_view(tail, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc != KR_OK) {
+        set_err(res, api_key, api_version, NULL, "cannot read the frame");
+        goto done;
+    }
+    rc = kr_decode_tags(&arena, &rb, &off, root, api_version, 0, &node,
+                        &ce);
+    if (rc != KR_OK) {
+        if (rc == KR_EUNSUPPORTED) {
+            rc = KR_EPROTO;
+        }
+        set_err(res, api_key, api_version, &ce, NULL);
+        goto done;
+    }
+    res->trailing = len - off;
+    wk.ctx = ctx;
+    wk.res = res;
+    wk.host_len = ctx->advertised_host != NULL ?
+                  strlen(ctx->advertised_host) : 0;
+    if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
+        set_err(res, api_key, api_version, NULL,
+                "no advertised host to write");
+        rc = KR_ERROR;
+        goto done;
+    }
+    rc = walk_node(&wk, node, 1);
+    if (rc != KR_OK || !res->changed) {
+        if (rc == KR_OK) {
+            rc = evbuffer_remove_buffer(tail, out, len) == (int)len
+                 ? KR_OK : KR_ENOMEM;
+        }
+        res->changed = false;
+        goto done;
+    }
+    /*
+     * The frame's size went out with its first bytes: the section must
+     * keep its length.  Shorter: pad with an unknown tagged field (every
+     * Kafka client skips unknown tags).  Longer: drop the endpoint
+     * fields (KIP-951 clients then refresh their metadata, as with a
+     * broker that sends none) and pad.
+     */
+    rc = encode_tags_into(node, api_version, &w, &ce);
+    if (rc == KR_OK && w.total != off &&
+        (w.total > off ||
+         !add_padding(&arena, node, tag_count(node, api_version), w.total,
+                      off))) {
+        res->dropped = drop_endpoint_tags(node, api_version);
+        rc = encode_tags_into(node, api_version, &w, &ce);
+        if (rc == KR_OK && w.total != off &&
+            (w.total > off ||
+             !add_padding(&arena, node, tag_count(node, api_version),
+                          w.total, off))) {
+            set_err(res, api_key, api_version, NULL,
+                    "rewritten tagged fields do not fit the streamed frame");
+            rc = KR_EPROTO;
+            goto done;
+        }
+    }
+    if (rc == KR_OK && w.total != off) {
+        rc = encode_tags_into(node, api_version, &w, &ce);
+    }
+    if (rc != KR_OK || w.total != off) {
+        set_err(res, api_key, api_version, rc != KR_OK ? &ce : NULL,
+                "internal: rewritten tagged fields changed length");
+        rc = KR_EPROTO;
+        goto done;
+    }
+    if (evbuffer_add(out, w.buf, w.len) != 0) {
+        rc = KR_ENOMEM;
+        goto done;
+    }
+    evbuffer_drain(tail, off);
+    /* bytes after the section (tolerated trailing bytes) stay as sent */
+    if (evbuffer_remove_buffer(tail, out, len - off) != (int)(len - off)) {
+        rc = KR_ENOMEM;
+    }
+
+done:
+    free(heap);
+    evbuffer_drain(tail, evbuffer_get_length(tail));
+    kr_arena_free(&arena);
+    kr_wbuf_free(&w);
+    if (rc != KR_OK && res->err[0] == '\0') {
+        set_err(res, api_key, api_version, NULL, kr_status_str(rc));
     }
     return rc;
 }

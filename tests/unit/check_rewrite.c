@@ -18,6 +18,7 @@
 #include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_rewrite.h"
+#include "kr_scan.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
@@ -1044,6 +1045,281 @@ START_TEST(test_learn_from_metadata)
 }
 END_TEST
 
+/* ---- streamed responses (kr_rewrite_streamable, kr_rewrite_tail) ------- */
+
+START_TEST(test_streamable_table)
+{
+    int16_t v;
+
+    /* Fetch: NodeEndpoints (tagged, top level) from v16 */
+    for (v = 0; v <= 15; v++) {
+        ck_assert_msg(!kr_rewrite_streamable(1, v), "Fetch v%d", v);
+    }
+    ck_assert(kr_rewrite_streamable(1, 16));
+    ck_assert(kr_rewrite_streamable(1, 17));
+    /* Produce: from v10 */
+    ck_assert(!kr_rewrite_streamable(0, 9));
+    ck_assert(kr_rewrite_streamable(0, 10));
+    ck_assert(kr_rewrite_streamable(0, 11));
+    /* endpoints outside the tagged fields: held whole */
+    ck_assert(!kr_rewrite_streamable(3, 12));      /* Metadata Brokers */
+    ck_assert(!kr_rewrite_streamable(10, 3));      /* FindCoordinator root */
+    ck_assert(!kr_rewrite_streamable(10, 6));      /* FindCoordinator list */
+    ck_assert(!kr_rewrite_streamable(60, 1));      /* DescribeCluster */
+    ck_assert(!kr_rewrite_streamable(18, 3));      /* ApiVersions */
+    ck_assert(!kr_rewrite_streamable(1, 9999));
+    ck_assert(!kr_rewrite_streamable(-1, 0));
+    /* every streamable version is one the session must rewrite */
+    for (v = 0; v < 64; v++) {
+        int16_t k;
+
+        for (k = 0; k <= kr_api_max; k++) {
+            if (kr_rewrite_streamable(k, v)) {
+                ck_assert(kr_rewrite_wants(k, v));
+                ck_assert(kr_api_flexible(kr_api_get(k), v));
+            }
+        }
+    }
+}
+END_TEST
+
+/* A Fetch v16 response whose NodeEndpoints name host (n endpoints). */
+static uint8_t *
+fetch16(const char *host, uint32_t n, int32_t node0, const uint8_t *recs,
+        size_t rlen, size_t *len)
+{
+    static const uint8_t uuid[16] = { 7, 7, 7 };
+    struct kr_msg m = rsp_new(1, 16);
+    struct kr_array *r, *pa, *e;
+    struct kr_val *rec;
+    uint32_t i;
+
+    set_i(m.body, "SessionId", 77);
+    r = set_arr(m.body, "Responses", 1);
+    fld(elem(r, 0), "TopicId")->u.s.p = uuid;
+    fld(elem(r, 0), "TopicId")->u.s.len = 16;
+    pa = set_arr(elem(r, 0), "Partitions", 1);
+    set_i(elem(pa, 0), "PartitionIndex", 5);
+    set_i(elem(pa, 0), "HighWatermark", 123456);
+    rec = fld(elem(pa, 0), "Records");
+    rec->is_null = 0;
+    rec->u.rec.off = 0;
+    rec->u.rec.len = (int32_t)rlen;
+    if (host != NULL) {
+        e = set_arr(m.body, "NodeEndpoints", n);
+        for (i = 0; i < n; i++) {
+            set_i(elem(e, i), "NodeId", node0 + (int32_t)i);
+            set_s(elem(e, i), "Host", host);
+            set_i(elem(e, i), "Port", 9092);
+        }
+    }
+    return encode(&m, recs, rlen, len);
+}
+
+/* Where kr_scan stops in payload p: the start of the tail. */
+static size_t
+scan_stop(const uint8_t *p, size_t len, int16_t key, int16_t ver)
+{
+    struct kr_scan sc;
+    size_t used;
+
+    ck_assert_int_eq(kr_scan_init(&sc, key, ver, true, len), KR_OK);
+    ck_assert_int_eq(kr_scan_feed(&sc, p, len, &used), KR_OK);
+    ck_assert_uint_eq(used, sc.off);
+    return used;
+}
+
+/*
+ * Stream p: the head as it is, the tail through kr_rewrite_tail.  The
+ * result has p's length (the size prefix was sent first) and is
+ * returned, malloc'd.
+ */
+static uint8_t *
+stream(const uint8_t *p, size_t len, struct kr_rewrite_result *res, int *rc)
+{
+    struct evbuffer *tail = evbuffer_new(), *out = evbuffer_new();
+    size_t at = scan_stop(p, len, 1, 16);
+    uint8_t *q = malloc(len);
+
+    memcpy(q, p, at);
+    evbuffer_add(tail, p + at, len - at);
+    *rc = kr_rewrite_tail(&ctx, 1, 16, tail, out, res);
+    ck_assert_uint_eq(evbuffer_get_length(tail), 0);
+    if (*rc == KR_OK) {
+        ck_assert_uint_eq(evbuffer_get_length(out), len - at);
+        evbuffer_copyout(out, q + at, len - at);
+    }
+    evbuffer_free(tail);
+    evbuffer_free(out);
+    return q;
+}
+
+/* No endpoints, or endpoints already krelay's: the tail is untouched. */
+START_TEST(test_tail_unchanged)
+{
+    uint8_t recs[100], *p, *q;
+    struct kr_rewrite_result res;
+    size_t len;
+    int rc;
+
+    memset(recs, 0x5a, sizeof(recs));
+    p = fetch16(NULL, 0, 0, recs, sizeof(recs), &len);
+    ck_assert_uint_eq(scan_stop(p, len, 1, 16), len - 1);  /* "0 tags" */
+    q = stream(p, len, &res, &rc);
+    ck_assert_int_eq(rc, KR_OK);
+    ck_assert(!res.changed);
+    ck_assert_uint_eq(res.endpoints, 0);
+    ck_assert(memcmp(p, q, len) == 0);
+    free(p);
+    free(q);
+    /* NodeId 3 already at ADV_HOST:PORT_BASE+3 */
+    {
+        struct kr_msg m = rsp_new(1, 16);
+        struct kr_array *e = set_arr(m.body, "NodeEndpoints", 1);
+
+        set_arr(m.body, "Responses", 0);
+        set_i(elem(e, 0), "NodeId", 3);
+        set_s(elem(e, 0), "Host", ADV_HOST);
+        set_i(elem(e, 0), "Port", PORT_BASE + 3);
+        p = encode(&m, recs, 0, &len);
+    }
+    q = stream(p, len, &res, &rc);
+    ck_assert_int_eq(rc, KR_OK);
+    ck_assert(!res.changed);
+    ck_assert_uint_eq(res.endpoints, 1);
+    ck_assert(memcmp(p, q, len) == 0);
+    free(p);
+    free(q);
+}
+END_TEST
+
+/*
+ * Broker host names of every length from 1 to 300 against ADV_HOST:
+ * the streamed frame keeps its length, decodes strictly, its records and
+ * partitions are untouched, and its endpoints are krelay's (same length
+ * or shorter: padded) or gone (longer: dropped), never the broker's.
+ * Where the lengths match, it equals kr_rewrite_response's frame.
+ */
+START_TEST(test_tail_every_length)
+{
+    uint8_t recs[300];
+    char host[301];
+    size_t hl, i;
+
+    for (i = 0; i < sizeof(recs); i++) {
+        recs[i] = (uint8_t)(i * 13 + 1);
+    }
+    for (hl = 1; hl <= 300; hl++) {
+        struct kr_rewrite_result res;
+        struct kr_codec_err ce;
+        struct kr_rbuf rb;
+        struct iovec iov;
+        struct kr_msg m;
+        struct kr_array *pa;
+        struct kr_val *e;
+        uint8_t *p, *q;
+        size_t len;
+        uint32_t n = 1 + (uint32_t)(hl % 3), j;
+        int rc;
+
+        memset(host, 'a' + (int)(hl % 26), hl);
+        host[hl] = '\0';
+        p = fetch16(host, n, 1, recs, sizeof(recs), &len);
+        q = stream(p, len, &res, &rc);
+        ck_assert_msg(rc == KR_OK, "host of %zu: %s", hl, res.err);
+        ck_assert(res.changed);
+        ck_assert_uint_eq(res.endpoints, n);
+        kr_rbuf_init_flat(&rb, &iov, q, len);
+        ck_assert_msg(kr_decode_response(&arena, &rb, 1, 16, KR_DEC_STRICT,
+                                         &m, &ce) == KR_OK,
+                      "host of %zu: %s at %s", hl, ce.msg, ce.path);
+        ck_assert_int_eq(m.correlation_id, 4242);
+        ck_assert_int_eq(fld(m.body, "SessionId")->u.i, 77);
+        pa = fld(elem(fld(m.body, "Responses")->u.arr, 0),
+                 "Partitions")->u.arr;
+        ck_assert_int_eq(fld(elem(pa, 0), "HighWatermark")->u.i, 123456);
+        e = fld(elem(pa, 0), "Records");
+        ck_assert_int_eq(e->u.rec.len, (int32_t)sizeof(recs));
+        ck_assert(memcmp(q + e->u.rec.off, recs, sizeof(recs)) == 0);
+        ck_assert(memmem(q, len, host, hl) == NULL || hl <= 2);
+        e = fld(m.body, "NodeEndpoints");
+        if (hl < strlen(ADV_HOST) ||
+            (hl > strlen(ADV_HOST) && n * (hl - strlen(ADV_HOST)) < 3)) {
+            /* krelay's host is longer (or 1-2 bytes shorter: too little
+               room for a padding field): dropped, and padded */
+            ck_assert_uint_eq(res.dropped, 1);
+            ck_assert_int_eq(e->present, 0);
+            ck_assert_uint_ge(m.body->nunknown, 1);
+            ck_assert_uint_ge(m.body->unknown[0].tag, KR_PAD_TAG);
+        } else {
+            ck_assert_msg(res.dropped == 0, "host of %zu x %u: dropped",
+                          hl, n);
+            ck_assert_int_eq(e->present, 1);
+            ck_assert_uint_eq(e->u.arr->n, n);
+            for (j = 0; j < n; j++) {
+                assert_str(fld(elem(e->u.arr, j), "Host"), ADV_HOST);
+                ck_assert_int_eq(fld(elem(e->u.arr, j), "NodeId")->u.i,
+                                 1 + (int32_t)j);
+                ck_assert_int_eq(fld(elem(e->u.arr, j), "Port")->u.i,
+                                 PORT_BASE + 1 + (int32_t)j);
+            }
+            if (hl == strlen(ADV_HOST)) {
+                /* same length: the bytes kr_rewrite_response writes */
+                struct evbuffer *out = evbuffer_new();
+                struct kr_rewrite_result r2;
+                uint8_t *h;
+                size_t hlen;
+
+                ck_assert_uint_eq(m.body->nunknown, 0);
+                ck_assert_int_eq(run(1, 16, p, len, out, &r2), KR_OK);
+                h = out_payload(out, &hlen);
+                ck_assert_uint_eq(hlen, len);
+                ck_assert(memcmp(h, q, len) == 0);
+                free(h);
+                evbuffer_free(out);
+            } else {
+                ck_assert_uint_ge(m.body->nunknown, 1);
+            }
+        }
+        free(p);
+        free(q);
+        kr_arena_reset(&arena);
+    }
+}
+END_TEST
+
+START_TEST(test_tail_errors)
+{
+    uint8_t recs[10] = { 0 }, *p, *q;
+    struct kr_rewrite_result res;
+    struct evbuffer *tail = evbuffer_new(), *out = evbuffer_new();
+    size_t len;
+    int rc;
+
+    /* NodeId outside the listener's range */
+    p = fetch16("broker-1", 1, 16, recs, sizeof(recs), &len);
+    q = stream(p, len, &res, &rc);
+    ck_assert_int_eq(rc, KR_ELIMIT);
+    ck_assert_int_eq(res.bad_node_id, 16);
+    free(p);
+    free(q);
+    /* a tail that is not a tagged-field section: count 5, nothing else */
+    evbuffer_add(tail, "\x05\x00", 2);
+    ck_assert_int_eq(kr_rewrite_tail(&ctx, 1, 16, tail, out, &res),
+                     KR_EPROTO);
+    ck_assert_msg(strstr(res.err, "Fetch v16") != NULL, "%s", res.err);
+    ck_assert_uint_eq(evbuffer_get_length(tail), 0);
+    ck_assert_uint_eq(evbuffer_get_length(out), 0);
+    /* not a streamed API */
+    evbuffer_add(tail, "\x00", 1);
+    ck_assert_int_eq(kr_rewrite_tail(&ctx, 3, 12, tail, out, &res),
+                     KR_EPROTO);
+    ck_assert_uint_eq(evbuffer_get_length(out), 0);
+    evbuffer_free(tail);
+    evbuffer_free(out);
+}
+END_TEST
+
 static Suite *
 rewrite_suite(void)
 {
@@ -1076,6 +1352,10 @@ rewrite_suite(void)
     tcase_add_test(tc, test_api_versions_truncated);
     tcase_add_test(tc, test_wants_table);
     tcase_add_test(tc, test_learn_from_metadata);
+    tcase_add_test(tc, test_streamable_table);
+    tcase_add_test(tc, test_tail_unchanged);
+    tcase_add_test(tc, test_tail_every_length);
+    tcase_add_test(tc, test_tail_errors);
     suite_add_tcase(s, tc);
     return s;
 }
