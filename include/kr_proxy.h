@@ -62,6 +62,12 @@ struct kr_stats {
     uint64_t responses;                 /* response frames forwarded */
     uint64_t requests_acks0;            /* Produce with Acks=0 */
     uint64_t responses_held;            /* responses held and rewritten */
+    uint64_t responses_streamed;        /* responses forwarded as they
+                                           arrived, only their tail held
+                                           (kr_rewrite_streamable) */
+    uint64_t endpoints_dropped;         /* streamed responses whose
+                                           endpoint fields did not fit
+                                           the frame and were dropped */
     uint64_t sasl_tokens;               /* raw SASL frames passed */
     uint64_t bytes_up;                  /* client -> upstream bytes */
     uint64_t bytes_down;                /* upstream -> client bytes */

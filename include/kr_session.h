@@ -40,6 +40,7 @@ struct kr_conf_ref;
 struct kr_resolve;
 struct kr_conn;
 struct kr_rq;
+struct kr_scan;
 
 /*
  * Transport of one socket: the seam where TLS goes.  read appends at most
@@ -147,6 +148,12 @@ struct kr_session {
                                            (to an Acks=0 Produce) still
                                            to discard */
     struct evbuffer *hold;              /* a held response payload */
+    uint64_t stream_left;               /* streamed response: payload
+                                           bytes not yet scanned (then:
+                                           its tail, held) */
+    struct kr_scan *scan;               /* its scanner (kr_scan.h),
+                                           malloc'd at the first one */
+    int16_t stream_key, stream_ver;     /* its ApiKey and ApiVersion */
 
     struct kr_inflight *fifo;           /* ring of fifo_cap entries */
     uint32_t fifo_cap, fifo_head, fifo_len;
@@ -204,6 +211,8 @@ struct kr_session {
                                            Produce (logged once) */
     unsigned acks0_silent:1;            /* upstream skipped one, as Kafka
                                            does: no optional entries */
+    unsigned streaming:1;               /* a response is being streamed
+                                           (kr_rewrite_streamable) */
     unsigned closing:1;                 /* close after the responses owed:
                                            no request is forwarded any
                                            more (what the client sends is

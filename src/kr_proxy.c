@@ -465,6 +465,13 @@ kr_proxy_stop(struct kr_proxy *p)
         p->rl_timer = NULL;
     }
     audit_report(p, "stop");
+    kr_log_notice("totals: %" PRIu64 " connections, %" PRIu64 " requests, "
+                  "%" PRIu64 " responses (%" PRIu64 " held whole, %" PRIu64
+                  " streamed), %" PRIu64 " bytes up, %" PRIu64 " bytes down",
+                  p->stats.conn_accepted, p->stats.requests,
+                  p->stats.responses, p->stats.responses_held,
+                  p->stats.responses_streamed, p->stats.bytes_up,
+                  p->stats.bytes_down);
     (void)kr_log_rl_flush();
     for (i = 0; i < p->nups; i++) {
         if (p->ups[i] != NULL) {

@@ -119,6 +119,7 @@
 #include "kr_log.h"
 #include "kr_proxy.h"
 #include "kr_rewrite.h"
+#include "kr_scan.h"
 #include "kr_session.h"
 #include "kr_topics.h"
 #include "kr_translate.h"
@@ -439,6 +440,7 @@ session_free(struct kr_session *s)
     }
     free(s->clamps);
     free(s->av);
+    free(s->scan);
     free(s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
@@ -552,6 +554,13 @@ static uint32_t
 fifo_expected(const struct kr_session *s)
 {
     return s->fifo_len - s->fifo_opt;
+}
+
+/* Between two response frames on the way to the client? */
+static bool
+rsp_mid(const struct kr_session *s)
+{
+    return s->rsp_remain > 0 || s->streaming;
 }
 
 static const char *
@@ -772,7 +781,7 @@ static bool
 closing_done(struct kr_session *s)
 {
     if (!s->closing || s->dead || fifo_expected(s) > 0 ||
-        s->rsp_remain > 0 || evbuffer_get_length(s->client.out) > 0) {
+        rsp_mid(s) || evbuffer_get_length(s->client.out) > 0) {
         return false;
     }
     kr_session_close(s, s->close_level, "%s", s->close_msg);
@@ -1210,7 +1219,7 @@ flush_ready(struct kr_session *s)
     int64_t now = kr_now_ms();
     uint32_t i;
 
-    while (!s->dead && s->rsp_remain == 0 &&
+    while (!s->dead && !rsp_mid(s) &&
            (e = fifo_first(s, &i)) != NULL && e->rq != NULL &&
            e->rq->ready) {
         struct kr_rq *rq = e->rq;
@@ -2480,11 +2489,140 @@ out:
 }
 
 /*
+ * Start streaming the response at the head of the FIFO (flen payload
+ * bytes): its endpoints sit only in the body's tagged fields
+ * (kr_rewrite_streamable), so everything before them goes to the client
+ * as it arrives, walked by kr_scan, and only the tail is held and
+ * rewritten (stream_more).  Memory per connection stays at the socket
+ * reads in flight, not the frame (a Fetch response may be tens of MiB).
+ */
+static int
+stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
+{
+    if (s->scan == NULL) {
+        s->scan = malloc(sizeof(*s->scan));
+        if (s->scan == NULL) {
+            close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
+            return -1;
+        }
+    }
+    if (kr_scan_init(s->scan, e->api_key, e->api_version, true, flen) !=
+        KR_OK) {
+        close_up(s, KR_LOG_ERROR, "internal: cannot scan %s v%d responses",
+                 api_name(e->api_key), e->api_version);
+        return -1;
+    }
+    s->stream_key = e->api_key;
+    s->stream_ver = e->api_version;
+    s->stream_left = flen;
+    s->streaming = 1;
+    fifo_pop(s);
+    s->p->stats.responses++;
+    s->p->stats.responses_streamed++;
+    return 0;
+}
+
+/*
+ * Go on with the streamed response: scan what arrived after *scan (those
+ * bytes join the pass-through run), then, once the whole tail is here,
+ * forward the run and write the tail through kr_rewrite_tail.  Returns 1
+ * when the frame is done, 0 when more bytes are needed, -1 when closed.
+ */
+static int
+stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
+            size_t total)
+{
+    struct kr_rewrite_result res;
+    struct evbuffer_iovec v[8];
+    struct evbuffer_ptr ptr;
+    size_t n, used, tail;
+    int i, k, rc = s->scan->status;
+
+    n = min_sz(total - *scan, (size_t)s->stream_left);
+    while (rc == KR_AGAIN && n > 0) {
+        if (evbuffer_ptr_set(in, &ptr, *scan, EVBUFFER_PTR_SET) != 0) {
+            close_up(s, KR_LOG_ERROR, "internal: response offset %zu",
+                     *scan);
+            return -1;
+        }
+        k = evbuffer_peek(in, (ev_ssize_t)n, &ptr, v, (int)KR_ARRAY_LEN(v));
+        if (k <= 0) {
+            break;
+        }
+        for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && rc == KR_AGAIN &&
+             n > 0; i++) {
+            rc = kr_scan_feed(s->scan, v[i].iov_base,
+                              min_sz(v[i].iov_len, n), &used);
+            *scan += used;
+            s->stream_left -= used;
+            n -= used;
+        }
+    }
+    if (rc == KR_AGAIN) {
+        return 0;
+    }
+    if (rc != KR_OK) {
+        close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
+                 api_name(s->stream_key), s->stream_ver, s->upname,
+                 s->scan->msg);
+        return -1;
+    }
+    tail = (size_t)s->stream_left;
+    if ((int64_t)tail > s->lc->max_frame_bytes) {
+        close_up(s, KR_LOG_WARN, "%s v%d response from %s has %zu bytes of "
+                 "tagged fields, above max_frame_bytes %" PRId64,
+                 api_name(s->stream_key), s->stream_ver, s->upname, tail,
+                 s->lc->max_frame_bytes);
+        return -1;
+    }
+    if (total - *scan < tail) {
+        return 0;
+    }
+    s->p->stats.bytes_down += *scan;
+    move_bytes(s, in, s->client.out, *scan);
+    *scan = 0;
+    evbuffer_remove_buffer(in, s->hold, tail);
+    rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, s->hold,
+                         s->client.out, &res);
+    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    if (rc == KR_ELIMIT) {
+        close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, outside "
+                 "this listener's node_id_min..node_id_max %d..%d (or a "
+                 "negative one): widen the range (and broker_port_base) in "
+                 "the config", api_name(s->stream_key), s->stream_ver,
+                 res.bad_node_id, s->lc->node_id_min, s->lc->node_id_max);
+        return -1;
+    }
+    if (rc != KR_OK) {
+        close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from %s: "
+                 "%s", api_name(s->stream_key), s->stream_ver, s->upname,
+                 res.err[0] ? res.err : kr_status_str(rc));
+        return -1;
+    }
+    s->p->stats.bytes_down += tail;
+    if (res.dropped > 0) {
+        s->p->stats.endpoints_dropped++;
+        kr_log_debug("[%s] %s v%d response: the advertised endpoints are "
+                     "longer than the broker's and do not fit the streamed "
+                     "frame: dropped (clients refresh metadata instead)",
+                     s->name, api_name(s->stream_key), s->stream_ver);
+    }
+    kr_log_trace("[%s] response %s v%d streamed: %u endpoints rewritten",
+                 s->name, api_name(s->stream_key), s->stream_ver,
+                 res.endpoints);
+    s->streaming = 0;
+    s->stream_left = 0;
+    return 1;
+}
+
+/*
  * Look at the response frame at offset scan of up.in.  Returns 1 when
  * accepted cut-through (s->rsp_remain set), 2 when the frame is whole
  * and must be held (*flen_out set), 3 when it is whole and goes to
  * rule_response (*idx_out its entry), 4 when it answers an Acks=0
- * Produce and is dropped (*flen_out), 0 to wait, -1 when closed.
+ * Produce and is dropped (*flen_out), 5 when it is streamed (only part
+ * of it is here and only its tail needs rewriting: s->streaming set,
+ * the size prefix passes as it is), 0 to wait, -1 when closed.
  */
 static int
 next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
@@ -2609,6 +2747,11 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return 3;
     }
     if (rsp_hold(e->api_key, e->api_version)) {
+        if (avail - KR_FRAME_PREFIX < flen &&
+            kr_rewrite_streamable(e->api_key, e->api_version)) {
+            /* not all here yet: forward it as it arrives */
+            return stream_start(s, e, flen) == 0 ? 5 : -1;
+        }
         if ((int64_t)flen > s->lc->max_frame_bytes) {
             close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
                      "max_frame_bytes %" PRId64 " (krelay must hold it to "
@@ -2640,6 +2783,17 @@ process_responses(struct kr_session *s)
 
     for (;;) {
         avail = total - scan;
+        if (s->streaming) {
+            rc = stream_more(s, in, &scan, total);
+            if (rc < 0) {
+                return -1;
+            }
+            if (rc == 0) {
+                break;
+            }
+            total = evbuffer_get_length(in);
+            continue;
+        }
         if (s->rsp_remain > 0) {
             take = min_sz(avail, s->rsp_remain);
             scan += take;
@@ -2683,6 +2837,10 @@ process_responses(struct kr_session *s)
         }
         if (rc == 0) {
             break;
+        }
+        if (rc == 5) {
+            scan += KR_FRAME_PREFIX;    /* the size prefix goes as it is */
+            continue;
         }
         if (rc == 4) {
             s->p->stats.bytes_down += scan;
@@ -2763,7 +2921,7 @@ static void
 client_eof(struct kr_session *s)
 {
     if (s->up.connected && evbuffer_get_length(s->up.out) == 0 &&
-        s->fifo_len == 0 && s->rsp_remain == 0 &&
+        s->fifo_len == 0 && !rsp_mid(s) &&
         evbuffer_get_length(s->client.out) == 0) {
         close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
@@ -2830,13 +2988,13 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
-    if (s->client_eof && fifo_expected(s) == 0 && s->rsp_remain == 0 &&
+    if (s->client_eof && fifo_expected(s) == 0 && !rsp_mid(s) &&
         evbuffer_get_length(s->client.out) == 0) {
         /* the orderly end of client_eof(): both sides are done */
         close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }
-    if (evbuffer_get_length(s->client.out) > 0 && s->rsp_remain == 0) {
+    if (evbuffer_get_length(s->client.out) > 0 && !rsp_mid(s)) {
         kr_log_debug("[%s] upstream %s: %s; flushing responses", s->name,
                      s->upname, why);
         conn_close(&s->up);
@@ -2847,7 +3005,7 @@ upstream_eof(struct kr_session *s, const char *why)
         arm_timer(s);
         return;
     }
-    if (fifo_expected(s) == 0 && s->rsp_remain == 0) {
+    if (fifo_expected(s) == 0 && !rsp_mid(s)) {
         close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
     } else {
         close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in flight",
