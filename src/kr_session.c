@@ -2523,6 +2523,68 @@ stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
 }
 
 /*
+ * A whole streamable response at offset scan of in (flen payload bytes):
+ * 1 when its body has no tagged fields (the tail kr_scan leaves is the
+ * single byte 0: nothing to rewrite, no decode needed), 0 when it has
+ * some (hold and rewrite it), -1 when malformed (closed).  The common
+ * Produce and Fetch response costs a walk of its structure, no tree and
+ * no allocation.
+ */
+static int
+no_tags(struct kr_session *s, const struct kr_inflight *e,
+        struct evbuffer *in, size_t scan, size_t flen)
+{
+    struct evbuffer_iovec v[8];
+    struct evbuffer_ptr ptr;
+    size_t off = scan + KR_FRAME_PREFIX, n = flen, used;
+    uint8_t last;
+    int i, k, rc;
+
+    if (s->scan == NULL) {
+        s->scan = malloc(sizeof(*s->scan));
+        if (s->scan == NULL) {
+            close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
+            return -1;
+        }
+    }
+    rc = kr_scan_init(s->scan, e->api_key, e->api_version, true, flen);
+    while (rc == KR_OK || rc == KR_AGAIN) {
+        if (n == 0 ||
+            evbuffer_ptr_set(in, &ptr, off, EVBUFFER_PTR_SET) != 0) {
+            return 0;                   /* let the held path judge it */
+        }
+        k = evbuffer_peek(in, (ev_ssize_t)n, &ptr, v, (int)KR_ARRAY_LEN(v));
+        if (k <= 0) {
+            return 0;
+        }
+        for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && n > 0; i++) {
+            rc = kr_scan_feed(s->scan, v[i].iov_base,
+                              min_sz(v[i].iov_len, n), &used);
+            off += used;
+            n -= used;
+            if (rc != KR_AGAIN) {
+                break;
+            }
+        }
+        if (rc == KR_OK) {
+            break;
+        }
+    }
+    if (rc != KR_OK) {
+        close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
+                 api_name(e->api_key), e->api_version, s->upname,
+                 s->scan->msg);
+        return -1;
+    }
+    if (n != 1 ||
+        evbuffer_ptr_set(in, &ptr, off, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &ptr, &last, 1) != 1) {
+        return 0;
+    }
+    return last == 0;
+}
+
+/*
  * Go on with the streamed response: scan what arrived after *scan (those
  * bytes join the pass-through run), then, once the whole tail is here,
  * forward the run and write the tail through kr_rewrite_tail.  Returns 1
@@ -2747,10 +2809,23 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return 3;
     }
     if (rsp_hold(e->api_key, e->api_version)) {
-        if (avail - KR_FRAME_PREFIX < flen &&
-            kr_rewrite_streamable(e->api_key, e->api_version)) {
-            /* not all here yet: forward it as it arrives */
-            return stream_start(s, e, flen) == 0 ? 5 : -1;
+        if (kr_rewrite_streamable(e->api_key, e->api_version)) {
+            if (avail - KR_FRAME_PREFIX < flen) {
+                /* not all here yet: forward it as it arrives */
+                return stream_start(s, e, flen) == 0 ? 5 : -1;
+            }
+            rc = no_tags(s, e, in, scan, flen);
+            if (rc < 0) {
+                return -1;
+            }
+            if (rc == 1) {
+                /* no tagged fields, so no endpoints: cut-through */
+                fifo_pop(s);
+                s->p->stats.responses++;
+                s->p->stats.responses_streamed++;
+                s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
+                return 1;
+            }
         }
         if ((int64_t)flen > s->lc->max_frame_bytes) {
             close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
