@@ -210,6 +210,17 @@ int kr_response_header_version(int16_t k, int16_t v);
 /* Index of the field named name in struct sid, or -1. */
 int kr_struct_field_index(uint16_t sid, const char *name);
 
+/* Wire size in bytes of a fixed-width type (bool .. uuid), 0 for others. */
+unsigned kr_type_fixed_size(enum kr_type t);
+
+/*
+ * Fewest bytes one value of type t takes: the fixed size, or the
+ * smallest length or count prefix (flex: the compact forms, 1 byte);
+ * 1 for a struct (every Kafka struct has at least a byte).  Bounds array
+ * counts against the bytes left in a frame.
+ */
+unsigned kr_type_min_size(enum kr_type t, bool flex);
+
 /* Name of enum kr_type t ("int32", "[]", "struct"...), never NULL. */
 const char *kr_type_name(enum kr_type t);
 

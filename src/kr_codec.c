@@ -814,33 +814,6 @@ d_view(struct dec *d, size_t n, struct kr_str *s)
 static int dec_struct(struct dec *d, uint16_t sid, int16_t v, bool flex,
                       struct kr_node **out);
 
-/* Smallest wire size of one array element (bounds counts by bytes left). */
-static size_t
-elem_min(uint8_t t, bool flex)
-{
-    switch (t) {
-    case KR_T_INT16:
-    case KR_T_UINT16:
-        return 2;
-    case KR_T_INT32:
-    case KR_T_UINT32:
-        return 4;
-    case KR_T_INT64:
-    case KR_T_FLOAT64:
-        return 8;
-    case KR_T_UUID:
-        return 16;
-    case KR_T_STRING:
-        return flex ? 1 : 2;
-    case KR_T_BYTES:
-    case KR_T_RECORDS:
-    case KR_T_ARRAY:
-        return flex ? 1 : 4;
-    default:
-        return 1;   /* bool, int8, struct (every Kafka struct has a byte) */
-    }
-}
-
 /*
  * A length or count prefix: int16 (strings) / int32, or compact uvarint
  * n+1.  *out is -1 for null, -2..INT32_MIN for a bad negative length.
@@ -1038,7 +1011,8 @@ dec_val(struct dec *d, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
             val->u.arr = NULL;
             return d_null_or_bad(d, start, len, nullable, "array", val);
         }
-        if ((uint64_t)len > d_left(d) / elem_min(et, flex)) {
+        if ((uint64_t)len >
+            d_left(d) / kr_type_min_size((enum kr_type)et, flex)) {
             return err_set(d->err, KR_EPROTO, start,
                            "array count %lld past end (%zu bytes left)",
                            (long long)len, d_left(d));
@@ -1285,11 +1259,43 @@ out:
 
 /* ---- decoder: entry points ----------------------------------------------- */
 
-int
-kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
-                 size_t *off, uint16_t sid, int16_t v, bool flexible,
-                 unsigned flags, struct kr_node **out,
-                 struct kr_codec_err *err)
+/* Only the tagged-field section of struct sid (kr_decode_tags). */
+static int
+dec_tags_only(struct dec *d, uint16_t sid, int16_t v, struct kr_node **out)
+{
+    const struct kr_struct_desc *sd;
+    struct kr_node *node;
+    unsigned i;
+    int rc;
+
+    if (sid >= kr_nstructs) {
+        return err_set(d->err, KR_EPROTO, d_off(d), "no struct %u",
+                       (unsigned)sid);
+    }
+    sd = &kr_structs[sid];
+    node = node_alloc(d->a, sid, v);
+    if (node == NULL) {
+        return err_set(d->err, KR_ENOMEM, d_off(d), "arena exhausted");
+    }
+    for (i = 0; i < sd->nfields; i++) {
+        if (val_default(d->a, &kr_fields[sd->first_field + i], v,
+                        &node->vals[i], 1) != KR_OK) {
+            return err_set(d->err, KR_ENOMEM, d_off(d), "arena exhausted");
+        }
+    }
+    d->depth = 1;
+    rc = dec_tags(d, sd, v, node);
+    if (rc == KR_OK) {
+        *out = node;
+    }
+    return rc;
+}
+
+/* kr_decode_struct and kr_decode_tags. */
+static int
+decode_at(struct kr_arena *arena, const struct kr_rbuf *rb, size_t *off,
+          uint16_t sid, int16_t v, bool flexible, bool tags_only,
+          unsigned flags, struct kr_node **out, struct kr_codec_err *err)
 {
     struct kr_codec_err scratch;
     struct dec d;
@@ -1304,7 +1310,8 @@ kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
         return err_set(err, KR_EPROTO, *off, "offset past end (%zu bytes)",
                        d.total);
     }
-    rc = dec_struct(&d, sid, v, flexible, out);
+    rc = tags_only ? dec_tags_only(&d, sid, v, out)
+                   : dec_struct(&d, sid, v, flexible, out);
     if (rc == KR_OK) {
         *off = d_off(&d);
     }
@@ -1312,48 +1319,21 @@ kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
 }
 
 int
+kr_decode_struct(struct kr_arena *arena, const struct kr_rbuf *rb,
+                 size_t *off, uint16_t sid, int16_t v, bool flexible,
+                 unsigned flags, struct kr_node **out,
+                 struct kr_codec_err *err)
+{
+    return decode_at(arena, rb, off, sid, v, flexible, false, flags, out,
+                     err);
+}
+
+int
 kr_decode_tags(struct kr_arena *arena, const struct kr_rbuf *rb,
                size_t *off, uint16_t sid, int16_t v, unsigned flags,
                struct kr_node **out, struct kr_codec_err *err)
 {
-    struct kr_codec_err scratch;
-    const struct kr_struct_desc *sd;
-    struct kr_node *node;
-    struct dec d;
-    unsigned i;
-    int rc;
-
-    if (err == NULL) {
-        err = &scratch;
-    }
-    err_clear(err);
-    d_init(&d, arena, rb, *off, flags, err);
-    if (*off > d.total) {
-        return err_set(err, KR_EPROTO, *off, "offset past end (%zu bytes)",
-                       d.total);
-    }
-    if (sid >= kr_nstructs) {
-        return err_set(err, KR_EPROTO, *off, "no struct %u", (unsigned)sid);
-    }
-    sd = &kr_structs[sid];
-    node = node_alloc(arena, sid, v);
-    if (node == NULL) {
-        return err_set(err, KR_ENOMEM, *off, "arena exhausted");
-    }
-    for (i = 0; i < sd->nfields; i++) {
-        if (val_default(arena, &kr_fields[sd->first_field + i], v,
-                        &node->vals[i], 1) != KR_OK) {
-            return err_set(err, KR_ENOMEM, *off, "arena exhausted");
-        }
-    }
-    d.depth = 1;
-    rc = dec_tags(&d, sd, v, node);
-    if (rc != KR_OK) {
-        return rc;
-    }
-    *off = d_off(&d);
-    *out = node;
-    return KR_OK;
+    return decode_at(arena, rb, off, sid, v, true, true, flags, out, err);
 }
 
 /* Copy up to n bytes at payload offset 0 into dst; returns bytes copied. */
@@ -1999,9 +1979,33 @@ w_total(struct kr_wbuf *w)
     w->total = t;
 }
 
-int
-kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
-                 struct kr_wbuf *w, struct kr_codec_err *err)
+/* Only n's tagged-field section (kr_encode_tags). */
+static int
+enc_tags_only(struct enc *e, const struct kr_node *n, int16_t v)
+{
+    const struct kr_struct_desc *sd;
+    uint32_t ntag = 0;
+    unsigned i;
+
+    if (n->struct_id >= kr_nstructs || n->vals == NULL) {
+        return e_fail(e, "no struct to encode");
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
+
+        if (kr_vrange_has(f->versions, v) && field_tagged_at(f, v)) {
+            ntag += n->vals[i].present != 0;
+        }
+    }
+    e->depth = 1;
+    return enc_tags(e, n, sd, v, ntag);
+}
+
+/* kr_encode_struct and kr_encode_tags. */
+static int
+encode_at(const struct kr_node *n, int16_t v, bool flexible, bool tags_only,
+          struct kr_wbuf *w, struct kr_codec_err *err)
 {
     struct kr_codec_err scratch;
     struct enc e;
@@ -2018,7 +2022,8 @@ kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
     if (n == NULL) {
         return e_fail(&e, "no struct to encode");
     }
-    rc = enc_struct(&e, n, n->struct_id, v, flexible);
+    rc = tags_only ? enc_tags_only(&e, n, v)
+                   : enc_struct(&e, n, n->struct_id, v, flexible);
     w_total(w);
     if (rc == KR_OK && w->failed) {
         rc = err_set(err, KR_ENOMEM, w->len - e.base, "out of memory");
@@ -2027,42 +2032,19 @@ kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
 }
 
 int
+kr_encode_struct(const struct kr_node *n, int16_t v, bool flexible,
+                 struct kr_wbuf *w, struct kr_codec_err *err)
+{
+    return encode_at(n, v, flexible, false, w, err);
+}
+
+int
 kr_encode_tags(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
                struct kr_codec_err *err)
 {
-    struct kr_codec_err scratch;
-    const struct kr_struct_desc *sd;
-    uint32_t ntag = 0;
-    struct enc e;
-    unsigned i;
-    int rc;
-
-    if (err == NULL) {
-        err = &scratch;
-    }
-    err_clear(err);
-    e.w = w;
-    e.err = err;
-    e.base = w->len;
-    e.depth = 1;
-    if (n == NULL || n->struct_id >= kr_nstructs || n->vals == NULL) {
-        return e_fail(&e, "no struct to encode");
-    }
-    sd = &kr_structs[n->struct_id];
-    for (i = 0; i < sd->nfields; i++) {
-        const struct kr_field_desc *f = &kr_fields[sd->first_field + i];
-
-        if (kr_vrange_has(f->versions, v) && field_tagged_at(f, v)) {
-            ntag += n->vals[i].present != 0;
-        }
-    }
-    rc = enc_tags(&e, n, sd, v, ntag);
-    w_total(w);
-    if (rc == KR_OK && w->failed) {
-        rc = err_set(err, KR_ENOMEM, w->len - e.base, "out of memory");
-    }
-    return rc;
+    return encode_at(n, v, true, true, w, err);
 }
+
 
 /* The int16 header field name of node h, or INT64_MIN when missing. */
 static int64_t

@@ -222,35 +222,11 @@ kr_frame_response_hdr_len(const uint8_t *p, size_t n, size_t frame_len,
     return KR_OK;
 }
 
-/* Bytes of a fixed-size type, 0 for the others. */
-static size_t
-fixed_size(enum kr_type t)
-{
-    switch (t) {
-    case KR_T_BOOL:
-    case KR_T_INT8:
-        return 1;
-    case KR_T_INT16:
-    case KR_T_UINT16:
-        return 2;
-    case KR_T_INT32:
-    case KR_T_UINT32:
-        return 4;
-    case KR_T_INT64:
-    case KR_T_FLOAT64:
-        return 8;
-    case KR_T_UUID:
-        return 16;
-    default:
-        return 0;
-    }
-}
-
 static int64_t
 read_int(const uint8_t *p, enum kr_type t)
 {
     uint64_t x = 0;
-    size_t i, len = fixed_size(t);
+    size_t i, len = kr_type_fixed_size(t);
 
     for (i = 0; i < len; i++) {
         x = x << 8 | p[i];
@@ -304,7 +280,7 @@ kr_frame_peek_fields(const uint8_t *p, size_t n, size_t frame_len,
         flex = (fd->flags & KR_FF_FLEX_OVERRIDE)
             ? kr_vrange_has(fd->flexible, api_version)
             : kr_api_flexible(a, api_version);
-        len = fixed_size(t);
+        len = kr_type_fixed_size(t);
         if (len > 0) {
             rc = want(off, len, n, frame_len, need);
             if (rc != KR_OK) {

@@ -567,6 +567,35 @@ walk_node(struct walk *wk, struct kr_node *n, int depth)
     return KR_OK;
 }
 
+/*
+ * Rewrite every endpoint struct below n (depth: n's nesting) for ctx.
+ * KR_OK (res->changed says whether anything changed), KR_ELIMIT,
+ * KR_EPROTO or KR_ERROR (no advertised host), with res->err set.
+ */
+static int
+rewrite_endpoints(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                  int16_t api_version, struct kr_node *n, int depth,
+                  struct kr_rewrite_result *res)
+{
+    struct walk wk;
+    int rc;
+
+    wk.ctx = ctx;
+    wk.res = res;
+    wk.host_len = ctx->advertised_host != NULL ?
+                  strlen(ctx->advertised_host) : 0;
+    if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
+        set_err(res, api_key, api_version, NULL,
+                "no advertised host to write");
+        return KR_ERROR;
+    }
+    rc = walk_node(&wk, n, depth);
+    if (rc != KR_OK) {
+        res->changed = false;
+    }
+    return rc;
+}
+
 /* ---- ApiVersions ------------------------------------------------------ */
 
 /*
@@ -721,24 +750,11 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         res->capped = (unsigned)n;
         res->changed = res->capped > 0;
     } else {
-        struct walk wk;
-
         if (api_key == KR_METADATA_KEY && ctx->upstream != NULL) {
             kr_upstream_learn(ctx->upstream, m.body, api_key, api_version);
         }
-        wk.ctx = ctx;
-        wk.res = res;
-        wk.host_len = ctx->advertised_host != NULL ?
-                      strlen(ctx->advertised_host) : 0;
-        if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
-            set_err(res, api_key, api_version, NULL,
-                    "no advertised host to write");
-            rc = KR_ERROR;
-            goto done;
-        }
-        rc = walk_node(&wk, m.body, 0);
+        rc = rewrite_endpoints(ctx, api_key, api_version, m.body, 0, res);
         if (rc != KR_OK) {
-            res->changed = false;
             goto done;
         }
     }
@@ -948,7 +964,6 @@ kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
     struct kr_node *node = NULL;
     struct kr_wbuf w;
     struct kr_rbuf rb;
-    struct walk wk;
     size_t len = evbuffer_get_length(tail), off = 0;
     uint16_t root;
     int rc;
@@ -980,17 +995,7 @@ kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         goto done;
     }
     res->trailing = len - off;
-    wk.ctx = ctx;
-    wk.res = res;
-    wk.host_len = ctx->advertised_host != NULL ?
-                  strlen(ctx->advertised_host) : 0;
-    if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
-        set_err(res, api_key, api_version, NULL,
-                "no advertised host to write");
-        rc = KR_ERROR;
-        goto done;
-    }
-    rc = walk_node(&wk, node, 1);
+    rc = rewrite_endpoints(ctx, api_key, api_version, node, 1, res);
     if (rc != KR_OK || !res->changed) {
         if (rc == KR_OK) {
             rc = evbuffer_remove_buffer(tail, out, len) == (int)len

@@ -67,33 +67,6 @@ tagged_at(const struct kr_field_desc *f, int16_t v)
     return f->tag >= 0 && kr_vrange_has(f->tagged, v);
 }
 
-/* Smallest encoding of one element of type t (bounds array counts). */
-static uint64_t
-elem_min(uint8_t t, bool flex)
-{
-    switch (t) {
-    case KR_T_INT16:
-    case KR_T_UINT16:
-        return 2;
-    case KR_T_INT32:
-    case KR_T_UINT32:
-        return 4;
-    case KR_T_INT64:
-    case KR_T_FLOAT64:
-        return 8;
-    case KR_T_UUID:
-        return 16;
-    case KR_T_STRING:
-        return flex ? 1 : 2;
-    case KR_T_BYTES:
-    case KR_T_RECORDS:
-    case KR_T_ARRAY:
-        return flex ? 1 : 4;
-    default:
-        return 1;
-    }
-}
-
 static int
 push(struct kr_scan *sc, uint8_t kind, uint16_t sid, bool flex, uint8_t et,
      uint32_t remain, int16_t v)
@@ -164,21 +137,11 @@ start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
     sc->r_sid = sid;
     sc->r_flex = flex;
     sc->r_nullable = nullable;
+    if (kr_type_fixed_size((enum kr_type)t) > 0) {
+        return skip(sc, kr_type_fixed_size((enum kr_type)t),
+                    kr_type_name((enum kr_type)t));
+    }
     switch (t) {
-    case KR_T_BOOL:
-    case KR_T_INT8:
-        return skip(sc, 1, kr_type_name(t));
-    case KR_T_INT16:
-    case KR_T_UINT16:
-        return skip(sc, 2, kr_type_name(t));
-    case KR_T_INT32:
-    case KR_T_UINT32:
-        return skip(sc, 4, kr_type_name(t));
-    case KR_T_INT64:
-    case KR_T_FLOAT64:
-        return skip(sc, 8, kr_type_name(t));
-    case KR_T_UUID:
-        return skip(sc, 16, "uuid");
     case KR_T_STRING:
         want(sc, flex ? R_UVAR : R_I16, W_STRING);
         return KR_OK;
@@ -247,7 +210,8 @@ got_value(struct kr_scan *sc)
                         (long long)len);
         }
         if (why == W_ARRAY) {
-            if ((uint64_t)len > left(sc) / elem_min(sc->r_et, sc->r_flex)) {
+            if ((uint64_t)len > left(sc) /
+                kr_type_min_size((enum kr_type)sc->r_et, sc->r_flex)) {
                 return fail(sc, sc->rstart, "array count %lld past the end "
                             "of the frame (%llu bytes left)", (long long)len,
                             (unsigned long long)left(sc));

@@ -2489,6 +2489,54 @@ out:
 }
 
 /*
+ * Feed s->scan at most n bytes of in from offset off, without copying
+ * them; *used gets how many it consumed.  Returns the scanner's status
+ * (KR_AGAIN when it wants more than those n bytes).
+ */
+static int
+scan_in(struct kr_session *s, struct evbuffer *in, size_t off, size_t n,
+        size_t *used)
+{
+    struct evbuffer_iovec v[8];
+    struct evbuffer_ptr ptr;
+    size_t u;
+    int i, k, rc = s->scan->status;
+
+    *used = 0;
+    while (rc == KR_AGAIN && n > 0) {
+        if (evbuffer_ptr_set(in, &ptr, off, EVBUFFER_PTR_SET) != 0) {
+            break;
+        }
+        k = evbuffer_peek(in, (ev_ssize_t)n, &ptr, v, (int)KR_ARRAY_LEN(v));
+        if (k <= 0) {
+            break;
+        }
+        for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && rc == KR_AGAIN &&
+             n > 0; i++) {
+            rc = kr_scan_feed(s->scan, v[i].iov_base,
+                              min_sz(v[i].iov_len, n), &u);
+            off += u;
+            n -= u;
+            *used += u;
+        }
+    }
+    return rc;
+}
+
+/* s->scan, allocated at the first use; NULL when closed (out of memory). */
+static struct kr_scan *
+scanner(struct kr_session *s)
+{
+    if (s->scan == NULL) {
+        s->scan = malloc(sizeof(*s->scan));
+        if (s->scan == NULL) {
+            close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
+        }
+    }
+    return s->scan;
+}
+
+/*
  * Start streaming the response at the head of the FIFO (flen payload
  * bytes): its endpoints sit only in the body's tagged fields
  * (kr_rewrite_streamable), so everything before them goes to the client
@@ -2499,12 +2547,8 @@ out:
 static int
 stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
 {
-    if (s->scan == NULL) {
-        s->scan = malloc(sizeof(*s->scan));
-        if (s->scan == NULL) {
-            close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
-            return -1;
-        }
+    if (scanner(s) == NULL) {
+        return -1;
     }
     if (kr_scan_init(s->scan, e->api_key, e->api_version, true, flen) !=
         KR_OK) {
@@ -2534,41 +2578,20 @@ static int
 no_tags(struct kr_session *s, const struct kr_inflight *e,
         struct evbuffer *in, size_t scan, size_t flen)
 {
-    struct evbuffer_iovec v[8];
     struct evbuffer_ptr ptr;
-    size_t off = scan + KR_FRAME_PREFIX, n = flen, used;
+    size_t off = scan + KR_FRAME_PREFIX, used = 0;
     uint8_t last;
-    int i, k, rc;
+    int rc;
 
-    if (s->scan == NULL) {
-        s->scan = malloc(sizeof(*s->scan));
-        if (s->scan == NULL) {
-            close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
-            return -1;
-        }
+    if (scanner(s) == NULL) {
+        return -1;
     }
     rc = kr_scan_init(s->scan, e->api_key, e->api_version, true, flen);
-    while (rc == KR_OK || rc == KR_AGAIN) {
-        if (n == 0 ||
-            evbuffer_ptr_set(in, &ptr, off, EVBUFFER_PTR_SET) != 0) {
-            return 0;                   /* let the held path judge it */
-        }
-        k = evbuffer_peek(in, (ev_ssize_t)n, &ptr, v, (int)KR_ARRAY_LEN(v));
-        if (k <= 0) {
-            return 0;
-        }
-        for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && n > 0; i++) {
-            rc = kr_scan_feed(s->scan, v[i].iov_base,
-                              min_sz(v[i].iov_len, n), &used);
-            off += used;
-            n -= used;
-            if (rc != KR_AGAIN) {
-                break;
-            }
-        }
-        if (rc == KR_OK) {
-            break;
-        }
+    if (rc == KR_OK) {
+        rc = scan_in(s, in, off, flen, &used);
+    }
+    if (rc == KR_AGAIN) {
+        return 0;                       /* let the held path judge it */
     }
     if (rc != KR_OK) {
         close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
@@ -2576,7 +2599,8 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
                  s->scan->msg);
         return -1;
     }
-    if (n != 1 ||
+    off += used;
+    if (flen - used != 1 ||
         evbuffer_ptr_set(in, &ptr, off, EVBUFFER_PTR_SET) != 0 ||
         evbuffer_copyout_from(in, &ptr, &last, 1) != 1) {
         return 0;
@@ -2595,31 +2619,13 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
             size_t total)
 {
     struct kr_rewrite_result res;
-    struct evbuffer_iovec v[8];
-    struct evbuffer_ptr ptr;
-    size_t n, used, tail;
-    int i, k, rc = s->scan->status;
+    size_t used, tail;
+    int rc;
 
-    n = min_sz(total - *scan, (size_t)s->stream_left);
-    while (rc == KR_AGAIN && n > 0) {
-        if (evbuffer_ptr_set(in, &ptr, *scan, EVBUFFER_PTR_SET) != 0) {
-            close_up(s, KR_LOG_ERROR, "internal: response offset %zu",
-                     *scan);
-            return -1;
-        }
-        k = evbuffer_peek(in, (ev_ssize_t)n, &ptr, v, (int)KR_ARRAY_LEN(v));
-        if (k <= 0) {
-            break;
-        }
-        for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && rc == KR_AGAIN &&
-             n > 0; i++) {
-            rc = kr_scan_feed(s->scan, v[i].iov_base,
-                              min_sz(v[i].iov_len, n), &used);
-            *scan += used;
-            s->stream_left -= used;
-            n -= used;
-        }
-    }
+    rc = scan_in(s, in, *scan, min_sz(total - *scan, (size_t)s->stream_left),
+                 &used);
+    *scan += used;
+    s->stream_left -= used;
     if (rc == KR_AGAIN) {
         return 0;
     }
@@ -3082,6 +3088,15 @@ upstream_eof(struct kr_session *s, const char *why)
     }
     if (fifo_expected(s) == 0 && !rsp_mid(s)) {
         close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
+    } else if (s->client_eof) {
+        /*
+         * The client left first; the broker, seeing the half-close, ends
+         * too, as Kafka does on EOF, dropping what it still owed (a
+         * consumer's long-poll Fetch): the normal end of a connection.
+         */
+        close_client(s, KR_LOG_INFO, "client closed the connection (the "
+                     "upstream then closed with %u requests unanswered)",
+                     fifo_expected(s));
     } else {
         close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in flight",
                  s->upname, why, fifo_expected(s));

@@ -640,6 +640,30 @@ build_msg(struct kr_arena *a, int16_t key, int16_t v, enum kr_dir dir,
     ck_assert_ptr_nonnull(m->body);
 }
 
+/*
+ * A message for (api, v, dir) with a random header (ClientId,
+ * CorrelationId, header tagged fields) and a default body.
+ */
+static void
+build_rand_msg(struct rctx *r, const struct kr_api_desc *api, int16_t v,
+               enum kr_dir d, struct kr_msg *m)
+{
+    build_msg(r->a, api->key, v, d, m);
+    if (d == KR_DIR_REQUEST && m->hdr_version >= 1) {
+        fill_rand_val(r, KR_T_STRING, 0, 0, m->hdr_version, false, true,
+                      kr_node_get(m->header, "ClientId"));
+    }
+    kr_node_get(m->header, "CorrelationId")->u.i = (int32_t)rnd(&r->seed);
+    if (m->hdr_version >= (d == KR_DIR_REQUEST ? 2 : 1)) {
+        fill_rand(r, m->header, m->hdr_version, true);
+        kr_node_get(m->header, "CorrelationId")->present = 1;
+    }
+    if (d == KR_DIR_REQUEST) {
+        kr_node_get(m->header, "RequestApiKey")->u.i = api->key;
+        kr_node_get(m->header, "RequestApiVersion")->u.i = v;
+    }
+}
+
 /* ---- golden frames from the seed pages ----------------------------------- */
 
 struct gfield {
@@ -1142,21 +1166,7 @@ START_TEST(test_all_random)
                 r.seed = 0x9e3779b97f4a7c15ull ^
                          ((uint64_t)api->key << 32 | (uint64_t)v << 8 |
                           (uint64_t)d << 4 | (uint64_t)it);
-                build_msg(&a, api->key, v, (enum kr_dir)d, &m);
-                if (d == 0 && m.hdr_version >= 1) {
-                    fill_rand_val(&r, KR_T_STRING, 0, 0, m.hdr_version, false,
-                                  true, kr_node_get(m.header, "ClientId"));
-                }
-                kr_node_get(m.header, "CorrelationId")->u.i =
-                    (int32_t)rnd(&r.seed);
-                if (m.hdr_version >= (d == 0 ? 2 : 1)) {
-                    fill_rand(&r, m.header, m.hdr_version, true);
-                    kr_node_get(m.header, "CorrelationId")->present = 1;
-                }
-                if (d == 0) {
-                    kr_node_get(m.header, "RequestApiKey")->u.i = api->key;
-                    kr_node_get(m.header, "RequestApiVersion")->u.i = v;
-                }
+                build_rand_msg(&r, api, v, (enum kr_dir)d, &m);
                 fill_rand(&r, m.body, v, kr_api_flexible(api, v));
                 roundtrip(&a, &m, rsrc, sizeof(rsrc), what, &p, &plen, &m2);
                 ck_assert_int_eq(m2.correlation_id,
@@ -1338,19 +1348,7 @@ START_TEST(test_scan_all)
                 r.seed = 0x5ca9ull ^ ((uint64_t)api->key << 32 |
                                       (uint64_t)v << 8 | (uint64_t)d << 4 |
                                       (uint64_t)it);
-                build_msg(&a, api->key, v, (enum kr_dir)d, &m);
-                if (d == 0 && m.hdr_version >= 1) {
-                    fill_rand_val(&r, KR_T_STRING, 0, 0, m.hdr_version, false,
-                                  true, kr_node_get(m.header, "ClientId"));
-                }
-                if (m.hdr_version >= (d == 0 ? 2 : 1)) {
-                    fill_rand(&r, m.header, m.hdr_version, true);
-                    kr_node_get(m.header, "CorrelationId")->present = 1;
-                }
-                if (d == 0) {
-                    kr_node_get(m.header, "RequestApiKey")->u.i = api->key;
-                    kr_node_get(m.header, "RequestApiVersion")->u.i = v;
-                }
+                build_rand_msg(&r, api, v, (enum kr_dir)d, &m);
                 if (it > 0) {
                     fill_rand(&r, m.body, v, kr_api_flexible(api, v));
                 } else {

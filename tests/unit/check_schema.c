@@ -513,6 +513,33 @@ START_TEST(test_roots_complete)
 END_TEST
 
 /* Structural sanity of every struct and field. */
+/* Wire sizes from the protocol guide (kafka.apache.org/protocol). */
+START_TEST(test_type_sizes)
+{
+    static const struct {
+        enum kr_type t;
+        unsigned fixed, min_classic, min_flex;
+    } want[] = {
+        { KR_T_BOOL, 1, 1, 1 },     { KR_T_INT8, 1, 1, 1 },
+        { KR_T_INT16, 2, 2, 2 },    { KR_T_UINT16, 2, 2, 2 },
+        { KR_T_INT32, 4, 4, 4 },    { KR_T_UINT32, 4, 4, 4 },
+        { KR_T_INT64, 8, 8, 8 },    { KR_T_FLOAT64, 8, 8, 8 },
+        { KR_T_UUID, 16, 16, 16 },  { KR_T_STRING, 0, 2, 1 },
+        { KR_T_BYTES, 0, 4, 1 },    { KR_T_RECORDS, 0, 4, 1 },
+        { KR_T_ARRAY, 0, 4, 1 },    { KR_T_STRUCT, 0, 1, 1 },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        ck_assert_uint_eq(kr_type_fixed_size(want[i].t), want[i].fixed);
+        ck_assert_uint_eq(kr_type_min_size(want[i].t, false),
+                          want[i].min_classic);
+        ck_assert_uint_eq(kr_type_min_size(want[i].t, true),
+                          want[i].min_flex);
+    }
+}
+END_TEST
+
 START_TEST(test_tables_sane)
 {
     uint32_t sid, total = 0;
@@ -635,6 +662,7 @@ schema_suite(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_roots_complete);
     tcase_add_test(tc, test_tables_sane);
+    tcase_add_test(tc, test_type_sizes);
     suite_add_tcase(s, tc);
     return s;
 }
