@@ -11,6 +11,7 @@
 
 #include "fuzz.h"
 #include "kr_json.h"
+#include "kr_scan.h"
 
 void
 kr_fuzz_hexdump(const char *what, const uint8_t *p, size_t len)
@@ -171,6 +172,85 @@ kr_fuzz_node_has_nan(const struct kr_node *n)
 }
 
 /*
+ * The resumable scanner (kr_scan) against the tolerant decoder, on the
+ * same payload fed in pieces drawn from seed: it never reads past a
+ * piece (ASan), never consumes more than it is given, and where the
+ * decoder accepts the payload the scanner stops exactly where the body's
+ * tagged fields start (they decode with kr_decode_tags up to the
+ * decoder's end of body), or at the end of a classic body.
+ */
+static void
+kr_fuzz_scan(enum kr_dir dir, int16_t key, int16_t ver, uint32_t seed,
+             const uint8_t *p, size_t len, int drc, const struct kr_msg *m)
+{
+    struct kr_scan sc;
+    struct kr_codec_err err;
+    struct kr_arena a;
+    struct kr_node *tn;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    size_t at = 0, used, n, toff;
+    uint32_t x = seed * 2654435761u + 1;
+    int rc;
+
+    if (dir == KR_DIR_REQUEST) {
+        if (len < 4) {
+            return;
+        }
+        key = (int16_t)(p[0] << 8 | p[1]);
+        ver = (int16_t)(p[2] << 8 | p[3]);
+    }
+    if (kr_scan_init(&sc, key, ver, dir == KR_DIR_RESPONSE, len) != KR_OK) {
+        KR_FUZZ_ASSERT(drc != KR_OK, "the decoder knows ApiKey %d v%d, the "
+                       "scanner does not", key, ver);
+        return;
+    }
+    do {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        n = seed == 0 ? len - at : 1 + x % (len / 3 + 1);
+        if (n > len - at) {
+            n = len - at;
+        }
+        /* a piece of its own, so that ASan sees a read past it */
+        {
+            uint8_t *piece = malloc(n > 0 ? n : 1);
+
+            KR_FUZZ_ASSERT(piece != NULL, "out of memory");
+            memcpy(piece, p + at, n);
+            rc = kr_scan_feed(&sc, piece, n, &used);
+            free(piece);
+        }
+        KR_FUZZ_ASSERT(used <= n, "scanner consumed %zu of %zu", used, n);
+        at += used;
+        KR_FUZZ_ASSERT(sc.off == at, "scanner offset %llu, fed %zu",
+                       (unsigned long long)sc.off, at);
+    } while (rc == KR_AGAIN && at < len);
+    KR_FUZZ_ASSERT(rc == KR_OK || rc == KR_EPROTO, "scanner status %d at "
+                   "the end of the frame", rc);
+    if (drc != KR_OK) {
+        return;
+    }
+    KR_FUZZ_ASSERT(rc == KR_OK, "decoder accepts, scanner refuses: %s",
+                   sc.msg);
+    if (!kr_api_flexible(kr_api_get(key), ver)) {
+        KR_FUZZ_ASSERT(at == m->trailing_off, "classic body: scanner at "
+                       "%zu, decoder at %zu", at, m->trailing_off);
+        return;
+    }
+    kr_arena_init(&a, 0);
+    kr_rbuf_init_flat(&rb, &iov, p, len);
+    toff = at;
+    rc = kr_decode_tags(&a, &rb, &toff, m->body->struct_id, ver, 0, &tn,
+                        &err);
+    KR_FUZZ_ASSERT(rc == KR_OK && toff == m->trailing_off, "tail at %zu: "
+                   "%s, ends at %zu, body at %zu", at, kr_status_str(rc),
+                   toff, m->trailing_off);
+    kr_arena_free(&a);
+}
+
+/*
  * decoded m1 (from rb, flat copy p) encodes to out1: its JSON text must
  * load back into a tree that encodes to out1 too.
  */
@@ -252,6 +332,9 @@ kr_fuzz_codec(enum kr_dir dir, int16_t key, int16_t ver, unsigned flags,
                 dir == KR_DIR_REQUEST ? "request" : "response",
                 m1.api_key, m1.api_version, flags, kr_status_str(rc),
                 rc == KR_OK ? "" : " at ", rc == KR_OK ? "" : err.path);
+    }
+    if ((flags & KR_DEC_STRICT) == 0) {
+        kr_fuzz_scan(dir, key, ver, seed, p, len, rc, &m1);
     }
     if (rc != KR_OK) {
         if (canonical) {
