@@ -21,7 +21,7 @@ kr_log "$(tail -n 1 "$W/kpy-auto.log")"
 kr_check_brokers "$W/brokers.txt"
 
 kr_run 90 "$KR_PY" "$CLIENT" "$KR_BOOTSTRAP" kpy 0 "$W/brokers-010.txt" 0.10 \
-    >"$W/kpy-010.log" 2>&1 ||
+    300 >"$W/kpy-010.log" 2>&1 ||
     kr_fail "kafka-python (0.10): $(tail -n 5 "$W/kpy-010.log")"
 grep -q "consumed 300," "$W/kpy-010.log" ||
     kr_fail "kafka-python (0.10) did not read the 300 messages: $(tail -n 1 "$W/kpy-010.log")"

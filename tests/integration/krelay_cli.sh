@@ -75,16 +75,13 @@ conf "$W/run.ini" "$W/krelay.log"
 "$KR_KRELAY" -c "$W/run.ini" >>"$W/krelay.out.log" 2>&1 &
 pid=$!
 KR_PIDS+=("$pid")
-kr_wait_port "$base" 20 || kr_fail "krelay did not listen on $base"
-grep -q "notice: krelay .* started (1 listener group)$" "$W/krelay.log" ||
-    kr_fail "no started line: $(cat "$W/krelay.log")"
+kr_wait_port "$base" 60 "$pid" || kr_fail "krelay did not listen on $base"
+# the started line comes after the listeners are bound: wait for it too
 wait_line() {
-    for _ in $(seq 100); do
-        grep -q "$1" "$W/krelay.log" && return 0
-        sleep 0.1
-    done
-    kr_fail "no line '$1' in krelay.log: $(tail -5 "$W/krelay.log")"
+    kr_wait_for 60 grep -q "$1" "$W/krelay.log" ||
+        kr_fail "no line '$1' in krelay.log: $(tail -5 "$W/krelay.log")"
 }
+wait_line "notice: krelay .* started (1 listener group)$"
 kill -USR1 "$pid"
 wait_line "notice: SIGUSR1: reopened the log file$"
 kill -HUP "$pid"

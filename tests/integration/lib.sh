@@ -17,6 +17,12 @@
 #                             the krelay-specific assertions are skipped
 #   KRELAY_TEST_KEEP=1        keep the work directory
 #   KRELAY_LOG_LEVEL          krelay's [log] level (default debug)
+#   KRELAY_TEST_TIME_SCALE    multiplies the watchdog (kr_setup) and the
+#                             client limits (kr_run); default 3: these
+#                             bounds only catch hangs, a busy CI machine
+#                             (sanitizers, parallel jobs) is much slower
+#                             than a desk, and a passing run never waits
+#                             for them
 #
 # Exit codes: 0 pass, 1 fail, 77 skip, 99 hard error (automake's).
 
@@ -30,6 +36,7 @@ KR_TEST_NAME=$(basename "$0" .sh)
 : "${KRELAY_REQUIRE_ALL:=0}"
 : "${KRELAY_TEST_DIRECT:=0}"
 : "${KRELAY_LOG_LEVEL:=debug}"
+: "${KRELAY_TEST_TIME_SCALE:=3}"
 KR_PY=/usr/bin/python3          # Debian's, with kafka-python
 KR_KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
 KR_KRMOCK=${KRMOCK_BIN:-$top_builddir/tests/mock/krmock}
@@ -121,9 +128,10 @@ kr_cleanup() {
 }
 
 # kr_setup: work directory in the build tree, traps, a global deadline.
-# $1: seconds before the whole test is killed (default 120).
+# $1: seconds before the whole test is killed (default 120), times
+# KRELAY_TEST_TIME_SCALE.
 kr_setup() {
-    local limit=${1:-120}
+    local limit=$(( ${1:-120} * KRELAY_TEST_TIME_SCALE ))
     # Port picking and the raw-protocol clients use Debian's python3.
     [ -x "$KR_PY" ] || kr_skip "$KR_PY (package python3)"
     mkdir -p "$top_builddir/tests/integration" || exit 99
@@ -142,14 +150,25 @@ kr_setup() {
 }
 
 # kr_free_ports N: print the first port P (between 20000 and 60000) such
-# that P..P+N-1 are all free on 127.0.0.1.
+# that P..P+N-1 are all free on 127.0.0.1.  Below the kernel's ephemeral
+# range when there is room: a port found free must stay free until krelay
+# or the mock binds it (seconds later for rules_reload.sh), and outgoing
+# connections of every process on the machine take ephemeral ports.
 kr_free_ports() {
     "$KR_PY" - "$1" <<'EOF'
 import random, socket, sys
 n = int(sys.argv[1])
 rnd = random.Random()
+lo, hi = 20000, 60000
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        eph = int(f.read().split()[0])
+    if eph - n > lo + 4000:
+        hi = eph
+except (OSError, ValueError, IndexError):
+    pass
 for _ in range(200):
-    base = rnd.randrange(20000, 60000 - n)
+    base = rnd.randrange(lo, hi - n)
     socks = []
     try:
         for p in range(base, base + n):
@@ -177,14 +196,35 @@ kr_listening() {
                       END { exit !f }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# kr_wait_port PORT [SECONDS]: wait until PORT is listening.
-kr_wait_port() {
-    local port=$1 limit=${2:-20} i
-    for ((i = 0; i < limit * 10; i++)); do
-        kr_listening "$port" && return 0
+# kr_wait_for SECONDS CMD...: run CMD every 0.1 s until it succeeds;
+# false when it has not within SECONDS of wall-clock time.  Waits are
+# bounded generously (a busy machine is slow; a wait ends as soon as CMD
+# succeeds), never by a count of rounds.
+kr_wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
         sleep 0.1
     done
-    return 1
+}
+
+# kr_wait_port PORT [SECONDS [PID]]: wait until PORT is listening; with
+# PID, false as soon as that process is gone.
+kr_wait_port() {
+    local port=$1 end=$((SECONDS + ${2:-60})) pid=${3:-}
+    until kr_listening "$port"; do
+        if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+            return 1
+        fi
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+
+# kr_mock_ready_or_gone: the mock wrote its ready file, or exited.
+kr_mock_ready_or_gone() {
+    [ -s "$KR_WORK/mock.ready" ] || ! kill -0 "$KR_MOCK_PID" 2>/dev/null
 }
 
 # kr_start_mock [KRMOCK] [TOPIC:PARTS...]: start a 3-broker mock cluster.
@@ -211,11 +251,8 @@ kr_start_mock() {
             >"$KR_WORK/mock.out" 2>>"$KR_WORK/mock.log" &
         KR_MOCK_PID=$!
         KR_PIDS+=("$KR_MOCK_PID")
-        for _ in $(seq 100); do
-            [ -s "$KR_WORK/mock.ready" ] && break
-            kill -0 "$KR_MOCK_PID" 2>/dev/null || break
-            sleep 0.1
-        done
+        # up to 60 s while it runs (a bind conflict makes it exit)
+        kr_wait_for 60 kr_mock_ready_or_gone
         if [ -s "$KR_WORK/mock.ready" ]; then
             KR_MOCK_BOOTSTRAP=$(head -n 1 "$KR_WORK/mock.ready")
             kr_log "mock cluster ($(basename "$bin")) at $KR_MOCK_BOOTSTRAP"
@@ -276,8 +313,11 @@ kr_start_krelay() {
             >>"$KR_WORK/krelay.out.log" 2>&1 &
         KR_KRELAY_PID=$!
         KR_PIDS+=("$KR_KRELAY_PID")
-        if kr_wait_port "$KR_PORT" 20 &&
-           kr_wait_port $((KR_BROKER_BASE + KR_NODEIDS)) 5; then
+        # a bind conflict (the ports were free a moment ago) makes krelay
+        # exit: try other ports at once
+        if kr_wait_port "$KR_PORT" 60 "$KR_KRELAY_PID" &&
+           kr_wait_port $((KR_BROKER_BASE + KR_NODEIDS)) 60 \
+               "$KR_KRELAY_PID"; then
             if kill -0 "$KR_KRELAY_PID" 2>/dev/null; then
                 KR_BOOTSTRAP=127.0.0.1:$KR_PORT
                 kr_log "krelay (pid $KR_KRELAY_PID) at $KR_BOOTSTRAP," \
@@ -345,17 +385,20 @@ kr_check_alive() {
     kill -0 "$KR_KRELAY_PID" 2>/dev/null || kr_fail "krelay exited during the test"
 }
 
+# kr_gone PID: the process has exited.
+kr_gone() {
+    ! kill -0 "$1" 2>/dev/null
+}
+
 # kr_stop PID NAME LOG...: SIGTERM, wait (bounded), fail unless it exits
 # 0 and its logs hold no sanitizer report (ASan, UBSan, LSan).
 kr_stop() {
     local pid=$1 name=$2 rc
     shift 2
     kill -TERM "$pid" 2>/dev/null || kr_fail "$name (pid $pid) already gone"
-    for _ in $(seq 150); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$pid" 2>/dev/null && kr_fail "$name did not stop within 15 s of SIGTERM"
+    # a sanitizer build's exit (leak check) on a busy machine takes a while
+    kr_wait_for 60 kr_gone "$pid" ||
+        kr_fail "$name did not stop within 60 s of SIGTERM"
     wait "$pid"
     rc=$?
     if grep -l 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' \
@@ -379,10 +422,11 @@ kr_finish() {
     kr_log "PASS"
 }
 
-# kr_run SECONDS CMD...: run a client with a bounded time, its output in
-# $KR_WORK/<name>.log is shown on failure.
+# kr_run SECONDS CMD...: run a client with a bounded time (SECONDS times
+# KRELAY_TEST_TIME_SCALE), its output in $KR_WORK/<name>.log is shown on
+# failure.
 kr_run() {
-    local limit=$1
+    local limit=$(( $1 * KRELAY_TEST_TIME_SCALE ))
     shift
     timeout -k 5 "$limit" "$@"
 }

@@ -66,11 +66,8 @@ kr_log "KIP-951: NodeEndpoints from a non-leader are krelay's (leader $LEADER)"
 
 # 4. Move the leaders; the old leader must point at the new one.
 kill -USR1 "$KR_MOCK_PID"
-for _ in $(seq 50); do
-    grep -q "leaders moved 1" "$W/mock.out" && break
-    sleep 0.1
-done
-grep -q "leaders moved 1" "$W/mock.out" || kr_fail "the mock did not move leaders"
+kr_wait_for 60 grep -q "leaders moved 1" "$W/mock.out" ||
+    kr_fail "the mock did not move leaders"
 NEW=$((LEADER % KR_NODEIDS + 1))
 kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/kip951_client.py" \
     --bootstrap "$KR_BOOTSTRAP" --base "$KR_BROKER_BASE" \

@@ -40,7 +40,7 @@ function phase(name) {
 setTimeout(() => fail(`timed out in phase ${progress.phase}: ` +
                       `${progress.delivered} delivered, ` +
                       `${progress.consumed} consumed of ${count}`),
-           80000).unref();
+           240000).unref();    // generous: a busy CI machine is slow
 
 function produce() {
     return new Promise((resolve, reject) => {

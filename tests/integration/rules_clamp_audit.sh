@@ -41,11 +41,13 @@ cmp -s "$W/in.sorted" "$W/out.sorted" ||
     kr_fail "consumed messages differ: $(diff "$W/in.sorted" "$W/out.sorted" | head -5)"
 kr_log "200 messages produced and consumed back through the clamp"
 
-# krelay writes audit lines from a thread: give it a moment.
-for _ in $(seq 50); do
-    grep -q '"api":"Fetch"' "$W/audit.log" 2>/dev/null && break
-    sleep 0.1
-done
+# krelay writes audit lines from a thread: wait (bounded) for the last
+# kinds of line the check below needs, a Fetch and a connection close.
+audit_has_fetch_and_close() {
+    grep -q '"api":"Fetch"' "$W/audit.log" 2>/dev/null &&
+        grep -q '"event":"close"' "$W/audit.log" 2>/dev/null
+}
+kr_wait_for 60 audit_has_fetch_and_close
 "$KR_PY" - "$W/audit.log" <<'PYEOF' || kr_fail "audit log check failed"
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
