@@ -111,7 +111,8 @@ bool kr_audit_write(struct kr_audit *au, const char *line, size_t len);
 uint64_t kr_audit_dropped(const struct kr_audit *au);
 /* Lines written to the target so far (tests, stats). */
 uint64_t kr_audit_written(const struct kr_audit *au);
-/* Wait until the queue is empty and written (tests; blocks). */
+/* Wait until the queue is empty and written (at stop, tests; blocks).
+   NULL is a no-op. */
 void kr_audit_flush(struct kr_audit *au);
 
 /* ---- formatting --------------------------------------------------------- */

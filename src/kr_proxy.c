@@ -464,6 +464,9 @@ kr_proxy_stop(struct kr_proxy *p)
         event_free(p->rl_timer);
         p->rl_timer = NULL;
     }
+    /* the lines queued so far are written (or counted as dropped)
+       before the drops are reported */
+    kr_audit_flush(p->audit);
     audit_report(p, "stop");
     kr_log_notice("totals: %" PRIu64 " connections, %" PRIu64 " requests, "
                   "%" PRIu64 " responses (%" PRIu64 " held whole, %" PRIu64
