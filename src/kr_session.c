@@ -2619,7 +2619,9 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
             size_t total)
 {
     struct kr_rewrite_result res;
+    struct evbuffer_ptr ptr;
     size_t used, tail;
+    uint8_t last;
     int rc;
 
     rc = scan_in(s, in, *scan, min_sz(total - *scan, (size_t)s->stream_left),
@@ -2645,6 +2647,15 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     }
     if (total - *scan < tail) {
         return 0;
+    }
+    if (tail == 1 && evbuffer_ptr_set(in, &ptr, *scan, EVBUFFER_PTR_SET) ==
+        0 && evbuffer_copyout_from(in, &ptr, &last, 1) == 1 && last == 0) {
+        /* no tagged fields, nothing to rewrite: the byte joins the run
+           (no split of the chain it is in, so nothing is copied) */
+        *scan += 1;
+        s->streaming = 0;
+        s->stream_left = 0;
+        return 1;
     }
     s->p->stats.bytes_down += *scan;
     move_bytes(s, in, s->client.out, *scan);

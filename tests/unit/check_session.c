@@ -1880,6 +1880,36 @@ START_TEST(fetch16_streamed)
 }
 END_TEST
 
+/*
+ * A Fetch v16 response without tagged fields arriving in two pieces:
+ * streamed, byte for byte, and not one byte copied by krelay (the
+ * one-byte tail is not split off the chain it arrived in).
+ */
+START_TEST(fetch16_streamed_no_tags)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    struct cli *c;
+
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch16(&req, 8);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch16(&rsp, 8, 150000, NULL, 0, false);
+    fake_replace_pending(&rsp);
+    fake_release_part(rsp.n / 3);
+    ck_assert(cli_has(c, rsp.n / 3));
+    fake_release(&T.fb);
+    cli_expect(c, &rsp);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    free(req.b);
+    free(rsp.b);
+}
+END_TEST
+
 /* A whole Fetch v16 response without tagged fields: cut-through, as is. */
 START_TEST(fetch16_whole_no_tags)
 {
@@ -1973,6 +2003,7 @@ session_suite(void)
     tcase_add_test(tc, pass_through_zero_copy);
     tcase_add_loop_test(tc, fetch16_streamed, 0, 2);
     tcase_add_test(tc, fetch16_whole_no_tags);
+    tcase_add_test(tc, fetch16_streamed_no_tags);
     tcase_add_test(tc, fetch16_streamed_malformed);
     suite_add_tcase(s, tc);
     return s;
