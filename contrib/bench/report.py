@@ -124,40 +124,107 @@ def summarize_throughput(runs, workload):
     return res
 
 
+def latency_legs(runs):
+    """(rep, target, leg, run) for every latency measurement: a separate
+    run per target (method "separate": leg = the client's JSON), or one
+    run with the targets interleaved (target "interleaved": leg = the
+    client's "targets" entry)."""
+    legs = []
+    for r in runs:
+        if r["workload"] != "latency" or r.get("rc") != 0 \
+                or not r.get("client"):
+            continue
+        if r["target"] == "interleaved":
+            for t, leg in (r["client"].get("targets") or {}).items():
+                legs.append((r["rep"], t, leg, r))
+        elif r["target"] in TARGETS:
+            legs.append((r["rep"], r["target"], r["client"], r))
+    return legs
+
+
+def window_util(c):
+    """CPU shares inside a client's measured window (1.0 = one CPU):
+    client, mock, haproxy, krelay and other (the rest of the machine)."""
+    w = c.get("window_s") or 0
+    if w <= 0 or "client_cpu_window_s" not in c:
+        return {}
+    mine = c["client_cpu_window_s"]
+    u = {"client": mine / w}
+    peers = c.get("peer_cpu_window_s") or []
+    for name, i in PEERS.items():
+        if i < len(peers) and peers[i] is not None and peers[i] >= 0:
+            u[name] = peers[i] / w
+            mine += peers[i]
+    sysw = c.get("system_cpu_window_s")
+    if sysw is not None and sysw >= 0:
+        u["other"] = max(0.0, sysw - mine) / w
+    return u
+
+
 def summarize_latency(runs):
     out = {}
     by_rep = {}
+    legs = latency_legs(runs)
+    method = ("interleaved" if any(r["target"] == "interleaved"
+                                   for _, _, _, r in legs) else "separate")
     for t in TARGETS:
-        rs = ok_runs(runs, "latency", t)
-        if not rs:
+        ls = [(rep, leg, r) for rep, tt, leg, r in legs if tt == t]
+        if not ls:
             continue
-        out[t] = {"runs": len(rs)}
+        out[t] = {"runs": len(ls)}
         for p in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us"):
-            out[t][p] = median([r["client"].get(p) for r in rs])
-        out[t]["p99_us_all"] = [r["client"].get("p99_us") for r in rs]
+            out[t][p] = median([leg.get(p) for _, leg, _ in ls])
+        for p in ("p50_us", "p99_us", "p999_us"):
+            out[t][p + "_all"] = [leg.get(p) for _, leg, _ in ls]
         others = []
-        for r in rs:
+        for _, leg, r in ls:
+            u = window_util(r["client"])
+            if "other" in u:
+                others.append(u["other"])
+                continue
             if r.get("system_cpu_s") is None or not r.get("wall_s"):
                 continue
             mine = (r["client"].get("client_cpu_s", 0) + r.get("mock_cpu_s", 0)
                     + r.get("haproxy_cpu_s", 0) + r.get("krelay_cpu_s", 0))
             others.append(max(0.0, r["system_cpu_s"] - mine) / r["wall_s"])
         out[t]["other_cpu_util"] = median(others)
-        out[t]["lost"] = sum(r["client"].get("lost", 0) for r in rs)
-        out[t]["late_sends"] = sum(r["client"].get("late", 0) for r in rs)
-        for r in rs:
-            by_rep.setdefault(r["rep"], {})[t] = r["client"]
+        if method == "separate":
+            # CPU shares in this target's own windows (krbench -C).
+            utils = {}
+            for _, _, r in ls:
+                for k, v in window_util(r["client"]).items():
+                    utils.setdefault(k, []).append(v)
+            if utils:
+                out[t]["cpu_util"] = {k: round(median(v), 3)
+                                      for k, v in utils.items()}
+        out[t]["sent"] = sum(leg.get("sent", 0) for _, leg, _ in ls)
+        out[t]["lost"] = sum(leg.get("lost", 0) for _, leg, _ in ls)
+        out[t]["late_sends"] = sum(leg.get("late", 0) for _, leg, _ in ls)
+        out[t]["late_1ms"] = sum(leg.get("late_1ms", 0) for _, leg, _ in ls)
+        for rep, leg, _ in ls:
+            by_rep.setdefault(rep, {})[t] = leg
     added = {}
     for t in ("haproxy", "krelay"):
         vals = {}
         for p in ("p50_us", "p99_us", "p999_us"):
             diffs = [reps[t][p] - reps["direct"][p]
-                     for reps in by_rep.values()
+                     for _, reps in sorted(by_rep.items())
                      if t in reps and "direct" in reps]
             vals[p] = median(diffs)
+            vals[p + "_all"] = [round(d, 2) for d in diffs]
         if any(v is not None for v in vals.values()):
             added[t] = vals
-    res = {"targets": out, "added_us": added}
+    res = {"method": method, "targets": out, "added_us": added}
+    # CPU shares in the measured windows of the interleaved runs (the
+    # same window for every target): is the mock or the client saturated?
+    utils = {}
+    for r in runs:
+        if r["workload"] == "latency" and r["target"] == "interleaved" \
+                and r.get("rc") == 0 and r.get("client"):
+            for k, v in window_util(r["client"]).items():
+                utils.setdefault(k, []).append(v)
+    if utils:
+        res["cpu_util"] = {k: round(median(v), 3) for k, v in utils.items()}
     res["ratios"] = {
         "added_p99_krelay_vs_haproxy": ratio_added(
             added.get("krelay", {}).get("p99_us"),
@@ -221,6 +288,19 @@ def fmt(v, digits=0):
     return "{:,.{d}f}".format(v, d=digits)
 
 
+def pct(v):
+    return "?" if v is None else "%.0f%%" % (100 * v)
+
+
+def spread(xs):
+    """'a, b, c (range R)' of per-repetition values."""
+    xs = [x for x in (xs or []) if x is not None]
+    if not xs:
+        return "–"
+    return "%s (range %.0f)" % (", ".join("%.0f" % x for x in xs),
+                                max(xs) - min(xs))
+
+
 def fmtr(v):
     return "–" if v is None else "{:.2f}x".format(v)
 
@@ -267,11 +347,14 @@ def table(res):
         for p, label in (("p50_us", "p50"), ("p99_us", "p99"),
                          ("p999_us", "p99.9")):
             vals = [tg.get(t, {}).get(p) for t in TARGETS]
-            lines.append("| latency %s, µs (Produce v%s, %s/s) | %s | %s | "
+            how = ("%s/s per target, interleaved" % m.get("latency_rate")
+                   if lt.get("method") == "interleaved"
+                   else "%s/s" % m.get("latency_rate"))
+            lines.append("| latency %s, µs (Produce v%s, %s) | %s | %s | "
                          "%s | | | | |" % (
-                             label, m.get("latency_produce_version"),
-                             m.get("latency_rate"), fmt(vals[0], 0),
-                             fmt(vals[1], 0), fmt(vals[2], 0)))
+                             label, m.get("latency_produce_version"), how,
+                             fmt(vals[0], 0), fmt(vals[1], 0),
+                             fmt(vals[2], 0)))
         for p, label in (("p50_us", "p50"), ("p99_us", "p99"),
                          ("p999_us", "p99.9")):
             h = lt["added_us"].get("haproxy", {}).get(p)
@@ -347,7 +430,11 @@ def notes_for(res):
                 others.append(o)
                 if o >= OTHER_LOAD:
                     disturbed.append("%s via %s %.0f%%" % (label, t, 100 * o))
-    for t, v in w.get("latency", {}).get("targets", {}).items():
+    # With SCHED_FIFO the latency processes run first: what others used
+    # meanwhile says little about the load; left out.
+    lat_others = ({} if m.get("latency_priority") == "rt"
+                  else w.get("latency", {}).get("targets", {}))
+    for t, v in lat_others.items():
         o = v.get("other_cpu_util")
         if o is not None:
             others.append(o)
@@ -361,18 +448,51 @@ def notes_for(res):
         notes.append("the machine was otherwise quiet (other processes: at "
                      "most %.0f%% of a CPU, median over repetitions)"
                      % (100 * max(others)))
-    for t, v in w.get("latency", {}).get("targets", {}).items():
-        sent = v.get("runs", 0) * int(m.get("latency_count") or 0)
+    lt = w.get("latency", {})
+    late = []
+    for t, v in lt.get("targets", {}).items():
+        sent = v.get("sent") or (v.get("runs", 0) *
+                                 int(m.get("latency_count") or 0))
         if sent and v.get("late_sends", 0) > 0.01 * sent:
-            notes.append("latency via %s: %.1f%% of the requests left the "
-                         "client more than one interval late (the client "
-                         "was not scheduled in time: the tail is the "
-                         "machine's scheduling noise as much as the path's)"
-                         % (t, 100.0 * v["late_sends"] / sent))
+            late.append("%s %.1f%%" % (t, 100.0 * v["late_sends"] / sent))
+    if late:
+        notes.append("latency: requests that left the client more than one "
+                     "interval (1/rate of a target) late: %s (the client "
+                     "was not scheduled in time: the tail is the machine's "
+                     "scheduling noise as much as the path's%s)" % (
+                         "; ".join(late),
+                         "; interleaved, every target had the same share"
+                         if lt.get("method") == "interleaved" else ""))
+    if lt and m.get("latency_priority") == "rt":
+        notes.append("latency: the client, the mock and the proxies ran "
+                     "SCHED_FIFO during the latency workload (other load "
+                     "on the machine cannot delay them)")
+    if lt.get("method") == "interleaved":
+        u = lt.get("cpu_util", {})
+        notes.append("latency: the targets' requests interleaved in one run "
+                     "per repetition (one connection each, order drawn per "
+                     "round), %s/s per target, %s measured per target after "
+                     "%s s of open-loop warm-up; in the window the mock used "
+                     "%s, the client %s of a CPU" % (
+                         m.get("latency_rate"), m.get("latency_count"),
+                         m.get("latency_warmup_s", "?"),
+                         pct(u.get("mock")), pct(u.get("client"))))
+    for t in ("haproxy", "krelay"):
+        a = lt.get("added_us", {}).get(t, {})
+        if len(a.get("p99_us_all") or []) > 1:
+            notes.append("latency: added p50 / p99 / p99.9 via %s per "
+                         "repetition, µs: %s / %s / %s" % (
+                             t, spread(a.get("p50_us_all")),
+                             spread(a.get("p99_us_all")),
+                             spread(a.get("p999_us_all"))))
     hs = m.get("haproxy_sessions")
     if hs:
         counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
-        idle = [k for k, v in counts.items() if v == "0"]
+        # The latency workload alone reaches broker 1 only.
+        only_lat = not any(r["workload"] in dict(THROUGHPUT)
+                           for r in res["runs"])
+        idle = [k for k, v in counts.items() if v == "0"
+                and (k == "broker1" or not only_lat)]
         if idle:
             notes.append("HAProxy leg: no session on %s: clients bypassed "
                          "HAProxy" % ", ".join(sorted(idle)))
@@ -387,9 +507,10 @@ def notes_for(res):
             if v.get("lost"):
                 notes.append("latency via %s: %d requests unanswered" %
                              (t, v["lost"]))
-    proxied = [r for r in res["runs"] if r["target"] in TARGETS]
+    seen = {r["target"] for r in res["runs"] if r["target"] in TARGETS}
+    seen |= {t for _, t, _, _ in latency_legs(res["runs"])}
     for t in TARGETS:
-        if proxied and not any(r["target"] == t for r in proxied):
+        if seen and t not in seen:
             notes.append("%s: not measured" % t)
     failed = [r for r in res["runs"] if r.get("rc") not in (0, None)]
     if failed:

@@ -19,6 +19,14 @@
 #   --workloads L   comma list of produce1k,produce100,fetch,latency,idle,
 #                   codec (default: all)
 #   --targets L     comma list of direct,haproxy,krelay (default: all)
+#   --latency-mode M  interleaved (default: one client, the targets'
+#                   requests interleaved in one run) or separate (one
+#                   run per target, the method before 2026-11-30)
+#   --latency-prio P  rt (default: the latency client, the mock and the
+#                   proxies run SCHED_FIFO during the latency workload,
+#                   so that other load on the machine does not delay
+#                   them; needs chrt and CAP_SYS_NICE, else normal) or
+#                   normal
 #   --note TEXT     free text stored in the JSON (e.g. the machine)
 #
 # Environment:
@@ -34,9 +42,13 @@
 #   KRBENCH_SYSTEM_RDKAFKA=1   use the system librdkafka (the automake-
 #                              built krbench) even when 2.12 is there
 #   KRBENCH_KEEP=1             keep the work directory
-#   KRBENCH_PRODUCE_SECS, KRBENCH_LAT_RATE, KRBENCH_LAT_COUNT,
+#   KRBENCH_PRODUCE_SECS, KRBENCH_LAT_RATE (per target),
+#   KRBENCH_LAT_COUNT (measured requests per target),
+#   KRBENCH_LAT_WARM (open-loop warm-up seconds, not measured),
 #   KRBENCH_LAT_VERSION, KRBENCH_IDLE_CONNS, KRBENCH_FETCH_PARTS,
 #   KRBENCH_CODEC_SECS         workload sizes (defaults below)
+#   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
+#                              defaults of --latency-mode, --latency-prio
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 set -o pipefail
@@ -52,6 +64,8 @@ QUICK=0
 OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,fetch,latency,idle,codec
 TARGETS=direct,haproxy,krelay
+LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
+LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
 NOTE=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -60,12 +74,22 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
     --targets) TARGETS=$2; shift 2 ;;
+    --latency-mode) LAT_MODE=$2; shift 2 ;;
+    --latency-prio) LAT_PRIO=$2; shift 2 ;;
     --note) NOTE=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
 case $REPS in ''|*[!0-9]*) echo "run.sh: bad --reps" >&2; exit 2 ;; esac
+case $LAT_MODE in
+interleaved|separate) ;;
+*) echo "run.sh: --latency-mode is interleaved or separate" >&2; exit 2 ;;
+esac
+case $LAT_PRIO in
+rt|normal) ;;
+*) echo "run.sh: --latency-prio is rt or normal" >&2; exit 2 ;;
+esac
 
 NCPU=$(nproc)
 if [ "$NCPU" -ge 3 ]; then
@@ -83,10 +107,10 @@ CPU_PROXY=${KRBENCH_CPU_PROXY:-$DEF_PROXY}
 if [ "$QUICK" = 1 ]; then
     REPS=1
     D_PRODUCE=1 D_WARM=0.5 D_FETCH_PARTS=16 D_LAT_COUNT=2000
-    D_IDLE=500 D_CODEC=0.1
+    D_LAT_WARM=0.2 D_IDLE=500 D_CODEC=0.1
 else
     D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=128 D_LAT_COUNT=20000
-    D_IDLE=5000 D_CODEC=0.5
+    D_LAT_WARM=1 D_IDLE=5000 D_CODEC=0.5
 fi
 PRODUCE_SECS=${KRBENCH_PRODUCE_SECS:-$D_PRODUCE}
 PRODUCE_WARM=${KRBENCH_PRODUCE_WARM:-$D_WARM}
@@ -95,6 +119,10 @@ FETCH_PER_PART=4096             # 1 KiB records: 4 MiB per partition,
                                 # under the mock's 5 MiB retention
 LAT_RATE=${KRBENCH_LAT_RATE:-5000}
 LAT_COUNT=${KRBENCH_LAT_COUNT:-$D_LAT_COUNT}
+LAT_WARM=${KRBENCH_LAT_WARM:-$D_LAT_WARM}
+# open-loop warm-up rounds (one request per target each)
+LAT_WARM_ROUNDS=$(awk -v r="$LAT_RATE" -v s="$LAT_WARM" \
+                  'BEGIN { printf "%d", r * s }')
 LAT_SIZE=100
 IDLE_CONNS=${KRBENCH_IDLE_CONNS:-$D_IDLE}
 CODEC_SECS=${KRBENCH_CODEC_SECS:-$D_CODEC}
@@ -525,9 +553,44 @@ run_client() {
 import json, sys
 d = json.load(sys.stdin)
 keys = ["mb_per_s", "records_per_s", "p50_us", "p99_us", "p999_us"]
-print(" ".join("%s=%s" % (k, d[k]) for k in keys if k in d))')"
+if "targets" in d:
+    print("late=%s;" % d.get("late"), "; ".join(
+        "%s p50/p99/p99.9=%.0f/%.0f/%.0f" % (t, v["p50_us"], v["p99_us"],
+                                             v["p999_us"])
+        for t, v in d["targets"].items()))
+else:
+    print(" ".join("%s=%s" % (k, d[k]) for k in keys if k in d))')"
     fi
 }
+
+# lat_prio rt|normal: the scheduling class of the mock and the proxies
+# (every thread) during the latency workload; LAT_CHRT prefixes the
+# latency client.  SCHED_FIFO priority 10: they preempt other processes
+# on their CPU as soon as a request or response arrives (they are far
+# from busy at these rates, and the kernel's RT throttling keeps 5% of
+# each CPU for the rest anyway).  Falls back to normal when chrt fails.
+LAT_CHRT=()
+lat_prio() {
+    local pid ok=1
+    [ "$LAT_PRIO" = rt ] || return 0
+    LAT_CHRT=()
+    for pid in "$MOCK_PID" "$HAPROXY_PID" "$KRELAY_PID"; do
+        [ -n "$pid" ] || continue
+        if [ "$1" = rt ]; then
+            chrt -a -f -p 10 "$pid" >/dev/null 2>&1 || ok=0
+        else
+            chrt -a -o -p 0 "$pid" >/dev/null 2>&1 || true
+        fi
+    done
+    if [ "$1" = rt ] && [ "$ok" = 0 ]; then
+        log "chrt failed (no CAP_SYS_NICE?): latency at normal priority"
+        lat_prio normal
+        LAT_PRIO=normal
+    elif [ "$1" = rt ]; then
+        LAT_CHRT=(chrt -f 10)
+    fi
+}
+command -v chrt >/dev/null || LAT_PRIO=normal
 
 # order REP: the targets rotated by REP (alternating which goes first)
 order() {
@@ -572,11 +635,32 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 -p "$FETCH_PARTS" -d 100 -C "$(peers)"
         fi
     done
+    if has "$WORKLOADS" latency && [ "$LAT_MODE" = interleaved ]; then
+        # One client, one connection per target, all to the leader of
+        # lat/0 (NodeId 1): the targets' requests interleaved (order
+        # drawn per round, seeded by the repetition).
+        la= ln=
+        for tg in $(order "$rep"); do
+            la=$la${la:+,}$(broker_of "$tg" 1)
+            ln=$ln${ln:+,}$tg
+        done
+        lat_prio rt
+        run_client latency interleaved "$rep" 180 \
+            ${LAT_CHRT[@]+"${LAT_CHRT[@]}"} "$KRBENCH" latency \
+            -a "$la" -N "$ln" -t lat -P 0 -R "$LAT_RATE" -n "$LAT_COUNT" \
+            -O "$LAT_WARM_ROUNDS" -S "$rep" -s "$LAT_SIZE" \
+            -V "$LAT_VERSION" -C "$(peers)"
+        lat_prio normal
+    fi
     for tg in $(order "$rep"); do
-        if has "$WORKLOADS" latency; then
-            run_client latency "$tg" "$rep" 120 "$KRBENCH" latency \
+        if has "$WORKLOADS" latency && [ "$LAT_MODE" = separate ]; then
+            lat_prio rt
+            run_client latency "$tg" "$rep" 120 \
+                ${LAT_CHRT[@]+"${LAT_CHRT[@]}"} "$KRBENCH" latency \
                 -a "$(broker_of "$tg" 1)" -t lat -P 0 -R "$LAT_RATE" \
-                -n "$LAT_COUNT" -s "$LAT_SIZE" -V "$LAT_VERSION"
+                -n "$LAT_COUNT" -O "$LAT_WARM_ROUNDS" -s "$LAT_SIZE" \
+                -V "$LAT_VERSION" -C "$(peers)"
+            lat_prio normal
         fi
     done
 done
@@ -692,6 +776,8 @@ CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     --meta "produce_secs=$PRODUCE_SECS" --meta "fetch_partitions=$FETCH_PARTS" \
     --meta "fetch_records=$((FETCH_PARTS * FETCH_PER_PART))" \
     --meta "latency_rate=$LAT_RATE" --meta "latency_count=$LAT_COUNT" \
+    --meta "latency_mode=$LAT_MODE" --meta "latency_warmup_s=$LAT_WARM" \
+    --meta "latency_priority=$LAT_PRIO" \
     --meta "idle_conns=$IDLE_CONNS" --meta "latency_produce_version=$LAT_VERSION" --meta "codec_secs=$CODEC_SECS" \
     --meta "note=$NOTE" || die "report failed"
 log "results written to $OUT"

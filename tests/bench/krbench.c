@@ -7,8 +7,10 @@
  *                   [-m MAP] [-C PID,...]
  *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
  *                   [-C PID,...]
- *   krbench latency -a HOST:PORT -t TOPIC [-P PART] -R RATE -n COUNT
- *                   [-c CONNS] [-s SIZE] [-V VERSION] [-W WARMUP]
+ *   krbench latency -a HOST:PORT[,HOST:PORT...] [-N NAME,...] -t TOPIC
+ *                   [-P PART] -R RATE -n COUNT [-c CONNS] [-s SIZE]
+ *                   [-V VERSION] [-W WARMUP] [-O OPENWARMUP] [-S SEED]
+ *                   [-C PID,...]
  *   krbench idle    -a HOST:PORT[,HOST:PORT...] -n CONNS [-k WINDOW]
  *                   [-T HOLDSECONDS] [-t TOPIC]
  *
@@ -38,7 +40,18 @@
  *   (one RecordBatch v2 of one SIZE-byte record, acks=1) at RATE per
  *   second over CONNS connections, request i scheduled at t0 + i/RATE;
  *   latency = response arrival - scheduled time (no coordinated
- *   omission).  Reports percentiles in microseconds.
+ *   omission).  Reports percentiles in microseconds.  With several
+ *   addresses (targets, named by -N) the requests are interleaved in one
+ *   run: CONNS connections per target, rounds of one request per target
+ *   in an order drawn per round (splitmix64 from SEED), request i due at
+ *   t0 + i/(RATE * targets), so that every target gets RATE per second
+ *   and all see the same machine conditions; percentiles per target
+ *   under "targets" (also with one target when -N names it).  COUNT is
+ *   per target.  WARMUP closed-loop requests per target first (default
+ *   200), then OPENWARMUP open-loop rounds that are sent at the rate but
+ *   left out of the statistics (default 0).  "late" counts measured
+ *   requests sent more than 1/RATE after their due time, "late_1ms" more
+ *   than 1 ms.
  * idle: opens CONNS connections (at most WINDOW in set-up at once,
  *   round-robin over the addresses), sends ApiVersions v0 and Metadata v1
  *   (one topic) on each and reads the responses, then holds them idle.
@@ -50,9 +63,9 @@
  *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
  *   the harness uses it to route through HAProxy when the mock cannot
  *   advertise HAProxy's ports (librdkafka < 2.10).
- * -C PID,... (produce, consume): report how much CPU time each of these
- *   processes (the mock, the proxies) used inside the measured window
- *   ("peer_cpu_window_s", seconds, in the order given; -1 if unreadable
+ * -C PID,... (produce, consume, latency): report how much CPU time each
+ *   of these processes (the mock, the proxies) used inside the measured
+ *   window ("peer_cpu_window_s", seconds, in the order given; -1 if unreadable
  *   or PID is 0, a placeholder), from /proc/PID/stat.  Always reported:
  *   "system_cpu_window_s", the busy CPU seconds of the whole machine in
  *   the window (/proc/stat), so that other load can be noticed.
@@ -1109,6 +1122,7 @@ kb_lconn_read(struct kb_lconn *c,
 struct kb_lat {
     int64_t *sched;                 /* scheduled send time per request */
     int64_t *lat;                   /* latency, -1 until answered */
+    uint8_t *tgt;                   /* target index per request */
     long n, answered, stray;
     int32_t warm_left;              /* closed-loop warm-up responses due */
     int version;                    /* Produce version sent */
@@ -1217,27 +1231,97 @@ kb_pct_us(const int64_t *sorted, long n, double q)
     return (double)sorted[i] / 1e3;
 }
 
+/* One latency target: an address and its connections. */
+#define KB_LAT_MAX_TARGETS 8
+struct kb_ltarget {
+    char name[32];
+    const char *addr;
+    struct sockaddr_in sin;
+    struct kb_lconn *conns;         /* nconn of them */
+    long sent;                      /* requests sent to it so far */
+};
+
+/* splitmix64: the deterministic order of the targets in each round. */
+static uint64_t
+kb_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/*
+ * Print the statistics of the measured requests (index >= first) of
+ * target t, or of all of them when t < 0, as JSON members without braces
+ * ("sent":...,"p99_us":...); returns how many were answered.  sorted has
+ * room for L->n values.
+ */
+static long
+kb_lat_stats(const struct kb_lat *L, int t, long first, int64_t *sorted)
+{
+    long m = 0, sent = 0;
+    double sum = 0;
+
+    for (long i = first; i < L->n; i++) {
+        if (t >= 0 && L->tgt[i] != t) {
+            continue;
+        }
+        if (L->sched[i] == 0) {
+            continue;                   /* never sent */
+        }
+        sent++;
+        if (L->lat[i] >= 0) {
+            sorted[m++] = L->lat[i];
+            sum += (double)L->lat[i];
+        }
+    }
+    qsort(sorted, (size_t)m, sizeof(*sorted), kb_cmp_i64);
+    printf("\"sent\":%ld,\"answered\":%ld,\"lost\":%ld,"
+           "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
+           "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f",
+           sent, m, sent - m, kb_pct_us(sorted, m, 0.50),
+           kb_pct_us(sorted, m, 0.90), kb_pct_us(sorted, m, 0.99),
+           kb_pct_us(sorted, m, 0.999), m ? sorted[m - 1] / 1e3 : 0.0,
+           m ? sum / (double)m / 1e3 : 0.0);
+    return m;
+}
+
+/*
+ * latency: open-loop Produce requests to one target, or interleaved over
+ * several (-a A,B,C): round r sends one request to every target, in an
+ * order drawn per round (seeded, so that no target always goes first or
+ * always follows the same one); request i of the run is due at
+ * t0 + i / (RATE * targets), so every target sees RATE per second and
+ * all of them the same machine conditions.  The first -O rounds are an
+ * open-loop warm-up, left out of the statistics.
+ */
 static int
 kb_latency(int argc, char **argv)
 {
-    struct sockaddr_in sin;
-    const char *addr = NULL, *topic = "lat";
-    int opt, nconn = 1, version = 7;
-    long n = 10000, size = 100, warm = 200;
-    double rate = 1000;
+    struct kb_ltarget tg[KB_LAT_MAX_TARGETS];
+    char *addrs = NULL, *names = NULL;
+    const char *topic = "lat";
+    int opt, nconn = 1, version = 7, nt = 0, ncp = 0;
+    long n = 10000, size = 100, warm = 200, owarm = 0, nreq, first;
+    long next = 0;
+    double rate = 1000, total_rate, cpu0;
+    uint64_t seed = 1, rs;
     int32_t part = 0;
     struct kb_buf frame = { 0 };
-    struct kb_lconn *conns;
     struct pollfd *pfd;
     struct kb_lat L = { 0 };
-    int64_t t0, interval, deadline;
-    long next = 0, late = 0;
-    int64_t *sorted;
-    double sum = 0, cpu0;
+    int64_t t0, tm, deadline, late_ns, *sorted, *late, *late1;
+    uint8_t perm[KB_LAT_MAX_TARGETS];
+    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    long all_answered;
 
-    while ((opt = getopt(argc, argv, "a:t:P:R:n:c:s:V:W:")) != -1) {
+    memset(tg, 0, sizeof(tg));
+    while ((opt = getopt(argc, argv, "a:N:t:P:R:n:c:s:V:W:O:S:C:")) != -1) {
         switch (opt) {
-        case 'a': addr = optarg; break;
+        case 'a': addrs = optarg; break;
+        case 'N': names = optarg; break;
         case 't': topic = optarg; break;
         case 'P': part = (int32_t)kb_parse_long(optarg, 0, 100000, "part");
             break;
@@ -1248,42 +1332,92 @@ kb_latency(int argc, char **argv)
         case 'V': version = (int)kb_parse_long(optarg, 3, 12, "version");
             break;
         case 'W': warm = kb_parse_long(optarg, 0, 100000, "warmup"); break;
+        case 'O': owarm = kb_parse_long(optarg, 0, 100000000L, "open warmup");
+            break;
+        case 'S': seed = (uint64_t)kb_parse_long(optarg, 0, 1L << 40, "seed");
+            break;
+        case 'C': kb_parse_peers(optarg); break;
         default: return 2;
         }
     }
-    if (addr == NULL) {
-        kb_die("latency needs -a HOST:PORT");
+    if (addrs == NULL) {
+        kb_die("latency needs -a HOST:PORT[,HOST:PORT...]");
     }
-    kb_parse_addr(addr, &sin);
+    {
+        char *save = NULL, *tok;
+
+        for (tok = strtok_r(addrs, ",", &save); tok != NULL;
+             tok = strtok_r(NULL, ",", &save)) {
+            if (nt == KB_LAT_MAX_TARGETS) {
+                kb_die("too many latency targets (at most %d)",
+                       KB_LAT_MAX_TARGETS);
+            }
+            tg[nt].addr = tok;
+            kb_parse_addr(tok, &tg[nt].sin);
+            snprintf(tg[nt].name, sizeof(tg[nt].name), "t%d", nt);
+            nt++;
+        }
+        if (names != NULL) {
+            int i = 0;
+
+            for (tok = strtok_r(names, ",", &save); tok != NULL && i < nt;
+                 tok = strtok_r(NULL, ",", &save), i++) {
+                snprintf(tg[i].name, sizeof(tg[i].name), "%s", tok);
+            }
+        }
+    }
+    if (nt == 0) {
+        kb_die("latency needs -a HOST:PORT[,HOST:PORT...]");
+    }
+    if ((double)(n + owarm) * nt > (double)INT32_MAX) {
+        kb_die("too many requests");
+    }
+    nreq = (n + owarm) * nt;
+    first = owarm * nt;
+    total_rate = rate * nt;
+    late_ns = (int64_t)(1e9 / rate);    /* one interval of one target */
     signal(SIGPIPE, SIG_IGN);
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     kb_produce_frame(&frame, version, topic, part, 1, 1, (size_t)size);
     L.version = version;
-    conns = calloc((size_t)nconn, sizeof(*conns));
-    pfd = calloc((size_t)nconn, sizeof(*pfd));
-    L.sched = calloc((size_t)n, sizeof(*L.sched));
-    L.lat = malloc((size_t)n * sizeof(*L.lat));
-    sorted = malloc((size_t)n * sizeof(*sorted));
-    if (conns == NULL || pfd == NULL || L.sched == NULL || L.lat == NULL ||
-        sorted == NULL) {
+    pfd = calloc((size_t)(nconn * nt), sizeof(*pfd));
+    L.sched = calloc((size_t)nreq, sizeof(*L.sched));
+    L.lat = malloc((size_t)nreq * sizeof(*L.lat));
+    L.tgt = calloc((size_t)nreq, 1);
+    sorted = malloc((size_t)nreq * sizeof(*sorted));
+    late = calloc((size_t)nt, sizeof(*late));
+    late1 = calloc((size_t)nt, sizeof(*late1));
+    if (pfd == NULL || L.sched == NULL || L.lat == NULL || L.tgt == NULL ||
+        sorted == NULL || late == NULL || late1 == NULL) {
         kb_die("out of memory");
     }
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; i < nreq; i++) {
         L.lat[i] = -1;
     }
-    L.n = n;
-    for (int i = 0; i < nconn; i++) {
-        conns[i].fd = kb_connect(&sin);
-        if (conns[i].fd < 0) {
-            kb_die("connect %s: %s", addr, strerror(errno));
+    L.n = nreq;
+    for (int t = 0; t < nt; t++) {
+        tg[t].conns = calloc((size_t)nconn, sizeof(*tg[t].conns));
+        if (tg[t].conns == NULL) {
+            kb_die("out of memory");
         }
-        pfd[i].fd = conns[i].fd;
+        for (int i = 0; i < nconn; i++) {
+            struct kb_lconn *c = &tg[t].conns[i];
+
+            c->fd = kb_connect(&tg[t].sin);
+            if (c->fd < 0) {
+                kb_die("connect %s (%s): %s", tg[t].addr, tg[t].name,
+                       strerror(errno));
+            }
+            pfd[ncp].fd = c->fd;
+            ncp++;
+        }
     }
     /* Closed-loop warm-up: every connection answered at least once, the
-     * proxy's upstream connections made. */
-    deadline = kb_now_ns() + (int64_t)20e9;
-    for (long w = 0; w < warm; w++) {
-        struct kb_lconn *c = &conns[w % nconn];
+     * proxies' upstream connections made; targets alternate. */
+    deadline = kb_now_ns() + (int64_t)20e9 * nt;
+    for (long w = 0; w < warm * nt; w++) {
+        struct kb_ltarget *T = &tg[w % nt];
+        struct kb_lconn *c = &T->conns[(w / nt) % nconn];
 
         kb_set_i32(&frame, 8, -1 - (int32_t)(w % 1000000));
         L.warm_left = 1;
@@ -1292,108 +1426,172 @@ kb_latency(int argc, char **argv)
             struct pollfd one = { .fd = c->fd, .events = POLLIN };
 
             if (kb_lconn_flush(c) != 0) {
-                kb_die("warm-up: %s closed", addr);
+                kb_die("warm-up: %s closed", T->addr);
             }
             if (c->out_off < c->out_len) {
                 one.events |= POLLOUT;
             }
             if (kb_now_ns() > deadline) {
-                kb_die("warm-up: no response from %s", addr);
+                kb_die("warm-up: no response from %s (%s)", T->addr,
+                       T->name);
             }
             (void)poll(&one, 1, 100);
             if (kb_lconn_read(c, kb_lat_done, &L) != 0) {
-                kb_die("warm-up: %s closed the connection", addr);
+                kb_die("warm-up: %s (%s) closed the connection", T->addr,
+                       T->name);
             }
         }
         if (L.warm_error != 0) {
-            kb_die("warm-up: Produce v%d to %s partition %d: ErrorCode %d "
-                   "(not the leader?)", version, topic, (int)part,
-                   L.warm_error);
+            kb_die("warm-up: Produce v%d to %s partition %d via %s: "
+                   "ErrorCode %d (not the leader?)", version, topic,
+                   (int)part, T->name, L.warm_error);
         }
     }
-    cpu0 = kb_cpu_s();
-    interval = (int64_t)(1e9 / rate);
+    rs = seed;
+    for (int t = 0; t < nt; t++) {
+        perm[t] = (uint8_t)t;
+    }
     t0 = kb_now_ns() + 1000000;
-    deadline = t0 + interval * n + (int64_t)10e9;
-    while (L.answered < n && kb_now_ns() < deadline) {
-        int64_t now = kb_now_ns();
+    tm = 0;
+    deadline = t0 + (int64_t)((double)nreq * 1e9 / total_rate) +
+               (int64_t)10e9;
+    cpu0 = kb_cpu_s();
+    kb_peers_snap(peer0);
+    while (L.answered < nreq && kb_now_ns() < deadline) {
+        int64_t now = kb_now_ns(), due;
         struct timespec ts;
         int64_t wait;
 
-        while (next < n && t0 + interval * next <= now) {
-            struct kb_lconn *c = &conns[next % nconn];
+        while (next < nreq &&
+               (due = t0 + (int64_t)((double)next * 1e9 / total_rate)) <=
+               now) {
+            struct kb_ltarget *T;
+            struct kb_lconn *c;
+            int slot = (int)(next % nt);
 
-            L.sched[next] = t0 + interval * next;
-            if (now - L.sched[next] > interval) {
-                late++;
+            if (slot == 0 && nt > 1) {
+                /* Fisher-Yates: this round's order of the targets. */
+                for (int i = nt - 1; i > 0; i--) {
+                    int j = (int)(kb_rand(&rs) % (uint64_t)(i + 1));
+                    uint8_t x = perm[i];
+
+                    perm[i] = perm[j];
+                    perm[j] = x;
+                }
+            }
+            if (next == first) {
+                /* The measured window starts (after the open warm-up). */
+                tm = now;
+                cpu0 = kb_cpu_s();
+                kb_peers_snap(peer0);
+            }
+            T = &tg[perm[slot]];
+            c = &T->conns[T->sent % nconn];
+            L.tgt[next] = perm[slot];
+            L.sched[next] = due;
+            if (next >= first) {
+                if (now - due > late_ns) {
+                    late[perm[slot]]++;
+                }
+                if (now - due > 1000000) {
+                    late1[perm[slot]]++;
+                }
             }
             kb_set_i32(&frame, 8, (int32_t)next);
             kb_lconn_queue(c, frame.p, frame.len);
             if (kb_lconn_flush(c) != 0) {
-                kb_die("%s closed the connection", addr);
+                kb_die("%s (%s) closed the connection", T->addr, T->name);
             }
+            T->sent++;
             next++;
         }
-        for (int i = 0; i < nconn; i++) {
+        for (int i = 0; i < ncp; i++) {
+            struct kb_lconn *c = &tg[i / nconn].conns[i % nconn];
+
             pfd[i].events = POLLIN;
-            if (conns[i].out_off < conns[i].out_len) {
+            if (c->out_off < c->out_len) {
                 pfd[i].events |= POLLOUT;
             }
         }
-        wait = next < n ? t0 + interval * next - kb_now_ns() : 100000000;
+        wait = next < nreq
+               ? t0 + (int64_t)((double)next * 1e9 / total_rate) - kb_now_ns()
+               : 100000000;
         if (wait < 0) {
             wait = 0;
         }
         ts.tv_sec = wait / 1000000000;
         ts.tv_nsec = wait % 1000000000;
-        if (ppoll(pfd, (nfds_t)nconn, &ts, NULL) <= 0) {
+        if (ppoll(pfd, (nfds_t)ncp, &ts, NULL) <= 0) {
             continue;
         }
-        for (int i = 0; i < nconn; i++) {
+        for (int i = 0; i < ncp; i++) {
+            struct kb_ltarget *T = &tg[i / nconn];
+            struct kb_lconn *c = &T->conns[i % nconn];
+
             if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (kb_lconn_read(&conns[i], kb_lat_done, &L) != 0) {
-                    kb_die("%s closed the connection", addr);
+                if (kb_lconn_read(c, kb_lat_done, &L) != 0) {
+                    kb_die("%s (%s) closed the connection", T->addr,
+                           T->name);
                 }
             }
-            if ((pfd[i].revents & POLLOUT) && kb_lconn_flush(&conns[i]) != 0) {
-                kb_die("%s closed the connection", addr);
+            if ((pfd[i].revents & POLLOUT) && kb_lconn_flush(c) != 0) {
+                kb_die("%s (%s) closed the connection", T->addr, T->name);
             }
         }
     }
+    kb_peers_snap(peer1);
     {
-        long m = 0;
-        double secs = (double)(kb_now_ns() - t0) / 1e9;
+        double secs = tm ? (double)(kb_now_ns() - tm) / 1e9 : 0;
+        long late_all = 0, late1_all = 0;
 
-        for (long i = 0; i < n; i++) {
-            if (L.lat[i] >= 0) {
-                sorted[m++] = L.lat[i];
-                sum += (double)L.lat[i];
-            }
+        for (int t = 0; t < nt; t++) {
+            late_all += late[t];
+            late1_all += late1[t];
         }
-        qsort(sorted, (size_t)m, sizeof(*sorted), kb_cmp_i64);
         printf("{\"mode\":\"latency\",\"produce_version\":%d,"
                "\"record_bytes\":%ld,\"request_bytes\":%zu,"
-               "\"rate_per_s\":%.1f,\"connections\":%d,\"sent\":%ld,"
-               "\"answered\":%ld,\"lost\":%ld,\"stray\":%ld,\"late\":%ld,"
-               "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,"
-               "\"p999_us\":%.2f,\"max_us\":%.2f,\"mean_us\":%.2f,"
-               "\"elapsed_s\":%.4f,\"client_cpu_s\":%.4f}\n",
-               version, size, frame.len, rate, nconn, next, m, n - m,
-               L.stray, late, kb_pct_us(sorted, m, 0.50),
-               kb_pct_us(sorted, m, 0.90), kb_pct_us(sorted, m, 0.99),
-               kb_pct_us(sorted, m, 0.999), m ? sorted[m - 1] / 1e3 : 0.0,
-               m ? sum / (double)m / 1e3 : 0.0, secs, kb_cpu_s() - cpu0);
-        for (int i = 0; i < nconn; i++) {
-            close(conns[i].fd);
-            free(conns[i].out);
+               "\"rate_per_s\":%.1f,\"connections\":%d,",
+               version, size, frame.len, rate, nconn);
+        if (nt > 1 || names != NULL) {
+            printf("\"interleaved\":%d,\"total_rate_per_s\":%.1f,"
+                   "\"order\":\"random per round\",\"seed\":%" PRIu64 ","
+                   "\"targets\":{", nt, total_rate, seed);
+            for (int t = 0; t < nt; t++) {
+                printf("%s\"%s\":{\"address\":\"%s\",\"late\":%ld,"
+                       "\"late_1ms\":%ld,", t ? "," : "", tg[t].name,
+                       tg[t].addr, late[t], late1[t]);
+                kb_lat_stats(&L, t, first, sorted);
+                printf("}");
+            }
+            printf("},");
         }
-        free(conns);
+        printf("\"warmup_closed\":%ld,\"warmup_open\":%ld,"
+               "\"stray\":%ld,\"late\":%ld,\"late_1ms\":%ld,",
+               warm, owarm, L.stray, late_all, late1_all);
+        all_answered = kb_lat_stats(&L, -1, first, sorted);
+        printf(",\"elapsed_s\":%.4f,\"client_cpu_s\":%.4f,"
+               "\"client_cpu_window_s\":%.4f",
+               secs, kb_cpu_s() - cpu0, kb_cpu_s() - cpu0);
+        if (kb_npeers > 0) {
+            kb_peers_print(peer0, peer1);
+        }
+        printf(",\"window_s\":%.4f}\n", secs);
+        for (int t = 0; t < nt; t++) {
+            for (int i = 0; i < nconn; i++) {
+                close(tg[t].conns[i].fd);
+                free(tg[t].conns[i].out);
+            }
+            free(tg[t].conns);
+        }
         free(pfd);
         free(L.sched);
         free(L.lat);
+        free(L.tgt);
         free(sorted);
+        free(late);
+        free(late1);
         free(frame.p);
-        return m == n ? 0 : 1;
+        return all_answered == nreq - first ? 0 : 1;
     }
 }
 
