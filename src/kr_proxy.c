@@ -845,7 +845,6 @@ reload(struct kr_proxy *p, const char *path, const char *by)
     p->groups = ng;
     p->ngroups = nc->nlisteners;
     p->cref = nref;
-    kr_conf_ref_put(old);
     audit_report(p, "reload");
     if (nau != NULL) {
         if (p->audit != NULL) {
@@ -879,6 +878,12 @@ reload(struct kr_proxy *p, const char *path, const char *by)
                   plural(nc->nrules), by == NULL ? ""
                   : p->audit != NULL ? "; log and audit files reopened"
                   : "; log file reopened");
+    /*
+     * Only now: the old config (oc, and path, which may be its own
+     * path string) is used up to the line above.  Sessions may still
+     * hold it; else it goes here.
+     */
+    kr_conf_ref_put(old);
     return KR_OK;
 
 undo:

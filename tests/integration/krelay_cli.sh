@@ -86,7 +86,14 @@ kill -USR1 "$pid"
 wait_line "notice: SIGUSR1: reopened the log file$"
 kill -HUP "$pid"
 wait_line "notice: SIGHUP: reloaded $W/run.ini: 1 listener group (0 new), 0 rules; log file reopened$"
+# a second and a third reload with no connection open: each frees the
+# config the one before loaded (a use after free once, seen by ASan)
+for i in 2 3; do
+    kill -HUP "$pid"
+    kr_wait_for 60 test "$(grep -c "SIGHUP: reloaded" "$W/krelay.log")" -ge "$i" ||
+        kr_fail "reload $i: $(tail -5 "$W/krelay.log")"
+done
 n=$(grep -c "SIGHUP\|SIGUSR1" "$W/krelay.log")
-[ "$n" -eq 2 ] || kr_fail "$n signal lines, want 2: $(grep SIG "$W/krelay.log")"
+[ "$n" -eq 4 ] || kr_fail "$n signal lines, want 4: $(grep SIG "$W/krelay.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay.log"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines"
