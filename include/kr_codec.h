@@ -187,6 +187,13 @@ void kr_codec_err_prepend_index(struct kr_codec_err *err, uint32_t i);
 /* kr_decode_* flags */
 #define KR_DEC_STRICT   0x01u /* refuse trailing bytes and invalid UTF-8 */
 #define KR_DEC_NO_UTF8  0x02u /* (with STRICT) skip the UTF-8 check */
+/*
+ * Refuse a tagged field that appears twice and bytes left over inside a
+ * known tagged field, even without STRICT: what a proxy that rewrites
+ * fields needs (with a duplicate, only the last copy would be decoded
+ * and rewritten while a client might read the first).
+ */
+#define KR_DEC_TAGS_EXACT 0x04u
 
 /*
  * Decode a request payload: the header (its version chosen from the

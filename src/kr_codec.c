@@ -1135,7 +1135,8 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
             struct kr_val *val = &node->vals[idx];
             size_t saved = d->limit, end = d_off(d) + size;
 
-            if ((d->flags & KR_DEC_STRICT) && val->present) {
+            if ((d->flags & (KR_DEC_STRICT | KR_DEC_TAGS_EXACT)) &&
+                val->present) {
                 rc = err_set(d->err, KR_EPROTO, tstart,
                              "duplicate tagged field %u", tag);
                 kr_codec_err_prepend(d->err, f->name);
@@ -1146,7 +1147,7 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
             rc = dec_val(d, f->type, f->elem_type, f->struct_id, v, true,
                          kr_vrange_has(f->nullable, v), val);
             if (rc == KR_OK && d_off(d) != end) {
-                if (d->flags & KR_DEC_STRICT) {
+                if (d->flags & (KR_DEC_STRICT | KR_DEC_TAGS_EXACT)) {
                     rc = err_set(d->err, KR_EPROTO, d_off(d),
                                  "tagged field %u: %zu bytes left over",
                                  tag, end - d_off(d));
@@ -1172,7 +1173,7 @@ dec_tags(struct dec *d, const struct kr_struct_desc *sd, int16_t v,
                     goto fail;
                 }
             }
-            if (d->flags & KR_DEC_STRICT) {
+            if (d->flags & (KR_DEC_STRICT | KR_DEC_TAGS_EXACT)) {
                 for (j = 0; j < nunk; j++) {
                     if (unk[j].tag == tag) {
                         rc = err_set(d->err, KR_EPROTO, tstart,

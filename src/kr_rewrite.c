@@ -721,7 +721,8 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         set_err(res, api_key, api_version, NULL, "cannot read the frame");
         goto done;
     }
-    rc = kr_decode_response(&arena, &rb, api_key, dec_version, 0, &m,
+    rc = kr_decode_response(&arena, &rb, api_key, dec_version,
+                            KR_DEC_TAGS_EXACT, &m,
                             &ce);
     if (pass) {
         /* Decoded only to check it; forwarded as received. */
@@ -833,44 +834,61 @@ pad_data_len(size_t fill, size_t *d)
 }
 
 /*
- * Add to n unknown tagged fields (tags from KR_PAD_TAG up, above every
- * tag n has) of zero bytes that make its tagged-field section grow from
+ * The smallest tag >= from that n has no unknown field with (n's unknown
+ * fields are in ascending tag order, each tag once: KR_DEC_TAGS_EXACT).
+ * Known tags are far below KR_PAD_TAG.
+ */
+static uint32_t
+free_tag(const struct kr_node *n, uint32_t from)
+{
+    uint32_t j, t = from;
+
+    for (j = 0; j < n->nunknown; j++) {
+        if (n->unknown[j].tag == t) {
+            t++;
+        } else if (n->unknown[j].tag > t) {
+            break;
+        }
+    }
+    return t;
+}
+
+/*
+ * Add to n unknown tagged fields of zero bytes, with tags from KR_PAD_TAG
+ * up that n does not use, that make its tagged-field section grow from
  * have to want bytes: one field, or two when no single field has that
- * size.  False when impossible (fewer than 3 bytes to fill, or out of
- * memory).
+ * size.  False when impossible (fewer than 3 bytes to fill, tags all
+ * taken, or out of memory).
  */
 static bool
 add_padding(struct kr_arena *arena, struct kr_node *n, uint32_t ntags,
             size_t have, size_t want)
 {
     struct kr_rawtag *u;
-    uint32_t tag = KR_PAD_TAG, j, nf;
-    size_t fill, d[2], tl;
-    unsigned k;
+    uint32_t tag[2], nf, j, k, w;
+    size_t fill, d[2], tl[2];
 
-    for (j = 0; j < n->nunknown; j++) {
-        if (n->unknown[j].tag >= tag) {
-            tag = n->unknown[j].tag + 1;
-        }
+    tag[0] = free_tag(n, KR_PAD_TAG);
+    if (tag[0] == UINT32_MAX) {
+        return false;
     }
-    if (tag > 16382) {
-        return false;                   /* keep both tags at 2 bytes */
-    }
-    tl = uvarint_len32(tag);
+    tag[1] = free_tag(n, tag[0] + 1);
+    tl[0] = uvarint_len32(tag[0]);
+    tl[1] = uvarint_len32(tag[1]);
     for (nf = 1; nf <= 2; nf++) {
         size_t h = have + uvarint_len32(ntags + nf) - uvarint_len32(ntags);
 
-        if (want < h + nf * (tl + 1)) {
+        if (want < h + tl[0] + 1 + (nf == 2 ? tl[1] + 1 : 0)) {
             return false;
         }
         fill = want - h;
-        if (nf == 1 && pad_data_len(fill - tl, &d[0])) {
+        if (nf == 1 && pad_data_len(fill - tl[0], &d[0])) {
             break;
         }
         if (nf == 2) {
             /* an empty field first, then the rest */
             d[0] = 0;
-            if (!pad_data_len(fill - (tl + 1) - tl, &d[1])) {
+            if (!pad_data_len(fill - (tl[0] + 1) - tl[1], &d[1])) {
                 return false;
             }
             break;
@@ -883,18 +901,21 @@ add_padding(struct kr_arena *arena, struct kr_node *n, uint32_t ntags,
     if (u == NULL) {
         return false;
     }
-    if (n->nunknown > 0) {
-        memcpy(u, n->unknown, n->nunknown * sizeof(*u));
-    }
-    for (k = 0; k < nf; k++) {
-        uint8_t *data = kr_arena_alloc(arena, d[k] > 0 ? d[k] : 1);
+    /* merge, keeping ascending tags */
+    for (j = 0, k = 0, w = 0; w < n->nunknown + nf; w++) {
+        if (k < nf && (j == n->nunknown || tag[k] < n->unknown[j].tag)) {
+            uint8_t *data = kr_arena_alloc(arena, d[k] > 0 ? d[k] : 1);
 
-        if (data == NULL) {
-            return false;
+            if (data == NULL) {
+                return false;
+            }
+            u[w].tag = tag[k];
+            u[w].data.p = data;         /* zero-filled */
+            u[w].data.len = (int32_t)d[k];
+            k++;
+        } else {
+            u[w] = n->unknown[j++];
         }
-        u[n->nunknown + k].tag = tag + k;   /* the highest: order kept */
-        u[n->nunknown + k].data.p = data;   /* zero-filled */
-        u[n->nunknown + k].data.len = (int32_t)d[k];
     }
     n->unknown = u;
     n->nunknown += nf;
@@ -985,7 +1006,8 @@ kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         set_err(res, api_key, api_version, NULL, "cannot read the frame");
         goto done;
     }
-    rc = kr_decode_tags(&arena, &rb, &off, root, api_version, 0, &node,
+    rc = kr_decode_tags(&arena, &rb, &off, root, api_version,
+                        KR_DEC_TAGS_EXACT, &node,
                         &ce);
     if (rc != KR_OK) {
         if (rc == KR_EUNSUPPORTED) {

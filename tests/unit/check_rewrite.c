@@ -1288,6 +1288,134 @@ START_TEST(test_tail_every_length)
 }
 END_TEST
 
+/*
+ * NodeEndpoints twice in the tagged fields, the first with a broker's
+ * address (NodeId 9, outside the range), the second already krelay's: a
+ * client may read the first, so neither path may pass the frame (the
+ * tolerant decoder would keep only the last copy).
+ */
+START_TEST(test_duplicate_endpoint_tag)
+{
+    uint8_t recs[20] = { 1 }, *a, *b, *dup;
+    struct kr_rewrite_result res;
+    struct evbuffer *tail = evbuffer_new(), *out = evbuffer_new();
+    size_t alen, blen, at, bt, dlen;
+    struct kr_msg m = rsp_new(1, 16);
+    struct kr_array *e;
+
+    a = fetch16("10.9.9.9", 1, 9, recs, sizeof(recs), &alen);
+    set_arr(m.body, "Responses", 0);
+    e = set_arr(m.body, "NodeEndpoints", 1);
+    set_i(elem(e, 0), "NodeId", 1);
+    set_s(elem(e, 0), "Host", ADV_HOST);
+    set_i(elem(e, 0), "Port", PORT_BASE + 1);
+    b = encode(&m, recs, 0, &blen);
+    at = scan_stop(a, alen, 1, 16);
+    bt = scan_stop(b, blen, 1, 16);
+    ck_assert_int_eq(a[at], 1);             /* one tagged field each */
+    ck_assert_int_eq(b[bt], 1);
+    /* a's head, then count 2, a's NodeEndpoints, b's NodeEndpoints */
+    dup = malloc(alen + blen);
+    memcpy(dup, a, alen);
+    dup[at] = 2;
+    memcpy(dup + alen, b + bt + 1, blen - bt - 1);
+    dlen = alen + blen - bt - 1;
+    /* the tail alone (streamed) */
+    evbuffer_add(tail, dup + at, dlen - at);
+    ck_assert_int_eq(kr_rewrite_tail(&ctx, 1, 16, tail, out, &res),
+                     KR_EPROTO);
+    ck_assert_msg(strstr(res.err, "duplicate tagged field 0") != NULL, "%s",
+                  res.err);
+    ck_assert_uint_eq(evbuffer_get_length(out), 0);
+    /* the whole frame (held) */
+    ck_assert_int_eq(run(1, 16, dup, dlen, out, &res), KR_EPROTO);
+    ck_assert_msg(strstr(res.err, "duplicate tagged field 0") != NULL, "%s",
+                  res.err);
+    ck_assert_uint_eq(evbuffer_get_length(out), 0);
+    free(a);
+    free(b);
+    free(dup);
+    evbuffer_free(tail);
+    evbuffer_free(out);
+}
+END_TEST
+
+/*
+ * The body already has unknown tagged fields, some where krelay's
+ * padding would go (10000, 10001) and some high (16382, 2^32 - 2): the
+ * padding takes free tags, keeps ascending order, and the frame decodes
+ * strictly with every original unknown field intact.
+ */
+START_TEST(test_tail_padding_free_tags)
+{
+    static const uint32_t tags[] = { 10000, 10001, 16382, 4294967294u };
+    static const char *broker[] = { "a-much-longer-broker.example", "b" };
+    size_t i, t, len, at;
+
+    for (i = 0; i < 2; i++) {
+        struct kr_msg m = rsp_new(1, 16);
+        struct kr_rewrite_result res;
+        struct kr_codec_err ce;
+        struct kr_rbuf rb;
+        struct iovec iov;
+        struct kr_msg d;
+        struct kr_array *e;
+        struct kr_rawtag *u;
+        uint8_t *p, *q;
+        int rc;
+
+        set_arr(m.body, "Responses", 0);
+        e = set_arr(m.body, "NodeEndpoints", 1);
+        set_i(elem(e, 0), "NodeId", 2);
+        set_s(elem(e, 0), "Host", broker[i]);
+        set_i(elem(e, 0), "Port", 9092);
+        u = kr_arena_alloc(&arena, sizeof(tags) / sizeof(tags[0]) *
+                                   sizeof(*u));
+        for (t = 0; t < sizeof(tags) / sizeof(tags[0]); t++) {
+            u[t].tag = tags[t];
+            u[t].data.p = (const uint8_t *)"xyz";
+            u[t].data.len = 3;
+        }
+        m.body->unknown = u;
+        m.body->nunknown = (uint32_t)t;
+        p = encode(&m, NULL, 0, &len);
+        at = scan_stop(p, len, 1, 16);
+        ck_assert_uint_lt(at, len);
+        q = stream(p, len, &res, &rc);
+        ck_assert_msg(rc == KR_OK, "%s: %s", broker[i], res.err);
+        ck_assert(res.changed);
+        kr_rbuf_init_flat(&rb, &iov, q, len);
+        ck_assert_msg(kr_decode_response(&arena, &rb, 1, 16, KR_DEC_STRICT,
+                                         &d, &ce) == KR_OK, "%s: %s at %s",
+                      broker[i], ce.msg, ce.path);
+        /* the four original fields, plus one or two of krelay's */
+        ck_assert_uint_ge(d.body->nunknown, 5);
+        for (t = 0; t < sizeof(tags) / sizeof(tags[0]); t++) {
+            uint32_t j;
+            bool found = false;
+
+            for (j = 0; j < d.body->nunknown; j++) {
+                found |= d.body->unknown[j].tag == tags[t] &&
+                         d.body->unknown[j].data.len == 3 &&
+                         memcmp(d.body->unknown[j].data.p, "xyz", 3) == 0;
+            }
+            ck_assert_msg(found, "unknown tag %u lost", tags[t]);
+        }
+        if (i == 0) {
+            /* shorter: rewritten and padded (10002 is the first free) */
+            ck_assert_uint_eq(res.dropped, 0);
+            assert_str(fld(elem(fld(d.body, "NodeEndpoints")->u.arr, 0),
+                           "Host"), ADV_HOST);
+        } else {
+            ck_assert_uint_eq(res.dropped, 1);
+            ck_assert_int_eq(fld(d.body, "NodeEndpoints")->present, 0);
+        }
+        free(p);
+        free(q);
+    }
+}
+END_TEST
+
 START_TEST(test_tail_errors)
 {
     uint8_t recs[10] = { 0 }, *p, *q;
@@ -1356,6 +1484,8 @@ rewrite_suite(void)
     tcase_add_test(tc, test_tail_unchanged);
     tcase_add_test(tc, test_tail_every_length);
     tcase_add_test(tc, test_tail_errors);
+    tcase_add_test(tc, test_duplicate_endpoint_tag);
+    tcase_add_test(tc, test_tail_padding_free_tags);
     suite_add_tcase(s, tc);
     return s;
 }
