@@ -162,7 +162,10 @@ struct kr_session {
                                            nor the request timeout) */
     int64_t head_since_ms;              /* when fifo[head] became head */
     int64_t started_ms;
-    int64_t last_active_ms;             /* last client read */
+    int64_t last_active_ms;             /* last client or upstream read */
+    int64_t rsp_progress_ms;            /* last upstream read or client
+                                           write: a response in the middle
+                                           must keep moving */
     int64_t eof_ms;                     /* when the client closed its side */
 
     enum kr_sasl_mech sasl_mech;        /* from the SaslHandshake request */

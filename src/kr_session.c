@@ -144,7 +144,8 @@
 #define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
 
 enum timer_kind {
-    T_NONE, T_CONNECT, T_REQUEST, T_IDLE, T_DRAIN, T_LINGER, T_CLOSING
+    T_NONE, T_CONNECT, T_REQUEST, T_RESPONSE, T_IDLE, T_DRAIN, T_LINGER,
+    T_CLOSING
 };
 
 static void session_free(struct kr_session *s);
@@ -622,6 +623,16 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_LINGER;
         return s->eof_ms + KR_DRAIN_MS;
     }
+    if (rsp_mid(s)) {
+        /*
+         * In the middle of a response (cut-through or streamed): its
+         * request left the FIFO at its first byte.  It must keep moving,
+         * from the upstream or to the client; the next request's clock
+         * starts when it is complete.
+         */
+        *kind = T_RESPONSE;
+        return s->rsp_progress_ms + margin_ms;
+    }
     e = fifo_first(s, &i);
     if (e != NULL) {
         *kind = T_REQUEST;
@@ -711,6 +722,23 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                 close_timeout(s, KR_LOG_WARN, "upstream %s sent no response "
                               "to %s in %" PRId64 " ms", s->upname, desc,
                               now - head_since(s, e, i));
+            }
+            break;
+        case T_RESPONSE:
+            if (s->up.connected && !s->up.reading &&
+                out_full(s->client.out,
+                         (size_t)s->lc->max_buffer_bytes)) {
+                close_client(s, KR_LOG_WARN, "client is not reading its "
+                             "responses: no byte taken for %" PRId64 " ms, "
+                             "%zu bytes wait for it (buffer full: "
+                             "max_buffer_bytes %" PRId64 ")",
+                             now - s->rsp_progress_ms,
+                             evbuffer_get_length(s->client.out),
+                             s->lc->max_buffer_bytes);
+            } else {
+                close_timeout(s, KR_LOG_WARN, "upstream %s stopped in the "
+                              "middle of a response: no byte for %" PRId64
+                              " ms", s->upname, now - s->rsp_progress_ms);
             }
             break;
         case T_IDLE:
@@ -851,8 +879,11 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
         }
         if (n > 0) {
             c->bytes_out += (uint64_t)n;
-            if (s->closing && c == &s->client) {
-                s->closing_ms = kr_now_ms();
+            if (c == &s->client) {
+                s->rsp_progress_ms = kr_now_ms();
+                if (s->closing) {
+                    s->closing_ms = s->rsp_progress_ms;
+                }
             }
         }
     }
@@ -2655,6 +2686,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         *scan += 1;
         s->streaming = 0;
         s->stream_left = 0;
+        s->head_since_ms = kr_now_ms();
         return 1;
     }
     s->p->stats.bytes_down += *scan;
@@ -2664,18 +2696,28 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, s->hold,
                          s->client.out, &res);
     evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    if (rc == KR_ELIMIT && res.bad_node_id < -1) {
+        close_up(s, KR_LOG_WARN, "%s v%d response from %s names NodeId %d: "
+                 "a broker's NodeId cannot be negative (the upstream sent "
+                 "an invalid response)", api_name(s->stream_key),
+                 s->stream_ver, s->upname, res.bad_node_id);
+        return -1;
+    }
     if (rc == KR_ELIMIT) {
         close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, outside "
-                 "this listener's node_id_min..node_id_max %d..%d (or a "
-                 "negative one): widen the range (and broker_port_base) in "
-                 "the config", api_name(s->stream_key), s->stream_ver,
-                 res.bad_node_id, s->lc->node_id_min, s->lc->node_id_max);
+                 "this listener's node_id_min..node_id_max %d..%d: widen "
+                 "the range (and broker_port_base) in the config",
+                 api_name(s->stream_key), s->stream_ver, res.bad_node_id,
+                 s->lc->node_id_min, s->lc->node_id_max);
         return -1;
     }
     if (rc != KR_OK) {
+        /* res.err's offsets count from the tail's first byte */
         close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from %s: "
-                 "%s", api_name(s->stream_key), s->stream_ver, s->upname,
-                 res.err[0] ? res.err : kr_status_str(rc));
+                 "%s (in its tagged fields, which start at frame offset "
+                 "%" PRIu64 ")", api_name(s->stream_key), s->stream_ver,
+                 s->upname, res.err[0] ? res.err : kr_status_str(rc),
+                 s->scan->off + KR_FRAME_PREFIX);
         return -1;
     }
     s->p->stats.bytes_down += tail;
@@ -2691,6 +2733,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                  res.endpoints);
     s->streaming = 0;
     s->stream_left = 0;
+    s->head_since_ms = kr_now_ms();
     return 1;
 }
 
@@ -2843,6 +2886,11 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                 s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
                 return 1;
             }
+            if ((int64_t)flen > s->lc->max_frame_bytes) {
+                /* too big to hold: streamed, as when it arrives in
+                   pieces (max_frame_bytes does not apply to these) */
+                return stream_start(s, e, flen) == 0 ? 5 : -1;
+            }
         }
         if ((int64_t)flen > s->lc->max_frame_bytes) {
             close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
@@ -2893,6 +2941,7 @@ process_responses(struct kr_session *s)
             if (s->rsp_remain > 0) {
                 break;
             }
+            s->head_since_ms = kr_now_ms();   /* the next one's clock */
             continue;
         }
         if (s->rsp_drop > 0) {
@@ -3108,6 +3157,10 @@ upstream_eof(struct kr_session *s, const char *why)
         close_client(s, KR_LOG_INFO, "client closed the connection (the "
                      "upstream then closed with %u requests unanswered)",
                      fifo_expected(s));
+    } else if (rsp_mid(s)) {
+        close_up(s, KR_LOG_WARN, "upstream %s: %s in the middle of a "
+                 "response (%u more requests in flight)", s->upname, why,
+                 fifo_expected(s));
     } else {
         close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in flight",
                  s->upname, why, fifo_expected(s));
@@ -3125,6 +3178,8 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
     s->depth++;
     n = conn_read(&s->up);
     if (n > 0) {
+        /* traffic either way: not idle; a response moving: not stalled */
+        s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
         if (process_responses(s) != 0) {
             goto out;
         }

@@ -1910,6 +1910,120 @@ START_TEST(fetch16_streamed_no_tags)
 }
 END_TEST
 
+/* Run the event loop for ms milliseconds of wall clock. */
+static void
+pump_for(int64_t ms)
+{
+    int64_t end = mono_ms() + ms;
+
+    while (mono_ms() < end) {
+        pump_once();
+    }
+}
+
+/*
+ * An upstream that stops in the middle of a streamed response: the
+ * client is closed after request_timeout_margin_ms without a byte, blamed
+ * on the upstream (its request left the FIFO at the first byte, so only
+ * this timer can catch it).
+ */
+START_TEST(fetch16_streamed_stall)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    struct cli *c;
+    struct wait w = { 0 };
+    char *log;
+
+    log_capture();
+    T.uc.request_timeout_margin_ms = 200;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch16(&req, 9);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch16(&rsp, 9, 100000, "10.1.2.3.", 9092, false);
+    fake_replace_pending(&rsp);
+    fake_release_part(rsp.n / 2);       /* and never the rest */
+    ck_assert(cli_has(c, rsp.n / 2));
+    while (!c->closed && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert(c->closed);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "stopped in the middle of a response") != NULL,
+                  "%s", log);
+    free(log);
+    free(req.b);
+    free(rsp.b);
+}
+END_TEST
+
+/*
+ * A response that keeps moving for longer than idle_timeout_ms and than
+ * request_timeout_margin_ms is not cut: idle means no traffic either way,
+ * and the stall timer restarts with every byte.
+ */
+START_TEST(fetch16_streamed_slow_not_idle)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    struct cli *c;
+    size_t part;
+    int i;
+
+    T.lc.idle_timeout_ms = 300;
+    T.uc.request_timeout_margin_ms = 300;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch16(&req, 10);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch16(&rsp, 10, 50000, NULL, 0, false);
+    fake_replace_pending(&rsp);
+    part = rsp.n / 6 + 1;
+    for (i = 0; i < 6; i++) {
+        fake_release_part(part);
+        pump_for(150);                  /* 900 ms in all */
+        ck_assert_msg(!c->closed, "closed after part %d", i);
+    }
+    cli_expect(c, &rsp);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    free(req.b);
+    free(rsp.b);
+}
+END_TEST
+
+/*
+ * A whole Fetch v16 with endpoints above max_frame_bytes: streamed (and
+ * rewritten), as when it arrives in pieces, not refused.
+ */
+START_TEST(fetch16_whole_over_max)
+{
+    struct bb req = { 0 }, rsp = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    T.lc.max_frame_bytes = 20000;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch16(&req, 11);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch16(&rsp, 11, 30000, "10.1.2.3.", 9092, false);
+    fake_replace_pending(&rsp);
+    fake_release(&T.fb);
+    rsp_fetch16(&exp, 11, 30000, "127.0.0.1", 0, false);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    free(req.b);
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
 /* A whole Fetch v16 response without tagged fields: cut-through, as is. */
 START_TEST(fetch16_whole_no_tags)
 {
@@ -2004,6 +2118,9 @@ session_suite(void)
     tcase_add_loop_test(tc, fetch16_streamed, 0, 2);
     tcase_add_test(tc, fetch16_whole_no_tags);
     tcase_add_test(tc, fetch16_streamed_no_tags);
+    tcase_add_test(tc, fetch16_streamed_stall);
+    tcase_add_test(tc, fetch16_streamed_slow_not_idle);
+    tcase_add_test(tc, fetch16_whole_over_max);
     tcase_add_test(tc, fetch16_streamed_malformed);
     suite_add_tcase(s, tc);
     return s;
