@@ -1810,6 +1810,31 @@ fake_release_part(size_t n)
 }
 
 /*
+ * Start the proxy, send a Fetch v16 request (CorrelationId corr) from a
+ * new client, and make the fake broker's held answer the response that
+ * rsp_fetch16 builds with the other arguments (into rsp); nothing of it
+ * is released yet.
+ */
+static struct cli *
+fetch16_setup(int32_t corr, size_t rlen, const char *host, int32_t port,
+              bool bad, struct bb *rsp)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch16(&req, corr);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    free(req.b);
+    rsp_fetch16(rsp, corr, rlen, host, port, bad);
+    fake_replace_pending(rsp);
+    return c;
+}
+
+/*
  * A Fetch v16 response with NodeEndpoints that arrives in two halves:
  * the client gets the first half before the broker sends the second
  * (streamed, not held), then every byte, with krelay's address in place
@@ -1819,21 +1844,14 @@ fake_release_part(size_t n)
  */
 START_TEST(fetch16_streamed)
 {
-    struct bb req = { 0 }, rsp = { 0 }, exp = { 0 };
+    struct bb rsp = { 0 }, exp = { 0 };
     const char *adv = _i == 0 ? "127.0.0.1" : "proxy.krelay.example";
     const char *broker = "10.1.2.3.";      /* 9 bytes, as 127.0.0.1 */
     size_t half;
     struct cli *c;
 
     T.lc.advertised_host = (char *)adv;
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 5);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 5, 200000, broker, 9092, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(5, 200000, broker, 9092, false, &rsp);
     ck_assert_uint_eq(evbuffer_get_length(T.fb.pending), rsp.n);
     half = rsp.n / 2;
     fake_release_part(half);
@@ -1874,7 +1892,6 @@ START_TEST(fetch16_streamed)
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
     ck_assert_uint_eq(T.p->stats.responses_held, 0);
-    free(req.b);
     free(rsp.b);
     free(exp.b);
 }
@@ -1887,17 +1904,10 @@ END_TEST
  */
 START_TEST(fetch16_streamed_no_tags)
 {
-    struct bb req = { 0 }, rsp = { 0 };
+    struct bb rsp = { 0 };
     struct cli *c;
 
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 8);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 8, 150000, NULL, 0, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(8, 150000, NULL, 0, false, &rsp);
     fake_release_part(rsp.n / 3);
     ck_assert(cli_has(c, rsp.n / 3));
     fake_release(&T.fb);
@@ -1905,7 +1915,6 @@ START_TEST(fetch16_streamed_no_tags)
     ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
     ck_assert_uint_eq(T.p->stats.responses_held, 0);
     ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
-    free(req.b);
     free(rsp.b);
 }
 END_TEST
@@ -1929,21 +1938,14 @@ pump_for(int64_t ms)
  */
 START_TEST(fetch16_streamed_stall)
 {
-    struct bb req = { 0 }, rsp = { 0 };
+    struct bb rsp = { 0 };
     struct cli *c;
     struct wait w = { 0 };
     char *log;
 
     log_capture();
     T.uc.request_timeout_margin_ms = 200;
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 9);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 9, 100000, "10.1.2.3.", 9092, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(9, 100000, "10.1.2.3.", 9092, false, &rsp);
     fake_release_part(rsp.n / 2);       /* and never the rest */
     ck_assert(cli_has(c, rsp.n / 2));
     while (!c->closed && waiting(&w, progress())) {
@@ -1955,7 +1957,6 @@ START_TEST(fetch16_streamed_stall)
     ck_assert_msg(strstr(log, "stopped in the middle of a response") != NULL,
                   "%s", log);
     free(log);
-    free(req.b);
     free(rsp.b);
 }
 END_TEST
@@ -1967,21 +1968,14 @@ END_TEST
  */
 START_TEST(fetch16_streamed_slow_not_idle)
 {
-    struct bb req = { 0 }, rsp = { 0 };
+    struct bb rsp = { 0 };
     struct cli *c;
     size_t part;
     int i;
 
     T.lc.idle_timeout_ms = 300;
     T.uc.request_timeout_margin_ms = 300;
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 10);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 10, 50000, NULL, 0, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(10, 50000, NULL, 0, false, &rsp);
     part = rsp.n / 6 + 1;
     for (i = 0; i < 6; i++) {
         fake_release_part(part);
@@ -1990,7 +1984,6 @@ START_TEST(fetch16_streamed_slow_not_idle)
     }
     cli_expect(c, &rsp);
     ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    free(req.b);
     free(rsp.b);
 }
 END_TEST
@@ -2001,24 +1994,16 @@ END_TEST
  */
 START_TEST(fetch16_whole_over_max)
 {
-    struct bb req = { 0 }, rsp = { 0 }, exp = { 0 };
+    struct bb rsp = { 0 }, exp = { 0 };
     struct cli *c;
 
     T.lc.max_frame_bytes = 20000;
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 11);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 11, 30000, "10.1.2.3.", 9092, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(11, 30000, "10.1.2.3.", 9092, false, &rsp);
     fake_release(&T.fb);
     rsp_fetch16(&exp, 11, 30000, "127.0.0.1", 0, false);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    free(req.b);
     free(rsp.b);
     free(exp.b);
 }
@@ -2027,22 +2012,14 @@ END_TEST
 /* A whole Fetch v16 response without tagged fields: cut-through, as is. */
 START_TEST(fetch16_whole_no_tags)
 {
-    struct bb req = { 0 }, rsp = { 0 };
+    struct bb rsp = { 0 };
     struct cli *c;
 
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 6);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 6, 3000, NULL, 0, false);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(6, 3000, NULL, 0, false, &rsp);
     fake_release(&T.fb);
     cli_expect(c, &rsp);
     ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
     ck_assert_uint_eq(T.p->stats.responses_held, 0);
-    free(req.b);
     free(rsp.b);
 }
 END_TEST
@@ -2054,19 +2031,12 @@ END_TEST
  */
 START_TEST(fetch16_streamed_malformed)
 {
-    struct bb req = { 0 }, rsp = { 0 };
+    struct bb rsp = { 0 };
     struct cli *c;
     char *log;
 
     log_capture();
-    T.fb.hold = true;
-    start();
-    c = cli_open(boot_port(), 0);
-    req_fetch16(&req, 7);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    rsp_fetch16(&rsp, 7, 100000, "10.1.2.3.", 9092, true);
-    fake_replace_pending(&rsp);
+    c = fetch16_setup(7, 100000, "10.1.2.3.", 9092, true, &rsp);
     fake_release_part(100);
     fake_release(&T.fb);
     ck_assert(cli_wait_closed(c));
@@ -2075,7 +2045,6 @@ START_TEST(fetch16_streamed_malformed)
     ck_assert_msg(strstr(log, "malformed Fetch v16 response") != NULL &&
                   strstr(log, "null array") != NULL, "%s", log);
     free(log);
-    free(req.b);
     free(rsp.b);
 }
 END_TEST
