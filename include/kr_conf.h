@@ -64,6 +64,8 @@ struct kr_listener_conf {
     int64_t max_connections;            /* per listener group, 10000 */
     int64_t idle_timeout_ms;            /* default 600000 (Kafka's
                                            connections.max.idle.ms) */
+    bool tcp_nodelay;                   /* TCP_NODELAY on accepted client
+                                           sockets, default true */
     int line;
 };
 

@@ -174,6 +174,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "idle_timeout_ms", KR_CT_I64, LST(idle_timeout_ms), 0,
       "600000", 0, INT32_MAX, 0,
       "close a client connection idle this long, in ms (0: never)", NULL },
+    { KR_CS_LISTENER, "tcp_nodelay", KR_CT_BOOL, LST(tcp_nodelay), 0,
+      "true", 0, 0, 0,
+      "TCP_NODELAY on client connections (as Kafka brokers set it)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0, KR_CF_REQUIRED,

@@ -3403,7 +3403,11 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
         leave(s);
         return KR_ENOMEM;
     }
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (s->lc->tcp_nodelay) {
+        /* as Kafka brokers do; off, the kernel coalesces small responses
+           (Nagle), which a CPU-bound client may prefer */
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    }
     kr_log_debug("[%s] accepted", s->name);
     kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
                       (const struct sockaddr *)&s->peer, NULL, &s->rmask);

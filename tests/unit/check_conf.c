@@ -115,9 +115,10 @@ static const char full_conf[] =
     "listen = [::1]:29092\n"                                /* 27 */
     "broker_port_base = 29000\n"                            /* 28 */
     "upstream = west ; inline comment\n"                    /* 29 */
-    "[log]\n"                                               /* 30 */
-    "level = debug\n"                                       /* 31 */
-    "target = /var/log/krelay.log\n";                       /* 32 */
+    "tcp_nodelay = false\n"                                 /* 30 */
+    "[log]\n"                                               /* 31 */
+    "level = debug\n"                                       /* 32 */
+    "target = /var/log/krelay.log\n";                       /* 33 */
 
 /* lines: whether section lines are those of full_conf (not of a dump) */
 static void
@@ -172,6 +173,8 @@ check_full(const struct kr_conf *c, bool lines)
     ck_assert_int_eq(a->max_buffer_bytes, 65536);
     ck_assert_int_eq(a->max_connections, 7);
     ck_assert_int_eq(a->idle_timeout_ms, 0);
+    ck_assert(a->tcp_nodelay);
+    ck_assert(!b->tcp_nodelay);
     ck_assert_str_eq(b->name, "b");
     ck_assert_str_eq(b->listen.host, "::1");
     ck_assert_uint_eq(b->listen.port, 29092);
@@ -213,6 +216,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(l->max_buffer_bytes, 4 * 1024 * 1024);
     ck_assert_int_eq(l->max_connections, 10000);
     ck_assert_int_eq(l->idle_timeout_ms, 600000);
+    ck_assert(l->tcp_nodelay);
     ck_assert_int_eq(u->connect_timeout_ms, 10000);
     ck_assert_int_eq(u->request_timeout_margin_ms, 30000);
     ck_assert_int_eq(u->metadata_refresh_ms, 300000);

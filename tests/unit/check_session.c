@@ -695,6 +695,7 @@ setup(void)
     T.lc.max_buffer_bytes = MAX_BUF;
     T.lc.max_connections = 100;
     T.lc.idle_timeout_ms = 0;
+    T.lc.tcp_nodelay = true;
     T.conf.path = (char *)"check_session";
     T.conf.listeners = &T.lc;
     T.conf.nlisteners = 1;
@@ -1675,6 +1676,28 @@ START_TEST(metadata_negative_node_id)
 }
 END_TEST
 
+/* tcp_nodelay: TCP_NODELAY on the accepted client socket, or not. */
+START_TEST(client_tcp_nodelay)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    int on = -1;
+    socklen_t len = sizeof(on);
+
+    T.lc.tcp_nodelay = _i == 1;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_int_eq(getsockopt(T.p->sessions->client.fd, IPPROTO_TCP,
+                                TCP_NODELAY, &on, &len), 0);
+    ck_assert_int_eq(on != 0, _i == 1);
+    free(req.b);
+}
+END_TEST
+
 /* ---- streamed responses (Fetch v16, KIP-951 NodeEndpoints) --------------- */
 
 /* Fetch v16 request frame (codec-built body, header v2). */
@@ -2086,6 +2109,7 @@ session_suite(void)
     tcase_add_test(tc, pass_through_zero_copy);
     tcase_add_loop_test(tc, fetch16_streamed, 0, 2);
     tcase_add_test(tc, fetch16_whole_no_tags);
+    tcase_add_loop_test(tc, client_tcp_nodelay, 0, 2);
     tcase_add_test(tc, fetch16_streamed_no_tags);
     tcase_add_test(tc, fetch16_streamed_stall);
     tcase_add_test(tc, fetch16_streamed_slow_not_idle);
