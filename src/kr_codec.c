@@ -1675,13 +1675,35 @@ e_null(struct enc *e, bool nullable, bool flex, bool is16, const char *what)
     return KR_OK;
 }
 
+/* A fixed-width integer of type t, checked against its range. */
 static int
-e_range(struct enc *e, int64_t x, int64_t lo, int64_t hi, uint8_t t)
+enc_int(struct enc *e, enum kr_type t, int64_t x)
 {
+    int64_t lo, hi;
+    unsigned width = kr_type_fixed_size(t);
+
+    switch (t) {
+    case KR_T_INT8:
+        lo = INT8_MIN, hi = INT8_MAX;
+        break;
+    case KR_T_INT16:
+        lo = INT16_MIN, hi = INT16_MAX;
+        break;
+    case KR_T_UINT16:
+        lo = 0, hi = UINT16_MAX;
+        break;
+    case KR_T_INT32:
+        lo = INT32_MIN, hi = INT32_MAX;
+        break;
+    default:                            /* KR_T_UINT32 */
+        lo = 0, hi = UINT32_MAX;
+        break;
+    }
     if (x < lo || x > hi) {
         return e_fail(e, "value %lld out of range for %s", (long long)x,
                       kr_type_name(t));
     }
+    w_be(e->w, (uint64_t)x, width);
     return KR_OK;
 }
 
@@ -1697,35 +1719,11 @@ enc_val(struct enc *e, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
         w_u8(w, val->u.i != 0);
         return KR_OK;
     case KR_T_INT8:
-        if ((rc = e_range(e, val->u.i, INT8_MIN, INT8_MAX, t)) != KR_OK) {
-            return rc;
-        }
-        w_u8(w, (uint8_t)val->u.i);
-        return KR_OK;
     case KR_T_INT16:
-        if ((rc = e_range(e, val->u.i, INT16_MIN, INT16_MAX, t)) != KR_OK) {
-            return rc;
-        }
-        w_be(w, (uint64_t)val->u.i, 2);
-        return KR_OK;
     case KR_T_UINT16:
-        if ((rc = e_range(e, val->u.i, 0, UINT16_MAX, t)) != KR_OK) {
-            return rc;
-        }
-        w_be(w, (uint64_t)val->u.i, 2);
-        return KR_OK;
     case KR_T_INT32:
-        if ((rc = e_range(e, val->u.i, INT32_MIN, INT32_MAX, t)) != KR_OK) {
-            return rc;
-        }
-        w_be(w, (uint64_t)val->u.i, 4);
-        return KR_OK;
     case KR_T_UINT32:
-        if ((rc = e_range(e, val->u.i, 0, UINT32_MAX, t)) != KR_OK) {
-            return rc;
-        }
-        w_be(w, (uint64_t)val->u.i, 4);
-        return KR_OK;
+        return enc_int(e, (enum kr_type)t, val->u.i);
     case KR_T_INT64:
         w_be(w, (uint64_t)val->u.i, 8);
         return KR_OK;
