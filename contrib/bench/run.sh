@@ -211,27 +211,9 @@ bounded() {
 }
 
 # free_ports N: first port P such that P..P+N-1 are free on 127.0.0.1
+# (below the ephemeral range when there is room)
 free_ports() {
-    "$PY" - "$1" <<'EOF'
-import random, socket, sys
-n = int(sys.argv[1])
-for _ in range(200):
-    base = random.randrange(20000, 32000 - n)
-    socks = []
-    try:
-        for p in range(base, base + n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-    print(base)
-    sys.exit(0)
-sys.exit(1)
-EOF
+    "$PY" "$top_srcdir/tests/integration/free_ports.py" "$1"
 }
 
 # listening PORT: something listens on 127.0.0.1:PORT (no probe connection)

@@ -155,35 +155,7 @@ kr_setup() {
 # or the mock binds it (seconds later for rules_reload.sh), and outgoing
 # connections of every process on the machine take ephemeral ports.
 kr_free_ports() {
-    "$KR_PY" - "$1" <<'EOF'
-import random, socket, sys
-n = int(sys.argv[1])
-rnd = random.Random()
-lo, hi = 20000, 60000
-try:
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        eph = int(f.read().split()[0])
-    if eph - n > lo + 4000:
-        hi = eph
-except (OSError, ValueError, IndexError):
-    pass
-for _ in range(200):
-    base = rnd.randrange(lo, hi - n)
-    socks = []
-    try:
-        for p in range(base, base + n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-    print(base)
-    sys.exit(0)
-sys.exit(1)
-EOF
+    "$KR_PY" "$top_srcdir/tests/integration/free_ports.py" "$1"
 }
 
 # kr_listening PORT: true when something listens on 127.0.0.1:PORT (or
