@@ -15,6 +15,10 @@
  * tagged fields of nested structs are skipped by length and never read;
  * only length and count prefixes, nullable-struct markers and tag
  * headers are read (a few bytes each, possibly split across feeds).
+ * Tagged fields the tables know are walked like other values and must
+ * fill their declared size exactly and appear once (a client reads the
+ * value, not the size: bytes hidden after it would be read as other
+ * fields); unknown ones are skipped by size, as clients do.
  *
  * The scanner checks what it reads as kr_decode_* does: lengths and
  * counts that cannot fit in the frame, varints longer than 32 bits,
@@ -23,7 +27,7 @@
  * (UTF-8, bool values): the bytes it passes are forwarded unchanged, so
  * nothing it skips can be misread downstream by krelay.
  *
- * Memory: struct kr_scan is about 0.5 KiB, has no pointers to free and
+ * Memory: struct kr_scan is about 2 KiB, has no pointers to free and
  * may live anywhere; kr_scan_init resets it.
  */
 #ifndef KR_SCAN_H
@@ -36,11 +40,14 @@
 #include "kr_common.h"
 
 /* Frames on the scanner's stack: a struct or an array each (header too). */
-#define KR_SCAN_MAX_FRAMES 40
+#define KR_SCAN_MAX_FRAMES 64
 
 /* One level of the walk (internal; see kr_scan.c). */
 struct kr_scan_frame {
-    uint32_t remain;            /* array: elements left; tags: tags left */
+    uint64_t end;               /* known tagged value: where it must end */
+    uint32_t remain;            /* array: elements left; tags: tags left;
+                                   tagged value: its tag */
+    uint32_t seen;              /* tags: known tags < 32 seen so far */
     uint16_t sid;               /* struct id (struct frames, struct elems) */
     uint16_t i;                 /* struct: next field index */
     uint8_t kind;               /* struct fields / struct tags / array */
@@ -68,6 +75,7 @@ struct kr_scan {
     uint8_t r_et, r_flex, r_nullable; /* context of the pending value */
     uint16_t r_sid;
     uint32_t rval;
+    uint32_t rtag;              /* the tag whose size is being read */
     uint64_t rstart;            /* payload offset where the value began */
     int nframes;
     struct kr_scan_frame st[KR_SCAN_MAX_FRAMES];

@@ -20,7 +20,13 @@
 #define KR_SCAN_MAX_DEPTH 16
 
 /* kr_scan_frame.kind */
-enum { F_FIELDS = 1, F_TAGS, F_ARRAY };
+enum {
+    F_FIELDS = 1,   /* a struct's untagged fields */
+    F_TAGS,         /* its tagged fields: .remain left, .seen known ones */
+    F_ARRAY,        /* an array: .remain elements left */
+    F_TAGVAL        /* a known tagged field's value, which must end at
+                       .end exactly (tag .remain) */
+};
 
 /* kr_scan.rkind: how a pending value is encoded */
 enum { R_NONE = 0, R_I8, R_I16, R_I32, R_UVAR };
@@ -82,7 +88,8 @@ push(struct kr_scan *sc, uint8_t kind, uint16_t sid, bool flex, uint8_t et,
             return fail(sc, sc->off, "no struct %u", (unsigned)sid);
         }
         for (i = 0; i < sc->nframes; i++) {
-            depth += sc->st[i].kind != F_ARRAY && !sc->st[i].hdr;
+            depth += sc->st[i].kind != F_ARRAY &&
+                     sc->st[i].kind != F_TAGVAL && !sc->st[i].hdr;
         }
         if (depth >= KR_SCAN_MAX_DEPTH) {
             return fail(sc, sc->off, "structs nested deeper than %d",
@@ -181,6 +188,55 @@ signed_len(const struct kr_scan *sc, uint8_t kind, int64_t *len)
     return KR_OK;
 }
 
+/*
+ * A tagged field of sc->rtag, size bytes, in the struct of tags frame t.
+ * An unknown tag is skipped by its size, as clients skip it.  A known one
+ * is walked like any value and must fill its size exactly, and appear
+ * once: a client reads the value it knows, not the size, so bytes hidden
+ * after the value (or a second copy) would be read as something else
+ * (a broker address past krelay's rewrite).  Kafka's rule, and the
+ * decoder's with KR_DEC_TAGS_EXACT.
+ */
+static int
+tag_value(struct kr_scan *sc, struct kr_scan_frame *t, uint32_t size)
+{
+    const struct kr_struct_desc *sd = &kr_structs[t->sid];
+    const struct kr_field_desc *f = NULL;
+    int16_t v = t->v;
+    uint16_t i;
+
+    if (size > left(sc)) {
+        return fail(sc, sc->off, "tagged field %u of %u bytes past the end "
+                    "of the frame (%llu bytes left)", sc->rtag, size,
+                    (unsigned long long)left(sc));
+    }
+    for (i = 0; i < sd->nfields && (sd->flags & KR_SF_HAS_TAGS); i++) {
+        const struct kr_field_desc *c = &kr_fields[sd->first_field + i];
+
+        if (c->tag >= 0 && (uint32_t)c->tag == sc->rtag &&
+            kr_vrange_has(c->versions, v) && tagged_at(c, v)) {
+            f = c;
+            break;
+        }
+    }
+    if (f == NULL) {
+        return skip(sc, size, "tagged field");
+    }
+    if (sc->rtag < 32) {
+        if (t->seen & (UINT32_C(1) << sc->rtag)) {
+            return fail(sc, sc->rstart, "duplicate tagged field %u (%s)",
+                        sc->rtag, f->name);
+        }
+        t->seen |= UINT32_C(1) << sc->rtag;
+    }
+    if (push(sc, F_TAGVAL, t->sid, true, 0, sc->rtag, v) != KR_OK) {
+        return KR_EPROTO;
+    }
+    sc->st[sc->nframes - 1].end = sc->off + size;
+    return start_value(sc, f->type, f->elem_type, f->struct_id, true,
+                       kr_vrange_has(f->nullable, v));
+}
+
 /* A pending value is complete: act on it. */
 static int
 got_value(struct kr_scan *sc)
@@ -236,10 +292,11 @@ got_value(struct kr_scan *sc)
         top->remain = sc->rval;
         return KR_OK;
     case W_TAG_ID:
+        sc->rtag = sc->rval;
         want(sc, R_UVAR, W_TAG_SIZE);
         return KR_OK;
     case W_TAG_SIZE:
-        return skip(sc, sc->rval, "tagged field");
+        return tag_value(sc, top, sc->rval);
     default:
         return fail(sc, sc->off, "internal: value kind %u", why);
     }
@@ -265,6 +322,16 @@ step(struct kr_scan *sc)
         top->remain--;
         return start_value(sc, top->et, KR_T_NONE, top->sid, top->flex,
                            false);
+    case F_TAGVAL:
+        if (sc->off != top->end) {
+            return fail(sc, sc->off, "tagged field %u: its value ends %lld "
+                        "bytes %s its size", top->remain,
+                        (long long)(sc->off > top->end ? sc->off - top->end
+                                                       : top->end - sc->off),
+                        sc->off > top->end ? "past" : "before the end of");
+        }
+        sc->nframes--;
+        return KR_OK;
     case F_TAGS:
         if (top->remain == 0) {
             sc->nframes--;

@@ -1416,6 +1416,74 @@ START_TEST(test_tail_padding_free_tags)
 }
 END_TEST
 
+/*
+ * A known tagged field deep in the body (a partition's CurrentLeader,
+ * Fetch v16 tag 1) whose declared size is larger than its value, or that
+ * appears twice: a client reads the value, not the size, so the extra
+ * bytes would be read as other fields (a hidden NodeEndpoints with a
+ * broker's address).  kr_scan refuses both, so neither the streamed nor
+ * the cut-through path forwards them.
+ */
+START_TEST(test_scan_nested_tag_exact)
+{
+    static const uint8_t uuid[16] = { 3 };
+    static const uint8_t cl[] = { 1, 9, 0, 0, 0, 7, 0, 0, 0, 5, 0 };
+    struct kr_msg m = rsp_new(1, 16);
+    struct kr_array *r, *pa;
+    struct kr_val *v;
+    struct kr_scan sc;
+    uint8_t *p, *q, *at;
+    size_t len, qlen, i, used;
+    int round;
+
+    r = set_arr(m.body, "Responses", 1);
+    fld(elem(r, 0), "TopicId")->u.s.p = uuid;
+    fld(elem(r, 0), "TopicId")->u.s.len = 16;
+    pa = set_arr(elem(r, 0), "Partitions", 1);
+    v = fld(elem(pa, 0), "CurrentLeader");
+    v->present = 1;
+    set_i(v->u.node, "LeaderId", 7);
+    set_i(v->u.node, "LeaderEpoch", 5);
+    p = encode(&m, NULL, 0, &len);
+    /* [tag 1][size 9][LeaderId][LeaderEpoch][no tags], once */
+    at = memmem(p, len, cl, sizeof(cl));
+    ck_assert_ptr_nonnull(at);
+    i = (size_t)(at - p);
+    ck_assert_int_eq(p[i - 1], 1);          /* the partition's tag count */
+    ck_assert_int_eq(kr_scan_init(&sc, 1, 16, true, len), KR_OK);
+    ck_assert_int_eq(kr_scan_feed(&sc, p, len, &used), KR_OK);
+    for (round = 0; round < 2; round++) {
+        q = malloc(len + sizeof(cl));
+        memcpy(q, p, i);
+        if (round == 0) {
+            /* size 10 with one byte hidden after the value */
+            memcpy(q + i, cl, sizeof(cl));
+            q[i + 1] = 10;
+            q[i + sizeof(cl)] = 0x42;
+        } else {
+            /* CurrentLeader twice */
+            q[i - 1] = 2;
+            memcpy(q + i, cl, sizeof(cl));
+            memcpy(q + i + sizeof(cl), cl, sizeof(cl));
+            memcpy(q + i + 2 * sizeof(cl), p + i + sizeof(cl),
+                   len - i - sizeof(cl));
+        }
+        if (round == 0) {
+            memcpy(q + i + sizeof(cl) + 1, p + i + sizeof(cl),
+                   len - i - sizeof(cl) - 1);
+        }
+        qlen = len + (round == 0 ? 1 : sizeof(cl));
+        ck_assert_int_eq(kr_scan_init(&sc, 1, 16, true, qlen), KR_OK);
+        ck_assert_int_eq(kr_scan_feed(&sc, q, qlen, &used), KR_EPROTO);
+        ck_assert_msg(strstr(sc.msg, round == 0 ? "before the end of its "
+                             "size" : "duplicate tagged field 1") != NULL,
+                      "%s", sc.msg);
+        free(q);
+    }
+    free(p);
+}
+END_TEST
+
 START_TEST(test_tail_errors)
 {
     uint8_t recs[10] = { 0 }, *p, *q;
@@ -1486,6 +1554,7 @@ rewrite_suite(void)
     tcase_add_test(tc, test_tail_errors);
     tcase_add_test(tc, test_duplicate_endpoint_tag);
     tcase_add_test(tc, test_tail_padding_free_tags);
+    tcase_add_test(tc, test_scan_nested_tag_exact);
     suite_add_tcase(s, tc);
     return s;
 }
