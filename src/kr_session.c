@@ -623,12 +623,13 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_LINGER;
         return s->eof_ms + KR_DRAIN_MS;
     }
-    if (rsp_mid(s)) {
+    if (rsp_mid(s) || evbuffer_get_length(s->up.in) > 0) {
         /*
-         * In the middle of a response (cut-through or streamed): its
-         * request left the FIFO at its first byte.  It must keep moving,
-         * from the upstream or to the client; the next request's clock
-         * starts when it is complete.
+         * In the middle of a response: cut-through or streamed (its
+         * request left the FIFO at its first byte), or held and not
+         * complete yet (its first bytes wait in up.in).  It must keep
+         * moving, from the upstream or to the client, however long it
+         * takes; the next request's clock starts when it is complete.
          */
         *kind = T_RESPONSE;
         return s->rsp_progress_ms + margin_ms;

@@ -2012,6 +2012,44 @@ START_TEST(fetch16_streamed_slow_not_idle)
 END_TEST
 
 /*
+ * A response krelay holds whole (Metadata: broker addresses) that
+ * arrives slowly but steadily, for longer than its request's wait plus
+ * request_timeout_margin_ms: delivered, rewritten, not cut as if the
+ * broker had sent nothing.
+ */
+START_TEST(held_response_slow_not_cut)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t at, part;
+    int i;
+
+    T.uc.request_timeout_margin_ms = 300;
+    T.lc.broker_port_base = free_port();
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_METADATA, 1, 12);
+    b32(&req, -1);              /* all topics */
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    part = evbuffer_get_length(T.fb.pending) / 4 + 1;
+    for (i = 0; i < 4; i++) {
+        fake_release_part(part);
+        pump_for(150);                  /* 600 ms in all */
+        ck_assert_msg(!c->closed, "closed after part %d", i);
+    }
+    metadata_response(&exp, 12, 0, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
+    cli_expect(c, &exp);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(T.p->stats.responses_held, 1);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
  * A whole Fetch v16 with endpoints above max_frame_bytes: streamed (and
  * rewritten), as when it arrives in pieces, not refused.
  */
@@ -2114,6 +2152,7 @@ session_suite(void)
     tcase_add_test(tc, fetch16_streamed_stall);
     tcase_add_test(tc, fetch16_streamed_slow_not_idle);
     tcase_add_test(tc, fetch16_whole_over_max);
+    tcase_add_test(tc, held_response_slow_not_cut);
     tcase_add_test(tc, fetch16_streamed_malformed);
     suite_add_tcase(s, tc);
     return s;
