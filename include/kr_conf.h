@@ -66,6 +66,9 @@ struct kr_listener_conf {
                                            connections.max.idle.ms) */
     bool tcp_nodelay;                   /* TCP_NODELAY on accepted client
                                            sockets, default true */
+    int64_t splice_min_bytes;           /* splice(2) runs of at least this
+                                           many opaque bytes (record data),
+                                           0: never; default 65536 */
     int line;
 };
 

@@ -108,4 +108,24 @@ int kr_scan_init(struct kr_scan *sc, int16_t api_key, int16_t api_version,
 int kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n,
                  size_t *used) KR_MUST_CHECK;
 
+/*
+ * Bytes the scanner will pass next without looking at them: the rest of
+ * a value it skips by length (record data, strings, fixed-width fields,
+ * unknown tagged fields).  0 when it must read the next byte (a length,
+ * count, marker or tag header), or when it stopped (KR_OK, KR_EPROTO).
+ * A caller may move that many bytes past krelay's memory (splice(2):
+ * the Fetch response's record data) and account for them with
+ * kr_scan_skip.
+ */
+uint64_t kr_scan_skippable(const struct kr_scan *sc);
+
+/*
+ * Account for n payload bytes the caller forwarded without feeding them:
+ * n <= kr_scan_skippable(sc).  Returns what kr_scan_feed would (KR_AGAIN,
+ * or KR_OK / KR_EPROTO when the step after the skip ends the walk
+ * without needing a byte), or KR_ELIMIT when n is more than may be
+ * skipped (nothing changes).
+ */
+int kr_scan_skip(struct kr_scan *sc, uint64_t n) KR_MUST_CHECK;
+
 #endif /* KR_SCAN_H */

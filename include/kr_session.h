@@ -54,10 +54,33 @@ struct kr_conn_ops {
     ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
     ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
     void (*close)(struct kr_conn *c);
+    bool splice;                        /* the fd carries the Kafka bytes
+                                           themselves (no record layer):
+                                           splice(2) may move them */
 };
 
 /* The plain TCP transport: readv into evbuffer_reserve_space, writev. */
 extern const struct kr_conn_ops kr_conn_tcp_ops;
+
+/*
+ * A splice(2) lane (issue 4): bytes krelay need not look at (a Fetch
+ * response's record data, the rest of a pass-through frame) move from one
+ * socket into a pipe lent by the proxy (kr_proxy_pipe_get) and from the
+ * pipe into the other socket, never through user space.  The pipe's bytes
+ * follow everything already in the sink's out buffer, which gains nothing
+ * until the pipe is empty.  Plain TCP only (kr_conn_ops.splice).
+ */
+struct kr_splice {
+    int pipe[2];                        /* read end, write end; -1: none */
+    uint64_t left;                      /* bytes still to move from the
+                                           source socket into the pipe */
+    size_t queued;                      /* bytes in the pipe, owed to the
+                                           sink after its out buffer */
+    unsigned off:1;                     /* splice failed here (EINVAL:
+                                           the socket does not support
+                                           it): this lane reads through
+                                           user space from now on */
+};
 
 /* One side of a session: a socket with its buffers and events. */
 struct kr_conn {
@@ -228,6 +251,9 @@ struct kr_session {
     char close_msg[256];
     char name[160];                     /* "c#7 127.0.0.1:50312 > NodeId 2" */
     char upname[80];                    /* upstream "HOST:PORT" */
+    /* issue 4 (appended) */
+    struct kr_splice dn;                /* upstream -> client */
+    struct kr_splice upl;               /* client -> upstream */
 };
 
 /*

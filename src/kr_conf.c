@@ -177,6 +177,10 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "tcp_nodelay", KR_CT_BOOL, LST(tcp_nodelay), 0,
       "true", 0, 0, 0,
       "TCP_NODELAY on client connections (as Kafka brokers set it)", NULL },
+    { KR_CS_LISTENER, "splice_min_bytes", KR_CT_I64, LST(splice_min_bytes),
+      0, "65536", 0, INT32_MAX, 0,
+      "move runs of at least this many bytes krelay does not read (record "
+      "data) socket to socket with splice(2), in bytes (0: never)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0, KR_CF_REQUIRED,

@@ -474,3 +474,24 @@ kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *used)
     *used = k;
     return sc->status;
 }
+
+uint64_t
+kr_scan_skippable(const struct kr_scan *sc)
+{
+    return sc->status == KR_AGAIN ? sc->skip : 0;
+}
+
+int
+kr_scan_skip(struct kr_scan *sc, uint64_t n)
+{
+    size_t used;
+
+    if (n > kr_scan_skippable(sc)) {
+        return KR_ELIMIT;
+    }
+    sc->off += n;
+    sc->skip -= n;
+    /* what follows the skip may need no byte (a frame pops, the walk
+       reaches the body's tagged fields) */
+    return kr_scan_feed(sc, NULL, 0, &used);
+}

@@ -98,6 +98,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -227,7 +228,7 @@ tcp_close(struct kr_conn *c)
 }
 
 const struct kr_conn_ops kr_conn_tcp_ops = {
-    "tcp", tcp_read, tcp_write, tcp_close
+    "tcp", tcp_read, tcp_write, tcp_close, true
 };
 
 static bool
@@ -369,6 +370,8 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
     }
     conn_close(&s->client);
     conn_close(&s->up);
+    kr_proxy_pipe_put(s->p, s->dn.pipe, s->dn.queued == 0);
+    kr_proxy_pipe_put(s->p, s->upl.pipe, s->upl.queued == 0);
     if (s->prev != NULL) {
         s->prev->next = s->next;
     } else if (s->p->sessions == s) {
@@ -564,6 +567,20 @@ rsp_mid(const struct kr_session *s)
     return s->rsp_remain > 0 || s->streaming;
 }
 
+/* Bytes owed to the client: its out buffer, then its splice pipe. */
+static size_t
+client_owed(const struct kr_session *s)
+{
+    return evbuffer_get_length(s->client.out) + s->dn.queued;
+}
+
+/* Bytes owed to the upstream: its out buffer, then its splice pipe. */
+static size_t
+up_owed(const struct kr_session *s)
+{
+    return evbuffer_get_length(s->up.out) + s->upl.queued;
+}
+
 static const char *
 api_name(int16_t key)
 {
@@ -623,7 +640,8 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         *kind = T_LINGER;
         return s->eof_ms + KR_DRAIN_MS;
     }
-    if (rsp_mid(s) || evbuffer_get_length(s->up.in) > 0) {
+    if (rsp_mid(s) || evbuffer_get_length(s->up.in) > 0 ||
+        s->dn.queued > 0) {
         /*
          * In the middle of a response: cut-through or streamed (its
          * request left the FIFO at its first byte), or held and not
@@ -681,6 +699,19 @@ arm_timer(struct kr_session *s)
     }
 }
 
+/*
+ * krelay stopped reading the upstream because the client does not take
+ * what waits for it (its out buffer is full, or its splice pipe holds
+ * bytes): a stall is the client's, not the upstream's.
+ */
+static bool
+client_stalls(const struct kr_session *s)
+{
+    return s->up.connected && !s->up.reading &&
+           (out_full(s->client.out, (size_t)s->lc->max_buffer_bytes) ||
+            s->dn.queued > 0);
+}
+
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -707,16 +738,14 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
         case T_REQUEST:
             e = fifo_first(s, &i);
             entry_str(e, desc, sizeof(desc));
-            if (s->up.connected && !s->up.reading &&
-                out_full(s->client.out,
-                         (size_t)s->lc->max_buffer_bytes)) {
+            if (client_stalls(s)) {
                 /* krelay stopped reading the upstream for backpressure:
                    the response may well be there, unread */
                 close_client(s, KR_LOG_WARN, "client is not reading its "
                              "responses: %zu bytes wait for it (buffer "
                              "full: max_buffer_bytes %" PRId64 "), so krelay "
                              "paused reading upstream %s; %s waited %"
-                             PRId64 " ms", evbuffer_get_length(s->client.out),
+                             PRId64 " ms", client_owed(s),
                              s->lc->max_buffer_bytes, s->upname, desc,
                              now - head_since(s, e, i));
             } else {
@@ -726,15 +755,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             }
             break;
         case T_RESPONSE:
-            if (s->up.connected && !s->up.reading &&
-                out_full(s->client.out,
-                         (size_t)s->lc->max_buffer_bytes)) {
+            if (client_stalls(s)) {
                 close_client(s, KR_LOG_WARN, "client is not reading its "
                              "responses: no byte taken for %" PRId64 " ms, "
                              "%zu bytes wait for it (buffer full: "
                              "max_buffer_bytes %" PRId64 ")",
-                             now - s->rsp_progress_ms,
-                             evbuffer_get_length(s->client.out),
+                             now - s->rsp_progress_ms, client_owed(s),
                              s->lc->max_buffer_bytes);
             } else {
                 close_timeout(s, KR_LOG_WARN, "upstream %s stopped in the "
@@ -755,7 +781,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
         case T_CLOSING:
             close_client(s, KR_LOG_INFO, "the client took no response "
                          "bytes for %d ms (%zu bytes not delivered)",
-                         KR_DRAIN_MS, evbuffer_get_length(s->client.out));
+                         KR_DRAIN_MS, client_owed(s));
             break;
         default:
             close_up(s, KR_LOG_INFO, "upstream closed the connection; "
@@ -783,6 +809,139 @@ out_full(struct evbuffer *out, size_t maxb)
            (len > 0 && evbuffer_peek(out, -1, NULL, NULL, 0) >= KR_OUT_CHAINS);
 }
 
+/* ---- splice(2) lanes (issue 4) ------------------------------------------ */
+
+/*
+ * May the lane's source socket be read?  While a run is under way, when
+ * its pipe has room; after the run, only once the pipe is empty (what the
+ * source sends next goes through user space and must follow the pipe's
+ * bytes).
+ */
+static bool
+lane_readable(const struct kr_session *s, const struct kr_splice *l)
+{
+    if (l->left > 0) {
+        return l->queued < s->p->pipe_bytes;
+    }
+    return l->queued == 0;
+}
+
+/* The run is over and the pipe empty: give the pipe back. */
+static void
+lane_end(struct kr_session *s, struct kr_splice *l)
+{
+    if (l->left == 0 && l->queued == 0 && l->pipe[0] >= 0) {
+        kr_proxy_pipe_put(s->p, l->pipe, true);
+    }
+}
+
+/*
+ * The next n bytes src sends are opaque to krelay (nothing of them is
+ * read nor rewritten): move them to dst's socket through a pipe, when
+ * the run is long enough and both sockets allow it, and nothing read
+ * from src waits in user space.  True when the lane started.
+ */
+static bool
+lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
+           const struct kr_conn *dst, uint64_t n)
+{
+    int64_t min = s->lc->splice_min_bytes;
+
+#if !defined(HAVE_SPLICE) || !defined(HAVE_PIPE2)
+    min = 0;                            /* no splice(2) here */
+#endif
+    if (min <= 0 || n < (uint64_t)min || l->off || l->left > 0 ||
+        l->queued > 0 || !src->ops->splice || !dst->ops->splice ||
+        src->fd < 0 || evbuffer_get_length(src->in) > 0) {
+        return false;
+    }
+    if (l->pipe[0] < 0 && kr_proxy_pipe_get(s->p, l->pipe) != KR_OK) {
+        return false;
+    }
+    l->left = n;
+    /* after the run: small reads up to the next one (a Fetch partition's
+       header is tens of bytes before its records) */
+    src->read_size = KR_READ_MIN;
+    return true;
+}
+
+/*
+ * Move what src has of the run into the pipe.  Returns the count, 0 at
+ * EOF, -1 with errno (EAGAIN: nothing now).  An error before any byte of
+ * the pipe's (EINVAL: this socket cannot splice) turns the lane off: the
+ * run goes on through user space (l->left is 0 again, -1 with EAGAIN).
+ */
+static ssize_t
+lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
+{
+    size_t room = s->p->pipe_bytes - l->queued;
+    size_t want = l->left < room ? (size_t)l->left : room;
+    ssize_t n;
+
+    if (want == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+#ifdef HAVE_SPLICE
+    do {
+        n = splice(src->fd, NULL, l->pipe[1], NULL, want,
+                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+#else
+    n = -1;
+    errno = ENOSYS;
+#endif
+    if (n > 0) {
+        l->left -= (uint64_t)n;
+        l->queued += (size_t)n;
+        src->bytes_in += (uint64_t)n;
+        s->p->stats.bytes_spliced += (uint64_t)n;
+    } else if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
+                         errno == EOPNOTSUPP) && l->queued == 0) {
+        kr_log_info("[%s] splice(2) from the %s socket: %s; reading "
+                    "through user space", s->name,
+                    src == &s->client ? "client" : "upstream",
+                    strerror(errno));
+        l->off = 1;
+        l->left = 0;
+        lane_end(s, l);
+        errno = EAGAIN;
+    }
+    return n;
+}
+
+/*
+ * Write the pipe's bytes to c (its out buffer is empty: they follow it).
+ * Returns 0, or -1 with errno on a write error other than EAGAIN.
+ */
+static int
+lane_drain(struct kr_session *s, struct kr_splice *l, struct kr_conn *c)
+{
+    ssize_t n;
+
+    while (l->queued > 0) {
+#ifdef HAVE_SPLICE
+        n = splice(l->pipe[0], NULL, c->fd, NULL, l->queued,
+                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+#else
+        n = -1;
+        errno = ENOSYS;
+#endif
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            if (n == 0) {
+                errno = EPIPE;          /* cannot happen: queued > 0 */
+            }
+            return again(errno) ? 0 : -1;
+        }
+        l->queued -= (size_t)n;
+    }
+    lane_end(s, l);
+    return 0;
+}
+
 static void
 update_io(struct kr_session *s)
 {
@@ -795,10 +954,12 @@ update_io(struct kr_session *s)
                 !s->req_blocked &&
                 !s->enforce_wait &&
                 !out_full(s->up.out, maxb) &&
+                lane_readable(s, &s->upl) &&
                 (s->paused_until_ms == 0 ||
                  kr_now_ms() >= s->paused_until_ms));
     set_reading(&s->up, s->up.connected && !s->draining &&
-                !out_full(s->client.out, maxb));
+                !out_full(s->client.out, maxb) &&
+                lane_readable(s, &s->dn));
 }
 
 /*
@@ -810,7 +971,7 @@ static bool
 closing_done(struct kr_session *s)
 {
     if (!s->closing || s->dead || fifo_expected(s) > 0 ||
-        rsp_mid(s) || evbuffer_get_length(s->client.out) > 0) {
+        rsp_mid(s) || client_owed(s) > 0) {
         return false;
     }
     kr_session_close(s, s->close_level, "%s", s->close_msg);
@@ -854,10 +1015,28 @@ close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     return 0;
 }
 
-/* Write what we can now; watch for writability while bytes remain. */
+/* n bytes went out on c: the response is moving when c is the client. */
+static void
+wrote(struct kr_session *s, struct kr_conn *c, size_t n)
+{
+    c->bytes_out += (uint64_t)n;
+    if (c == &s->client && n > 0) {
+        s->rsp_progress_ms = kr_now_ms();
+        if (s->closing) {
+            s->closing_ms = s->rsp_progress_ms;
+        }
+    }
+}
+
+/*
+ * Write what we can now: the out buffer, then the splice pipe behind it.
+ * Watch for writability while bytes remain.
+ */
 static int
 conn_flush(struct kr_session *s, struct kr_conn *c)
 {
+    struct kr_splice *l = c == &s->client ? &s->dn : &s->upl;
+    size_t before = l->queued;
     ssize_t n;
 
     if (s->dead) {
@@ -869,30 +1048,37 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
     if (evbuffer_get_length(c->out) > 0) {
         n = c->ops->write(c, c->out);
         if (n < 0 && !again(errno)) {
-            if (c == &s->client) {
-                close_client(s, KR_LOG_INFO, "write to client: %s",
-                             strerror(errno));
-            } else {
-                close_up(s, KR_LOG_WARN, "write to upstream %s: %s",
-                         s->upname, strerror(errno));
-            }
-            return -1;
+            goto fail;
         }
         if (n > 0) {
-            c->bytes_out += (uint64_t)n;
-            if (c == &s->client) {
-                s->rsp_progress_ms = kr_now_ms();
-                if (s->closing) {
-                    s->closing_ms = s->rsp_progress_ms;
-                }
-            }
+            wrote(s, c, (size_t)n);
         }
     }
-    set_writing(c, evbuffer_get_length(c->out) > 0);
+    if (evbuffer_get_length(c->out) == 0 && l->queued > 0) {
+        int e;
+
+        n = lane_drain(s, l, c);
+        e = errno;
+        wrote(s, c, before - l->queued);
+        errno = e;
+        if (n != 0) {
+            goto fail;
+        }
+    }
+    set_writing(c, evbuffer_get_length(c->out) > 0 || l->queued > 0);
     if (c == &s->client && closing_done(s)) {
         return -1;
     }
     return 0;
+fail:
+    if (c == &s->client) {
+        close_client(s, KR_LOG_INFO, "write to client: %s",
+                     strerror(errno));
+    } else {
+        close_up(s, KR_LOG_WARN, "write to upstream %s: %s",
+                 s->upname, strerror(errno));
+    }
+    return -1;
 }
 
 /*
@@ -1251,7 +1437,7 @@ flush_ready(struct kr_session *s)
     int64_t now = kr_now_ms();
     uint32_t i;
 
-    while (!s->dead && !rsp_mid(s) &&
+    while (!s->dead && !rsp_mid(s) && s->dn.queued == 0 &&
            (e = fifo_first(s, &i)) != NULL && e->rq != NULL &&
            e->rq->ready) {
         struct kr_rq *rq = e->rq;
@@ -3038,8 +3224,7 @@ client_eof_progress(struct kr_session *s)
     if (!s->client_eof || s->dead) {
         return;
     }
-    if (s->up.connected && evbuffer_get_length(s->up.out) == 0 &&
-        !s->up_shut) {
+    if (s->up.connected && up_owed(s) == 0 && !s->up_shut) {
         s->up_shut = 1;
         if (shutdown(s->up.fd, SHUT_WR) != 0) {
             close_client(s, KR_LOG_INFO, "client closed the connection");
@@ -3062,9 +3247,8 @@ client_eof_progress(struct kr_session *s)
 static void
 client_eof(struct kr_session *s)
 {
-    if (s->up.connected && evbuffer_get_length(s->up.out) == 0 &&
-        s->fifo_len == 0 && !rsp_mid(s) &&
-        evbuffer_get_length(s->client.out) == 0) {
+    if (s->up.connected && up_owed(s) == 0 &&
+        s->fifo_len == 0 && !rsp_mid(s) && client_owed(s) == 0) {
         close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }
@@ -3072,8 +3256,59 @@ client_eof(struct kr_session *s)
     s->eof_ms = kr_now_ms();
     kr_log_debug("[%s] client closed its side; finishing %zu request "
                  "bytes and %u responses owed", s->name,
-                 evbuffer_get_length(s->up.out), fifo_expected(s));
+                 up_owed(s), fifo_expected(s));
     client_eof_progress(s);
+}
+
+/*
+ * The rest of the request frame being forwarded is opaque (a Produce
+ * request's records): splice it to the upstream, when worth it.
+ */
+static void
+up_lane_try(struct kr_session *s)
+{
+    if (!s->dead && !s->opaque && !s->closing && s->req_remain > 0) {
+        (void)lane_begin(s, &s->upl, &s->client, &s->up, s->req_remain);
+    }
+}
+
+/*
+ * The response being forwarded goes on with bytes krelay does not read:
+ * the rest of a cut-through frame, or the value the scanner skips next
+ * in a streamed one (a Fetch partition's records).  Splice them to the
+ * client, when worth it.
+ */
+static void
+dn_lane_try(struct kr_session *s)
+{
+    uint64_t run;
+
+    if (s->dead || s->opaque || s->draining) {
+        return;
+    }
+    if (s->streaming) {
+        run = s->scan != NULL ? kr_scan_skippable(s->scan) : 0;
+    } else {
+        run = s->rsp_remain;
+    }
+    if (run > 0) {
+        (void)lane_begin(s, &s->dn, &s->up, &s->client, run);
+    }
+}
+
+/*
+ * Responses built by krelay that waited behind a spliced one go out once
+ * its pipe is empty.  Returns 0, or -1 when closed.
+ */
+static int
+client_flush_ready(struct kr_session *s)
+{
+    if (s->nready == 0 || rsp_mid(s) || s->dn.queued > 0) {
+        return 0;
+    }
+    flush_ready(s);
+    return evbuffer_get_length(s->client.out) > 0 ? conn_flush(s, &s->client)
+                                                   : 0;
 }
 
 static void
@@ -3085,15 +3320,38 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     s->depth++;
-    n = conn_read(&s->client);
+    if (s->upl.left > 0) {
+        /* a request's opaque run: client socket -> pipe -> upstream */
+        n = lane_fill(s, &s->upl, &s->client);
+        if (n > 0) {
+            s->last_active_ms = kr_now_ms();
+            s->req_remain -= (uint64_t)n;
+            s->p->stats.bytes_up += (uint64_t)n;
+            if (conn_flush(s, &s->up) == 0) {
+                update_io(s);
+                arm_timer(s);
+            }
+            goto out;
+        }
+        if (n < 0 && again(errno) && s->upl.left > 0) {
+            goto out;
+        }
+        if (n < 0 && again(errno)) {
+            n = conn_read(&s->client);  /* splice refused: user space */
+        }
+    } else {
+        n = conn_read(&s->client);
+    }
     if (n > 0) {
         s->last_active_ms = kr_now_ms();
         /* client.out: responses krelay answered itself */
-        if (process_requests(s) == 0 && conn_flush(s, &s->up) == 0 &&
-            (evbuffer_get_length(s->client.out) == 0 ||
-             conn_flush(s, &s->client) == 0)) {
-            update_io(s);
-            arm_timer(s);
+        if (process_requests(s) == 0) {
+            up_lane_try(s);
+            if (conn_flush(s, &s->up) == 0 &&
+                (client_owed(s) == 0 || conn_flush(s, &s->client) == 0)) {
+                update_io(s);
+                arm_timer(s);
+            }
         }
     } else if (n == 0 && s->closing) {
         /* closing already: the responses owed still go out */
@@ -3104,6 +3362,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     } else if (!again(errno)) {
         close_client(s, KR_LOG_INFO, "client read: %s", strerror(errno));
     }
+out:
     leave(s);
 }
 
@@ -3115,8 +3374,8 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     s->depth++;
-    if (conn_flush(s, &s->client) == 0) {
-        if (s->draining && evbuffer_get_length(s->client.out) == 0) {
+    if (conn_flush(s, &s->client) == 0 && client_flush_ready(s) == 0) {
+        if (s->draining && client_owed(s) == 0) {
             close_up(s, KR_LOG_INFO, "upstream %s closed the connection "
                      "(last responses delivered)", s->upname);
         } else {
@@ -3131,12 +3390,12 @@ static void
 upstream_eof(struct kr_session *s, const char *why)
 {
     if (s->client_eof && fifo_expected(s) == 0 && !rsp_mid(s) &&
-        evbuffer_get_length(s->client.out) == 0) {
+        client_owed(s) == 0) {
         /* the orderly end of client_eof(): both sides are done */
         close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }
-    if (evbuffer_get_length(s->client.out) > 0 && !rsp_mid(s)) {
+    if (client_owed(s) > 0 && !rsp_mid(s)) {
         kr_log_debug("[%s] upstream %s: %s; flushing responses", s->name,
                      s->upname, why);
         conn_close(&s->up);
@@ -3168,6 +3427,32 @@ upstream_eof(struct kr_session *s, const char *why)
     }
 }
 
+/*
+ * n bytes of the response's opaque run went into the pipe: account for
+ * them as the scanner or the cut-through count would have.  Returns 0, or
+ * -1 when closed.
+ */
+static int
+dn_spliced(struct kr_session *s, size_t n)
+{
+    s->p->stats.bytes_down += n;
+    if (s->streaming) {
+        s->stream_left -= n;
+        if (kr_scan_skip(s->scan, n) == KR_EPROTO) {
+            close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
+                     api_name(s->stream_key), s->stream_ver, s->upname,
+                     s->scan->msg);
+            return -1;
+        }
+        return 0;
+    }
+    s->rsp_remain -= n;
+    if (s->rsp_remain == 0) {
+        s->head_since_ms = kr_now_ms();   /* the next one's clock */
+    }
+    return 0;
+}
+
 static void
 up_read_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -3177,13 +3462,35 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     s->depth++;
-    n = conn_read(&s->up);
+    if (s->dn.left > 0) {
+        /* a response's opaque run: upstream socket -> pipe -> client */
+        n = lane_fill(s, &s->dn, &s->up);
+        if (n > 0) {
+            s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
+            if (dn_spliced(s, (size_t)n) == 0 &&
+                conn_flush(s, &s->client) == 0 &&
+                client_flush_ready(s) == 0) {
+                update_io(s);
+                arm_timer(s);
+            }
+            goto out;
+        }
+        if (n < 0 && again(errno) && s->dn.left > 0) {
+            goto out;
+        }
+        if (n < 0 && again(errno)) {
+            n = conn_read(&s->up);      /* splice refused: user space */
+        }
+    } else {
+        n = conn_read(&s->up);
+    }
     if (n > 0) {
         /* traffic either way: not idle; a response moving: not stalled */
         s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
         if (process_responses(s) != 0) {
             goto out;
         }
+        dn_lane_try(s);
         if (s->req_blocked &&
             fifo_expected(s) < (uint64_t)s->lc->max_inflight) {
             s->req_blocked = 0;
@@ -3358,6 +3665,8 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->lc = g->lc;
     conn_init(&s->client);
     conn_init(&s->up);
+    s->dn.pipe[0] = s->dn.pipe[1] = -1;
+    s->upl.pipe[0] = s->upl.pipe[1] = -1;
     s->client.fd = fd;
     s->client.connected = 1;
     s->hold = evbuffer_new();

@@ -432,9 +432,10 @@ broker_port_base = $KBASE
 node_id_min = 1
 node_id_max = 3
 max_connections = 20000
+splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
 
 [log]
-level = warn
+level = notice
 target = $WORK/krelay.log
 EOF
     bounded KRELAY_PID KRELAY_TPID "$CPU_PROXY" "$KRELAY" \

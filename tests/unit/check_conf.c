@@ -217,6 +217,7 @@ START_TEST(test_defaults)
     ck_assert_int_eq(l->max_connections, 10000);
     ck_assert_int_eq(l->idle_timeout_ms, 600000);
     ck_assert(l->tcp_nodelay);
+    ck_assert_int_eq(l->splice_min_bytes, 65536);
     ck_assert_int_eq(u->connect_timeout_ms, 10000);
     ck_assert_int_eq(u->request_timeout_margin_ms, 30000);
     ck_assert_int_eq(u->metadata_refresh_ms, 300000);
