@@ -80,6 +80,11 @@ struct kr_splice {
                                            the socket does not support
                                            it): this lane reads through
                                            user space from now on */
+    unsigned full:1;                    /* the pipe took nothing (EAGAIN)
+                                           though it holds less than
+                                           pipe_bytes: its slots are used
+                                           up; the source waits until the
+                                           sink takes some */
 };
 
 /* One side of a session: a socket with its buffers and events. */

@@ -821,7 +821,7 @@ static bool
 lane_readable(const struct kr_session *s, const struct kr_splice *l)
 {
     if (l->left > 0) {
-        return l->queued < s->p->pipe_bytes;
+        return l->queued < s->p->pipe_bytes && !l->full;
     }
     return l->queued == 0;
 }
@@ -906,6 +906,8 @@ lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
         l->left = 0;
         lane_end(s, l);
         errno = EAGAIN;
+    } else if (n < 0 && again(errno) && l->queued > 0) {
+        l->full = 1;
     }
     return n;
 }
@@ -937,6 +939,7 @@ lane_drain(struct kr_session *s, struct kr_splice *l, struct kr_conn *c)
             return again(errno) ? 0 : -1;
         }
         l->queued -= (size_t)n;
+        l->full = 0;
     }
     lane_end(s, l);
     return 0;
@@ -3334,6 +3337,8 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
             goto out;
         }
         if (n < 0 && again(errno) && s->upl.left > 0) {
+            update_io(s);
+            arm_timer(s);
             goto out;
         }
         if (n < 0 && again(errno)) {
@@ -3476,6 +3481,8 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
             goto out;
         }
         if (n < 0 && again(errno) && s->dn.left > 0) {
+            update_io(s);
+            arm_timer(s);
             goto out;
         }
         if (n < 0 && again(errno)) {

@@ -523,9 +523,11 @@ struct wait {
     int64_t since;
     uint64_t last;
     bool started;
+    int64_t stall_ms;           /* 0: WAIT_STALL_MS */
 };
 
-/* True until WAIT_STALL_MS pass with the same value of what. */
+/* True until WAIT_STALL_MS (or w->stall_ms) pass with the same value of
+   what. */
 static bool
 waiting(struct wait *w, uint64_t what)
 {
@@ -537,7 +539,7 @@ waiting(struct wait *w, uint64_t what)
         w->since = now;
         return true;
     }
-    return now - w->since < WAIT_STALL_MS;
+    return now - w->since < (w->stall_ms > 0 ? w->stall_ms : WAIT_STALL_MS);
 }
 
 static void
@@ -1726,25 +1728,28 @@ req_fetch16(struct bb *b, int32_t corr)
 
 /*
  * A Fetch v16 response frame (with its size prefix) to CorrelationId
- * corr: one partition with rlen record bytes (a pattern), NodeEndpoints
- * NodeId 0 at host:port when host is not NULL.  bad: a Partitions count
- * varint that makes the array null, which it may not be.
+ * corr: nparts partitions with rlen record bytes each (a pattern),
+ * NodeEndpoints NodeId 0 at host:port when host is not NULL.  bad: a
+ * Partitions count varint that makes the array null, which it may not
+ * be.
  */
 static void
-rsp_fetch16(struct bb *out, int32_t corr, size_t rlen, const char *host,
-            int32_t port, bool bad)
+rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
+                  uint32_t nparts, const char *host, int32_t port, bool bad)
 {
     static const uint8_t uuid[16] = { 0x42, 1, 2, 3 };
     const struct kr_api_desc *a = kr_api_get(KR_API_FETCH);
     struct kr_arena ar;
     struct kr_msg m;
     struct kr_node *t, *pt, *ep;
+    struct kr_array *parts;
     struct kr_val *v;
     struct kr_wbuf w;
-    uint8_t *recs = malloc(rlen), *flat;
+    uint8_t *recs = malloc(rlen * nparts), *flat;
     size_t i, at = out->n;
+    uint32_t k;
 
-    for (i = 0; i < rlen; i++) {
+    for (i = 0; i < rlen * nparts; i++) {
         recs[i] = (uint8_t)(i * 7 + (i >> 9));
     }
     kr_arena_init(&ar, 0);
@@ -1771,13 +1776,17 @@ rsp_fetch16(struct bb *out, int32_t corr, size_t rlen, const char *host,
                             kr_node_field(t, (unsigned)
                                 kr_struct_field_index(t->struct_id,
                                                       "Partitions"))->struct_id,
-                            1, 16);
-    pt = v->u.arr->items[0].u.node;
-    kr_node_get(pt, "HighWatermark")->u.i = 777;
-    v = kr_node_get(pt, "Records");
-    v->is_null = 0;
-    v->u.rec.off = 0;
-    v->u.rec.len = (int32_t)rlen;
+                            nparts, 16);
+    parts = v->u.arr;
+    for (k = 0; k < nparts; k++) {
+        pt = parts->items[k].u.node;
+        kr_node_get(pt, "PartitionIndex")->u.i = (int64_t)k;
+        kr_node_get(pt, "HighWatermark")->u.i = 777;
+        v = kr_node_get(pt, "Records");
+        v->is_null = 0;
+        v->u.rec.off = rlen * k;
+        v->u.rec.len = (int32_t)rlen;
+    }
     if (host != NULL) {
         int idx = kr_struct_field_index(m.body->struct_id, "NodeEndpoints");
 
@@ -1794,7 +1803,7 @@ rsp_fetch16(struct bb *out, int32_t corr, size_t rlen, const char *host,
     }
     memset(&w, 0, sizeof(w));
     ck_assert_int_eq(kr_encode_msg(&m, &w, NULL), KR_OK);
-    flat = kr_wbuf_flatten(&w, recs, rlen);
+    flat = kr_wbuf_flatten(&w, recs, rlen * nparts);
     ck_assert_ptr_nonnull(flat);
     b32(out, 0);
     bput(out, flat, w.total);
@@ -1808,6 +1817,14 @@ rsp_fetch16(struct bb *out, int32_t corr, size_t rlen, const char *host,
     free(recs);
     kr_wbuf_free(&w);
     kr_arena_free(&ar);
+}
+
+/* rsp_fetch16_parts with one partition. */
+static void
+rsp_fetch16(struct bb *out, int32_t corr, size_t rlen, const char *host,
+            int32_t port, bool bad)
+{
+    rsp_fetch16_parts(out, corr, rlen, 1, host, port, bad);
 }
 
 /* The fake's held answer (fb.hold) becomes the frame in b. */
@@ -2110,6 +2127,588 @@ START_TEST(fetch16_streamed_malformed)
 }
 END_TEST
 
+/* ---- splice(2) lanes (issue 4) ------------------------------------------ */
+
+/*
+ * The fixture zeroes the listener config, so splice_min_bytes is 0 (no
+ * lane) unless a test sets it: these tests use the config default.
+ */
+#define SPLICE_MIN 65536
+
+/* The fake broker's connection from the session (not kr_upstream's). */
+static struct fconn *
+fake_conn(void)
+{
+    int i;
+
+    for (i = 0; i < T.fb.n; i++) {
+        if (T.fb.c[i]->decided && !T.fb.c[i]->internal) {
+            return T.fb.c[i];
+        }
+    }
+    ck_abort_msg("the fake broker has no connection from a session");
+    return NULL;
+}
+
+/*
+ * Send the fake's held answers (fb.hold) in n pieces; after each but the
+ * last, the client has every byte sent so far: forwarded as it arrives,
+ * neither held nor left in a pipe.
+ */
+static void
+fake_release_pieces(struct cli *c, int n)
+{
+    size_t base = evbuffer_get_length(c->in), sent = 0;
+    size_t piece = evbuffer_get_length(T.fb.pending) / (size_t)n;
+    int k;
+
+    for (k = 0; k < n - 1; k++) {
+        fake_release_part(piece);
+        sent += piece;
+        ck_assert_msg(cli_has(c, base + sent), "piece %d: the client got "
+                      "%zu of %zu bytes", k, evbuffer_get_length(c->in) -
+                      base, sent);
+    }
+    fake_release(&T.fb);
+}
+
+/* Pump until the fake wrote all it has for the session into the kernel. */
+static void
+fake_wait_written(void)
+{
+    struct fconn *fc = fake_conn();
+    struct wait w = { 0 };
+
+    while (evbuffer_get_length(fc->out) > 0 &&
+           waiting(&w, progress() + evbuffer_get_length(fc->out))) {
+        pump_once();
+    }
+    ck_assert_uint_eq(evbuffer_get_length(fc->out), 0);
+}
+
+/* Pump until the proxy has no session left (bounded: struct wait). */
+static void
+wait_no_session(void)
+{
+    struct wait w = { 0 };
+
+    while (T.p->sessions != NULL && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_ptr_null(T.p->sessions);
+}
+
+/*
+ * krelay's socket to the client (or to the upstream) of its one session
+ * gets a fixed send buffer (no autotuning up to tcp_wmem's 4 MiB that
+ * would take whole frames): what the peer does not read stays in krelay.
+ */
+static void
+proxy_sndbuf(bool client, int n)
+{
+    struct kr_session *s = T.p->sessions;
+
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(setsockopt(client ? s->client.fd : s->up.fd,
+                                SOL_SOCKET, SO_SNDBUF, &n, sizeof(n)), 0);
+}
+
+/*
+ * Start the proxy with splice lanes (splice_min_bytes 65536), send a
+ * Heartbeat (CorrelationId corr, into req) from a new client (receive
+ * buffer rcvbuf, 0: the system's), and let the fake broker hold its
+ * answer, an echo with extra pattern bytes: a cut-through response.
+ */
+static struct cli *
+splice_heartbeat_setup(int32_t corr, size_t extra, int rcvbuf, struct bb *req)
+{
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    T.fb.hold = true;
+    T.fb.extra = extra;
+    start();
+    c = cli_open(boot_port(), rcvbuf);
+    req_heartbeat(req, corr);
+    cli_send(c, req->b, req->n);
+    fake_expect(req);
+    return c;
+}
+
+/* Every pipe lent went back to the pool (after its lane or session). */
+static void
+pipes_returned(void)
+{
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    if (T.p->stats.bytes_spliced > 0) {
+        ck_assert_int_ge(T.p->npipe_free, 1);   /* empty: kept for reuse */
+    }
+    if (T.p->sessions != NULL) {
+        ck_assert_int_eq(T.p->sessions->dn.pipe[0], -1);
+        ck_assert_int_eq(T.p->sessions->upl.pipe[0], -1);
+        ck_assert_uint_eq(T.p->sessions->dn.queued, 0);
+        ck_assert_uint_eq(T.p->sessions->upl.queued, 0);
+    }
+}
+
+/*
+ * A streamed Fetch v16 response with 600 KB of records, sent in four
+ * pieces: the client gets every piece as it arrives and the whole frame
+ * byte for byte, with the NodeEndpoints tail rewritten (_i & 2) or as
+ * the broker sent it (no tagged fields).  _i & 1 == 0: splice_min_bytes
+ * 65536, the record data after krelay's first read moves by splice(2)
+ * (none of the rest: the frame's structure is read); _i & 1: lanes off,
+ * the same bytes arrive through user space.  bytes_down counts the
+ * frame once either way.  Nothing is copied in user space without tagged
+ * fields; with them, at most the bytes around the tail, no record byte.
+ */
+START_TEST(splice_fetch16_streamed)
+{
+    struct bb rsp = { 0 }, exp = { 0 };
+    const size_t rlen = 600000;
+    bool on = (_i & 1) == 0, tags = (_i & 2) != 0;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = on ? SPLICE_MIN : 0;
+    c = fetch16_setup(21, rlen, tags ? "10.1.2.3." : NULL, 9092, false,
+                      &rsp);
+    fake_release_pieces(c, 4);
+    if (tags) {
+        rsp_fetch16(&exp, 21, rlen, "127.0.0.1", 0, false);
+        ck_assert_uint_eq(exp.n, rsp.n);
+        ck_assert(memcmp(exp.b, rsp.b, rsp.n) != 0);
+    } else {
+        bput(&exp, rsp.b, rsp.n);
+    }
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    ck_assert_uint_eq(T.p->stats.bytes_down, rsp.n);
+    if (on) {
+        ck_assert_uint_le(T.p->stats.bytes_spliced, rlen);
+        ck_assert_uint_ge(T.p->stats.bytes_spliced, rlen - SPLICE_MIN);
+    } else {
+        ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
+    }
+    if (!tags) {
+        ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    } else if (on) {
+        /* the tail split off its chain may copy the few structure bytes
+           before it, never record data (it was spliced) */
+        ck_assert_uint_le(T.p->stats.bytes_copied, rsp.n - rlen);
+    }
+    pipes_returned();
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * A streamed Fetch v16 response with four partitions of 200 KB records
+ * each and NodeEndpoints, to a slow client (4 KiB socket buffers): one
+ * lane per partition's records, and each partition's header, read
+ * through user space, must wait until the pipe has given the client the
+ * records before it.  Byte for byte, the tail rewritten.
+ */
+START_TEST(splice_fetch16_partitions)
+{
+    struct bb rsp = { 0 }, exp = { 0 };
+    const size_t rlen = 200000;
+    struct cli *c;
+    int small = 4096;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    c = fetch16_setup(23, 10, "10.1.2.3.", 9092, false, &rsp);
+    rsp.n = 0;
+    rsp_fetch16_parts(&rsp, 23, rlen, 4, "10.1.2.3.", 9092, false);
+    fake_replace_pending(&rsp);
+    ck_assert_int_eq(setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small,
+                                sizeof(small)), 0);
+    proxy_sndbuf(true, small);
+    fake_release_pieces(c, 3);
+    rsp_fetch16_parts(&exp, 23, rlen, 4, "127.0.0.1", 0, false);
+    ck_assert_uint_eq(exp.n, rsp.n);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    ck_assert_uint_eq(T.p->stats.bytes_down, rsp.n);
+    ck_assert_uint_le(T.p->stats.bytes_spliced, 4 * rlen);
+    ck_assert_uint_ge(T.p->stats.bytes_spliced, 4 * rlen - 4 * SPLICE_MIN);
+    pipes_returned();
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * A run shorter than splice_min_bytes stays in user space: a streamed
+ * Fetch v16 whose records are just below the threshold.
+ */
+START_TEST(splice_below_min)
+{
+    struct bb rsp = { 0 };
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    c = fetch16_setup(22, SPLICE_MIN - 1, NULL, 0, false, &rsp);
+    fake_release_pieces(c, 2);
+    cli_expect(c, &rsp);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    free(rsp.b);
+}
+END_TEST
+
+/*
+ * A cut-through response (Heartbeat: nothing to rewrite) of 700 KiB
+ * that arrives in pieces: the rest after krelay's first read moves by
+ * splice(2), every byte in order, none copied in user space.
+ */
+START_TEST(splice_cut_through)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+
+    ck_assert(!kr_rewrite_wants(KR_API_HEARTBEAT, 0));
+    c = splice_heartbeat_setup(31, 700 * 1024, 0, &req);
+    fake_release_pieces(c, 5);
+    expected_echo(&req, T.fb.extra, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses, 1);
+    ck_assert_uint_eq(T.p->stats.bytes_down, exp.n);
+    ck_assert_uint_le(T.p->stats.bytes_spliced, exp.n);
+    ck_assert_uint_ge(T.p->stats.bytes_spliced, exp.n - SPLICE_MIN);
+    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    pipes_returned();
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * A Produce request with 700 KiB of records (pass-through, no rule):
+ * its rest after krelay's first read goes to the broker by splice(2),
+ * byte for byte; its answer (as large, held by the fake until then)
+ * comes back whole; then the lanes are over and a Heartbeat on the same
+ * connection goes both ways through user space.
+ */
+START_TEST(splice_produce_request)
+{
+    struct bb req = { 0 }, hb = { 0 }, exp = { 0 };
+    uint64_t up_spliced;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 41, 1, 700 * 1024);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    /* only the request moved so far: its answer is held */
+    up_spliced = T.p->stats.bytes_spliced;
+    ck_assert_uint_le(up_spliced, req.n);
+    ck_assert_uint_ge(up_spliced, req.n - SPLICE_MIN);
+    ck_assert_uint_eq(T.p->stats.bytes_up, req.n);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_uint_eq(T.p->sessions->req_remain, 0);
+    ck_assert_uint_eq(T.p->sessions->upl.left, 0);
+    fake_release_pieces(c, 3);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, up_spliced);
+    pipes_returned();
+    /* T.fb.hold is off now: the next answer goes at once */
+    req_heartbeat(&hb, 42);
+    cli_send(c, hb.b, hb.n);
+    bput(&req, hb.b, hb.n);
+    fake_expect(&req);
+    exp.n = 0;
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests, 2);
+    ck_assert_uint_eq(T.p->stats.responses, 2);
+    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    pipes_returned();
+    free(req.b);
+    free(hb.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * Pipelining through the lanes: big Produce requests and small
+ * Heartbeats written at once, their echoes (as big) one after the other:
+ * the broker gets the requests and the client the responses in order,
+ * byte for byte, big ones then small ones.  _i 1: a slow client (4 KiB
+ * socket buffers): a pipe still holds the end of a big response when
+ * the next responses reach krelay, and they must wait behind it.
+ */
+START_TEST(splice_pipelined_in_order)
+{
+    static const size_t recs[] = { 300000, 200000, 0, 0, 150000, 0,
+                                   70000, 100000, 0 };
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t i;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), _i == 0 ? 0 : 4096);
+    for (i = 0; i < KR_ARRAY_LEN(recs); i++) {
+        if (recs[i] > 0) {
+            req_produce(&req, (int32_t)(60 + i), 1, recs[i]);
+        } else {
+            req_heartbeat(&req, (int32_t)(60 + i));
+        }
+    }
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    if (_i == 1) {
+        proxy_sndbuf(true, 4096);
+    }
+    fake_release(&T.fb);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests, KR_ARRAY_LEN(recs));
+    ck_assert_uint_eq(T.p->stats.responses, KR_ARRAY_LEN(recs));
+    ck_assert_uint_eq(T.p->stats.bytes_up, req.n);
+    ck_assert_uint_eq(T.p->stats.bytes_down, exp.n);
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_lt(T.p->stats.bytes_spliced, req.n + exp.n);
+    pipes_returned();
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The broker stops reading (its socket buffers and krelay's, 64 KiB,
+ * full) while the client writes a 700 KiB Produce in 1000-byte pieces:
+ * krelay splices each piece on its own, one pipe slot each, so the pipe
+ * is "full" (splice(2): EAGAIN) at about 256 KB, far below its 1 MiB.
+ * krelay must stop reading the client then (as with a full up.out:
+ * backpressure_upstream), not spin on a readable socket it cannot take
+ * from; once the broker reads again every byte arrives, in order, and
+ * the echo comes back.  The wait ends when krelay stops reading; if it
+ * never does, it gives up after 1 s without progress.
+ */
+START_TEST(splice_upstream_backpressure)
+{
+    struct bb all = { 0 }, req = { 0 }, exp = { 0 };
+    struct wait w = { 0 };
+    struct kr_session *s = NULL;
+    size_t sent = 0, piece;
+    uint64_t base;
+    ssize_t n;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&all, 90);    /* connected both ways */
+    cli_send(c, all.b, all.n);
+    expected_echo(&all, 0, &exp);
+    cli_expect(c, &exp);
+    proxy_sndbuf(false, 65536);
+    event_del(fake_conn()->rev);    /* the broker stops reading */
+    base = T.p->stats.bytes_up;
+    req_produce(&req, 91, 1, 700 * 1024);
+    w.stall_ms = 1000;
+    /* the next piece once krelay took the last one (bytes_up counts what
+       went into the pipe), until it stops reading the client */
+    while (sent < req.n && waiting(&w, progress() + sent)) {
+        s = T.p->sessions;
+        if (s != NULL && s->upl.queued > 0 && !s->client.reading) {
+            break;
+        }
+        if (T.p->stats.bytes_up - base >= sent) {
+            piece = req.n - sent < 1000 ? req.n - sent : 1000;
+            n = write(c->fd, req.b + sent, piece);
+            sent += n > 0 ? (size_t)n : 0;
+        }
+        pump_once();
+    }
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_lt(sent, req.n);
+    ck_assert_uint_gt(s->upl.left, 0);
+    ck_assert_msg(!s->client.reading, "krelay kept reading the client "
+                  "with %zu of %zu bytes in the pipe (splice: EAGAIN)",
+                  s->upl.queued, T.p->pipe_bytes);
+    /* the broker reads again: every byte arrives, in order */
+    event_add(fake_conn()->rev, NULL);
+    cli_send(c, req.b + sent, req.n - sent);
+    bput(&all, req.b, req.n);
+    fake_expect(&all);
+    exp.n = 0;
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    pipes_returned();
+    free(all.b);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The client stops reading while a spliced response of 6 MiB is on its
+ * way (more than the sockets' buffers and the 1 MiB pipe): krelay stops
+ * reading the upstream with bytes in the pipe, and after
+ * request_timeout_margin_ms the client is blamed, not the upstream.
+ * _i: the fake writes at once, or 1000 bytes at a time: krelay splices
+ * each piece on its own, one pipe slot (a page) each, so the pipe's 256
+ * slots run out long before its 1 MiB: splice(2) then says EAGAIN with
+ * the pipe "full" at about 256 KB.
+ */
+START_TEST(splice_client_stalls)
+{
+    struct bb req = { 0 };
+    struct kr_session *s;
+    struct wait w = { 0 };
+    size_t most = 0;
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    T.uc.request_timeout_margin_ms = 200;
+    T.fb.chunk = _i == 0 ? 0 : 1000;
+    c = splice_heartbeat_setup(51, 6 << 20, 65536, &req);
+    event_del(c->rev);          /* the client stops reading */
+    fake_release(&T.fb);
+    while ((s = T.p->sessions) != NULL && waiting(&w, progress())) {
+        most = s->dn.queued > most ? s->dn.queued : most;
+        pump_once();
+    }
+    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_uint_gt(most, 0);
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_lt(T.p->stats.bytes_down, req.n + T.fb.extra);
+    log = log_text();
+    ck_assert_msg(strstr(log, "client is not reading its responses") !=
+                  NULL && strstr(log, "stopped in the middle") == NULL,
+                  "the upstream was blamed with at most %zu of %zu bytes "
+                  "in the pipe; log: %s", most, T.p->pipe_bytes, log);
+    free(log);
+    ck_assert_uint_eq(T.p->stats.close_client, 1);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * The upstream closes in the middle of a spliced run (400 KB of a 1 MB
+ * cut-through response sent): the client connection is closed at once,
+ * blamed on the upstream, with part of the frame delivered, and the pipe
+ * goes back.
+ */
+START_TEST(splice_upstream_closes_mid_run)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    c = splice_heartbeat_setup(71, 1000000, 0, &req);
+    fake_release_part(400000);
+    ck_assert(cli_has(c, 400000));
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_uint_gt(T.p->sessions->dn.left, 0);
+    ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_WR), 0);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 400000);
+    wait_no_session();
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(T.p->stats.close_client, 0);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "in the middle of a response") != NULL,
+                  "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * The client goes away (close, unread bytes: a reset) in the middle of a
+ * spliced 2 MB response: the session closes at once, blamed on the
+ * client, and the pipe (full or not) is given back.
+ */
+START_TEST(splice_client_closes_mid_run)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    c = splice_heartbeat_setup(75, 2000000, 65536, &req);
+    fake_release_part(300000);
+    ck_assert(cli_has(c, 300000));
+    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_uint_gt(T.p->sessions->dn.left, 0);
+    fake_release(&T.fb);
+    event_del(c->rev);
+    close(c->fd);
+    c->fd = -1;
+    wait_no_session();
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_eq(T.p->stats.close_client, 1);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * The upstream sends a whole 1.25 MiB cut-through response and closes
+ * while the client does not read: when the broker is done, the pipe
+ * still holds part of the response (the client's socket buffers, 64 KiB
+ * each way, hold far less).  When the client reads again it gets every
+ * byte, then the connection closes (the upstream's end, no timeout).
+ */
+START_TEST(splice_upstream_closes_after_run)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+
+    c = splice_heartbeat_setup(81, 5 << 18, 65536, &req);
+    proxy_sndbuf(true, 65536);
+    event_del(c->rev);          /* the client does not read for now */
+    fake_release(&T.fb);
+    fake_wait_written();
+    ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_WR), 0);
+    pump_for(50);               /* krelay may see the end: too early */
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_gt(s->dn.queued, 0);
+    ck_assert(!c->closed);
+    event_add(c->rev, NULL);    /* the client reads again */
+    expected_echo(&req, T.fb.extra, &exp);
+    cli_expect(c, &exp);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    wait_no_session();
+    ck_assert_uint_eq(T.p->stats.responses, 1);
+    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -2154,6 +2753,22 @@ session_suite(void)
     tcase_add_test(tc, fetch16_whole_over_max);
     tcase_add_test(tc, held_response_slow_not_cut);
     tcase_add_test(tc, fetch16_streamed_malformed);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("splice");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, splice_fetch16_streamed, 0, 4);
+    tcase_add_test(tc, splice_fetch16_partitions);
+    tcase_add_test(tc, splice_below_min);
+    tcase_add_test(tc, splice_cut_through);
+    tcase_add_test(tc, splice_produce_request);
+    tcase_add_loop_test(tc, splice_pipelined_in_order, 0, 2);
+    tcase_add_loop_test(tc, splice_client_stalls, 0, 2);
+    tcase_add_test(tc, splice_upstream_backpressure);
+    tcase_add_test(tc, splice_upstream_closes_mid_run);
+    tcase_add_test(tc, splice_upstream_closes_after_run);
+    tcase_add_test(tc, splice_client_closes_mid_run);
     suite_add_tcase(s, tc);
     return s;
 }
