@@ -96,6 +96,17 @@ def summarize_throughput(runs, workload):
                 utils["other"].append(max(0.0, sysw - mine) / w)
         entry["cpu_util"] = {k: round(median(v), 3)
                              for k, v in utils.items() if v}
+        # The client's kernel share (produce): on loopback a sender also
+        # runs the receiver's TCP input, so how a proxy reads shows here.
+        ksys = [r["client"]["client_sys_window_s"] / r["client"]["window_s"]
+                for r in rs if r["client"].get("client_sys_window_s")
+                is not None and (r["client"].get("window_s") or 0) > 0]
+        if ksys:
+            entry["client_sys_util"] = round(median(ksys), 3)
+        for f in ("request_bytes_avg", "rtt_us_avg", "response_bytes_avg"):
+            v = [r["client"][f] for r in rs if r["client"].get(f)]
+            if v:
+                entry[f] = median(v)
         # CPU seconds per GiB of record bytes, over the whole client run.
         cpg = {}
         for name in ("mock", "haproxy", "krelay"):
@@ -311,12 +322,15 @@ def table(res):
     lines = []
     lines.append("krelay benchmark: %s runs of each workload per target, "
                  "medians; %s" % (m.get("reps"), m.get("os", "")))
+    pf = m.get("cpu_proxy_fetch", m.get("cpu_proxy"))
     lines.append("Machine: %s CPUs (%s), %s MiB RAM, kernel %s. Placement "
-                 "(taskset): load generator cpu %s, mock cpu %s, proxy cpu %s."
+                 "(taskset): load generator cpu %s, mock cpu %s, proxy cpu %s%s."
                  % (m.get("ncpu"), m.get("cpu_model"),
                     int(m.get("mem_total_kb", "0") or 0) // 1024,
                     m.get("kernel"), m.get("cpu_client"), m.get("cpu_mock"),
-                    m.get("cpu_proxy")))
+                    m.get("cpu_proxy"),
+                    "" if pf == m.get("cpu_proxy")
+                    else " (cpu %s for fetch)" % pf))
     lines.append("Mock and clients: librdkafka %s; HAProxy %s (mode tcp, "
                  "1 thread); krelay %s (1 worker)."
                  % (m.get("mock_librdkafka"), m.get("haproxy"),
@@ -416,9 +430,12 @@ def notes_for(res):
                              "%.0f%% of its CPU)" % (
                                  label, t, 100 * tg[t]["cpu_util"]["mock"]))
             elif "client" in sat:
+                ks = tg[t].get("client_sys_util")
                 notes.append("%s via %s: the load generator is the "
-                             "bottleneck (%.0f%% of its CPU)" % (
-                                 label, t, 100 * tg[t]["cpu_util"]["client"]))
+                             "bottleneck (%.0f%% of its CPU%s)" % (
+                                 label, t, 100 * tg[t]["cpu_util"]["client"],
+                                 "" if ks is None else
+                                 ", %.0f%% in its kernel" % (100 * ks)))
     # Load from outside the benchmark, per workload and target (median
     # over the repetitions of the busy CPU not used by our processes).
     others = []

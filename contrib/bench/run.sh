@@ -36,9 +36,10 @@
 #                              node-rdkafka (librdkafka 2.12: its mock can
 #                              advertise HAProxy's ports); default
 #                              ~/.cache/krelay
-#   KRBENCH_CPU_CLIENT, KRBENCH_CPU_MOCK, KRBENCH_CPU_PROXY
-#                              CPU lists for taskset (defaults 0, 1, 1 on
-#                              a 2-core machine; see README.md)
+#   KRBENCH_CPU_CLIENT, KRBENCH_CPU_MOCK, KRBENCH_CPU_PROXY,
+#   KRBENCH_CPU_PROXY_FETCH    CPU lists for taskset (defaults 0, 1, 1
+#                              and 0 for the fetch workload on a 2-core
+#                              machine; see README.md)
 #   KRBENCH_SYSTEM_RDKAFKA=1   use the system librdkafka (the automake-
 #                              built krbench) even when 2.12 is there
 #   KRBENCH_KEEP=1             keep the work directory
@@ -93,30 +94,39 @@ esac
 
 NCPU=$(nproc)
 if [ "$NCPU" -ge 3 ]; then
-    DEF_CLIENT=0 DEF_MOCK=1 DEF_PROXY=2
+    DEF_CLIENT=0 DEF_MOCK=1 DEF_PROXY=2 DEF_PROXY_FETCH=2
 else
-    # The load generator is the busiest process (a librdkafka client
-    # near 100% of its CPU when producing); the mock uses well under
-    # half of its CPU, so the proxy shares the mock's.
+    # Too few CPUs for one each: the proxy (HAProxy or krelay alike)
+    # shares the CPU of the process with more room in the direct leg.
+    # Producing, the load generator is the busiest (a librdkafka
+    # producer at 100% of its CPU) and the mock uses well under half of
+    # its own: the proxy shares the mock's.  Fetching, the mock is the
+    # busier (it builds the responses) and the consumer has room: the
+    # proxy shares the consumer's.  On loopback a sender also runs the
+    # receiver's TCP input (softirq), so this keeps the mock's CPU for
+    # the mock.
     DEF_CLIENT=0 DEF_MOCK=$((NCPU - 1)) DEF_PROXY=$((NCPU - 1))
+    DEF_PROXY_FETCH=0
 fi
 CPU_CLIENT=${KRBENCH_CPU_CLIENT:-$DEF_CLIENT}
 CPU_MOCK=${KRBENCH_CPU_MOCK:-$DEF_MOCK}
 CPU_PROXY=${KRBENCH_CPU_PROXY:-$DEF_PROXY}
+CPU_PROXY_FETCH=${KRBENCH_CPU_PROXY_FETCH:-${KRBENCH_CPU_PROXY:-$DEF_PROXY_FETCH}}
 
 if [ "$QUICK" = 1 ]; then
     REPS=1
     D_PRODUCE=1 D_WARM=0.5 D_FETCH_PARTS=16 D_LAT_COUNT=2000
     D_LAT_WARM=0.2 D_IDLE=500 D_CODEC=0.1
 else
-    D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=128 D_LAT_COUNT=20000
+    D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=512 D_LAT_COUNT=20000
     D_LAT_WARM=1 D_IDLE=5000 D_CODEC=0.5
 fi
 PRODUCE_SECS=${KRBENCH_PRODUCE_SECS:-$D_PRODUCE}
 PRODUCE_WARM=${KRBENCH_PRODUCE_WARM:-$D_WARM}
 FETCH_PARTS=${KRBENCH_FETCH_PARTS:-$D_FETCH_PARTS}
 FETCH_PER_PART=4096             # 1 KiB records: 4 MiB per partition,
-                                # under the mock's 5 MiB retention
+                                # under the mock's 5 MiB retention (2 GiB
+                                # in all: a window of seconds, not one)
 LAT_RATE=${KRBENCH_LAT_RATE:-5000}
 LAT_COUNT=${KRBENCH_LAT_COUNT:-$D_LAT_COUNT}
 LAT_WARM=${KRBENCH_LAT_WARM:-$D_LAT_WARM}
@@ -283,7 +293,7 @@ if [ "${KRBENCH_SYSTEM_RDKAFKA:-0}" != 1 ] &&
         LF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --libs rdkafka)
         # shellcheck disable=SC2086
         ${CC:-cc} -std=gnu11 -O2 -g -Wall -Wextra $CF -o "$K212.tmp" "$SRC" \
-            $LF -Wl,-rpath,"$PREFIX" -lpthread -ldl -rdynamic ||
+            $LF -Wl,-rpath,"$PREFIX" -ljansson -lpthread -ldl -rdynamic ||
             die "cannot build krbench against $PREFIX"
         mv -f "$K212.tmp" "$K212"
         log "built $K212"
@@ -326,7 +336,7 @@ fi
 # ---- the mock cluster --------------------------------------------------------
 HBASE=$(free_ports 4) || die "no free ports"
 HPORTS=$((HBASE + 1)),$((HBASE + 2)),$((HBASE + 3))
-log "placement: client cpu $CPU_CLIENT, mock cpu $CPU_MOCK, proxy cpu $CPU_PROXY ($NCPU cpus)"
+log "placement: client cpu $CPU_CLIENT, mock cpu $CPU_MOCK, proxy cpu $CPU_PROXY ($CPU_PROXY_FETCH for fetch) ($NCPU cpus)"
 bounded MOCK_PID MOCK_TPID "$CPU_MOCK" "$KRBENCH" mock -b 3 -t bench:8 \
     -t small:8 -t "fetch:$FETCH_PARTS" -t lat:1 -H "$HPORTS" \
     -r "$WORK/mock.ready" >"$WORK/mock.out" 2>"$WORK/mock.log"
@@ -584,12 +594,22 @@ order() {
 }
 
 # ---- workloads -------------------------------------------------------------------
+# place_proxies CPUS: pin HAProxy and krelay (every thread) to CPUS
+place_proxies() {
+    local pid
+    for pid in "$HAPROXY_PID" "$KRELAY_PID"; do
+        [ -n "$pid" ] || continue
+        taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 ||
+            log "taskset -p $1 $pid failed"
+    done
+}
+
 if has "$WORKLOADS" fetch; then
     log "preloading fetch: $FETCH_PARTS partitions x $FETCH_PER_PART records of 1 KiB"
     advertise direct
     timeout -k 5 120 taskset -c "$CPU_CLIENT" "$KRBENCH" produce \
         -B "127.0.0.1:$M1" -t fetch -p "$FETCH_PARTS" -s 1024 \
-        -n $((FETCH_PARTS * FETCH_PER_PART)) -l 1000 >"$WORK/preload.json" \
+        -n $((FETCH_PARTS * FETCH_PER_PART)) -l 1000 -q >"$WORK/preload.json" \
         2>>"$WORK/client.log" || die "preload failed: $(tail -n 5 "$WORK/client.log")"
 fi
 
@@ -610,6 +630,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 -C "$(peers)" -s 100 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
         fi
     done
+    [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
+        { has "$WORKLOADS" fetch && place_proxies "$CPU_PROXY_FETCH"; }
     for tg in $(order "$rep"); do
         # shellcheck disable=SC2046
         if has "$WORKLOADS" fetch; then
@@ -618,6 +640,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 -p "$FETCH_PARTS" -d 100 -C "$(peers)"
         fi
     done
+    [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
+        { has "$WORKLOADS" fetch && place_proxies "$CPU_PROXY"; }
     if has "$WORKLOADS" latency && [ "$LAT_MODE" = interleaved ]; then
         # One client, one connection per target, all to the leader of
         # lat/0 (NodeId 1): the targets' requests interleaved (order
@@ -744,7 +768,8 @@ CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 "$PY" "$top_srcdir/contrib/bench/report.py" --runs "$RUNS" --out "$OUT" \
     --meta "reps=$REPS" --meta "quick=$QUICK" \
     --meta "cpu_client=$CPU_CLIENT" --meta "cpu_mock=$CPU_MOCK" \
-    --meta "cpu_proxy=$CPU_PROXY" --meta "ncpu=$NCPU" \
+    --meta "cpu_proxy=$CPU_PROXY" --meta "cpu_proxy_fetch=$CPU_PROXY_FETCH" \
+    --meta "ncpu=$NCPU" \
     --meta "cpu_model=$CPU_MODEL" --meta "kernel=$(uname -r)" \
     --meta "mem_total_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)" \
     --meta "os=$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)" \

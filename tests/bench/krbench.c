@@ -4,7 +4,7 @@
  *   krbench mock    -t NAME:PARTITIONS... [-b N] [-H PORT,...] [-r FILE]
  *   krbench produce -B BOOTSTRAP -t TOPIC -p PARTS -s SIZE
  *                   (-d SECONDS [-w WARMUP] | -n RECORDS) [-l LINGER_MS]
- *                   [-m MAP] [-C PID,...]
+ *                   [-q] [-m MAP] [-C PID,...]
  *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
  *                   [-C PID,...]
  *   krbench latency -a HOST:PORT[,HOST:PORT...] [-N NAME,...] -t TOPIC
@@ -32,7 +32,10 @@
  *   records of SIZE bytes round-robin over partitions 0..PARTS-1.  With
  *   -d, enqueues for WARMUP + SECONDS and reports the delivery rate in
  *   the SECONDS window; with -n, delivers RECORDS records (preloading).
- *   linger.ms is LINGER_MS (default 5).
+ *   linger.ms is LINGER_MS (default 5).  -q (with -n): the partitions in
+ *   turn, each filled before the next, so that batches reach batch.size
+ *   (librdkafka's mock answers a Fetch with one batch per partition: a
+ *   broker would send up to max.partition.fetch.bytes of batches).
  * consume: librdkafka consumer assigned every partition from the
  *   beginning; reads to the end of each (partition EOF) and reports the
  *   rate between the first record and the last one.
@@ -94,6 +97,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -127,6 +131,16 @@ kb_now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* This process's system (kernel) CPU time in seconds. */
+static double
+kb_sys_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
 /* This process's user + system CPU time in seconds. */
@@ -698,6 +712,72 @@ struct kb_pstats {
     rd_kafka_resp_err_t last_err;
 };
 
+/*
+ * What the producer's own statistics (statistics.interval.ms) say of its
+ * requests: how it batched, as seen through each path.  Cumulative
+ * counters over the brokers (NodeId >= 0), and the latest window's
+ * averages.
+ */
+struct kb_rkstats {
+    int64_t tx, txbytes;                /* requests sent, their bytes */
+    int64_t rx, rxbytes;                /* responses read, their bytes */
+    double rtt_us;                      /* avg RTT, weighted by requests */
+    double batch_bytes, batch_msgs;     /* topic batchsize / batchcnt avg */
+    int64_t ts_us;                      /* librdkafka's "ts", 0: none yet */
+};
+
+static struct kb_rkstats kb_rks_last;
+
+static int
+kb_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    json_t *root = json_loadb(json, len, 0, NULL);
+    json_t *brokers, *b, *topics, *t;
+    const char *key;
+    struct kb_rkstats r = { 0 };
+    double rtt_w = 0;
+
+    (void)rk;
+    (void)opaque;
+    if (root == NULL) {
+        return 0;
+    }
+    r.ts_us = json_integer_value(json_object_get(root, "ts"));
+    brokers = json_object_get(root, "brokers");
+    json_object_foreach(brokers, key, b) {
+        json_int_t tx = json_integer_value(json_object_get(b, "tx"));
+        json_t *rtt = json_object_get(b, "rtt");
+
+        if (json_integer_value(json_object_get(b, "nodeid")) < 0) {
+            continue;                   /* the bootstrap connections */
+        }
+        r.tx += tx;
+        r.txbytes += json_integer_value(json_object_get(b, "txbytes"));
+        r.rx += json_integer_value(json_object_get(b, "rx"));
+        r.rxbytes += json_integer_value(json_object_get(b, "rxbytes"));
+        if (rtt != NULL && json_integer_value(json_object_get(rtt, "cnt")) >
+            0) {
+            double n = (double)json_integer_value(json_object_get(rtt,
+                                                                  "cnt"));
+
+            r.rtt_us += n * (double)json_integer_value(
+                json_object_get(rtt, "avg"));
+            rtt_w += n;
+        }
+    }
+    r.rtt_us = rtt_w > 0 ? r.rtt_us / rtt_w : 0;
+    topics = json_object_get(root, "topics");
+    json_object_foreach(topics, key, t) {
+        r.batch_bytes = (double)json_integer_value(
+            json_object_get(json_object_get(t, "batchsize"), "avg"));
+        r.batch_msgs = (double)json_integer_value(
+            json_object_get(json_object_get(t, "batchcnt"), "avg"));
+    }
+    json_decref(root);
+    kb_rks_last = r;
+    return 0;
+}
+
 static void
 kb_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -721,6 +801,8 @@ kb_produce(int argc, char **argv)
     long size = 1024, nrec = 0;
     double dur = 0, warm = 1.0;
     struct kb_pstats st = { 0 }, w0 = { 0 }, w1 = { 0 };
+    struct kb_rkstats rks0 = { 0 }, rks1 = { 0 };
+    double sysw0 = 0, sysw1 = 0;
     char errstr[512];
     rd_kafka_conf_t *conf;
     rd_kafka_t *rk;
@@ -730,10 +812,11 @@ kb_produce(int argc, char **argv)
     double cpu0, cpuw0 = 0, cpuw1 = 0;
     double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
     uint64_t sent = 0;
-    bool in_window = false;
+    bool in_window = false, seq = false;
 
-    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:m:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:qm:C:")) != -1) {
         switch (opt) {
+        case 'q': seq = true; break;
         case 'B': bootstrap = optarg; break;
         case 't': topic = optarg; break;
         case 'p': parts = (int)kb_parse_long(optarg, 1, 100000, "parts");
@@ -754,6 +837,9 @@ kb_produce(int argc, char **argv)
     if (bootstrap == NULL || topic == NULL || (dur == 0) == (nrec == 0)) {
         kb_die("produce needs -B, -t and one of -d, -n");
     }
+    if (seq && nrec == 0) {
+        kb_die("produce -q needs -n");
+    }
     payload = malloc((size_t)size + 1);
     if (payload == NULL) {
         kb_die("out of memory");
@@ -771,6 +857,8 @@ kb_produce(int argc, char **argv)
     kb_conf_set(conf, "queue.buffering.max.kbytes", "65536");
     kb_conf_set(conf, "queue.buffering.max.messages", "1000000");
     kb_conf_set(conf, "message.timeout.ms", "30000");
+    kb_conf_set(conf, "statistics.interval.ms", "500");
+    rd_kafka_conf_set_stats_cb(conf, kb_stats_cb);
     rd_kafka_conf_set_dr_msg_cb(conf, kb_dr_cb);
     rd_kafka_conf_set_opaque(conf, &st);
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
@@ -804,8 +892,10 @@ kb_produce(int argc, char **argv)
         if (dur > 0 && !in_window && now >= tw0) {
             rd_kafka_poll(rk, 0);
             w0 = st;
+            rks0 = kb_rks_last;
             tw0 = kb_now_ns();
             cpuw0 = kb_cpu_s();
+            sysw0 = kb_sys_s();
             kb_peers_snap(peer0);
             in_window = true;
         }
@@ -814,7 +904,9 @@ kb_produce(int argc, char **argv)
         }
         for (int i = 0; i < 256 && (nrec == 0 || sent < (uint64_t)nrec);
              i++) {
-            int32_t part = (int32_t)(sent % (uint64_t)parts);
+            int32_t part = seq ? (int32_t)(sent * (uint64_t)parts /
+                                           (uint64_t)nrec)
+                               : (int32_t)(sent % (uint64_t)parts);
             bool full = false;
 
             /* Keep the queue full: wait for deliveries when it is. */
@@ -841,8 +933,10 @@ kb_produce(int argc, char **argv)
     if (dur > 0) {
         rd_kafka_poll(rk, 0);
         w1 = st;
+        rks1 = kb_rks_last;
         tw1 = kb_now_ns();
         cpuw1 = kb_cpu_s();
+        sysw1 = kb_sys_s();
         kb_peers_snap(peer1);
     }
     if (rd_kafka_flush(rk, 30000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -878,6 +972,23 @@ kb_produce(int argc, char **argv)
                st.failed,
                st.failed ? rd_kafka_err2name(st.last_err) : "",
                (double)(tend - t0) / 1e9, kb_cpu_s() - cpu0, cpuw1 - cpuw0);
+        if (dur > 0) {
+            /* the client's kernel time: on loopback a sender also runs
+               the receiver's TCP input in its softirq */
+            printf(",\"client_sys_window_s\":%.4f", sysw1 - sysw0);
+        }
+        if (rks0.ts_us > 0 && rks1.ts_us > rks0.ts_us &&
+            rks1.tx > rks0.tx) {
+            /* between the statistics nearest the window's edges */
+            printf(",\"requests_per_s\":%.1f,\"request_bytes_avg\":%.0f,"
+                   "\"rtt_us_avg\":%.0f,\"batch_bytes_avg\":%.0f,"
+                   "\"batch_records_avg\":%.1f",
+                   (double)(rks1.tx - rks0.tx) * 1e6 /
+                       (double)(rks1.ts_us - rks0.ts_us),
+                   (double)(rks1.txbytes - rks0.txbytes) /
+                       (double)(rks1.tx - rks0.tx),
+                   rks1.rtt_us, rks1.batch_bytes, rks1.batch_msgs);
+        }
         kb_peers_print(peer0, peer1);
         printf("}\n");
     }
@@ -935,6 +1046,8 @@ kb_consume(int argc, char **argv)
     kb_conf_set(conf, "enable.partition.eof", "true");
     kb_conf_set(conf, "auto.offset.reset", "earliest");
     kb_conf_set(conf, "fetch.wait.max.ms", "10");
+    kb_conf_set(conf, "statistics.interval.ms", "500");
+    rd_kafka_conf_set_stats_cb(conf, kb_stats_cb);
     kb_conf_set(conf, "queued.max.messages.kbytes", "1048576");
     kb_conf_set(conf, "queued.min.messages", "10000000");
     /* librdkafka >= 2.3: no pause when the local queue is full. */
@@ -1016,6 +1129,13 @@ kb_consume(int argc, char **argv)
                secs > 0 ? recs / secs : 0.0, recs, bytes, errors,
                (double)(kb_now_ns() - t0) / 1e9, kb_cpu_s() - cpu0,
                cpuw1 - cpuw0);
+        if (kb_rks_last.rx > 0) {
+            /* the whole run's responses (Fetch, bar a few) */
+            printf(",\"responses\":%" PRId64 ",\"response_bytes_avg\":%.0f,"
+                   "\"rtt_us_avg\":%.0f", kb_rks_last.rx,
+                   (double)kb_rks_last.rxbytes / (double)kb_rks_last.rx,
+                   kb_rks_last.rtt_us);
+        }
         if (neof < parts) {
             kb_peers_snap(peer1);
         }
