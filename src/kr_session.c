@@ -93,6 +93,19 @@
  * parsing stopped at a frame boundary with the next frame incomplete or
  * held (counted in stats.bytes_copied).  A backlog of mostly empty
  * chains is bounded by counting chains (out_full), not by copying.
+ *
+ * splice lanes (issue 4, struct kr_splice): when what a socket sends
+ * next is a run of at least splice_min_bytes that krelay does not read
+ * (the rest of a cut-through frame, req_remain / rsp_remain; in a
+ * streamed response the value kr_scan skips next, kr_scan_skippable: a
+ * partition's records), and nothing read from it waits in user space,
+ * the run goes socket -> pipe (lane_fill) -> socket (lane_drain, after
+ * the sink's out buffer) with splice(2), never through krelay's memory;
+ * the scanner or the remain count is told how far (kr_scan_skip).  While
+ * a lane's pipe holds bytes the sink's out buffer gains nothing (the
+ * source is not read into user space, flush_ready waits), and the source
+ * is read only while the pipe has room (its slots too: lane.full).
+ * Plain TCP only (kr_conn_ops.splice); pipes are lent by the proxy.
  */
 #include "config.h"
 

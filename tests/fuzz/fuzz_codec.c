@@ -226,6 +226,20 @@ kr_fuzz_scan(enum kr_dir dir, int16_t key, int16_t ver, uint32_t seed,
         at += used;
         KR_FUZZ_ASSERT(sc.off == at, "scanner offset %llu, fed %zu",
                        (unsigned long long)sc.off, at);
+        if (rc == KR_AGAIN && kr_scan_skippable(&sc) > 0 && (x & 4)) {
+            /* as the session's splice lane does: some of the value it
+               skips is forwarded without being fed */
+            uint64_t k = 1 + x % kr_scan_skippable(&sc);
+
+            KR_FUZZ_ASSERT(k <= len - at, "skippable %llu past the frame",
+                           (unsigned long long)kr_scan_skippable(&sc));
+            KR_FUZZ_ASSERT(kr_scan_skip(&sc, kr_scan_skippable(&sc) + 1) ==
+                           KR_ELIMIT, "skip past skippable accepted");
+            rc = kr_scan_skip(&sc, k);
+            at += (size_t)k;
+            KR_FUZZ_ASSERT(sc.off == at, "scanner offset %llu after a skip "
+                           "to %zu", (unsigned long long)sc.off, at);
+        }
     } while (rc == KR_AGAIN && at < len);
     KR_FUZZ_ASSERT(rc == KR_OK || rc == KR_EPROTO, "scanner status %d at "
                    "the end of the frame", rc);
