@@ -887,7 +887,8 @@ lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
 static ssize_t
 lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
 {
-    size_t room = s->p->pipe_bytes - l->queued;
+    size_t room = l->queued < s->p->pipe_bytes ? s->p->pipe_bytes - l->queued
+                                                : 0;
     size_t want = l->left < room ? (size_t)l->left : room;
     ssize_t n;
 
