@@ -165,6 +165,7 @@ enum timer_kind {
 static void session_free(struct kr_session *s);
 static bool out_full(struct evbuffer *out, size_t maxb);
 static void arm_timer(struct kr_session *s);
+static void update_io(struct kr_session *s);
 static void rq_free(struct kr_rq *rq);
 static void audit_conn(struct kr_session *s, const char *event,
                        const char *reason);
@@ -922,6 +923,37 @@ lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
         errno = EAGAIN;
     } else if (n < 0 && again(errno) && l->queued > 0) {
         l->full = 1;
+    }
+    return n;
+}
+
+/*
+ * Read src: into its lane's pipe while a run is under way (*spliced set:
+ * the caller accounts for n > 0; on EAGAIN the source's read interest is
+ * updated, as the pipe may be full), else into src->in as usual (also
+ * when splice was refused just now).  Returns what the read returned.
+ */
+static ssize_t
+lane_read(struct kr_session *s, struct kr_conn *src, struct kr_splice *l,
+          bool *spliced)
+{
+    ssize_t n;
+
+    *spliced = false;
+    if (l->left == 0) {
+        return conn_read(src);
+    }
+    n = lane_fill(s, l, src);
+    if (n > 0 || (n < 0 && again(errno) && l->left > 0)) {
+        *spliced = true;
+        if (n < 0) {
+            update_io(s);
+            arm_timer(s);
+        }
+        return n;
+    }
+    if (n < 0 && again(errno)) {
+        return conn_read(src);          /* splice refused: user space */
     }
     return n;
 }
@@ -3332,14 +3364,15 @@ static void
 client_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct kr_session *s = arg;
+    bool spliced;
     ssize_t n;
 
     (void)fd;
     (void)what;
     s->depth++;
-    if (s->upl.left > 0) {
+    n = lane_read(s, &s->client, &s->upl, &spliced);
+    if (spliced) {
         /* a request's opaque run: client socket -> pipe -> upstream */
-        n = lane_fill(s, &s->upl, &s->client);
         if (n > 0) {
             s->last_active_ms = kr_now_ms();
             s->req_remain -= (uint64_t)n;
@@ -3348,18 +3381,8 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
                 update_io(s);
                 arm_timer(s);
             }
-            goto out;
         }
-        if (n < 0 && again(errno) && s->upl.left > 0) {
-            update_io(s);
-            arm_timer(s);
-            goto out;
-        }
-        if (n < 0 && again(errno)) {
-            n = conn_read(&s->client);  /* splice refused: user space */
-        }
-    } else {
-        n = conn_read(&s->client);
+        goto out;
     }
     if (n > 0) {
         s->last_active_ms = kr_now_ms();
@@ -3476,14 +3499,15 @@ static void
 up_read_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct kr_session *s = arg;
+    bool spliced;
     ssize_t n;
 
     (void)fd;
     (void)what;
     s->depth++;
-    if (s->dn.left > 0) {
+    n = lane_read(s, &s->up, &s->dn, &spliced);
+    if (spliced) {
         /* a response's opaque run: upstream socket -> pipe -> client */
-        n = lane_fill(s, &s->dn, &s->up);
         if (n > 0) {
             s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
             if (dn_spliced(s, (size_t)n) == 0 &&
@@ -3492,18 +3516,8 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
                 update_io(s);
                 arm_timer(s);
             }
-            goto out;
         }
-        if (n < 0 && again(errno) && s->dn.left > 0) {
-            update_io(s);
-            arm_timer(s);
-            goto out;
-        }
-        if (n < 0 && again(errno)) {
-            n = conn_read(&s->up);      /* splice refused: user space */
-        }
-    } else {
-        n = conn_read(&s->up);
+        goto out;
     }
     if (n > 0) {
         /* traffic either way: not idle; a response moving: not stalled */
