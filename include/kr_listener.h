@@ -43,7 +43,14 @@ struct kr_listener {
     char label[48];                     /* "bootstrap" or "NodeId 3",
                                            prefixed "NAME/" when named */
     char addrstr[64];                   /* "127.0.0.1:9092", "[::1]:9092" */
+    struct event *pause_ev;             /* accept failed (EMFILE...):
+                                           accepting resumes when this
+                                           timer fires; NULL until the
+                                           first failure */
 };
+
+/* How long a listener stops accepting after accept(2) failed, in ms. */
+#define KR_ACCEPT_PAUSE_MS 500
 
 /*
  * Bind host:port (numeric or a name, resolved with getaddrinfo: this

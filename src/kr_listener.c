@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "kr_listener.h"
+#include "kr_log.h"
 
 char *
 kr_sockaddr_str(const struct sockaddr *sa, socklen_t salen, char *buf,
@@ -52,6 +53,50 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 
     (void)evl;
     l->cb(l, fd, sa, (socklen_t)salen, l->arg);
+}
+
+static void
+resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_listener *l = arg;
+
+    (void)fd;
+    (void)what;
+    if (l->evl != NULL) {
+        evconnlistener_enable(l->evl);
+    }
+}
+
+/*
+ * accept(2) failed with something other than EAGAIN/EINTR/ECONNABORTED
+ * (which libevent retries itself): out of file descriptors (EMFILE,
+ * ENFILE) or memory.  The pending connection stays in the backlog and
+ * the socket stays readable, so accepting again at once would spin:
+ * stop for KR_ACCEPT_PAUSE_MS, say so once per burst.
+ */
+static void
+accept_error_cb(struct evconnlistener *evl, void *arg)
+{
+    struct kr_listener *l = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+    struct timeval tv = { KR_ACCEPT_PAUSE_MS / 1000,
+                          (KR_ACCEPT_PAUSE_MS % 1000) * 1000 };
+
+    kr_log_rl(KR_LOG_WARN, "accept on %s (%s): %s: not accepting for %d ms%s",
+              l->addrstr, l->label, strerror(e), KR_ACCEPT_PAUSE_MS,
+              e == EMFILE || e == ENFILE
+                  ? " (raise the open-file limit: ulimit -n, systemd "
+                    "LimitNOFILE; or lower max_connections)"
+                  : "");
+    if (l->pause_ev == NULL) {
+        l->pause_ev = evtimer_new(evconnlistener_get_base(evl), resume_cb,
+                                  l);
+        if (l->pause_ev == NULL) {
+            return;                     /* out of memory: retried */
+        }
+    }
+    evconnlistener_disable(evl);
+    evtimer_add(l->pause_ev, &tv);
 }
 
 int
@@ -145,6 +190,7 @@ kr_listener_open(struct kr_listener *l, struct event_base *base,
         close(fd);
         return KR_ERROR;
     }
+    evconnlistener_set_error_cb(l->evl, accept_error_cb);
     return KR_OK;
 }
 
@@ -193,6 +239,15 @@ kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
     memcpy(dst->addrstr, src->addrstr, sizeof(dst->addrstr));
     dst->evl = src->evl;
     src->evl = NULL;
+    if (src->pause_ev != NULL) {
+        /* paused after a failed accept: dst resumes now (its own timer
+           is made at its first failure) */
+        event_free(src->pause_ev);
+        src->pause_ev = NULL;
+        if (dst->evl != NULL) {
+            evconnlistener_enable(dst->evl);
+        }
+    }
     if (dst->evl != NULL) {
         evconnlistener_set_cb(dst->evl, accept_cb, dst);
     }
@@ -201,6 +256,10 @@ kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
 void
 kr_listener_close(struct kr_listener *l)
 {
+    if (l->pause_ev != NULL) {
+        event_free(l->pause_ev);
+        l->pause_ev = NULL;
+    }
     if (l->evl != NULL) {
         evconnlistener_free(l->evl);
         l->evl = NULL;

@@ -322,6 +322,21 @@ audit_report(const struct kr_proxy *p, const char *when)
     }
 }
 
+/* libevent's own warnings go to krelay's log, rate-limited. */
+static void
+libevent_log_cb(int severity, const char *msg)
+{
+    static struct kr_ratelimit rl;
+    int level = severity >= EVENT_LOG_ERR    ? KR_LOG_ERROR
+                : severity == EVENT_LOG_WARN ? KR_LOG_WARN
+                : severity == EVENT_LOG_MSG  ? KR_LOG_INFO
+                                             : KR_LOG_DEBUG;
+
+    if (level <= kr_log_level_cur) {
+        kr_log_write_rl(&rl, 10, level, "libevent: %s", msg);
+    }
+}
+
 int
 kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
 {
@@ -330,6 +345,7 @@ kr_proxy_start(struct kr_proxy *p, char *err, size_t errlen)
 
     /* a peer that goes away mid-write must not kill the process */
     signal(SIGPIPE, SIG_IGN);
+    event_set_log_callback(libevent_log_cb);
     kr_rewrite_init();
     p->dns = evdns_base_new(p->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
                             EVDNS_BASE_DISABLE_WHEN_INACTIVE);
@@ -472,7 +488,7 @@ kr_proxy_stop(struct kr_proxy *p)
     kr_log_notice("totals: %" PRIu64 " connections, %" PRIu64 " requests, "
                   "%" PRIu64 " responses (%" PRIu64 " held whole, %" PRIu64
                   " streamed), %" PRIu64 " bytes up, %" PRIu64 " bytes down "
-                  "(%" PRIu64 " of them spliced)",
+                  "(%" PRIu64 " of the two spliced)",
                   p->stats.conn_accepted, p->stats.requests,
                   p->stats.responses, p->stats.responses_held,
                   p->stats.responses_streamed, p->stats.bytes_up,
