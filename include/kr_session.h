@@ -259,6 +259,10 @@ struct kr_session {
     /* issue 4 (appended) */
     struct kr_splice dn;                /* upstream -> client */
     struct kr_splice upl;               /* client -> upstream */
+    uint64_t client_outq;               /* bytes unsent in the client's
+                                           socket (SIOCOUTQ) when krelay
+                                           last left bytes waiting for it
+                                           (its buffer full) */
 };
 
 /*

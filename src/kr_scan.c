@@ -155,6 +155,7 @@ start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
     case KR_T_BYTES:
     case KR_T_RECORDS:
         want(sc, flex ? R_UVAR : R_I32, W_BYTES);
+        sc->r_et = (uint8_t)t;          /* for the messages: which one */
         return KR_OK;
     case KR_T_ARRAY:
         want(sc, flex ? R_UVAR : R_I32, W_ARRAY);
@@ -251,7 +252,8 @@ got_value(struct kr_scan *sc)
     case W_BYTES:
     case W_ARRAY: {
         const char *what = why == W_STRING ? "string"
-                         : why == W_BYTES ? "bytes" : "array";
+                         : why == W_ARRAY ? "array"
+                         : sc->r_et == KR_T_RECORDS ? "records" : "bytes";
 
         (void)signed_len(sc, kind, &len);
         if (len < 0) {

@@ -115,9 +115,13 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#ifdef __linux__
+#include <linux/sockios.h>                /* SIOCOUTQ */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -629,6 +633,52 @@ head_since(const struct kr_session *s, const struct kr_inflight *e,
                                                   : s->head_since_ms;
 }
 
+/*
+ * krelay stopped reading the upstream because the client does not take
+ * what waits for it (its out buffer is full, or its splice pipe holds
+ * bytes): a stall is the client's, not the upstream's.
+ */
+static bool
+client_stalls(const struct kr_session *s)
+{
+    return s->up.connected && !s->up.reading &&
+           (out_full(s->client.out, (size_t)s->lc->max_buffer_bytes) ||
+            s->dn.queued > 0);
+}
+
+/* Bytes the kernel holds unsent (or unacknowledged) on fd, or -1. */
+static int64_t
+sock_outq(evutil_socket_t fd)
+{
+#ifdef SIOCOUTQ
+    int q = 0;
+
+    return ioctl(fd, SIOCOUTQ, &q) == 0 ? q : -1;
+#else
+    (void)fd;
+    return -1;
+#endif
+}
+
+/*
+ * A client with a full socket send buffer may still be reading, slowly:
+ * the kernel signals writable only once much of its (autotuned, MiBs)
+ * buffer has drained, so krelay's own writes can pause for longer than
+ * the timeout.  True when the unsent bytes shrank since krelay last left
+ * bytes waiting (client_outq): the client is taking them.
+ */
+static bool
+client_draining(struct kr_session *s)
+{
+    int64_t q = sock_outq(s->client.fd);
+
+    if (q >= 0 && (uint64_t)q < s->client_outq) {
+        s->client_outq = (uint64_t)q;
+        return true;
+    }
+    return false;
+}
+
 static int64_t
 deadline(struct kr_session *s, enum timer_kind *kind)
 {
@@ -655,13 +705,16 @@ deadline(struct kr_session *s, enum timer_kind *kind)
         return s->eof_ms + KR_DRAIN_MS;
     }
     if (rsp_mid(s) || evbuffer_get_length(s->up.in) > 0 ||
-        s->dn.queued > 0) {
+        s->dn.queued > 0 || client_stalls(s)) {
         /*
          * In the middle of a response: cut-through or streamed (its
          * request left the FIFO at its first byte), or held and not
          * complete yet (its first bytes wait in up.in).  It must keep
          * moving, from the upstream or to the client, however long it
          * takes; the next request's clock starts when it is complete.
+         * So must responses the client has not taken yet, when krelay
+         * stopped reading the upstream for them (the next response may
+         * be there, unread: not the upstream's delay).
          */
         *kind = T_RESPONSE;
         return s->rsp_progress_ms + margin_ms;
@@ -713,19 +766,6 @@ arm_timer(struct kr_session *s)
     }
 }
 
-/*
- * krelay stopped reading the upstream because the client does not take
- * what waits for it (its out buffer is full, or its splice pipe holds
- * bytes): a stall is the client's, not the upstream's.
- */
-static bool
-client_stalls(const struct kr_session *s)
-{
-    return s->up.connected && !s->up.reading &&
-           (out_full(s->client.out, (size_t)s->lc->max_buffer_bytes) ||
-            s->dn.queued > 0);
-}
-
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -752,24 +792,16 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
         case T_REQUEST:
             e = fifo_first(s, &i);
             entry_str(e, desc, sizeof(desc));
-            if (client_stalls(s)) {
-                /* krelay stopped reading the upstream for backpressure:
-                   the response may well be there, unread */
-                close_client(s, KR_LOG_WARN, "client is not reading its "
-                             "responses: %zu bytes wait for it (buffer "
-                             "full: max_buffer_bytes %" PRId64 "), so krelay "
-                             "paused reading upstream %s; %s waited %"
-                             PRId64 " ms", client_owed(s),
-                             s->lc->max_buffer_bytes, s->upname, desc,
-                             now - head_since(s, e, i));
-            } else {
-                close_timeout(s, KR_LOG_WARN, "upstream %s sent no response "
-                              "to %s in %" PRId64 " ms", s->upname, desc,
-                              now - head_since(s, e, i));
-            }
+            close_timeout(s, KR_LOG_WARN, "upstream %s sent no response "
+                          "to %s in %" PRId64 " ms", s->upname, desc,
+                          now - head_since(s, e, i));
             break;
         case T_RESPONSE:
-            if (client_stalls(s)) {
+            if (client_stalls(s) && client_draining(s)) {
+                /* slow, not stalled: a new period from now */
+                s->rsp_progress_ms = now;
+                arm_timer(s);
+            } else if (client_stalls(s)) {
                 close_client(s, KR_LOG_WARN, "client is not reading its "
                              "responses: no byte taken for %" PRId64 " ms, "
                              "%zu bytes wait for it (buffer full: "
@@ -1115,6 +1147,14 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
         }
     }
     set_writing(c, evbuffer_get_length(c->out) > 0 || l->queued > 0);
+    if (c == &s->client && (evbuffer_get_length(c->out) > 0 ||
+                            l->queued > 0)) {
+        /* the socket's buffer is full: how much it holds now tells
+           later whether the client takes any (client_draining) */
+        int64_t q = sock_outq(c->fd);
+
+        s->client_outq = q >= 0 ? (uint64_t)q : UINT64_MAX;
+    }
     if (c == &s->client && closing_done(s)) {
         return -1;
     }

@@ -2606,6 +2606,54 @@ START_TEST(splice_client_stalls)
 END_TEST
 
 /*
+ * A client that reads, slowly, is not one that stopped: with MiBs in its
+ * socket's send buffer the kernel tells krelay "writable" only after
+ * much of it drained, so krelay writes nothing for longer than
+ * request_timeout_margin_ms while the client keeps taking bytes.  krelay
+ * sees them go (SIOCOUTQ) and waits; the client gets every byte.
+ * _i: splice on (the bytes wait in the pipe too) or off.
+ */
+START_TEST(client_slow_reader)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    int64_t until;
+    struct cli *c;
+    uint8_t buf[4096];
+
+    log_capture();
+    T.uc.request_timeout_margin_ms = 150;
+    c = splice_heartbeat_setup(61, 8 << 20, 16384, &req);
+    T.lc.splice_min_bytes = _i == 0 ? SPLICE_MIN : 0;
+    event_del(c->rev);          /* the client reads by hand, slowly */
+    fake_release(&T.fb);
+    /* 4 KiB every 10 ms (~400 KB/s) for 1.5 s: ten margins */
+    until = kr_now_ms() + 1500;
+    while (kr_now_ms() < until && T.p->sessions != NULL) {
+        ssize_t n = read(c->fd, buf, sizeof(buf));
+
+        if (n > 0) {
+            evbuffer_add(c->in, buf, (size_t)n);
+        }
+        pump_once();
+        usleep(10000);
+    }
+    ck_assert_msg(T.p->sessions != NULL, "a slow reader was closed: %s",
+                  log_text());
+    ck_assert_uint_eq(T.p->stats.close_client, 0);
+    event_add(c->rev, NULL);    /* now it reads at full speed */
+    expected_echo(&req, T.fb.extra, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    if (_i == 0) {
+        ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    }
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
  * The upstream closes in the middle of a spliced run (400 KB of a 1 MB
  * cut-through response sent): the client connection is closed at once,
  * blamed on the upstream, with part of the frame delivered, and the pipe
@@ -2765,6 +2813,7 @@ session_suite(void)
     tcase_add_test(tc, splice_produce_request);
     tcase_add_loop_test(tc, splice_pipelined_in_order, 0, 2);
     tcase_add_loop_test(tc, splice_client_stalls, 0, 2);
+    tcase_add_loop_test(tc, client_slow_reader, 0, 2);
     tcase_add_test(tc, splice_upstream_backpressure);
     tcase_add_test(tc, splice_upstream_closes_mid_run);
     tcase_add_test(tc, splice_upstream_closes_after_run);
