@@ -47,10 +47,16 @@ struct kr_listener {
                                            accepting resumes when this
                                            timer fires; NULL until the
                                            first failure */
+    uint32_t npauses;                   /* pauses not logged yet */
+    int64_t paused_log_ms;              /* monotonic ms of the last pause
+                                           logged (one line per
+                                           KR_ACCEPT_LOG_MS at most) */
 };
 
 /* How long a listener stops accepting after accept(2) failed, in ms. */
 #define KR_ACCEPT_PAUSE_MS 500
+/* At most one "not accepting" line per listener this often, in ms. */
+#define KR_ACCEPT_LOG_MS 10000
 
 /*
  * Bind host:port (numeric or a name, resolved with getaddrinfo: this

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kr_listener.h"
@@ -72,22 +73,40 @@ resume_cb(evutil_socket_t fd, short what, void *arg)
  * (which libevent retries itself): out of file descriptors (EMFILE,
  * ENFILE) or memory.  The pending connection stays in the backlog and
  * the socket stays readable, so accepting again at once would spin:
- * stop for KR_ACCEPT_PAUSE_MS, say so once per burst.
+ * stop for KR_ACCEPT_PAUSE_MS.  Logged once per KR_ACCEPT_LOG_MS with
+ * the count of pauses since, not twice a second.
  */
 static void
 accept_error_cb(struct evconnlistener *evl, void *arg)
 {
     struct kr_listener *l = arg;
     int e = EVUTIL_SOCKET_ERROR();
+    int64_t now;
     struct timeval tv = { KR_ACCEPT_PAUSE_MS / 1000,
                           (KR_ACCEPT_PAUSE_MS % 1000) * 1000 };
 
-    kr_log_rl(KR_LOG_WARN, "accept on %s (%s): %s: not accepting for %d ms%s",
-              l->addrstr, l->label, strerror(e), KR_ACCEPT_PAUSE_MS,
-              e == EMFILE || e == ENFILE
-                  ? " (raise the open-file limit: ulimit -n, systemd "
-                    "LimitNOFILE; or lower max_connections)"
-                  : "");
+    {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+    l->npauses++;
+    if (l->paused_log_ms == 0 || now - l->paused_log_ms >= KR_ACCEPT_LOG_MS) {
+        kr_log_warn("accept on %s (%s): %s: not accepting for %d ms "
+                    "(%u time%s since the last such line)%s", l->addrstr,
+                    l->label, strerror(e), KR_ACCEPT_PAUSE_MS, l->npauses,
+                    l->npauses == 1 ? "" : "s",
+                    e == EMFILE || e == ENFILE
+                        ? ": raise the open-file limit (ulimit -n, systemd "
+                          "LimitNOFILE) or lower max_connections"
+                        : "");
+        l->paused_log_ms = now;
+        l->npauses = 0;
+    } else {
+        kr_log_debug("accept on %s (%s): %s: not accepting for %d ms",
+                     l->addrstr, l->label, strerror(e), KR_ACCEPT_PAUSE_MS);
+    }
     if (l->pause_ev == NULL) {
         l->pause_ev = evtimer_new(evconnlistener_get_base(evl), resume_cb,
                                   l);

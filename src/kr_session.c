@@ -144,6 +144,9 @@
 #include "kr_upstream.h"
 
 #define KR_READ_MIN (16 * 1024)
+/* A client whose socket buffer drains by less than this per
+   request_timeout_margin_ms is not reading (client_draining). */
+#define KR_DRAIN_MIN_BYTES (64 * 1024)
 #define KR_READ_MAX (256 * 1024)
 /*
  * libevent allocates a chain as the next power of two >= its header +
@@ -664,15 +667,18 @@ sock_outq(evutil_socket_t fd)
  * A client with a full socket send buffer may still be reading, slowly:
  * the kernel signals writable only once much of its (autotuned, MiBs)
  * buffer has drained, so krelay's own writes can pause for longer than
- * the timeout.  True when the unsent bytes shrank since krelay last left
- * bytes waiting (client_outq): the client is taking them.
+ * the timeout.  True when the unsent bytes shrank by KR_DRAIN_MIN_BYTES
+ * since krelay last left bytes waiting or last looked (client_outq): the
+ * client is taking them.  (A smaller drop is the last segments in flight
+ * being acknowledged into a client that reads nothing.)
  */
 static bool
 client_draining(struct kr_session *s)
 {
     int64_t q = sock_outq(s->client.fd);
 
-    if (q >= 0 && (uint64_t)q < s->client_outq) {
+    if (q >= 0 && s->client_outq != UINT64_MAX &&
+        (uint64_t)q + KR_DRAIN_MIN_BYTES <= s->client_outq) {
         s->client_outq = (uint64_t)q;
         return true;
     }
@@ -802,6 +808,12 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                 s->rsp_progress_ms = now;
                 arm_timer(s);
             } else if (client_stalls(s)) {
+                /* reset, not FIN: the MiBs queued for it are freed now,
+                   not kept in FIN-WAIT-1 until it reads or times out */
+                struct linger lg = { 1, 0 };
+
+                (void)setsockopt(s->client.fd, SOL_SOCKET, SO_LINGER, &lg,
+                                 sizeof(lg));
                 close_client(s, KR_LOG_WARN, "client is not reading its "
                              "responses: no byte taken for %" PRId64 " ms, "
                              "%zu bytes wait for it (buffer full: "
