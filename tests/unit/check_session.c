@@ -2235,6 +2235,19 @@ splice_heartbeat_setup(int32_t corr, size_t extra, int rcvbuf, struct bb *req)
     return c;
 }
 
+/*
+ * The session ended once, counted as the client's, the upstream's or a
+ * timeout's (each 0 or 1), and its pipes went back to the pool.
+ */
+static void
+closed_by(uint64_t client, uint64_t upstream, uint64_t timeout)
+{
+    ck_assert_uint_eq(T.p->stats.close_client, client);
+    ck_assert_uint_eq(T.p->stats.close_upstream, upstream);
+    ck_assert_uint_eq(T.p->stats.close_timeout, timeout);
+    ck_assert_int_eq(T.p->npipe_used, 0);
+}
+
 /* Every pipe lent went back to the pool (after its lane or session). */
 static void
 pipes_returned(void)
@@ -2597,10 +2610,7 @@ START_TEST(splice_client_stalls)
                   "the upstream was blamed with at most %zu of %zu bytes "
                   "in the pipe; log: %s", most, T.p->pipe_bytes, log);
     free(log);
-    ck_assert_uint_eq(T.p->stats.close_client, 1);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    closed_by(1, 0, 0);
     free(req.b);
 }
 END_TEST
@@ -2679,10 +2689,7 @@ START_TEST(splice_upstream_closes_mid_run)
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 400000);
     wait_no_session();
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_uint_eq(T.p->stats.close_client, 0);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    closed_by(0, 1, 0);
     log = log_text();
     ck_assert_msg(strstr(log, "in the middle of a response") != NULL,
                   "log: %s", log);
@@ -2712,10 +2719,7 @@ START_TEST(splice_client_closes_mid_run)
     c->fd = -1;
     wait_no_session();
     ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
-    ck_assert_uint_eq(T.p->stats.close_client, 1);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    closed_by(1, 0, 0);
     free(req.b);
 }
 END_TEST
