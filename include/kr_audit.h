@@ -29,6 +29,8 @@
  *    ["topics_truncated": true,]
  *    "errors": {"NOT_LEADER_OR_FOLLOWER": 3},
  *    "actions": ["forwarded", "rewritten"],
+ *    ["decode_error": "version unknown to krelay's tables (v0-v6)",]
+ *    ["note": "response of 41943040 bytes too large to hold: ...",]
  *    "request_body": {...}, "response_body": {...}}
  *   - time: RFC 3339, UTC, microseconds, of info->time_us;
  *   - listener, client_id, principal: omitted when NULL; client_id is
@@ -44,6 +46,10 @@
  *     fields, any depth) by Kafka name (kr_kerr_format) with counts; {}
  *     when none or no response;
  *   - actions: the KR_AUDIT_* bits set, in the order below;
+ *   - decode_error, note: only when info gives them (issue 13: a frame
+ *     krelay could not decode, a response too large to hold; the line
+ *     then has what the header gave: api, api_key, api_version,
+ *     correlation_id, client_id, sizes);
  *   - topics_truncated: true, only when the request named more than 4096
  *     distinct topics (the first 4096 are listed);
  *   - request_body/response_body: with with_body only (capture and
@@ -125,6 +131,9 @@ void kr_audit_flush(struct kr_audit *au);
 #define KR_AUDIT_DELAYED   0x10u /* response held (fault latency, enforce) */
 #define KR_AUDIT_THROTTLED 0x20u /* ThrottleTimeMs injected */
 #define KR_AUDIT_FAULTED   0x40u /* error replaced / connection closed */
+#define KR_AUDIT_REFUSED   0x80u /* not forwarded: krelay cannot decode it
+                                    and an enforcing rule could match it;
+                                    the connection was closed (issue 13) */
 
 /* Name of one KR_AUDIT_* bit ("forwarded"...), NULL for others. */
 const char *kr_audit_action_name(unsigned bit);
@@ -159,6 +168,11 @@ struct kr_audit_info {
     uint64_t req_bytes, rsp_bytes;   /* bytes with size prefix */
     int64_t upstream_us, total_us;   /* µs */
     unsigned actions;                /* KR_AUDIT_* bits */
+    const char *decode_error;        /* why krelay could not decode the
+                                        request or response (NULL: it
+                                        could) */
+    const char *note;                /* anything else the line must say
+                                        (NULL: nothing) */
 };
 /*
  * One JSON line (malloc'd, no newline, caller frees) for a pair; req may

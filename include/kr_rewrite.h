@@ -48,6 +48,13 @@ struct kr_clamp;
  * API is also capped at what krelay's tables know (krelay may have to
  * translate it), and ApiKeys unknown to the tables are dropped unless
  * pass_unknown_apis.  Zero-initialised fields keep the old behaviour.
+ *
+ * enforced / enforced_unknown (issue 13, kr_rule_conn_enforced): the APIs
+ * an enforcing rule could match on this connection are capped at what the
+ * tables know, and when such a rule could match ApiKeys the tables do not
+ * know those are dropped whatever pass_unknown_apis says.  The ranges
+ * themselves come from kr_advertise_range (kr_translate.h), which has the
+ * precedence of every step.
  */
 struct kr_rewrite_ctx {
     const char *advertised_host;    /* Host written (borrowed) */
@@ -57,6 +64,11 @@ struct kr_rewrite_ctx {
     const char *who;                /* client name for log lines */
     const struct kr_clamp *clamps;  /* NULL: no clamp rule */
     bool pass_unknown_apis;         /* with clamps: keep unknown ApiKeys */
+    const bool *enforced;           /* kr_api_max + 1 entries, or NULL:
+                                       an enforcing rule could match the
+                                       API above the tables' max */
+    bool enforced_unknown;          /* an enforcing rule could match an
+                                       ApiKey the tables do not know */
 };
 
 /* Result details of one rewrite (for logs, metrics and tests). */

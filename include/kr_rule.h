@@ -80,6 +80,12 @@ struct kr_ruleset {
 #define KR_VF_LATENCY   0x0020u         /* hold the response latency_ms */
 #define KR_VF_ERROR     0x0040u         /* replace errors (probability) */
 #define KR_VF_CLOSE     0x0080u         /* close (probability) */
+#define KR_VF_UNKNOWN_TOPIC_ID 0x0100u  /* an enforcing topic rule could
+                                           not be checked: the request
+                                           names a TopicId the map does not
+                                           know (deny_rule names the rule);
+                                           answer UNKNOWN_TOPIC_ID, never
+                                           forward (issue 13) */
 
 /*
  * What the rules decided for one request.  Rule indexes name the rule
@@ -150,6 +156,72 @@ const struct kr_rule_slot *kr_rule_lookup(const struct kr_ruleset *rs,
 bool kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
                   const struct kr_rule_mask *conn, const struct kr_msg *req,
                   const struct kr_topic_map *map, struct kr_verdict *v);
+
+/*
+ * What the rules decide about a request krelay cannot decode (issue 13):
+ * its (ApiKey, ApiVersion) is not in the schema tables, or its body does
+ * not decode.  Enforcing actions (deny, produce policy, a clamp the
+ * version is outside of, throttle_mode = enforce) fail closed; observing
+ * ones (audit, ThrottleTimeMs inject, fault injection) fail open.
+ */
+enum kr_gate {
+    KR_GATE_PASS,                       /* no rule could match: forward */
+    KR_GATE_OBSERVE,                    /* only observing rules could
+                                           match: forward unchanged */
+    KR_GATE_REFUSE                      /* an enforcing rule could match:
+                                           never forward */
+};
+
+/* kr_rule_gate's answer: the outcome and the rules behind it. */
+struct kr_gate_result {
+    enum kr_gate gate;
+    int rule;                           /* the first enforcing rule (REFUSE)
+                                           or observing rule (OBSERVE) that
+                                           could match, in file order; -1
+                                           for PASS */
+    bool audit;                         /* an audit rule could match */
+    bool throttle_enforce;              /* the first throttle rule that
+                                           could match enforces */
+    int32_t throttle_ms;                /* its throttle_ms (ms), 0 when
+                                           none */
+};
+
+/*
+ * Which rules of conn could match a request of (api_key, api_version)
+ * whose body krelay cannot look at.  Without the body only what the
+ * header gives is checked: the rule's `api` (unset, or lists api_key),
+ * `versions` (holds api_version) and `client_id` (globs against the
+ * request's own ClientId, client_id_len bytes; client_id NULL for a null
+ * ClientId, which matches no client_id rule); a `topic` rule counts as
+ * matching unless (ApiKey, ApiVersion) is known and its requests cannot
+ * name a topic.  api_key and api_version may lie outside the tables (an
+ * unknown ApiKey matches only rules without `api`).  Pure; O(rules).
+ */
+void kr_rule_gate(const struct kr_ruleset *rs, const struct kr_rule_mask *conn,
+                  int16_t api_key, int16_t api_version,
+                  const char *client_id, size_t client_id_len,
+                  struct kr_gate_result *out);
+
+/*
+ * For the ApiVersions response of a connection (mask conn, the ApiVersions
+ * request's ClientId): enforced[k] (kr_api_max + 1 entries) is set when
+ * an enforcing rule could match a version of ApiKey k above what krelay's
+ * tables know (kr_rule_gate at valid.hi + 1 gives KR_GATE_REFUSE): that
+ * API's MaxVersion must then be capped at the tables' max, so that
+ * well-behaved clients never send a version krelay would refuse.
+ * Returns true when an enforcing rule could match ApiKeys the tables do
+ * not know at all (they are then left out of the response).
+ */
+bool kr_rule_conn_enforced(const struct kr_ruleset *rs,
+                           const struct kr_rule_mask *conn,
+                           const char *client_id, size_t client_id_len,
+                           bool *enforced);
+
+/*
+ * True when rule r has an enforcing action (see enum kr_gate) for some
+ * request.  For `krelay -t` warnings.
+ */
+bool kr_rule_enforces(const struct kr_rule_conf *r);
 
 /*
  * The version clamps of every rule of conn that matches ClientId client_id

@@ -93,6 +93,15 @@ void kr_topics_each(const struct kr_msg *m, const struct kr_topic_map *map,
                                unsigned partitions),
                     void *arg);
 
+/*
+ * How many non-zero TopicIds m names that map (may be NULL: all of them)
+ * does not know; kr_topics_each reports those as their base64 form, which
+ * no topic glob should be trusted to match (issue 13: a topic rule cannot
+ * be checked on them).  Never allocates.
+ */
+size_t kr_topics_unresolved(const struct kr_msg *m,
+                            const struct kr_topic_map *map);
+
 /* Same, over one body node (struct of kr_structs[n->struct_id]). */
 void kr_topics_each_node(const struct kr_node *n,
                          const struct kr_topic_map *map,

@@ -92,23 +92,56 @@ int kr_translate_msg(struct kr_arena *a, struct kr_msg *m, int16_t to,
                      struct kr_codec_err *err) KR_MUST_CHECK;
 
 /*
- * Clamp a decoded ApiVersions response body (any version), in place:
- * for each ApiKeys entry, intersect [MinVersion, MaxVersion] with
- * clamps[ApiKey] (clamps: kr_api_max + 1 entries, or NULL for none; an
- * empty clamp leaves the key alone) and, when known_only, cap MaxVersion
- * at the highest version krelay's tables know (never advertise a version
- * krelay cannot parse).  ApiKeys the tables do not know are dropped
- * unless pass_unknown.  Produce's (ApiKey 0) MinVersion is kept as the
- * broker sent it: librdkafka reads Produce min 0 as support for old
- * compression and message formats (KAFKA-18659); a Produce clamp's min
- * therefore only acts on requests, not on the advertisement.  An entry
- * whose intersection is empty is dropped (the API is not offered at
- * all).  The ApiKeys array is compacted in place.  Returns the number of
- * entries changed or dropped (0: body unchanged, no re-encode needed).
+ * What shapes the ranges one connection is advertised (kr_advertise_range,
+ * kr_clamp_apiversions).  Arrays have kr_api_max + 1 entries, indexed by
+ * ApiKey, or are NULL for "none"; all borrowed.
+ */
+struct kr_advert {
+    const struct kr_clamp *clamps;      /* the connection's clamp rules
+                                           (an empty clamp: none) */
+    const bool *decode;                 /* krelay must decode this API's
+                                           requests or responses: cap at
+                                           the tables' max */
+    bool decode_all;                    /* every known API is capped */
+    bool pass_unknown;                  /* keep ApiKeys the tables do not
+                                           know (else dropped) */
+};
+
+/*
+ * The one place an advertised (ApiVersions) range is computed, for ApiKey
+ * api_key whose broker offers [bmin, bmax] (issue 13).  Precedence, each
+ * step applied to the result of the one before:
+ *   1. the broker's range;
+ *   2. intersected with the connection's clamp for the key (a clamp rule:
+ *      rules decide what a client may use), except Produce's MinVersion
+ *      (a Produce clamp's min acts on requests only, see 5);
+ *   3. MaxVersion capped at the highest version krelay's tables know when
+ *      krelay must decode the API (ad->decode[k] or decode_all: ApiVersions
+ *      itself, responses carrying broker addresses, clamped APIs, and APIs
+ *      an enforcing rule could match: never advertise a version krelay
+ *      would have to refuse);
+ *   4. (legacy translation, issue 10, will widen MinVersion down here);
+ *   5. Produce: MinVersion 0 whenever the result's minimum is 3 or lower.
+ *      librdkafka decides from Produce's MinVersion whether the broker
+ *      takes its older message formats and turns compression off when it
+ *      is above 0 (KAFKA-18659, librdkafka #4956; Kafka 4 brokers
+ *      advertise 0 for that reason although they refuse v0-v2).
+ * ad may be NULL (only steps 1, 4, 5).  Returns false, *lo and *hi
+ * unspecified, when the result is empty: the API is not offered.
+ */
+bool kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
+                        const struct kr_advert *ad, int64_t *lo, int64_t *hi);
+
+/*
+ * Apply kr_advertise_range to every entry of a decoded ApiVersions
+ * response body (any version), in place: entries whose range is empty are
+ * dropped, and so are ApiKeys the tables do not know unless
+ * ad->pass_unknown (ad NULL: keep them, change nothing but step 5).  The
+ * ApiKeys array is compacted in place.  Returns the number of entries
+ * changed or dropped (0: body unchanged, no re-encode needed).
  */
 unsigned kr_clamp_apiversions(struct kr_node *body,
-                              const struct kr_clamp *clamps, bool known_only,
-                              bool pass_unknown);
+                              const struct kr_advert *ad);
 
 /*
  * The answer Kafka brokers give to an ApiVersions request newer than they

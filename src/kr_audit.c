@@ -328,7 +328,7 @@ kr_audit_flush(struct kr_audit *au)
 
 static const char *const kr_audit_actions[] = {
     "forwarded", "rewritten", "clamped", "denied", "delayed", "throttled",
-    "faulted"
+    "faulted", "refused"
 };
 
 const char *
@@ -746,6 +746,13 @@ kr_audit_format(const struct kr_audit_info *info,
                                   json_string(kr_audit_actions[i])) != 0) {
             goto fail;
         }
+    }
+    if ((info->decode_error != NULL &&
+         !jset(o, "decode_error",
+               jstr(info->decode_error, strlen(info->decode_error)))) ||
+        (info->note != NULL &&
+         !jset(o, "note", jstr(info->note, strlen(info->note))))) {
+        goto fail;
     }
     if (with_body && req != NULL && req->body != NULL &&
         json_object_set(o, "request_body", req->body) != 0) {

@@ -599,55 +599,45 @@ rewrite_endpoints(const struct kr_rewrite_ctx *ctx, int16_t api_key,
 /* ---- ApiVersions ------------------------------------------------------ */
 
 /*
- * Clamp the ApiKeys of a decoded ApiVersions response body for ctx.  The
- * clamps handed to kr_clamp_apiversions combine, per ApiKey, the ctx's
- * clamp with [.., highest version the tables know] for every API krelay
- * must decode: ApiVersions itself, APIs whose responses carry endpoints
- * (kr_rewrite_wants), and every API a clamp applies to (its requests may
- * be translated).  Without ctx clamps, unknown ApiKeys pass (the walking
- * skeleton's behaviour); with them, only when ctx->pass_unknown_apis.
- * Returns the number of entries changed or dropped, or -1 on ENOMEM.
+ * Shape the ApiKeys of a decoded ApiVersions response body for ctx with
+ * kr_clamp_apiversions (kr_advertise_range has the precedence).  krelay
+ * must decode, so caps at its tables' max: ApiVersions itself, APIs whose
+ * responses carry endpoints (kr_rewrite_wants), every API a clamp applies
+ * to (its requests may be translated) and every API an enforcing rule
+ * could match (ctx->enforced).  Unknown ApiKeys pass without ctx clamps
+ * (the walking skeleton's behaviour), with them only when
+ * ctx->pass_unknown_apis, and never when ctx->enforced_unknown.  Returns
+ * the number of entries changed or dropped, or -1 on ENOMEM.
  */
 static int
 clamp_api_versions(const struct kr_rewrite_ctx *ctx, struct kr_arena *arena,
                    struct kr_node *body)
 {
-    struct kr_clamp *c;
+    struct kr_advert ad;
+    bool *decode;
     int16_t k;
 
     if (kr_api_max < 0) {
         return 0;
     }
-    c = kr_arena_alloc(arena, ((size_t)kr_api_max + 1) * sizeof(*c));
-    if (c == NULL) {
+    decode = kr_arena_alloc(arena, ((size_t)kr_api_max + 1) *
+                                       sizeof(*decode));
+    if (decode == NULL) {
         return -1;
     }
     for (k = 0; k <= kr_api_max; k++) {
-        bool has = false;
-        bool decode;
-        int16_t hi = known_max(k);
-
-        c[k].min = 1;
-        c[k].max = 0;               /* empty: no clamp */
-        if (ctx->clamps != NULL && ctx->clamps[k].min <= ctx->clamps[k].max) {
-            c[k] = ctx->clamps[k];
-            has = true;
-        }
-        decode = has || k == KR_APIVERSIONS_KEY ||
-                 (k < KR_RW_MAX_KEYS && wants_mask[k] != 0);
-        if (!decode || hi < 0) {
-            continue;
-        }
-        if (!has) {
-            c[k].min = INT16_MIN;
-            c[k].max = hi;
-        } else if (c[k].max > hi) {
-            c[k].max = hi;
-        }
+        decode[k] = k == KR_APIVERSIONS_KEY ||
+                    (k < KR_RW_MAX_KEYS && wants_mask[k] != 0) ||
+                    (ctx->clamps != NULL &&
+                     ctx->clamps[k].min <= ctx->clamps[k].max) ||
+                    (ctx->enforced != NULL && ctx->enforced[k]);
     }
-    return (int)kr_clamp_apiversions(body, c, false,
-                                     ctx->clamps == NULL ||
-                                         ctx->pass_unknown_apis);
+    memset(&ad, 0, sizeof(ad));
+    ad.clamps = ctx->clamps;
+    ad.decode = decode;
+    ad.pass_unknown = !ctx->enforced_unknown &&
+                      (ctx->clamps == NULL || ctx->pass_unknown_apis);
+    return (int)kr_clamp_apiversions(body, &ad);
 }
 
 /* ---- the entry point -------------------------------------------------- */

@@ -170,6 +170,34 @@ outside_clamp(const struct kr_rule_conf *r, int16_t v)
            (r->clamp_max_version >= 0 && v > r->clamp_max_version);
 }
 
+/*
+ * Enforcing actions (issue 13) rule r takes on requests of (api, v),
+ * whatever else matches: deny, the produce policy, a clamp v is outside
+ * of; and on their responses: throttle_mode = enforce.
+ */
+static bool
+rule_enforces_request(const struct kr_rule_conf *r, int16_t api, int16_t v)
+{
+    return (r->direction & KR_RDIR_REQUEST) &&
+           (r->deny || (has_policy(r) && api == KR_API_PRODUCE) ||
+            (has_clamp(r) && outside_clamp(r, v)));
+}
+
+static bool
+rule_enforces_response(const struct kr_rule_conf *r)
+{
+    return (r->direction & KR_RDIR_RESPONSE) && r->throttle_ms >= 0 &&
+           r->throttle_mode == KR_THROTTLE_ENFORCE;
+}
+
+bool
+kr_rule_enforces(const struct kr_rule_conf *r)
+{
+    return ((r->direction & KR_RDIR_REQUEST) &&
+            (r->deny || has_policy(r) || has_clamp(r))) ||
+           rule_enforces_response(r);
+}
+
 /* Does rule r act on requests of (api, v)?  On their responses? */
 static void
 rule_sides(const struct kr_rule_conf *r, int16_t api, int16_t v, bool *req,
@@ -432,6 +460,16 @@ kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
 
             kr_topics_each(req, map, topic_cb, &tm);
             if (!tm.hit) {
+                if (in_req && rule_enforces_request(r, req->api_key,
+                                                    req->api_version) &&
+                    kr_topics_unresolved(req, map) > 0) {
+                    /* a TopicId krelay has not learned may name a topic
+                       this rule covers: fail closed (issue 13) */
+                    matched = true;
+                    v->flags |= KR_VF_UNKNOWN_TOPIC_ID;
+                    v->deny_rule = i;
+                    break;
+                }
                 continue;
             }
         }
@@ -498,6 +536,104 @@ kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
         }
     }
     return matched;
+}
+
+/* ---- requests krelay cannot decode (issue 13) ----------------------- */
+
+/* Could rule r match (api_key, api_version) from what the header says? */
+static bool
+header_match(const struct kr_rule_conf *r, int16_t api_key,
+             int16_t api_version, const char *cid, size_t cidlen)
+{
+    const struct kr_api_desc *a = kr_api_get(api_key);
+
+    if (!names_api(r, api_key) || api_version < r->versions_min ||
+        api_version > r->versions_max) {
+        return false;
+    }
+    if (r->client_id.n > 0 &&
+        (cid == NULL || !globs_match(&r->client_id, cid, cidlen))) {
+        return false;
+    }
+    /* known layout whose requests cannot name a topic: add_rule's test */
+    if (r->topic.n > 0 && a != NULL && api_version >= a->valid.lo &&
+        api_version <= a->valid.hi &&
+        !kr_topics_possible(kr_api_root(a, false, api_version))) {
+        return false;
+    }
+    return true;
+}
+
+void
+kr_rule_gate(const struct kr_ruleset *rs, const struct kr_rule_mask *conn,
+             int16_t api_key, int16_t api_version, const char *client_id,
+             size_t client_id_len, struct kr_gate_result *out)
+{
+    bool throttle_seen = false;
+    int i;
+
+    memset(out, 0, sizeof(*out));
+    out->gate = KR_GATE_PASS;
+    out->rule = -1;
+    if (rs == NULL || conn == NULL) {
+        return;
+    }
+    for (i = 0; i < rs->nrules; i++) {
+        const struct kr_rule_conf *r = &rs->conf->rules[i];
+        bool enf, obs;
+
+        if (!kr_rule_mask_has(conn, i) ||
+            !header_match(r, api_key, api_version, client_id,
+                          client_id_len)) {
+            continue;
+        }
+        enf = rule_enforces_request(r, api_key, api_version) ||
+              rule_enforces_response(r);
+        obs = r->audit ||
+              ((r->direction & KR_RDIR_RESPONSE) &&
+               (r->throttle_ms >= 0 || has_fault(r)));
+        if (r->audit) {
+            out->audit = true;
+        }
+        if ((r->direction & KR_RDIR_RESPONSE) && r->throttle_ms >= 0 &&
+            !throttle_seen) {
+            throttle_seen = true;
+            out->throttle_enforce = r->throttle_mode == KR_THROTTLE_ENFORCE;
+            out->throttle_ms = r->throttle_ms;
+        }
+        if (enf && out->gate != KR_GATE_REFUSE) {
+            out->gate = KR_GATE_REFUSE;
+            out->rule = i;
+        } else if (obs && out->gate == KR_GATE_PASS) {
+            out->gate = KR_GATE_OBSERVE;
+            out->rule = i;
+        }
+    }
+}
+
+bool
+kr_rule_conn_enforced(const struct kr_ruleset *rs,
+                      const struct kr_rule_mask *conn, const char *client_id,
+                      size_t client_id_len, bool *enforced)
+{
+    struct kr_gate_result g;
+    int16_t k;
+
+    for (k = 0; k <= kr_api_max; k++) {
+        const struct kr_api_desc *a = kr_api_get(k);
+
+        enforced[k] = false;
+        if (a == NULL || a->valid.hi < a->valid.lo ||
+            a->valid.hi == INT16_MAX) {
+            continue;
+        }
+        kr_rule_gate(rs, conn, k, (int16_t)(a->valid.hi + 1), client_id,
+                     client_id_len, &g);
+        enforced[k] = g.gate == KR_GATE_REFUSE;
+    }
+    /* an ApiKey no table knows: only rules without `api` can match it */
+    kr_rule_gate(rs, conn, INT16_MAX, 0, client_id, client_id_len, &g);
+    return g.gate == KR_GATE_REFUSE;
 }
 
 int

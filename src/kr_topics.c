@@ -221,6 +221,7 @@ struct kr_twalk {
     const struct kr_topic_map *map;
     kr_topic_cb cb;
     void *arg;
+    size_t unresolved;                  /* TopicIds not in map */
 };
 
 static bool
@@ -355,6 +356,7 @@ walk_node(struct kr_twalk *w, const struct kr_node *n, unsigned depth)
             if (name == NULL) {
                 kr_uuid_format(v->u.s.p, buf);
                 name = buf;
+                w->unresolved++;
             }
             if (!w->cb(w->arg, name, strlen(name), parts)) {
                 return false;
@@ -402,7 +404,35 @@ kr_topics_each_node(const struct kr_node *n, const struct kr_topic_map *map,
     w.map = map;
     w.cb = cb;
     w.arg = arg;
+    w.unresolved = 0;
     (void)walk_node(&w, n, 0);
+}
+
+static bool
+count_only(void *arg, const char *topic, size_t len, unsigned partitions)
+{
+    (void)arg;
+    (void)topic;
+    (void)len;
+    (void)partitions;
+    return true;
+}
+
+size_t
+kr_topics_unresolved(const struct kr_msg *m, const struct kr_topic_map *map)
+{
+    struct kr_twalk w;
+
+    if (m == NULL || m->body == NULL) {
+        return 0;
+    }
+    w.tab = tinfo_table();
+    w.map = map;
+    w.cb = count_only;
+    w.arg = NULL;
+    w.unresolved = 0;
+    (void)walk_node(&w, m->body, 0);
+    return w.unresolved;
 }
 
 void

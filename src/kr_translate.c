@@ -740,9 +740,47 @@ kr_translate_msg(struct kr_arena *a, struct kr_msg *m, int16_t to,
 
 /* ---- public: ApiVersions ------------------------------------------------ */
 
+bool
+kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
+                   const struct kr_advert *ad, int64_t *lo, int64_t *hi)
+{
+    const struct kr_api_desc *a = kr_api_get(api_key);
+    bool known = a != NULL && a->valid.lo <= a->valid.hi;
+    int64_t nlo = bmin, nhi = bmax;
+
+    /* 2. the connection's clamp */
+    if (ad != NULL && ad->clamps != NULL && known &&
+        ad->clamps[api_key].min <= ad->clamps[api_key].max) {
+        const struct kr_clamp *c = &ad->clamps[api_key];
+
+        if (nlo < c->min && api_key != KR_PRODUCE_KEY) {
+            nlo = c->min;
+        }
+        if (nhi > c->max) {
+            nhi = c->max;
+        }
+    }
+    /* 3. what krelay's tables know, where krelay must decode */
+    if (ad != NULL && known &&
+        (ad->decode_all || (ad->decode != NULL && ad->decode[api_key])) &&
+        nhi > a->valid.hi) {
+        nhi = a->valid.hi;
+    }
+    if (nlo > nhi) {
+        return false;
+    }
+    /* 4. legacy widening: issue 10 */
+    /* 5. Produce's MinVersion for librdkafka (KAFKA-18659) */
+    if (api_key == KR_PRODUCE_KEY && nlo <= 3) {
+        nlo = 0;
+    }
+    *lo = nlo;
+    *hi = nhi;
+    return true;
+}
+
 unsigned
-kr_clamp_apiversions(struct kr_node *body, const struct kr_clamp *clamps,
-                     bool known_only, bool pass_unknown)
+kr_clamp_apiversions(struct kr_node *body, const struct kr_advert *ad)
 {
     struct kr_val *keys = kr_node_get(body, "ApiKeys");
     struct kr_array *arr;
@@ -757,8 +795,8 @@ kr_clamp_apiversions(struct kr_node *body, const struct kr_clamp *clamps,
     for (i = 0; i < arr->n; i++) {
         struct kr_node *e = arr->items[i].u.node;
         struct kr_val *k, *lo, *hi;
-        const struct kr_api_desc *ad;
         int64_t nlo, nhi;
+        bool known;
 
         if (e == NULL || arr->items[i].is_null) {
             changed++;          /* not an entry a client could read */
@@ -771,33 +809,18 @@ kr_clamp_apiversions(struct kr_node *body, const struct kr_clamp *clamps,
             arr->items[n++] = arr->items[i];
             continue;
         }
-        ad = k->u.i >= INT16_MIN && k->u.i <= INT16_MAX
-             ? kr_api_get((int16_t)k->u.i) : NULL;
-        if (ad == NULL && !pass_unknown) {
+        known = k->u.i >= INT16_MIN && k->u.i <= INT16_MAX &&
+                kr_api_get((int16_t)k->u.i) != NULL;
+        if (!known && ad != NULL && !ad->pass_unknown) {
             changed++;
             continue;
         }
-        nlo = lo->u.i;
-        nhi = hi->u.i;
-        if (clamps != NULL && k->u.i >= 0 && k->u.i <= kr_api_max &&
-            clamps[k->u.i].min <= clamps[k->u.i].max) {
-            const struct kr_clamp *c = &clamps[k->u.i];
-
-            if (nlo < c->min) {
-                nlo = c->min;
-            }
-            if (nhi > c->max) {
-                nhi = c->max;
-            }
+        if (!known) {
+            arr->items[n++] = arr->items[i];
+            continue;
         }
-        if (known_only && ad != NULL && nhi > ad->valid.hi) {
-            nhi = ad->valid.hi;
-        }
-        if (k->u.i == KR_PRODUCE_KEY) {
-            /* librdkafka reads Produce min 0 as old-format support. */
-            nlo = lo->u.i;
-        }
-        if (nlo > nhi) {
+        if (!kr_advertise_range((int16_t)k->u.i, lo->u.i, hi->u.i, ad, &nlo,
+                                &nhi)) {
             changed++;          /* nothing left to offer */
             continue;
         }

@@ -309,6 +309,31 @@ kr_is_direct() {
     [ "$KRELAY_TEST_DIRECT" = 1 ]
 }
 
+# kr_closes_not_by_client: print krelay's connection-close lines (from
+# $KR_WORK/krelay.log) whose cause is not the client closing: krelay
+# closed (bad input, a response it could not handle, a timeout, a
+# refusal) or the upstream did.  Every close is one line naming the
+# connection ("[c#N ...]"): at warn/error level as it is, at
+# notice/info/debug level ending in "(N bytes up, M down)".  A client's
+# own close reads "client closed the connection".  Needs no particular
+# log level below info (closes are logged at info or above).
+kr_closes_not_by_client() {
+    grep -E ': (warn|error): \[c#[0-9]+ |: [a-z]+: \[c#[0-9]+ .*\([0-9]+ bytes up, [0-9]+ down\)$' \
+        "$KR_WORK/krelay.log" | grep -v '\] client closed the connection' ||
+        true
+}
+
+# kr_check_no_close: fail when krelay's log shows a connection closed
+# for any other reason than its client closing it.
+kr_check_no_close() {
+    kr_is_direct && return 0
+    local bad
+    bad=$(kr_closes_not_by_client)
+    [ -z "$bad" ] ||
+        kr_fail "$(printf '%s\n' "$bad" | wc -l) connection(s) closed, not" \
+            "by their client: $(printf '%s\n' "$bad" | head -3)"
+}
+
 # kr_check_brokers FILE: FILE holds one "NODEID HOST PORT" per broker a
 # client was told about; each must be krelay (127.0.0.1, KR_BROKER_BASE +
 # NodeId), none a mock port.

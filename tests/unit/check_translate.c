@@ -967,6 +967,7 @@ apiversions_rsp(int16_t ver)
 START_TEST(test_clamp_table)
 {
     struct kr_clamp *c;
+    struct kr_advert ad;
     struct kr_msg m = apiversions_rsp(3), d;
     int64_t lo, hi;
     unsigned n, want;
@@ -986,7 +987,11 @@ START_TEST(test_clamp_table)
     c[HEARTBEAT] = (struct kr_clamp){ 5, 9 };  /* nothing left: dropped */
     c[11] = (struct kr_clamp){ 2, 20 };        /* JoinGroup: min raised */
 
-    n = kr_clamp_apiversions(m.body, use_clamps ? c : NULL, known, pass);
+    ad.clamps = use_clamps ? c : NULL;
+    ad.decode = NULL;
+    ad.decode_all = known;
+    ad.pass_unknown = pass;
+    n = kr_clamp_apiversions(m.body, &ad);
     /* what changed: Produce, Fetch, Heartbeat, JoinGroup (clamps),
      * Metadata (known_only), unknown 999 (dropped unless pass) */
     want = (use_clamps ? 4 : 0) + (known ? 1 : 0) + (pass ? 0 : 1);
@@ -1021,6 +1026,7 @@ START_TEST(test_clamp_produce_empty)
 {
     struct kr_msg m = msg_new(true, APIVERSIONS, 0);
     struct kr_array *a = set_arr(m.body, "ApiKeys", 1);
+    struct kr_advert ad;
     struct kr_clamp *c;
     int16_t k;
 
@@ -1032,10 +1038,69 @@ START_TEST(test_clamp_produce_empty)
     }
     c[PRODUCE] = (struct kr_clamp){ 0, 2 };
     api_entry(elem(a, 0), PRODUCE, 3, 13);
-    ck_assert_uint_eq(kr_clamp_apiversions(m.body, c, true, false), 1);
+    ad = (struct kr_advert){ c, NULL, true, false };
+    ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 1);
     ck_assert_uint_eq(arr(m.body, "ApiKeys")->n, 0);
     /* nothing to do on a body without ApiKeys entries */
-    ck_assert_uint_eq(kr_clamp_apiversions(m.body, c, true, false), 0);
+    ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 0);
+}
+END_TEST
+
+/*
+ * kr_advertise_range's precedence (issue 13): broker, clamp, the tables'
+ * cap where krelay decodes, Produce's MinVersion 0 when it would be <= 3.
+ */
+START_TEST(test_advertise_range)
+{
+    bool *dec = kr_arena_alloc(&arena, ((size_t)kr_api_max + 1) *
+                                          sizeof(*dec));
+    struct kr_clamp *c = kr_arena_alloc(&arena, ((size_t)kr_api_max + 1) *
+                                                    sizeof(*c));
+    struct kr_advert ad;
+    int64_t lo, hi;
+    int16_t k, dt_hi = kr_apis[20].valid.hi;    /* DeleteTopics */
+
+    ck_assert_ptr_nonnull(dec);
+    ck_assert_ptr_nonnull(c);
+    for (k = 0; k <= kr_api_max; k++) {
+        dec[k] = false;
+        c[k] = (struct kr_clamp){ 1, 0 };
+    }
+    /* Produce: a broker restricted to 3-7 (a Kafka 4 stand-in) is
+       advertised from 0 so librdkafka keeps compression; 1..3 too; 4
+       stays 4 */
+    ck_assert(kr_advertise_range(PRODUCE, 3, 7, NULL, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 7);
+    ck_assert(kr_advertise_range(PRODUCE, 1, 7, NULL, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert(kr_advertise_range(PRODUCE, 4, 7, NULL, &lo, &hi));
+    ck_assert_int_eq(lo, 4);
+    /* ... but an empty intersection stays empty */
+    c[PRODUCE] = (struct kr_clamp){ 0, 2 };
+    ad = (struct kr_advert){ c, dec, false, false };
+    ck_assert(!kr_advertise_range(PRODUCE, 3, 13, &ad, &lo, &hi));
+    /* a Produce clamp's min does not raise the advertised min */
+    c[PRODUCE] = (struct kr_clamp){ 5, 9 };
+    ck_assert(kr_advertise_range(PRODUCE, 0, 13, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 9);
+    /* an API krelay need not decode keeps the broker's newer max ... */
+    ck_assert(kr_advertise_range(20, 0, dt_hi + 1, &ad, &lo, &hi));
+    ck_assert_int_eq(hi, dt_hi + 1);
+    /* ... until an enforcing rule could match it: capped at the tables */
+    dec[20] = true;
+    ck_assert(kr_advertise_range(20, 0, dt_hi + 1, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, dt_hi);
+    /* a clamp applies before the cap; a broker above the cap and a clamp
+       below the broker's min leave nothing */
+    c[20] = (struct kr_clamp){ 2, 4 };
+    ck_assert(kr_advertise_range(20, 0, dt_hi + 1, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 2);
+    ck_assert_int_eq(hi, 4);
+    c[20] = (struct kr_clamp){ 0, 1 };
+    ck_assert(!kr_advertise_range(20, 3, dt_hi + 1, &ad, &lo, &hi));
 }
 END_TEST
 
@@ -1099,6 +1164,7 @@ translate_suite(void)
     tcase_add_test(tc, test_all_defaults_translate);
     tcase_add_loop_test(tc, test_clamp_table, 0, 4);
     tcase_add_test(tc, test_clamp_produce_empty);
+    tcase_add_test(tc, test_advertise_range);
     tcase_add_test(tc, test_apiversions_unsupported);
     suite_add_tcase(s, tc);
     return s;
