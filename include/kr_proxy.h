@@ -80,6 +80,14 @@ struct kr_stats {
                                            endpoint fields did not fit
                                            the frame and were dropped */
     uint64_t sasl_tokens;               /* raw SASL frames passed */
+    uint64_t requests_refused;          /* issue 13: never forwarded, krelay
+                                           cannot decode them and an
+                                           enforcing rule could match; the
+                                           connection was closed */
+    uint64_t frames_undecodable;        /* issue 13: frames only observing
+                                           rules wanted decoded that did
+                                           not decode (forwarded as they
+                                           were) */
     uint64_t bytes_up;                  /* client -> upstream bytes */
     uint64_t bytes_down;                /* upstream -> client bytes */
     uint64_t responses_dropped;         /* responses to Produce with

@@ -263,6 +263,16 @@ struct kr_session {
                                            socket (SIOCOUTQ) when krelay
                                            last left bytes waiting for it
                                            (its buffer full) */
+    /* issue 13 (appended) */
+    bool *enforced;                     /* ApiVersions: APIs an enforcing
+                                           rule could match (kr_api_max +
+                                           1), NULL until needed */
+    uint64_t acks0_forgot;              /* optional entries forgotten past
+                                           max_inflight before the upstream
+                                           showed whether it answers them */
+    unsigned undecodable_logged:1;      /* the one diagnostic line for a
+                                           frame only observing rules
+                                           wanted decoded was written */
 };
 
 /*

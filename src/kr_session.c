@@ -194,6 +194,12 @@ struct kr_rq {
     int32_t pause_ms;                   /* enforce: no reads after */
     int16_t up_version;                 /* ApiVersion sent upstream */
     bool ready;                         /* out is complete */
+    /* issue 13: a frame krelay could not decode (audit line only) */
+    char *decode_error;                 /* why (malloc'd), NULL: none */
+    char *note;                         /* malloc'd, NULL: none */
+    char *client_id;                    /* the request's ClientId when no
+                                           capture has it (malloc'd, NULL:
+                                           null or unknown) */
 };
 
 /* ---- transport: plain TCP ------------------------------------------- */
@@ -464,6 +470,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     free(s->clamps);
+    free(s->enforced);
     free(s->av);
     free(s->scan);
     free(s->fifo);
@@ -579,6 +586,32 @@ static uint32_t
 fifo_expected(const struct kr_session *s)
 {
     return s->fifo_len - s->fifo_opt;
+}
+
+/*
+ * Entries that count for max_inflight: the expected ones, and the
+ * optional ones too once the upstream showed it answers them (they are
+ * then never forgotten, so they are bounded like the others).
+ */
+static uint32_t
+fifo_inflight(const struct kr_session *s)
+{
+    return s->acks0_answered ? s->fifo_len : fifo_expected(s);
+}
+
+/* Is a request with CorrelationId corr in the FIFO? */
+static bool
+fifo_has(const struct kr_session *s, int32_t corr)
+{
+    uint32_t i;
+
+    for (i = 0; i < s->fifo_len; i++) {
+        if (s->fifo[(s->fifo_head + i) % s->fifo_cap].correlation_id ==
+            corr) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* Between two response frames on the way to the client? */
@@ -790,10 +823,17 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     if (kind != T_NONE && now >= at) {
         switch (kind) {
         case T_CONNECT:
-            close_timeout(s, KR_LOG_WARN, "no upstream connection to %s "
-                          "after connect_timeout_ms %" PRId64,
-                          s->upname[0] ? s->upname : "(resolving)",
-                          s->lc->up ? s->lc->up->connect_timeout_ms : 0);
+            if (s->upname[0] != '\0') {
+                close_timeout(s, KR_LOG_WARN, "no upstream connection to %s "
+                              "after connect_timeout_ms %" PRId64,
+                              s->upname,
+                              s->lc->up ? s->lc->up->connect_timeout_ms : 0);
+            } else {
+                close_timeout(s, KR_LOG_WARN, "no upstream connection after "
+                              "connect_timeout_ms %" PRId64 ": the broker's "
+                              "address was still being resolved",
+                              s->lc->up ? s->lc->up->connect_timeout_ms : 0);
+            }
             break;
         case T_REQUEST:
             e = fifo_first(s, &i);
@@ -1330,6 +1370,9 @@ rq_free(struct kr_rq *rq)
         kr_audit_req_free(rq->audit);
     }
     free(rq->audit_line);
+    free(rq->decode_error);
+    free(rq->note);
+    free(rq->client_id);
     if (rq->out != NULL) {
         evbuffer_free(rq->out);
     }
@@ -1425,6 +1468,11 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
     info.upstream_us = upstream_us;
     info.total_us = clock_us(CLOCK_MONOTONIC) - rq->t_read_us + extra_us;
     info.actions = rq->actions;
+    info.decode_error = rq->decode_error;
+    info.note = rq->note;
+    if (rq->audit == NULL) {
+        info.client_id = rq->client_id;
+    }
     return kr_audit_format(&info, rq->audit, rsp, rq->v.audit_body);
 }
 
@@ -1444,15 +1492,15 @@ audit_open(struct kr_session *s)
 /*
  * Follow a reload: requests read from now on use the proxy's current
  * config (rules, limits, advertised host).  The old one is released when
- * its last user lets go.
+ * its last user lets go.  True when the config changed.
  */
-static void
+static bool
 conf_refresh(struct kr_session *s)
 {
     struct kr_conf_ref *cur = s->p->cref;
 
     if (s->cref == cur) {
-        return;
+        return false;
     }
     kr_conf_ref_put(s->cref);
     s->cref = kr_conf_ref_get(cur);
@@ -1465,7 +1513,10 @@ conf_refresh(struct kr_session *s)
                       (const struct sockaddr *)&s->peer, NULL, &s->rmask);
     s->rw.clamps = NULL;
     s->rw.pass_unknown_apis = false;
+    s->rw.enforced = NULL;
+    s->rw.enforced_unknown = false;
     audit_open(s);
+    return true;
 }
 
 /* ---- rules: ordered output of built responses --------------------------- */
@@ -1621,16 +1672,206 @@ struct kr_nreq {
     size_t flen;
     bool expect;                        /* a response will come */
     bool av_new;                        /* ApiVersions newer than known */
+    bool sasl_refuse;                   /* SaslHandshake v0 with a mechanism
+                                           krelay cannot follow, and an
+                                           enforcing rule could match */
     const struct kr_rule_slot *slot;
+    struct kr_gate_result gate;         /* NREQ_REFUSE: why */
+    char *cid;                          /* NREQ_REFUSE: the request's own
+                                           ClientId (malloc'd, NULL: null) */
 };
+
+/* What next_request decided about the frame at the scan point. */
+enum nreq_outcome {
+    NREQ_CLOSED = -1,                   /* the session was closed */
+    NREQ_WAIT = 0,                      /* more bytes, or a free in-flight
+                                           slot, are needed */
+    NREQ_FORWARD = 1,                   /* accepted: s->req_remain bytes go
+                                           cut-through */
+    NREQ_RULES = 2,                     /* whole, the rules must see it
+                                           (*nr filled) */
+    NREQ_REFUSE = 3                     /* krelay cannot decode it and an
+                                           enforcing rule could match it
+                                           (*nr filled): never forwarded */
+};
+
+/* ---- rules: requests krelay cannot decode (issue 13) ------------------- */
+
+/* "DeleteTopics" or "ApiKey 1000" for log lines. */
+static const char *
+api_label(int16_t key, char *buf, size_t len)
+{
+    const struct kr_api_desc *a = kr_api_get(key);
+
+    if (a != NULL && a->name != NULL) {
+        return a->name;
+    }
+    snprintf(buf, len, "ApiKey %d", key);
+    return buf;
+}
+
+/*
+ * The request's own ClientId, whole (kr_req_hdr keeps a printable
+ * prefix only): the rules match what each request carries.  buf holds the
+ * request payload (no size prefix) from offset off.  *out gets a malloc'd
+ * NUL-terminated copy of *len bytes, or NULL for a null ClientId (or a
+ * header without one).  false on ENOMEM or a short buffer.
+ */
+static bool
+request_client_id(struct evbuffer *buf, size_t off,
+                  const struct kr_req_hdr *h, char **out, size_t *len)
+{
+    struct evbuffer_ptr pos;
+    size_t n = h->client_id_len;
+    char *c;
+
+    *out = NULL;
+    *len = 0;
+    if (h->client_id_null) {
+        return true;
+    }
+    c = malloc(n + 1);
+    if (c == NULL) {
+        return false;
+    }
+    /* ApiKey, ApiVersion, CorrelationId, then the int16 length */
+    if (evbuffer_ptr_set(buf, &pos, off + 10, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(buf, &pos, c, n) != (ev_ssize_t)n) {
+        free(c);
+        return false;
+    }
+    c[n] = '\0';
+    *out = c;
+    *len = n;
+    return true;
+}
+
+/* Does an enforcing rule apply to this connection at all? */
+static bool
+conn_enforces(const struct kr_session *s)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    int i;
+
+    for (i = 0; rs != NULL && i < rs->nrules; i++) {
+        if (kr_rule_mask_has(&s->rmask, i) &&
+            kr_rule_enforces(&rs->conf->rules[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Why krelay cannot decode a request of (ApiKey, ApiVersion) at all. */
+static void
+unknown_why(const struct kr_req_hdr *h, char *buf, size_t len)
+{
+    const struct kr_api_desc *a = kr_api_get(h->api_key);
+
+    if (a == NULL || a->valid.lo > a->valid.hi) {
+        snprintf(buf, len, "ApiKey %d is unknown to krelay's schema tables",
+                 h->api_key);
+    } else {
+        snprintf(buf, len, "%s v%d is unknown to krelay's schema tables "
+                 "(v%d-v%d)", a->name, h->api_version, a->valid.lo,
+                 a->valid.hi);
+    }
+}
+
+/*
+ * The rule state of a request krelay could not decode: what the header
+ * gave, for its audit line.  NULL on ENOMEM.
+ */
+static struct kr_rq *
+undecodable_rq(const struct kr_nreq *nr, const char *cid, const char *why,
+               unsigned actions)
+{
+    struct kr_rq *rq = rq_new();
+
+    if (rq == NULL) {
+        return NULL;
+    }
+    rq->t_wall_us = clock_us(CLOCK_REALTIME);
+    rq->t_read_us = clock_us(CLOCK_MONOTONIC);
+    rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
+    rq->up_version = nr->h.api_version;
+    rq->actions = actions;
+    if (why != NULL) {
+        rq->decode_error = strdup(why);
+    }
+    if (cid != NULL) {
+        rq->client_id = strdup(cid);
+    }
+    if ((why != NULL && rq->decode_error == NULL) ||
+        (cid != NULL && rq->client_id == NULL)) {
+        rq_free(rq);
+        return NULL;
+    }
+    return rq;
+}
+
+/*
+ * A frame only observing rules wanted decoded did not decode: counted,
+ * and one diagnostic line per connection (rate-limited across them).
+ */
+static void
+undecodable_note(struct kr_session *s, const char *what, const char *why)
+{
+    s->p->stats.frames_undecodable++;
+    if (!s->undecodable_logged && KR_LOG_NOTICE <= kr_log_level_cur) {
+        static struct kr_ratelimit rl;
+
+        s->undecodable_logged = 1;
+        kr_log_write_rl(&rl, 10, KR_LOG_NOTICE, "[%s] %s: %s; only "
+                        "observing rules wanted it decoded: forwarded "
+                        "unchanged (said once per connection)", s->name,
+                        what, why);
+    }
+}
+
+/*
+ * Refuse a request krelay cannot decode that an enforcing rule could
+ * match (issue 13, nr->gate): it is never forwarded, nor anything sent
+ * after it; the responses owed for earlier requests reach the client
+ * first, then the connection closes with one log line, as a broker
+ * closes on a request it cannot parse.  A refusal is audited whenever an
+ * audit sink exists, audit rule or not.  Returns 0, or -1 when closed.
+ */
+static int
+refuse_request(struct kr_session *s, const struct kr_nreq *nr,
+               const char *cid, const char *why)
+{
+    char abuf[24];
+
+    s->p->stats.requests_refused++;
+    if (audit_sink(s) != NULL) {
+        struct kr_rq *rq = undecodable_rq(nr, cid, why, KR_AUDIT_REFUSED);
+
+        if (rq != NULL) {
+            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
+            rq_free(rq);
+        }
+    }
+    return close_after_owed(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d "
+                            "ClientId %s refused by [rule %.48s]: %.100s; "
+                            "closing after the responses owed",
+                            api_label(nr->h.api_key, abuf, sizeof(abuf)),
+                            nr->h.api_version, nr->h.correlation_id,
+                            nr->h.client_id_null ? "(null)"
+                                                 : nr->h.client_id,
+                            rule_name(s, nr->gate.rule), why);
+}
 
 /*
  * A Produce with Acks=0 was forwarded: Kafka sends no response, but some
  * brokers (librdkafka's mock) do.  Remember it as an optional entry
  * (struct kr_inflight) unless this upstream already showed it does not
- * answer them.  At most max_inflight optional entries are kept: past
- * that the oldest goes when it is the head, else the new one is not
- * remembered.  Returns 0, or -1 when closed.
+ * answer them.  Once it showed it does (acks0_answered), every one is
+ * kept and counts for max_inflight (fifo_inflight).  Before either is
+ * known at most max_inflight optional entries are kept: past that the
+ * oldest goes when it is the head, else the new one is not remembered,
+ * and an answer to a forgotten one is recognised and dropped
+ * (acks0_forgot, next_response).  Returns 0, or -1 when closed.
  */
 static int
 push_optional(struct kr_session *s, struct kr_inflight *e)
@@ -1640,7 +1881,9 @@ push_optional(struct kr_session *s, struct kr_inflight *e)
     if (s->acks0_silent) {
         return 0;
     }
-    if (s->fifo_opt >= (uint64_t)s->lc->max_inflight) {
+    if (!s->acks0_answered &&
+        s->fifo_opt >= (uint64_t)s->lc->max_inflight) {
+        s->acks0_forgot++;
         h = fifo_head(s);
         if (h == NULL || !h->optional) {
             return 0;
@@ -1785,8 +2028,8 @@ av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *c)
     evbuffer_add(out, f, sizeof(f));
 }
 
-static void apiversions_clamps(struct kr_session *s,
-                               const struct kr_req_hdr *h);
+static void apiversions_clamps(struct kr_session *s, const char *cid,
+                               size_t cidlen);
 
 /*
  * The version a clamped request is translated to: the client's version
@@ -1840,6 +2083,94 @@ clamp_target(const struct kr_session *s, int16_t key, int16_t ver,
 }
 
 /*
+ * A request the rules wanted decoded did not decode (issue 13); pl holds
+ * its payload.  When an enforcing rule could match it (kr_rule_gate, on
+ * the request's own ClientId) it fails closed: answered with the API's
+ * error response carrying INVALID_REQUEST where that response has a
+ * top-level ErrorCode, else refused (refuse_request).  Otherwise it fails
+ * open: forwarded unchanged, with an audit line carrying decode_error
+ * when an audit rule could match.  Returns 0, or -1 when closed.
+ */
+static int
+undecodable_request(struct kr_session *s, struct kr_nreq *nr,
+                    struct kr_arena *a, const char *why)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    const struct kr_api_desc *ad = kr_api_get(nr->h.api_key);
+    struct evbuffer *pl = s->rq_payload;
+    struct kr_gate_result g;
+    struct kr_rq *rq = NULL;
+    char *cid = NULL, what[96];
+    size_t cidlen = 0;
+    int ret;
+
+    if (!request_client_id(pl, 0, &nr->h, &cid, &cidlen)) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    kr_rule_gate(rs, &s->rmask, nr->h.api_key, nr->h.api_version, cid,
+                 cidlen, &g);
+    if (g.gate == KR_GATE_REFUSE) {
+        struct kr_msg stub, rsp;
+
+        /* a request with the header's facts and an empty body */
+        memset(&stub, 0, sizeof(stub));
+        memset(&rsp, 0, sizeof(rsp));
+        stub.dir = KR_DIR_REQUEST;
+        stub.api_key = nr->h.api_key;
+        stub.api_version = nr->h.api_version;
+        stub.correlation_id = nr->h.correlation_id;
+        stub.body = ad != NULL ? kr_node_new(a, kr_api_root(ad, false,
+                                                            nr->h.api_version),
+                                             nr->h.api_version)
+                               : NULL;
+        if (nr->expect && stub.body != NULL &&
+            kr_action_error_response(a, &stub, 42, &rsp) == KR_OK &&
+            kr_node_get(rsp.body, "ErrorCode") != NULL &&
+            (rq = undecodable_rq(nr, cid, why, 0)) != NULL) {
+            char rwhy[320];
+
+            if (audit_sink(s) != NULL) {
+                rq->v.flags |= KR_VF_AUDIT;
+            }
+            snprintf(rwhy, sizeof(rwhy), "%.200s, and [rule %.48s] could "
+                     "match it", why, rule_name(s, g.rule));
+            /* INVALID_REQUEST (42) */
+            ret = answer_error(s, nr, a, &stub, rq, 42, rwhy);
+        } else {
+            nr->gate = g;
+            ret = refuse_request(s, nr, cid, why);
+        }
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        free(cid);
+        return ret;
+    }
+    snprintf(what, sizeof(what), "%s v%d CorrelationId %d",
+             api_name(nr->h.api_key), nr->h.api_version,
+             nr->h.correlation_id);
+    undecodable_note(s, what, why);
+    if (g.audit) {
+        rq = undecodable_rq(nr, cid, why, KR_AUDIT_FORWARDED);
+        if (rq != NULL) {
+            rq->v.flags = KR_VF_AUDIT;
+        }
+    }
+    free(cid);
+    add_prefix(s->up.out, evbuffer_get_length(pl));
+    evbuffer_add_buffer(s->up.out, pl);
+    if (!nr->expect) {
+        s->p->stats.requests_acks0++;
+        if (rq != NULL) {
+            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
+            rq_free(rq);
+        }
+        nr->e.rq = NULL;
+        return push_optional(s, &nr->e);
+    }
+    return push_entry(s, &nr->e, rq);
+}
+
+/*
  * A whole request frame the rules may touch is at the start of client.in.
  * Take it out, decode it, evaluate, act.  Returns 0, or -1 when closed.
  */
@@ -1876,8 +2207,15 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return -1;
         }
+        {
+            char *cid = NULL;
+            size_t cidlen = 0;
+
+            (void)request_client_id(pl, 0, &nr->h, &cid, &cidlen);
+            apiversions_clamps(s, cid, cidlen);
+            free(cid);
+        }
         evbuffer_drain(pl, evbuffer_get_length(pl));
-        apiversions_clamps(s, &nr->h);
         if (s->rw.clamps != NULL) {
             av_unsupported_clamp(rq->out,
                                  &s->rw.clamps[KR_API_API_VERSIONS]);
@@ -1897,12 +2235,35 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
     }
     if (rc != KR_OK) {
-        close_bad(s, KR_LOG_WARN, "cannot decode %s v%d request "
-                  "(CorrelationId %d) for the rules: %s at %s",
-                  api_name(nr->h.api_key), nr->h.api_version,
-                  nr->h.correlation_id, ce.msg[0] ? ce.msg :
-                  kr_status_str(rc), ce.path);
-        ret = -1;
+        snprintf(why, sizeof(why), "the %s v%d request does not decode: "
+                 "%.100s%s%.60s", api_name(nr->h.api_key),
+                 nr->h.api_version, ce.msg[0] ? ce.msg : kr_status_str(rc),
+                 ce.path[0] ? " at " : "", ce.path);
+        ret = undecodable_request(s, nr, &arena, why);
+        goto out;
+    }
+    if (nr->sasl_refuse) {
+        char mech[48];
+        const struct kr_val *mv = kr_node_get(m.body, "Mechanism");
+
+        snprintf(mech, sizeof(mech), "%.*s",
+                 mv != NULL && !mv->is_null && mv->u.s.len > 0
+                     ? (int)(mv->u.s.len > 40 ? 40 : mv->u.s.len) : 0,
+                 mv != NULL && mv->u.s.p != NULL ? (const char *)mv->u.s.p
+                                                 : "");
+        rq = undecodable_rq(nr, NULL, NULL, 0);
+        if (rq == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            ret = -1;
+            goto out;
+        }
+        s->sasl_mech = KR_SASL_NONE;
+        snprintf(why, sizeof(why), "uses SASL mechanism %s, whose exchange "
+                 "krelay cannot follow after a v0 handshake, and enforcing "
+                 "rules apply to this connection", mech);
+        /* UNSUPPORTED_SASL_MECHANISM (33) */
+        ret = answer_error(s, nr, &arena, &m, rq, 33, why);
+        evbuffer_drain(pl, evbuffer_get_length(pl));
         goto out;
     }
     rq = rq_new();
@@ -1923,6 +2284,15 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     }
     if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
         rq->audit = kr_audit_capture(&m, tmap, rq->v.audit_body);
+    }
+    if (rq != NULL && (rq->v.flags & KR_VF_UNKNOWN_TOPIC_ID)) {
+        /* the client refreshes its metadata, which krelay learns from */
+        snprintf(why, sizeof(why), "names a TopicId krelay has not learned, "
+                 "so [rule %.64s] cannot be checked",
+                 rule_name(s, rq->v.deny_rule));
+        ret = answer_error(s, nr, &arena, &m, rq, 100, why);
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        goto out;
     }
     if (rq != NULL && (rq->v.flags & KR_VF_DENY)) {
         int16_t err = rq->v.deny_error >= 0
@@ -2053,9 +2423,14 @@ out:
     return ret;
 }
 
-/* ApiVersions: the clamps of this connection's rules for the response. */
+/*
+ * ApiVersions: what this connection's rules change in the response, for
+ * the request's own ClientId (cid, cidlen bytes; NULL when null): the
+ * clamps, and (issue 13) the APIs an enforcing rule could match, whose
+ * MaxVersion is capped at what krelay can decode.
+ */
 static void
-apiversions_clamps(struct kr_session *s, const struct kr_req_hdr *h)
+apiversions_clamps(struct kr_session *s, const char *cid, size_t cidlen)
 {
     const struct kr_ruleset *rs = s->cref->conf->ruleset;
     bool pass = false;
@@ -2063,7 +2438,21 @@ apiversions_clamps(struct kr_session *s, const struct kr_req_hdr *h)
 
     s->rw.clamps = NULL;
     s->rw.pass_unknown_apis = false;
-    if (rs == NULL || !rs->any_clamp) {
+    s->rw.enforced = NULL;
+    s->rw.enforced_unknown = false;
+    if (rs == NULL || rs->nrules == 0) {
+        return;
+    }
+    if (s->enforced == NULL) {
+        s->enforced = calloc((size_t)kr_api_max + 1, sizeof(*s->enforced));
+    }
+    if (s->enforced != NULL) {
+        /* without it nothing is capped, but the gate still refuses */
+        s->rw.enforced_unknown = kr_rule_conn_enforced(rs, &s->rmask, cid,
+                                                       cidlen, s->enforced);
+        s->rw.enforced = s->enforced;
+    }
+    if (!rs->any_clamp) {
         return;
     }
     if (s->clamps == NULL) {
@@ -2072,10 +2461,7 @@ apiversions_clamps(struct kr_session *s, const struct kr_req_hdr *h)
             return;
         }
     }
-    n = kr_rule_conn_clamps(rs, &s->rmask,
-                            h->client_id_null ? NULL : h->client_id,
-                            h->client_id_null ? 0 : strlen(h->client_id),
-                            s->clamps, &pass);
+    n = kr_rule_conn_clamps(rs, &s->rmask, cid, cidlen, s->clamps, &pass);
     if (n > 0 || pass) {
         s->rw.clamps = s->clamps;
         s->rw.pass_unknown_apis = pass;
@@ -2209,12 +2595,9 @@ request_fields(int16_t key, struct kr_frame_field *f)
 
 /*
  * Look at the frame starting at offset scan of client.in (avail bytes
- * there, >= 4).  Returns 1 when the frame was accepted (s->req_remain
- * set), 2 when it is whole and the rules must see it (*nr filled), 0 to
- * wait for more bytes (or a free in-flight slot), -1 when the session
- * was closed.
+ * there, >= 4) and say what happens to it (enum nreq_outcome).
  */
-static int
+static enum nreq_outcome
 next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
              size_t avail, struct kr_nreq *nr)
 {
@@ -2232,7 +2615,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     c = peek(s, in, scan, min_sz(avail, sizeof(small)), small, sizeof(small),
              &pk);
     if (c < KR_FRAME_PREFIX) {
-        return 0;
+        return NREQ_WAIT;
     }
     if (!s->seen_first) {
         const char *what = kr_frame_sniff(pk, c);
@@ -2240,7 +2623,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         s->seen_first = 1;
         if (what != NULL) {
             close_bad(s, KR_LOG_WARN, "%s on a plaintext listener", what);
-            return -1;
+            return NREQ_CLOSED;
         }
     }
     memset(&e, 0, sizeof(e));
@@ -2251,18 +2634,18 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             close_bad(s, KR_LOG_WARN, "SASL token frame of %d bytes "
                       "(max_frame_bytes %" PRId64 ")", size,
                       lc->max_frame_bytes);
-            return -1;
+            return NREQ_CLOSED;
         }
         e.kind = KR_INF_SASL_TOKEN;
         e.correlation_id = -1;
         if (fifo_push(s, &e) != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
-            return -1;
+            return NREQ_CLOSED;
         }
         s->sasl_tokens--;
         s->p->stats.sasl_tokens++;
         s->req_remain = KR_FRAME_PREFIX + (uint64_t)size;
-        return 1;
+        return NREQ_FORWARD;
     }
     rc = kr_frame_size(pk, c, KR_FRAME_REQ_MIN, lc->max_frame_bytes, &size);
     if (rc != KR_OK) {
@@ -2281,7 +2664,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             close_bad(s, KR_LOG_WARN, "request frame of %d bytes exceeds "
                       "max_frame_bytes %" PRId64, size, lc->max_frame_bytes);
         }
-        return -1;
+        return NREQ_CLOSED;
     }
     flen = (size_t)size;
     have = min_sz(avail - KR_FRAME_PREFIX, flen);
@@ -2293,7 +2676,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             break;
         }
         if (need > have) {
-            return 0;
+            return NREQ_WAIT;
         }
         c = peek(s, in, scan, KR_FRAME_PREFIX + need, small, sizeof(small),
                  &pk);
@@ -2302,11 +2685,11 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         close_bad(s, KR_LOG_WARN, "malformed request header (ApiKey %d, "
                   "ApiVersion %d, %zu bytes): %s", h.api_key, h.api_version,
                   flen, kr_status_str(rc));
-        return -1;
+        return NREQ_CLOSED;
     }
-    if (fifo_expected(s) >= (uint64_t)lc->max_inflight) {
+    if (fifo_inflight(s) >= (uint64_t)lc->max_inflight) {
         s->req_blocked = 1;
-        return 0;
+        return NREQ_WAIT;
     }
     nf = h.known ? request_fields(h.api_key, f) : 0;
     for (;;) {
@@ -2321,7 +2704,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             break;
         }
         if (need > have) {
-            return 0;
+            return NREQ_WAIT;
         }
         c = peek(s, in, scan, KR_FRAME_PREFIX + need, small, sizeof(small),
                  &pk);
@@ -2330,7 +2713,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         close_bad(s, KR_LOG_WARN, "malformed %s v%d request (CorrelationId "
                   "%d): %s", api_name(h.api_key), h.api_version,
                   h.correlation_id, kr_status_str(rc));
-        return -1;
+        return NREQ_CLOSED;
     }
     if (nf > 0 && rc == KR_OK) {
         if (h.api_key == KR_API_PRODUCE) {
@@ -2349,13 +2732,63 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     /* the rules: one table lookup for every frame */
     nr->slot = NULL;
     nr->av_new = false;
+    nr->sasl_refuse = false;
+    nr->cid = NULL;
     if (h.api_key == KR_API_API_VERSIONS) {
         const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
 
         nr->av_new = ad != NULL && h.api_version > ad->valid.hi;
         if (!nr->av_new) {
-            apiversions_clamps(s, &h);
+            char *cid = NULL;
+            size_t cidlen = 0;
+
+            (void)request_client_id(in, scan + KR_FRAME_PREFIX, &h, &cid,
+                                    &cidlen);
+            apiversions_clamps(s, cid, cidlen);
+            free(cid);
         }
+    } else if (!h.known && s->sasl_tokens == 0) {
+        /* issue 13: krelay cannot decode it; may it pass? */
+        size_t cidlen = 0;
+
+        if (!request_client_id(in, scan + KR_FRAME_PREFIX, &h, &nr->cid,
+                               &cidlen)) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return NREQ_CLOSED;
+        }
+        kr_rule_gate(s->cref->conf->ruleset, &s->rmask, h.api_key,
+                     h.api_version, nr->cid, cidlen, &nr->gate);
+        if (nr->gate.gate == KR_GATE_REFUSE) {
+            nr->h = h;
+            e.correlation_id = h.correlation_id;
+            e.api_key = h.api_key;
+            e.api_version = h.api_version;
+            e.kind = KR_INF_REQUEST;
+            nr->e = e;
+            nr->flen = flen;
+            nr->expect = expect;
+            return NREQ_REFUSE;     /* process_requests frees nr->cid */
+        }
+        if (nr->gate.gate == KR_GATE_OBSERVE) {
+            char why[160], abuf[24], what[96];
+
+            unknown_why(&h, why, sizeof(why));
+            snprintf(what, sizeof(what), "%s v%d CorrelationId %d",
+                     api_label(h.api_key, abuf, sizeof(abuf)),
+                     h.api_version, h.correlation_id);
+            undecodable_note(s, what, why);
+            if (nr->gate.audit) {
+                /* its audit line is written with the response */
+                nr->h = h;
+                nr->flen = flen;
+                e.rq = undecodable_rq(nr, nr->cid, why, KR_AUDIT_FORWARDED);
+                if (e.rq != NULL) {
+                    e.rq->v.flags = KR_VF_AUDIT;
+                }
+            }
+        }
+        free(nr->cid);
+        nr->cid = NULL;
     }
     if (h.known && s->sasl_tokens == 0 &&
         h.api_key != KR_API_SASL_HANDSHAKE) {
@@ -2364,7 +2797,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     if (nr->slot != NULL || nr->av_new) {
         if (avail - KR_FRAME_PREFIX < flen) {
-            return 0;           /* wait for the whole frame */
+            return NREQ_WAIT;           /* wait for the whole frame */
         }
         nr->h = h;
         e.correlation_id = h.correlation_id;
@@ -2374,15 +2807,30 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         nr->e = e;
         nr->flen = flen;
         nr->expect = expect;
-        return 2;
+        return NREQ_RULES;
     }
     if (h.known && req_hold(h.api_key, h.api_version)) {
         if (avail - KR_FRAME_PREFIX < flen) {
-            return 0;           /* wait for the whole frame */
+            return NREQ_WAIT;           /* wait for the whole frame */
         }
         if (h.api_key == KR_API_SASL_HANDSHAKE &&
             decode_sasl_handshake(s, in, scan, flen) != 0) {
-            return -1;
+            return NREQ_CLOSED;
+        }
+        if (h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0 &&
+            s->sasl_mech == KR_SASL_OTHER && conn_enforces(s)) {
+            /* issue 13: after it the connection would pass opaquely,
+               past every rule */
+            nr->h = h;
+            e.correlation_id = h.correlation_id;
+            e.api_key = h.api_key;
+            e.api_version = h.api_version;
+            e.kind = KR_INF_REQUEST;
+            nr->e = e;
+            nr->flen = flen;
+            nr->expect = expect;
+            nr->sasl_refuse = true;
+            return NREQ_RULES;
         }
     }
     e.correlation_id = h.correlation_id;
@@ -2391,13 +2839,14 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     e.kind = KR_INF_REQUEST;
     if (expect) {
         if (fifo_push(s, &e) != KR_OK) {
+            rq_free(e.rq);
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
-            return -1;
+            return NREQ_CLOSED;
         }
     } else {
         s->p->stats.requests_acks0++;
         if (push_optional(s, &e) != 0) {
-            return -1;
+            return NREQ_CLOSED;
         }
     }
     s->p->stats.requests++;
@@ -2407,7 +2856,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                  h.client_id_null ? "(null)" : h.client_id, flen,
                  expect ? "" : ", Acks=0: no response");
     s->req_remain = KR_FRAME_PREFIX + (uint64_t)flen;
-    return 1;
+    return NREQ_FORWARD;
 }
 
 /* Forward whole or partial request frames from client.in to up.out. */
@@ -2424,7 +2873,15 @@ process_requests(struct kr_session *s)
         evbuffer_drain(in, total);
         return 0;
     }
-    conf_refresh(s);
+    if (conf_refresh(s) && s->opaque && conn_enforces(s)) {
+        /* issue 13: a reload brought an enforcing rule to a connection
+           whose bytes krelay no longer reads (SASL after a v0 handshake) */
+        kr_session_close(s, KR_LOG_NOTICE, "closing: enforcing rules now "
+                         "apply to this connection, and krelay cannot "
+                         "follow its SASL exchange (SaslHandshake v0 "
+                         "mechanism)");
+        return -1;
+    }
     for (;;) {
         avail = total - scan;
         if (s->req_remain > 0) {
@@ -2445,13 +2902,24 @@ process_requests(struct kr_session *s)
             break;
         }
         rc = next_request(s, in, scan, avail, &nr);
-        if (rc < 0) {
+        if (rc == NREQ_CLOSED) {
             return -1;
         }
-        if (rc == 0) {
+        if (rc == NREQ_WAIT) {
             break;
         }
-        if (rc == 2) {
+        if (rc == NREQ_REFUSE) {
+            char why[160];
+
+            /* what came before goes on; nothing from here does */
+            s->p->stats.bytes_up += scan;
+            move_bytes(s, in, s->up.out, scan);
+            unknown_why(&nr.h, why, sizeof(why));
+            rc = refuse_request(s, &nr, nr.cid, why);
+            free(nr.cid);
+            return rc;
+        }
+        if (rc == NREQ_RULES) {
             /* keep the order: what was scanned goes first */
             s->p->stats.bytes_up += scan;
             move_bytes(s, in, s->up.out, scan);
@@ -2647,6 +3115,116 @@ rsp_actions(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq,
 }
 
 /*
+ * The response rq's rules wanted decoded did not decode, and nothing
+ * needs it translated (issue 13): it goes on unchanged.  Observing rules
+ * fail open: its audit line carries decode_error (the request's, when
+ * that one did not decode either) and the raw sizes; fault latency still
+ * applies.  Throttle enforce holds it for the throttle time (with the add
+ * operation the broker's own ThrottleTimeMs is unknown and counts as 0),
+ * without rewriting it.  *delay_ms grows by what holds it.  Returns
+ * false on ENOMEM.
+ */
+static bool
+rsp_undecodable(struct kr_session *s, const struct kr_inflight *e,
+                struct kr_rq *rq, const char *why, uint64_t rsp_bytes,
+                int64_t up_us, int64_t *delay_ms)
+{
+    const struct kr_verdict *v = &rq->v;
+    char what[96], abuf[24];
+
+    snprintf(what, sizeof(what), "%s v%d response to CorrelationId %d",
+             api_label(e->api_key, abuf, sizeof(abuf)), rq->up_version,
+             e->correlation_id);
+    undecodable_note(s, what, why);
+    if (rq->decode_error == NULL) {
+        rq->decode_error = strdup(why);
+        if (rq->decode_error == NULL) {
+            return false;
+        }
+    }
+    if ((v->flags & KR_VF_THROTTLE) && v->throttle_enforce) {
+        int32_t ms = v->throttle_ms;
+
+        if (v->throttle_jitter_ms > 0) {
+            ms += (int32_t)(rand01(s) * (v->throttle_jitter_ms + 1));
+        }
+        *delay_ms += ms;
+        rq->actions |= KR_AUDIT_THROTTLED;
+    }
+    if (v->flags & KR_VF_LATENCY) {
+        *delay_ms += v->latency_ms;
+    }
+    if (*delay_ms > 0) {
+        rq->actions |= KR_AUDIT_DELAYED;
+    }
+    if (v->flags & KR_VF_AUDIT) {
+        free(rq->audit_line);
+        rq->audit_line = audit_line(s, e, rq, NULL, rsp_bytes, up_us,
+                                    *delay_ms * 1000);
+    }
+    return true;
+}
+
+/*
+ * May entry e's response, above max_frame_bytes, go on unchanged without
+ * being held (issue 13)?  Only when its rules merely observe: nothing to
+ * translate back and no deny (a local answer is never waiting here).
+ */
+static bool
+rsp_may_stream(const struct kr_inflight *e)
+{
+    return e->rq == NULL || e->rq->up_version == e->api_version;
+}
+
+/*
+ * Entry e (the head) has a response too large to hold for its observing
+ * rules: they give up on it.  Its audit line is written now, with the
+ * sizes and a note; throttle enforce mutes the client for the throttle
+ * time after it instead of holding it (as a broker mutes the channel).
+ * e->rq is freed; the response then goes as if no rule had wanted it.
+ */
+static void
+rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
+{
+    struct kr_rq *rq = e->rq;
+    char note[200];
+
+    if (rq == NULL) {
+        return;
+    }
+    s->p->stats.frames_undecodable++;
+    kr_log_info("[%s] %s v%d response (CorrelationId %d) of %zu bytes is "
+                "above max_frame_bytes %" PRId64 ": not held for the rules, "
+                "forwarded unchanged", s->name, api_name(e->api_key),
+                e->api_version, e->correlation_id, flen,
+                s->lc->max_frame_bytes);
+    if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
+        int64_t until = kr_now_ms() + rq->v.throttle_ms;
+
+        if (until > s->paused_until_ms) {
+            s->paused_until_ms = until;
+        }
+        s->enforce_wait = 0;
+        rq->actions |= KR_AUDIT_THROTTLED;
+    }
+    if (rq->v.flags & KR_VF_AUDIT) {
+        snprintf(note, sizeof(note), "response of %zu bytes above "
+                 "max_frame_bytes %" PRId64 ": not held, not decoded, "
+                 "forwarded unchanged", flen, s->lc->max_frame_bytes);
+        free(rq->note);
+        rq->note = strdup(note);
+        audit_put(s, audit_line(s, e, rq, NULL, KR_FRAME_PREFIX + flen,
+                                rq->t_read_us != 0
+                                    ? clock_us(CLOCK_MONOTONIC) -
+                                          rq->t_read_us
+                                    : 0,
+                                0));
+    }
+    rq_free(rq);
+    e->rq = NULL;
+}
+
+/*
  * The whole response frame of FIFO entry idx is at the start of up.in:
  * translate it back to the client's version, apply the response-side
  * actions, rewrite broker addresses, format the audit line, and leave
@@ -2668,7 +3246,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
     char err[160];
     bool decode, changed = false;
-    int rc, ret = -1;
+    int rc = KR_OK, ret = -1;
 
     if (rq == NULL) {
         rq = e->rq = rq_new();
@@ -2696,13 +3274,27 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             rc = kr_decode_response(&arena, &rb, e->api_key, rq->up_version,
                                     0, &m, &ce);
         }
-        if (rc != KR_OK) {
+        if (rc != KR_OK && rq->up_version != e->api_version) {
             close_up(s, KR_LOG_WARN, "cannot decode %s v%d response from %s "
-                     "for the rules: %s at %s", api_name(e->api_key),
-                     rq->up_version, s->upname,
-                     ce.msg[0] ? ce.msg : kr_status_str(rc), ce.path);
+                     "to translate it back to v%d: %s at %s",
+                     api_name(e->api_key), rq->up_version, s->upname,
+                     e->api_version, ce.msg[0] ? ce.msg : kr_status_str(rc),
+                     ce.path);
             goto out;
         }
+    }
+    if (decode && rc != KR_OK) {
+        /* issue 13: observing rules fail open */
+        char why[200];
+
+        snprintf(why, sizeof(why), "the response does not decode: %.100s"
+                 "%s%.60s", ce.msg[0] ? ce.msg : kr_status_str(rc),
+                 ce.path[0] ? " at " : "", ce.path);
+        if (!rsp_undecodable(s, e, rq, why, rsp_bytes, up_us, &delay_ms)) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            goto out;
+        }
+    } else if (decode) {
         if (rq->up_version != e->api_version) {
             rc = kr_translate_msg(&arena, &m, e->api_version, &ce);
             if (rc != KR_OK) {
@@ -3083,6 +3675,16 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
         flen = (size_t)size;
         corr = kr_frame_i32(pk + KR_FRAME_PREFIX);
+        if (corr != e->correlation_id && s->acks0_forgot > 0 &&
+            !fifo_has(s, corr)) {
+            /* the answer to a Produce with Acks=0 that krelay stopped
+               remembering (push_optional): the client expects none */
+            s->acks0_forgot--;
+            s->acks0_answered = 1;
+            s->p->stats.responses_dropped++;
+            *flen_out = flen;
+            return 4;
+        }
         if (!e->optional) {
             break;
         }
@@ -3140,13 +3742,22 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             sasl_start(s);
         }
     }
+    if (idx == 0 && e->rq != NULL &&
+        (int64_t)flen > s->lc->max_frame_bytes && rsp_may_stream(e)) {
+        /* issue 13: too large to hold for rules that only observe it:
+           it goes on as if no rule had wanted it */
+        rsp_let_go(s, e, flen);
+    }
     if (idx > 0 || e->rq != NULL) {
         /* the rules' response, or one that waits behind a held one */
         if ((int64_t)flen > s->lc->max_frame_bytes) {
             close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes exceeds "
-                     "max_frame_bytes %" PRId64 " (krelay must hold it for "
-                     "the rules)", api_name(e->api_key), e->api_version,
-                     flen, s->lc->max_frame_bytes);
+                     "max_frame_bytes %" PRId64 " (krelay must hold it %s)",
+                     api_name(e->api_key), e->api_version, flen,
+                     s->lc->max_frame_bytes,
+                     idx > 0 ? "behind responses held for the rules"
+                             : "to translate it back to the client's "
+                               "version");
             return -1;
         }
         if (avail - KR_FRAME_PREFIX < flen) {
@@ -3579,7 +4190,7 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
         }
         dn_lane_try(s);
         if (s->req_blocked &&
-            fifo_expected(s) < (uint64_t)s->lc->max_inflight) {
+            fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
             s->req_blocked = 0;
             if (process_requests(s) != 0 || conn_flush(s, &s->up) != 0) {
                 goto out;

@@ -3,7 +3,8 @@
  * (rdkafka_mock.h) in a small program with fixed ports.
  *
  *   krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...] [-t NAME:PARTITIONS]...
- *          [-r READYFILE] [-a ACCEPTLOG] [-A HOST] [-d]
+ *          [-r READYFILE] [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...
+ *          [-V KEY:MIN:MAX]... [-d]
  *
  * Broker NodeId n (1..BROKERS) listens on 127.0.0.1:BASE+n, or on the n-th
  * port of -P; without either the kernel chooses.  librdkafka 2.0.2 has no
@@ -32,6 +33,14 @@
  *
  * -A HOST (librdkafka >= 2.10) makes every broker advertise HOST instead
  * of 127.0.0.1 (rd_kafka_mock_broker_set_host_port).
+ *
+ * -V KEY:MIN:MAX restricts ApiKey KEY to versions MIN..MAX
+ * (rd_kafka_mock_set_apiversion, before any client connects): ApiVersions
+ * advertises that range and a request outside it is refused as the mock
+ * refuses any unsupported version (it closes the connection).  MAX must
+ * not exceed what the mock implements (Produce 7 with librdkafka 2.0.2);
+ * MIN = MAX = -1 removes the API.  E.g. -V 0:3:7 is Produce as Kafka 4.0
+ * accepts it (KIP-896).
  */
 #define _GNU_SOURCE 1
 
@@ -45,6 +54,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +66,7 @@
 
 #define KR_TM_MAX_BROKERS 64
 #define KR_TM_MAX_TOPICS 64
+#define KR_TM_MAX_APIVERSIONS 16
 
 struct kr_tm_topic {
     char *name;
@@ -346,7 +357,8 @@ kr_tm_usage(FILE *f)
 {
     fputs("usage: krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...]\n"
           "              [-t NAME:PARTITIONS]... [-r READYFILE]\n"
-          "              [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]... [-d]\n"
+          "              [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...\n"
+          "              [-V KEY:MIN:MAX]... [-d]\n"
           "  -b N     brokers, NodeIds 1..N (default 3)\n"
           "  -p BASE  NodeId n listens on 127.0.0.1:BASE+n\n"
           "  -P LIST  one port per broker, in NodeId order\n"
@@ -356,6 +368,9 @@ kr_tm_usage(FILE *f)
           "  -A HOST  brokers advertise HOST (librdkafka >= 2.10)\n"
           "  -e K:E:N the next N requests of ApiKey K get error code E\n"
           "           (rd_kafka_mock_push_request_errors; repeatable)\n"
+          "  -V K:MIN:MAX  ApiKey K supports only versions MIN..MAX\n"
+          "           (rd_kafka_mock_set_apiversion; -1:-1 removes it;\n"
+          "           repeatable), e.g. -V 0:3:7: Produce 3-7 only\n"
           "  -d       librdkafka debug logs (debug=mock,protocol)\n"
           "SIGTERM/SIGINT stop; SIGUSR1 moves every partition leader.\n",
           f);
@@ -407,6 +422,7 @@ main(int argc, char **argv)
     const char *ready = NULL, *accept_path = NULL, *adv_host = NULL;
     const char *port_list = NULL;
     int push[8][3], npush = 0;
+    int apiver[KR_TM_MAX_APIVERSIONS][3], napiver = 0;
     bool debug = false;
     char errstr[512];
     rd_kafka_conf_t *conf;
@@ -415,7 +431,7 @@ main(int argc, char **argv)
     const char *bootstraps;
     sigset_t sigs;
 
-    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:dh")) != -1) {
+    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:V:dh")) != -1) {
         switch (opt) {
         case 'b':
             nbrokers = kr_tm_parse_int(optarg, 1, KR_TM_MAX_BROKERS,
@@ -469,6 +485,23 @@ main(int argc, char **argv)
             }
             npush++;
             break;
+        case 'V': {
+            int *v = apiver[napiver];
+            char tail;
+
+            if (napiver == KR_TM_MAX_APIVERSIONS ||
+                sscanf(optarg, "%d:%d:%d%c", &v[0], &v[1], &v[2], &tail) !=
+                    3 ||
+                v[0] < 0 || v[0] > INT16_MAX || v[1] < -1 ||
+                v[1] > INT16_MAX || v[2] < -1 || v[2] > INT16_MAX ||
+                (v[1] == -1) != (v[2] == -1) || v[1] > v[2]) {
+                kr_tm_die("-V: expected APIKEY:MIN:MAX with 0 <= MIN <= "
+                          "MAX, or APIKEY:-1:-1 (at most %d)",
+                          KR_TM_MAX_APIVERSIONS);
+            }
+            napiver++;
+            break;
+        }
         case 'd':
             debug = true;
             break;
@@ -568,6 +601,17 @@ main(int argc, char **argv)
         }
     }
 #endif
+    for (int i = 0; i < napiver; i++) {
+        rd_kafka_resp_err_t err;
+
+        err = rd_kafka_mock_set_apiversion(mc, (int16_t)apiver[i][0],
+                                           (int16_t)apiver[i][1],
+                                           (int16_t)apiver[i][2]);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kr_tm_die("-V %d:%d:%d: %s", apiver[i][0], apiver[i][1],
+                      apiver[i][2], rd_kafka_err2str(err));
+        }
+    }
     for (int t = 0; t < ntopics; t++) {
         rd_kafka_resp_err_t err;
 

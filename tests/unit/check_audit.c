@@ -282,6 +282,31 @@ START_TEST(test_format_ids_unknown_api_conn)
     free(line);
     kr_audit_req_free(r);
 
+    /* issue 13: a request krelay could not decode, refused: what the
+       header gave, the action, the decode error and a note */
+    info.actions = KR_AUDIT_REFUSED;
+    info.rsp_bytes = 0;               /* refused: no response */
+    info.client_id = "evil";
+    info.decode_error = "DeleteTopics v7 is unknown to krelay's schema "
+                        "tables (v0-v6)";
+    info.note = "n\"1";
+    info.api_key = 20;
+    info.api_version = 7;
+    line = kr_audit_format(&info, NULL, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, "\"client_id\":\"evil\",\"api\":"
+                         "\"DeleteTopics\",\"api_key\":20,"
+                         "\"api_version\":7,") != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "\"topics\":[],\"errors\":{},"
+                         "\"actions\":[\"refused\"],\"decode_error\":"
+                         "\"DeleteTopics v7 is unknown to krelay's schema "
+                         "tables (v0-v6)\",\"note\":\"n\\\"1\"}")
+                  != NULL, "%s", line);
+    ck_assert_msg(strstr(line, "response_bytes") == NULL, "%s", line);
+    free(line);
+    info.decode_error = NULL;
+    info.note = NULL;
+
     /* Connection lines. */
     line = kr_audit_format_conn("open", INT64_C(1764460800000001), "tls",
                                 "::1", 9, NULL, NULL, NULL);
@@ -302,7 +327,8 @@ START_TEST(test_format_ids_unknown_api_conn)
         "\"principal\":\"User:bob\",\"reason\":\"peer closed\"}");
     free(line);
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_CLAMPED), "clamped");
-    ck_assert_ptr_null(kr_audit_action_name(0x80));
+    ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_REFUSED), "refused");
+    ck_assert_ptr_null(kr_audit_action_name(0x100));
 }
 END_TEST
 

@@ -20,6 +20,7 @@
 #include "kr_conf.h"
 #include "kr_json.h"
 #include "kr_rule.h"
+#include "kr_topics.h"
 
 #define BASE "[upstream]\nbootstrap_servers = 127.0.0.1:9092\n" \
              "[listener a]\nlisten = 127.0.0.1:29092\n" \
@@ -574,6 +575,148 @@ START_TEST(test_print)
 }
 END_TEST
 
+/*
+ * issue 13: what the rules decide about a request krelay cannot decode,
+ * from its header alone.
+ */
+START_TEST(test_gate)
+{
+    struct kr_conf *c = load_ok(BASE "[audit]\ntarget = syslog\n"
+        "[rule aud]\naudit = true\n"                       /* 0 */
+        "[rule evil]\nclient_id = evil*\ndeny = true\n"    /* 1 */
+        "[rule nodel]\napi = DeleteTopics\nversions = 0-8\n"
+        "deny = true\n"                                    /* 2 */
+        "[rule sec]\napi = Produce\ntopic = secret-*\n"
+        "deny = true\n"                                    /* 3 */
+        "[rule old]\napi = Fetch\nclamp_max_version = 20\n" /* 4 */
+        "[rule thr]\nlistener = b\napi = Metadata\n"
+        "throttle_ms = 10\nthrottle_mode = enforce\n");    /* 5 */
+    const struct kr_ruleset *rs = c->ruleset;
+    struct kr_rule_mask ma, mb;
+    struct kr_gate_result g;
+    int16_t dt = kr_apis[KR_API_DELETE_TOPICS].valid.hi + 1;
+    int16_t pr = kr_apis[KR_API_PRODUCE].valid.hi + 1;
+    int16_t fe = kr_apis[KR_API_FETCH].valid.hi + 1;
+    int16_t md = kr_apis[KR_API_METADATA].valid.hi + 1;
+    bool *enf = calloc((size_t)kr_api_max + 1, sizeof(*enf));
+
+    ck_assert_ptr_nonnull(enf);
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &ma);
+    kr_rule_conn_mask(rs, "b", NULL, NULL, &mb);
+
+    /* a deny on the API, whatever the ClientId */
+    kr_rule_gate(rs, &ma, KR_API_DELETE_TOPICS, dt, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 2);
+    ck_assert(g.audit);
+    /* a ClientId rule matches on the request's own ClientId, whole */
+    kr_rule_gate(rs, &ma, 1000, 0, "evil-corp", 9, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 1);
+    kr_rule_gate(rs, &ma, 1000, 0, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_OBSERVE);
+    ck_assert_int_eq(g.rule, 0);
+    kr_rule_gate(rs, &ma, 1000, 0, NULL, 0, &g);    /* null ClientId */
+    ck_assert_int_eq(g.gate, KR_GATE_OBSERVE);
+    /* a topic rule cannot be checked without the body: it could match */
+    kr_rule_gate(rs, &ma, KR_API_PRODUCE, pr, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 3);
+    /* a clamp enforces only outside it: v19 and v20 are inside 0-20 */
+    kr_rule_gate(rs, &ma, KR_API_FETCH, fe, "good", 4, &g);
+    ck_assert_int_eq(g.gate, fe > 20 ? KR_GATE_REFUSE : KR_GATE_OBSERVE);
+    kr_rule_gate(rs, &ma, KR_API_FETCH, 21, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 4);
+    /* throttle enforce is enforcing, on its listener only */
+    kr_rule_gate(rs, &mb, KR_API_METADATA, md, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 5);
+    ck_assert(g.throttle_enforce);
+    ck_assert_int_eq(g.throttle_ms, 10);
+    kr_rule_gate(rs, &ma, KR_API_METADATA, md, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_OBSERVE);
+    ck_assert(!g.throttle_enforce);
+
+    /* ApiVersions: what to cap, for ClientId good and evil */
+    ck_assert(!kr_rule_conn_enforced(rs, &ma, "good", 4, enf));
+    ck_assert(enf[KR_API_DELETE_TOPICS]);
+    ck_assert(enf[KR_API_PRODUCE]);
+    ck_assert(!enf[KR_API_METADATA]);
+    ck_assert(!enf[KR_API_HEARTBEAT]);
+    ck_assert_int_eq(enf[KR_API_FETCH], fe > 20);
+    ck_assert(kr_rule_conn_enforced(rs, &ma, "evil", 4, enf));
+    ck_assert(enf[KR_API_HEARTBEAT]);
+    ck_assert(!kr_rule_conn_enforced(rs, &mb, "good", 4, enf));
+    ck_assert(enf[KR_API_METADATA]);
+
+    ck_assert(kr_rule_enforces(&c->rules[1]));
+    ck_assert(kr_rule_enforces(&c->rules[4]));
+    ck_assert(kr_rule_enforces(&c->rules[5]));
+    ck_assert(!kr_rule_enforces(&c->rules[0]));
+    free(enf);
+    kr_conf_free(c);
+
+    /* no enforcing rule at all: everything may pass */
+    c = load_ok(BASE "[audit]\ntarget = syslog\n"
+                "[rule aud]\napi = Produce\naudit = true\n");
+    kr_rule_conn_mask(c->ruleset, "a", NULL, NULL, &ma);
+    kr_rule_gate(c->ruleset, &ma, 1000, 3, "x", 1, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_PASS);
+    ck_assert_int_eq(g.rule, -1);
+    kr_rule_gate(c->ruleset, &ma, KR_API_PRODUCE, pr, "x", 1, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_OBSERVE);
+    kr_conf_free(c);
+}
+END_TEST
+
+/* issue 13: a topic deny meets a TopicId krelay has not learned */
+START_TEST(test_eval_unknown_topic_id)
+{
+    struct kr_conf *c = load_ok(BASE "[audit]\ntarget = syslog\n"
+        "[rule aud]\napi = Fetch\ntopic = other\naudit = true\n"
+        "[rule sec]\napi = Fetch\ntopic = secret-*\ndeny = true\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    static const uint8_t id[16] = { 1, 2, 3, 4, 5, 6, 7, 8,
+                                    9, 10, 11, 12, 13, 14, 15, 16 };
+    struct kr_topic_map *map = kr_topic_map_new();
+    const struct kr_rule_slot *sl;
+    struct kr_rule_mask m;
+    struct kr_arena a;
+    struct kr_msg req;
+    struct kr_verdict v;
+
+    ck_assert_ptr_nonnull(map);
+    kr_arena_init(&a, 0);
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
+    sl = kr_rule_lookup(rs, KR_API_FETCH, 13, &m);
+    ck_assert_ptr_nonnull(sl);
+    build_req(&a, "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":"
+              "13,\"CorrelationId\":3,\"ClientId\":\"c\"},\"body\":{"
+              "\"Topics\":[{\"TopicId\":\"AQIDBAUGBwgJCgsMDQ4PEA\","
+              "\"Partitions\":[{\"Partition\":0}]}]}}", &req);
+    ck_assert_uint_eq(kr_topics_unresolved(&req, map), 1);
+    /* unknown: the deny cannot be checked, so it fails closed */
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, map, &v));
+    ck_assert_uint_eq(v.flags & KR_VF_UNKNOWN_TOPIC_ID,
+                      KR_VF_UNKNOWN_TOPIC_ID);
+    ck_assert_int_eq(v.deny_rule, 1);
+    ck_assert(!(v.flags & KR_VF_AUDIT));        /* observing: no match */
+    /* learned as a public topic: passes; as a secret one: denied */
+    ck_assert(kr_topic_map_put(map, id, "public", 6));
+    ck_assert_uint_eq(kr_topics_unresolved(&req, map), 0);
+    ck_assert(!kr_rule_eval(rs, sl, &m, &req, map, &v));
+    ck_assert_uint_eq(v.flags, 0);
+    ck_assert(kr_topic_map_put(map, id, "secret-1", 8));
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, map, &v));
+    ck_assert_uint_eq(v.flags & (KR_VF_DENY | KR_VF_UNKNOWN_TOPIC_ID),
+                      KR_VF_DENY);
+    kr_topic_map_free(map);
+    kr_arena_free(&a);
+    kr_conf_free(c);
+}
+END_TEST
+
 static Suite *
 rule_suite(void)
 {
@@ -592,6 +735,8 @@ rule_suite(void)
     tcase_add_test(tc, test_eval_precedence);
     tcase_add_test(tc, test_conn_clamps);
     tcase_add_test(tc, test_print);
+    tcase_add_test(tc, test_gate);
+    tcase_add_test(tc, test_eval_unknown_topic_id);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,997 @@
+#!/bin/bash
+# Fail-safe rules (issue 13): a request krelay cannot decode (an unknown
+# ApiKey, a version above the ones its tables know) on a connection where
+# an enforcing rule could match it is refused: never forwarded, the
+# responses owed before it delivered in order, then the connection closed,
+# with a log line and an audit line.  Observing rules (audit) forward it.
+# A SaslHandshake v0 with a mechanism krelay cannot follow, and a Fetch
+# naming only TopicIds krelay never learned, are answered by krelay under
+# an enforcing rule.  ApiVersions advertises at most krelay's own max for
+# the APIs such a rule covers.  A reload that adds a deny rule applies to
+# a connection opened before it.
+#
+# The upstream is tests/integration/fake_broker.py: one scripted broker
+# (NodeId 1) that offers one version more than krelay knows for
+# DeleteTopics, Produce, Metadata and FindCoordinator, plus ApiKey 1000,
+# and logs every request it gets: the test asserts what reached it.
+# Requests are hand-built (krelay-codec encode, then the version in the
+# header raised where krelay-codec cannot encode it).  krelay is restarted
+# with another config for each section.
+#
+# Spec assertions do not stop the test: each failing one is logged, and
+# the test fails at the end listing them all.  A harness problem (a
+# client that crashes, a process that does not start) stops it at once.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+kr_need_cmd kcat
+kr_setup 60
+W=$KR_WORK
+kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: no rules without krelay"
+CODEC=$top_builddir/krelay-codec
+[ -x "$CODEC" ] || kr_fail "$CODEC not built"
+KR_NODEIDS=1                    # the fake broker is NodeId 1
+EOF_WAIT=$KRELAY_TEST_TIME_SCALE  # s: how long a client waits for EOF
+FAILED=()                       # spec assertions that failed
+KRELAY_PIDS=()                  # every krelay started (broker accepts)
+
+# ---- ft.py: the raw client and the assertion helpers ----------------------
+cat >"$W/ft.py" <<'PYEOF'
+"""ft.py raw HOST:PORT CODEC < steps.json > result.json
+   ft.py check WORKDIR < python-code
+
+raw: one connection; steps (a JSON list) run in order:
+  {"send": [FRAME...]}       one write with every frame
+  {"recv": N}                read N response frames (stops at EOF or
+                             after "timeout" s, default 20)
+  {"eof": S}                 read until EOF, at most S s: "eof" says
+                             whether it came (frames read meanwhile are
+                             kept)
+  {"touch": PATH}            create PATH (done even after EOF)
+  {"wait": PATH}             wait (<= "timeout" s, default 60) for PATH
+FRAME: {"api": NAME, "corr": C, "cid": CLIENTID, "v": VERSION,
+        "as_version": V (the header's ApiVersion is set to V after
+        encoding), "topic": NAME, "topic_id": UUID, "mechanism": M}
+   or  {"raw_key": K, "v": V, "corr": C, "cid": CLIENTID} (header v1 and
+        a few body bytes: an ApiKey krelay-codec does not know).
+Prints {"sent": [...], "responses": [{"corr", "bytes", "hex", "decoded",
+"decode_error"}], "eof": bool|null, "error": str|null}.
+
+check: runs the code on stdin with the helpers below; an AssertionError
+prints its message and exits 1.
+"""
+import base64
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+APIS = {
+    "Produce": (0, 12, {"TransactionalId": None, "Acks": -1,
+                        "TimeoutMs": 5000,
+                        "TopicData": [{"Name": "open", "PartitionData": [
+                            {"Index": 0, "Records": None}]}]}),
+    "Fetch": (1, 13, {"MaxWaitMs": 0, "MinBytes": 0, "MaxBytes": 1048576,
+                      "Topics": [{"TopicId": None, "Partitions": [
+                          {"Partition": 0, "FetchOffset": 0,
+                           "PartitionMaxBytes": 1048576}]}]}),
+    "Metadata": (3, 12, {"Topics": None, "AllowAutoTopicCreation": False,
+                         "IncludeTopicAuthorizedOperations": False}),
+    "SaslHandshake": (17, 0, {"Mechanism": "GSSAPI"}),
+    "ApiVersions": (18, 3, {"ClientSoftwareName": "failsafe-test",
+                            "ClientSoftwareVersion": "1.0"}),
+    "DeleteTopics": (20, 6, {"Topics": [{"Name": "open"}],
+                             "TimeoutMs": 5000}),
+}
+
+
+def build(codec, f):
+    """(frame bytes, ApiKey, ApiVersion as sent, CorrelationId)."""
+    corr, cid = f["corr"], f.get("cid", "failsafe")
+    if "raw_key" in f:
+        key, ver = f["raw_key"], f.get("v", 0)
+        c = cid.encode()
+        p = struct.pack(">hhih", key, ver, corr, len(c)) + c + \
+            b"\x00\x01unknown-api-body"
+        return struct.pack(">i", len(p)) + p, key, ver, corr
+    key, ver, body = APIS[f["api"]]
+    ver = f.get("v", ver)
+    body = json.loads(json.dumps(body))
+    if "topic" in f:
+        if key == 0:
+            body["TopicData"][0]["Name"] = f["topic"]
+        elif key == 3:
+            body["Topics"] = [{"Name": f["topic"]}]
+        elif key == 20:
+            body["Topics"] = [{"Name": f["topic"]}]
+    if key == 1:
+        body["Topics"][0]["TopicId"] = f["topic_id"]
+    if "mechanism" in f:
+        body["Mechanism"] = f["mechanism"]
+    if key == 3 and ver == 0 and body["Topics"] is None:
+        body["Topics"] = []               # v0: empty means every topic
+    req = {"header": {"RequestApiKey": key, "RequestApiVersion": ver,
+                      "CorrelationId": corr, "ClientId": cid},
+           "body": body}
+    for _ in range(10):
+        p = subprocess.run([codec, "encode"], input=json.dumps(req).encode(),
+                           capture_output=True)
+        if p.returncode == 0:
+            break
+        # the templates are for the newest versions: drop the fields an
+        # older version does not have ("ClientSoftwareName", "A[0].B")
+        try:
+            err = json.loads(p.stderr.decode())
+        except ValueError:
+            err = {}
+        if not err.get("error", "").startswith("field not in version"):
+            break
+        node, path = body, err["field"].replace("]", "").split(".")
+        for part in path[:-1]:
+            name, _, idx = part.partition("[")
+            node = node[name][int(idx)] if idx else node[name]
+        del node[path[-1]]
+    if p.returncode != 0:
+        raise SystemExit("ft.py: cannot encode %r: %s" % (req, p.stderr))
+    frame = p.stdout
+    if "as_version" in f:
+        ver = f["as_version"]
+        frame = frame[:6] + struct.pack(">h", ver) + frame[8:]
+    return frame, key, ver, corr
+
+
+def recv_frame(sock, deadline):
+    """(frame, None) or (None, "eof"|"timeout")."""
+    buf = b""
+    need = 4
+    while len(buf) < need:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, "timeout"
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(need - len(buf))
+        except socket.timeout:
+            return None, "timeout"
+        except ConnectionResetError:
+            return None, "eof"
+        if not chunk:
+            return None, "eof"
+        buf += chunk
+        if need == 4 and len(buf) == 4:
+            need = 4 + struct.unpack(">i", buf)[0]
+    return buf, None
+
+
+def decode(codec, key, ver, frame):
+    p = subprocess.run([codec, "decode", "--response", "--api-key",
+                        str(key), "--api-version", str(ver)],
+                       input=frame, capture_output=True)
+    try:
+        out = json.loads(p.stdout.decode())
+    except ValueError:
+        return None, "krelay-codec: %r" % p.stderr[:200]
+    if "error" in out:
+        return None, out["error"]
+    return out, None
+
+
+def raw(hostport, codec):
+    steps = json.load(sys.stdin)
+    host, port = hostport.rsplit(":", 1)
+    res = {"sent": [], "responses": [], "eof": None, "error": None}
+    sent = {}
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    closed = False
+
+    def take(frame):
+        corr = struct.unpack(">i", frame[4:8])[0]
+        r = {"corr": corr, "bytes": len(frame), "hex": frame.hex(),
+             "decoded": None, "decode_error": None}
+        if corr in sent:
+            key, ver = sent[corr]
+            r["decoded"], r["decode_error"] = decode(codec, key, ver, frame)
+        else:
+            r["decode_error"] = "no request with this CorrelationId"
+        res["responses"].append(r)
+
+    for st in steps:
+        if "touch" in st:
+            open(st["touch"], "w").close()
+            continue
+        if "wait" in st:
+            end = time.monotonic() + st.get("timeout", 60)
+            while not os.path.exists(st["wait"]):
+                if time.monotonic() > end:
+                    res["error"] = "timed out waiting for " + st["wait"]
+                    closed = True
+                    break
+                time.sleep(0.05)
+            continue
+        if closed:
+            continue
+        if "send" in st:
+            data = b""
+            for f in st["send"]:
+                frame, key, ver, corr = build(codec, f)
+                sent[corr] = (key, ver)
+                res["sent"].append({"corr": corr, "api_key": key,
+                                    "api_version": ver,
+                                    "bytes": len(frame)})
+                data += frame
+            try:
+                sock.sendall(data)
+            except OSError as e:
+                res["error"] = "send: %s" % e
+                res["eof"] = True
+                closed = True
+        elif "recv" in st:
+            end = time.monotonic() + st.get("timeout", 20)
+            for _ in range(st["recv"]):
+                frame, why = recv_frame(sock, end)
+                if frame is None:
+                    if why == "eof":
+                        res["eof"] = True
+                        closed = True
+                    else:
+                        res["error"] = "timed out waiting for a response"
+                    break
+                take(frame)
+        elif "eof" in st:
+            end = time.monotonic() + st["eof"]
+            while True:
+                frame, why = recv_frame(sock, end)
+                if frame is None:
+                    res["eof"] = why == "eof"
+                    closed = closed or why == "eof"
+                    break
+                take(frame)
+    sock.close()
+    json.dump(res, sys.stdout)
+    print()
+
+
+# ---- check helpers --------------------------------------------------------
+
+W = None
+
+
+def R(name):
+    """The result of raw client run NAME."""
+    with open(os.path.join(W, name + ".json")) as f:
+        return json.load(f)
+
+
+def rsp(res, corr):
+    """The responses of res with CorrelationId corr."""
+    return [r for r in res["responses"] if r["corr"] == corr]
+
+
+def corrs(res):
+    return [r["corr"] for r in res["responses"]]
+
+
+def broker(corr=None, event="request"):
+    """Fake broker events (requests from clients: not krelay's own)."""
+    out = []
+    with open(os.path.join(W, "broker.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e["event"] != event:
+                continue
+            if event == "request" and e["client_id"] == "krelay":
+                continue
+            if corr is not None and e.get("correlation_id") != corr:
+                continue
+            out.append(e)
+    return out
+
+
+def got(corr):
+    """Did the broker receive the request with CorrelationId corr?"""
+    return len(broker(corr)) > 0
+
+
+def audit(section, corr):
+    """Audit request lines of section with CorrelationId corr."""
+    p = os.path.join(W, "audit-%s.log" % section)
+    if not os.path.exists(p):
+        return []
+    out = []
+    with open(p) as f:
+        for line in f:
+            e = json.loads(line)          # every line must be JSON
+            if e.get("type") == "request" and e.get("correlation_id") == corr:
+                out.append(e)
+    return out
+
+
+def klog(section):
+    with open(os.path.join(W, "krelay-%s.log" % section)) as f:
+        return f.read().splitlines()
+
+
+def klines(section, *words):
+    return [l for l in klog(section) if all(w in l for w in words)]
+
+
+def refused_audit(section, corr, api, key, ver, cid, nbytes):
+    """The audit line of a refused request (spec: Requests 1)."""
+    a = audit(section, corr)
+    assert len(a) == 1, "%d audit lines for CorrelationId %d, want 1: %r" % (
+        len(a), corr, a)
+    a = a[0]
+    want = {"type": "request", "api": api, "api_key": key,
+            "api_version": ver, "correlation_id": corr, "client_id": cid,
+            "request_bytes": nbytes, "actions": ["refused"]}
+    bad = {k: a.get(k) for k in want if a.get(k) != want[k]}
+    assert not bad, "audit line for CorrelationId %d: %r differ from %r " \
+        "(line %r)" % (corr, bad, {k: want[k] for k in bad}, a)
+    de = a.get("decode_error")
+    assert isinstance(de, str) and de, \
+        "audit line for CorrelationId %d: no decode_error: %r" % (corr, a)
+    return a
+
+
+def refused_log(section, corr, rule):
+    """The notice line of a refused request (spec: Requests 1)."""
+    ls = klines(section, "CorrelationId %d" % corr, "refused",
+                "[rule %s]" % rule)
+    assert ls, "no krelay log line with 'CorrelationId %d', 'refused' and " \
+        "'[rule %s]'; lines naming it: %r" % (
+            corr, rule, klines(section, "CorrelationId %d" % corr)[:4])
+    assert any("notice" in l for l in ls), \
+        "the refusal line is not at level notice: %r" % ls
+    return ls
+
+
+def sent_bytes(res, corr):
+    return [s["bytes"] for s in res["sent"] if s["corr"] == corr][0]
+
+
+def check(workdir):
+    global W
+    W = workdir
+    code = sys.stdin.read()
+    env = dict(globals())
+    env["E"] = os.environ
+    try:
+        exec(compile(code, "<check>", "exec"), env)
+    except AssertionError as e:
+        print(str(e)[:1500])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "raw":
+        raw(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(check(sys.argv[2]))
+PYEOF
+
+# raw NAME HOST:PORT: run ft.py raw with the steps on stdin; the result is
+# $W/NAME.json.  A client crash is a harness failure.
+raw() {
+    kr_run 60 "$KR_PY" "$W/ft.py" raw "$2" "$CODEC" >"$W/$1.json" \
+        2>"$W/$1.err" ||
+        kr_fail "raw client $1 failed: $(tail -n 3 "$W/$1.err")"
+}
+
+# check DESCRIPTION: run the Python assertions on stdin (ft.py check); a
+# failure is logged and remembered, the test goes on.
+check() {
+    local out
+    if out=$("$KR_PY" "$W/ft.py" check "$W" 2>&1); then
+        kr_log "ok: $1${out:+ ($out)}"
+    else
+        kr_log "FAILED: $1: $out"
+        FAILED+=("$1")
+    fi
+}
+
+# harness DESCRIPTION: as check, but a failure stops the test (the
+# harness itself is broken, nothing after it means anything).
+harness() {
+    local out
+    out=$("$KR_PY" "$W/ft.py" check "$W" 2>&1) ||
+        kr_fail "harness: $1: $out"
+    kr_log "harness ok: $1"
+}
+
+# ---- the fake broker ------------------------------------------------------
+broker_ready_or_gone() {
+    [ -s "$W/broker.ready" ] || ! kill -0 "$KR_MOCK_PID" 2>/dev/null
+}
+: >"$W/broker.jsonl"
+"$KR_PY" "$top_srcdir/tests/integration/fake_broker.py" --codec "$CODEC" \
+    --log "$W/broker.jsonl" --ready "$W/broker.ready" --node-id 1 \
+    --topic open:1 --topic secret-a:1 2>>"$W/broker.log" &
+KR_MOCK_PID=$!
+KR_PIDS+=("$KR_MOCK_PID")
+kr_wait_for 30 broker_ready_or_gone
+[ -s "$W/broker.ready" ] || kr_fail "fake_broker.py did not start"
+KR_MOCK_BOOTSTRAP=$(head -n 1 "$W/broker.ready")
+FAKE_PORT=${KR_MOCK_BOOTSTRAP##*:}
+SECRET_ID=$(awk '$1 == "topic" && $2 == "secret-a" { print $4 }' "$W/broker.ready")
+OPEN_ID=$(awk '$1 == "topic" && $2 == "open" { print $4 }' "$W/broker.ready")
+RANDOM_ID=$("$KR_PY" -c 'import base64, os
+print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
+export FAKE_PORT SECRET_ID OPEN_ID RANDOM_ID CODEC
+kr_log "fake broker (NodeId 1) at $KR_MOCK_BOOTSTRAP"
+
+# ---- 0. the harness: the fake broker answers correctly when spoken to ----
+kr_run 30 kcat -L -b "$KR_MOCK_BOOTSTRAP" >"$W/kcat-direct.txt" \
+    2>"$W/kcat-direct.err" || kr_fail "kcat -L against the fake broker failed"
+grep -q "broker 1 at 127.0.0.1:$FAKE_PORT" "$W/kcat-direct.txt" &&
+    grep -q 'topic "secret-a" with 1 partitions' "$W/kcat-direct.txt" ||
+    kr_fail "kcat -L against the fake broker: $(cat "$W/kcat-direct.txt")"
+{
+    printf '[{"send": ['
+    for v in 0 1 2 3 4; do
+        printf '{"api": "ApiVersions", "v": %d, "corr": %d},' "$v" $((9000 + v))
+    done
+    printf '{"api": "ApiVersions", "v": 4, "as_version": 9, "corr": 9009}'
+    for v in 0 1 2 3 4 5 6 7 8 9 10 11 12 13; do
+        printf ',{"api": "Metadata", "v": %d, "corr": %d}' "$v" $((9100 + v))
+    done
+    printf ',{"api": "Metadata", "v": 12, "corr": 9120, "topic": "nope"}'
+    printf ',{"api": "DeleteTopics", "as_version": 7, "corr": 9200}'
+    printf ',{"raw_key": 1000, "corr": 9201}'
+    printf ',{"api": "Fetch", "topic_id": "%s", "corr": 9202}' "$RANDOM_ID"
+    printf ',{"api": "Produce", "v": 12, "as_version": 14, "corr": 9203}'
+    printf ',{"api": "SaslHandshake", "corr": 9204}'
+    printf ']}, {"recv": 26}]\n'
+} >"$W/direct.steps"
+raw direct "$KR_MOCK_BOOTSTRAP" <"$W/direct.steps"
+harness "the fake broker answers every request directly" <<'PY'
+import subprocess
+r = R("direct")
+assert r["error"] is None and len(r["responses"]) == 26, (r["error"], corrs(r))
+assert corrs(r) == [s["corr"] for s in r["sent"]], corrs(r)
+# ApiVersions: krelay's ranges, one more for four APIs, plus ApiKey 1000
+known = {}
+for line in subprocess.run([E["CODEC"], "list"], capture_output=True,
+                           text=True).stdout.splitlines()[1:]:
+    f = line.split()
+    lo, _, hi = f[2].partition("-")
+    known[int(f[0])] = (int(lo), int(hi or lo))
+want = {k: (lo, hi + 1 if k in (0, 3, 10, 20) else hi)
+        for k, (lo, hi) in known.items()}
+want[1000] = (0, 0)
+for v in range(5):
+    x = rsp(r, 9000 + v)[0]
+    assert x["decoded"] is not None, (v, x)
+    b = x["decoded"]["body"]
+    got_ = {e["ApiKey"]: (e["MinVersion"], e["MaxVersion"])
+            for e in b["ApiKeys"]}
+    assert b["ErrorCode"] == 0 and got_ == want, (v, b)
+    assert (v == 0) == ("ThrottleTimeMs" not in b), (v, b)
+kip511 = bytes.fromhex(rsp(r, 9009)[0]["hex"])
+assert kip511[8:10] == b"\x00\x23", kip511.hex()      # UNSUPPORTED_VERSION
+for v in range(14):
+    x = rsp(r, 9100 + v)[0]
+    assert x["decoded"] is not None, (v, x)
+    b = x["decoded"]["body"]
+    assert [(y["NodeId"], y["Host"], y["Port"]) for y in b["Brokers"]] == \
+        [(1, "127.0.0.1", int(E["FAKE_PORT"]))], (v, b)
+    assert sorted(t["Name"] for t in b["Topics"]) == ["open", "secret-a"], b
+    if v >= 10:
+        ids = {t["Name"]: t["TopicId"] for t in b["Topics"]}
+        assert ids == {"open": E["OPEN_ID"], "secret-a": E["SECRET_ID"]}, ids
+b = rsp(r, 9120)[0]["decoded"]["body"]
+assert [(t["Name"], t["ErrorCode"]) for t in b["Topics"]] == [("nope", 3)], b
+for c, key, ver in ((9200, 20, 7), (9201, 1000, 0), (9203, 0, 14)):
+    x = rsp(r, c)[0]
+    assert bytes.fromhex(x["hex"])[8:] == b"FAKE %d v%d" % (key, ver), x
+assert rsp(r, 9202)[0]["decoded"]["body"]["ErrorCode"] == 0, rsp(r, 9202)
+assert rsp(r, 9204)[0]["decoded"]["body"] == \
+    {"ErrorCode": 0, "Mechanisms": ["GSSAPI", "PLAIN"]}, rsp(r, 9204)
+# the broker logged each request, and the response the client got
+for s in r["sent"]:
+    b = broker(s["corr"])
+    assert len(b) == 1 and b[0]["api_key"] == s["api_key"] and \
+        b[0]["api_version"] == s["api_version"] and \
+        b[0]["client_id"] == "failsafe" and \
+        b[0]["request_bytes"] == s["bytes"], (s, b)
+    assert b[0]["response_hex"] == rsp(r, s["corr"])[0]["hex"], s
+assert broker(9203)[0]["detail"] == {}, broker(9203)   # v14: not decoded
+assert broker(9204)[0]["detail"]["mechanism"] == "GSSAPI", broker(9204)
+PY
+# connections the broker accepts from here on must all be krelay's
+DIRECT_LINES=$(wc -l <"$W/broker.jsonl")
+
+# ---- krelay, one config per section ----------------------------------------
+SECTION=
+# krelay_start NAME: krelay with the rules on stdin ([audit] included
+# by the caller when wanted).
+krelay_start() {
+    SECTION=$1
+    cat >"$W/rules-$SECTION.ini"
+    KR_EXTRA_CONF=$W/rules-$SECTION.ini
+    kr_start_krelay
+    KRELAY_PIDS+=("$KR_KRELAY_PID")
+}
+
+# every connection krelay opened to the broker was closed (the broker logs
+# a close after answering the connection's last request)
+broker_conns_closed() {
+    "$KR_PY" - "$W/broker.jsonl" "$1" <<'PY'
+import json, sys
+acc, closed = set(), set()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["event"] == "accept" and e["pid"] == int(sys.argv[2]):
+        acc.add(e["conn"])
+    elif e["event"] == "close":
+        closed.add(e["conn"])
+sys.exit(0 if acc <= closed else 1)
+PY
+}
+
+# krelay_stop: SIGTERM (clean exit, audit flushed), keep its log as
+# krelay-NAME.log, and wait until the broker has seen everything krelay
+# sent it.
+krelay_stop() {
+    kr_check_alive
+    kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+    cp "$W/krelay.log" "$W/krelay-$SECTION.log"
+    kr_wait_for 30 broker_conns_closed "$KR_KRELAY_PID" ||
+        kr_fail "the fake broker did not see krelay's connections close"
+}
+
+# krelay's ports: exported for the checks
+krelay_env() {
+    export KR_PORT KR_BROKER_BASE SECTION
+}
+
+# ---- A. no rules: the harness through krelay --------------------------------
+krelay_start base </dev/null
+krelay_env
+kr_run 30 kcat -L -b "$KR_BOOTSTRAP" >"$W/kcat-krelay.txt" \
+    2>"$W/kcat-krelay.err" || kr_fail "kcat -L through krelay failed"
+grep -q "broker 1 at 127.0.0.1:$((KR_BROKER_BASE + 1))" "$W/kcat-krelay.txt" &&
+    grep -q 'topic "open" with 1 partitions' "$W/kcat-krelay.txt" ||
+    kr_fail "kcat -L through krelay: $(cat "$W/kcat-krelay.txt")"
+raw base "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "ApiVersions", "corr": 1001}]}, {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1002}]}, {"recv": 1},
+ {"send": [{"api": "DeleteTopics", "as_version": 7, "corr": 1003}]},
+ {"recv": 1},
+ {"send": [{"raw_key": 1000, "corr": 1004}]}, {"recv": 1},
+ {"send": [{"api": "SaslHandshake", "corr": 1005}]}, {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1006}]}, {"recv": 1}]
+EOF
+harness "no rules: krelay forwards and rewrites as before" <<'PY'
+r = R("base")
+assert r["error"] is None and corrs(r) == [1001, 1002, 1003, 1004, 1005,
+                                           1006], r
+b = rsp(r, 1002)[0]["decoded"]["body"]
+assert [(x["NodeId"], x["Port"]) for x in b["Brokers"]] == \
+    [(1, int(E["KR_BROKER_BASE"]) + 1)], b["Brokers"]
+for c in (1001, 1002, 1003, 1004, 1005, 1006):
+    assert got(c), "CorrelationId %d did not reach the broker" % c
+for c in (1003, 1004, 1005):   # passed unchanged
+    assert broker(c)[0]["response_hex"] == rsp(r, c)[0]["hex"], c
+# after the broker's OK to SaslHandshake v0 the connection is opaque: the
+# Metadata response passes unrewritten
+b = rsp(r, 1006)[0]["decoded"]["body"]
+assert [x["Port"] for x in b["Brokers"]] == [int(E["FAKE_PORT"])], b
+PY
+AV=$("$KR_PY" -c 'import json, sys
+b = [x for x in json.load(open(sys.argv[1]))["responses"]
+     if x["corr"] == 1001][0]["decoded"]["body"]
+print(" ".join("%d:%d-%d" % (e["ApiKey"], e["MinVersion"], e["MaxVersion"])
+               for e in b["ApiKeys"] if e["ApiKey"] in (0, 3, 10, 20, 1000)))' \
+    "$W/base.json")
+kr_log "no rules: ApiVersions through krelay offers $AV"
+krelay_stop
+
+# ---- B. deny DeleteTopics: tests 1, 4 and 6 ---------------------------------
+krelay_start deny <<EOR
+[audit]
+target = $W/audit-deny.log
+
+[rule no-delete]
+api = DeleteTopics
+deny = true
+EOR
+krelay_env
+# 1. DeleteTopics v7: refused; ApiVersions offers DeleteTopics up to v6
+raw t1 "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "ApiVersions", "corr": 1101}]}, {"recv": 1},
+ {"send": [{"api": "DeleteTopics", "as_version": 7, "corr": 1102}]},
+ {"eof": $EOF_WAIT}]
+EOF
+# control: DeleteTopics v6 is denied by krelay's own error response
+raw t1c "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "DeleteTopics", "corr": 1111}]}, {"recv": 1}]
+EOF
+# 4. three Metadata requests, DeleteTopics v7 and one more Metadata in one
+# write: the three responses in order, then EOF
+raw t4 "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Metadata", "corr": 1121},
+           {"api": "Metadata", "corr": 1122},
+           {"api": "Metadata", "corr": 1123},
+           {"api": "DeleteTopics", "as_version": 7, "corr": 1124},
+           {"api": "Metadata", "corr": 1125}]},
+ {"eof": $EOF_WAIT}]
+EOF
+# 6. SaslHandshake v0 GSSAPI: krelay answers it; Kafka framing goes on
+raw t6 "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "SaslHandshake", "mechanism": "GSSAPI", "corr": 1131}]},
+ {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1132}]}, {"recv": 1}]
+EOF
+krelay_stop
+check "control: DeleteTopics v6 denied by krelay (CLUSTER/TOPIC error)" <<'PY'
+r = R("t1c")
+x = rsp(r, 1111)
+assert len(x) == 1 and x[0]["decoded"], r
+errs = [t["ErrorCode"] for t in x[0]["decoded"]["body"]["Responses"]]
+assert errs == [29], x[0]["decoded"]
+assert not got(1111), "DeleteTopics v6 reached the broker"
+PY
+check "1: ApiVersions through krelay offers DeleteTopics max 6 (broker: 7)" <<'PY'
+r = R("t1")
+x = rsp(r, 1101)
+assert len(x) == 1 and x[0]["decoded"], r
+k = {e["ApiKey"]: (e["MinVersion"], e["MaxVersion"])
+     for e in x[0]["decoded"]["body"]["ApiKeys"]}
+assert k.get(20) == (0, 6), "DeleteTopics offered as %r" % (k.get(20),)
+PY
+check "1: DeleteTopics v7 never reaches the broker" <<'PY'
+assert got(1101), "the ApiVersions before it did not reach the broker"
+assert not got(1102), "the broker got DeleteTopics v7: %r" % broker(1102)
+PY
+check "1: DeleteTopics v7: no response, the connection is closed" <<'PY'
+r = R("t1")
+assert rsp(r, 1102) == [], "a response came: %r" % rsp(r, 1102)
+assert r["eof"] is True, "the connection stayed open (eof=%r)" % r["eof"]
+PY
+check "1: DeleteTopics v7: notice log line 'CorrelationId 1102 ... refused ... [rule no-delete]'" <<'PY'
+refused_log("deny", 1102, "no-delete")
+PY
+check "1: DeleteTopics v7: audit line actions [refused] with decode_error" <<'PY'
+refused_audit("deny", 1102, "DeleteTopics", 20, 7, "failsafe",
+              sent_bytes(R("t1"), 1102))
+PY
+check "4: owed Metadata responses 1121-1123 delivered in order, then EOF" <<'PY'
+r = R("t4")
+assert corrs(r) == [1121, 1122, 1123], "responses: %r" % corrs(r)
+for x in r["responses"]:
+    b = x["decoded"]["body"]
+    assert [(y["NodeId"], y["Port"]) for y in b["Brokers"]] == \
+        [(1, int(E["KR_BROKER_BASE"]) + 1)], b["Brokers"]
+assert r["eof"] is True, "the connection stayed open (eof=%r)" % r["eof"]
+PY
+check "4: the broker got Metadata 1121-1123, not DeleteTopics v7 1124 nor 1125" <<'PY'
+for c in (1121, 1122, 1123):
+    assert got(c), "Metadata %d did not reach the broker" % c
+assert not got(1124), "the broker got DeleteTopics v7: %r" % broker(1124)
+assert not got(1125), "the broker got the Metadata sent after it"
+PY
+check "4: log and audit lines for DeleteTopics v7 CorrelationId 1124" <<'PY'
+refused_log("deny", 1124, "no-delete")
+refused_audit("deny", 1124, "DeleteTopics", 20, 7, "failsafe",
+              sent_bytes(R("t4"), 1124))
+PY
+check "6: SaslHandshake v0 GSSAPI answered by krelay with ErrorCode 33" <<'PY'
+r = R("t6")
+x = rsp(r, 1131)
+assert len(x) == 1 and x[0]["decoded"], r
+assert x[0]["decoded"]["body"]["ErrorCode"] == 33, x[0]["decoded"]
+PY
+check "6: SaslHandshake v0 GSSAPI never reaches the broker" <<'PY'
+assert not got(1131), "the broker got it: %r" % broker(1131)
+PY
+check "6: Metadata after it answered normally (Kafka framing, rewritten)" <<'PY'
+r = R("t6")
+x = rsp(r, 1132)
+assert len(x) == 1 and x[0]["decoded"], "no Metadata response: %r" % r
+b = x[0]["decoded"]["body"]
+assert [(y["NodeId"], y["Host"], y["Port"]) for y in b["Brokers"]] == \
+    [(1, "127.0.0.1", int(E["KR_BROKER_BASE"]) + 1)], \
+    "broker address not rewritten (opaque SASL mode?): %r" % b["Brokers"]
+assert got(1132), "the Metadata request did not reach the broker"
+PY
+
+# ---- C. deny by ClientId: test 2 ---------------------------------------------
+krelay_start evil <<EOR
+[audit]
+target = $W/audit-evil.log
+
+[rule evil]
+client_id = evil
+deny = true
+EOR
+krelay_env
+raw t2a "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"raw_key": 1000, "cid": "evil", "corr": 1201}]},
+ {"eof": $EOF_WAIT}]
+EOF
+raw t2b "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Produce", "v": 12, "as_version": 14, "cid": "evil",
+            "corr": 1211}]},
+ {"eof": $EOF_WAIT}]
+EOF
+raw t2c "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "ApiVersions", "cid": "good", "corr": 1221}]},
+ {"recv": 1},
+ {"send": [{"api": "DeleteTopics", "as_version": 7, "cid": "evil",
+            "corr": 1222}]},
+ {"eof": $EOF_WAIT}]
+EOF
+# control: ClientId good is not refused; evil's Metadata is denied
+raw t2d "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"raw_key": 1000, "cid": "good", "corr": 1231}]}, {"recv": 1},
+ {"send": [{"api": "Metadata", "cid": "evil", "topic": "open",
+            "corr": 1232}]}, {"recv": 1}]
+EOF
+krelay_stop
+check "control: ApiKey 1000 from ClientId good forwarded unchanged; evil's Metadata denied" <<'PY'
+r = R("t2d")
+assert corrs(r) == [1231, 1232], r
+assert got(1231) and broker(1231)[0]["response_hex"] == rsp(r, 1231)[0]["hex"]
+assert not got(1232), "evil's Metadata reached the broker"
+t = rsp(r, 1232)[0]["decoded"]["body"]["Topics"]
+assert [(x["Name"], x["ErrorCode"]) for x in t] == [("open", 29)], t
+PY
+check "2: ApiKey 1000 from ClientId evil refused (not forwarded, closed)" <<'PY'
+r = R("t2a")
+assert not got(1201), "the broker got it: %r" % broker(1201)
+assert rsp(r, 1201) == [] and r["eof"] is True, r
+PY
+check "2: ApiKey 1000: log line and audit line (api UNKNOWN)" <<'PY'
+refused_log("evil", 1201, "evil")
+refused_audit("evil", 1201, "UNKNOWN", 1000, 0, "evil",
+              sent_bytes(R("t2a"), 1201))
+PY
+check "2: Produce v14 from ClientId evil refused (not forwarded, closed)" <<'PY'
+r = R("t2b")
+assert not got(1211), "the broker got it: %r" % broker(1211)
+assert rsp(r, 1211) == [] and r["eof"] is True, r
+PY
+check "2: Produce v14: log line and audit line" <<'PY'
+refused_log("evil", 1211, "evil")
+refused_audit("evil", 1211, "Produce", 0, 14, "evil",
+              sent_bytes(R("t2b"), 1211))
+PY
+check "2: ApiVersions (good) then DeleteTopics v7 (evil): refused" <<'PY'
+r = R("t2c")
+assert corrs(r) == [1221], "responses: %r" % corrs(r)
+assert got(1221), "ApiVersions did not reach the broker"
+assert not got(1222), "the broker got DeleteTopics v7: %r" % broker(1222)
+assert r["eof"] is True, "the connection stayed open"
+PY
+check "2: DeleteTopics v7 (evil): log line and audit line with client_id evil" <<'PY'
+refused_log("evil", 1222, "evil")
+refused_audit("evil", 1222, "DeleteTopics", 20, 7, "evil",
+              sent_bytes(R("t2c"), 1222))
+PY
+
+# ---- D. topic rules: tests 3 and 7 --------------------------------------------
+krelay_start topics <<EOR
+[audit]
+target = $W/audit-topics.log
+
+[rule secret-produce]
+api = Produce
+topic = secret-*
+deny = true
+
+[rule secret-fetch]
+api = Fetch
+topic = secret-*
+deny = true
+EOR
+krelay_env
+raw t3a "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Produce", "v": 12, "as_version": 14,
+            "topic": "secret-a", "corr": 1301}]},
+ {"eof": $EOF_WAIT}]
+EOF
+raw t3b "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Produce", "v": 12, "as_version": 14, "topic": "open",
+            "corr": 1311}]},
+ {"eof": $EOF_WAIT}]
+EOF
+# control: known versions are checked topic by topic
+raw t3c "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "Produce", "v": 12, "topic": "secret-a", "corr": 1321}]},
+ {"recv": 1},
+ {"send": [{"api": "Produce", "v": 12, "topic": "open", "corr": 1322}]},
+ {"recv": 1}]
+EOF
+raw t7 "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Fetch", "topic_id": "$RANDOM_ID", "corr": 1331}]},
+ {"recv": 1}]
+EOF
+# control: TopicIds krelay learned (Metadata v12 through it) are checked
+raw t7c "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Metadata", "corr": 1341}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "topic_id": "$SECRET_ID", "corr": 1342}]},
+ {"recv": 1},
+ {"send": [{"api": "Fetch", "topic_id": "$OPEN_ID", "corr": 1343}]},
+ {"recv": 1}]
+EOF
+krelay_stop
+check "control: Produce v12 to secret-a denied (29), to open forwarded" <<'PY'
+r = R("t3c")
+assert corrs(r) == [1321, 1322], r
+b = rsp(r, 1321)[0]["decoded"]["body"]
+errs = [p["ErrorCode"] for t in b["Responses"]
+        for p in t["PartitionResponses"]]
+assert errs == [29], b
+assert not got(1321) and got(1322), (broker(1321), broker(1322))
+PY
+check "3: Produce v14 to secret-a refused (not forwarded, closed, log, audit)" <<'PY'
+r = R("t3a")
+assert not got(1301), "the broker got it: %r" % broker(1301)
+assert rsp(r, 1301) == [] and r["eof"] is True, r
+refused_log("topics", 1301, "secret-produce")
+refused_audit("topics", 1301, "Produce", 0, 14, "failsafe",
+              sent_bytes(r, 1301))
+PY
+check "3: Produce v14 to open refused too (its topics cannot be checked)" <<'PY'
+r = R("t3b")
+assert not got(1311), "the broker got it: %r" % broker(1311)
+assert rsp(r, 1311) == [] and r["eof"] is True, r
+refused_log("topics", 1311, "secret-produce")
+PY
+check "control: Fetch v13 by learned TopicId: secret-a denied, open forwarded" <<'PY'
+r = R("t7c")
+assert corrs(r) == [1341, 1342, 1343], r
+b = rsp(r, 1342)[0]["decoded"]["body"]
+errs = [p["ErrorCode"] for t in b["Responses"] for p in t["Partitions"]]
+assert errs == [29], b
+assert not got(1342), "Fetch of secret-a reached the broker"
+assert got(1343), "Fetch of open did not reach the broker"
+PY
+check "7: Fetch v13 naming an unknown TopicId: answered ErrorCode 100" <<'PY'
+r = R("t7")
+x = rsp(r, 1331)
+assert len(x) == 1 and x[0]["decoded"], r
+assert x[0]["decoded"]["body"]["ErrorCode"] == 100, x[0]["decoded"]["body"]
+PY
+check "7: Fetch v13 naming an unknown TopicId never reaches the broker" <<'PY'
+assert not got(1331), "the broker got it: %r" % broker(1331)
+PY
+
+# ---- E. audit only: test 5; then a reload adding a deny: test 8 ---------------
+AUDIT_RULES="[audit]
+target = $W/audit-audit.log
+
+[rule a]
+audit = true"
+krelay_start audit <<<"$AUDIT_RULES"
+krelay_env
+raw t5 "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"raw_key": 1000, "corr": 1501}]}, {"recv": 1},
+ {"send": [{"api": "DeleteTopics", "as_version": 7, "corr": 1502}]},
+ {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1503}]}, {"recv": 1}]
+EOF
+raw t5p "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Produce", "v": 12, "as_version": 14, "corr": 1511}]},
+ {"recv": 1, "timeout": $EOF_WAIT}, {"eof": $EOF_WAIT}]
+EOF
+# 8. a connection opened before the reload
+rm -f "$W/t8.asked" "$W/t8.go"
+raw t8 "$KR_BOOTSTRAP" <<EOF &
+[{"send": [{"api": "Metadata", "topic": "open", "corr": 1801}]},
+ {"recv": 1}, {"touch": "$W/t8.asked"}, {"wait": "$W/t8.go"},
+ {"send": [{"api": "Metadata", "topic": "open", "corr": 1802}]},
+ {"recv": 1}]
+EOF
+T8=$!
+kr_wait_for 30 test -e "$W/t8.asked" || kr_fail "the reload client did not start"
+reloads() {
+    grep -c "reloaded .*krelay.ini" "$W/krelay.log"
+}
+NRELOAD=$(reloads)
+more_reloads() {
+    [ "$(reloads)" -gt "$NRELOAD" ]
+}
+cat >"$W/rules-audit-reload.ini" <<EOR
+$AUDIT_RULES
+
+[rule no-md]
+api = Metadata
+deny = true
+EOR
+KR_EXTRA_CONF=$W/rules-audit-reload.ini
+kr_write_conf "$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 30 more_reloads || kr_fail "no reload line after SIGHUP"
+: >"$W/t8.go"
+wait "$T8" || kr_fail "the reload client failed"
+krelay_stop
+check "5: ApiKey 1000 and DeleteTopics v7 forwarded, responses unchanged" <<'PY'
+r = R("t5")
+assert corrs(r) == [1501, 1502, 1503], r
+for c in (1501, 1502, 1503):
+    assert got(c), "CorrelationId %d did not reach the broker" % c
+for c in (1501, 1502):
+    assert broker(c)[0]["response_hex"] == rsp(r, c)[0]["hex"], \
+        "response %d changed" % c
+PY
+check "5: audit lines for ApiKey 1000 / DeleteTopics v7: forwarded, decode_error, sizes" <<'PY'
+r = R("t5")
+for c, api, key, ver in ((1501, "UNKNOWN", 1000, 0),
+                         (1502, "DeleteTopics", 20, 7)):
+    a = audit("audit", c)
+    assert len(a) == 1, "%d audit lines for %d: %r" % (len(a), c, a)
+    a = a[0]
+    want = {"api": api, "api_key": key, "api_version": ver,
+            "correlation_id": c, "client_id": "failsafe",
+            "actions": ["forwarded"], "request_bytes": sent_bytes(r, c),
+            "response_bytes": rsp(r, c)[0]["bytes"]}
+    bad = {k: a.get(k) for k in want if a.get(k) != want[k]}
+    assert not bad, "audit line %d: %r, want %r" % (
+        c, bad, {k: want[k] for k in bad})
+    assert isinstance(a.get("decode_error"), str) and a["decode_error"], a
+PY
+check "5: Produce v14 forwarded; response unchanged or fail-closed rewrite; audit line" <<'PY'
+r = R("t5p")
+assert got(1511), "Produce v14 did not reach the broker"
+x = rsp(r, 1511)
+if x:
+    assert x[0]["hex"] == broker(1511)[0]["response_hex"], "changed"
+    outcome = "the broker's response, unchanged"
+else:
+    assert r["eof"] is True, "neither a response nor EOF: %r" % r
+    assert klines("audit", "Produce v14"), "closed, but no log line " \
+        "names Produce v14"
+    outcome = "closed (broker-address rewriting fails closed)"
+a = audit("audit", 1511)
+assert len(a) == 1, "%d audit lines for 1511: %r (client got %s)" % (
+    len(a), a, outcome)
+a = a[0]
+assert "forwarded" in a["actions"] and a.get("decode_error"), a
+assert a["request_bytes"] == sent_bytes(r, 1511), a
+print("Produce v14 response: " + outcome)
+PY
+check "8: Metadata before the reload answered by the broker" <<'PY'
+r = R("t8")
+x = rsp(r, 1801)
+assert len(x) == 1 and x[0]["decoded"], r
+t = x[0]["decoded"]["body"]["Topics"]
+assert [(y["Name"], y["ErrorCode"]) for y in t] == [("open", 0)], t
+assert got(1801)
+PY
+check "8: Metadata after the reload, same connection: denied (29), not forwarded" <<'PY'
+r = R("t8")
+x = rsp(r, 1802)
+assert len(x) == 1 and x[0]["decoded"], "no response: %r" % r
+t = x[0]["decoded"]["body"]["Topics"]
+assert [(y["Name"], y["ErrorCode"]) for y in t] == [("open", 29)], t
+assert not got(1802), "the broker got it: %r" % broker(1802)
+assert klines("audit", "CorrelationId 1802", "denied by [rule no-md]"), \
+    "no 'denied by [rule no-md]' log line"
+PY
+
+# ---- every broker connection since the harness check came from krelay --------
+"$KR_PY" - "$W/broker.jsonl" "$DIRECT_LINES" "${KRELAY_PIDS[@]}" <<'PY' ||
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]
+pids = {int(p) for p in sys.argv[3:]}
+bad = [e for e in map(json.loads, lines)
+       if e["event"] == "accept" and e["pid"] not in pids]
+assert not bad, bad
+print("broker: %d connections, all from krelay" %
+      sum(1 for l in lines if '"accept"' in l))
+PY
+    kr_fail "connections to the fake broker not from krelay"
+kr_stop "$KR_MOCK_PID" fake_broker "$W/broker.log"
+if [ "${#FAILED[@]}" -gt 0 ]; then
+    kr_log "${#FAILED[@]} assertion(s) failed:"
+    for f in "${FAILED[@]}"; do
+        kr_log "  - $f"
+    done
+    kr_fail "${#FAILED[@]} fail-safe assertion(s) failed (see above)"
+fi
+kr_log "PASS"
