@@ -820,6 +820,61 @@ print_mask(FILE *f, const struct kr_ruleset *rs,
     }
 }
 
+/* Could rules a and b apply to one connection (their listener lists)? */
+static bool
+listeners_overlap(const struct kr_rule_conf *a, const struct kr_rule_conf *b)
+{
+    int i, j;
+
+    if (a->listener.n == 0 || b->listener.n == 0) {
+        return true;
+    }
+    for (i = 0; i < a->listener.n; i++) {
+        for (j = 0; j < b->listener.n; j++) {
+            if (strcmp(a->listener.v[i], b->listener.v[j]) == 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+unsigned
+kr_rule_warnings(const struct kr_ruleset *rs, FILE *f)
+{
+    const char *path;
+    unsigned n = 0;
+    int i, j;
+
+    if (rs == NULL) {
+        return 0;
+    }
+    path = rs->conf->path != NULL ? rs->conf->path : "(config)";
+    for (i = 0; i < rs->nrules; i++) {
+        const struct kr_rule_conf *r = &rs->conf->rules[i];
+
+        if (!r->pass_unknown_apis) {
+            continue;
+        }
+        for (j = 0; j < rs->nrules; j++) {
+            const struct kr_rule_conf *e = &rs->conf->rules[j];
+
+            if (e->napi == 0 && kr_rule_enforces(e) &&
+                listeners_overlap(r, e)) {
+                fprintf(f, "%s:%d: warning: [rule %s]: pass_unknown_apis "
+                        "has no effect on connections [rule %s] (line %d) "
+                        "could match: an enforcing rule without `api` "
+                        "covers ApiKeys krelay cannot decode, so they are "
+                        "left out of ApiVersions and refused\n", path,
+                        r->line, r->name, e->name, e->line);
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
 void
 kr_rule_print(const struct kr_ruleset *rs, FILE *f)
 {

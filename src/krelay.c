@@ -315,6 +315,7 @@ main(int argc, char **argv)
         if (!ok_log || !ok_audit) {
             goto out;
         }
+        (void)kr_rule_warnings(conf->ruleset, stderr);
         printf("krelay: %s: configuration OK\n", cp);
         kr_rule_print(conf->ruleset, stdout);
         rc = 0;

@@ -845,9 +845,10 @@ PY
 check "control: Fetch v13 by learned TopicId: secret-a denied, open forwarded" <<'PY'
 r = R("t7c")
 assert corrs(r) == [1341, 1342, 1343], r
+# a denied Fetch v13+: the top-level error and no partition, as Kafka's
+# FetchRequest.getErrorResponse (kr_action.c)
 b = rsp(r, 1342)[0]["decoded"]["body"]
-errs = [p["ErrorCode"] for t in b["Responses"] for p in t["Partitions"]]
-assert errs == [29], b
+assert (b["ErrorCode"], b["Responses"]) == (29, []), b
 assert not got(1342), "Fetch of secret-a reached the broker"
 assert got(1343), "Fetch of open did not reach the broker"
 PY
@@ -944,8 +945,11 @@ if x:
     outcome = "the broker's response, unchanged"
 else:
     assert r["eof"] is True, "neither a response nor EOF: %r" % r
-    assert klines("audit", "Produce v14"), "closed, but no log line " \
-        "names Produce v14"
+    # closed: acceptable only as broker-address rewriting failing closed
+    # (a Produce v14 response's NodeEndpoints cannot be found)
+    ls = klines("audit", "Produce v14")
+    assert [l for l in ls if "rewrit" in l], "the connection was closed, " \
+        "not by broker-address rewriting: %r" % ls
     outcome = "closed (broker-address rewriting fails closed)"
 a = audit("audit", 1511)
 assert len(a) == 1, "%d audit lines for 1511: %r (client got %s)" % (
@@ -979,8 +983,16 @@ PY
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]
 pids = {int(p) for p in sys.argv[3:]}
-bad = [e for e in map(json.loads, lines)
-       if e["event"] == "accept" and e["pid"] not in pids]
+ev = [json.loads(l) for l in lines]
+nreq = {}
+for e in ev:
+    if e["event"] == "close":
+        nreq[e["conn"]] = e["requests"]
+# pid -1: the peer socket was gone when the broker looked (krelay dials
+# the upstream at once and closes it when it refuses the first request):
+# harmless when nothing came on that connection
+bad = [e for e in ev if e["event"] == "accept" and e["pid"] not in pids and
+       (e["pid"] != -1 or nreq.get(e["conn"], 1) > 0)]
 assert not bad, bad
 print("broker: %d connections, all from krelay" %
       sum(1 for l in lines if '"accept"' in l))

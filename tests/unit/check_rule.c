@@ -717,6 +717,41 @@ START_TEST(test_eval_unknown_topic_id)
 }
 END_TEST
 
+/* issue 13: `krelay -t` says where pass_unknown_apis has no effect */
+START_TEST(test_warnings)
+{
+    struct kr_conf *c = load_ok(BASE
+        "[rule c]\napi = Produce\nclamp_max_version = 7\n"
+        "pass_unknown_apis = true\n"
+        "[rule d]\nlistener = a\nclient_id = evil\ndeny = true\n");
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(kr_rule_warnings(c->ruleset, f), 1);
+    fclose(f);
+    ck_assert_str_eq(out, "t.ini:9: warning: [rule c]: pass_unknown_apis "
+                     "has no effect on connections [rule d] (line 13) could "
+                     "match: an enforcing rule without `api` covers ApiKeys "
+                     "krelay cannot decode, so they are left out of "
+                     "ApiVersions and refused\n");
+    free(out);
+    kr_conf_free(c);
+    /* on another listener, or with `api`, the deny cannot interfere */
+    c = load_ok(BASE
+        "[rule c]\nlistener = b\napi = Produce\nclamp_max_version = 7\n"
+        "pass_unknown_apis = true\n"
+        "[rule d]\nlistener = a\nclient_id = evil\ndeny = true\n"
+        "[rule e]\napi = Fetch\ndeny = true\n");
+    f = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(kr_rule_warnings(c->ruleset, f), 0);
+    fclose(f);
+    kr_conf_free(c);
+}
+END_TEST
+
 static Suite *
 rule_suite(void)
 {
@@ -736,6 +771,7 @@ rule_suite(void)
     tcase_add_test(tc, test_conn_clamps);
     tcase_add_test(tc, test_print);
     tcase_add_test(tc, test_gate);
+    tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_eval_unknown_topic_id);
     suite_add_tcase(s, tc);
     return s;
