@@ -426,9 +426,10 @@ kr_log "fake broker (NodeId 1) at $KR_MOCK_BOOTSTRAP"
 # ---- 0. the harness: the fake broker answers correctly when spoken to ----
 kr_run 30 kcat -L -b "$KR_MOCK_BOOTSTRAP" >"$W/kcat-direct.txt" \
     2>"$W/kcat-direct.err" || kr_fail "kcat -L against the fake broker failed"
-grep -q "broker 1 at 127.0.0.1:$FAKE_PORT" "$W/kcat-direct.txt" &&
-    grep -q 'topic "secret-a" with 1 partitions' "$W/kcat-direct.txt" ||
+if ! grep -q "broker 1 at 127.0.0.1:$FAKE_PORT" "$W/kcat-direct.txt" ||
+   ! grep -q 'topic "secret-a" with 1 partitions' "$W/kcat-direct.txt"; then
     kr_fail "kcat -L against the fake broker: $(cat "$W/kcat-direct.txt")"
+fi
 {
     printf '[{"send": ['
     for v in 0 1 2 3 4; do
@@ -514,6 +515,7 @@ krelay_start() {
     KR_EXTRA_CONF=$W/rules-$SECTION.ini
     kr_start_krelay
     KRELAY_PIDS+=("$KR_KRELAY_PID")
+    export KR_PORT KR_BROKER_BASE     # for the checks
 }
 
 # every connection krelay opened to the broker was closed (the broker logs
@@ -543,19 +545,15 @@ krelay_stop() {
         kr_fail "the fake broker did not see krelay's connections close"
 }
 
-# krelay's ports: exported for the checks
-krelay_env() {
-    export KR_PORT KR_BROKER_BASE SECTION
-}
-
 # ---- A. no rules: the harness through krelay --------------------------------
 krelay_start base </dev/null
-krelay_env
 kr_run 30 kcat -L -b "$KR_BOOTSTRAP" >"$W/kcat-krelay.txt" \
     2>"$W/kcat-krelay.err" || kr_fail "kcat -L through krelay failed"
-grep -q "broker 1 at 127.0.0.1:$((KR_BROKER_BASE + 1))" "$W/kcat-krelay.txt" &&
-    grep -q 'topic "open" with 1 partitions' "$W/kcat-krelay.txt" ||
+if ! grep -q "broker 1 at 127.0.0.1:$((KR_BROKER_BASE + 1))" \
+        "$W/kcat-krelay.txt" ||
+   ! grep -q 'topic "open" with 1 partitions' "$W/kcat-krelay.txt"; then
     kr_fail "kcat -L through krelay: $(cat "$W/kcat-krelay.txt")"
+fi
 raw base "$KR_BOOTSTRAP" <<'EOF'
 [{"send": [{"api": "ApiVersions", "corr": 1001}]}, {"recv": 1},
  {"send": [{"api": "Metadata", "corr": 1002}]}, {"recv": 1},
@@ -599,7 +597,6 @@ target = $W/audit-deny.log
 api = DeleteTopics
 deny = true
 EOR
-krelay_env
 # 1. DeleteTopics v7: refused; ApiVersions offers DeleteTopics up to v6
 raw t1 "$KR_BOOTSTRAP" <<EOF
 [{"send": [{"api": "ApiVersions", "corr": 1101}]}, {"recv": 1},
@@ -707,8 +704,12 @@ target = $W/audit-evil.log
 [rule evil]
 client_id = evil
 deny = true
+
+# enforcing (a produce policy), no api: ApiKey 1000 leaves ApiVersions
+[rule policy]
+client_id = policy
+allowed_acks = all
 EOR
-krelay_env
 raw t2a "$KR_BOOTSTRAP" <<EOF
 [{"send": [{"raw_key": 1000, "cid": "evil", "corr": 1201}]},
  {"eof": $EOF_WAIT}]
@@ -725,20 +726,46 @@ raw t2c "$KR_BOOTSTRAP" <<EOF
             "corr": 1222}]},
  {"eof": $EOF_WAIT}]
 EOF
-# control: ClientId good is not refused; evil's Metadata is denied
+# control: ClientId good is not refused; evil's Metadata is denied; then
+# DeleteTopics v7 from good passes (each request's own ClientId counts)
 raw t2d "$KR_BOOTSTRAP" <<'EOF'
 [{"send": [{"raw_key": 1000, "cid": "good", "corr": 1231}]}, {"recv": 1},
  {"send": [{"api": "Metadata", "cid": "evil", "topic": "open",
-            "corr": 1232}]}, {"recv": 1}]
+            "corr": 1232}]}, {"recv": 1},
+ {"send": [{"api": "DeleteTopics", "as_version": 7, "cid": "good",
+            "corr": 1233}]}, {"recv": 1}]
+EOF
+raw t2e "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "ApiVersions", "cid": "policy", "corr": 1241}]},
+ {"recv": 1}]
 EOF
 krelay_stop
 check "control: ApiKey 1000 from ClientId good forwarded unchanged; evil's Metadata denied" <<'PY'
 r = R("t2d")
-assert corrs(r) == [1231, 1232], r
+assert corrs(r)[:2] == [1231, 1232], r
 assert got(1231) and broker(1231)[0]["response_hex"] == rsp(r, 1231)[0]["hex"]
 assert not got(1232), "evil's Metadata reached the broker"
 t = rsp(r, 1232)[0]["decoded"]["body"]["Topics"]
 assert [(x["Name"], x["ErrorCode"]) for x in t] == [("open", 29)], t
+PY
+check "2: DeleteTopics v7 from good after evil's denied Metadata: forwarded unchanged" <<'PY'
+r = R("t2d")
+assert got(1233), "DeleteTopics v7 from ClientId good did not reach the " \
+    "broker: %r" % klines("evil", "CorrelationId 1233")
+assert rsp(r, 1233) and rsp(r, 1233)[0]["hex"] == \
+    broker(1233)[0]["response_hex"], r
+PY
+check "ApiVersions: ApiKey 1000 dropped for ClientId policy (enforcing rule without api), kept for good" <<'PY'
+def keys(name, corr):
+    x = rsp(R(name), corr)
+    assert len(x) == 1 and x[0]["decoded"], R(name)
+    return {e["ApiKey"]: (e["MinVersion"], e["MaxVersion"])
+            for e in x[0]["decoded"]["body"]["ApiKeys"]}
+p, g = keys("t2e", 1241), keys("t2c", 1221)
+assert 1000 not in p, "ApiKey 1000 offered to ClientId policy: %r" % (
+    p[1000],)
+assert p.get(0, (0, 99))[1] <= 13, "Produce offered as %r" % (p.get(0),)
+assert g.get(1000) == (0, 0), "ApiKey 1000 not offered to ClientId good"
 PY
 check "2: ApiKey 1000 from ClientId evil refused (not forwarded, closed)" <<'PY'
 r = R("t2a")
@@ -788,7 +815,6 @@ api = Fetch
 topic = secret-*
 deny = true
 EOR
-krelay_env
 raw t3a "$KR_BOOTSTRAP" <<EOF
 [{"send": [{"api": "Produce", "v": 12, "as_version": 14,
             "topic": "secret-a", "corr": 1301}]},
@@ -869,7 +895,6 @@ target = $W/audit-audit.log
 [rule a]
 audit = true"
 krelay_start audit <<<"$AUDIT_RULES"
-krelay_env
 raw t5 "$KR_BOOTSTRAP" <<'EOF'
 [{"send": [{"raw_key": 1000, "corr": 1501}]}, {"recv": 1},
  {"send": [{"api": "DeleteTopics", "as_version": 7, "corr": 1502}]},

@@ -1411,6 +1411,69 @@ START_TEST(acks0_answered_dropped)
 END_TEST
 
 /*
+ * issue 13: more Produce requests with Acks=0 in flight than max_inflight
+ * before the upstream has answered any (librdkafka's mock answers them):
+ * the oldest are forgotten, and their answers, when they come, are
+ * recognised and dropped instead of closing the connection as out of
+ * order.  Once the upstream answered one, none is forgotten any more:
+ * they count for max_inflight like any request.
+ */
+START_TEST(acks0_forgotten_answers)
+{
+    struct bb req = { 0 }, more = { 0 }, exp = { 0 }, hb = { 0 };
+    struct wait w = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+    int i;
+
+    T.lc.max_inflight = 4;
+    T.fb.answer_acks0 = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 1; i <= 10; i++) {
+        req_produce(&req, i, 0, 20);
+    }
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    while (T.p->stats.responses_dropped < 10 && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_uint_eq(T.p->stats.responses_dropped, 10);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(s->acks0_forgot, 0);
+    ck_assert(s->acks0_answered);
+    ck_assert(!s->acks0_silent);
+    ck_assert_uint_eq(s->fifo_len, 0);
+    /* answered from now on: 10 more are all kept, 4 at a time */
+    for (i = 11; i <= 20; i++) {
+        req_produce(&more, i, 0, 20);
+    }
+    bput(&req, more.b, more.n);
+    cli_send(c, more.b, more.n);
+    fake_expect(&req);
+    memset(&w, 0, sizeof(w));
+    while (T.p->stats.responses_dropped < 20 && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_uint_eq(T.p->stats.responses_dropped, 20);
+    ck_assert_uint_eq(s->acks0_forgot, 0);
+    req_heartbeat(&hb, 21);
+    cli_send(c, hb.b, hb.n);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
+    free(req.b);
+    free(more.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
  * A fire-and-forget producer writes Acks=0 Produce requests and closes at
  * once, before krelay has even connected upstream: every byte must still
  * reach the broker, which sees an orderly end (EOF), and then the session
@@ -2794,6 +2857,7 @@ session_suite(void)
     tcase_add_test(tc, stop_closes_everything);
     tcase_add_loop_test(tc, acks0_answered_dropped, 0, 2);
     tcase_add_test(tc, acks0_silent_skipped);
+    tcase_add_test(tc, acks0_forgotten_answers);
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
