@@ -705,10 +705,12 @@ target = $W/audit-evil.log
 client_id = evil
 deny = true
 
-# enforcing (a produce policy), no api: ApiKey 1000 leaves ApiVersions
-[rule policy]
-client_id = policy
-allowed_acks = all
+# enforcing on every API (throttle_mode = enforce), no api: ApiKey 1000
+# leaves ApiVersions, and is refused
+[rule slow]
+client_id = slow
+throttle_ms = 10
+throttle_mode = enforce
 EOR
 raw t2a "$KR_BOOTSTRAP" <<EOF
 [{"send": [{"raw_key": 1000, "cid": "evil", "corr": 1201}]},
@@ -735,9 +737,11 @@ raw t2d "$KR_BOOTSTRAP" <<'EOF'
  {"send": [{"api": "DeleteTopics", "as_version": 7, "cid": "good",
             "corr": 1233}]}, {"recv": 1}]
 EOF
-raw t2e "$KR_BOOTSTRAP" <<'EOF'
-[{"send": [{"api": "ApiVersions", "cid": "policy", "corr": 1241}]},
- {"recv": 1}]
+raw t2e "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "ApiVersions", "cid": "slow", "corr": 1241}]},
+ {"recv": 1},
+ {"send": [{"raw_key": 1000, "cid": "slow", "corr": 1242}]},
+ {"eof": $EOF_WAIT}]
 EOF
 krelay_stop
 check "control: ApiKey 1000 from ClientId good forwarded unchanged; evil's Metadata denied" <<'PY'
@@ -755,17 +759,25 @@ assert got(1233), "DeleteTopics v7 from ClientId good did not reach the " \
 assert rsp(r, 1233) and rsp(r, 1233)[0]["hex"] == \
     broker(1233)[0]["response_hex"], r
 PY
-check "ApiVersions: ApiKey 1000 dropped for ClientId policy (enforcing rule without api), kept for good" <<'PY'
+check "ApiVersions: ApiKey 1000 dropped for ClientId slow (enforcing rule without api), kept for good" <<'PY'
 def keys(name, corr):
     x = rsp(R(name), corr)
     assert len(x) == 1 and x[0]["decoded"], R(name)
     return {e["ApiKey"]: (e["MinVersion"], e["MaxVersion"])
             for e in x[0]["decoded"]["body"]["ApiKeys"]}
 p, g = keys("t2e", 1241), keys("t2c", 1221)
-assert 1000 not in p, "ApiKey 1000 offered to ClientId policy: %r" % (
+assert 1000 not in p, "ApiKey 1000 offered to ClientId slow: %r" % (
     p[1000],)
-assert p.get(0, (0, 99))[1] <= 13, "Produce offered as %r" % (p.get(0),)
+over = {k: p[k] for k in (0, 3, 10, 20) if p.get(k, (0, 0))[1] >
+        {0: 13, 3: 13, 10: 6, 20: 6}[k]}
+assert not over, "offered above krelay's max to ClientId slow: %r" % over
 assert g.get(1000) == (0, 0), "ApiKey 1000 not offered to ClientId good"
+PY
+check "2: ApiKey 1000 from ClientId slow (throttle enforce, no api) refused" <<'PY'
+r = R("t2e")
+assert not got(1242), "the broker got it: %r" % broker(1242)
+assert rsp(r, 1242) == [] and r["eof"] is True, r
+refused_log("evil", 1242, "slow")
 PY
 check "2: ApiKey 1000 from ClientId evil refused (not forwarded, closed)" <<'PY'
 r = R("t2a")
