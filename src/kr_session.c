@@ -64,6 +64,17 @@
  *   than krelay knows is answered locally (KIP-511).  A reload swaps the
  *   proxy's config: conf_refresh picks it up before the next request.
  *
+ *   fail-safe (issue 13): a frame krelay cannot decode never slips past
+ *   an enforcing rule.  In next_request a request whose (ApiKey,
+ *   ApiVersion) the tables lack goes through kr_rule_gate (header only,
+ *   its own ClientId): REFUSE -> refuse_request (nothing forwarded from
+ *   it on, close after the responses owed); OBSERVE -> cut-through with
+ *   an rq whose audit line is written with the response.  A known one
+ *   that does not decode in rule_request goes to undecodable_request
+ *   (INVALID_REQUEST, refusal, or forwarded unchanged).  A response that
+ *   does not decode for observing rules (rsp_undecodable) or is above
+ *   max_frame_bytes for them (rsp_let_go) goes on unchanged.
+ *
  *   backpressure (update_io): read the client only while up.out <
  *   max_buffer_bytes (and < KR_OUT_CHAINS chains) and fewer than
  *   max_inflight requests wait; read the upstream only while client.out
