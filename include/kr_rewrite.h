@@ -35,6 +35,7 @@
 struct kr_upstream;
 
 struct kr_clamp;
+struct kr_node;
 
 /*
  * What a listener advertises to its clients.
@@ -177,5 +178,19 @@ struct kr_msg;
 int kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
                     const struct kr_wbuf *w, const struct kr_msg *m,
                     char *err, size_t errlen) KR_MUST_CHECK;
+
+/*
+ * Rewrite the broker endpoints of a decoded response body (api_key at
+ * api_version) in place, as kr_rewrite_response does on the wire: for an
+ * audit line that shows what the client gets, with res->changed telling
+ * whether anything was rewritten.  ApiVersions and APIs without endpoints
+ * are left alone (KR_OK, nothing changed).  Returns what
+ * kr_rewrite_response would for the same tree (KR_ELIMIT with
+ * res->bad_node_id, KR_ERROR...); the tree's hosts then borrow
+ * ctx->advertised_host.  Learns nothing (kr_upstream).
+ */
+int kr_rewrite_tree(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                    int16_t api_version, struct kr_node *body,
+                    struct kr_rewrite_result *res);
 
 #endif /* KR_REWRITE_H */

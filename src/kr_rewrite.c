@@ -596,6 +596,23 @@ rewrite_endpoints(const struct kr_rewrite_ctx *ctx, int16_t api_key,
     return rc;
 }
 
+int
+kr_rewrite_tree(const struct kr_rewrite_ctx *ctx, int16_t api_key,
+                int16_t api_version, struct kr_node *body,
+                struct kr_rewrite_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->bad_node_id = -1;
+    if (!inited) {
+        kr_rewrite_init();
+    }
+    if (body == NULL || api_key == KR_APIVERSIONS_KEY ||
+        !kr_rewrite_wants(api_key, api_version)) {
+        return KR_OK;
+    }
+    return rewrite_endpoints(ctx, api_key, api_version, body, 0, res);
+}
+
 /* ---- ApiVersions ------------------------------------------------------ */
 
 /*

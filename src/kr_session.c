@@ -2246,9 +2246,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
     }
     if (rc != KR_OK) {
-        snprintf(why, sizeof(why), "the %s v%d request does not decode: "
-                 "%.100s%s%.60s", api_name(nr->h.api_key),
-                 nr->h.api_version, ce.msg[0] ? ce.msg : kr_status_str(rc),
+        snprintf(why, sizeof(why), "request does not decode: %.100s%s%.60s",
+                 ce.msg[0] ? ce.msg : kr_status_str(rc),
                  ce.path[0] ? " at " : "", ce.path);
         ret = undecodable_request(s, nr, &arena, why);
         goto out;
@@ -3336,6 +3335,15 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             rq->actions |= KR_AUDIT_DELAYED;
         }
         if (rq->v.flags & KR_VF_AUDIT) {
+            struct kr_rewrite_result rr;
+
+            /* what the client gets: its broker addresses are krelay's
+               (the frame itself is rewritten below) */
+            if (kr_rewrite_tree(&s->rw, e->api_key, e->api_version, m.body,
+                                &rr) == KR_OK &&
+                rr.changed) {
+                rq->actions |= KR_AUDIT_REWRITTEN;
+            }
             /* the tree borrows from pl: format before pl moves on */
             free(rq->audit_line);
             rq->audit_line = audit_line(s, e, rq, &m, rsp_bytes, up_us,
@@ -3367,6 +3375,21 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
                                  rq->out, &res);
         if (rc != KR_OK) {
+            if (rq->v.flags & KR_VF_AUDIT) {
+                /* audited all the same: the response was not delivered */
+                char note[256];
+
+                snprintf(note, sizeof(note), "response not delivered, "
+                         "connection closed: cannot rewrite its broker "
+                         "addresses (%.120s)",
+                         res.err[0] ? res.err : kr_status_str(rc));
+                free(rq->note);
+                rq->note = strdup(note);
+                free(rq->audit_line);
+                rq->audit_line = NULL;
+                audit_put(s, audit_line(s, e, rq, NULL, rsp_bytes, up_us,
+                                        0));
+            }
             close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from "
                      "%s: %s", api_name(e->api_key), e->api_version,
                      s->upname, res.err[0] ? res.err : kr_status_str(rc));

@@ -38,8 +38,10 @@ the response is sent:
   {"event": "request", "conn": N, "api_key": K, "api_version": V,
    "correlation_id": C, "client_id": S|null, "request_bytes": B (with the
    size prefix), "known": bool (krelay-codec knows K/V), "detail": {...}
-   (Metadata topics, SaslHandshake mechanism, Produce acks), "response_hex":
-   the response frame sent, size prefix included, or null}
+   (Metadata/Produce/Fetch "topics", SaslHandshake "mechanism", Produce
+   "acks"; "undecodable": true for a known K/V whose body krelay-codec
+   cannot decode; "garbage": true for --garbage), "response_hex": the
+   response frame sent, size prefix included, or null}
   {"event": "close", "conn": N, "requests": R}  (after the last request of
    the connection was answered)
 SIGTERM or SIGINT: exit status 0.  Python 3 standard library only.
@@ -50,7 +52,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import socketserver
 import struct
 import subprocess
@@ -59,9 +60,9 @@ import threading
 import time
 
 API_VERSIONS, METADATA, PRODUCE, SASL_HANDSHAKE = 18, 3, 0, 17
-# one past krelay's highest version (krelay-codec list): what a newer
-# broker offers
-ONE_PAST = (0, 3, 10, 20)       # Produce, Metadata, FindCoordinator, DeleteTopics
+# offered one version past krelay's highest (krelay-codec list), as a
+# newer broker would: Produce, Metadata, FindCoordinator, DeleteTopics
+ONE_PAST = (0, 3, 10, 20)
 UNKNOWN_API = (1000, 0, 0)
 
 

@@ -51,7 +51,8 @@ raw: one connection; steps (a JSON list) run in order:
   {"wait": PATH}             wait (<= "timeout" s, default 60) for PATH
 FRAME: {"api": NAME, "corr": C, "cid": CLIENTID, "v": VERSION,
         "as_version": V (the header's ApiVersion is set to V after
-        encoding), "topic": NAME, "topic_id": UUID, "mechanism": M}
+        encoding), "topic": NAME, "topic_id": UUID, "mechanism": M,
+        "truncate": N (the last N bytes of the frame cut off)}
    or  {"raw_key": K, "v": V, "corr": C, "cid": CLIENTID} (header v1 and
         a few body bytes: an ApiKey krelay-codec does not know).
 Prints {"sent": [...], "responses": [{"corr", "bytes", "hex", "decoded",
@@ -60,7 +61,6 @@ Prints {"sent": [...], "responses": [{"corr", "bytes", "hex", "decoded",
 check: runs the code on stdin with the helpers below; an AssertionError
 prints its message and exits 1.
 """
-import base64
 import json
 import os
 import socket
@@ -85,6 +85,8 @@ APIS = {
                             "ClientSoftwareVersion": "1.0"}),
     "DeleteTopics": (20, 6, {"Topics": [{"Name": "open"}],
                              "TimeoutMs": 5000}),
+    "FindCoordinator": (10, 2, {"Key": "group-1", "KeyType": 0}),
+    "ListGroups": (16, 4, {"StatesFilter": []}),
 }
 
 
@@ -140,6 +142,9 @@ def build(codec, f):
     if "as_version" in f:
         ver = f["as_version"]
         frame = frame[:6] + struct.pack(">h", ver) + frame[8:]
+    if "truncate" in f:             # a body that does not decode
+        frame = frame[:-f["truncate"]]
+        frame = struct.pack(">i", len(frame) - 4) + frame[4:]
     return frame, key, ver, corr
 
 
@@ -363,6 +368,14 @@ def check(workdir):
     except AssertionError as e:
         print(str(e)[:1500])
         return 1
+    except Exception as e:      # e.g. no response where one was expected
+        tb = e.__traceback__
+        while tb.tb_next is not None and \
+                tb.tb_frame.f_code.co_filename != "<check>":
+            tb = tb.tb_next
+        print("%s at line %d of the check: %s"
+              % (type(e).__name__, tb.tb_lineno, str(e)[:1000]))
+        return 1
     return 0
 
 
@@ -409,7 +422,7 @@ broker_ready_or_gone() {
 : >"$W/broker.jsonl"
 "$KR_PY" "$top_srcdir/tests/integration/fake_broker.py" --codec "$CODEC" \
     --log "$W/broker.jsonl" --ready "$W/broker.ready" --node-id 1 \
-    --topic open:1 --topic secret-a:1 2>>"$W/broker.log" &
+    --topic open:1 --topic secret-a:1 --garbage 16 2>>"$W/broker.log" &
 KR_MOCK_PID=$!
 KR_PIDS+=("$KR_MOCK_PID")
 kr_wait_for 30 broker_ready_or_gone
@@ -445,13 +458,15 @@ fi
     printf ',{"api": "Fetch", "topic_id": "%s", "corr": 9202}' "$RANDOM_ID"
     printf ',{"api": "Produce", "v": 12, "as_version": 14, "corr": 9203}'
     printf ',{"api": "SaslHandshake", "corr": 9204}'
-    printf ']}, {"recv": 26}]\n'
+    printf ',{"api": "ListGroups", "corr": 9205}'
+    printf ',{"api": "DeleteTopics", "truncate": 3, "corr": 9206}'
+    printf ']}, {"recv": 28}]\n'
 } >"$W/direct.steps"
 raw direct "$KR_MOCK_BOOTSTRAP" <"$W/direct.steps"
 harness "the fake broker answers every request directly" <<'PY'
 import subprocess
 r = R("direct")
-assert r["error"] is None and len(r["responses"]) == 26, (r["error"], corrs(r))
+assert r["error"] is None and len(r["responses"]) == 28, (r["error"], corrs(r))
 assert corrs(r) == [s["corr"] for s in r["sent"]], corrs(r)
 # ApiVersions: krelay's ranges, one more for four APIs, plus ApiKey 1000
 known = {}
@@ -485,7 +500,8 @@ for v in range(14):
         assert ids == {"open": E["OPEN_ID"], "secret-a": E["SECRET_ID"]}, ids
 b = rsp(r, 9120)[0]["decoded"]["body"]
 assert [(t["Name"], t["ErrorCode"]) for t in b["Topics"]] == [("nope", 3)], b
-for c, key, ver in ((9200, 20, 7), (9201, 1000, 0), (9203, 0, 14)):
+for c, key, ver in ((9200, 20, 7), (9201, 1000, 0), (9203, 0, 14),
+                    (9205, 16, 4)):       # --garbage 16: ListGroups
     x = rsp(r, c)[0]
     assert bytes.fromhex(x["hex"])[8:] == b"FAKE %d v%d" % (key, ver), x
 assert rsp(r, 9202)[0]["decoded"]["body"]["ErrorCode"] == 0, rsp(r, 9202)
@@ -501,6 +517,9 @@ for s in r["sent"]:
     assert b[0]["response_hex"] == rsp(r, s["corr"])[0]["hex"], s
 assert broker(9203)[0]["detail"] == {}, broker(9203)   # v14: not decoded
 assert broker(9204)[0]["detail"]["mechanism"] == "GSSAPI", broker(9204)
+assert broker(9206)[0]["detail"] == {"undecodable": True}, broker(9206)
+assert rsp(r, 9206)[0]["decoded"]["body"] == {"ThrottleTimeMs": 0,
+                                              "Responses": []}, rsp(r, 9206)
 PY
 # connections the broker accepts from here on must all be krelay's
 DIRECT_LINES=$(wc -l <"$W/broker.jsonl")
@@ -545,6 +564,24 @@ krelay_stop() {
         kr_fail "the fake broker did not see krelay's connections close"
 }
 
+# reloads_above N: krelay logged more than N reloads
+reloads_above() {
+    [ "$(grep -c "reloaded .*krelay.ini" "$W/krelay.log")" -gt "$1" ]
+}
+
+# krelay_reload NAME: rewrite krelay.ini with the rules on stdin (same
+# ports), SIGHUP, wait for the reload line.
+krelay_reload() {
+    local n
+    cat >"$W/rules-$1.ini"
+    KR_EXTRA_CONF=$W/rules-$1.ini
+    kr_write_conf "$W/krelay.ini"
+    n=$(grep -c "reloaded .*krelay.ini" "$W/krelay.log")
+    kill -HUP "$KR_KRELAY_PID"
+    kr_wait_for 30 reloads_above "$n" ||
+        kr_fail "no reload line after SIGHUP ($1)"
+}
+
 # ---- A. no rules: the harness through krelay --------------------------------
 krelay_start base </dev/null
 kr_run 30 kcat -L -b "$KR_BOOTSTRAP" >"$W/kcat-krelay.txt" \
@@ -574,10 +611,11 @@ for c in (1001, 1002, 1003, 1004, 1005, 1006):
     assert got(c), "CorrelationId %d did not reach the broker" % c
 for c in (1003, 1004, 1005):   # passed unchanged
     assert broker(c)[0]["response_hex"] == rsp(r, c)[0]["hex"], c
-# after the broker's OK to SaslHandshake v0 the connection is opaque: the
-# Metadata response passes unrewritten
-b = rsp(r, 1006)[0]["decoded"]["body"]
-assert [x["Port"] for x in b["Brokers"]] == [int(E["FAKE_PORT"])], b
+PY
+check "no rules: after the broker's OK to SaslHandshake v0 GSSAPI the connection is opaque (as before)" <<'PY'
+b = rsp(R("base"), 1006)[0]["decoded"]["body"]
+assert [x["Port"] for x in b["Brokers"]] == [int(E["FAKE_PORT"])], \
+    "the Metadata response after it was rewritten: %r" % b["Brokers"]
 PY
 AV=$("$KR_PY" -c 'import json, sys
 b = [x for x in json.load(open(sys.argv[1]))["responses"]
@@ -586,7 +624,32 @@ print(" ".join("%d:%d-%d" % (e["ApiKey"], e["MinVersion"], e["MaxVersion"])
                for e in b["ApiKeys"] if e["ApiKey"] in (0, 3, 10, 20, 1000)))' \
     "$W/base.json")
 kr_log "no rules: ApiVersions through krelay offers $AV"
+# a connection gone opaque (SaslHandshake v0 GSSAPI, the broker's OK)
+# when a reload adds an enforcing rule: closed, nothing more forwarded
+rm -f "$W/t0.asked" "$W/t0.go"
+raw t0 "$KR_BOOTSTRAP" <<EOF &
+[{"send": [{"api": "SaslHandshake", "corr": 1011}]}, {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1012}]}, {"recv": 1},
+ {"touch": "$W/t0.asked"}, {"wait": "$W/t0.go"},
+ {"send": [{"api": "Metadata", "corr": 1013}]}, {"eof": $EOF_WAIT}]
+EOF
+T0=$!
+kr_wait_for 30 test -e "$W/t0.asked" || kr_fail "the t0 client did not start"
+krelay_reload base-reload <<'EOR'
+[rule no-delete]
+api = DeleteTopics
+deny = true
+EOR
+: >"$W/t0.go"
+wait "$T0" || kr_fail "the t0 client failed"
 krelay_stop
+check "reload adding an enforcing rule: a connection opaque after SaslHandshake v0 GSSAPI is closed" <<'PY'
+r = R("t0")
+assert corrs(r)[:2] == [1011, 1012] and got(1012), r
+assert rsp(r, 1013) == [], "a response to the request after the reload"
+assert not got(1013), "the broker got the request sent after the reload"
+assert r["eof"] is True, "the opaque connection stayed open"
+PY
 
 # ---- B. deny DeleteTopics: tests 1, 4 and 6 ---------------------------------
 krelay_start deny <<EOR
@@ -617,6 +680,13 @@ raw t4 "$KR_BOOTSTRAP" <<EOF
            {"api": "Metadata", "corr": 1125}]},
  {"eof": $EOF_WAIT}]
 EOF
+# spec 3: DeleteTopics v6 whose body does not decode (its response has no
+# top-level ErrorCode): refused, after the owed Metadata response
+raw t9 "$KR_BOOTSTRAP" <<EOF
+[{"send": [{"api": "Metadata", "corr": 1141},
+           {"api": "DeleteTopics", "truncate": 3, "corr": 1142}]},
+ {"eof": $EOF_WAIT}]
+EOF
 # 6. SaslHandshake v0 GSSAPI: krelay answers it; Kafka framing goes on
 raw t6 "$KR_BOOTSTRAP" <<'EOF'
 [{"send": [{"api": "SaslHandshake", "mechanism": "GSSAPI", "corr": 1131}]},
@@ -624,7 +694,7 @@ raw t6 "$KR_BOOTSTRAP" <<'EOF'
  {"send": [{"api": "Metadata", "corr": 1132}]}, {"recv": 1}]
 EOF
 krelay_stop
-check "control: DeleteTopics v6 denied by krelay (CLUSTER/TOPIC error)" <<'PY'
+check "control: DeleteTopics v6 denied by krelay (TOPIC_AUTHORIZATION_FAILED)" <<'PY'
 r = R("t1c")
 x = rsp(r, 1111)
 assert len(x) == 1 and x[0]["decoded"], r
@@ -675,6 +745,15 @@ check "4: log and audit lines for DeleteTopics v7 CorrelationId 1124" <<'PY'
 refused_log("deny", 1124, "no-delete")
 refused_audit("deny", 1124, "DeleteTopics", 20, 7, "failsafe",
               sent_bytes(R("t4"), 1124))
+PY
+check "spec 3: DeleteTopics v6 with a body that does not decode: refused after the owed response" <<'PY'
+r = R("t9")
+assert corrs(r) == [1141], "responses: %r" % corrs(r)
+assert r["eof"] is True, "the connection stayed open"
+assert got(1141) and not got(1142), (broker(1141), broker(1142))
+refused_log("deny", 1142, "no-delete")
+refused_audit("deny", 1142, "DeleteTopics", 20, 6, "failsafe",
+              sent_bytes(r, 1142))
 PY
 check "6: SaslHandshake v0 GSSAPI answered by krelay with ErrorCode 33" <<'PY'
 r = R("t6")
@@ -728,6 +807,11 @@ raw t2c "$KR_BOOTSTRAP" <<EOF
             "corr": 1222}]},
  {"eof": $EOF_WAIT}]
 EOF
+# spec 3: FindCoordinator v2 (a top-level ErrorCode) that does not decode
+raw t2f "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "FindCoordinator", "cid": "evil", "truncate": 1,
+            "corr": 1251}]}, {"recv": 1}]
+EOF
 # control: ClientId good is not refused; evil's Metadata is denied; then
 # DeleteTopics v7 from good passes (each request's own ClientId counts)
 raw t2d "$KR_BOOTSTRAP" <<'EOF'
@@ -778,6 +862,13 @@ r = R("t2e")
 assert not got(1242), "the broker got it: %r" % broker(1242)
 assert rsp(r, 1242) == [] and r["eof"] is True, r
 refused_log("evil", 1242, "slow")
+PY
+check "spec 3: FindCoordinator v2 (evil) that does not decode: answered INVALID_REQUEST (42)" <<'PY'
+r = R("t2f")
+x = rsp(r, 1251)
+assert len(x) == 1 and x[0]["decoded"], r
+assert x[0]["decoded"]["body"]["ErrorCode"] == 42, x[0]["decoded"]["body"]
+assert not got(1251), "the broker got it: %r" % broker(1251)
 PY
 check "2: ApiKey 1000 from ClientId evil refused (not forwarded, closed)" <<'PY'
 r = R("t2a")
@@ -915,7 +1006,15 @@ raw t5 "$KR_BOOTSTRAP" <<'EOF'
 EOF
 raw t5p "$KR_BOOTSTRAP" <<EOF
 [{"send": [{"api": "Produce", "v": 12, "as_version": 14, "corr": 1511}]},
- {"recv": 1, "timeout": $EOF_WAIT}, {"eof": $EOF_WAIT}]
+ {"recv": 1, "timeout": $EOF_WAIT}]
+EOF
+# spec 3 and Responses, observing rules only: a request body and a
+# response (ListGroups: the fake broker's is garbage) that do not decode
+raw t5g "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "DeleteTopics", "truncate": 3, "corr": 1521}]},
+ {"recv": 1},
+ {"send": [{"api": "ListGroups", "corr": 1531}]}, {"recv": 1},
+ {"send": [{"api": "Metadata", "corr": 1532}]}, {"recv": 1}]
 EOF
 # 8. a connection opened before the reload
 rm -f "$W/t8.asked" "$W/t8.go"
@@ -927,24 +1026,13 @@ raw t8 "$KR_BOOTSTRAP" <<EOF &
 EOF
 T8=$!
 kr_wait_for 30 test -e "$W/t8.asked" || kr_fail "the reload client did not start"
-reloads() {
-    grep -c "reloaded .*krelay.ini" "$W/krelay.log"
-}
-NRELOAD=$(reloads)
-more_reloads() {
-    [ "$(reloads)" -gt "$NRELOAD" ]
-}
-cat >"$W/rules-audit-reload.ini" <<EOR
+krelay_reload audit-reload <<EOR
 $AUDIT_RULES
 
 [rule no-md]
 api = Metadata
 deny = true
 EOR
-KR_EXTRA_CONF=$W/rules-audit-reload.ini
-kr_write_conf "$W/krelay.ini"
-kill -HUP "$KR_KRELAY_PID"
-kr_wait_for 30 more_reloads || kr_fail "no reload line after SIGHUP"
 : >"$W/t8.go"
 wait "$T8" || kr_fail "the reload client failed"
 krelay_stop
@@ -995,6 +1083,26 @@ a = a[0]
 assert "forwarded" in a["actions"] and a.get("decode_error"), a
 assert a["request_bytes"] == sent_bytes(r, 1511), a
 print("Produce v14 response: " + outcome)
+PY
+check "spec 3 (audit only): DeleteTopics v6 body that does not decode: forwarded unchanged, audited" <<'PY'
+r = R("t5g")
+b = broker(1521)
+assert b and b[0]["request_bytes"] == sent_bytes(r, 1521), \
+    "not forwarded as sent: %r" % b
+assert rsp(r, 1521) and rsp(r, 1521)[0]["hex"] == b[0]["response_hex"], r
+a = audit("audit", 1521)
+assert len(a) == 1 and "forwarded" in a[0]["actions"] and \
+    isinstance(a[0].get("decode_error"), str) and a[0]["decode_error"], a
+PY
+check "Responses (audit only): a ListGroups response that does not decode: forwarded unchanged, connection open, audited" <<'PY'
+r = R("t5g")
+assert corrs(r) == [1521, 1531, 1532], "responses: %r (eof %r)" % (
+    corrs(r), r["eof"])
+assert rsp(r, 1531)[0]["hex"] == broker(1531)[0]["response_hex"], r
+a = audit("audit", 1531)
+assert len(a) == 1 and a[0]["actions"] == ["forwarded"] and \
+    isinstance(a[0].get("decode_error"), str) and a[0]["decode_error"], a
+assert a[0].get("response_bytes") == rsp(r, 1531)[0]["bytes"], a
 PY
 check "8: Metadata before the reload answered by the broker" <<'PY'
 r = R("t8")
