@@ -44,7 +44,8 @@
  *     every mention (kr_topics.h; TopicIds resolved at capture time);
  *   - errors: every ErrorCode != 0 in the response (KR_FF_ERROR_CODE
  *     fields, any depth) by Kafka name (kr_kerr_format) with counts; {}
- *     when none or no response;
+ *     when none or no response; null when a response came (rsp_bytes >
+ *     0) but was not decoded (rsp NULL: see decode_error, note);
  *   - actions: the KR_AUDIT_* bits set, in the order below;
  *   - decode_error, note: only when info gives them (issue 13: a frame
  *     krelay could not decode, a response too large to hold; the line

@@ -732,7 +732,9 @@ kr_audit_format(const struct kr_audit_info *info,
         !jset(o, "topics_truncated", json_true())) {
         goto fail;
     }
-    errs = errors_json(rsp);
+    /* a response that came but was not decoded: its errors are unknown */
+    errs = rsp == NULL && info->rsp_bytes > 0 ? json_null()
+                                              : errors_json(rsp);
     if (!jset(o, "errors", errs)) {
         goto fail;
     }

@@ -3218,9 +3218,10 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
         rq->actions |= KR_AUDIT_THROTTLED;
     }
     if (rq->v.flags & KR_VF_AUDIT) {
-        snprintf(note, sizeof(note), "response of %zu bytes above "
-                 "max_frame_bytes %" PRId64 ": not held, not decoded, "
-                 "forwarded unchanged", flen, s->lc->max_frame_bytes);
+        snprintf(note, sizeof(note), "response of %zu bytes (payload %zu) "
+                 "above max_frame_bytes %" PRId64 ": not held, not decoded, "
+                 "forwarded unchanged", KR_FRAME_PREFIX + flen, flen,
+                 s->lc->max_frame_bytes);
         free(rq->note);
         rq->note = strdup(note);
         audit_put(s, audit_line(s, e, rq, NULL, KR_FRAME_PREFIX + flen,

@@ -12,17 +12,18 @@
 # forgotten one then matched nothing and krelay closed the connection
 # ("upstream ... sent N bytes with no request in flight", or "answered
 # CorrelationId X but the oldest request in flight is ..."), losing what
-# the producer had written on it (about 25-35% of the messages).
+# the producer had written on it (a quarter to a half of the messages in
+# runs on a 2-core VM).
 #
 # KR_ACKS0_COUNT (default 100000) sets the number of messages: 2000
 # (400 requests: never 1000 outstanding) checks the harness alone.
 #
 # Volume and the mock's retention: each mock partition keeps at most
 # 100,000 batches and 5 MiB (rd_kafka_mock_partition_log_append drops the
-# oldest beyond either).  6 partitions, batches of <= 5 records of ~30
-# bytes: about 20,000-25,000 batches and 5 MB in all, about 4,000
-# batches and 1 MB per partition, nowhere near either limit, so the mock
-# drops nothing.
+# oldest beyond either).  6 partitions (random partitioner), records of
+# ~25 bytes: even at one batch per record (61 bytes of batch header) that
+# is about 17,000 batches and 1.6 MB per partition, far below both
+# limits, so the mock drops nothing.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -90,8 +91,11 @@ nparts=$(sort -u "$W/parts.txt" | wc -l)
     kr_fail "messages landed on $nparts of $PARTS partitions"
 
 if kr_is_direct; then
-    # kcat closes right after its last write; the mock, reset, drops
-    # requests it has not read yet: a few may be lost talking directly.
+    # kcat closes right after its last write, with the mock's answers to
+    # its Acks=0 requests unread in its socket: the close resets the
+    # connection and the mock drops the requests it has not read yet
+    # (about two thirds of the 100,000 in one run).  krelay drops those
+    # answers itself and half-closes the upstream: nothing is lost.
     kr_log "direct: $got of $N (not checked)"
     kr_finish
     exit 0
@@ -106,6 +110,10 @@ if [ -n "$closes" ]; then
 fi
 [ "$got" -eq "$N" ] ||
     kr_fail "only $got of $N acks=0 messages reached the broker"
+# the client's side: librdkafka logs a lost connection as FAIL/ERROR
+if grep -qi "error\|fail\|disconnect" "$W/kcat-P.log"; then
+    kr_fail "kcat -P reported errors: $(head -3 "$W/kcat-P.log")"
+fi
 if [ "$KRELAY_LOG_LEVEL" = debug ] || [ "$KRELAY_LOG_LEVEL" = trace ]; then
     grep -q "answers Produce requests with Acks=0" "$W/krelay.log" ||
         kr_fail "no debug line about the answered Acks=0 Produce"

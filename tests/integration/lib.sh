@@ -238,6 +238,8 @@ kr_start_mock() {
 }
 
 # kr_write_conf FILE: krelay's config for the running mock.
+# KR_LISTENER_CONF: lines added to its [listener] section as they are
+# (e.g. "max_frame_bytes = 16777216").
 kr_write_conf() {
     cat >"$1" <<EOF
 ; written by tests/integration/lib.sh for $KR_TEST_NAME
@@ -250,6 +252,7 @@ advertised_host = 127.0.0.1
 broker_port_base = $KR_BROKER_BASE
 node_id_min = 1
 node_id_max = $KR_NODEIDS
+${KR_LISTENER_CONF:-}
 
 [log]
 level = $KRELAY_LOG_LEVEL
@@ -315,8 +318,10 @@ kr_is_direct() {
 # refusal) or the upstream did.  Every close is one line naming the
 # connection ("[c#N ...]"): at warn/error level as it is, at
 # notice/info/debug level ending in "(N bytes up, M down)".  A client's
-# own close reads "client closed the connection".  Needs no particular
-# log level below info (closes are logged at info or above).
+# own close reads "client closed the connection".  Closes are logged at
+# info (timeouts, an upstream's orderly close), notice (refusals) or
+# warn/error: complete at KRELAY_LOG_LEVEL info, debug (the default) or
+# trace; at notice the info ones are missed.
 kr_closes_not_by_client() {
     grep -E ': (warn|error): \[c#[0-9]+ |: [a-z]+: \[c#[0-9]+ .*\([0-9]+ bytes up, [0-9]+ down\)$' \
         "$KR_WORK/krelay.log" | grep -v '\] client closed the connection' ||

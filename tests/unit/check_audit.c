@@ -304,6 +304,16 @@ START_TEST(test_format_ids_unknown_api_conn)
                   != NULL, "%s", line);
     ck_assert_msg(strstr(line, "response_bytes") == NULL, "%s", line);
     free(line);
+    /* a response came but was not decoded: its errors are unknown */
+    info.actions = KR_AUDIT_FORWARDED;
+    info.rsp_bytes = 50;
+    line = kr_audit_format(&info, NULL, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, "\"response_bytes\":50,") != NULL &&
+                  strstr(line, "\"errors\":null,\"actions\":"
+                         "[\"forwarded\"],\"decode_error\":") != NULL,
+                  "%s", line);
+    free(line);
     info.decode_error = NULL;
     info.note = NULL;
 
