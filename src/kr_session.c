@@ -2603,6 +2603,21 @@ request_fields(int16_t key, struct kr_frame_field *f)
     }
 }
 
+/* What the rules path needs of a whole request frame, into *nr. */
+static void
+nreq_fill(struct kr_nreq *nr, const struct kr_req_hdr *h,
+          struct kr_inflight *e, size_t flen, bool expect)
+{
+    nr->h = *h;
+    e->correlation_id = h->correlation_id;
+    e->api_key = h->api_key;
+    e->api_version = h->api_version;
+    e->kind = KR_INF_REQUEST;
+    nr->e = *e;
+    nr->flen = flen;
+    nr->expect = expect;
+}
+
 /*
  * Look at the frame starting at offset scan of client.in (avail bytes
  * there, >= 4) and say what happens to it (enum nreq_outcome).
@@ -2769,14 +2784,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         kr_rule_gate(s->cref->conf->ruleset, &s->rmask, h.api_key,
                      h.api_version, nr->cid, cidlen, &nr->gate);
         if (nr->gate.gate == KR_GATE_REFUSE) {
-            nr->h = h;
-            e.correlation_id = h.correlation_id;
-            e.api_key = h.api_key;
-            e.api_version = h.api_version;
-            e.kind = KR_INF_REQUEST;
-            nr->e = e;
-            nr->flen = flen;
-            nr->expect = expect;
+            nreq_fill(nr, &h, &e, flen, expect);
             return NREQ_REFUSE;     /* process_requests frees nr->cid */
         }
         if (nr->gate.gate == KR_GATE_OBSERVE) {
@@ -2809,14 +2817,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (avail - KR_FRAME_PREFIX < flen) {
             return NREQ_WAIT;           /* wait for the whole frame */
         }
-        nr->h = h;
-        e.correlation_id = h.correlation_id;
-        e.api_key = h.api_key;
-        e.api_version = h.api_version;
-        e.kind = KR_INF_REQUEST;
-        nr->e = e;
-        nr->flen = flen;
-        nr->expect = expect;
+        nreq_fill(nr, &h, &e, flen, expect);
         return NREQ_RULES;
     }
     if (h.known && req_hold(h.api_key, h.api_version)) {
@@ -2831,14 +2832,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             s->sasl_mech == KR_SASL_OTHER && conn_enforces(s)) {
             /* issue 13: after it the connection would pass opaquely,
                past every rule */
-            nr->h = h;
-            e.correlation_id = h.correlation_id;
-            e.api_key = h.api_key;
-            e.api_version = h.api_version;
-            e.kind = KR_INF_REQUEST;
-            nr->e = e;
-            nr->flen = flen;
-            nr->expect = expect;
+            nreq_fill(nr, &h, &e, flen, expect);
             nr->sasl_refuse = true;
             return NREQ_RULES;
         }
