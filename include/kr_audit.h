@@ -163,6 +163,8 @@ struct kr_audit_info {
                                       * request read */
     const char *listener, *client_addr, *principal, *client_id;
                                      /* client_id NULL: take the request's */
+    size_t client_id_len;            /* client_id's bytes (it may hold
+                                        NULs); 0: strlen(client_id) */
     uint16_t client_port;
     int16_t api_key, api_version;    /* as the client sent it */
     int32_t correlation_id;

@@ -237,7 +237,10 @@ struct kr_session {
     unsigned client_eof:1;              /* client closed its side: finish
                                            forwarding, then close */
     unsigned up_shut:1;                 /* shutdown(SHUT_WR) sent upstream */
-    unsigned want_rsp_first:1;          /* SaslHandshake response next */
+    unsigned want_rsp_first:1;          /* a SaslHandshake v0 was forwarded:
+                                           no further request is parsed
+                                           until its response says whether
+                                           raw SASL tokens follow */
     unsigned acks0_answered:1;          /* upstream answered an Acks=0
                                            Produce (logged once) */
     unsigned acks0_silent:1;            /* upstream skipped one, as Kafka

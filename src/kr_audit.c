@@ -685,7 +685,9 @@ kr_audit_format(const struct kr_audit_info *info,
     }
     if (info->client_id != NULL) {
         if (!jset(o, "client_id",
-                  jstr(info->client_id, strlen(info->client_id)))) {
+                  jstr(info->client_id,
+                       info->client_id_len > 0 ? info->client_id_len
+                                               : strlen(info->client_id)))) {
             goto fail;
         }
     } else if (req != NULL && req->has_client_id) {

@@ -547,8 +547,10 @@ header_match(const struct kr_rule_conf *r, int16_t api_key,
 {
     const struct kr_api_desc *a = kr_api_get(api_key);
 
-    if (!names_api(r, api_key) || api_version < r->versions_min ||
-        api_version > r->versions_max) {
+    /* a negative ApiVersion is no version at all: any range may hold */
+    if (!names_api(r, api_key) ||
+        (api_version >= 0 && (api_version < r->versions_min ||
+                              api_version > r->versions_max))) {
         return false;
     }
     if (r->client_id.n > 0 &&
@@ -611,6 +613,32 @@ kr_rule_gate(const struct kr_ruleset *rs, const struct kr_rule_mask *conn,
     }
 }
 
+/*
+ * Could rule r enforce something on a request of ApiKey api at some
+ * version above hi (the tables' max), from ClientId cid?  Its versions
+ * there are [max(hi + 1, versions_min), versions_max]; a clamp enforces
+ * only on the ones outside it.
+ */
+static bool
+enforces_above(const struct kr_rule_conf *r, int16_t api, int32_t hi,
+               const char *cid, size_t cidlen)
+{
+    int32_t lo = hi + 1 > r->versions_min ? hi + 1 : r->versions_min;
+    int32_t top = r->versions_max;
+
+    if (lo > top || !header_match(r, api, (int16_t)lo, cid, cidlen)) {
+        return false;
+    }
+    if (rule_enforces_response(r) ||
+        ((r->direction & KR_RDIR_REQUEST) &&
+         (r->deny || (has_policy(r) && api == KR_API_PRODUCE)))) {
+        return true;
+    }
+    return (r->direction & KR_RDIR_REQUEST) && has_clamp(r) &&
+           ((r->clamp_min_version >= 0 && lo < r->clamp_min_version) ||
+            (r->clamp_max_version >= 0 && top > r->clamp_max_version));
+}
+
 bool
 kr_rule_conn_enforced(const struct kr_ruleset *rs,
                       const struct kr_rule_mask *conn, const char *client_id,
@@ -618,6 +646,7 @@ kr_rule_conn_enforced(const struct kr_ruleset *rs,
 {
     struct kr_gate_result g;
     int16_t k;
+    int i;
 
     for (k = 0; k <= kr_api_max; k++) {
         const struct kr_api_desc *a = kr_api_get(k);
@@ -627,12 +656,15 @@ kr_rule_conn_enforced(const struct kr_ruleset *rs,
             a->valid.hi == INT16_MAX) {
             continue;
         }
-        kr_rule_gate(rs, conn, k, (int16_t)(a->valid.hi + 1), client_id,
-                     client_id_len, &g);
-        enforced[k] = g.gate == KR_GATE_REFUSE;
+        for (i = 0; rs != NULL && i < rs->nrules && !enforced[k]; i++) {
+            enforced[k] = kr_rule_mask_has(conn, i) &&
+                          enforces_above(&rs->conf->rules[i], k,
+                                         a->valid.hi, client_id,
+                                         client_id_len);
+        }
     }
     /* an ApiKey no table knows: only rules without `api` can match it */
-    kr_rule_gate(rs, conn, INT16_MAX, 0, client_id, client_id_len, &g);
+    kr_rule_gate(rs, conn, INT16_MAX, -1, client_id, client_id_len, &g);
     return g.gate == KR_GATE_REFUSE;
 }
 

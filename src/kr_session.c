@@ -211,6 +211,7 @@ struct kr_rq {
     char *client_id;                    /* the request's ClientId when no
                                            capture has it (malloc'd, NULL:
                                            null or unknown) */
+    size_t client_id_len;               /* its bytes (it may hold NULs) */
 };
 
 /* ---- transport: plain TCP ------------------------------------------- */
@@ -1483,6 +1484,7 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
     info.note = rq->note;
     if (rq->audit == NULL) {
         info.client_id = rq->client_id;
+        info.client_id_len = rq->client_id_len;
     }
     return kr_audit_format(&info, rq->audit, rsp, rq->v.audit_body);
 }
@@ -1811,7 +1813,13 @@ undecodable_rq(const struct kr_nreq *nr, const char *cid, const char *why,
         rq->decode_error = strdup(why);
     }
     if (cid != NULL) {
-        rq->client_id = strdup(cid);
+        /* request_client_id copied h.client_id_len bytes */
+        rq->client_id_len = nr->h.client_id_len;
+        rq->client_id = malloc(rq->client_id_len + 1);
+        if (rq->client_id != NULL) {
+            memcpy(rq->client_id, cid, rq->client_id_len);
+            rq->client_id[rq->client_id_len] = '\0';
+        }
     }
     if ((why != NULL && rq->decode_error == NULL) ||
         (cid != NULL && rq->client_id == NULL)) {
@@ -2041,6 +2049,7 @@ av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *c)
 
 static void apiversions_clamps(struct kr_session *s, const char *cid,
                                size_t cidlen);
+static void sasl_note_mech(struct kr_session *s, const struct kr_msg *m);
 
 /*
  * The version a clamped request is translated to: the client's version
@@ -2252,6 +2261,11 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         ret = undecodable_request(s, nr, &arena, why);
         goto out;
     }
+    if (nr->h.api_key == KR_API_SASL_HANDSHAKE) {
+        sasl_note_mech(s, &m);
+        nr->sasl_refuse = nr->h.api_version == 0 &&
+                          s->sasl_mech == KR_SASL_OTHER && conn_enforces(s);
+    }
     if (nr->sasl_refuse) {
         char mech[48];
         const struct kr_val *mv = kr_node_get(m.body, "Mechanism");
@@ -2412,6 +2426,9 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         add_prefix(s->up.out, evbuffer_get_length(pl));
         evbuffer_add_buffer(s->up.out, pl);
     }
+    if (nr->h.api_key == KR_API_SASL_HANDSHAKE && nr->h.api_version == 0) {
+        s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
+    }
     if (!nr->expect) {
         s->p->stats.requests_acks0++;
         if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
@@ -2515,6 +2532,23 @@ sasl_mech_of(const uint8_t *p, int32_t len)
     return KR_SASL_OTHER;
 }
 
+/* Remember the Mechanism of a decoded SaslHandshake request m. */
+static void
+sasl_note_mech(struct kr_session *s, const struct kr_msg *m)
+{
+    const struct kr_val *v = kr_node_get(m->body, "Mechanism");
+
+    if (v == NULL || v->is_null || v->u.s.len < 0) {
+        s->sasl_mech = KR_SASL_OTHER;
+    } else {
+        s->sasl_mech = sasl_mech_of(v->u.s.p, v->u.s.len);
+        kr_log_debug("[%s] SaslHandshake v%d Mechanism %.*s", s->name,
+                     m->api_version, (int)(v->u.s.len > 40 ? 40 :
+                                           v->u.s.len),
+                     (const char *)v->u.s.p);
+    }
+}
+
 /*
  * Decode a whole SaslHandshake request at offset off of in (frame_len
  * payload bytes after the prefix) with the codec; remember Mechanism.
@@ -2530,7 +2564,6 @@ decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
     struct kr_codec_err err;
     struct kr_rbuf rb;
     struct kr_msg m;
-    struct kr_val *v;
     int i, n, rc;
 
     if (evbuffer_ptr_set(in, &pos, off + KR_FRAME_PREFIX,
@@ -2568,16 +2601,7 @@ decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
         kr_arena_free(&arena);
         return -1;
     }
-    v = kr_node_get(m.body, "Mechanism");
-    if (v == NULL || v->is_null || v->u.s.len < 0) {
-        s->sasl_mech = KR_SASL_OTHER;
-    } else {
-        s->sasl_mech = sasl_mech_of(v->u.s.p, v->u.s.len);
-        kr_log_debug("[%s] SaslHandshake v%d Mechanism %.*s", s->name,
-                     m.api_version, (int)(v->u.s.len > 40 ? 40 :
-                                          v->u.s.len),
-                     (const char *)v->u.s.p);
-    }
+    sasl_note_mech(s, &m);
     kr_arena_free(&arena);
     return 0;
 }
@@ -2808,8 +2832,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         free(nr->cid);
         nr->cid = NULL;
     }
-    if (h.known && s->sasl_tokens == 0 &&
-        h.api_key != KR_API_SASL_HANDSHAKE) {
+    if (h.known && s->sasl_tokens == 0) {
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
     }
@@ -2852,6 +2875,9 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (push_optional(s, &e) != 0) {
             return NREQ_CLOSED;
         }
+    }
+    if (h.known && h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0) {
+        s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
     s->p->stats.requests++;
     kr_log_trace("[%s] request %s v%d CorrelationId %d ClientId %s, "
@@ -2899,6 +2925,13 @@ process_requests(struct kr_session *s)
         }
         if (s->opaque) {
             scan = total;
+            break;
+        }
+        if (s->want_rsp_first) {
+            /* a SaslHandshake v0 is in flight: whether raw SASL tokens
+               follow is known only from its answer (the up read resumes
+               the requests, as after max_inflight) */
+            s->req_blocked = 1;
             break;
         }
         if (avail < KR_FRAME_PREFIX || s->enforce_wait ||
@@ -3139,7 +3172,10 @@ rsp_undecodable(struct kr_session *s, const struct kr_inflight *e,
     snprintf(what, sizeof(what), "%s v%d response to CorrelationId %d",
              api_label(e->api_key, abuf, sizeof(abuf)), rq->up_version,
              e->correlation_id);
-    undecodable_note(s, what, why);
+    if (!kr_rewrite_wants(e->api_key, e->api_version)) {
+        /* else its broker addresses decide: rewritten, or closed */
+        undecodable_note(s, what, why);
+    }
     if (rq->decode_error == NULL) {
         rq->decode_error = strdup(why);
         if (rq->decode_error == NULL) {
@@ -3672,6 +3708,20 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
              &pk);
     for (;;) {
         e = fifo_waiting(s, &idx);
+        if (e == NULL && s->acks0_forgot > 0 &&
+            kr_frame_size(pk, c, KR_FRAME_RSP_MIN, INT32_MAX, &size) ==
+                KR_OK) {
+            if (c < KR_FRAME_PREFIX + KR_FRAME_RSP_MIN) {
+                return 0;
+            }
+            /* the answer to a Produce with Acks=0 that krelay stopped
+               remembering (push_optional): the client expects none */
+            s->acks0_forgot--;
+            s->acks0_answered = 1;
+            s->p->stats.responses_dropped++;
+            *flen_out = (size_t)size;
+            return 4;
+        }
         if (e == NULL) {
             close_up(s, KR_LOG_WARN, "upstream %s sent %zu bytes with no "
                      "request in flight", s->upname, avail);
@@ -3770,6 +3820,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (rc == KR_OK && f[0].found && f[0].val == 0) {
             sasl_start(s);
         }
+        s->want_rsp_first = 0;
     }
     if (idx == 0 && e->rq != NULL &&
         (int64_t)flen > s->lc->max_frame_bytes && rsp_may_stream(e)) {

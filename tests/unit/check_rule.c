@@ -644,7 +644,8 @@ START_TEST(test_gate)
     ck_assert(enf[KR_API_PRODUCE]);
     ck_assert(!enf[KR_API_METADATA]);
     ck_assert(!enf[KR_API_HEARTBEAT]);
-    ck_assert_int_eq(enf[KR_API_FETCH], fe > 20);
+    /* Fetch v21+ is outside the clamp: capped although v19, v20 pass */
+    ck_assert(enf[KR_API_FETCH]);
     ck_assert(kr_rule_conn_enforced(rs, &ma, "evil", 4, enf));
     ck_assert(enf[KR_API_HEARTBEAT]);
     ck_assert(!kr_rule_conn_enforced(rs, &mb, "good", 4, enf));
@@ -654,7 +655,29 @@ START_TEST(test_gate)
     ck_assert(kr_rule_enforces(&c->rules[4]));
     ck_assert(kr_rule_enforces(&c->rules[5]));
     ck_assert(!kr_rule_enforces(&c->rules[0]));
+
+    /* a negative ApiVersion is no version: every range could hold it */
+    kr_rule_gate(rs, &ma, KR_API_DELETE_TOPICS, -1, "good", 4, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    kr_rule_gate(rs, &ma, KR_API_METADATA, -5, "evil-x", 6, &g);
+    ck_assert_int_eq(g.gate, KR_GATE_REFUSE);
+    ck_assert_int_eq(g.rule, 1);
     free(enf);
+    kr_conf_free(c);
+
+    /* a deny on versions far above the tables still caps the API */
+    c = load_ok(BASE "[rule d]\napi = DeleteTopics\nversions = 8-9\n"
+                "deny = true\n"
+                "[rule c]\napi = Fetch\nversions = 19-25\n"
+                "clamp_max_version = 25\n");
+    enf = calloc((size_t)kr_api_max + 1, sizeof(*enf));
+    ck_assert_ptr_nonnull(enf);
+    kr_rule_conn_mask(c->ruleset, "a", NULL, NULL, &ma);
+    ck_assert(!kr_rule_conn_enforced(c->ruleset, &ma, NULL, 0, enf));
+    ck_assert(enf[KR_API_DELETE_TOPICS]);
+    ck_assert(!enf[KR_API_FETCH]);          /* 19-25 are all inside */
+    free(enf);
+    enf = NULL;
     kr_conf_free(c);
 
     /* no enforcing rule at all: everything may pass */

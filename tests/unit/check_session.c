@@ -1189,6 +1189,54 @@ END_TEST
 
 static const char *const mechanisms[] = { "PLAIN", "GSSAPI" };
 
+/*
+ * issue 13: a client pipelines its raw PLAIN token (and a request after
+ * it) behind SaslHandshake v0.  Whether raw tokens follow is known only
+ * from the handshake's answer: krelay parses nothing more until then, so
+ * the token goes as a token, never as a request that rules would judge,
+ * and the request after it is read as a request.
+ */
+START_TEST(sasl_handshake_v0_pipelined)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    struct cli *c;
+    size_t at;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
+    bstr(&req, "PLAIN");
+    bend(&req, at);
+    at = req.n;
+    b32(&req, 0);
+    bput(&req, "\0user\0secret", 12);
+    bend(&req, at);
+    req_heartbeat(&hb, 3);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, req.b, req.n);
+    at = exp.n;
+    b32(&exp, 0);
+    b32(&exp, 1);
+    b16(&exp, 0);
+    b32(&exp, 1);
+    bstr(&exp, "PLAIN");
+    bend(&exp, at);
+    b32(&exp, 0);               /* empty token back */
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    fake_expect(&req);
+    ck_assert(!c->closed);
+    ck_assert(!T.p->sessions->opaque);
+    ck_assert(!T.p->sessions->want_rsp_first);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->stats.sasl_tokens, 2);
+    ck_assert_uint_eq(T.p->stats.requests, 2);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
 START_TEST(sasl_handshake_v0_raw_tokens)
 {
     struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
@@ -1430,6 +1478,15 @@ START_TEST(acks0_forgotten_answers)
     T.fb.answer_acks0 = true;
     start();
     c = cli_open(boot_port(), 0);
+    if (_i == 1) {
+        /* a request that expects an answer at the head: past the limit
+           new Acks=0 entries are not remembered at all, and their
+           answers come when nothing waits */
+        req_heartbeat(&hb, 100);
+        bput(&req, hb.b, hb.n);
+        expected_echo(&hb, 0, &exp);
+        hb.n = 0;
+    }
     for (i = 1; i <= 10; i++) {
         req_produce(&req, i, 0, 20);
     }
@@ -1466,6 +1523,7 @@ START_TEST(acks0_forgotten_answers)
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.close_upstream, 0);
     ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
+    ck_assert_uint_eq(T.p->stats.responses, _i == 1 ? 2 : 1);
     free(req.b);
     free(more.b);
     free(exp.b);
@@ -2857,7 +2915,8 @@ session_suite(void)
     tcase_add_test(tc, stop_closes_everything);
     tcase_add_loop_test(tc, acks0_answered_dropped, 0, 2);
     tcase_add_test(tc, acks0_silent_skipped);
-    tcase_add_test(tc, acks0_forgotten_answers);
+    tcase_add_loop_test(tc, acks0_forgotten_answers, 0, 2);
+    tcase_add_test(tc, sasl_handshake_v0_pipelined);
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
