@@ -59,6 +59,8 @@ import sys
 import threading
 import time
 
+from krwire import recv_exact
+
 API_VERSIONS, METADATA, PRODUCE, SASL_HANDSHAKE = 18, 3, 0, 17
 # offered one version past krelay's highest (krelay-codec list), as a
 # newer broker would: Produce, Metadata, FindCoordinator, DeleteTopics
@@ -308,16 +310,6 @@ def peer_owner(local, peer):
         except OSError:
             continue
     return -1, "?"
-
-
-def recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
 
 
 class Handler(socketserver.BaseRequestHandler):

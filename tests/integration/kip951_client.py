@@ -24,6 +24,8 @@ import struct
 import sys
 import time
 
+from krwire import crc32c
+
 NOT_LEADER_OR_FOLLOWER = 6
 
 
@@ -60,21 +62,6 @@ def compact_array(items):
 
 
 TAGS_NONE = b"\x00"
-
-_CRC32C_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC32C_TABLE.append(_c)
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
 
 def record_batch(values):
     """A magic 2 RecordBatch of uncompressed records with null keys."""

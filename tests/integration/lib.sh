@@ -55,6 +55,26 @@ kr_fail() {
     exit 1
 }
 
+# Spec assertions that do not stop a test: kr_spec_fail MESSAGE logs and
+# remembers one; kr_spec_finish fails the test listing every one (it
+# returns when there were none).
+KR_SPEC_FAILED=()
+kr_spec_fail() {
+    kr_log "FAILED: $*"
+    KR_SPEC_FAILED+=("$*")
+}
+
+kr_spec_finish() {
+    local f
+
+    [ "${#KR_SPEC_FAILED[@]}" -eq 0 ] && return 0
+    kr_log "${#KR_SPEC_FAILED[@]} assertion(s) failed:"
+    for f in "${KR_SPEC_FAILED[@]}"; do
+        kr_log "  - $f"
+    done
+    kr_fail "${#KR_SPEC_FAILED[@]} spec assertion(s) failed (see above)"
+}
+
 kr_skip() {
     if [ "$KRELAY_REQUIRE_ALL" = 1 ]; then
         kr_log "FAIL (KRELAY_REQUIRE_ALL=1): missing dependency: $*"

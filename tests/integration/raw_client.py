@@ -28,20 +28,7 @@ import subprocess
 import sys
 import time
 
-_CRC32C_TABLE = []
-for _i in range(256):
-    _c = _i
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC32C_TABLE.append(_c)
-
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _CRC32C_TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
+from krwire import crc32c, recv_exact
 
 def varint(n):  # zigzag
     n = (n << 1) ^ (n >> 63)
@@ -82,16 +69,6 @@ def batch_attrs(data):
         out.append((base, magic, attrs, count, 12 + length))
         p += 12 + length
     return out
-
-
-def recv_exact(sock, n):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(min(n - len(buf), 1 << 20))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
 
 
 def send(addr, codec):

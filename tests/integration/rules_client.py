@@ -15,15 +15,7 @@ import struct
 import subprocess
 import sys
 
-
-def recv_exact(sock, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
+from krwire import recv_exact
 
 
 def main():

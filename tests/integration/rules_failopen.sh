@@ -64,11 +64,6 @@ clamp_max_version = 5
 EOR
 KR_EXTRA_CONF=$W/rules.ini
 N=400
-FAILED=()
-spec_fail() {
-    kr_log "spec: $*"
-    FAILED+=("$*")
-}
 kr_start_mock fo:3 fo-raw:1
 
 # raw NAME ADDR: send the JSON requests on stdin (raw_client.py send); the
@@ -121,19 +116,19 @@ done >"$W/viakrelay.jsonl"
 check_raw() {
     if ! raw viakrelay "127.0.0.1:$((KR_BROKER_BASE + 1))" \
         <"$W/viakrelay.jsonl"; then
-        spec_fail "Produce v5 through krelay: $(wc -l <"$W/viakrelay.hex")" \
+        kr_spec_fail "Produce v5 through krelay: $(wc -l <"$W/viakrelay.hex")" \
             "of 3 responses, then the connection ended" \
             "($(cat "$W/viakrelay.log")); krelay:" \
             "$(kr_closes_not_by_client | head -1)"
         return
     fi
     if decodes_as "$W/viakrelay.hex" 5; then
-        spec_fail "the v5 responses through krelay decode as v5: not the" \
+        kr_spec_fail "the v5 responses through krelay decode as v5: not the" \
             "mock's bytes"
         return
     fi
     if ! decodes_as "$W/viakrelay.hex" 4; then
-        spec_fail "the Produce v5 responses through krelay are not the" \
+        kr_spec_fail "the Produce v5 responses through krelay are not the" \
             "mock's v4 layout (changed on the way):" \
             "$(cat "$W/viakrelay.hex.v4.json")"
         return
@@ -153,7 +148,7 @@ for i, (f, d) in enumerate(zip(frames, dec)):
     assert p["LogAppendTimeMs"] == 1234, d   # the mock's constant
 PYEOF
     {
-        spec_fail "Produce v5 responses through krelay: unexpected content"
+        kr_spec_fail "Produce v5 responses through krelay: unexpected content"
         return
     }
     kr_log "3 raw Produce v5 answered through krelay on one connection," \
@@ -176,7 +171,7 @@ other=$(grep -v -e '^% Delivery failed for message: Local: Read underflow$' \
     -e '|PROTOUFLOW|.*Protocol read buffer underflow for Produce v5 ' \
     "$W/kcat-P.log" | head -3)
 [ -z "$other" ] ||
-    spec_fail "kcat -P reported other errors (krelay closed?): $other"
+    kr_spec_fail "kcat -P reported other errors (krelay closed?): $other"
 nuflow=$(grep -c '^% Delivery failed for message: Local: Read underflow$' \
     "$W/kcat-P.log")
 nfail=$(grep -c '^% Delivery failed' "$W/kcat-P.log")
@@ -191,7 +186,7 @@ kr_run 30 kcat -b "$KR_BOOTSTRAP" -C -t fo -o beginning -e -q -f '%s\n' \
 sort "$W/in.txt" >"$W/in.sorted"
 sort "$W/out.txt" >"$W/out.sorted"
 if ! cmp -s "$W/in.sorted" "$W/out.sorted"; then
-    spec_fail "topic fo: $(wc -l <"$W/out.txt") messages for $N produced" \
+    kr_spec_fail "topic fo: $(wc -l <"$W/out.txt") messages for $N produced" \
         "($(comm -13 "$W/in.sorted" "$W/out.sorted" | wc -l) extra," \
         "$(comm -23 "$W/in.sorted" "$W/out.sorted" | wc -l) missing)"
 else
@@ -199,7 +194,7 @@ else
 fi
 closes=$(kr_closes_not_by_client)
 if [ -n "$closes" ]; then
-    spec_fail "$(printf '%s\n' "$closes" | wc -l) connection(s) closed, not" \
+    kr_spec_fail "$(printf '%s\n' "$closes" | wc -l) connection(s) closed, not" \
         "by their client: $(printf '%s\n' "$closes" | head -2)"
 fi
 
@@ -240,8 +235,6 @@ print("audit: %d Produce lines (v5), each with decode_error, e.g. %r; "
       "%d Fetch lines without; %d connections closed"
       % (len(prod), prod[0]["decode_error"], len(fetch), len(closes)))
 PYEOF
-    spec_fail "audit log check failed (above)"
-if [ "${#FAILED[@]}" -gt 0 ]; then
-    kr_fail "${#FAILED[@]} spec assertion(s) failed: $(printf '%s; ' "${FAILED[@]}")"
-fi
+    kr_spec_fail "audit log check failed (above)"
+kr_spec_finish
 kr_finish

@@ -32,7 +32,6 @@ CODEC=$top_builddir/krelay-codec
 [ -x "$CODEC" ] || kr_fail "$CODEC not built"
 KR_NODEIDS=1                    # the fake broker is NodeId 1
 EOF_WAIT=$KRELAY_TEST_TIME_SCALE  # s: how long a client waits for EOF
-FAILED=()                       # spec assertions that failed
 KRELAY_PIDS=()                  # every krelay started (broker accepts)
 
 # The raw client and the assertion helpers: failsafe_client.py.
@@ -46,15 +45,15 @@ raw() {
         kr_fail "raw client $1 failed: $(tail -n 3 "$W/$1.err")"
 }
 
-# check DESCRIPTION: run the Python assertions on stdin (failsafe_client.py check); a
-# failure is logged and remembered, the test goes on.
+# check DESCRIPTION: run the Python assertions on stdin (failsafe_client.py
+# check); a failure is logged and remembered (kr_spec_fail), the test goes
+# on.
 check() {
     local out
     if out=$("$KR_PY" "$FT" check "$W" 2>&1); then
         kr_log "ok: $1${out:+ ($out)}"
     else
-        kr_log "FAILED: $1: $out"
-        FAILED+=("$1")
+        kr_spec_fail "$1: $out"
     fi
 }
 
@@ -796,11 +795,5 @@ print("broker: %d connections, all from krelay" %
 PY
     kr_fail "connections to the fake broker not from krelay"
 kr_stop "$KR_MOCK_PID" fake_broker "$W/broker.log"
-if [ "${#FAILED[@]}" -gt 0 ]; then
-    kr_log "${#FAILED[@]} assertion(s) failed:"
-    for f in "${FAILED[@]}"; do
-        kr_log "  - $f"
-    done
-    kr_fail "${#FAILED[@]} fail-safe assertion(s) failed (see above)"
-fi
+kr_spec_finish
 kr_log "PASS"
