@@ -2013,17 +2013,20 @@ produce_acks(const struct kr_msg *m)
 
 /*
  * The KIP-511 answer (kr_apiversions_unsupported: a v0 response whose
- * one ApiKeys entry is ApiVersions) within the connection's ApiVersions
- * clamp c, as every other ApiVersions response it gets.  Left alone
- * when the frame has another shape or the clamp leaves nothing.
+ * one ApiKeys entry is ApiVersions) within the connection's clamps
+ * (kr_advertise_range), as every other ApiVersions response it gets.
+ * Left alone when the frame has another shape or the clamp leaves
+ * nothing.
  */
 static void
-av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *c)
+av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *clamps)
 {
     /* size, CorrelationId, ErrorCode, count, ApiKey, MinVersion,
        MaxVersion */
     uint8_t f[4 + 4 + 2 + 4 + 6];
-    int16_t lo, hi;
+    const struct kr_clamp *c = &clamps[KR_API_API_VERSIONS];
+    struct kr_advert ad;
+    int64_t lo, hi;
 
     if (c->min > c->max || evbuffer_get_length(out) != sizeof(f) ||
         evbuffer_copyout(out, f, sizeof(f)) != (ev_ssize_t)sizeof(f) ||
@@ -2032,11 +2035,11 @@ av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *c)
         kr_frame_i16(f + 14) != KR_API_API_VERSIONS) {
         return;
     }
-    lo = kr_frame_i16(f + 16);
-    hi = kr_frame_i16(f + 18);
-    lo = lo > c->min ? lo : c->min;
-    hi = hi < c->max ? hi : c->max;
-    if (lo > hi) {
+    memset(&ad, 0, sizeof(ad));
+    ad.clamps = clamps;
+    ad.decode_all = true;
+    if (!kr_advertise_range(KR_API_API_VERSIONS, kr_frame_i16(f + 16),
+                            kr_frame_i16(f + 18), &ad, &lo, &hi)) {
         return;
     }
     f[16] = (uint8_t)((uint16_t)lo >> 8);
@@ -2237,8 +2240,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         }
         evbuffer_drain(pl, evbuffer_get_length(pl));
         if (s->rw.clamps != NULL) {
-            av_unsupported_clamp(rq->out,
-                                 &s->rw.clamps[KR_API_API_VERSIONS]);
+            av_unsupported_clamp(rq->out, s->rw.clamps);
         }
         rq->ready = true;
         kr_log_debug("[%s] ApiVersions v%d is newer than krelay knows: "
