@@ -1871,7 +1871,16 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
         if (a == NULL || a->valid.lo > a->valid.hi) {
             continue;
         }
-        if (r->clamp_min_version > a->valid.hi) {
+        if (r->api[j] == KR_API_SASL_HANDSHAKE) {
+            /* v0 and v1 frame what follows differently (raw tokens or
+               SaslAuthenticate): translating one into the other would put
+               krelay and the broker out of step */
+            kr_cf_err(st, kr_cf_line_of(in, r->clamp_max_version >= 0
+                                                ? "clamp_max_version"
+                                                : "clamp_min_version"),
+                      "%s: SaslHandshake cannot be clamped: its versions "
+                      "frame the SASL exchange after it differently", lbl);
+        } else if (r->clamp_min_version > a->valid.hi) {
             kr_cf_err(st, kr_cf_line_of(in, "clamp_min_version"),
                       "%s: clamp_min_version %d is above every %s version "
                       "krelay knows (%d-%d): no version would be left",

@@ -1098,6 +1098,7 @@ update_io(struct kr_session *s)
     set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
                 !s->enforce_wait &&
+                !(s->sasl_tokens > 0 && s->nready > 0) &&
                 !out_full(s->up.out, maxb) &&
                 lane_readable(s, &s->upl) &&
                 (s->paused_until_ms == 0 ||
@@ -1505,15 +1506,15 @@ audit_open(struct kr_session *s)
 /*
  * Follow a reload: requests read from now on use the proxy's current
  * config (rules, limits, advertised host).  The old one is released when
- * its last user lets go.  True when the config changed.
+ * its last user lets go.
  */
-static bool
+static void
 conf_refresh(struct kr_session *s)
 {
     struct kr_conf_ref *cur = s->p->cref;
 
     if (s->cref == cur) {
-        return false;
+        return;
     }
     kr_conf_ref_put(s->cref);
     s->cref = kr_conf_ref_get(cur);
@@ -1529,7 +1530,6 @@ conf_refresh(struct kr_session *s)
     s->rw.enforced = NULL;
     s->rw.enforced_unknown = false;
     audit_open(s);
-    return true;
 }
 
 /* ---- rules: ordered output of built responses --------------------------- */
@@ -2905,9 +2905,12 @@ process_requests(struct kr_session *s)
         evbuffer_drain(in, total);
         return 0;
     }
-    if (conf_refresh(s) && s->opaque && conn_enforces(s)) {
+    conf_refresh(s);
+    if (s->opaque && conn_enforces(s)) {
         /* issue 13: a reload brought an enforcing rule to a connection
-           whose bytes krelay no longer reads (SASL after a v0 handshake) */
+           whose bytes krelay no longer reads (SASL after a v0 handshake);
+           checked at every read, not only at the reload: the handshake's
+           answer may make it opaque after the reload was taken */
         kr_session_close(s, KR_LOG_NOTICE, "closing: enforcing rules now "
                          "apply to this connection, and krelay cannot "
                          "follow its SASL exchange (SaslHandshake v0 "
@@ -2934,6 +2937,12 @@ process_requests(struct kr_session *s)
                follow is known only from its answer (the up read resumes
                the requests, as after max_inflight) */
             s->req_blocked = 1;
+            break;
+        }
+        if (s->sasl_tokens > 0 && s->nready > 0) {
+            /* the handshake's answer is held (fault latency): a token's
+               answer cannot wait behind it, so the token waits
+               (rtimer_cb resumes the requests) */
             break;
         }
         if (avail < KR_FRAME_PREFIX || s->enforce_wait ||

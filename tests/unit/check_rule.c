@@ -264,6 +264,10 @@ START_TEST(test_conf_refusals)
 {
     struct kr_conf *c;
 
+    /* SaslHandshake v0 and v1 frame what follows differently */
+    expect_error(BASE "[rule r]\napi = Produce, SaslHandshake\n"
+                 "clamp_min_version = 1\n",
+                 "t.ini:11: [rule r]: SaslHandshake cannot be clamped");
     /* a deny acts on requests; throttle and faults on responses */
     expect_error(BASE "[rule r]\ndirection = response\ndeny = true\n",
                  "t.ini:11: [rule r]: deny acts on requests, but direction "

@@ -38,6 +38,7 @@
 #include "kr_log.h"
 #include "kr_proxy.h"
 #include "kr_codec.h"
+#include "kr_rule.h"
 #include "kr_session.h"
 #include "kr_upstream.h"
 
@@ -730,6 +731,8 @@ teardown(void)
     int i;
 
     kr_proxy_free(T.p);
+    kr_rule_free(T.conf.ruleset);
+    T.conf.ruleset = NULL;
     for (i = 0; i < T.ncl; i++) {
         event_free(T.cl[i].rev);
         evbuffer_free(T.cl[i].in);
@@ -1234,6 +1237,77 @@ START_TEST(sasl_handshake_v0_pipelined)
     free(req.b);
     free(exp.b);
     free(hb.b);
+}
+END_TEST
+
+/*
+ * One rule for a test, compiled into T.conf: fault_latency_ms (ms) on
+ * ApiKey api.  Freed by teardown.
+ */
+static void
+rule_latency(int16_t api, int32_t ms)
+{
+    static struct kr_rule_conf r;
+    static int16_t apis[1];
+    char err[128] = "";
+
+    memset(&r, 0, sizeof(r));
+    apis[0] = api;
+    r.name = (char *)"lat";
+    r.api = apis;
+    r.napi = 1;
+    r.versions_min = 0;
+    r.versions_max = INT16_MAX;
+    r.direction = KR_RDIR_BOTH;
+    r.clamp_min_version = r.clamp_max_version = -1;
+    r.throttle_ms = -1;
+    r.deny_error = -1;
+    r.fault_error = -1;
+    r.fault_error_probability = 1;
+    r.fault_latency_ms = ms;
+    T.conf.rules = &r;
+    T.conf.nrules = 1;
+    T.conf.ruleset = kr_rule_compile(&T.conf, err, sizeof(err));
+    ck_assert_msg(T.conf.ruleset != NULL, "%s", err);
+}
+
+/*
+ * The answer to SaslHandshake v0 is held by a rule (fault latency) while
+ * the client's raw token is already there: the token waits until the
+ * answer went out, so its own answer never queues behind a held one.
+ */
+START_TEST(sasl_handshake_v0_held_answer)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t at;
+
+    rule_latency(KR_API_SASL_HANDSHAKE, 50);
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
+    bstr(&req, "PLAIN");
+    bend(&req, at);
+    at = req.n;
+    b32(&req, 0);
+    bput(&req, "\0user\0secret", 12);
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    at = exp.n;
+    b32(&exp, 0);
+    b32(&exp, 1);
+    b16(&exp, 0);
+    b32(&exp, 1);
+    bstr(&exp, "PLAIN");
+    bend(&exp, at);
+    b32(&exp, 0);               /* empty token back */
+    cli_expect(c, &exp);
+    fake_expect(&req);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.sasl_tokens, 2);
+    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    free(req.b);
+    free(exp.b);
 }
 END_TEST
 
@@ -2917,6 +2991,7 @@ session_suite(void)
     tcase_add_test(tc, acks0_silent_skipped);
     tcase_add_loop_test(tc, acks0_forgotten_answers, 0, 2);
     tcase_add_test(tc, sasl_handshake_v0_pipelined);
+    tcase_add_test(tc, sasl_handshake_v0_held_answer);
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
