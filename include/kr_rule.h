@@ -218,6 +218,15 @@ bool kr_rule_conn_enforced(const struct kr_ruleset *rs,
                            bool *enforced);
 
 /*
+ * True when a rule of conn with `topic` and an enforcing action could
+ * apply to requests of ApiKey api (whatever their ClientId): a reload
+ * that brings one makes krelay restart fetch sessions (issue 13).
+ */
+bool kr_rule_conn_topic_enforced(const struct kr_ruleset *rs,
+                                 const struct kr_rule_mask *conn,
+                                 int16_t api);
+
+/*
  * True when rule r has an enforcing action (see enum kr_gate) for some
  * request.  For `krelay -t` warnings.
  */

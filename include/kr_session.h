@@ -273,6 +273,11 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
+    unsigned fetch_stale:1;             /* the config changed since this
+                                           connection's last full Fetch:
+                                           an incremental one may hide
+                                           partitions from new topic rules
+                                           (fetch_session_stale) */
     unsigned undecodable_logged:1;      /* the one diagnostic line for a
                                            frame only observing rules
                                            wanted decoded was written */

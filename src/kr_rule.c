@@ -668,6 +668,23 @@ kr_rule_conn_enforced(const struct kr_ruleset *rs,
     return g.gate == KR_GATE_REFUSE;
 }
 
+bool
+kr_rule_conn_topic_enforced(const struct kr_ruleset *rs,
+                            const struct kr_rule_mask *conn, int16_t api)
+{
+    int i;
+
+    for (i = 0; rs != NULL && i < rs->nrules; i++) {
+        const struct kr_rule_conf *r = &rs->conf->rules[i];
+
+        if (kr_rule_mask_has(conn, i) && r->topic.n > 0 &&
+            names_api(r, api) && kr_rule_enforces(r)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int
 kr_rule_conn_clamps(const struct kr_ruleset *rs,
                     const struct kr_rule_mask *conn, const char *client_id,

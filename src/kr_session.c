@@ -1529,6 +1529,7 @@ conf_refresh(struct kr_session *s)
     s->rw.pass_unknown_apis = false;
     s->rw.enforced = NULL;
     s->rw.enforced_unknown = false;
+    s->fetch_stale = 1;
     audit_open(s);
 }
 
@@ -1792,11 +1793,13 @@ unknown_why(const struct kr_req_hdr *h, char *buf, size_t len)
 }
 
 /*
- * The rule state of a request krelay could not decode: what the header
- * gave, for its audit line.  NULL on ENOMEM.
+ * The rule state of a request from what its header gave (a request krelay
+ * could not decode, or one krelay answers without a verdict), for its
+ * audit line: ClientId cid (may be NULL), decode error why (may be NULL),
+ * actions (KR_AUDIT_*).  NULL on ENOMEM.
  */
 static struct kr_rq *
-undecodable_rq(const struct kr_nreq *nr, const char *cid, const char *why,
+header_rq(const struct kr_nreq *nr, const char *cid, const char *why,
                unsigned actions)
 {
     struct kr_rq *rq = rq_new();
@@ -1864,7 +1867,7 @@ refuse_request(struct kr_session *s, const struct kr_nreq *nr,
 
     s->p->stats.requests_refused++;
     if (audit_sink(s) != NULL) {
-        struct kr_rq *rq = undecodable_rq(nr, cid, why, KR_AUDIT_REFUSED);
+        struct kr_rq *rq = header_rq(nr, cid, why, KR_AUDIT_REFUSED);
 
         if (rq != NULL) {
             audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
@@ -2106,6 +2109,28 @@ clamp_target(const struct kr_session *s, int16_t key, int16_t ver,
 }
 
 /*
+ * A Fetch on a connection whose config changed since its fetch session
+ * may have begun (s->fetch_stale, issue 13).  An incremental Fetch
+ * (SessionEpoch > 0, KIP-227) names only the partitions that changed, so
+ * a topic rule the reload added cannot see the others.  True when an
+ * enforcing topic rule could apply to Fetch here: the session must start
+ * again.  A full Fetch (SessionEpoch 0 or -1, or a version without
+ * sessions) ends the staleness.
+ */
+static bool
+fetch_session_stale(struct kr_session *s, const struct kr_msg *m)
+{
+    const struct kr_val *ep = kr_node_get(m->body, "SessionEpoch");
+
+    if (ep == NULL || !ep->present || ep->u.i <= 0) {
+        s->fetch_stale = 0;
+        return false;
+    }
+    return kr_rule_conn_topic_enforced(s->cref->conf->ruleset, &s->rmask,
+                                       KR_API_FETCH);
+}
+
+/*
  * A request the rules wanted decoded did not decode (issue 13); pl holds
  * its payload.  When an enforcing rule could match it (kr_rule_gate, on
  * the request's own ClientId) it fails closed: answered with the API's
@@ -2150,7 +2175,7 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
         if (nr->expect && stub.body != NULL &&
             kr_action_error_response(a, &stub, 42, &rsp) == KR_OK &&
             kr_node_get(rsp.body, "ErrorCode") != NULL &&
-            (rq = undecodable_rq(nr, cid, why, 0)) != NULL) {
+            (rq = header_rq(nr, cid, why, 0)) != NULL) {
             char rwhy[320];
 
             if (audit_sink(s) != NULL) {
@@ -2173,7 +2198,7 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
              nr->h.correlation_id);
     undecodable_note(s, what, why);
     if (g.audit) {
-        rq = undecodable_rq(nr, cid, why, KR_AUDIT_FORWARDED);
+        rq = header_rq(nr, cid, why, KR_AUDIT_FORWARDED);
         if (rq != NULL) {
             rq->v.flags = KR_VF_AUDIT;
         }
@@ -2277,7 +2302,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                      ? (int)(mv->u.s.len > 40 ? 40 : mv->u.s.len) : 0,
                  mv != NULL && mv->u.s.p != NULL ? (const char *)mv->u.s.p
                                                  : "");
-        rq = undecodable_rq(nr, NULL, NULL, 0);
+        rq = header_rq(nr, NULL, NULL, 0);
         if (rq == NULL) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             ret = -1;
@@ -2310,6 +2335,22 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     }
     if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
         rq->audit = kr_audit_capture(&m, tmap, rq->v.audit_body);
+    }
+    if (nr->h.api_key == KR_API_FETCH && s->fetch_stale &&
+        fetch_session_stale(s, &m)) {
+        if (rq == NULL && (rq = header_rq(nr, NULL, NULL, 0)) == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            ret = -1;
+            goto out;
+        }
+        snprintf(why, sizeof(why), "continues a fetch session begun before "
+                 "a reload that brought topic rules, which its partitions "
+                 "must meet");
+        /* FETCH_SESSION_ID_NOT_FOUND (70): the client starts a new
+           session with a full Fetch naming every partition */
+        ret = answer_error(s, nr, &arena, &m, rq, 70, why);
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        goto out;
     }
     if (rq != NULL && (rq->v.flags & KR_VF_UNKNOWN_TOPIC_ID)) {
         /* the client refreshes its metadata, which krelay learns from */
@@ -2825,7 +2866,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                 /* its audit line is written with the response */
                 nr->h = h;
                 nr->flen = flen;
-                e.rq = undecodable_rq(nr, nr->cid, why, KR_AUDIT_FORWARDED);
+                e.rq = header_rq(nr, nr->cid, why, KR_AUDIT_FORWARDED);
                 if (e.rq != NULL) {
                     e.rq->v.flags = KR_VF_AUDIT;
                 }

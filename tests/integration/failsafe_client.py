@@ -14,6 +14,7 @@ raw: one connection; steps (a JSON list) run in order:
 FRAME: {"api": NAME, "corr": C, "cid": CLIENTID, "v": VERSION,
         "as_version": V (the header's ApiVersion is set to V after
         encoding), "topic": NAME, "topic_id": UUID, "mechanism": M,
+        "session": [SessionId, SessionEpoch] and "no_topics": true (Fetch),
         "truncate": N (the last N bytes of the frame cut off)}
    or  {"raw_key": K, "v": V, "corr": C, "cid": CLIENTID} (header v1 and
         a few body bytes: an ApiKey krelay-codec does not know).
@@ -72,7 +73,15 @@ def build(codec, f):
         elif key == 20:
             body["Topics"] = [{"Name": f["topic"]}]
     if key == 1:
-        body["Topics"][0]["TopicId"] = f["topic_id"]
+        if "topic_id" in f:
+            body["Topics"][0]["TopicId"] = f["topic_id"]
+        if "topic" in f:                    # Fetch v12 and older
+            del body["Topics"][0]["TopicId"]
+            body["Topics"][0]["Topic"] = f["topic"]
+        if "session" in f:                  # [SessionId, SessionEpoch]
+            body["SessionId"], body["SessionEpoch"] = f["session"]
+        if f.get("no_topics"):              # an incremental Fetch
+            body["Topics"] = []
     if "mechanism" in f:
         body["Mechanism"] = f["mechanism"]
     if key == 3 and ver == 0 and body["Topics"] is None:

@@ -671,9 +671,20 @@ EOF
 rm -f "$W/t8.asked" "$W/t8.go"
 raw t8 "$KR_BOOTSTRAP" <<EOF &
 [{"send": [{"api": "Metadata", "topic": "open", "corr": 1801}]},
- {"recv": 1}, {"touch": "$W/t8.asked"}, {"wait": "$W/t8.go"},
+ {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "topic": "open", "session": [7, 0],
+            "corr": 1811}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "session": [7, 1], "no_topics": true,
+            "corr": 1812}]}, {"recv": 1},
+ {"touch": "$W/t8.asked"}, {"wait": "$W/t8.go"},
  {"send": [{"api": "Metadata", "topic": "open", "corr": 1802}]},
- {"recv": 1}]
+ {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "session": [7, 2], "no_topics": true,
+            "corr": 1813}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "topic": "open", "session": [0, 0],
+            "corr": 1814}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "session": [8, 1], "no_topics": true,
+            "corr": 1815}]}, {"recv": 1}]
 EOF
 T8=$!
 kr_wait_for 30 test -e "$W/t8.asked" || kr_fail "the reload client did not start"
@@ -682,6 +693,11 @@ $AUDIT_RULES
 
 [rule no-md]
 api = Metadata
+deny = true
+
+[rule no-secret-fetch]
+api = Fetch
+topic = secret-*
 deny = true
 EOR
 : >"$W/t8.go"
@@ -772,6 +788,18 @@ assert [(y["Name"], y["ErrorCode"]) for y in t] == [("open", 29)], t
 assert not got(1802), "the broker got it: %r" % broker(1802)
 assert klines("audit", "CorrelationId 1802", "denied by [rule no-md]"), \
     "no 'denied by [rule no-md]' log line"
+PY
+check "8: a fetch session begun before a reload that brought a topic rule: restarted (70), then judged" <<'PY'
+r = R("t8")
+for c in (1811, 1812, 1814, 1815):
+    assert got(c), "Fetch %d did not reach the broker" % c
+    assert rsp(r, c) and rsp(r, c)[0]["hex"] == broker(c)[0]["response_hex"], c
+# the incremental Fetch after the reload names no partition the new rule
+# could judge: FETCH_SESSION_ID_NOT_FOUND, so the client starts again
+x = rsp(r, 1813)
+assert len(x) == 1 and x[0]["decoded"], "no response: %r" % r
+assert x[0]["decoded"]["body"]["ErrorCode"] == 70, x[0]["decoded"]
+assert not got(1813), "the broker got it: %r" % broker(1813)
 PY
 
 # ---- every broker connection since the harness check came from krelay --------
