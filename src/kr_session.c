@@ -1105,6 +1105,7 @@ update_io(struct kr_session *s)
                  kr_now_ms() >= s->paused_until_ms));
     set_reading(&s->up, s->up.connected && !s->draining &&
                 !out_full(s->client.out, maxb) &&
+                !(s->opaque && s->nready > 0) &&
                 lane_readable(s, &s->dn));
 }
 
@@ -1640,6 +1641,7 @@ flush_ready(struct kr_session *s)
 }
 
 static int process_requests(struct kr_session *s);
+static int process_responses(struct kr_session *s);
 
 /* Requests held back by a throttle go on once it is over. */
 static int
@@ -1670,6 +1672,11 @@ rtimer_cb(evutil_socket_t fd, short what, void *arg)
     s->depth++;
     s->rtimer_at = 0;
     flush_ready(s);
+    if (s->opaque && s->nready == 0 && evbuffer_get_length(s->up.in) > 0 &&
+        process_responses(s) != 0) {
+        leave(s);
+        return;
+    }
     if (conn_flush(s, &s->client) == 0 && resume_requests(s) == 0) {
         update_io(s);
         arm_timer(s);
@@ -3987,7 +3994,11 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (s->opaque) {
-            scan = total;
+            /* raw SASL bytes go after the answers held before them
+               (fault latency on the handshake): rtimer_cb comes back */
+            if (s->nready == 0) {
+                scan = total;
+            }
             break;
         }
         if (avail < KR_FRAME_PREFIX) {
