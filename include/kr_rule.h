@@ -28,6 +28,12 @@
  * allowed_compression).  Response-side actions: throttle, fault.  Audit
  * belongs to both (one line per request/response pair).
  *
+ * At the edge of the tables (issue 13): a request krelay cannot decode
+ * never reaches kr_rule_eval; kr_rule_gate decides from its header alone
+ * whether an enforcing rule (deny, produce policy, a clamp the version is
+ * outside of, throttle enforce: fail closed) or only observing ones
+ * (audit, ThrottleTimeMs inject, faults: fail open) could match it.
+ *
  * Everything here is immutable after compile and may be shared by every
  * worker thread.
  */
