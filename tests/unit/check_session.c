@@ -1241,11 +1241,12 @@ START_TEST(sasl_handshake_v0_pipelined)
 END_TEST
 
 /*
- * One rule for a test, compiled into T.conf: fault_latency_ms (ms) on
- * ApiKey api.  Freed by teardown.
+ * One rule for a test, compiled into T.conf, on ApiKey api:
+ * fault_latency_ms = ms, or with enforce throttle_ms = ms and
+ * throttle_mode = enforce.  Freed by teardown.
  */
 static void
-rule_latency(int16_t api, int32_t ms)
+rule_one(int16_t api, int32_t ms, bool enforce)
 {
     static struct kr_rule_conf r;
     static int16_t apis[1];
@@ -1264,12 +1265,55 @@ rule_latency(int16_t api, int32_t ms)
     r.deny_error = -1;
     r.fault_error = -1;
     r.fault_error_probability = 1;
-    r.fault_latency_ms = ms;
+    if (enforce) {
+        r.throttle_ms = ms;
+        r.throttle_mode = KR_THROTTLE_ENFORCE;
+    } else {
+        r.fault_latency_ms = ms;
+    }
     T.conf.rules = &r;
     T.conf.nrules = 1;
     T.conf.ruleset = kr_rule_compile(&T.conf, err, sizeof(err));
     ck_assert_msg(T.conf.ruleset != NULL, "%s", err);
 }
+
+/*
+ * issue 13: throttle enforce on a response krelay cannot decode (the
+ * fake's echo is no DescribeGroups response: "RSP!" reads as a count of
+ * 1.4 G groups) holds it for throttle_ms and delivers it unchanged,
+ * instead of closing the connection.
+ */
+START_TEST(throttle_enforce_undecodable)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+    int64_t t0;
+    size_t at;
+
+    rule_one(KR_API_DESCRIBE_GROUPS, 200, true);
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_DESCRIBE_GROUPS, 0, 1);
+    b32(&req, 1);               /* Groups */
+    bstr(&req, "g");
+    bend(&req, at);
+    expected_echo(&req, 0, &exp);
+    t0 = kr_now_ms();
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    while (!cli_has(c, exp.n) && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_int_ge(kr_now_ms() - t0, 200);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.frames_undecodable, 1);
+    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
 
 /*
  * The answer to SaslHandshake v0 is held by a rule (fault latency) while
@@ -1282,7 +1326,7 @@ START_TEST(sasl_handshake_v0_held_answer)
     struct cli *c;
     size_t at;
 
-    rule_latency(KR_API_SASL_HANDSHAKE, 50);
+    rule_one(KR_API_SASL_HANDSHAKE, 50, false);
     start();
     c = cli_open(boot_port(), 0);
     at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
@@ -2994,6 +3038,7 @@ session_suite(void)
     tcase_add_loop_test(tc, acks0_forgotten_answers, 0, 2);
     tcase_add_test(tc, sasl_handshake_v0_pipelined);
     tcase_add_loop_test(tc, sasl_handshake_v0_held_answer, 0, 2);
+    tcase_add_test(tc, throttle_enforce_undecodable);
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
