@@ -22,9 +22,8 @@ import argparse
 import socket
 import struct
 import sys
-import time
 
-from krwire import crc32c
+from krwire import record_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
 
@@ -40,10 +39,6 @@ def uvarint(n):
         else:
             out.append(b)
             return bytes(out)
-
-
-def varint(n):  # zigzag
-    return uvarint((n << 1) ^ (n >> 63))
 
 
 def compact_str(s):
@@ -62,21 +57,6 @@ def compact_array(items):
 
 
 TAGS_NONE = b"\x00"
-
-def record_batch(values):
-    """A magic 2 RecordBatch of uncompressed records with null keys."""
-    now = int(time.time() * 1000)
-    recs = bytearray()
-    for i, v in enumerate(values):
-        body = (b"\x00" + varint(0) + varint(i) + varint(-1) +
-                varint(len(v)) + v + varint(0))
-        recs += varint(len(body)) + body
-    after_crc = (struct.pack(">hiqqqhii", 0, len(values) - 1, now, now,
-                             -1, -1, -1, len(values)) + bytes(recs))
-    crc = crc32c(after_crc)
-    after_len = struct.pack(">ibI", -1, 2, crc) + after_crc
-    return struct.pack(">qi", 0, len(after_len)) + after_len
-
 
 # ---- a reader over a response --------------------------------------------
 class Reader:

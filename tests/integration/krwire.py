@@ -3,7 +3,12 @@ clients and scripted brokers (import krwire: they run from this folder).
 
 crc32c(data): CRC-32C (Castagnoli), the RecordBatch checksum.
 recv_exact(sock, n): n bytes from sock, or None at EOF first.
+varint(n): a zigzag varint (records).
+record_batch(values): a magic 2 RecordBatch of uncompressed records
+    (bytes values, null keys), base offset 0.
 """
+import struct
+import time
 
 _CRC32C_TABLE = []
 for _i in range(256):
@@ -28,3 +33,28 @@ def recv_exact(sock, n):
             return None
         buf += chunk
     return bytes(buf)
+
+
+def varint(n):  # zigzag
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def record_batch(values):
+    """A magic 2 RecordBatch of uncompressed records with null keys."""
+    now = int(time.time() * 1000)
+    recs = bytearray()
+    for i, v in enumerate(values):
+        body = (b"\x00" + varint(0) + varint(i) + varint(-1) +
+                varint(len(v)) + v + varint(0))
+        recs += varint(len(body)) + body
+    after_crc = (struct.pack(">hiqqqhii", 0, len(values) - 1, now, now,
+                             -1, -1, -1, len(values)) + bytes(recs))
+    crc = crc32c(after_crc)
+    after_len = struct.pack(">ibI", -1, 2, crc) + after_crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
