@@ -3292,11 +3292,11 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
         return;
     }
     s->p->stats.frames_undecodable++;
-    kr_log_info("[%s] %s v%d response (CorrelationId %d) of %zu bytes is "
-                "above max_frame_bytes %" PRId64 ": not held for the rules, "
-                "forwarded unchanged", s->name, api_name(e->api_key),
-                e->api_version, e->correlation_id, flen,
-                s->lc->max_frame_bytes);
+    kr_log_rl(KR_LOG_INFO, "[%s] %s v%d response (CorrelationId %d) of %zu "
+              "bytes is above max_frame_bytes %" PRId64 ": not held for the "
+              "rules, forwarded unchanged", s->name, api_name(e->api_key),
+              e->api_version, e->correlation_id, flen,
+              s->lc->max_frame_bytes);
     if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
         int64_t until = kr_now_ms() + rq->v.throttle_ms;
 
@@ -3305,6 +3305,7 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
         }
         s->enforce_wait = 0;
         rq->actions |= KR_AUDIT_THROTTLED;
+        rtimer_arm(s);          /* the requests go on when it is over */
     }
     if (rq->v.flags & KR_VF_AUDIT) {
         snprintf(note, sizeof(note), "response of %zu bytes (payload %zu) "

@@ -1281,7 +1281,9 @@ rule_one(int16_t api, int32_t ms, bool enforce)
  * issue 13: throttle enforce on a response krelay cannot decode (the
  * fake's echo is no DescribeGroups response: "RSP!" reads as a count of
  * 1.4 G groups) holds it for throttle_ms and delivers it unchanged,
- * instead of closing the connection.
+ * instead of closing the connection.  _i 1: the response is also above
+ * max_frame_bytes, too large to hold: it goes on at once, and the
+ * client's next request waits the throttle time instead.
  */
 START_TEST(throttle_enforce_undecodable)
 {
@@ -1292,23 +1294,36 @@ START_TEST(throttle_enforce_undecodable)
     size_t at;
 
     rule_one(KR_API_DESCRIBE_GROUPS, 200, true);
+    T.fb.extra = _i == 1 ? MAX_FRAME + 1000 : 0;
     start();
     c = cli_open(boot_port(), 0);
     at = req_begin(&req, KR_API_DESCRIBE_GROUPS, 0, 1);
     b32(&req, 1);               /* Groups */
     bstr(&req, "g");
     bend(&req, at);
-    expected_echo(&req, 0, &exp);
+    expected_echo(&req, T.fb.extra, &exp);
     t0 = kr_now_ms();
     cli_send(c, req.b, req.n);
     fake_expect(&req);
+    if (_i == 1) {
+        /* the second request is not even read before the time is up */
+        cli_expect(c, &exp);
+        exp.n = 0;
+        req.n = 0;
+        at = req_begin(&req, KR_API_DESCRIBE_GROUPS, 0, 2);
+        b32(&req, 1);
+        bstr(&req, "g");
+        bend(&req, at);
+        expected_echo(&req, T.fb.extra, &exp);
+        cli_send(c, req.b, req.n);
+    }
     while (!cli_has(c, exp.n) && waiting(&w, progress())) {
         pump_once();
     }
     ck_assert_int_ge(kr_now_ms() - t0, 200);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.frames_undecodable, 1);
+    ck_assert_uint_eq(T.p->stats.frames_undecodable, _i == 1 ? 2 : 1);
     ck_assert_uint_eq(T.p->stats.close_upstream, 0);
     free(req.b);
     free(exp.b);
@@ -3038,7 +3053,7 @@ session_suite(void)
     tcase_add_loop_test(tc, acks0_forgotten_answers, 0, 2);
     tcase_add_test(tc, sasl_handshake_v0_pipelined);
     tcase_add_loop_test(tc, sasl_handshake_v0_held_answer, 0, 2);
-    tcase_add_test(tc, throttle_enforce_undecodable);
+    tcase_add_loop_test(tc, throttle_enforce_undecodable, 0, 2);
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
