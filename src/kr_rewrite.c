@@ -30,6 +30,7 @@
 
 #include "kr_codec.h"
 #include "kr_log.h"
+#include "kr_kerr.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
@@ -37,7 +38,6 @@
 
 #define KR_APIVERSIONS_KEY 18
 #define KR_METADATA_KEY 3
-#define KR_UNSUPPORTED_VERSION 35   /* Kafka error code */
 #define KR_NO_NODE (-1)             /* Kafka's Node.noNode() id */
 
 /* Keys and versions the wants table covers; larger ones are never known. */
@@ -702,7 +702,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
             goto done;
         }
         ec = (int16_t)((head[4] << 8) | head[5]);
-        if (ec == KR_UNSUPPORTED_VERSION) {
+        if (ec == KR_KERR_UNSUPPORTED_VERSION) {
             /*
              * KIP-511: the broker did not parse the request and answered
              * with a v0 body, whatever version was asked.  Its ApiKeys

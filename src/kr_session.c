@@ -2180,7 +2180,8 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
                                              nr->h.api_version)
                                : NULL;
         if (nr->expect && stub.body != NULL &&
-            kr_action_error_response(a, &stub, 42, &rsp) == KR_OK &&
+            kr_action_error_response(a, &stub, KR_KERR_INVALID_REQUEST,
+                                     &rsp) == KR_OK &&
             kr_node_get(rsp.body, "ErrorCode") != NULL &&
             (rq = header_rq(nr, cid, why, 0)) != NULL) {
             char rwhy[320];
@@ -2191,7 +2192,8 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
             snprintf(rwhy, sizeof(rwhy), "%.200s, and [rule %.48s] could "
                      "match it", why, rule_name(s, g.rule));
             /* INVALID_REQUEST (42) */
-            ret = answer_error(s, nr, a, &stub, rq, 42, rwhy);
+            ret = answer_error(s, nr, a, &stub, rq, KR_KERR_INVALID_REQUEST,
+                               rwhy);
         } else {
             nr->gate = g;
             ret = refuse_request(s, nr, cid, why);
@@ -2320,7 +2322,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                  "krelay cannot follow after a v0 handshake, and enforcing "
                  "rules apply to this connection", mech);
         /* UNSUPPORTED_SASL_MECHANISM (33) */
-        ret = answer_error(s, nr, &arena, &m, rq, 33, why);
+        ret = answer_error(s, nr, &arena, &m, rq,
+                           KR_KERR_UNSUPPORTED_SASL_MECHANISM, why);
         evbuffer_drain(pl, evbuffer_get_length(pl));
         goto out;
     }
@@ -2355,7 +2358,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                  "must meet");
         /* FETCH_SESSION_ID_NOT_FOUND (70): the client starts a new
            session with a full Fetch naming every partition */
-        ret = answer_error(s, nr, &arena, &m, rq, 70, why);
+        ret = answer_error(s, nr, &arena, &m, rq,
+                           KR_KERR_FETCH_SESSION_ID_NOT_FOUND, why);
         evbuffer_drain(pl, evbuffer_get_length(pl));
         goto out;
     }
@@ -2364,7 +2368,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         snprintf(why, sizeof(why), "names a TopicId krelay has not learned, "
                  "so [rule %.64s] cannot be checked",
                  rule_name(s, rq->v.deny_rule));
-        ret = answer_error(s, nr, &arena, &m, rq, 100, why);
+        ret = answer_error(s, nr, &arena, &m, rq, KR_KERR_UNKNOWN_TOPIC_ID,
+                           why);
         evbuffer_drain(pl, evbuffer_get_length(pl));
         goto out;
     }
@@ -2392,7 +2397,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                              !(rq->v.acks_mask & (1u << (acks + 1))));
             /* what brokers answer: INVALID_REQUIRED_ACKS (21) for a bad
                Acks, UNSUPPORTED_COMPRESSION_TYPE (76) for a codec */
-            int16_t err = acks_bad ? 21 : 76;
+            int16_t err = acks_bad ? KR_KERR_INVALID_REQUIRED_ACKS
+                                    : KR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
 
             snprintf(why, sizeof(why), "refused by the produce policy of "
                      "[rule %.40s] (%.90s)", rule_name(s, rq->v.policy_rule),
@@ -2422,7 +2428,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                      "%.40s]: its clamp %s and %s do not overlap",
                      rule_name(s, rq->v.clamp_rule), crange, brange);
             rq->actions |= KR_AUDIT_CLAMPED;
-            ret = answer_error(s, nr, &arena, &orig, rq, 35, why);
+            ret = answer_error(s, nr, &arena, &orig, rq,
+                               KR_KERR_UNSUPPORTED_VERSION, why);
             evbuffer_drain(pl, evbuffer_get_length(pl));
             goto out;
         }
@@ -2435,7 +2442,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
                      rule_name(s, rq->v.clamp_rule), ce.msg,
                      ce.path[0] ? ", at " : "", ce.path);
             rq->actions |= KR_AUDIT_CLAMPED;
-            ret = answer_error(s, nr, &arena, &orig, rq, 35, why);
+            ret = answer_error(s, nr, &arena, &orig, rq,
+                               KR_KERR_UNSUPPORTED_VERSION, why);
             evbuffer_drain(pl, evbuffer_get_length(pl));
             goto out;
         }

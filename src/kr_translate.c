@@ -28,12 +28,12 @@
 #include <event2/buffer.h>
 
 #include "kr_codec.h"
+#include "kr_kerr.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
 
 #define KR_APIVERSIONS_KEY 18
 #define KR_PRODUCE_KEY 0
-#define KR_UNSUPPORTED_VERSION 35     /* Kafka error code */
 #define KR_TR_MAX_DEPTH 32            /* schemas nest about 6 deep */
 
 static const uint8_t tr_zero16[16];
@@ -876,7 +876,7 @@ kr_apiversions_unsupported(int32_t correlation_id, struct evbuffer *out)
         v->u.i = correlation_id;
     }
     if ((v = kr_node_get(m.body, "ErrorCode")) != NULL) {
-        v->u.i = KR_UNSUPPORTED_VERSION;
+        v->u.i = KR_KERR_UNSUPPORTED_VERSION;
     }
     v = &m.body->vals[idx];
     v->u.arr = keys;

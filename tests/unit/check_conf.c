@@ -778,6 +778,15 @@ START_TEST(test_kerr_names)
         ck_assert_ptr_nonnull(n);
         ck_assert_int_eq(kr_kerr_by_name(n), code);
     }
+    /* the enum is made from the same list: its names are Kafka's */
+#define KR_KERR_CHECK_(c, name)                                             \
+    ck_assert_int_eq(KR_KERR_##name, c);                                    \
+    ck_assert_str_eq(kr_kerr_name(KR_KERR_##name), #name);
+    KR_KERR_LIST(KR_KERR_CHECK_)
+#undef KR_KERR_CHECK_
+    ck_assert_int_eq(KR_KERR_UNSUPPORTED_VERSION, 35);
+    ck_assert_int_eq(KR_KERR_UNKNOWN_TOPIC_ID, 100);
+    ck_assert_int_eq(KR_KERR_MAX, 133);
     ck_assert_int_eq(kr_kerr_by_name("not_leader_or_follower"), 6);
     ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_500"), 500);
     ck_assert_int_eq(kr_kerr_by_name("UNKNOWN_ERROR_-7"), -7);
