@@ -135,4 +135,18 @@ kr_frame_i32(const uint8_t *p)
                      (uint32_t)p[2] << 8 | p[3]);
 }
 
+/*
+ * Write a frame's 4-byte size prefix (big-endian int32: the bytes after
+ * it) into p.  The one writer of it; len is at most INT32_MAX (callers
+ * check max_frame_bytes or the encoder's own limit first).
+ */
+static inline void
+kr_frame_put_size(uint8_t p[4], uint64_t len)
+{
+    p[0] = (uint8_t)(len >> 24);
+    p[1] = (uint8_t)(len >> 16);
+    p[2] = (uint8_t)(len >> 8);
+    p[3] = (uint8_t)len;
+}
+
 #endif /* KR_FRAME_H */

@@ -29,8 +29,9 @@
 #include <event2/buffer.h>
 
 #include "kr_codec.h"
-#include "kr_log.h"
+#include "kr_frame.h"
 #include "kr_kerr.h"
+#include "kr_log.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
@@ -326,10 +327,7 @@ add_size_prefix(struct evbuffer *out, uint64_t len)
 {
     uint8_t p[4];
 
-    p[0] = (uint8_t)(len >> 24);
-    p[1] = (uint8_t)(len >> 16);
-    p[2] = (uint8_t)(len >> 8);
-    p[3] = (uint8_t)len;
+    kr_frame_put_size(p, len);
     return evbuffer_add(out, p, 4) == 0 ? KR_OK : KR_ENOMEM;
 }
 

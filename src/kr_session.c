@@ -1406,10 +1406,7 @@ add_prefix(struct evbuffer *out, size_t len)
 {
     uint8_t p[4];
 
-    p[0] = (uint8_t)(len >> 24);
-    p[1] = (uint8_t)(len >> 16);
-    p[2] = (uint8_t)(len >> 8);
-    p[3] = (uint8_t)len;
+    kr_frame_put_size(p, len);
     evbuffer_add(out, p, 4);
 }
 

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 
 #include "kr_codec.h"
+#include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
@@ -898,10 +899,7 @@ kr_apiversions_unsupported(int32_t correlation_id, struct evbuffer *out)
     if (rc != KR_OK) {
         goto done;
     }
-    frame[0] = (uint8_t)(w.len >> 24);
-    frame[1] = (uint8_t)(w.len >> 16);
-    frame[2] = (uint8_t)(w.len >> 8);
-    frame[3] = (uint8_t)w.len;
+    kr_frame_put_size(frame, w.len);
     memcpy(frame + 4, w.buf, w.len);
     /* One add: out gets the whole frame or nothing. */
     if (evbuffer_add(out, frame, 4 + w.len) != 0) {

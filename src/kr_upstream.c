@@ -35,6 +35,7 @@
 #include <event2/util.h>
 
 #include "kr_codec.h"
+#include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_schema.h"
 #include "kr_topics.h"
@@ -826,10 +827,7 @@ send_request(struct kr_upstream *u, int16_t key, int16_t ver)
         rc = KR_ERROR;
         goto out;
     }
-    pre[0] = (uint8_t)(w.len >> 24);
-    pre[1] = (uint8_t)(w.len >> 16);
-    pre[2] = (uint8_t)(w.len >> 8);
-    pre[3] = (uint8_t)w.len;
+    kr_frame_put_size(pre, w.len);
     if (bufferevent_write(u->bev, pre, 4) != 0 ||
         bufferevent_write(u->bev, w.buf, w.len) != 0) {
         rc = KR_ENOMEM;

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "kr_codec.h"
+#include "kr_frame.h"
 #include "kr_json.h"
 #include "kr_schema.h"
 
@@ -563,10 +564,7 @@ encode_line(bool hex, struct kr_arena *arena, struct kr_json_recbuf *recs,
         kr_wbuf_free(&w);
         return false;
     }
-    pre[0] = (uint8_t)(w.total >> 24);
-    pre[1] = (uint8_t)(w.total >> 16);
-    pre[2] = (uint8_t)(w.total >> 8);
-    pre[3] = (uint8_t)w.total;
+    kr_frame_put_size(pre, w.total);
     if (hex) {
         for (i = 0; i < 4; i++) {
             printf("%02x", pre[i]);
