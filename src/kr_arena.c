@@ -1,5 +1,5 @@
 /*
- * kr_arena.c - bump allocator for decoded trees (see kr_codec.h).
+ * kr_arena.c - bump allocator for decoded trees (see kr_arena.h).
  *
  * Chunks are malloc'd on demand and grow geometrically (8 KiB doubling up
  * to 1 MiB); an allocation larger than that gets a chunk of its own.
@@ -9,10 +9,11 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kr_codec.h"
+#include "kr_arena.h"
 
 #define KR_ARENA_MIN_CHUNK (8u * 1024u)
 #define KR_ARENA_MAX_CHUNK (1024u * 1024u)
