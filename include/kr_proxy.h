@@ -255,7 +255,4 @@ void kr_proxy_free(struct kr_proxy *p);
  */
 uint16_t kr_proxy_port(const struct kr_proxy *p, int gi, int32_t node_id);
 
-/* Monotonic clock in ms (CLOCK_MONOTONIC_COARSE). */
-int64_t kr_now_ms(void);
-
 #endif /* KR_PROXY_H */

@@ -149,7 +149,7 @@ enum kr_sasl_mech {
 /*
  * One session.  malloc'd by kr_session_new, linked into its proxy's list
  * and freed only through kr_session_close.  Times ending in _ms / _at are
- * monotonic ms (kr_now_ms); sizes are bytes.
+ * monotonic ms (kr_clock_timer_ms); sizes are bytes.
  */
 struct kr_session {
     uint64_t id;                        /* c#ID in log lines */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kr_clock.h"
 #include "kr_listener.h"
 #include "kr_log.h"
 
@@ -85,12 +86,7 @@ accept_error_cb(struct evconnlistener *evl, void *arg)
     struct timeval tv = { KR_ACCEPT_PAUSE_MS / 1000,
                           (KR_ACCEPT_PAUSE_MS % 1000) * 1000 };
 
-    {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    }
+    now = kr_clock_mono_ms();
     l->npauses++;
     if (l->paused_log_ms == 0 || now - l->paused_log_ms >= KR_ACCEPT_LOG_MS) {
         kr_log_warn("accept on %s (%s): %s: not accepting for %d ms "

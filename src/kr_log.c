@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kr_clock.h"
 #include "kr_log.h"
 
 /* Longest line written, newline included; longer messages are cut. */
@@ -236,7 +237,8 @@ kr_log_vwrite(int level, const char *fmt, va_list ap)
 {
     char msg[KR_LOG_LINE_MAX];
     char line[KR_LOG_LINE_MAX];
-    struct timespec ts;
+    int64_t now_us;
+    time_t secs;
     struct tm tm;
     size_t n;
     int r;
@@ -264,11 +266,12 @@ kr_log_vwrite(int level, const char *fmt, va_list ap)
     }
 
     /* 2026-11-30T12:00:00.123456Z krelay[1234]: warn: message */
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    now_us = kr_clock_wall_us();
+    secs = (time_t)(now_us / 1000000);
+    gmtime_r(&secs, &tm);
     n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
     r = snprintf(line + n, sizeof(line) - n, ".%06ldZ %s[%ld]: %s: ",
-                 (long)(ts.tv_nsec / 1000), kr_log_ident, (long)getpid(),
+                 (long)(now_us % 1000000), kr_log_ident, (long)getpid(),
                  kr_log_names[level]);
     if (r > 0) {
         n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
@@ -309,15 +312,6 @@ kr_log_write(int level, const char *fmt, ...)
     kr_log_vwrite(level, fmt, ap);
     va_end(ap);
     errno = saved;
-}
-
-static int64_t
-kr_log_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Call sites that suppressed lines (kr_log_rl_flush); never unlinked. */
@@ -390,7 +384,7 @@ kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
     if (level > kr_log_level_cur) {
         return;
     }
-    now = kr_log_now_ms();
+    now = kr_clock_mono_ms();
     start = __atomic_load_n(&rl->window_start_ms, __ATOMIC_RELAXED);
     if (start == 0 || now - start >= 1000) {
         if (__atomic_compare_exchange_n(&rl->window_start_ms, &start, now,

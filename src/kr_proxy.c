@@ -25,15 +25,6 @@
 
 #define KR_LISTEN_BACKLOG 1024
 
-int64_t
-kr_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct kr_conf_ref *
 kr_conf_ref_get(struct kr_conf_ref *r)
 {

@@ -141,6 +141,7 @@
 #include "kr_action.h"
 #include "kr_api_keys.h"
 #include "kr_audit.h"
+#include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_kerr.h"
@@ -544,7 +545,7 @@ fifo_pop(struct kr_session *s)
     }
     s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
     s->fifo_len--;
-    s->head_since_ms = kr_now_ms();
+    s->head_since_ms = kr_clock_timer_ms();
     s->last_active_ms = s->head_since_ms;
 }
 
@@ -569,7 +570,7 @@ fifo_remove(struct kr_session *s, uint32_t i)
     }
     s->fifo_head = (h + 1) % cap;
     s->fifo_len--;
-    s->last_active_ms = kr_now_ms();
+    s->last_active_ms = kr_clock_timer_ms();
 }
 
 /*
@@ -813,7 +814,7 @@ arm_timer(struct kr_session *s)
         return;
     }
     if (s->timer_at == 0 || at < s->timer_at) {
-        timer_add(s, at, kr_now_ms());
+        timer_add(s, at, kr_clock_timer_ms());
     }
 }
 
@@ -823,7 +824,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     struct kr_session *s = arg;
     const struct kr_inflight *e;
     enum timer_kind kind;
-    int64_t now = kr_now_ms(), at;
+    int64_t now = kr_clock_timer_ms(), at;
     char desc[96];
     uint32_t i;
 
@@ -1102,7 +1103,7 @@ update_io(struct kr_session *s)
                 !out_full(s->up.out, maxb) &&
                 lane_readable(s, &s->upl) &&
                 (s->paused_until_ms == 0 ||
-                 kr_now_ms() >= s->paused_until_ms));
+                 kr_clock_timer_ms() >= s->paused_until_ms));
     set_reading(&s->up, s->up.connected && !s->draining &&
                 !out_full(s->client.out, maxb) &&
                 !(s->opaque && s->nready > 0) &&
@@ -1146,7 +1147,7 @@ close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     va_end(ap);
     s->closing = 1;
     s->close_level = level;
-    s->closing_ms = kr_now_ms();
+    s->closing_ms = kr_clock_timer_ms();
     evbuffer_drain(s->client.in, evbuffer_get_length(s->client.in));
     s->req_remain = 0;
     if (closing_done(s)) {
@@ -1168,7 +1169,7 @@ wrote(struct kr_session *s, struct kr_conn *c, size_t n)
 {
     c->bytes_out += (uint64_t)n;
     if (c == &s->client && n > 0) {
-        s->rsp_progress_ms = kr_now_ms();
+        s->rsp_progress_ms = kr_clock_timer_ms();
         if (s->closing) {
             s->closing_ms = s->rsp_progress_ms;
         }
@@ -1327,15 +1328,6 @@ min_sz(size_t a, size_t b)
 
 /* ---- rules: shared helpers --------------------------------------------- */
 
-static int64_t
-clock_us(clockid_t id)
-{
-    struct timespec ts;
-
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Uniform in [0, 1): xorshift64*, per session. */
 static double
 rand01(struct kr_session *s)
@@ -1451,7 +1443,7 @@ listener_name(const struct kr_session *s)
 static void
 audit_conn(struct kr_session *s, const char *event, const char *reason)
 {
-    audit_put(s, kr_audit_format_conn(event, clock_us(CLOCK_REALTIME),
+    audit_put(s, kr_audit_format_conn(event, kr_clock_wall_us(),
                                       listener_name(s),
                                       s->peer_host, s->peer_port,
                                       s->client_id[0] ? s->client_id : NULL,
@@ -1477,7 +1469,7 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
     info.req_bytes = rq->req_bytes;
     info.rsp_bytes = rsp_bytes;
     info.upstream_us = upstream_us;
-    info.total_us = clock_us(CLOCK_MONOTONIC) - rq->t_read_us + extra_us;
+    info.total_us = kr_clock_mono_us() - rq->t_read_us + extra_us;
     info.actions = rq->actions;
     info.decode_error = rq->decode_error;
     info.note = rq->note;
@@ -1580,7 +1572,7 @@ rtimer_arm(struct kr_session *s)
     if (at == 0 || (s->rtimer_at != 0 && s->rtimer_at <= at)) {
         return;
     }
-    now = kr_now_ms();
+    now = kr_clock_timer_ms();
     at = at > now ? at : now;
     tv.tv_sec = (time_t)((at - now) / 1000);
     tv.tv_usec = (suseconds_t)((at - now) % 1000) * 1000;
@@ -1598,7 +1590,7 @@ static void
 flush_ready(struct kr_session *s)
 {
     struct kr_inflight *e;
-    int64_t now = kr_now_ms();
+    int64_t now = kr_clock_timer_ms();
     uint32_t i;
 
     while (!s->dead && !rsp_mid(s) && s->dn.queued == 0 &&
@@ -1648,7 +1640,7 @@ resume_requests(struct kr_session *s)
         return -1;
     }
     if (s->enforce_wait || s->req_blocked ||
-        (s->paused_until_ms != 0 && kr_now_ms() < s->paused_until_ms) ||
+        (s->paused_until_ms != 0 && kr_clock_timer_ms() < s->paused_until_ms) ||
         evbuffer_get_length(s->client.in) == 0) {
         return 0;
     }
@@ -1811,8 +1803,8 @@ header_rq(const struct kr_nreq *nr, const char *cid, const char *why,
     if (rq == NULL) {
         return NULL;
     }
-    rq->t_wall_us = clock_us(CLOCK_REALTIME);
-    rq->t_read_us = clock_us(CLOCK_MONOTONIC);
+    rq->t_wall_us = kr_clock_wall_us();
+    rq->t_read_us = kr_clock_mono_us();
     rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
     rq->up_version = nr->h.api_version;
     rq->actions = actions;
@@ -2330,8 +2322,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         ret = -1;
         goto out;
     }
-    rq->t_wall_us = clock_us(CLOCK_REALTIME);
-    rq->t_read_us = clock_us(CLOCK_MONOTONIC);
+    rq->t_wall_us = kr_clock_wall_us();
+    rq->t_read_us = kr_clock_mono_us();
     rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
     rq->up_version = nr->h.api_version;
     tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
@@ -2731,7 +2723,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
     }
     memset(&e, 0, sizeof(e));
-    e.sent_ms = kr_now_ms();
+    e.sent_ms = kr_clock_timer_ms();
     if (s->sasl_tokens > 0) {
         rc = kr_frame_size(pk, c, 0, lc->max_frame_bytes, &size);
         if (rc != KR_OK) {
@@ -2999,7 +2991,7 @@ process_requests(struct kr_session *s)
             break;
         }
         if (avail < KR_FRAME_PREFIX || s->enforce_wait ||
-            (s->paused_until_ms != 0 && kr_now_ms() < s->paused_until_ms)) {
+            (s->paused_until_ms != 0 && kr_clock_timer_ms() < s->paused_until_ms)) {
             break;
         }
         rc = next_request(s, in, scan, avail, &nr);
@@ -3303,7 +3295,7 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
               e->api_version, e->correlation_id, flen,
               s->lc->max_frame_bytes);
     if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
-        int64_t until = kr_now_ms() + rq->v.throttle_ms;
+        int64_t until = kr_clock_timer_ms() + rq->v.throttle_ms;
 
         if (until > s->paused_until_ms) {
             s->paused_until_ms = until;
@@ -3321,7 +3313,7 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
         rq->note = strdup(note);
         audit_put(s, audit_line(s, e, rq, NULL, KR_FRAME_PREFIX + flen,
                                 rq->t_read_us != 0
-                                    ? clock_us(CLOCK_MONOTONIC) -
+                                    ? kr_clock_mono_us() -
                                           rq->t_read_us
                                     : 0,
                                 0));
@@ -3348,7 +3340,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     struct kr_rbuf rb;
     struct kr_msg m;
     struct kr_wbuf w;
-    int64_t now_us = clock_us(CLOCK_MONOTONIC), delay_ms = 0, up_us = 0;
+    int64_t now_us = kr_clock_mono_us(), delay_ms = 0, up_us = 0;
     uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
     char err[160];
     bool decode, changed = false;
@@ -3514,7 +3506,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     if (delay_ms > 0) {
         rq->actions |= KR_AUDIT_DELAYED;
     }
-    rq->release_ms = kr_now_ms() + delay_ms;
+    rq->release_ms = kr_clock_timer_ms() + delay_ms;
     rq->ready = true;
     s->nready++;
     ret = 0;
@@ -3696,7 +3688,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         *scan += 1;
         s->streaming = 0;
         s->stream_left = 0;
-        s->head_since_ms = kr_now_ms();
+        s->head_since_ms = kr_clock_timer_ms();
         return 1;
     }
     s->p->stats.bytes_down += *scan;
@@ -3743,7 +3735,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                  res.endpoints);
     s->streaming = 0;
     s->stream_left = 0;
-    s->head_since_ms = kr_now_ms();
+    s->head_since_ms = kr_clock_timer_ms();
     return 1;
 }
 
@@ -3985,7 +3977,7 @@ process_responses(struct kr_session *s)
             if (s->rsp_remain > 0) {
                 break;
             }
-            s->head_since_ms = kr_now_ms();   /* the next one's clock */
+            s->head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
             continue;
         }
         if (s->rsp_drop > 0) {
@@ -4114,7 +4106,7 @@ client_eof(struct kr_session *s)
         return;
     }
     s->client_eof = 1;
-    s->eof_ms = kr_now_ms();
+    s->eof_ms = kr_clock_timer_ms();
     kr_log_debug("[%s] client closed its side; finishing %zu request "
                  "bytes and %u responses owed", s->name,
                  up_owed(s), fifo_expected(s));
@@ -4186,7 +4178,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     if (spliced) {
         /* a request's opaque run: client socket -> pipe -> upstream */
         if (n > 0) {
-            s->last_active_ms = kr_now_ms();
+            s->last_active_ms = kr_clock_timer_ms();
             s->req_remain -= (uint64_t)n;
             s->p->stats.bytes_up += (uint64_t)n;
             if (conn_flush(s, &s->up) == 0) {
@@ -4197,7 +4189,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
         goto out;
     }
     if (n > 0) {
-        s->last_active_ms = kr_now_ms();
+        s->last_active_ms = kr_clock_timer_ms();
         /* client.out: responses krelay answered itself */
         if (process_requests(s) == 0) {
             up_lane_try(s);
@@ -4254,7 +4246,7 @@ upstream_eof(struct kr_session *s, const char *why)
                      s->upname, why);
         conn_close(&s->up);
         s->draining = 1;
-        s->last_active_ms = kr_now_ms();
+        s->last_active_ms = kr_clock_timer_ms();
         update_io(s);
         s->timer_at = 0;
         arm_timer(s);
@@ -4302,7 +4294,7 @@ dn_spliced(struct kr_session *s, size_t n)
     }
     s->rsp_remain -= n;
     if (s->rsp_remain == 0) {
-        s->head_since_ms = kr_now_ms();   /* the next one's clock */
+        s->head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
     }
     return 0;
 }
@@ -4321,7 +4313,7 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
     if (spliced) {
         /* a response's opaque run: upstream socket -> pipe -> client */
         if (n > 0) {
-            s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
+            s->rsp_progress_ms = s->last_active_ms = kr_clock_timer_ms();
             if (dn_spliced(s, (size_t)n) == 0 &&
                 conn_flush(s, &s->client) == 0 &&
                 client_flush_ready(s) == 0) {
@@ -4333,7 +4325,7 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n > 0) {
         /* traffic either way: not idle; a response moving: not stalled */
-        s->rsp_progress_ms = s->last_active_ms = kr_now_ms();
+        s->rsp_progress_ms = s->last_active_ms = kr_clock_timer_ms();
         if (process_responses(s) != 0) {
             goto out;
         }
@@ -4524,7 +4516,7 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
         memcpy(&s->peer, sa, salen);
     }
     s->rng = (s->id * UINT64_C(0x9E3779B97F4A7C15)) ^
-             (uint64_t)clock_us(CLOCK_REALTIME) ^ UINT64_C(0x2545F4914F6CDD1D);
+             (uint64_t)kr_clock_wall_us() ^ UINT64_C(0x2545F4914F6CDD1D);
     if (s->rng == 0) {
         s->rng = 1;
     }
@@ -4542,7 +4534,7 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.upstream = g->up;
     s->rw.who = s->name;
-    s->started_ms = s->last_active_ms = kr_now_ms();
+    s->started_ms = s->last_active_ms = kr_clock_timer_ms();
     s->next = p->sessions;
     if (p->sessions != NULL) {
         p->sessions->prev = s;

@@ -34,6 +34,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_log.h"
@@ -148,15 +149,6 @@ struct kr_upstream {
 };
 
 /* ---- small helpers ---------------------------------------------------- */
-
-static int64_t
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct timeval
 tv_ms(int64_t ms)
@@ -456,7 +448,7 @@ cache_store(struct kr_upstream *u, const struct kr_resolve *r,
     }
     memcpy(&a->sa, sa, len);
     a->salen = len;
-    a->resolved_ms = now_ms();
+    a->resolved_ms = kr_clock_mono_ms();
 }
 
 /* Numeric IPv4/IPv6 host: fill ss without DNS. */
@@ -546,7 +538,7 @@ lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
     fmt_hostport(r->what, sizeof(r->what), host, port);
     a = cache_for(u, r);
     if (a != NULL && a->salen > 0 &&
-        now_ms() - a->resolved_ms < KR_UP_DNS_TTL_MS) {
+        kr_clock_mono_ms() - a->resolved_ms < KR_UP_DNS_TTL_MS) {
         memcpy(&ss, &a->sa, a->salen);
         r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, r->what);
         resolve_free(r);
@@ -613,7 +605,7 @@ static void fetch_queue(struct kr_upstream *u);
 static bool
 neg_find(struct kr_upstream *u, int32_t node_id)
 {
-    int64_t now = now_ms();
+    int64_t now = kr_clock_mono_ms();
     int i;
 
     for (i = 0; i < KR_UP_NEG_MAX; i++) {
@@ -627,7 +619,7 @@ neg_find(struct kr_upstream *u, int32_t node_id)
 static void
 neg_add(struct kr_upstream *u, int32_t node_id)
 {
-    int64_t until = now_ms() + KR_UP_NEG_TTL_MS;
+    int64_t until = kr_clock_mono_ms() + KR_UP_NEG_TTL_MS;
     int i;
 
     for (i = 0; i < KR_UP_NEG_MAX; i++) {
@@ -720,7 +712,7 @@ fetch_queue(struct kr_upstream *u)
         return;
     }
     if (u->last_done_ms != 0) {
-        wait = u->last_done_ms + KR_UP_MIN_GAP_MS - now_ms();
+        wait = u->last_done_ms + KR_UP_MIN_GAP_MS - kr_clock_mono_ms();
     }
     u->seq++;
     u->state = F_QUEUED;
@@ -1121,7 +1113,7 @@ fetch_done(struct kr_upstream *u, bool ok)
 
     fetch_close(u);
     u->state = F_IDLE;
-    u->last_done_ms = now_ms();
+    u->last_done_ms = kr_clock_mono_ms();
     if (ok) {
         u->backoff_ms = 0;
         next = u->uc->metadata_refresh_ms;

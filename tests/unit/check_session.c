@@ -33,11 +33,12 @@
 #include <event2/listener.h>
 
 #include "kr_api_keys.h"
+#include "kr_clock.h"
+#include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_proxy.h"
-#include "kr_codec.h"
 #include "kr_rule.h"
 #include "kr_session.h"
 #include "kr_upstream.h"
@@ -1302,7 +1303,7 @@ START_TEST(throttle_enforce_undecodable)
     bstr(&req, "g");
     bend(&req, at);
     expected_echo(&req, T.fb.extra, &exp);
-    t0 = kr_now_ms();
+    t0 = kr_clock_timer_ms();
     cli_send(c, req.b, req.n);
     fake_expect(&req);
     if (_i == 1) {
@@ -1320,7 +1321,7 @@ START_TEST(throttle_enforce_undecodable)
     while (!cli_has(c, exp.n) && waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_int_ge(kr_now_ms() - t0, 200);
+    ck_assert_int_ge(kr_clock_timer_ms() - t0, 200);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.frames_undecodable, _i == 1 ? 2 : 1);
@@ -2895,8 +2896,8 @@ START_TEST(client_slow_reader)
     /* up to 16 KiB every 10 ms for 2.4 s (eight margins): well above
        KR_DRAIN_MIN_BYTES a margin, yet krelay is woken to write only
        after much of its MiB-sized socket buffer drained */
-    until = kr_now_ms() + 2400;
-    while (kr_now_ms() < until && T.p->sessions != NULL) {
+    until = kr_clock_timer_ms() + 2400;
+    while (kr_clock_timer_ms() < until && T.p->sessions != NULL) {
         ssize_t n = read(c->fd, buf, sizeof(buf));
 
         if (n > 0) {
