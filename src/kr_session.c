@@ -2991,7 +2991,8 @@ process_requests(struct kr_session *s)
             break;
         }
         if (avail < KR_FRAME_PREFIX || s->enforce_wait ||
-            (s->paused_until_ms != 0 && kr_clock_timer_ms() < s->paused_until_ms)) {
+            (s->paused_until_ms != 0 &&
+             kr_clock_timer_ms() < s->paused_until_ms)) {
             break;
         }
         rc = next_request(s, in, scan, avail, &nr);
@@ -3739,16 +3740,29 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     return 1;
 }
 
+/* What next_response decided about the response frame at the scan point. */
+enum nrsp_outcome {
+    NRSP_CLOSED = -1,                   /* the session was closed */
+    NRSP_WAIT,                          /* more bytes are needed */
+    NRSP_CUT_THROUGH,                   /* accepted: s->rsp_remain bytes go
+                                           on as they are */
+    NRSP_HOLD,                          /* whole, held to rewrite broker
+                                           addresses (*flen_out) */
+    NRSP_RULES,                         /* whole, for rule_response
+                                           (*idx_out its entry) */
+    NRSP_DROP,                          /* answers an Acks=0 Produce: drop
+                                           it (*flen_out) */
+    NRSP_STREAM                         /* streamed: only part is here and
+                                           only its tail needs rewriting
+                                           (s->streaming set; the size
+                                           prefix passes as it is) */
+};
+
 /*
- * Look at the response frame at offset scan of up.in.  Returns 1 when
- * accepted cut-through (s->rsp_remain set), 2 when the frame is whole
- * and must be held (*flen_out set), 3 when it is whole and goes to
- * rule_response (*idx_out its entry), 4 when it answers an Acks=0
- * Produce and is dropped (*flen_out), 5 when it is streamed (only part
- * of it is here and only its tail needs rewriting: s->streaming set,
- * the size prefix passes as it is), 0 to wait, -1 when closed.
+ * Look at the response frame at offset scan of up.in and say what
+ * happens to it (enum nrsp_outcome).
  */
-static int
+static enum nrsp_outcome
 next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
               size_t avail, size_t *flen_out, uint32_t *idx_out)
 {
@@ -3769,7 +3783,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             kr_frame_size(pk, c, KR_FRAME_RSP_MIN, INT32_MAX, &size) ==
                 KR_OK) {
             if (c < KR_FRAME_PREFIX + KR_FRAME_RSP_MIN) {
-                return 0;
+                return NRSP_WAIT;
             }
             /* the answer to a Produce with Acks=0 that krelay stopped
                remembering (push_optional): the client expects none */
@@ -3777,37 +3791,37 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             s->acks0_answered = 1;
             s->p->stats.responses_dropped++;
             *flen_out = (size_t)size;
-            return 4;
+            return NRSP_DROP;
         }
         if (e == NULL) {
             close_up(s, KR_LOG_WARN, "upstream %s sent %zu bytes with no "
                      "request in flight", s->upname, avail);
-            return -1;
+            return NRSP_CLOSED;
         }
         if (e->kind == KR_INF_SASL_TOKEN) {
             if (idx > 0) {
                 close_up(s, KR_LOG_ERROR, "internal: SASL token behind %u "
                          "answered requests", idx);
-                return -1;
+                return NRSP_CLOSED;
             }
             if (kr_frame_size(pk, c, 0, INT32_MAX, &size) != KR_OK) {
                 close_up(s, KR_LOG_WARN, "upstream %s sent a SASL token "
                          "frame of %d bytes", s->upname, size);
-                return -1;
+                return NRSP_CLOSED;
             }
             fifo_pop(s);
             s->p->stats.sasl_tokens++;
             s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
-            return 1;
+            return NRSP_CUT_THROUGH;
         }
         if (kr_frame_size(pk, c, KR_FRAME_RSP_MIN, INT32_MAX, &size) !=
             KR_OK) {
             close_up(s, KR_LOG_WARN, "upstream %s sent a response frame of "
                      "%d bytes", s->upname, size);
-            return -1;
+            return NRSP_CLOSED;
         }
         if (c < KR_FRAME_PREFIX + KR_FRAME_RSP_MIN) {
-            return 0;
+            return NRSP_WAIT;
         }
         flen = (size_t)size;
         corr = kr_frame_i32(pk + KR_FRAME_PREFIX);
@@ -3819,7 +3833,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             s->acks0_answered = 1;
             s->p->stats.responses_dropped++;
             *flen_out = flen;
-            return 4;
+            return NRSP_DROP;
         }
         if (!e->optional) {
             break;
@@ -3836,7 +3850,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             fifo_remove(s, idx);
             s->p->stats.responses_dropped++;
             *flen_out = flen;
-            return 4;
+            return NRSP_DROP;
         }
         /* the answer to a later request: this Acks=0 Produce got none,
            as from Kafka; stop remembering them */
@@ -3848,7 +3862,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                  "the oldest request in flight is %s v%d CorrelationId %d",
                  s->upname, corr, api_name(e->api_key), e->api_version,
                  e->correlation_id);
-        return -1;
+        return NRSP_CLOSED;
     }
     if (e->api_key == KR_API_SASL_HANDSHAKE && e->api_version == 0) {
         f[0].name = "ErrorCode";
@@ -3869,7 +3883,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                 break;
             }
             if (need > min_sz(avail - KR_FRAME_PREFIX, flen)) {
-                return 0;
+                return NRSP_WAIT;
             }
             c = peek(s, in, scan, KR_FRAME_PREFIX + need, small,
                      sizeof(small), &pk);
@@ -3895,24 +3909,25 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                      idx > 0 ? "behind responses held for the rules"
                              : "to translate it back to the client's "
                                "version");
-            return -1;
+            return NRSP_CLOSED;
         }
         if (avail - KR_FRAME_PREFIX < flen) {
-            return 0;
+            return NRSP_WAIT;
         }
         *flen_out = flen;
         *idx_out = idx;
-        return 3;
+        return NRSP_RULES;
     }
     if (rsp_hold(e->api_key, e->api_version)) {
         if (kr_rewrite_streamable(e->api_key, e->api_version)) {
             if (avail - KR_FRAME_PREFIX < flen) {
                 /* not all here yet: forward it as it arrives */
-                return stream_start(s, e, flen) == 0 ? 5 : -1;
+                return stream_start(s, e, flen) == 0 ? NRSP_STREAM
+                                                        : NRSP_CLOSED;
             }
             rc = no_tags(s, e, in, scan, flen);
             if (rc < 0) {
-                return -1;
+                return NRSP_CLOSED;
             }
             if (rc == 1) {
                 /* no tagged fields, so no endpoints: cut-through */
@@ -3920,12 +3935,13 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                 s->p->stats.responses++;
                 s->p->stats.responses_streamed++;
                 s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
-                return 1;
+                return NRSP_CUT_THROUGH;
             }
             if ((int64_t)flen > s->lc->max_frame_bytes) {
                 /* too big to hold: streamed, as when it arrives in
                    pieces (max_frame_bytes does not apply to these) */
-                return stream_start(s, e, flen) == 0 ? 5 : -1;
+                return stream_start(s, e, flen) == 0 ? NRSP_STREAM
+                                                        : NRSP_CLOSED;
             }
         }
         if ((int64_t)flen > s->lc->max_frame_bytes) {
@@ -3933,18 +3949,18 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                      "max_frame_bytes %" PRId64 " (krelay must hold it to "
                      "rewrite broker addresses)", api_name(e->api_key),
                      e->api_version, flen, s->lc->max_frame_bytes);
-            return -1;
+            return NRSP_CLOSED;
         }
         if (avail - KR_FRAME_PREFIX < flen) {
-            return 0;
+            return NRSP_WAIT;
         }
         *flen_out = flen;
-        return 2;
+        return NRSP_HOLD;
     }
     fifo_pop(s);
     s->p->stats.responses++;
     s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
-    return 1;
+    return NRSP_CUT_THROUGH;
 }
 
 /* Forward responses from up.in to client.out, in order. */
@@ -3981,7 +3997,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (s->rsp_drop > 0) {
-            /* scan is 0: the bytes before were moved on (rc 4) */
+            /* scan is 0: the bytes before were moved on (NRSP_DROP) */
             take = min_sz(avail, s->rsp_drop);
             evbuffer_drain(in, take);
             s->rsp_drop -= take;
@@ -4013,17 +4029,17 @@ process_responses(struct kr_session *s)
             avail = total;
         }
         rc = next_response(s, in, scan, avail, &flen, &idx);
-        if (rc < 0) {
+        if (rc == NRSP_CLOSED) {
             return -1;
         }
-        if (rc == 0) {
+        if (rc == NRSP_WAIT) {
             break;
         }
-        if (rc == 5) {
+        if (rc == NRSP_STREAM) {
             scan += KR_FRAME_PREFIX;    /* the size prefix goes as it is */
             continue;
         }
-        if (rc == 4) {
+        if (rc == NRSP_DROP) {
             s->p->stats.bytes_down += scan;
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
@@ -4031,7 +4047,7 @@ process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
             continue;
         }
-        if (rc == 3) {
+        if (rc == NRSP_RULES) {
             s->p->stats.bytes_down += scan;
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
@@ -4042,7 +4058,7 @@ process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
             continue;
         }
-        if (rc == 2) {
+        if (rc == NRSP_HOLD) {
             /* keep the order: what was scanned goes first */
             s->p->stats.bytes_down += scan;
             move_bytes(s, in, s->client.out, scan);
