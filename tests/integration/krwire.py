@@ -3,11 +3,16 @@ clients and scripted brokers (import krwire: they run from this folder).
 
 crc32c(data): CRC-32C (Castagnoli), the RecordBatch checksum.
 recv_exact(sock, n): n bytes from sock, or None at EOF first.
+exchange(sock, codec, line): encode one request (krelay-codec's JSON form)
+    with `codec encode`, send it, return its response frame (size prefix
+    included), or None when the connection closed or timed out first.
 varint(n): a zigzag varint (records).
 record_batch(values): a magic 2 RecordBatch of uncompressed records
     (bytes values, null keys), base offset 0.
 """
+import socket
 import struct
+import subprocess
 import time
 
 _CRC32C_TABLE = []
@@ -58,3 +63,15 @@ def record_batch(values):
     crc = crc32c(after_crc)
     after_len = struct.pack(">ibI", -1, 2, crc) + after_crc
     return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+def exchange(sock, codec, line):
+    frame = subprocess.run([codec, "encode"], input=line.encode(),
+                           capture_output=True, check=True).stdout
+    sock.sendall(frame)
+    try:
+        size = recv_exact(sock, 4)
+        payload = size and recv_exact(sock, struct.unpack(">i", size)[0])
+    except socket.timeout:
+        return None
+    return None if payload is None else size + payload

@@ -24,10 +24,10 @@
 import base64
 import socket
 import struct
-import subprocess
 import sys
 
-from krwire import record_batch, recv_exact
+from krwire import exchange, record_batch
+
 
 def batch_attrs(data):
     """(BaseOffset, Magic, Attributes, RecordCount, bytes) per batch."""
@@ -52,19 +52,12 @@ def send(addr, codec):
         line = line.strip()
         if not line:
             continue
-        frame = subprocess.run([codec, "encode"], input=line.encode(),
-                               capture_output=True, check=True).stdout
-        sock.sendall(frame)
-        try:
-            size = recv_exact(sock, 4)
-            payload = size and recv_exact(sock, struct.unpack(">i", size)[0])
-        except socket.timeout:
-            payload = None
-        if payload is None:
+        rsp = exchange(sock, codec, line)
+        if rsp is None:
             sys.stderr.write("raw_client: no response (connection closed "
                              "or 20 s timeout)\n")
             return 3
-        sys.stdout.write((size + payload).hex() + "\n")
+        sys.stdout.write(rsp.hex() + "\n")
         sys.stdout.flush()
     sock.close()
     return 0

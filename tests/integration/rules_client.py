@@ -11,11 +11,10 @@ connection closed by krelay, prints {"closed": true} and ends the run.
 """
 import json
 import socket
-import struct
 import subprocess
 import sys
 
-from krwire import recv_exact
+from krwire import exchange
 
 
 def main():
@@ -27,15 +26,8 @@ def main():
         if not line:
             continue
         req = json.loads(line)
-        frame = subprocess.run([codec, "encode"], input=line.encode(),
-                               capture_output=True, check=True).stdout
-        sock.sendall(frame)
-        try:
-            size = recv_exact(sock, 4)
-            payload = size and recv_exact(sock, struct.unpack(">i", size)[0])
-        except socket.timeout:
-            payload = None
-        if payload is None:
+        rsp = exchange(sock, codec, line)
+        if rsp is None:
             print(json.dumps({"closed": True}))
             break
         hdr = req["header"]
@@ -43,7 +35,7 @@ def main():
             [codec, "decode", "--response", "--api-key",
              str(hdr["RequestApiKey"]), "--api-version",
              str(hdr["RequestApiVersion"])],
-            input=size + payload, capture_output=True).stdout
+            input=rsp, capture_output=True).stdout
         sys.stdout.write(out.decode())
         sys.stdout.flush()
     sock.close()
