@@ -3740,6 +3740,23 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     return 1;
 }
 
+/*
+ * A response to a Produce with Acks=0 is dropped (the client expects
+ * none): counted; the first one says, once per connection, that this
+ * upstream answers them (from then on they are all remembered).
+ */
+static void
+acks0_dropped(struct kr_session *s)
+{
+    if (!s->acks0_answered) {
+        s->acks0_answered = 1;
+        kr_log_debug("[%s] upstream %s answers Produce requests with "
+                     "Acks=0 (Kafka brokers do not): krelay drops those "
+                     "responses", s->name, s->upname);
+    }
+    s->p->stats.responses_dropped++;
+}
+
 /* What next_response decided about the response frame at the scan point. */
 enum nrsp_outcome {
     NRSP_CLOSED = -1,                   /* the session was closed */
@@ -3788,8 +3805,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             /* the answer to a Produce with Acks=0 that krelay stopped
                remembering (push_optional): the client expects none */
             s->acks0_forgot--;
-            s->acks0_answered = 1;
-            s->p->stats.responses_dropped++;
+            acks0_dropped(s);
             *flen_out = (size_t)size;
             return NRSP_DROP;
         }
@@ -3830,8 +3846,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             /* the answer to a Produce with Acks=0 that krelay stopped
                remembering (push_optional): the client expects none */
             s->acks0_forgot--;
-            s->acks0_answered = 1;
-            s->p->stats.responses_dropped++;
+            acks0_dropped(s);
             *flen_out = flen;
             return NRSP_DROP;
         }
@@ -3841,14 +3856,8 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (corr == e->correlation_id) {
             /* a response to a Produce with Acks=0: the client does not
                expect it */
-            if (!s->acks0_answered) {
-                s->acks0_answered = 1;
-                kr_log_debug("[%s] upstream %s answers Produce requests "
-                             "with Acks=0 (Kafka brokers do not): krelay "
-                             "drops those responses", s->name, s->upname);
-            }
             fifo_remove(s, idx);
-            s->p->stats.responses_dropped++;
+            acks0_dropped(s);
             *flen_out = flen;
             return NRSP_DROP;
         }

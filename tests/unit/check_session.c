@@ -1605,6 +1605,7 @@ END_TEST
 START_TEST(acks0_forgotten_answers)
 {
     struct bb req = { 0 }, more = { 0 }, exp = { 0 }, hb = { 0 };
+    char *log;
     struct wait w = { 0 };
     struct kr_session *s;
     struct cli *c;
@@ -1612,6 +1613,8 @@ START_TEST(acks0_forgotten_answers)
 
     T.lc.max_inflight = 4;
     T.fb.answer_acks0 = true;
+    log_capture();
+    kr_log_level_cur = KR_LOG_DEBUG;
     start();
     c = cli_open(boot_port(), 0);
     if (_i == 1) {
@@ -1660,6 +1663,14 @@ START_TEST(acks0_forgotten_answers)
     ck_assert_uint_eq(T.p->stats.close_upstream, 0);
     ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
     ck_assert_uint_eq(T.p->stats.responses, _i == 1 ? 2 : 1);
+    /* said once, whichever way the first answer came */
+    log = log_text();
+    ck_assert_msg(strstr(log, "answers Produce requests with Acks=0") !=
+                  NULL, "log: %s", log);
+    ck_assert_msg(strstr(strstr(log, "answers Produce requests") + 1,
+                         "answers Produce requests") == NULL, "log: %s", log);
+    free(log);
+    kr_log_level_cur = KR_LOG_WARN;
     free(req.b);
     free(more.b);
     free(exp.b);
