@@ -30,6 +30,7 @@
 #include <event2/event.h>
 
 #include "kr_common.h"
+#include "kr_inflight.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
 
@@ -104,40 +105,6 @@ struct kr_conn {
     unsigned connected:1;
 };
 
-/* Kinds of in-flight entries. */
-enum kr_inflight_kind {
-    KR_INF_REQUEST = 0,                 /* a Kafka request */
-    KR_INF_SASL_TOKEN                   /* a raw SASL token (after
-                                           SaslHandshake v0) */
-};
-
-/*
- * One request waiting for its response.  Entries leave the FIFO in order
- * (an optional entry may leave from behind answered ones);
- * an entry with rq set is a request rules touched (src/kr_session.c,
- * "rules"): rq->ready says its response frame is built (answered by
- * krelay, or held, processed and maybe delayed) and waits in rq->out for
- * its turn.  Upstream responses match the oldest entry not ready.
- */
-struct kr_inflight {
-    int32_t correlation_id;             /* CorrelationId */
-    int16_t api_key;                    /* ApiKey */
-    int16_t api_version;                /* ApiVersion (the client's) */
-    uint8_t kind;                       /* enum kr_inflight_kind */
-    uint8_t optional;                   /* Produce with Acks=0: the client
-                                           expects no response, yet some
-                                           brokers (librdkafka's mock)
-                                           send one: dropped when it
-                                           comes, skipped when a later
-                                           request's response comes */
-    int64_t sent_ms;                    /* monotonic ms it was read */
-    int64_t wait_ms;                    /* its own wait (TimeoutMs,
-                                           MaxWaitMs, RebalanceTimeoutMs),
-                                           0 for the others */
-    struct kr_rq *rq;                   /* rule state (malloc'd), NULL for
-                                           pass-through */
-};
-
 /* SASL state after a SaslHandshake. */
 enum kr_sasl_mech {
     KR_SASL_NONE = 0,
@@ -183,12 +150,7 @@ struct kr_session {
                                            malloc'd at the first one */
     int16_t stream_key, stream_ver;     /* its ApiKey and ApiVersion */
 
-    struct kr_inflight *fifo;           /* ring of fifo_cap entries */
-    uint32_t fifo_cap, fifo_head, fifo_len;
-    uint32_t fifo_opt;                  /* optional entries among fifo_len
-                                           (not counted for max_inflight
-                                           nor the request timeout) */
-    int64_t head_since_ms;              /* when fifo[head] became head */
+    struct kr_inflight_fifo fifo;       /* requests owed a response */
     int64_t started_ms;
     int64_t last_active_ms;             /* last client or upstream read */
     int64_t rsp_progress_ms;            /* last upstream read or client

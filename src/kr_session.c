@@ -144,6 +144,7 @@
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
+#include "kr_inflight.h"
 #include "kr_kerr.h"
 #include "kr_listener.h"
 #include "kr_log.h"
@@ -474,10 +475,9 @@ session_free(struct kr_session *s)
     if (s->rq_payload != NULL) {
         evbuffer_free(s->rq_payload);
     }
-    while (s->fifo_len > 0) {
-        rq_free(s->fifo[s->fifo_head].rq);
-        s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
-        s->fifo_len--;
+    while (s->fifo.len > 0) {
+        rq_free(kr_inflight_head(&s->fifo)->rq);
+        kr_inflight_pop(&s->fifo, 0);
     }
     if (s->rtimer != NULL) {
         event_free(s->rtimer);
@@ -486,7 +486,7 @@ session_free(struct kr_session *s)
     free(s->enforced);
     free(s->av);
     free(s->scan);
-    free(s->fifo);
+    kr_inflight_free(&s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
     }
@@ -501,104 +501,42 @@ leave(struct kr_session *s)
     }
 }
 
-/* ---- in-flight FIFO ------------------------------------------------------ */
+/* ---- in-flight FIFO (kr_inflight.h) -------------------------------------- */
 
 static int
 fifo_push(struct kr_session *s, const struct kr_inflight *e)
 {
-    if (s->fifo_len == s->fifo_cap) {
-        uint32_t cap = s->fifo_cap ? s->fifo_cap * 2 : 8, i;
-        struct kr_inflight *f = malloc(cap * sizeof(*f));
-
-        if (f == NULL) {
-            return KR_ENOMEM;
-        }
-        for (i = 0; i < s->fifo_len; i++) {
-            f[i] = s->fifo[(s->fifo_head + i) % s->fifo_cap];
-        }
-        free(s->fifo);
-        s->fifo = f;
-        s->fifo_cap = cap;
-        s->fifo_head = 0;
-    }
-    s->fifo[(s->fifo_head + s->fifo_len) % s->fifo_cap] = *e;
-    if (e->optional) {
-        s->fifo_opt++;
-    }
-    if (s->fifo_len++ == 0) {
-        s->head_since_ms = e->sent_ms;
-    }
-    return KR_OK;
+    return kr_inflight_push(&s->fifo, e);
 }
 
 static struct kr_inflight *
 fifo_head(struct kr_session *s)
 {
-    return s->fifo_len ? &s->fifo[s->fifo_head] : NULL;
+    return kr_inflight_head(&s->fifo);
 }
 
+/* Remove the head: the next one's clock starts, the connection is active. */
 static void
 fifo_pop(struct kr_session *s)
 {
-    if (s->fifo[s->fifo_head].optional) {
-        s->fifo_opt--;
-    }
-    s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
-    s->fifo_len--;
-    s->head_since_ms = kr_clock_timer_ms();
-    s->last_active_ms = s->head_since_ms;
+    kr_inflight_pop(&s->fifo, kr_clock_timer_ms());
+    s->last_active_ms = s->fifo.head_since_ms;
 }
 
-/*
- * Remove entry i (0 = the head) and keep the order of the others: the
- * entries before it move one place towards the tail.
- */
+/* Remove entry i, keeping the order of the others (kr_inflight_remove). */
 static void
 fifo_remove(struct kr_session *s, uint32_t i)
 {
-    uint32_t cap = s->fifo_cap, h = s->fifo_head;
+    int64_t now = kr_clock_timer_ms();
 
-    if (i == 0) {
-        fifo_pop(s);
-        return;
-    }
-    if (s->fifo[(h + i) % cap].optional) {
-        s->fifo_opt--;
-    }
-    for (; i > 0; i--) {
-        s->fifo[(h + i) % cap] = s->fifo[(h + i - 1) % cap];
-    }
-    s->fifo_head = (h + 1) % cap;
-    s->fifo_len--;
-    s->last_active_ms = kr_clock_timer_ms();
+    kr_inflight_remove(&s->fifo, i, now);
+    s->last_active_ms = now;
 }
 
-/*
- * The oldest entry that is not optional (*idx its index), or NULL: the
- * one a response is owed to, for timeouts and built responses.
- */
 static struct kr_inflight *
 fifo_first(struct kr_session *s, uint32_t *idx)
 {
-    uint32_t i;
-
-    for (i = 0; i < s->fifo_len; i++) {
-        struct kr_inflight *e = &s->fifo[(s->fifo_head + i) % s->fifo_cap];
-
-        if (!e->optional) {
-            *idx = i;
-            return e;
-        }
-    }
-    *idx = 0;
-    return NULL;
-}
-
-/* Requests in flight that expect a response. */
-static uint32_t
-fifo_expected(const struct kr_session *s)
-{
-    return s->fifo_len - s->fifo_opt;
+    return kr_inflight_first(&s->fifo, idx);
 }
 
 /*
@@ -609,22 +547,7 @@ fifo_expected(const struct kr_session *s)
 static uint32_t
 fifo_inflight(const struct kr_session *s)
 {
-    return s->acks0_answered ? s->fifo_len : fifo_expected(s);
-}
-
-/* Is a request with CorrelationId corr in the FIFO? */
-static bool
-fifo_has(const struct kr_session *s, int32_t corr)
-{
-    uint32_t i;
-
-    for (i = 0; i < s->fifo_len; i++) {
-        if (s->fifo[(s->fifo_head + i) % s->fifo_cap].correlation_id ==
-            corr) {
-            return true;
-        }
-    }
-    return false;
+    return s->acks0_answered ? s->fifo.len : kr_inflight_expected(&s->fifo);
 }
 
 /* Between two response frames on the way to the client? */
@@ -668,18 +591,6 @@ entry_str(const struct kr_inflight *e, char *buf, size_t len)
         snprintf(buf, len, "%s v%d CorrelationId %d", api_name(e->api_key),
                  e->api_version, e->correlation_id);
     }
-}
-
-/*
- * Since when the upstream owes entry e (index i) its response: since it
- * became the head, or was read when optional entries were ahead of it.
- */
-static int64_t
-head_since(const struct kr_session *s, const struct kr_inflight *e,
-           uint32_t i)
-{
-    return i > 0 && e->sent_ms > s->head_since_ms ? e->sent_ms
-                                                  : s->head_since_ms;
 }
 
 /*
@@ -774,7 +685,7 @@ deadline(struct kr_session *s, enum timer_kind *kind)
     e = fifo_first(s, &i);
     if (e != NULL) {
         *kind = T_REQUEST;
-        return head_since(s, e, i) + e->wait_ms + margin_ms;
+        return kr_inflight_since(&s->fifo, e, i) + e->wait_ms + margin_ms;
     }
     if (lc->idle_timeout_ms > 0) {
         *kind = T_IDLE;
@@ -853,7 +764,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             entry_str(e, desc, sizeof(desc));
             close_timeout(s, KR_LOG_WARN, "upstream %s sent no response "
                           "to %s in %" PRId64 " ms", s->upname, desc,
-                          now - head_since(s, e, i));
+                          now - kr_inflight_since(&s->fifo, e, i));
             break;
         case T_RESPONSE:
             if (client_stalls(s) && client_draining(s)) {
@@ -887,7 +798,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
             close_client(s, KR_LOG_INFO, "client closed the connection "
                          "(upstream %s kept its side open %d ms after "
                          "krelay's; %u responses owed)", s->upname,
-                         KR_DRAIN_MS, fifo_expected(s));
+                         KR_DRAIN_MS, kr_inflight_expected(&s->fifo));
             break;
         case T_CLOSING:
             close_client(s, KR_LOG_INFO, "the client took no response "
@@ -1118,7 +1029,7 @@ update_io(struct kr_session *s)
 static bool
 closing_done(struct kr_session *s)
 {
-    if (!s->closing || s->dead || fifo_expected(s) > 0 ||
+    if (!s->closing || s->dead || kr_inflight_expected(&s->fifo) > 0 ||
         rsp_mid(s) || client_owed(s) > 0) {
         return false;
     }
@@ -1154,7 +1065,7 @@ close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
         return -1;
     }
     kr_log_debug("[%s] closing after %u responses owed", s->name,
-                 fifo_expected(s));
+                 kr_inflight_expected(&s->fifo));
     s->timer_at = 0;
     if (s->timer != NULL) {
         event_del(s->timer);
@@ -1528,7 +1439,7 @@ conf_refresh(struct kr_session *s)
 static struct kr_inflight *
 fifo_at(struct kr_session *s, uint32_t i)
 {
-    return &s->fifo[(s->fifo_head + i) % s->fifo_cap];
+    return kr_inflight_at(&s->fifo, i);
 }
 
 /* The oldest entry still waiting for its upstream response. */
@@ -1541,7 +1452,7 @@ fifo_waiting(struct kr_session *s, uint32_t *idx)
     if (s->nready == 0) {
         return fifo_head(s);
     }
-    for (i = 0; i < s->fifo_len; i++) {
+    for (i = 0; i < s->fifo.len; i++) {
         struct kr_inflight *e = fifo_at(s, i);
 
         if (e->rq == NULL || !e->rq->ready) {
@@ -1900,7 +1811,7 @@ push_optional(struct kr_session *s, struct kr_inflight *e)
         return 0;
     }
     if (!s->acks0_answered &&
-        s->fifo_opt >= (uint64_t)s->lc->max_inflight) {
+        s->fifo.opt >= (uint64_t)s->lc->max_inflight) {
         s->acks0_forgot++;
         h = fifo_head(s);
         if (h == NULL || !h->optional) {
@@ -3689,7 +3600,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         *scan += 1;
         s->streaming = 0;
         s->stream_left = 0;
-        s->head_since_ms = kr_clock_timer_ms();
+        s->fifo.head_since_ms = kr_clock_timer_ms();
         return 1;
     }
     s->p->stats.bytes_down += *scan;
@@ -3736,7 +3647,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                  res.endpoints);
     s->streaming = 0;
     s->stream_left = 0;
-    s->head_since_ms = kr_clock_timer_ms();
+    s->fifo.head_since_ms = kr_clock_timer_ms();
     return 1;
 }
 
@@ -3842,7 +3753,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         flen = (size_t)size;
         corr = kr_frame_i32(pk + KR_FRAME_PREFIX);
         if (corr != e->correlation_id && s->acks0_forgot > 0 &&
-            !fifo_has(s, corr)) {
+            !kr_inflight_has(&s->fifo, corr)) {
             /* the answer to a Produce with Acks=0 that krelay stopped
                remembering (push_optional): the client expects none */
             s->acks0_forgot--;
@@ -4002,7 +3913,7 @@ process_responses(struct kr_session *s)
             if (s->rsp_remain > 0) {
                 break;
             }
-            s->head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
+            s->fifo.head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
             continue;
         }
         if (s->rsp_drop > 0) {
@@ -4126,7 +4037,7 @@ static void
 client_eof(struct kr_session *s)
 {
     if (s->up.connected && up_owed(s) == 0 &&
-        s->fifo_len == 0 && !rsp_mid(s) && client_owed(s) == 0) {
+        s->fifo.len == 0 && !rsp_mid(s) && client_owed(s) == 0) {
         close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }
@@ -4134,7 +4045,7 @@ client_eof(struct kr_session *s)
     s->eof_ms = kr_clock_timer_ms();
     kr_log_debug("[%s] client closed its side; finishing %zu request "
                  "bytes and %u responses owed", s->name,
-                 up_owed(s), fifo_expected(s));
+                 up_owed(s), kr_inflight_expected(&s->fifo));
     client_eof_progress(s);
 }
 
@@ -4260,7 +4171,7 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
-    if (s->client_eof && fifo_expected(s) == 0 && !rsp_mid(s) &&
+    if (s->client_eof && kr_inflight_expected(&s->fifo) == 0 && !rsp_mid(s) &&
         client_owed(s) == 0) {
         /* the orderly end of client_eof(): both sides are done */
         close_client(s, KR_LOG_INFO, "client closed the connection");
@@ -4277,7 +4188,7 @@ upstream_eof(struct kr_session *s, const char *why)
         arm_timer(s);
         return;
     }
-    if (fifo_expected(s) == 0 && !rsp_mid(s)) {
+    if (kr_inflight_expected(&s->fifo) == 0 && !rsp_mid(s)) {
         close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
     } else if (s->client_eof) {
         /*
@@ -4287,14 +4198,14 @@ upstream_eof(struct kr_session *s, const char *why)
          */
         close_client(s, KR_LOG_INFO, "client closed the connection (the "
                      "upstream then closed with %u requests unanswered)",
-                     fifo_expected(s));
+                     kr_inflight_expected(&s->fifo));
     } else if (rsp_mid(s)) {
         close_up(s, KR_LOG_WARN, "upstream %s: %s in the middle of a "
                  "response (%u more requests in flight)", s->upname, why,
-                 fifo_expected(s));
+                 kr_inflight_expected(&s->fifo));
     } else {
         close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in flight",
-                 s->upname, why, fifo_expected(s));
+                 s->upname, why, kr_inflight_expected(&s->fifo));
     }
 }
 
@@ -4319,7 +4230,7 @@ dn_spliced(struct kr_session *s, size_t n)
     }
     s->rsp_remain -= n;
     if (s->rsp_remain == 0) {
-        s->head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
+        s->fifo.head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
     }
     return 0;
 }

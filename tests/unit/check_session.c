@@ -819,7 +819,7 @@ START_TEST(forward_byte_exact)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
     ck_assert_uint_eq(T.p->stats.requests, 3);
     ck_assert_uint_eq(T.p->stats.responses, 3);
     free(req.b);
@@ -940,7 +940,7 @@ START_TEST(acks0_no_response)
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.fb.nreq, 2);
     ck_assert_uint_eq(T.p->stats.requests_acks0, 1);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -1232,7 +1232,7 @@ START_TEST(sasl_handshake_v0_pipelined)
     ck_assert(!c->closed);
     ck_assert(!T.p->sessions->opaque);
     ck_assert(!T.p->sessions->want_rsp_first);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
     ck_assert_uint_eq(T.p->stats.sasl_tokens, 2);
     ck_assert_uint_eq(T.p->stats.requests, 2);
     free(req.b);
@@ -1367,7 +1367,7 @@ START_TEST(sasl_handshake_v0_held_answer)
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.p->stats.sasl_tokens, _i == 0 ? 2 : 0);
     ck_assert_int_eq(T.p->sessions->opaque, _i == 0 ? 0 : 1);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
     free(req.b);
     free(exp.b);
 }
@@ -1421,7 +1421,7 @@ START_TEST(sasl_handshake_v0_raw_tokens)
     cli_expect(c, &exp);
     fake_expect(&req);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
     ck_assert_uint_eq(T.p->stats.sasl_tokens, _i == 0 ? 2 : 0);
     ck_assert_uint_eq(T.p->stats.requests, _i == 0 ? 2 : 1);
     free(req.b);
@@ -1585,8 +1585,8 @@ START_TEST(acks0_answered_dropped)
     ck_assert_ptr_nonnull(T.p->sessions);
     ck_assert(T.p->sessions->acks0_answered);
     ck_assert(!T.p->sessions->acks0_silent);
-    ck_assert_uint_eq(T.p->sessions->fifo_len, 0);
-    ck_assert_uint_eq(T.p->sessions->fifo_opt, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.opt, 0);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -1641,7 +1641,7 @@ START_TEST(acks0_forgotten_answers)
     ck_assert_uint_eq(s->acks0_forgot, 0);
     ck_assert(s->acks0_answered);
     ck_assert(!s->acks0_silent);
-    ck_assert_uint_eq(s->fifo_len, 0);
+    ck_assert_uint_eq(s->fifo.len, 0);
     /* answered from now on: 10 more are all kept, 4 at a time */
     for (i = 11; i <= 20; i++) {
         req_produce(&more, i, 0, 20);
@@ -1736,8 +1736,8 @@ START_TEST(acks0_silent_skipped)
     fake_expect(&req);
     s = T.p->sessions;
     ck_assert_ptr_nonnull(s);
-    ck_assert_uint_eq(s->fifo_len, 1);
-    ck_assert_uint_eq(s->fifo_opt, 1);
+    ck_assert_uint_eq(s->fifo.len, 1);
+    ck_assert_uint_eq(s->fifo.opt, 1);
     /* well past request_timeout_margin_ms: nothing is owed, no timeout */
     for (i = 0; i < 40; i++) {
         pump_once();
@@ -1750,15 +1750,15 @@ START_TEST(acks0_silent_skipped)
     expected_echo(&hb, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(s->acks0_silent);
-    ck_assert_uint_eq(s->fifo_len, 0);
-    ck_assert_uint_eq(s->fifo_opt, 0);
+    ck_assert_uint_eq(s->fifo.len, 0);
+    ck_assert_uint_eq(s->fifo.opt, 0);
     /* known silent: the next Acks=0 Produce leaves no entry */
     hb.n = 0;
     req_produce(&hb, 3, 0, 10);
     bput(&req, hb.b, hb.n);
     cli_send(c, hb.b, hb.n);
     fake_expect(&req);
-    ck_assert_uint_eq(s->fifo_len, 0);
+    ck_assert_uint_eq(s->fifo.len, 0);
     ck_assert_uint_eq(T.p->stats.requests_acks0, 2);
     ck_assert_uint_eq(T.p->stats.responses_dropped, 0);
     ck_assert(!c->closed);
