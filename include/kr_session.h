@@ -33,6 +33,7 @@
 #include "kr_inflight.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
+#include "kr_sasl.h"
 
 struct kr_proxy;
 struct kr_group;
@@ -105,14 +106,6 @@ struct kr_conn {
     unsigned connected:1;
 };
 
-/* SASL state after a SaslHandshake. */
-enum kr_sasl_mech {
-    KR_SASL_NONE = 0,
-    KR_SASL_PLAIN,                      /* one raw round trip */
-    KR_SASL_SCRAM,                      /* two raw round trips */
-    KR_SASL_OTHER                       /* opaque until the end */
-};
-
 /*
  * One session.  malloc'd by kr_session_new, linked into its proxy's list
  * and freed only through kr_session_close.  Times ending in _ms / _at are
@@ -158,8 +151,7 @@ struct kr_session {
                                            must keep moving */
     int64_t eof_ms;                     /* when the client closed its side */
 
-    enum kr_sasl_mech sasl_mech;        /* from the SaslHandshake request */
-    uint32_t sasl_tokens;               /* raw client tokens still to come */
+    struct kr_sasl sasl;                /* the client's SASL exchange */
 
     struct kr_rewrite_ctx rw;           /* rw.who = name */
 

@@ -150,6 +150,7 @@
 #include "kr_log.h"
 #include "kr_proxy.h"
 #include "kr_rewrite.h"
+#include "kr_sasl.h"
 #include "kr_scan.h"
 #include "kr_session.h"
 #include "kr_topics.h"
@@ -1010,7 +1011,7 @@ update_io(struct kr_session *s)
     set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
                 !s->enforce_wait &&
-                !(s->sasl_tokens > 0 && s->nready > 0) &&
+                !(s->sasl.tokens > 0 && s->nready > 0) &&
                 !out_full(s->up.out, maxb) &&
                 lane_readable(s, &s->upl) &&
                 (s->paused_until_ms == 0 ||
@@ -2200,7 +2201,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     if (nr->h.api_key == KR_API_SASL_HANDSHAKE) {
         sasl_note_mech(s, &m);
         nr->sasl_refuse = nr->h.api_version == 0 &&
-                          s->sasl_mech == KR_SASL_OTHER && conn_enforces(s);
+                          s->sasl.mech == KR_SASL_OTHER && conn_enforces(s);
     }
     if (nr->sasl_refuse) {
         char mech[48];
@@ -2217,7 +2218,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
             ret = -1;
             goto out;
         }
-        s->sasl_mech = KR_SASL_NONE;
+        s->sasl.mech = KR_SASL_NONE;
         snprintf(why, sizeof(why), "uses SASL mechanism %s, whose exchange "
                  "krelay cannot follow after a v0 handshake, and enforcing "
                  "rules apply to this connection", mech);
@@ -2477,33 +2478,18 @@ rsp_hold(int16_t api_key, int16_t api_version)
     return kr_rewrite_wants(api_key, api_version);
 }
 
-static enum kr_sasl_mech
-sasl_mech_of(const uint8_t *p, int32_t len)
-{
-    if (len == 5 && memcmp(p, "PLAIN", 5) == 0) {
-        return KR_SASL_PLAIN;
-    }
-    if ((len == 13 && memcmp(p, "SCRAM-SHA-256", 13) == 0) ||
-        (len == 13 && memcmp(p, "SCRAM-SHA-512", 13) == 0)) {
-        return KR_SASL_SCRAM;
-    }
-    return KR_SASL_OTHER;
-}
-
 /* Remember the Mechanism of a decoded SaslHandshake request m. */
 static void
 sasl_note_mech(struct kr_session *s, const struct kr_msg *m)
 {
-    const struct kr_val *v = kr_node_get(m->body, "Mechanism");
+    const uint8_t *name;
+    int32_t len;
 
-    if (v == NULL || v->is_null || v->u.s.len < 0) {
-        s->sasl_mech = KR_SASL_OTHER;
-    } else {
-        s->sasl_mech = sasl_mech_of(v->u.s.p, v->u.s.len);
+    (void)kr_sasl_note_handshake(&s->sasl, m, &name, &len);
+    if (len >= 0) {
         kr_log_debug("[%s] SaslHandshake v%d Mechanism %.*s", s->name,
-                     m->api_version, (int)(v->u.s.len > 40 ? 40 :
-                                           v->u.s.len),
-                     (const char *)v->u.s.p);
+                     m->api_version, (int)(len > 40 ? 40 : len),
+                     name != NULL ? (const char *)name : "");
     }
 }
 
@@ -2635,7 +2621,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     memset(&e, 0, sizeof(e));
     e.sent_ms = kr_clock_timer_ms();
-    if (s->sasl_tokens > 0) {
+    if (s->sasl.tokens > 0) {
         rc = kr_frame_size(pk, c, 0, lc->max_frame_bytes, &size);
         if (rc != KR_OK) {
             close_bad(s, KR_LOG_WARN, "SASL token frame of %d bytes "
@@ -2649,7 +2635,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return NREQ_CLOSED;
         }
-        s->sasl_tokens--;
+        s->sasl.tokens--;
         s->p->stats.sasl_tokens++;
         s->req_remain = KR_FRAME_PREFIX + (uint64_t)size;
         return NREQ_FORWARD;
@@ -2754,7 +2740,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             apiversions_clamps(s, cid, cidlen);
             free(cid);
         }
-    } else if (!h.known && s->sasl_tokens == 0) {
+    } else if (!h.known && s->sasl.tokens == 0) {
         /* issue 13: krelay cannot decode it; may it pass? */
         size_t cidlen = 0;
 
@@ -2790,7 +2776,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         free(nr->cid);
         nr->cid = NULL;
     }
-    if (h.known && s->sasl_tokens == 0) {
+    if (h.known && s->sasl.tokens == 0) {
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
     }
@@ -2810,7 +2796,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NREQ_CLOSED;
         }
         if (h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0 &&
-            s->sasl_mech == KR_SASL_OTHER && conn_enforces(s)) {
+            s->sasl.mech == KR_SASL_OTHER && conn_enforces(s)) {
             /* issue 13: after it the connection would pass opaquely,
                past every rule */
             nreq_fill(nr, &h, &e, flen, expect);
@@ -2895,7 +2881,7 @@ process_requests(struct kr_session *s)
             s->req_blocked = 1;
             break;
         }
-        if (s->sasl_tokens > 0 && s->nready > 0) {
+        if (s->sasl.tokens > 0 && s->nready > 0) {
             /* the handshake's answer is held (fault latency): a token's
                answer cannot wait behind it, so the token waits
                (rtimer_cb resumes the requests) */
@@ -2949,19 +2935,11 @@ process_requests(struct kr_session *s)
 static void
 sasl_start(struct kr_session *s)
 {
-    switch (s->sasl_mech) {
-    case KR_SASL_PLAIN:
-        s->sasl_tokens = 1;
-        break;
-    case KR_SASL_SCRAM:
-        s->sasl_tokens = 2;
-        break;
-    default:
+    if (!kr_sasl_start_raw(&s->sasl)) {
         s->opaque = 1;
         kr_log_notice("[%s] SASL mechanism without a known token count "
                       "after SaslHandshake v0: the rest of this connection "
                       "passes through unparsed", s->name);
-        break;
     }
 }
 

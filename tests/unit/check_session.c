@@ -1397,11 +1397,11 @@ START_TEST(sasl_handshake_v0_raw_tokens)
     cli_expect(c, &exp);
     if (_i == 0) {
         /* PLAIN: one raw round trip, then Kafka frames again */
-        ck_assert_int_eq(T.p->sessions->sasl_tokens, 1);
+        ck_assert_int_eq(T.p->sessions->sasl.tokens, 1);
         ck_assert(!T.p->sessions->opaque);
     } else {
         /* unknown token count: the rest passes through as bytes */
-        ck_assert_int_eq(T.p->sessions->sasl_tokens, 0);
+        ck_assert_int_eq(T.p->sessions->sasl.tokens, 0);
         ck_assert(T.p->sessions->opaque);
     }
     /* a raw token: would be a bad header if parsed as a request */
