@@ -23,19 +23,9 @@
 
 #include "kr_common.h"
 #include "kr_conf.h"
+#include "kr_conn.h"
 #include "kr_listener.h"
 #include "kr_rewrite.h"
-
-/*
- * splice(2) pipes (issue 4).  Each holds up to KR_PIPE_BYTES (1 MiB, the
- * default /proc/sys/fs/pipe-max-size: one Fetch partition's records at
- * Kafka's default max.partition.fetch.bytes); at most KR_PIPE_MAX are
- * lent at once per worker (2 fds each), KR_PIPE_KEEP empty ones kept.
- * Pipe pages are allocated only while bytes sit in them.
- */
-#define KR_PIPE_BYTES (1024 * 1024)
-#define KR_PIPE_MAX 256
-#define KR_PIPE_KEEP 16
 
 struct kr_upstream;
 struct kr_session;
@@ -164,13 +154,8 @@ struct kr_proxy {
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
     struct event *rl_timer;             /* 1 s: kr_log_rl_flush */
-    /* issue 4 (appended): pipes for splice(2), see kr_proxy_pipe_get */
-    int pipe_free[KR_PIPE_KEEP][2];     /* empty pipes kept for reuse */
-    int npipe_free;
-    int npipe_used;                     /* lent to sessions now */
-    size_t pipe_bytes;                  /* capacity of each (F_SETPIPE_SZ
-                                           KR_PIPE_BYTES, or what the
-                                           kernel granted) */
+    /* issue 4 (appended) */
+    struct kr_pipe_pool pipes;          /* splice(2) pipes (kr_conn.h) */
 };
 
 /*
@@ -221,24 +206,6 @@ int kr_proxy_reload(struct kr_proxy *p, const char *path);
  * group a reload removed once its last session is gone.
  */
 void kr_proxy_group_release(struct kr_group *g);
-
-/*
- * Lend a pipe for splice(2) (issue 4: record data moved socket to socket
- * without entering user space): fds[0] the read end, fds[1] the write
- * end, both O_NONBLOCK|O_CLOEXEC, sized KR_PIPE_BYTES when the kernel
- * allows (p->pipe_bytes says what each holds).  Returns KR_OK; KR_ELIMIT
- * when KR_PIPE_MAX pipes are lent already or pipe2 failed (the fd limit):
- * the caller reads through user space instead.  The pipe stays the
- * proxy's: give it back with kr_proxy_pipe_put.
- */
-int kr_proxy_pipe_get(struct kr_proxy *p, int fds[2]) KR_MUST_CHECK;
-
-/*
- * Give back a pipe lent by kr_proxy_pipe_get.  empty: it holds no byte
- * (kept for reuse, up to KR_PIPE_KEEP); otherwise it is closed, dropping
- * what it held.  fds[] are set to -1.
- */
-void kr_proxy_pipe_put(struct kr_proxy *p, int fds[2], bool empty);
 
 /* Reopen the log and the audit file (SIGUSR1, and SIGHUP). */
 void kr_proxy_reopen(struct kr_proxy *p);

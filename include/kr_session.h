@@ -30,6 +30,7 @@
 #include <event2/event.h>
 
 #include "kr_common.h"
+#include "kr_conn.h"
 #include "kr_inflight.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
@@ -40,71 +41,8 @@ struct kr_group;
 struct kr_listener;
 struct kr_conf_ref;
 struct kr_resolve;
-struct kr_conn;
 struct kr_rq;
 struct kr_scan;
-
-/*
- * Transport of one socket: the seam where TLS goes.  read appends at most
- * max bytes to in and returns the count, 0 at EOF, or -1 with errno
- * (EAGAIN: nothing to read now).  write sends from out (draining what was
- * sent) and returns the count or -1 with errno (EAGAIN: would block).
- * close releases the transport's own state (not the fd).
- */
-struct kr_conn_ops {
-    const char *name;                   /* "tcp", later "tls" */
-    ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
-    ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
-    void (*close)(struct kr_conn *c);
-    bool splice;                        /* the fd carries the Kafka bytes
-                                           themselves (no record layer):
-                                           splice(2) may move them */
-};
-
-/* The plain TCP transport: readv into evbuffer_reserve_space, writev. */
-extern const struct kr_conn_ops kr_conn_tcp_ops;
-
-/*
- * A splice(2) lane (issue 4): bytes krelay need not look at (a Fetch
- * response's record data, the rest of a pass-through frame) move from one
- * socket into a pipe lent by the proxy (kr_proxy_pipe_get) and from the
- * pipe into the other socket, never through user space.  The pipe's bytes
- * follow everything already in the sink's out buffer, which gains nothing
- * until the pipe is empty.  Plain TCP only (kr_conn_ops.splice).
- */
-struct kr_splice {
-    int pipe[2];                        /* read end, write end; -1: none */
-    uint64_t left;                      /* bytes still to move from the
-                                           source socket into the pipe */
-    size_t queued;                      /* bytes in the pipe, owed to the
-                                           sink after its out buffer */
-    unsigned off:1;                     /* splice failed here (EINVAL:
-                                           the socket does not support
-                                           it): this lane reads through
-                                           user space from now on */
-    unsigned full:1;                    /* the pipe took nothing (EAGAIN)
-                                           though it holds less than
-                                           pipe_bytes: its slots are used
-                                           up; the source waits until the
-                                           sink takes some */
-};
-
-/* One side of a session: a socket with its buffers and events. */
-struct kr_conn {
-    evutil_socket_t fd;                 /* -1 when closed */
-    const struct kr_conn_ops *ops;
-    void *xprt;                         /* transport state (TLS), NULL */
-    struct event *rev;                  /* EV_READ|EV_PERSIST */
-    struct event *wev;                  /* EV_WRITE|EV_PERSIST */
-    struct evbuffer *in;                /* read, not yet forwarded */
-    struct evbuffer *out;               /* to be written */
-    size_t read_size;                   /* next read's size (adaptive,
-                                           16 KiB .. 256 KiB) */
-    uint64_t bytes_in, bytes_out;       /* bytes read / written */
-    unsigned reading:1;                 /* rev is added */
-    unsigned writing:1;                 /* wev is added */
-    unsigned connected:1;
-};
 
 /*
  * One session.  malloc'd by kr_session_new, linked into its proxy's list

@@ -503,11 +503,7 @@ kr_proxy_free(struct kr_proxy *p)
         return;
     }
     kr_proxy_stop(p);
-    for (i = 0; i < p->npipe_free; i++) {
-        close(p->pipe_free[i][0]);
-        close(p->pipe_free[i][1]);
-    }
-    p->npipe_free = 0;
+    kr_pipe_pool_free(&p->pipes);
     for (i = 0; p->groups != NULL && i < p->ngroups; i++) {
         free_group(p->groups[i]);
     }
@@ -940,67 +936,4 @@ kr_proxy_port(const struct kr_proxy *p, int gi, int32_t node_id)
         }
     }
     return 0;
-}
-
-int
-kr_proxy_pipe_get(struct kr_proxy *p, int fds[2])
-{
-    int sz;
-
-    if (p->npipe_used >= KR_PIPE_MAX) {
-        return KR_ELIMIT;
-    }
-    if (p->npipe_free > 0) {
-        p->npipe_free--;
-        fds[0] = p->pipe_free[p->npipe_free][0];
-        fds[1] = p->pipe_free[p->npipe_free][1];
-        p->npipe_used++;
-        return KR_OK;
-    }
-#ifdef HAVE_PIPE2
-    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
-        fds[0] = fds[1] = -1;
-        return KR_ELIMIT;
-    }
-#else
-    fds[0] = fds[1] = -1;
-    return KR_ELIMIT;
-#endif
-#ifdef F_SETPIPE_SZ
-    sz = fcntl(fds[1], F_SETPIPE_SZ, KR_PIPE_BYTES);
-    if (sz <= 0) {
-        sz = fcntl(fds[1], F_GETPIPE_SZ);
-    }
-#else
-    sz = 0;
-#endif
-    if (sz <= 0) {
-        sz = 65536;                     /* Linux's default */
-    }
-    /* the smallest pipe the kernel granted (every lane uses the same
-       bound; a later pipe may get less when pipe-user-pages-soft is
-       reached) */
-    if (p->pipe_bytes == 0 || (size_t)sz < p->pipe_bytes) {
-        p->pipe_bytes = (size_t)sz;
-    }
-    p->npipe_used++;
-    return KR_OK;
-}
-
-void
-kr_proxy_pipe_put(struct kr_proxy *p, int fds[2], bool empty)
-{
-    if (fds[0] < 0) {
-        return;
-    }
-    p->npipe_used--;
-    if (empty && p->npipe_free < KR_PIPE_KEEP) {
-        p->pipe_free[p->npipe_free][0] = fds[0];
-        p->pipe_free[p->npipe_free][1] = fds[1];
-        p->npipe_free++;
-    } else {
-        close(fds[0]);
-        close(fds[1]);
-    }
-    fds[0] = fds[1] = -1;
 }

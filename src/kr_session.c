@@ -122,17 +122,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#ifdef __linux__
-#include <linux/sockios.h>                /* SIOCOUTQ */
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -143,6 +138,7 @@
 #include "kr_audit.h"
 #include "kr_clock.h"
 #include "kr_codec.h"
+#include "kr_conn.h"
 #include "kr_frame.h"
 #include "kr_inflight.h"
 #include "kr_kerr.h"
@@ -157,24 +153,9 @@
 #include "kr_translate.h"
 #include "kr_upstream.h"
 
-#define KR_READ_MIN (16 * 1024)
 /* A client whose socket buffer drains by less than this per
    request_timeout_margin_ms is not reading (client_draining). */
 #define KR_DRAIN_MIN_BYTES (64 * 1024)
-#define KR_READ_MAX (256 * 1024)
-/*
- * libevent allocates a chain as the next power of two >= its header +
- * the size asked for: ask for a power of two minus this so a 256 KiB
- * read takes a 256 KiB chain, not 512 KiB.
- */
-#define KR_CHAIN_HDR 128
-/*
- * An output holding this many chains (each up to KR_READ_MAX, however
- * few bytes it carries) counts as full: forwarded bytes are moved as
- * whole chains, never copied, so a backlog of small reads is bounded by
- * its chain count as well as by max_buffer_bytes.
- */
-#define KR_OUT_CHAINS 16
 #define KR_PEEK_SMALL 260           /* first copy of a frame's start */
 #define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
 
@@ -184,7 +165,6 @@ enum timer_kind {
 };
 
 static void session_free(struct kr_session *s);
-static bool out_full(struct evbuffer *out, size_t maxb);
 static void arm_timer(struct kr_session *s);
 static void update_io(struct kr_session *s);
 static void rq_free(struct kr_rq *rq);
@@ -216,145 +196,6 @@ struct kr_rq {
                                            null or unknown) */
     size_t client_id_len;               /* its bytes (it may hold NULs) */
 };
-
-/* ---- transport: plain TCP ------------------------------------------- */
-
-static ssize_t
-tcp_read(struct kr_conn *c, struct evbuffer *in, size_t max)
-{
-    struct evbuffer_iovec v[2];
-    struct iovec iov[2];
-    ssize_t r;
-    size_t left;
-    int i, n;
-
-    n = evbuffer_reserve_space(in, (ev_ssize_t)max, v, 2);
-    if (n <= 0) {
-        errno = ENOMEM;
-        return -1;
-    }
-    left = max;
-    for (i = 0; i < n; i++) {
-        iov[i].iov_base = v[i].iov_base;
-        iov[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
-        left -= iov[i].iov_len;
-    }
-    do {
-        r = readv(c->fd, iov, n);
-    } while (r < 0 && errno == EINTR);
-    if (r <= 0) {
-        return r;
-    }
-    left = (size_t)r;
-    for (i = 0; i < n && left > 0; i++) {
-        v[i].iov_len = iov[i].iov_len < left ? iov[i].iov_len : left;
-        left -= v[i].iov_len;
-    }
-    if (evbuffer_commit_space(in, v, i) != 0) {
-        errno = ENOMEM;
-        return -1;
-    }
-    return r;
-}
-
-static ssize_t
-tcp_write(struct kr_conn *c, struct evbuffer *out)
-{
-    return evbuffer_write(out, c->fd);
-}
-
-static void
-tcp_close(struct kr_conn *c)
-{
-    (void)c;
-}
-
-const struct kr_conn_ops kr_conn_tcp_ops = {
-    "tcp", tcp_read, tcp_write, tcp_close, true
-};
-
-static bool
-again(int e)
-{
-    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
-
-static void
-set_reading(struct kr_conn *c, bool on)
-{
-    if (c->rev == NULL || (bool)c->reading == on) {
-        return;
-    }
-    if (on) {
-        event_add(c->rev, NULL);
-    } else {
-        event_del(c->rev);
-    }
-    c->reading = on;
-}
-
-static void
-set_writing(struct kr_conn *c, bool on)
-{
-    if (c->wev == NULL || (bool)c->writing == on) {
-        return;
-    }
-    if (on) {
-        event_add(c->wev, NULL);
-    } else {
-        event_del(c->wev);
-    }
-    c->writing = on;
-}
-
-/* Read once; adapt the next read's size to what this one got. */
-static ssize_t
-conn_read(struct kr_conn *c)
-{
-    size_t want = c->read_size - KR_CHAIN_HDR;
-    ssize_t n = c->ops->read(c, c->in, want);
-
-    if (n > 0) {
-        c->bytes_in += (uint64_t)n;
-        if ((size_t)n == want && c->read_size < KR_READ_MAX) {
-            c->read_size *= 2;
-        } else if ((size_t)n < c->read_size / 4 &&
-                   c->read_size > KR_READ_MIN) {
-            c->read_size /= 2;
-        }
-    }
-    return n;
-}
-
-static void
-conn_init(struct kr_conn *c)
-{
-    c->fd = -1;
-    c->ops = &kr_conn_tcp_ops;
-    c->read_size = KR_READ_MIN;
-    c->in = evbuffer_new();
-    c->out = evbuffer_new();
-}
-
-static void
-conn_close(struct kr_conn *c)
-{
-    if (c->rev != NULL) {
-        event_free(c->rev);
-        c->rev = NULL;
-    }
-    if (c->wev != NULL) {
-        event_free(c->wev);
-        c->wev = NULL;
-    }
-    c->reading = c->writing = 0;
-    if (c->fd >= 0) {
-        c->ops->close(c);
-        close(c->fd);
-        c->fd = -1;
-    }
-    c->connected = 0;
-}
 
 /* ---- logging and the one close path ------------------------------------ */
 
@@ -410,10 +251,10 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
         event_free(s->rtimer);
         s->rtimer = NULL;
     }
-    conn_close(&s->client);
-    conn_close(&s->up);
-    kr_proxy_pipe_put(s->p, s->dn.pipe, s->dn.queued == 0);
-    kr_proxy_pipe_put(s->p, s->upl.pipe, s->upl.queued == 0);
+    kr_conn_close(&s->client);
+    kr_conn_close(&s->up);
+    kr_pipe_pool_put(&s->p->pipes, s->dn.pipe, s->dn.queued == 0);
+    kr_pipe_pool_put(&s->p->pipes, s->upl.pipe, s->upl.queued == 0);
     if (s->prev != NULL) {
         s->prev->next = s->next;
     } else if (s->p->sessions == s) {
@@ -458,18 +299,8 @@ CLOSE_WITH(close_timeout, close_timeout)
 static void
 session_free(struct kr_session *s)
 {
-    if (s->client.in != NULL) {
-        evbuffer_free(s->client.in);
-    }
-    if (s->client.out != NULL) {
-        evbuffer_free(s->client.out);
-    }
-    if (s->up.in != NULL) {
-        evbuffer_free(s->up.in);
-    }
-    if (s->up.out != NULL) {
-        evbuffer_free(s->up.out);
-    }
+    kr_conn_free_buffers(&s->client);
+    kr_conn_free_buffers(&s->up);
     if (s->hold != NULL) {
         evbuffer_free(s->hold);
     }
@@ -603,22 +434,8 @@ static bool
 client_stalls(const struct kr_session *s)
 {
     return s->up.connected && !s->up.reading &&
-           (out_full(s->client.out, (size_t)s->lc->max_buffer_bytes) ||
+           (kr_conn_out_full(s->client.out, (size_t)s->lc->max_buffer_bytes) ||
             s->dn.queued > 0);
-}
-
-/* Bytes the kernel holds unsent (or unacknowledged) on fd, or -1. */
-static int64_t
-sock_outq(evutil_socket_t fd)
-{
-#ifdef SIOCOUTQ
-    int q = 0;
-
-    return ioctl(fd, SIOCOUTQ, &q) == 0 ? q : -1;
-#else
-    (void)fd;
-    return -1;
-#endif
 }
 
 /*
@@ -633,7 +450,7 @@ sock_outq(evutil_socket_t fd)
 static bool
 client_draining(struct kr_session *s)
 {
-    int64_t q = sock_outq(s->client.fd);
+    int64_t q = kr_conn_sock_outq(s->client.fd);
 
     if (q >= 0 && s->client_outq != UINT64_MAX &&
         (uint64_t)q + KR_DRAIN_MIN_BYTES <= s->client_outq) {
@@ -819,51 +636,16 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- backpressure and flushing ----------------------------------------- */
 
-/*
- * True when out holds max_buffer_bytes, or KR_OUT_CHAINS chains (memory
- * up to KR_OUT_CHAINS * KR_READ_MAX: chains moved keep their capacity).
- */
-static bool
-out_full(struct evbuffer *out, size_t maxb)
-{
-    size_t len = evbuffer_get_length(out);
+/* ---- splice(2) lanes (issue 4, kr_conn.h) ------------------------------ */
 
-    return len >= maxb ||
-           (len > 0 && evbuffer_peek(out, -1, NULL, NULL, 0) >= KR_OUT_CHAINS);
-}
-
-/* ---- splice(2) lanes (issue 4) ------------------------------------------ */
-
-/*
- * May the lane's source socket be read?  While a run is under way, when
- * its pipe has room; after the run, only once the pipe is empty (what the
- * source sends next goes through user space and must follow the pipe's
- * bytes).
- */
+/* May the lane's source be read (kr_lane_readable, this pool's pipes)? */
 static bool
 lane_readable(const struct kr_session *s, const struct kr_splice *l)
 {
-    if (l->left > 0) {
-        return l->queued < s->p->pipe_bytes && !l->full;
-    }
-    return l->queued == 0;
+    return kr_lane_readable(l, s->p->pipes.pipe_bytes);
 }
 
-/* The run is over and the pipe empty: give the pipe back. */
-static void
-lane_end(struct kr_session *s, struct kr_splice *l)
-{
-    if (l->left == 0 && l->queued == 0 && l->pipe[0] >= 0) {
-        kr_proxy_pipe_put(s->p, l->pipe, true);
-    }
-}
-
-/*
- * The next n bytes src sends are opaque to krelay (nothing of them is
- * read nor rewritten): move them to dst's socket through a pipe, when
- * the run is long enough and both sockets allow it, and nothing read
- * from src waits in user space.  True when the lane started.
- */
+/* Start a lane for the next n opaque bytes of src (kr_lane_begin). */
 static bool
 lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
            const struct kr_conn *dst, uint64_t n)
@@ -873,65 +655,23 @@ lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
 #if !defined(HAVE_SPLICE) || !defined(HAVE_PIPE2)
     min = 0;                            /* no splice(2) here */
 #endif
-    if (min <= 0 || n < (uint64_t)min || l->off || l->left > 0 ||
-        l->queued > 0 || !src->ops->splice || !dst->ops->splice ||
-        src->fd < 0 || evbuffer_get_length(src->in) > 0) {
-        return false;
-    }
-    if (l->pipe[0] < 0 && kr_proxy_pipe_get(s->p, l->pipe) != KR_OK) {
-        return false;
-    }
-    l->left = n;
-    /* after the run: small reads up to the next one (a Fetch partition's
-       header is tens of bytes before its records) */
-    src->read_size = KR_READ_MIN;
-    return true;
+    return kr_lane_begin(l, &s->p->pipes, src, dst, n, min);
 }
 
-/*
- * Move what src has of the run into the pipe.  Returns the count, 0 at
- * EOF, -1 with errno (EAGAIN: nothing now).  An error before any byte of
- * the pipe's (EINVAL: this socket cannot splice) turns the lane off: the
- * run goes on through user space (l->left is 0 again, -1 with EAGAIN).
- */
+/* Fill the lane's pipe from src (kr_lane_fill), counting and saying so. */
 static ssize_t
 lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
 {
-    size_t room = l->queued < s->p->pipe_bytes ? s->p->pipe_bytes - l->queued
-                                                : 0;
-    size_t want = l->left < room ? (size_t)l->left : room;
-    ssize_t n;
+    int off = 0;
+    ssize_t n = kr_lane_fill(l, &s->p->pipes, src, &off);
 
-    if (want == 0) {
-        errno = EAGAIN;
-        return -1;
-    }
-#ifdef HAVE_SPLICE
-    do {
-        n = splice(src->fd, NULL, l->pipe[1], NULL, want,
-                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    } while (n < 0 && errno == EINTR);
-#else
-    n = -1;
-    errno = ENOSYS;
-#endif
     if (n > 0) {
-        l->left -= (uint64_t)n;
-        l->queued += (size_t)n;
-        src->bytes_in += (uint64_t)n;
         s->p->stats.bytes_spliced += (uint64_t)n;
-    } else if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
-                         errno == EOPNOTSUPP) && l->queued == 0) {
+    } else if (off != 0) {
         kr_log_info("[%s] splice(2) from the %s socket: %s; reading "
                     "through user space", s->name,
                     src == &s->client ? "client" : "upstream",
-                    strerror(errno));
-        l->off = 1;
-        l->left = 0;
-        lane_end(s, l);
-        errno = EAGAIN;
-    } else if (n < 0 && again(errno) && l->queued > 0) {
-        l->full = 1;
+                    strerror(off));
     }
     return n;
 }
@@ -950,10 +690,10 @@ lane_read(struct kr_session *s, struct kr_conn *src, struct kr_splice *l,
 
     *spliced = false;
     if (l->left == 0) {
-        return conn_read(src);
+        return kr_conn_read(src);
     }
     n = lane_fill(s, l, src);
-    if (n > 0 || (n < 0 && again(errno) && l->left > 0)) {
+    if (n > 0 || (n < 0 && kr_conn_again(errno) && l->left > 0)) {
         *spliced = true;
         if (n < 0) {
             update_io(s);
@@ -961,43 +701,10 @@ lane_read(struct kr_session *s, struct kr_conn *src, struct kr_splice *l,
         }
         return n;
     }
-    if (n < 0 && again(errno)) {
-        return conn_read(src);          /* splice refused: user space */
+    if (n < 0 && kr_conn_again(errno)) {
+        return kr_conn_read(src);          /* splice refused: user space */
     }
     return n;
-}
-
-/*
- * Write the pipe's bytes to c (its out buffer is empty: they follow it).
- * Returns 0, or -1 with errno on a write error other than EAGAIN.
- */
-static int
-lane_drain(struct kr_session *s, struct kr_splice *l, struct kr_conn *c)
-{
-    ssize_t n;
-
-    while (l->queued > 0) {
-#ifdef HAVE_SPLICE
-        n = splice(l->pipe[0], NULL, c->fd, NULL, l->queued,
-                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-#else
-        n = -1;
-        errno = ENOSYS;
-#endif
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            if (n == 0) {
-                errno = EPIPE;          /* cannot happen: queued > 0 */
-            }
-            return again(errno) ? 0 : -1;
-        }
-        l->queued -= (size_t)n;
-        l->full = 0;
-    }
-    lane_end(s, l);
-    return 0;
 }
 
 static void
@@ -1008,16 +715,16 @@ update_io(struct kr_session *s)
     if (s->dead) {
         return;
     }
-    set_reading(&s->client, !s->draining && !s->client_eof &&
+    kr_conn_set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
                 !s->enforce_wait &&
                 !(s->sasl.tokens > 0 && s->nready > 0) &&
-                !out_full(s->up.out, maxb) &&
+                !kr_conn_out_full(s->up.out, maxb) &&
                 lane_readable(s, &s->upl) &&
                 (s->paused_until_ms == 0 ||
                  kr_clock_timer_ms() >= s->paused_until_ms));
-    set_reading(&s->up, s->up.connected && !s->draining &&
-                !out_full(s->client.out, maxb) &&
+    kr_conn_set_reading(&s->up, s->up.connected && !s->draining &&
+                !kr_conn_out_full(s->client.out, maxb) &&
                 !(s->opaque && s->nready > 0) &&
                 lane_readable(s, &s->dn));
 }
@@ -1107,7 +814,7 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
     }
     if (evbuffer_get_length(c->out) > 0) {
         n = c->ops->write(c, c->out);
-        if (n < 0 && !again(errno)) {
+        if (n < 0 && !kr_conn_again(errno)) {
             goto fail;
         }
         if (n > 0) {
@@ -1117,7 +824,7 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
     if (evbuffer_get_length(c->out) == 0 && l->queued > 0) {
         int e;
 
-        n = lane_drain(s, l, c);
+        n = kr_lane_drain(l, &s->p->pipes, c);
         e = errno;
         wrote(s, c, before - l->queued);
         errno = e;
@@ -1125,12 +832,12 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
             goto fail;
         }
     }
-    set_writing(c, evbuffer_get_length(c->out) > 0 || l->queued > 0);
+    kr_conn_set_writing(c, evbuffer_get_length(c->out) > 0 || l->queued > 0);
     if (c == &s->client && (evbuffer_get_length(c->out) > 0 ||
                             l->queued > 0)) {
         /* the socket's buffer is full: how much it holds now tells
            later whether the client takes any (client_draining) */
-        int64_t q = sock_outq(c->fd);
+        int64_t q = kr_conn_sock_outq(c->fd);
 
         s->client_outq = q >= 0 ? (uint64_t)q : UINT64_MAX;
     }
@@ -4119,7 +3826,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
         update_io(s);
     } else if (n == 0) {
         client_eof(s);
-    } else if (!again(errno)) {
+    } else if (!kr_conn_again(errno)) {
         close_client(s, KR_LOG_INFO, "client read: %s", strerror(errno));
     }
 out:
@@ -4158,7 +3865,7 @@ upstream_eof(struct kr_session *s, const char *why)
     if (client_owed(s) > 0 && !rsp_mid(s)) {
         kr_log_debug("[%s] upstream %s: %s; flushing responses", s->name,
                      s->upname, why);
-        conn_close(&s->up);
+        kr_conn_close(&s->up);
         s->draining = 1;
         s->last_active_ms = kr_clock_timer_ms();
         update_io(s);
@@ -4259,7 +3966,7 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
         }
     } else if (n == 0) {
         upstream_eof(s, "closed the connection");
-    } else if (!again(errno)) {
+    } else if (!kr_conn_again(errno)) {
         upstream_eof(s, strerror(errno));
     }
 out:
@@ -4343,7 +4050,7 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
                  strerror(errno));
         return;
     }
-    set_writing(&s->up, true);
+    kr_conn_set_writing(&s->up, true);
 }
 
 static void
@@ -4416,8 +4123,8 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->l = l;
     s->cref = kr_conf_ref_get(p->cref);
     s->lc = g->lc;
-    conn_init(&s->client);
-    conn_init(&s->up);
+    kr_conn_init(&s->client);
+    kr_conn_init(&s->up);
     s->dn.pipe[0] = s->dn.pipe[1] = -1;
     s->upl.pipe[0] = s->upl.pipe[1] = -1;
     s->client.fd = fd;

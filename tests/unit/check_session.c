@@ -2513,16 +2513,16 @@ closed_by(uint64_t client, uint64_t upstream, uint64_t timeout)
     ck_assert_uint_eq(T.p->stats.close_client, client);
     ck_assert_uint_eq(T.p->stats.close_upstream, upstream);
     ck_assert_uint_eq(T.p->stats.close_timeout, timeout);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    ck_assert_int_eq(T.p->pipes.nused, 0);
 }
 
 /* Every pipe lent went back to the pool (after its lane or session). */
 static void
 pipes_returned(void)
 {
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    ck_assert_int_eq(T.p->pipes.nused, 0);
     if (T.p->stats.bytes_spliced > 0) {
-        ck_assert_int_ge(T.p->npipe_free, 1);   /* empty: kept for reuse */
+        ck_assert_int_ge(T.p->pipes.nfree, 1);   /* empty: kept for reuse */
     }
     if (T.p->sessions != NULL) {
         ck_assert_int_eq(T.p->sessions->dn.pipe[0], -1);
@@ -2637,7 +2637,7 @@ START_TEST(splice_below_min)
     cli_expect(c, &rsp);
     ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
     ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    ck_assert_int_eq(T.p->pipes.nused, 0);
     free(rsp.b);
 }
 END_TEST
@@ -2821,7 +2821,7 @@ START_TEST(splice_upstream_backpressure)
     ck_assert_uint_gt(s->upl.left, 0);
     ck_assert_msg(!s->client.reading, "krelay kept reading the client "
                   "with %zu of %zu bytes in the pipe (splice: EAGAIN)",
-                  s->upl.queued, T.p->pipe_bytes);
+                  s->upl.queued, T.p->pipes.pipe_bytes);
     /* the broker reads again: every byte arrives, in order */
     event_add(fake_conn()->rev, NULL);
     cli_send(c, req.b + sent, req.n - sent);
@@ -2876,7 +2876,7 @@ START_TEST(splice_client_stalls)
     ck_assert_msg(strstr(log, "client is not reading its responses") !=
                   NULL && strstr(log, "stopped in the middle") == NULL,
                   "the upstream was blamed with at most %zu of %zu bytes "
-                  "in the pipe; log: %s", most, T.p->pipe_bytes, log);
+                  "in the pipe; log: %s", most, T.p->pipes.pipe_bytes, log);
     free(log);
     closed_by(1, 0, 0);
     free(req.b);
@@ -3026,7 +3026,7 @@ START_TEST(splice_upstream_closes_after_run)
     ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
     ck_assert_uint_eq(T.p->stats.close_upstream, 1);
     ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_int_eq(T.p->npipe_used, 0);
+    ck_assert_int_eq(T.p->pipes.nused, 0);
     free(req.b);
     free(exp.b);
 }

@@ -1,0 +1,225 @@
+/*
+ * kr_conn.h - the transport of one socket: how bytes get from the socket
+ * into an evbuffer and back (plain TCP today, TLS next), its event
+ * interest, and the splice(2) lanes and pipe pool of the plain-TCP
+ * transport.
+ *
+ * A session (kr_session.h) has two kr_conn: the client's and the
+ * upstream's.  This layer knows sockets, events and buffers; it knows
+ * nothing of Kafka (no codec, no frames) and nothing of sessions: its
+ * callers pass what it needs (a log prefix, the limits).  Everything runs
+ * on one worker's event_base thread.
+ */
+#ifndef KR_CONN_H
+#define KR_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "kr_common.h"
+
+/* First read size; reads adapt between this and KR_READ_MAX. */
+#define KR_READ_MIN (16 * 1024)
+#define KR_READ_MAX (256 * 1024)
+/*
+ * libevent allocates a chain as the next power of two >= its header +
+ * the size asked for: ask for a power of two minus this so a 256 KiB
+ * read takes a 256 KiB chain, not 512 KiB.
+ */
+#define KR_CHAIN_HDR 128
+/*
+ * An output holding this many chains (each up to KR_READ_MAX, however
+ * few bytes it carries) counts as full: forwarded bytes are moved as
+ * whole chains, never copied, so a backlog of small reads is bounded by
+ * its chain count as well as by max_buffer_bytes.
+ */
+#define KR_OUT_CHAINS 16
+
+/*
+ * splice(2) pipes (issue 4).  Each holds up to KR_PIPE_BYTES (1 MiB, the
+ * default /proc/sys/fs/pipe-max-size: one Fetch partition's records at
+ * Kafka's default max.partition.fetch.bytes); at most KR_PIPE_MAX are
+ * lent at once per pool (2 fds each), KR_PIPE_KEEP empty ones kept.
+ * Pipe pages are allocated only while bytes sit in them.
+ */
+#define KR_PIPE_BYTES (1024 * 1024)
+#define KR_PIPE_MAX 256
+#define KR_PIPE_KEEP 16
+
+struct kr_conn;
+
+/*
+ * Transport of one socket: the seam where TLS goes.  read appends at most
+ * max bytes to in and returns the count, 0 at EOF, or -1 with errno
+ * (EAGAIN: nothing to read now).  write sends from out (draining what was
+ * sent) and returns the count or -1 with errno (EAGAIN: would block).
+ * close releases the transport's own state (not the fd).
+ */
+struct kr_conn_ops {
+    const char *name;                   /* "tcp", later "tls" */
+    ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
+    ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
+    void (*close)(struct kr_conn *c);
+    bool splice;                        /* the fd carries the Kafka bytes
+                                           themselves (no record layer):
+                                           splice(2) may move them */
+};
+
+/* The plain TCP transport: readv into evbuffer_reserve_space, writev. */
+extern const struct kr_conn_ops kr_conn_tcp_ops;
+
+/*
+ * A pool of pipes for splice(2), one per worker.  Zero-initialised, then
+ * kr_pipe_pool_init.  pipe_bytes: what each pipe holds (F_SETPIPE_SZ
+ * KR_PIPE_BYTES, or the least the kernel granted), 0 before the first.
+ */
+struct kr_pipe_pool {
+    int free_fds[KR_PIPE_KEEP][2];      /* empty pipes kept for reuse */
+    int nfree;
+    int nused;                          /* lent now */
+    size_t pipe_bytes;
+};
+
+/* An empty pool (no pipe opened yet). */
+void kr_pipe_pool_init(struct kr_pipe_pool *pp);
+
+/*
+ * Lend a pipe: fds[0] the read end, fds[1] the write end, both
+ * O_NONBLOCK|O_CLOEXEC.  Returns KR_OK; KR_ELIMIT when KR_PIPE_MAX pipes
+ * are lent already or pipe2 failed (the fd limit): the caller reads
+ * through user space instead.  Give it back with kr_pipe_pool_put.
+ */
+int kr_pipe_pool_get(struct kr_pipe_pool *pp, int fds[2]) KR_MUST_CHECK;
+
+/*
+ * Give back a lent pipe.  empty: it holds no byte (kept for reuse, up to
+ * KR_PIPE_KEEP); otherwise it is closed, dropping what it held.  fds[]
+ * are set to -1.  fds[0] < 0: nothing to give back.
+ */
+void kr_pipe_pool_put(struct kr_pipe_pool *pp, int fds[2], bool empty);
+
+/* Close the kept pipes (none may be lent any more). */
+void kr_pipe_pool_free(struct kr_pipe_pool *pp);
+
+/*
+ * A splice(2) lane (issue 4): bytes krelay need not look at (a Fetch
+ * response's record data, the rest of a pass-through frame) move from one
+ * socket into a pipe of the pool and from the pipe into the other socket,
+ * never through user space.  The pipe's bytes follow everything already
+ * in the sink's out buffer, which gains nothing until the pipe is empty.
+ * Plain TCP only (kr_conn_ops.splice).
+ */
+struct kr_splice {
+    int pipe[2];                        /* read end, write end; -1: none */
+    uint64_t left;                      /* bytes still to move from the
+                                           source socket into the pipe */
+    size_t queued;                      /* bytes in the pipe, owed to the
+                                           sink after its out buffer */
+    unsigned off:1;                     /* splice failed here (EINVAL:
+                                           the socket does not support
+                                           it): this lane reads through
+                                           user space from now on */
+    unsigned full:1;                    /* the pipe took nothing (EAGAIN)
+                                           though it holds less than
+                                           pipe_bytes: its slots are used
+                                           up; the source waits until the
+                                           sink takes some */
+};
+
+/* One side of a session: a socket with its buffers and events. */
+struct kr_conn {
+    evutil_socket_t fd;                 /* -1 when closed */
+    const struct kr_conn_ops *ops;
+    void *xprt;                         /* transport state (TLS), NULL */
+    struct event *rev;                  /* EV_READ|EV_PERSIST */
+    struct event *wev;                  /* EV_WRITE|EV_PERSIST */
+    struct evbuffer *in;                /* read, not yet forwarded */
+    struct evbuffer *out;               /* to be written */
+    size_t read_size;                   /* next read's size (adaptive,
+                                           16 KiB .. 256 KiB) */
+    uint64_t bytes_in, bytes_out;       /* bytes read / written */
+    unsigned reading:1;                 /* rev is added */
+    unsigned writing:1;                 /* wev is added */
+    unsigned connected:1;
+};
+
+/* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
+bool kr_conn_again(int e);
+
+/*
+ * A closed conn on the plain TCP transport with empty in/out buffers
+ * (NULL when evbuffer_new failed: the caller checks).
+ */
+void kr_conn_init(struct kr_conn *c);
+
+/*
+ * Free the events, release the transport and close the fd; the buffers
+ * stay (kr_conn_free_buffers).  Idempotent.
+ */
+void kr_conn_close(struct kr_conn *c);
+
+/* Free the in/out buffers (after kr_conn_close). */
+void kr_conn_free_buffers(struct kr_conn *c);
+
+/* Add or remove the read (write) event when the interest changes. */
+void kr_conn_set_reading(struct kr_conn *c, bool on);
+void kr_conn_set_writing(struct kr_conn *c, bool on);
+
+/*
+ * Read once into c->in (ops->read); the next read's size adapts to what
+ * this one got.  Returns what ops->read returned.
+ */
+ssize_t kr_conn_read(struct kr_conn *c);
+
+/*
+ * True when out holds maxb bytes, or KR_OUT_CHAINS chains (memory up to
+ * KR_OUT_CHAINS * KR_READ_MAX: chains moved keep their capacity).
+ */
+bool kr_conn_out_full(struct evbuffer *out, size_t maxb);
+
+/* Bytes the kernel holds unsent (or unacknowledged) on fd, or -1. */
+int64_t kr_conn_sock_outq(evutil_socket_t fd);
+
+/*
+ * May the lane's source socket be read?  While a run is under way, when
+ * its pipe has room (pipe_bytes: the pool's); after the run, only once
+ * the pipe is empty (what the source sends next goes through user space
+ * and must follow the pipe's bytes).
+ */
+bool kr_lane_readable(const struct kr_splice *l, size_t pipe_bytes);
+
+/* The run is over and the pipe empty: give the pipe back to pp. */
+void kr_lane_end(struct kr_splice *l, struct kr_pipe_pool *pp);
+
+/*
+ * The next n bytes src sends are opaque to krelay (nothing of them is
+ * read nor rewritten): move them to dst's socket through a pipe of pp,
+ * when n >= min_bytes (> 0), both transports allow splice, and nothing
+ * read from src waits in user space.  True when the lane started.
+ */
+bool kr_lane_begin(struct kr_splice *l, struct kr_pipe_pool *pp,
+                   struct kr_conn *src, const struct kr_conn *dst,
+                   uint64_t n, int64_t min_bytes);
+
+/*
+ * Move what src has of the run into the pipe.  Returns the count, 0 at
+ * EOF, -1 with errno (EAGAIN: nothing now).  An error before any byte of
+ * the pipe's (EINVAL: this socket cannot splice) turns the lane off:
+ * *off_errno gets the errno (else 0), the run goes on through user space
+ * (l->left is 0 again, -1 with EAGAIN).
+ */
+ssize_t kr_lane_fill(struct kr_splice *l, struct kr_pipe_pool *pp,
+                     struct kr_conn *src, int *off_errno);
+
+/*
+ * Write the pipe's bytes to c (its out buffer is empty: they follow it).
+ * Returns 0, or -1 with errno on a write error other than EAGAIN.
+ */
+int kr_lane_drain(struct kr_splice *l, struct kr_pipe_pool *pp,
+                  struct kr_conn *c);
+
+#endif /* KR_CONN_H */

@@ -1,0 +1,382 @@
+/*
+ * kr_conn.c - the transport of one socket, its event interest, and the
+ * splice(2) lanes and pipe pool of the plain-TCP transport (kr_conn.h).
+ *
+ * I/O uses raw events: one readv of up to 256 KiB into
+ * evbuffer_reserve_space per readable event, and one writev
+ * (evbuffer_write) per flush; events are added/removed only when the
+ * interest changes (bufferevents read 4 KiB at a time with an ioctl per
+ * read: half the throughput, measured).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/sockios.h>                /* SIOCOUTQ */
+#endif
+
+#include "kr_conn.h"
+
+static ssize_t
+tcp_read(struct kr_conn *c, struct evbuffer *in, size_t max)
+{
+    struct evbuffer_iovec v[2];
+    struct iovec iov[2];
+    ssize_t r;
+    size_t left;
+    int i, n;
+
+    n = evbuffer_reserve_space(in, (ev_ssize_t)max, v, 2);
+    if (n <= 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    left = max;
+    for (i = 0; i < n; i++) {
+        iov[i].iov_base = v[i].iov_base;
+        iov[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+        left -= iov[i].iov_len;
+    }
+    do {
+        r = readv(c->fd, iov, n);
+    } while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+        return r;
+    }
+    left = (size_t)r;
+    for (i = 0; i < n && left > 0; i++) {
+        v[i].iov_len = iov[i].iov_len < left ? iov[i].iov_len : left;
+        left -= v[i].iov_len;
+    }
+    if (evbuffer_commit_space(in, v, i) != 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return r;
+}
+
+static ssize_t
+tcp_write(struct kr_conn *c, struct evbuffer *out)
+{
+    return evbuffer_write(out, c->fd);
+}
+
+static void
+tcp_close(struct kr_conn *c)
+{
+    (void)c;
+}
+
+const struct kr_conn_ops kr_conn_tcp_ops = {
+    "tcp", tcp_read, tcp_write, tcp_close, true
+};
+
+bool
+kr_conn_again(int e)
+{
+    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+void
+kr_conn_set_reading(struct kr_conn *c, bool on)
+{
+    if (c->rev == NULL || (bool)c->reading == on) {
+        return;
+    }
+    if (on) {
+        event_add(c->rev, NULL);
+    } else {
+        event_del(c->rev);
+    }
+    c->reading = on;
+}
+
+void
+kr_conn_set_writing(struct kr_conn *c, bool on)
+{
+    if (c->wev == NULL || (bool)c->writing == on) {
+        return;
+    }
+    if (on) {
+        event_add(c->wev, NULL);
+    } else {
+        event_del(c->wev);
+    }
+    c->writing = on;
+}
+
+ssize_t
+kr_conn_read(struct kr_conn *c)
+{
+    size_t want = c->read_size - KR_CHAIN_HDR;
+    ssize_t n = c->ops->read(c, c->in, want);
+
+    if (n > 0) {
+        c->bytes_in += (uint64_t)n;
+        if ((size_t)n == want && c->read_size < KR_READ_MAX) {
+            c->read_size *= 2;
+        } else if ((size_t)n < c->read_size / 4 &&
+                   c->read_size > KR_READ_MIN) {
+            c->read_size /= 2;
+        }
+    }
+    return n;
+}
+
+void
+kr_conn_init(struct kr_conn *c)
+{
+    c->fd = -1;
+    c->ops = &kr_conn_tcp_ops;
+    c->read_size = KR_READ_MIN;
+    c->in = evbuffer_new();
+    c->out = evbuffer_new();
+}
+
+void
+kr_conn_close(struct kr_conn *c)
+{
+    if (c->rev != NULL) {
+        event_free(c->rev);
+        c->rev = NULL;
+    }
+    if (c->wev != NULL) {
+        event_free(c->wev);
+        c->wev = NULL;
+    }
+    c->reading = c->writing = 0;
+    if (c->fd >= 0) {
+        c->ops->close(c);
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->connected = 0;
+}
+
+int64_t
+kr_conn_sock_outq(evutil_socket_t fd)
+{
+#ifdef SIOCOUTQ
+    int q = 0;
+
+    return ioctl(fd, SIOCOUTQ, &q) == 0 ? q : -1;
+#else
+    (void)fd;
+    return -1;
+#endif
+}
+
+bool
+kr_conn_out_full(struct evbuffer *out, size_t maxb)
+{
+    size_t len = evbuffer_get_length(out);
+
+    return len >= maxb ||
+           (len > 0 && evbuffer_peek(out, -1, NULL, NULL, 0) >= KR_OUT_CHAINS);
+}
+
+/* ---- splice(2) lanes and their pipes -------------------------------- */
+
+void
+kr_pipe_pool_init(struct kr_pipe_pool *pp)
+{
+    memset(pp, 0, sizeof(*pp));
+}
+
+int
+kr_pipe_pool_get(struct kr_pipe_pool *pp, int fds[2])
+{
+    int sz;
+
+    if (pp->nused >= KR_PIPE_MAX) {
+        return KR_ELIMIT;
+    }
+    if (pp->nfree > 0) {
+        pp->nfree--;
+        fds[0] = pp->free_fds[pp->nfree][0];
+        fds[1] = pp->free_fds[pp->nfree][1];
+        pp->nused++;
+        return KR_OK;
+    }
+#ifdef HAVE_PIPE2
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fds[0] = fds[1] = -1;
+        return KR_ELIMIT;
+    }
+#else
+    fds[0] = fds[1] = -1;
+    return KR_ELIMIT;
+#endif
+#ifdef F_SETPIPE_SZ
+    sz = fcntl(fds[1], F_SETPIPE_SZ, KR_PIPE_BYTES);
+    if (sz <= 0) {
+        sz = fcntl(fds[1], F_GETPIPE_SZ);
+    }
+#else
+    sz = 0;
+#endif
+    if (sz <= 0) {
+        sz = 65536;                     /* Linux's default */
+    }
+    /* the smallest pipe the kernel granted (every lane uses the same
+       bound; a later pipe may get less when pipe-user-pages-soft is
+       reached) */
+    if (pp->pipe_bytes == 0 || (size_t)sz < pp->pipe_bytes) {
+        pp->pipe_bytes = (size_t)sz;
+    }
+    pp->nused++;
+    return KR_OK;
+}
+
+void
+kr_pipe_pool_put(struct kr_pipe_pool *pp, int fds[2], bool empty)
+{
+    if (fds[0] < 0) {
+        return;
+    }
+    pp->nused--;
+    if (empty && pp->nfree < KR_PIPE_KEEP) {
+        pp->free_fds[pp->nfree][0] = fds[0];
+        pp->free_fds[pp->nfree][1] = fds[1];
+        pp->nfree++;
+    } else {
+        close(fds[0]);
+        close(fds[1]);
+    }
+    fds[0] = fds[1] = -1;
+}
+
+void
+kr_pipe_pool_free(struct kr_pipe_pool *pp)
+{
+    int i;
+
+    for (i = 0; i < pp->nfree; i++) {
+        close(pp->free_fds[i][0]);
+        close(pp->free_fds[i][1]);
+    }
+    pp->nfree = 0;
+}
+
+bool
+kr_lane_readable(const struct kr_splice *l, size_t pipe_bytes)
+{
+    if (l->left > 0) {
+        return l->queued < pipe_bytes && !l->full;
+    }
+    return l->queued == 0;
+}
+
+void
+kr_lane_end(struct kr_splice *l, struct kr_pipe_pool *pp)
+{
+    if (l->left == 0 && l->queued == 0 && l->pipe[0] >= 0) {
+        kr_pipe_pool_put(pp, l->pipe, true);
+    }
+}
+
+bool
+kr_lane_begin(struct kr_splice *l, struct kr_pipe_pool *pp,
+              struct kr_conn *src, const struct kr_conn *dst, uint64_t n,
+              int64_t min)
+{
+    if (min <= 0 || n < (uint64_t)min || l->off || l->left > 0 ||
+        l->queued > 0 || !src->ops->splice || !dst->ops->splice ||
+        src->fd < 0 || evbuffer_get_length(src->in) > 0) {
+        return false;
+    }
+    if (l->pipe[0] < 0 && kr_pipe_pool_get(pp, l->pipe) != KR_OK) {
+        return false;
+    }
+    l->left = n;
+    /* after the run: small reads up to the next one (a Fetch partition's
+       header is tens of bytes before its records) */
+    src->read_size = KR_READ_MIN;
+    return true;
+}
+
+ssize_t
+kr_lane_fill(struct kr_splice *l, struct kr_pipe_pool *pp,
+             struct kr_conn *src, int *off_errno)
+{
+    size_t room = l->queued < pp->pipe_bytes ? pp->pipe_bytes - l->queued
+                                             : 0;
+    size_t want = l->left < room ? (size_t)l->left : room;
+    ssize_t n;
+
+    if (want == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+#ifdef HAVE_SPLICE
+    do {
+        n = splice(src->fd, NULL, l->pipe[1], NULL, want,
+                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+#else
+    n = -1;
+    errno = ENOSYS;
+#endif
+    if (n > 0) {
+        l->left -= (uint64_t)n;
+        l->queued += (size_t)n;
+        src->bytes_in += (uint64_t)n;
+    } else if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
+                         errno == EOPNOTSUPP) && l->queued == 0) {
+        *off_errno = errno;
+        l->off = 1;
+        l->left = 0;
+        kr_lane_end(l, pp);
+        errno = EAGAIN;
+    } else if (n < 0 && kr_conn_again(errno) && l->queued > 0) {
+        l->full = 1;
+    }
+    return n;
+}
+
+int
+kr_lane_drain(struct kr_splice *l, struct kr_pipe_pool *pp, struct kr_conn *c)
+{
+    ssize_t n;
+
+    while (l->queued > 0) {
+#ifdef HAVE_SPLICE
+        n = splice(l->pipe[0], NULL, c->fd, NULL, l->queued,
+                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+#else
+        n = -1;
+        errno = ENOSYS;
+#endif
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            if (n == 0) {
+                errno = EPIPE;          /* cannot happen: queued > 0 */
+            }
+            return kr_conn_again(errno) ? 0 : -1;
+        }
+        l->queued -= (size_t)n;
+        l->full = 0;
+    }
+    kr_lane_end(l, pp);
+    return 0;
+}
+
+void
+kr_conn_free_buffers(struct kr_conn *c)
+{
+    if (c->in != NULL) {
+        evbuffer_free(c->in);
+        c->in = NULL;
+    }
+    if (c->out != NULL) {
+        evbuffer_free(c->out);
+        c->out = NULL;
+    }
+}
