@@ -45,7 +45,6 @@
 #include "kr_common.h"
 #include "kr_schema.h"
 
-struct evbuffer;
 
 /*
  * Per-ApiKey version clamp, inclusive.  Empty (min > max) means "no
@@ -148,10 +147,12 @@ unsigned kr_clamp_apiversions(struct kr_node *body,
  * know (KIP-511): response header v0 with correlation_id, then a v0 body
  * with ErrorCode 35 (UNSUPPORTED_VERSION) and ApiKeys = [{ApiKey 18,
  * MinVersion 0, MaxVersion = the highest ApiVersions version krelay's
- * tables know}].  Appended to out WITH its int32 size prefix, encoded by
- * the codec.  Returns KR_OK or KR_ENOMEM (out unchanged).
+ * tables know}].  Written to frame[0..*len) WITH its int32 size prefix
+ * (KR_APIVERSIONS_UNSUPPORTED_LEN bytes), encoded by the codec.  Returns
+ * KR_OK; KR_ELIMIT when cap is smaller; KR_ENOMEM (*len 0).
  */
-int kr_apiversions_unsupported(int32_t correlation_id,
-                               struct evbuffer *out) KR_MUST_CHECK;
+#define KR_APIVERSIONS_UNSUPPORTED_LEN 20
+int kr_apiversions_unsupported(int32_t correlation_id, uint8_t *frame,
+                               size_t cap, size_t *len) KR_MUST_CHECK;
 
 #endif /* KR_TRANSLATE_H */

@@ -1864,10 +1864,14 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     }
     if (nr->av_new) {
         /* KIP-511: answer as a broker does, v0 with our range */
+        uint8_t f[KR_APIVERSIONS_UNSUPPORTED_LEN];
+        size_t flen;
+
         rq = rq_new();
         if (rq == NULL ||
-            kr_apiversions_unsupported(nr->h.correlation_id, rq->out) !=
-                KR_OK) {
+            kr_apiversions_unsupported(nr->h.correlation_id, f, sizeof(f),
+                                       &flen) != KR_OK ||
+            evbuffer_add(rq->out, f, flen) != 0) {
             rq_free(rq);
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return -1;

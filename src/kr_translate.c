@@ -25,8 +25,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_kerr.h"
@@ -837,7 +835,8 @@ kr_clamp_apiversions(struct kr_node *body, const struct kr_advert *ad)
 }
 
 int
-kr_apiversions_unsupported(int32_t correlation_id, struct evbuffer *out)
+kr_apiversions_unsupported(int32_t correlation_id, uint8_t *frame,
+                           size_t cap, size_t *len)
 {
     const struct kr_api_desc *ad = kr_api_get(KR_APIVERSIONS_KEY);
     struct kr_codec_err ce;
@@ -847,9 +846,10 @@ kr_apiversions_unsupported(int32_t correlation_id, struct evbuffer *out)
     struct kr_wbuf w;
     struct kr_msg m;
     struct kr_val *v;
-    uint8_t frame[64];
     uint16_t root;
     int idx, rc = KR_ENOMEM;
+
+    *len = 0;
 
     root = ad != NULL ? kr_api_root(ad, true, 0) : KR_NO_STRUCT;
     idx = root != KR_NO_STRUCT ? kr_struct_field_index(root, "ApiKeys") : -1;
@@ -892,19 +892,18 @@ kr_apiversions_unsupported(int32_t correlation_id, struct evbuffer *out)
         v->u.i = ad->valid.hi;
     }
     rc = kr_encode_msg(&m, &w, &ce);
-    if (rc == KR_OK && (w.failed || w.nrecs > 0 ||
-                        w.len > sizeof(frame) - 4)) {
+    if (rc == KR_OK && (w.failed || w.nrecs > 0)) {
         rc = KR_ERROR;          /* not reached: the body is 20 bytes */
+    }
+    if (rc == KR_OK && w.len + 4 > cap) {
+        rc = KR_ELIMIT;
     }
     if (rc != KR_OK) {
         goto done;
     }
     kr_frame_put_size(frame, w.len);
     memcpy(frame + 4, w.buf, w.len);
-    /* One add: out gets the whole frame or nothing. */
-    if (evbuffer_add(out, frame, 4 + w.len) != 0) {
-        rc = KR_ENOMEM;
-    }
+    *len = 4 + w.len;
 done:
     kr_wbuf_free(&w);
     kr_arena_free(&arena);
