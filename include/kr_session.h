@@ -165,7 +165,7 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
-    unsigned fetch_stale:1;             /* the config changed since this
+    bool fetch_stale;                   /* the config changed since this
                                            connection's last full Fetch:
                                            an incremental one may hide
                                            partitions from new topic rules

@@ -134,6 +134,7 @@
 #include <time.h>
 
 #include "kr_action.h"
+#include "kr_analyse.h"
 #include "kr_api_keys.h"
 #include "kr_audit.h"
 #include "kr_clock.h"
@@ -172,29 +173,15 @@ static void audit_conn(struct kr_session *s, const char *event,
                        const char *reason);
 
 /*
- * Rule state of one request (struct kr_inflight.rq): what the rules
- * decided, what the audit line needs, and the response frame once built.
+ * What the session keeps of a request the rules touched (struct
+ * kr_inflight.rq): the pipeline's rule state (kr_analyse.h) and the
+ * response frame once built.
  */
 struct kr_rq {
-    struct kr_verdict v;
-    struct kr_audit_req *audit;         /* capture when v audits */
-    char *audit_line;                   /* formatted with the response */
+    struct kr_an_req *a;                /* rule state, never NULL */
     struct evbuffer *out;               /* response frame with prefix */
     int64_t release_ms;                 /* monotonic ms it may go out */
-    int64_t t_wall_us;                  /* wall clock, request read */
-    int64_t t_read_us;                  /* monotonic, request read */
-    uint64_t req_bytes;                 /* with prefix */
-    unsigned actions;                   /* KR_AUDIT_* */
-    int32_t pause_ms;                   /* enforce: no reads after */
-    int16_t up_version;                 /* ApiVersion sent upstream */
     bool ready;                         /* out is complete */
-    /* issue 13: a frame krelay could not decode (audit line only) */
-    char *decode_error;                 /* why (malloc'd), NULL: none */
-    char *note;                         /* malloc'd, NULL: none */
-    char *client_id;                    /* the request's ClientId when no
-                                           capture has it (malloc'd, NULL:
-                                           null or unknown) */
-    size_t client_id_len;               /* its bytes (it may hold NULs) */
 };
 
 /* ---- logging and the one close path ------------------------------------ */
@@ -947,41 +934,21 @@ min_sz(size_t a, size_t b)
 
 /* ---- rules: shared helpers --------------------------------------------- */
 
-/* Uniform in [0, 1): xorshift64*, per session. */
-static double
-rand01(struct kr_session *s)
-{
-    uint64_t x = s->rng;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    s->rng = x;
-    return (double)((x * UINT64_C(2685821657736338717)) >> 11) /
-           9007199254740992.0;
-}
-
-static bool
-chance(struct kr_session *s, double p)
-{
-    return p >= 1.0 || (p > 0.0 && rand01(s) < p);
-}
-
+/*
+ * A session's record of a request the rules touched, around rule state a
+ * (taken; NULL: a new one).  NULL on ENOMEM (a is freed).
+ */
 static struct kr_rq *
-rq_new(void)
+rq_wrap(struct kr_an_req *a)
 {
     struct kr_rq *rq = calloc(1, sizeof(*rq));
 
-    if (rq == NULL) {
-        return NULL;
-    }
-    rq->out = evbuffer_new();
-    if (rq->out == NULL) {
+    if (rq == NULL || (rq->a = a != NULL ? a : kr_an_req_new()) == NULL ||
+        (rq->out = evbuffer_new()) == NULL) {
+        kr_an_req_free(rq != NULL ? rq->a : a);
         free(rq);
         return NULL;
     }
-    rq->v.deny_rule = rq->v.clamp_rule = rq->v.policy_rule = -1;
-    rq->v.throttle_rule = rq->v.fault_rule = -1;
     return rq;
 }
 
@@ -991,13 +958,7 @@ rq_free(struct kr_rq *rq)
     if (rq == NULL) {
         return;
     }
-    if (rq->audit != NULL) {
-        kr_audit_req_free(rq->audit);
-    }
-    free(rq->audit_line);
-    free(rq->decode_error);
-    free(rq->note);
-    free(rq->client_id);
+    kr_an_req_free(rq->a);
     if (rq->out != NULL) {
         evbuffer_free(rq->out);
     }
@@ -1007,9 +968,7 @@ rq_free(struct kr_rq *rq)
 static const char *
 rule_name(const struct kr_session *s, int i)
 {
-    const struct kr_conf *c = s->cref->conf;
-
-    return i >= 0 && i < c->nrules ? c->rules[i].name : "?";
+    return kr_analyse_rule_name(s->cref->conf->ruleset, i);
 }
 
 static void
@@ -1069,36 +1028,6 @@ audit_conn(struct kr_session *s, const char *event, const char *reason)
                                       NULL, reason));
 }
 
-/* One audit line for a request and (maybe NULL) its response. */
-static char *
-audit_line(struct kr_session *s, const struct kr_inflight *e,
-           struct kr_rq *rq, const struct kr_msg *rsp, uint64_t rsp_bytes,
-           int64_t upstream_us, int64_t extra_us)
-{
-    struct kr_audit_info info;
-
-    memset(&info, 0, sizeof(info));
-    info.time_us = rq->t_wall_us;
-    info.listener = listener_name(s);
-    info.client_addr = s->peer_host;
-    info.client_port = s->peer_port;
-    info.api_key = e->api_key;
-    info.api_version = e->api_version;
-    info.correlation_id = e->correlation_id;
-    info.req_bytes = rq->req_bytes;
-    info.rsp_bytes = rsp_bytes;
-    info.upstream_us = upstream_us;
-    info.total_us = kr_clock_mono_us() - rq->t_read_us + extra_us;
-    info.actions = rq->actions;
-    info.decode_error = rq->decode_error;
-    info.note = rq->note;
-    if (rq->audit == NULL) {
-        info.client_id = rq->client_id;
-        info.client_id_len = rq->client_id_len;
-    }
-    return kr_audit_format(&info, rq->audit, rsp, rq->v.audit_body);
-}
-
 /* Is this connection audited (open/close lines)? */
 static void
 audit_open(struct kr_session *s)
@@ -1140,6 +1069,61 @@ conf_refresh(struct kr_session *s)
     s->rw.enforced_unknown = false;
     s->fetch_stale = 1;
     audit_open(s);
+}
+
+/* ---- rules: the pipeline (kr_analyse.h) ---------------------------------- */
+
+static bool
+broker_range(void *arg, int16_t key, int16_t *min, int16_t *max)
+{
+    return kr_upstream_api_range(arg, key, min, max);
+}
+
+static int
+rewrite_tree(void *arg, int16_t key, int16_t ver, struct kr_node *body,
+             bool *changed)
+{
+    struct kr_rewrite_result rr;
+    int rc = kr_rewrite_tree(arg, key, ver, body, &rr);
+
+    *changed = rc == KR_OK && rr.changed;
+    return rc;
+}
+
+/* What the rule pipeline knows of this connection, as of now. */
+static void
+an_conn(struct kr_session *s, struct kr_an_conn *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->rs = s->cref->conf->ruleset;
+    c->rmask = &s->rmask;
+    c->tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
+    c->broker_av = s->av;
+    c->broker_range = s->g->up != NULL ? broker_range : NULL;
+    c->broker_arg = s->g->up;
+    c->rewrite_tree = rewrite_tree;
+    c->rewrite_arg = &s->rw;
+    c->sasl = &s->sasl;
+    c->fetch_stale = &s->fetch_stale;
+    c->rng = &s->rng;
+    c->audit_sink = audit_sink(s) != NULL;
+    c->name = s->name;
+    c->listener = listener_name(s);
+    c->peer_host = s->peer_host;
+    c->peer_port = s->peer_port;
+}
+
+/* The audit line of entry e (see kr_an_audit_line). */
+static char *
+audit_line(struct kr_session *s, const struct kr_inflight *e,
+           const struct kr_rq *rq, const struct kr_msg *rsp,
+           uint64_t rsp_bytes, int64_t upstream_us, int64_t extra_us)
+{
+    struct kr_an_conn c;
+
+    an_conn(s, &c);
+    return kr_an_audit_line(&c, e, rq->a, rsp, rsp_bytes, upstream_us,
+                            extra_us);
 }
 
 /* ---- rules: ordered output of built responses --------------------------- */
@@ -1223,18 +1207,18 @@ flush_ready(struct kr_session *s)
         }
         evbuffer_add_buffer(s->client.out, rq->out);
         s->p->stats.bytes_down += n;
-        if (rq->audit_line != NULL) {
-            audit_put(s, rq->audit_line);
-            rq->audit_line = NULL;
+        if (rq->a->audit_line != NULL) {
+            audit_put(s, rq->a->audit_line);
+            rq->a->audit_line = NULL;
         }
-        if (rq->pause_ms > 0) {
-            int64_t until = now + rq->pause_ms;
+        if (rq->a->pause_ms > 0) {
+            int64_t until = now + rq->a->pause_ms;
 
             if (until > s->paused_until_ms) {
                 s->paused_until_ms = until;
             }
         }
-        if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
+        if ((rq->a->v.flags & KR_VF_THROTTLE) && rq->a->v.throttle_enforce) {
             s->enforce_wait = 0;
         }
         s->nready--;
@@ -1308,6 +1292,7 @@ struct kr_nreq {
     struct kr_gate_result gate;         /* NREQ_REFUSE: why */
     char *cid;                          /* NREQ_REFUSE: the request's own
                                            ClientId (malloc'd, NULL: null) */
+    size_t cidlen;                      /* its bytes */
 };
 
 /* What next_request decided about the frame at the scan point. */
@@ -1324,20 +1309,23 @@ enum nreq_outcome {
                                            (*nr filled): never forwarded */
 };
 
-/* ---- rules: requests krelay cannot decode (issue 13) ------------------- */
-
-/* "DeleteTopics" or "ApiKey 1000" for log lines. */
-static const char *
-api_label(int16_t key, char *buf, size_t len)
+/* The pipeline's view of request nr (cid: its own ClientId, or NULL). */
+static void
+an_request(const struct kr_nreq *nr, const char *cid, size_t cidlen,
+           struct kr_an_request *r)
 {
-    const struct kr_api_desc *a = kr_api_get(key);
-
-    if (a != NULL && a->name != NULL) {
-        return a->name;
-    }
-    snprintf(buf, len, "ApiKey %d", key);
-    return buf;
+    memset(r, 0, sizeof(*r));
+    r->h = &nr->h;
+    r->e = nr->e;
+    r->flen = nr->flen;
+    r->expect = nr->expect;
+    r->slot = nr->slot;
+    r->sasl_refuse = nr->sasl_refuse;
+    r->cid = cid;
+    r->cidlen = cidlen;
 }
+
+/* ---- rules: requests krelay cannot decode (issue 13) ------------------- */
 
 /*
  * The request's own ClientId, whole (kr_req_hdr keeps a printable
@@ -1377,126 +1365,56 @@ request_client_id(struct evbuffer *buf, size_t off,
 
 /* Does an enforcing rule apply to this connection at all? */
 static bool
-conn_enforces(const struct kr_session *s)
+conn_enforces(struct kr_session *s)
 {
-    const struct kr_ruleset *rs = s->cref->conf->ruleset;
-    int i;
+    struct kr_an_conn c;
 
-    for (i = 0; rs != NULL && i < rs->nrules; i++) {
-        if (kr_rule_mask_has(&s->rmask, i) &&
-            kr_rule_enforces(&rs->conf->rules[i])) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Why krelay cannot decode a request of (ApiKey, ApiVersion) at all. */
-static void
-unknown_why(const struct kr_req_hdr *h, char *buf, size_t len)
-{
-    const struct kr_api_desc *a = kr_api_get(h->api_key);
-
-    if (a == NULL || a->valid.lo > a->valid.hi) {
-        snprintf(buf, len, "ApiKey %d is unknown to krelay's schema tables",
-                 h->api_key);
-    } else {
-        snprintf(buf, len, "%s v%d is unknown to krelay's schema tables "
-                 "(v%d-v%d)", a->name, h->api_version, a->valid.lo,
-                 a->valid.hi);
-    }
+    an_conn(s, &c);
+    return kr_analyse_conn_enforces(&c);
 }
 
 /*
- * The rule state of a request from what its header gave (a request krelay
- * could not decode, or one krelay answers without a verdict), for its
- * audit line: ClientId cid (may be NULL), decode error why (may be NULL),
- * actions (KR_AUDIT_*).  NULL on ENOMEM.
- */
-static struct kr_rq *
-header_rq(const struct kr_nreq *nr, const char *cid, const char *why,
-               unsigned actions)
-{
-    struct kr_rq *rq = rq_new();
-
-    if (rq == NULL) {
-        return NULL;
-    }
-    rq->t_wall_us = kr_clock_wall_us();
-    rq->t_read_us = kr_clock_mono_us();
-    rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
-    rq->up_version = nr->h.api_version;
-    rq->actions = actions;
-    if (why != NULL) {
-        rq->decode_error = strdup(why);
-    }
-    if (cid != NULL) {
-        /* request_client_id copied h.client_id_len bytes */
-        rq->client_id_len = nr->h.client_id_len;
-        rq->client_id = malloc(rq->client_id_len + 1);
-        if (rq->client_id != NULL) {
-            memcpy(rq->client_id, cid, rq->client_id_len);
-            rq->client_id[rq->client_id_len] = '\0';
-        }
-    }
-    if ((why != NULL && rq->decode_error == NULL) ||
-        (cid != NULL && rq->client_id == NULL)) {
-        rq_free(rq);
-        return NULL;
-    }
-    return rq;
-}
-
-/*
- * A frame only observing rules wanted decoded did not decode: counted,
- * and one diagnostic line per connection (rate-limited across them).
+ * A frame only observing rules wanted decoded did not decode (text: what
+ * and why): counted, and one diagnostic line per connection
+ * (rate-limited across them).
  */
 static void
-undecodable_note(struct kr_session *s, const char *what, const char *why)
+undecodable_note(struct kr_session *s, const char *text)
 {
     s->p->stats.frames_undecodable++;
     if (!s->undecodable_logged && KR_LOG_NOTICE <= kr_log_level_cur) {
         static struct kr_ratelimit rl;
 
         s->undecodable_logged = 1;
-        kr_log_write_rl(&rl, 10, KR_LOG_NOTICE, "[%s] %s: %s; only "
-                        "observing rules wanted it decoded: forwarded "
-                        "unchanged (said once per connection)", s->name,
-                        what, why);
+        kr_log_write_rl(&rl, 10, KR_LOG_NOTICE, "[%s] %s; only observing "
+                        "rules wanted it decoded: forwarded unchanged (said "
+                        "once per connection)", s->name, text);
     }
 }
 
+static int apply_request(struct kr_session *s, struct kr_nreq *nr,
+                         struct kr_an_decision *d);
+
 /*
  * Refuse a request krelay cannot decode that an enforcing rule could
- * match (issue 13, nr->gate): it is never forwarded, nor anything sent
- * after it; the responses owed for earlier requests reach the client
- * first, then the connection closes with one log line, as a broker
- * closes on a request it cannot parse.  A refusal is audited whenever an
- * audit sink exists, audit rule or not.  Returns 0, or -1 when closed.
+ * match (issue 13, nr->gate, kr_analyse_refuse): it is never forwarded,
+ * nor anything sent after it; the responses owed for earlier requests
+ * reach the client first, then the connection closes with one log line,
+ * as a broker closes on a request it cannot parse.  Returns 0, or -1
+ * when closed.
  */
 static int
-refuse_request(struct kr_session *s, const struct kr_nreq *nr,
-               const char *cid, const char *why)
+refuse_request(struct kr_session *s, struct kr_nreq *nr, const char *cid,
+               size_t cidlen, const char *why)
 {
-    char abuf[24];
+    struct kr_an_conn c;
+    struct kr_an_request r;
+    struct kr_an_decision d;
 
-    s->p->stats.requests_refused++;
-    if (audit_sink(s) != NULL) {
-        struct kr_rq *rq = header_rq(nr, cid, why, KR_AUDIT_REFUSED);
-
-        if (rq != NULL) {
-            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
-            rq_free(rq);
-        }
-    }
-    return close_after_owed(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d "
-                            "ClientId %s refused by [rule %.48s]: %.100s; "
-                            "closing after the responses owed",
-                            api_label(nr->h.api_key, abuf, sizeof(abuf)),
-                            nr->h.api_version, nr->h.correlation_id,
-                            nr->h.client_id_null ? "(null)"
-                                                 : nr->h.client_id,
-                            rule_name(s, nr->gate.rule), why);
+    an_conn(s, &c);
+    an_request(nr, cid, cidlen, &r);
+    kr_analyse_refuse(&c, &r, nr->gate.rule, why, &d);
+    return apply_request(s, nr, &d);
 }
 
 /*
@@ -1554,82 +1472,6 @@ push_entry(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq)
 }
 
 /*
- * Answer request m locally with its API's error response carrying error.
- * Produce with Acks=0 has no response: the connection is closed.
- */
-static int
-answer_error(struct kr_session *s, struct kr_nreq *nr, struct kr_arena *a,
-             const struct kr_msg *m, struct kr_rq *rq, int16_t error,
-             const char *why)
-{
-    struct kr_codec_err ce;
-    struct kr_wbuf w;
-    struct kr_msg rsp;
-    char ebuf[KR_KERR_BUFLEN];
-    int rc;
-
-    rq->actions |= KR_AUDIT_DENIED;
-    if (!nr->expect) {
-        if (rq->v.flags & KR_VF_AUDIT) {
-            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
-        }
-        rq_free(rq);
-        /* a broker answers what came before, in order, then closes */
-        return close_after_owed(s, KR_LOG_NOTICE, "%s v%d CorrelationId %d "
-                                "with Acks=0 %s: closing the connection (no "
-                                "response can carry %s)",
-                                api_name(nr->h.api_key), nr->h.api_version,
-                                nr->h.correlation_id, why,
-                                kr_kerr_format(error, ebuf, sizeof(ebuf)));
-    }
-    memset(&rsp, 0, sizeof(rsp));
-    rc = kr_action_error_response(a, m, error, &rsp);
-    if (rc != KR_OK) {
-        rq_free(rq);
-        kr_session_close(s, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but "
-                         "krelay cannot build an error response for %s "
-                         "(%s): "
-                         "closing the connection", api_name(nr->h.api_key),
-                         nr->h.api_version, nr->h.correlation_id, why,
-                         api_name(nr->h.api_key), kr_status_str(rc));
-        return -1;
-    }
-    memset(&w, 0, sizeof(w));
-    memset(&ce, 0, sizeof(ce));
-    rc = kr_encode_msg(&rsp, &w, &ce);
-    if (rc != KR_OK || w.failed || w.nrecs > 0) {
-        kr_wbuf_free(&w);
-        rq_free(rq);
-        kr_session_close(s, KR_LOG_ERROR, "cannot encode the %s v%d error "
-                         "response: %s at %s", api_name(nr->h.api_key),
-                         nr->h.api_version, ce.msg, ce.path);
-        return -1;
-    }
-    add_prefix(rq->out, w.len);
-    evbuffer_add(rq->out, w.buf, w.len);
-    if (rq->v.flags & KR_VF_AUDIT) {
-        rq->audit_line = audit_line(s, &nr->e, rq, &rsp,
-                                    KR_FRAME_PREFIX + w.len, 0, 0);
-    }
-    kr_wbuf_free(&w);
-    rq->ready = true;
-    kr_log_info("[%s] %s v%d CorrelationId %d %s: answered %s",
-                s->name, api_name(nr->h.api_key), nr->h.api_version,
-                nr->h.correlation_id, why,
-                kr_kerr_format(error, ebuf, sizeof(ebuf)));
-    return push_entry(s, &nr->e, rq);
-}
-
-/* Acks of a decoded Produce request, 1 when absent. */
-static int64_t
-produce_acks(const struct kr_msg *m)
-{
-    const struct kr_val *v = kr_node_get(m->body, "Acks");
-
-    return v != NULL && v->present ? v->u.i : 1;
-}
-
-/*
  * The KIP-511 answer (kr_apiversions_unsupported: a v0 response whose
  * one ApiKeys entry is ApiVersions) within the connection's clamps
  * (kr_advertise_range), as every other ApiVersions response it gets.
@@ -1670,189 +1512,118 @@ av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *clamps)
 
 static void apiversions_clamps(struct kr_session *s, const char *cid,
                                size_t cidlen);
-static void sasl_note_mech(struct kr_session *s, const struct kr_msg *m);
 
 /*
- * The version a clamped request is translated to: the client's version
- * moved into the clamp, intersected with what krelay's tables know and
- * with what the broker offers for the ApiKey (the ApiVersions response
- * this connection saw, else the one krelay's own metadata fetch got).
- * *lo and *hi get that intersection; false when it is empty (brange then
- * names the broker's range).
- */
-static bool
-clamp_target(const struct kr_session *s, int16_t key, int16_t ver,
-             const struct kr_verdict *v, int16_t *to, int16_t *lo,
-             int16_t *hi, char *brange, size_t blen)
-{
-    const struct kr_api_desc *ad = kr_api_get(key);
-    int16_t bmin, bmax;
-    bool known = false;
-
-    *lo = v->clamp_min;
-    *hi = v->clamp_max;
-    if (ad != NULL) {
-        *lo = *lo > ad->valid.lo ? *lo : ad->valid.lo;
-        *hi = *hi < ad->valid.hi ? *hi : ad->valid.hi;
-    }
-    if (s->av != NULL && key >= 0 && key <= kr_api_max) {
-        if (s->av[key].min <= s->av[key].max) {
-            bmin = s->av[key].min;
-            bmax = s->av[key].max;
-            known = true;
-        } else {
-            snprintf(brange, blen, "the broker's (no %s)", api_name(key));
-            return false;
-        }
-    } else if (s->g->up != NULL &&
-               kr_upstream_api_range(s->g->up, key, &bmin, &bmax)) {
-        known = true;
-    }
-    if (known) {
-        *lo = *lo > bmin ? *lo : bmin;
-        *hi = *hi < bmax ? *hi : bmax;
-        snprintf(brange, blen, "the broker's v%d-v%d", bmin, bmax);
-    } else {
-        snprintf(brange, blen, "krelay's v%d-v%d",
-                 ad != NULL ? ad->valid.lo : 0, ad != NULL ? ad->valid.hi : 0);
-    }
-    if (*lo > *hi) {
-        return false;
-    }
-    *to = ver > *hi ? *hi : ver < *lo ? *lo : ver;
-    return true;
-}
-
-/*
- * A Fetch on a connection whose config changed since its fetch session
- * may have begun (s->fetch_stale, issue 13).  An incremental Fetch
- * (SessionEpoch > 0, KIP-227) names only the partitions that changed, so
- * a topic rule the reload added cannot see the others.  True when an
- * enforcing topic rule could apply to Fetch here: the session must start
- * again.  A full Fetch (SessionEpoch 0 or -1, or a version without
- * sessions) ends the staleness.
- */
-static bool
-fetch_session_stale(struct kr_session *s, const struct kr_msg *m)
-{
-    const struct kr_val *ep = kr_node_get(m->body, "SessionEpoch");
-
-    if (ep == NULL || !ep->present || ep->u.i <= 0) {
-        s->fetch_stale = 0;
-        return false;
-    }
-    return kr_rule_conn_topic_enforced(s->cref->conf->ruleset, &s->rmask,
-                                       KR_API_FETCH);
-}
-
-/*
- * A request the rules wanted decoded did not decode (issue 13); pl holds
- * its payload.  When an enforcing rule could match it (kr_rule_gate, on
- * the request's own ClientId) it fails closed: answered with the API's
- * error response carrying INVALID_REQUEST where that response has a
- * top-level ErrorCode, else refused (refuse_request).  Otherwise it fails
- * open: forwarded unchanged, with an audit line carrying decode_error
- * when an audit rule could match.  Returns 0, or -1 when closed.
+ * Carry out the pipeline's decision d on request nr, whose payload is in
+ * s->rq_payload (and d->msg borrows from it).  Takes what d owns.
+ * Returns 0, or -1 when closed.
  */
 static int
-undecodable_request(struct kr_session *s, struct kr_nreq *nr,
-                    struct kr_arena *a, const char *why)
+apply_request(struct kr_session *s, struct kr_nreq *nr,
+              struct kr_an_decision *d)
 {
-    const struct kr_ruleset *rs = s->cref->conf->ruleset;
-    const struct kr_api_desc *ad = kr_api_get(nr->h.api_key);
     struct evbuffer *pl = s->rq_payload;
-    struct kr_gate_result g;
     struct kr_rq *rq = NULL;
-    char *cid = NULL, what[96];
-    size_t cidlen = 0;
+    char eerr[160];
     int ret;
 
-    if (!request_client_id(pl, 0, &nr->h, &cid, &cidlen)) {
-        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+    if (d->audit_now != NULL) {
+        audit_put(s, d->audit_now);
+        d->audit_now = NULL;
+    }
+    switch (d->outcome) {
+    case KR_AN_CLOSE:
+        kr_session_close(s, d->level, "%s", d->text);
+        kr_an_decision_free(d);
         return -1;
-    }
-    kr_rule_gate(rs, &s->rmask, nr->h.api_key, nr->h.api_version, cid,
-                 cidlen, &g);
-    if (g.gate == KR_GATE_REFUSE) {
-        struct kr_msg stub, rsp;
-
-        /* a request with the header's facts and an empty body */
-        memset(&stub, 0, sizeof(stub));
-        memset(&rsp, 0, sizeof(rsp));
-        stub.dir = KR_DIR_REQUEST;
-        stub.api_key = nr->h.api_key;
-        stub.api_version = nr->h.api_version;
-        stub.correlation_id = nr->h.correlation_id;
-        stub.body = ad != NULL ? kr_node_new(a, kr_api_root(ad, false,
-                                                            nr->h.api_version),
-                                             nr->h.api_version)
-                               : NULL;
-        if (nr->expect && stub.body != NULL &&
-            kr_action_error_response(a, &stub, KR_KERR_INVALID_REQUEST,
-                                     &rsp) == KR_OK &&
-            kr_node_get(rsp.body, "ErrorCode") != NULL &&
-            (rq = header_rq(nr, cid, why, 0)) != NULL) {
-            char rwhy[320];
-
-            if (audit_sink(s) != NULL) {
-                rq->v.flags |= KR_VF_AUDIT;
-            }
-            snprintf(rwhy, sizeof(rwhy), "%.200s, and [rule %.48s] could "
-                     "match it", why, rule_name(s, g.rule));
-            /* INVALID_REQUEST (42) */
-            ret = answer_error(s, nr, a, &stub, rq, KR_KERR_INVALID_REQUEST,
-                               rwhy);
-        } else {
-            nr->gate = g;
-            ret = refuse_request(s, nr, cid, why);
-        }
+    case KR_AN_REFUSE:
+        s->p->stats.requests_refused++;
+        /* fall through */
+    case KR_AN_CLOSE_AFTER_OWED:
         evbuffer_drain(pl, evbuffer_get_length(pl));
-        free(cid);
+        ret = close_after_owed(s, d->level, "%s", d->text);
+        kr_an_decision_free(d);
         return ret;
-    }
-    snprintf(what, sizeof(what), "%s v%d CorrelationId %d",
-             api_name(nr->h.api_key), nr->h.api_version,
-             nr->h.correlation_id);
-    undecodable_note(s, what, why);
-    if (g.audit) {
-        rq = header_rq(nr, cid, why, KR_AUDIT_FORWARDED);
-        if (rq != NULL) {
-            rq->v.flags = KR_VF_AUDIT;
+    case KR_AN_ANSWER:
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        rq = rq_wrap(d->req);
+        d->req = NULL;
+        if (rq == NULL) {
+            kr_an_decision_free(d);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
         }
+        add_prefix(rq->out, d->w.len);
+        evbuffer_add(rq->out, d->w.buf, d->w.len);
+        rq->ready = true;
+        kr_log_info("[%s] %s", s->name, d->text);
+        kr_an_decision_free(d);
+        return push_entry(s, &nr->e, rq);
+    case KR_AN_FORWARD_UNDECODED:
+        undecodable_note(s, d->text);
+        add_prefix(s->up.out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(s->up.out, pl);
+        break;
+    case KR_AN_FORWARD_TRANSLATED:
+        /* records chains move from pl to up.out, never copied */
+        if (kr_rewrite_emit(pl, s->up.out, &d->w, &d->msg, eerr,
+                            sizeof(eerr)) != KR_OK) {
+            kr_session_close(s, KR_LOG_ERROR, "cannot write translated %s "
+                             "request: %s", api_name(nr->h.api_key), eerr);
+            kr_an_decision_free(d);
+            return -1;
+        }
+        break;
+    case KR_AN_FORWARD:
+        add_prefix(s->up.out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(s->up.out, pl);
+        break;
     }
-    free(cid);
-    add_prefix(s->up.out, evbuffer_get_length(pl));
-    evbuffer_add_buffer(s->up.out, pl);
+    if (d->want_rsp_first) {
+        s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
+    }
     if (!nr->expect) {
         s->p->stats.requests_acks0++;
-        if (rq != NULL) {
-            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
-            rq_free(rq);
-        }
+        kr_an_decision_free(d);
         nr->e.rq = NULL;
         return push_optional(s, &nr->e);
     }
+    if (d->enforce_wait) {
+        s->enforce_wait = 1;
+    }
+    if (d->req != NULL) {
+        rq = rq_wrap(d->req);
+        d->req = NULL;
+        if (rq == NULL) {
+            kr_an_decision_free(d);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+    }
+    kr_an_decision_free(d);
     return push_entry(s, &nr->e, rq);
 }
 
 /*
  * A whole request frame the rules may touch is at the start of client.in.
- * Take it out, decode it, evaluate, act.  Returns 0, or -1 when closed.
+ * Take it out, decode it, let the pipeline decide (kr_analyse_request),
+ * apply.  Returns 0, or -1 when closed.
  */
 static int
 rule_request(struct kr_session *s, struct kr_nreq *nr)
 {
     struct evbuffer *pl = s->rq_payload;
-    const struct kr_ruleset *rs = s->cref->conf->ruleset;
     struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
     struct kr_codec_err ce;
     struct kr_arena arena;
     struct kr_rbuf rb;
     struct kr_msg m;
-    struct kr_rq *rq = NULL;
-    const struct kr_topic_map *tmap;
-    char why[256];
-    int rc, ret = 0;
+    struct kr_an_conn c;
+    struct kr_an_request r;
+    struct kr_an_decision d;
+    char why[256], *cid = NULL;
+    size_t cidlen = 0;
+    int rc, ret;
 
     evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->client.in, pl, nr->flen);
@@ -1866,8 +1637,8 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         /* KIP-511: answer as a broker does, v0 with our range */
         uint8_t f[KR_APIVERSIONS_UNSUPPORTED_LEN];
         size_t flen;
+        struct kr_rq *rq = rq_wrap(NULL);
 
-        rq = rq_new();
         if (rq == NULL ||
             kr_apiversions_unsupported(nr->h.correlation_id, f, sizeof(f),
                                        &flen) != KR_OK ||
@@ -1876,14 +1647,9 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return -1;
         }
-        {
-            char *cid = NULL;
-            size_t cidlen = 0;
-
-            (void)request_client_id(pl, 0, &nr->h, &cid, &cidlen);
-            apiversions_clamps(s, cid, cidlen);
-            free(cid);
-        }
+        (void)request_client_id(pl, 0, &nr->h, &cid, &cidlen);
+        apiversions_clamps(s, cid, cidlen);
+        free(cid);
         evbuffer_drain(pl, evbuffer_get_length(pl));
         if (s->rw.clamps != NULL) {
             av_unsupported_clamp(rq->out, s->rw.clamps);
@@ -1902,219 +1668,27 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     if (rc == KR_OK) {
         rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
     }
+    an_conn(s, &c);
     if (rc != KR_OK) {
         snprintf(why, sizeof(why), "request does not decode: %.100s%s%.60s",
                  ce.msg[0] ? ce.msg : kr_status_str(rc),
                  ce.path[0] ? " at " : "", ce.path);
-        ret = undecodable_request(s, nr, &arena, why);
-        goto out;
-    }
-    if (nr->h.api_key == KR_API_SASL_HANDSHAKE) {
-        sasl_note_mech(s, &m);
-        nr->sasl_refuse = nr->h.api_version == 0 &&
-                          s->sasl.mech == KR_SASL_OTHER && conn_enforces(s);
-    }
-    if (nr->sasl_refuse) {
-        char mech[48];
-        const struct kr_val *mv = kr_node_get(m.body, "Mechanism");
-
-        snprintf(mech, sizeof(mech), "%.*s",
-                 mv != NULL && !mv->is_null && mv->u.s.len > 0
-                     ? (int)(mv->u.s.len > 40 ? 40 : mv->u.s.len) : 0,
-                 mv != NULL && mv->u.s.p != NULL ? (const char *)mv->u.s.p
-                                                 : "");
-        rq = header_rq(nr, NULL, NULL, 0);
-        if (rq == NULL) {
+        if (!request_client_id(pl, 0, &nr->h, &cid, &cidlen)) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             ret = -1;
             goto out;
         }
-        s->sasl.mech = KR_SASL_NONE;
-        snprintf(why, sizeof(why), "uses SASL mechanism %s, whose exchange "
-                 "krelay cannot follow after a v0 handshake, and enforcing "
-                 "rules apply to this connection", mech);
-        /* UNSUPPORTED_SASL_MECHANISM (33) */
-        ret = answer_error(s, nr, &arena, &m, rq,
-                           KR_KERR_UNSUPPORTED_SASL_MECHANISM, why);
-        evbuffer_drain(pl, evbuffer_get_length(pl));
-        goto out;
-    }
-    rq = rq_new();
-    if (rq == NULL) {
-        kr_session_close(s, KR_LOG_ERROR, "out of memory");
-        ret = -1;
-        goto out;
-    }
-    rq->t_wall_us = kr_clock_wall_us();
-    rq->t_read_us = kr_clock_mono_us();
-    rq->req_bytes = KR_FRAME_PREFIX + nr->flen;
-    rq->up_version = nr->h.api_version;
-    tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
-    if (!kr_rule_eval(rs, nr->slot, &s->rmask, &m, tmap, &rq->v) ||
-        rq->v.flags == 0) {
-        rq_free(rq);
-        rq = NULL;
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
-        rq->audit = kr_audit_capture(&m, tmap, rq->v.audit_body);
-    }
-    if (nr->h.api_key == KR_API_FETCH && s->fetch_stale &&
-        fetch_session_stale(s, &m)) {
-        if (rq == NULL && (rq = header_rq(nr, NULL, NULL, 0)) == NULL) {
-            kr_session_close(s, KR_LOG_ERROR, "out of memory");
-            ret = -1;
-            goto out;
-        }
-        snprintf(why, sizeof(why), "continues a fetch session begun before "
-                 "a reload that brought topic rules, which its partitions "
-                 "must meet");
-        /* FETCH_SESSION_ID_NOT_FOUND (70): the client starts a new
-           session with a full Fetch naming every partition */
-        ret = answer_error(s, nr, &arena, &m, rq,
-                           KR_KERR_FETCH_SESSION_ID_NOT_FOUND, why);
-        evbuffer_drain(pl, evbuffer_get_length(pl));
-        goto out;
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_UNKNOWN_TOPIC_ID)) {
-        /* the client refreshes its metadata, which krelay learns from */
-        snprintf(why, sizeof(why), "names a TopicId krelay has not learned, "
-                 "so [rule %.64s] cannot be checked",
-                 rule_name(s, rq->v.deny_rule));
-        ret = answer_error(s, nr, &arena, &m, rq, KR_KERR_UNKNOWN_TOPIC_ID,
-                           why);
-        evbuffer_drain(pl, evbuffer_get_length(pl));
-        goto out;
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_DENY)) {
-        int16_t err = rq->v.deny_error >= 0
-                          ? rq->v.deny_error
-                          : kr_action_deny_error_for(&m);
-
-        snprintf(why, sizeof(why), "denied by [rule %.64s]",
-                 rule_name(s, rq->v.deny_rule));
-        ret = answer_error(s, nr, &arena, &m, rq, err, why);
-        evbuffer_drain(pl, evbuffer_get_length(pl));
-        goto out;
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_POLICY)) {
-        char pwhy[120];
-
-        pwhy[0] = '\0';
-        rc = kr_action_produce_policy(&m, &rb, rq->v.acks_mask,
-                                      rq->v.codec_mask, pwhy, sizeof(pwhy));
-        if (rc != KR_OK) {
-            int64_t acks = produce_acks(&m);
-            bool acks_bad = rq->v.acks_mask != 0 &&
-                            (acks < -1 || acks > 1 ||
-                             !(rq->v.acks_mask & (1u << (acks + 1))));
-            /* what brokers answer: INVALID_REQUIRED_ACKS (21) for a bad
-               Acks, UNSUPPORTED_COMPRESSION_TYPE (76) for a codec */
-            int16_t err = acks_bad ? KR_KERR_INVALID_REQUIRED_ACKS
-                                    : KR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
-
-            snprintf(why, sizeof(why), "refused by the produce policy of "
-                     "[rule %.40s] (%.90s)", rule_name(s, rq->v.policy_rule),
-                     pwhy[0] ? pwhy : kr_status_str(rc));
-            ret = answer_error(s, nr, &arena, &m, rq, err, why);
-            evbuffer_drain(pl, evbuffer_get_length(pl));
-            goto out;
-        }
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_CLAMP)) {
-        struct kr_msg orig = m;
-        struct kr_wbuf w;
-        char eerr[160], brange[48];
-        int16_t to, lo, hi;
-
-        if (!clamp_target(s, nr->h.api_key, nr->h.api_version, &rq->v, &to,
-                          &lo, &hi, brange, sizeof(brange))) {
-            char crange[24];
-
-            if (rq->v.clamp_max == INT16_MAX) {
-                snprintf(crange, sizeof(crange), "v%d+", rq->v.clamp_min);
-            } else {
-                snprintf(crange, sizeof(crange), "v%d-v%d", rq->v.clamp_min,
-                         rq->v.clamp_max);
-            }
-            snprintf(why, sizeof(why), "cannot be translated for [rule "
-                     "%.40s]: its clamp %s and %s do not overlap",
-                     rule_name(s, rq->v.clamp_rule), crange, brange);
-            rq->actions |= KR_AUDIT_CLAMPED;
-            ret = answer_error(s, nr, &arena, &orig, rq,
-                               KR_KERR_UNSUPPORTED_VERSION, why);
-            evbuffer_drain(pl, evbuffer_get_length(pl));
-            goto out;
-        }
-        memset(&ce, 0, sizeof(ce));
-        rc = to == nr->h.api_version ? KR_OK
-                                     : kr_translate_msg(&arena, &m, to, &ce);
-        if (rc != KR_OK) {
-            snprintf(why, sizeof(why), "cannot be translated to v%d for "
-                     "[rule %.40s] (%.100s%s%.50s)", to,
-                     rule_name(s, rq->v.clamp_rule), ce.msg,
-                     ce.path[0] ? ", at " : "", ce.path);
-            rq->actions |= KR_AUDIT_CLAMPED;
-            ret = answer_error(s, nr, &arena, &orig, rq,
-                               KR_KERR_UNSUPPORTED_VERSION, why);
-            evbuffer_drain(pl, evbuffer_get_length(pl));
-            goto out;
-        }
-        memset(&w, 0, sizeof(w));
-        memset(&ce, 0, sizeof(ce));
-        rc = kr_encode_msg(&m, &w, &ce);
-        if (rc != KR_OK || w.failed) {
-            kr_wbuf_free(&w);
-            rq_free(rq);
-            kr_session_close(s, KR_LOG_ERROR, "cannot encode %s v%d "
-                             "request translated from v%d: %s at %s",
-                             api_name(nr->h.api_key), to,
-                             nr->h.api_version, ce.msg, ce.path);
-            ret = -1;
-            goto out;
-        }
-        rq->up_version = to;
-        rq->actions |= KR_AUDIT_CLAMPED | KR_AUDIT_FORWARDED;
-        kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d "
-                     "([rule %s])", s->name, api_name(nr->h.api_key),
-                     nr->h.api_version, nr->h.correlation_id, to,
-                     rule_name(s, rq->v.clamp_rule));
-        /* records chains move from pl to up.out, never copied */
-        rc = kr_rewrite_emit(pl, s->up.out, &w, &m, eerr, sizeof(eerr));
-        kr_wbuf_free(&w);
-        if (rc != KR_OK) {
-            rq_free(rq);
-            kr_session_close(s, KR_LOG_ERROR, "cannot write translated "
-                             "%s request: %s", api_name(nr->h.api_key),
-                             eerr);
-            ret = -1;
-            goto out;
-        }
+        an_request(nr, cid, cidlen, &r);
+        r.decode_error = why;
     } else {
-        if (rq != NULL) {
-            rq->actions |= KR_AUDIT_FORWARDED;
-        }
-        add_prefix(s->up.out, evbuffer_get_length(pl));
-        evbuffer_add_buffer(s->up.out, pl);
+        an_request(nr, NULL, 0, &r);
+        r.m = &m;
     }
-    if (nr->h.api_key == KR_API_SASL_HANDSHAKE && nr->h.api_version == 0) {
-        s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
-    }
-    if (!nr->expect) {
-        s->p->stats.requests_acks0++;
-        if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
-            audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
-        }
-        rq_free(rq);
-        nr->e.rq = NULL;
-        ret = push_optional(s, &nr->e);
-        goto out;
-    }
-    if (rq != NULL && (rq->v.flags & KR_VF_THROTTLE) &&
-        rq->v.throttle_enforce) {
-        s->enforce_wait = 1;
-    }
-    ret = push_entry(s, &nr->e, rq);
+    r.rb = &rb;
+    kr_analyse_request(&c, &r, &arena, &d);
+    ret = apply_request(s, nr, &d);
 out:
+    free(cid);
     free(heap);
     kr_arena_free(&arena);
     return ret;
@@ -2438,6 +2012,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     nr->av_new = false;
     nr->sasl_refuse = false;
     nr->cid = NULL;
+    nr->cidlen = 0;
     if (h.api_key == KR_API_API_VERSIONS) {
         const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
 
@@ -2453,34 +2028,38 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
     } else if (!h.known && s->sasl.tokens == 0) {
         /* issue 13: krelay cannot decode it; may it pass? */
-        size_t cidlen = 0;
-
         if (!request_client_id(in, scan + KR_FRAME_PREFIX, &h, &nr->cid,
-                               &cidlen)) {
+                               &nr->cidlen)) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return NREQ_CLOSED;
         }
         kr_rule_gate(s->cref->conf->ruleset, &s->rmask, h.api_key,
-                     h.api_version, nr->cid, cidlen, &nr->gate);
+                     h.api_version, nr->cid, nr->cidlen, &nr->gate);
         if (nr->gate.gate == KR_GATE_REFUSE) {
             nreq_fill(nr, &h, &e, flen, expect);
             return NREQ_REFUSE;     /* process_requests frees nr->cid */
         }
         if (nr->gate.gate == KR_GATE_OBSERVE) {
-            char why[160], abuf[24], what[96];
+            char why[160], abuf[24], text[300];
 
-            unknown_why(&h, why, sizeof(why));
-            snprintf(what, sizeof(what), "%s v%d CorrelationId %d",
-                     api_label(h.api_key, abuf, sizeof(abuf)),
-                     h.api_version, h.correlation_id);
-            undecodable_note(s, what, why);
+            kr_analyse_unknown_why(&h, why, sizeof(why));
+            snprintf(text, sizeof(text), "%s v%d CorrelationId %d: %s",
+                     kr_analyse_api_label(h.api_key, abuf, sizeof(abuf)),
+                     h.api_version, h.correlation_id, why);
+            undecodable_note(s, text);
             if (nr->gate.audit) {
                 /* its audit line is written with the response */
+                struct kr_an_request r;
+                struct kr_an_req *a;
+
                 nr->h = h;
                 nr->flen = flen;
-                e.rq = header_rq(nr, nr->cid, why, KR_AUDIT_FORWARDED);
-                if (e.rq != NULL) {
-                    e.rq->v.flags = KR_VF_AUDIT;
+                an_request(nr, nr->cid, nr->cidlen, &r);
+                a = kr_an_req_from_header(&r, nr->cid, nr->cidlen, why,
+                                          KR_AUDIT_FORWARDED);
+                if (a != NULL) {
+                    a->v.flags = KR_VF_AUDIT;
+                    e.rq = rq_wrap(a);
                 }
             }
         }
@@ -2616,8 +2195,8 @@ process_requests(struct kr_session *s)
             /* what came before goes on; nothing from here does */
             s->p->stats.bytes_up += scan;
             move_bytes(s, in, s->up.out, scan);
-            unknown_why(&nr.h, why, sizeof(why));
-            rc = refuse_request(s, &nr, nr.cid, why);
+            kr_analyse_unknown_why(&nr.h, why, sizeof(why));
+            rc = refuse_request(s, &nr, nr.cid, nr.cidlen, why);
             free(nr.cid);
             return rc;
         }
@@ -2769,108 +2348,11 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
     return 0;
 }
 
-/* Throttle, fault and audit actions on a decoded response. */
-static bool
-rsp_actions(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq,
-            struct kr_msg *m, int64_t *delay_ms)
-{
-    const struct kr_verdict *v = &rq->v;
-    bool changed = false;
-
-    if ((v->flags & KR_VF_ERROR) && chance(s, v->fault_error_p) &&
-        kr_action_replace_errors(m, v->fault_error) > 0) {
-        changed = true;
-        rq->actions |= KR_AUDIT_FAULTED;
-    }
-    if (v->flags & KR_VF_THROTTLE) {
-        int32_t ms = v->throttle_ms, now = 0;
-
-        if (v->throttle_jitter_ms > 0) {
-            ms += (int32_t)(rand01(s) * (v->throttle_jitter_ms + 1));
-        }
-        if (kr_action_throttle(m, ms, v->throttle_add, &now)) {
-            changed = true;
-            rq->actions |= KR_AUDIT_THROTTLED;
-        } else {
-            now = ms;
-        }
-        if (v->throttle_enforce && now > 0) {
-            /* KIP-219: newer clients back off themselves after the
-               response; for older ones the broker holds the response */
-            if (e->api_version >= kr_action_kip219_version(e->api_key)) {
-                rq->pause_ms = now;
-            } else {
-                *delay_ms += now;
-            }
-            rq->actions |= KR_AUDIT_THROTTLED;
-        }
-    }
-    return changed;
-}
-
-/*
- * The response rq's rules wanted decoded did not decode, and nothing
- * needs it translated (issue 13): it goes on unchanged.  Observing rules
- * fail open: its audit line carries decode_error (the request's, when
- * that one did not decode either) and the raw sizes; fault latency still
- * applies.  Throttle enforce holds it for the throttle time (with the add
- * operation the broker's own ThrottleTimeMs is unknown and counts as 0),
- * without rewriting it.  *delay_ms grows by what holds it.  Returns
- * false on ENOMEM.
- */
-static bool
-rsp_undecodable(struct kr_session *s, const struct kr_inflight *e,
-                struct kr_rq *rq, const char *why, uint64_t rsp_bytes,
-                int64_t up_us, int64_t *delay_ms)
-{
-    const struct kr_verdict *v = &rq->v;
-    char what[96], abuf[24];
-
-    snprintf(what, sizeof(what), "%s v%d response to CorrelationId %d",
-             api_label(e->api_key, abuf, sizeof(abuf)), rq->up_version,
-             e->correlation_id);
-    if (!kr_rewrite_wants(e->api_key, e->api_version)) {
-        /* else its broker addresses decide: rewritten, or closed */
-        undecodable_note(s, what, why);
-    }
-    if (rq->decode_error == NULL) {
-        rq->decode_error = strdup(why);
-        if (rq->decode_error == NULL) {
-            return false;
-        }
-    }
-    if ((v->flags & KR_VF_THROTTLE) && v->throttle_enforce) {
-        int32_t ms = v->throttle_ms;
-
-        if (v->throttle_jitter_ms > 0) {
-            ms += (int32_t)(rand01(s) * (v->throttle_jitter_ms + 1));
-        }
-        *delay_ms += ms;
-        rq->actions |= KR_AUDIT_THROTTLED;
-    }
-    if (v->flags & KR_VF_LATENCY) {
-        *delay_ms += v->latency_ms;
-    }
-    if (*delay_ms > 0) {
-        rq->actions |= KR_AUDIT_DELAYED;
-    }
-    if (v->flags & KR_VF_AUDIT) {
-        free(rq->audit_line);
-        rq->audit_line = audit_line(s, e, rq, NULL, rsp_bytes, up_us,
-                                    *delay_ms * 1000);
-    }
-    return true;
-}
-
-/*
- * May entry e's response, above max_frame_bytes, go on unchanged without
- * being held (issue 13)?  Only when its rules merely observe: nothing to
- * translate back and no deny (a local answer is never waiting here).
- */
+/* May e's response go on unheld (kr_analyse_rsp_may_stream)? */
 static bool
 rsp_may_stream(const struct kr_inflight *e)
 {
-    return e->rq == NULL || e->rq->up_version == e->api_version;
+    return kr_analyse_rsp_may_stream(e, e->rq != NULL ? e->rq->a : NULL);
 }
 
 /*
@@ -2895,27 +2377,27 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
               "rules, forwarded unchanged", s->name, api_name(e->api_key),
               e->api_version, e->correlation_id, flen,
               s->lc->max_frame_bytes);
-    if ((rq->v.flags & KR_VF_THROTTLE) && rq->v.throttle_enforce) {
-        int64_t until = kr_clock_timer_ms() + rq->v.throttle_ms;
+    if ((rq->a->v.flags & KR_VF_THROTTLE) && rq->a->v.throttle_enforce) {
+        int64_t until = kr_clock_timer_ms() + rq->a->v.throttle_ms;
 
         if (until > s->paused_until_ms) {
             s->paused_until_ms = until;
         }
         s->enforce_wait = 0;
-        rq->actions |= KR_AUDIT_THROTTLED;
+        rq->a->actions |= KR_AUDIT_THROTTLED;
         rtimer_arm(s);          /* the requests go on when it is over */
     }
-    if (rq->v.flags & KR_VF_AUDIT) {
+    if (rq->a->v.flags & KR_VF_AUDIT) {
         snprintf(note, sizeof(note), "response of %zu bytes (payload %zu) "
                  "above max_frame_bytes %" PRId64 ": not held, not decoded, "
                  "forwarded unchanged", KR_FRAME_PREFIX + flen, flen,
                  s->lc->max_frame_bytes);
-        free(rq->note);
-        rq->note = strdup(note);
+        free(rq->a->note);
+        rq->a->note = strdup(note);
         audit_put(s, audit_line(s, e, rq, NULL, KR_FRAME_PREFIX + flen,
-                                rq->t_read_us != 0
+                                rq->a->t_read_us != 0
                                     ? kr_clock_mono_us() -
-                                          rq->t_read_us
+                                          rq->a->t_read_us
                                     : 0,
                                 0));
     }
@@ -2925,9 +2407,10 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
 
 /*
  * The whole response frame of FIFO entry idx is at the start of up.in:
- * translate it back to the client's version, apply the response-side
- * actions, rewrite broker addresses, format the audit line, and leave
- * the frame in rq->out until its turn.  Returns 0, or -1 when closed.
+ * decode it when its rules want it, let the pipeline decide
+ * (kr_analyse_response: translate back, fault error, ThrottleTimeMs,
+ * audit line), rewrite broker addresses, and leave the frame in rq->out
+ * until its turn.  Returns 0, or -1 when closed.
  */
 static int
 rule_response(struct kr_session *s, uint32_t idx, size_t flen)
@@ -2940,119 +2423,94 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     struct kr_arena arena;
     struct kr_rbuf rb;
     struct kr_msg m;
-    struct kr_wbuf w;
-    int64_t now_us = kr_clock_mono_us(), delay_ms = 0, up_us = 0;
+    struct kr_an_conn c;
+    struct kr_an_rsp_decision d;
+    int64_t now_us = kr_clock_mono_us(), up_us = 0;
     uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
-    char err[160];
-    bool decode, changed = false;
+    char err[160], why[200];
+    bool decode;
     int rc = KR_OK, ret = -1;
 
     if (rq == NULL) {
-        rq = e->rq = rq_new();
+        rq = e->rq = rq_wrap(NULL);
         if (rq == NULL) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return -1;
         }
-        rq->up_version = e->api_version;
+        rq->a->up_version = e->api_version;
     }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, pl, flen);
     s->p->stats.responses++;
     s->p->stats.responses_held++;
-    if (rq->t_read_us != 0) {
-        up_us = now_us - rq->t_read_us;
+    if (rq->a->t_read_us != 0) {
+        up_us = now_us - rq->a->t_read_us;
     }
     kr_arena_init(&arena, 0);
-    memset(&w, 0, sizeof(w));
+    memset(&d, 0, sizeof(d));
     memset(&ce, 0, sizeof(ce));
-    decode = (rq->v.flags & (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
-             rq->up_version != e->api_version;
+    decode = (rq->a->v.flags &
+              (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
+             rq->a->up_version != e->api_version;
     if (decode) {
         rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
         if (rc == KR_OK) {
-            rc = kr_decode_response(&arena, &rb, e->api_key, rq->up_version,
-                                    0, &m, &ce);
+            rc = kr_decode_response(&arena, &rb, e->api_key,
+                                    rq->a->up_version, 0, &m, &ce);
         }
-        if (rc != KR_OK && rq->up_version != e->api_version) {
+        if (rc != KR_OK && rq->a->up_version != e->api_version) {
             close_up(s, KR_LOG_WARN, "cannot decode %s v%d response from %s "
                      "to translate it back to v%d: %s at %s",
-                     api_name(e->api_key), rq->up_version, s->upname,
+                     api_name(e->api_key), rq->a->up_version, s->upname,
                      e->api_version, ce.msg[0] ? ce.msg : kr_status_str(rc),
                      ce.path);
             goto out;
         }
     }
+    an_conn(s, &c);
     if (decode && rc != KR_OK) {
         /* issue 13: observing rules fail open */
-        char why[200];
-
         snprintf(why, sizeof(why), "the response does not decode: %.100s"
                  "%s%.60s", ce.msg[0] ? ce.msg : kr_status_str(rc),
                  ce.path[0] ? " at " : "", ce.path);
-        if (!rsp_undecodable(s, e, rq, why, rsp_bytes, up_us, &delay_ms)) {
-            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        if (!kr_rewrite_wants(e->api_key, e->api_version)) {
+            /* else its broker addresses decide: rewritten, or closed */
+            char abuf[24], text[320];
+
+            snprintf(text, sizeof(text), "%s v%d response to CorrelationId "
+                     "%d: %s", kr_analyse_api_label(e->api_key, abuf,
+                                                    sizeof(abuf)),
+                     rq->a->up_version, e->correlation_id, why);
+            undecodable_note(s, text);
+        }
+        kr_analyse_response(&c, e, rq->a, NULL, why, rsp_bytes, up_us,
+                            &arena, &d);
+    } else {
+        kr_analyse_response(&c, e, rq->a, decode ? &m : NULL, NULL,
+                            rsp_bytes, up_us, &arena, &d);
+    }
+    switch (d.outcome) {
+    case KR_AN_RSP_CLOSE:
+        kr_session_close(s, d.level, "%s", d.text);
+        goto out;
+    case KR_AN_CLOSE_UP:
+        close_up(s, d.level, "%s", d.text);
+        goto out;
+    case KR_AN_DELIVER_CHANGED:
+        rsp_bytes = d.rsp_bytes;
+        tmp = evbuffer_new();
+        if (tmp == NULL ||
+            kr_rewrite_emit(pl, tmp, &d.w, &m, err, sizeof(err)) != KR_OK) {
+            close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: %s",
+                     api_name(e->api_key), e->api_version,
+                     tmp == NULL ? "out of memory" : err);
             goto out;
         }
-    } else if (decode) {
-        if (rq->up_version != e->api_version) {
-            rc = kr_translate_msg(&arena, &m, e->api_version, &ce);
-            if (rc != KR_OK) {
-                close_up(s, KR_LOG_WARN, "cannot translate %s v%d response "
-                         "back to v%d: %s at %s", api_name(e->api_key),
-                         rq->up_version, e->api_version, ce.msg, ce.path);
-                goto out;
-            }
-            changed = true;
-        }
-        if (rsp_actions(s, e, rq, &m, &delay_ms)) {
-            changed = true;
-        }
-        if (changed) {
-            rc = kr_encode_msg(&m, &w, &ce);
-            if (rc != KR_OK || w.failed) {
-                close_up(s, KR_LOG_ERROR, "cannot encode %s v%d response: "
-                         "%s at %s", api_name(e->api_key), e->api_version,
-                         ce.msg, ce.path);
-                goto out;
-            }
-            rsp_bytes = KR_FRAME_PREFIX + w.total + m.trailing;
-        }
-        if (rq->v.flags & KR_VF_LATENCY) {
-            delay_ms += rq->v.latency_ms;
-        }
-        if (delay_ms > 0) {
-            rq->actions |= KR_AUDIT_DELAYED;
-        }
-        if (rq->v.flags & KR_VF_AUDIT) {
-            struct kr_rewrite_result rr;
-
-            /* what the client gets: its broker addresses are krelay's
-               (the frame itself is rewritten below) */
-            if (kr_rewrite_tree(&s->rw, e->api_key, e->api_version, m.body,
-                                &rr) == KR_OK &&
-                rr.changed) {
-                rq->actions |= KR_AUDIT_REWRITTEN;
-            }
-            /* the tree borrows from pl: format before pl moves on */
-            free(rq->audit_line);
-            rq->audit_line = audit_line(s, e, rq, &m, rsp_bytes, up_us,
-                                        delay_ms * 1000);
-        }
-        if (changed) {
-            tmp = evbuffer_new();
-            if (tmp == NULL ||
-                kr_rewrite_emit(pl, tmp, &w, &m, err, sizeof(err)) !=
-                    KR_OK) {
-                close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: "
-                         "%s", api_name(e->api_key), e->api_version,
-                         tmp == NULL ? "out of memory" : err);
-                goto out;
-            }
-            evbuffer_drain(tmp, KR_FRAME_PREFIX);
-            pl = tmp;
-        }
-    } else if (rq->v.flags & KR_VF_LATENCY) {
-        delay_ms += rq->v.latency_ms;
+        evbuffer_drain(tmp, KR_FRAME_PREFIX);
+        pl = tmp;
+        break;
+    case KR_AN_DELIVER:
+        break;
     }
     if (kr_rewrite_wants(e->api_key, e->api_version)) {
         struct kr_rewrite_result res;
@@ -3064,7 +2522,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
                                  rq->out, &res);
         if (rc != KR_OK) {
-            if (rq->v.flags & KR_VF_AUDIT) {
+            if (rq->a->v.flags & KR_VF_AUDIT) {
                 /* audited all the same: the response was not delivered */
                 char note[256];
 
@@ -3072,10 +2530,10 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
                          "connection closed: cannot rewrite its broker "
                          "addresses (%.120s)",
                          res.err[0] ? res.err : kr_status_str(rc));
-                free(rq->note);
-                rq->note = strdup(note);
-                free(rq->audit_line);
-                rq->audit_line = NULL;
+                free(rq->a->note);
+                rq->a->note = strdup(note);
+                free(rq->a->audit_line);
+                rq->a->audit_line = NULL;
                 audit_put(s, audit_line(s, e, rq, NULL, rsp_bytes, up_us,
                                         0));
             }
@@ -3085,35 +2543,33 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             goto out;
         }
         if (res.changed) {
-            rq->actions |= KR_AUDIT_REWRITTEN;
+            rq->a->actions |= KR_AUDIT_REWRITTEN;
         }
     } else {
         add_prefix(rq->out, evbuffer_get_length(pl));
         evbuffer_add_buffer(rq->out, pl);
     }
-    if ((rq->v.flags & KR_VF_CLOSE) && chance(s, rq->v.fault_close_p)) {
-        rq->actions |= KR_AUDIT_FAULTED;
-        if (rq->audit_line != NULL) {
-            audit_put(s, rq->audit_line);
-            rq->audit_line = NULL;
+    if (d.fault_close) {
+        rq->a->actions |= KR_AUDIT_FAULTED;
+        if (rq->a->audit_line != NULL) {
+            audit_put(s, rq->a->audit_line);
+            rq->a->audit_line = NULL;
         }
         kr_session_close(s, KR_LOG_NOTICE, "closing the connection instead "
                          "of delivering the %s v%d response (CorrelationId "
                          "%d): fault_close_probability of [rule %s]",
                          api_name(e->api_key), e->api_version,
-                         e->correlation_id, rule_name(s, rq->v.fault_rule));
+                         e->correlation_id,
+                         rule_name(s, rq->a->v.fault_rule));
         goto out;
     }
-    if (delay_ms > 0) {
-        rq->actions |= KR_AUDIT_DELAYED;
-    }
-    rq->release_ms = kr_clock_timer_ms() + delay_ms;
+    rq->release_ms = kr_clock_timer_ms() + d.delay_ms;
     rq->ready = true;
     s->nready++;
     ret = 0;
 out:
     free(heap);
-    kr_wbuf_free(&w);
+    kr_wbuf_free(&d.w);
     kr_arena_free(&arena);
     evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
     if (tmp != NULL) {

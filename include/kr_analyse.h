@@ -1,0 +1,304 @@
+/*
+ * kr_analyse.h - the rule pipeline: what the [rule]s make of one decoded
+ * request, and of its response, as named outcomes the session applies.
+ *
+ *   session (kr_session.c)                 kr_analyse
+ *   ----------------------                 ----------
+ *   frame taken whole, decoded  --------->  kr_analyse_request
+ *     (or not: decode_error)                  SaslHandshake mechanism,
+ *                                             kr_rule_eval, fetch session,
+ *                                             TopicId, deny, produce policy,
+ *                                             clamp (translate + encode),
+ *                                             the gate when it did not decode
+ *   applies the outcome  <---------------  struct kr_an_decision
+ *     FORWARD / FORWARD_TRANSLATED /         (the request's rule state, a
+ *     FORWARD_UNDECODED / ANSWER /            frame to send, a log line,
+ *     CLOSE_AFTER_OWED / REFUSE / CLOSE       an audit line)
+ *   response held whole, decoded -------->  kr_analyse_response
+ *                                             translate back, fault error,
+ *                                             ThrottleTimeMs, latency,
+ *                                             audit line, fault close
+ *   rewrites addresses, delays,  <-------  struct kr_an_rsp_decision
+ *     closes, delivers
+ *
+ * Nothing here touches a socket, an evbuffer or a timer: the module links
+ * without libevent and without the session (a unit test drives it with
+ * decoded frames: tests/unit/check_analyse.c).  What it needs of the
+ * connection comes in struct kr_an_conn; the frames it builds are
+ * kr_wbuf (kr_codec.h) the caller sends.  One pipeline call per frame, on
+ * the session's worker thread; nothing global is written.
+ */
+#ifndef KR_ANALYSE_H
+#define KR_ANALYSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kr_audit.h"
+#include "kr_codec.h"
+#include "kr_frame.h"
+#include "kr_inflight.h"
+#include "kr_rule.h"
+#include "kr_sasl.h"
+#include "kr_topics.h"
+
+/*
+ * Rule state of one request: what the rules decided, what its audit line
+ * needs.  malloc'd (kr_an_req_new), owned by whoever holds the decision
+ * (the session keeps it with the in-flight entry until the response went
+ * out), freed with kr_an_req_free.  Times: _us monotonic (t_read_us) or
+ * wall (t_wall_us) microseconds.
+ */
+struct kr_an_req {
+    struct kr_verdict v;                /* kr_rule_eval's verdict */
+    struct kr_audit_req *audit;         /* capture when v audits */
+    char *audit_line;                   /* formatted with the response
+                                           (malloc'd), written when it
+                                           goes out */
+    int64_t t_wall_us;                  /* wall clock, request read */
+    int64_t t_read_us;                  /* monotonic, request read; 0:
+                                           unknown */
+    uint64_t req_bytes;                 /* with prefix */
+    unsigned actions;                   /* KR_AUDIT_* */
+    int32_t pause_ms;                   /* throttle enforce (KIP-219): no
+                                           client reads for this long
+                                           after the response */
+    int16_t up_version;                 /* ApiVersion sent upstream */
+    /* issue 13: a frame krelay could not decode (audit line only) */
+    char *decode_error;                 /* why (malloc'd), NULL: none */
+    char *note;                         /* malloc'd, NULL: none */
+    char *client_id;                    /* the request's ClientId when no
+                                           capture has it (malloc'd, NULL:
+                                           null or unknown) */
+    size_t client_id_len;               /* its bytes (it may hold NULs) */
+};
+
+/* A zeroed rule state with no rule ids (-1).  NULL on ENOMEM. */
+struct kr_an_req *kr_an_req_new(void);
+
+/* Free req and what it owns.  NULL is a no-op. */
+void kr_an_req_free(struct kr_an_req *req);
+
+/*
+ * What the pipeline knows of one connection.  Pointers are borrowed for
+ * the call; rng and fetch_stale are read and written.
+ */
+struct kr_an_conn {
+    const struct kr_ruleset *rs;        /* the connection's config's */
+    const struct kr_rule_mask *rmask;   /* its static matchers */
+    const struct kr_topic_map *tmap;    /* learned TopicIds, may be NULL */
+    const struct kr_clamp *broker_av;   /* the ranges of the ApiVersions
+                                           response this connection's
+                                           broker sent (kr_api_max + 1,
+                                           min > max: not offered), NULL:
+                                           none seen */
+    /* else the broker's range of an ApiKey from krelay's own metadata
+       connection: true with min and max when known; may be NULL */
+    bool (*broker_range)(void *arg, int16_t key, int16_t *min,
+                         int16_t *max);
+    void *broker_arg;
+    /* the broker addresses of a decoded response as the client gets
+       them (kr_rewrite_tree): KR_OK and *changed; may be NULL */
+    int (*rewrite_tree)(void *arg, int16_t key, int16_t ver,
+                        struct kr_node *body, bool *changed);
+    void *rewrite_arg;
+    struct kr_sasl *sasl;               /* the connection's SASL state */
+    bool *fetch_stale;                  /* the config changed since the
+                                           last full Fetch (in/out) */
+    uint64_t *rng;                      /* xorshift64* state, not 0 */
+    bool audit_sink;                    /* an audit sink exists */
+    const char *name;                   /* log prefix: "c#7 ... > NodeId 2" */
+    const char *listener;               /* audit: the listener's name */
+    const char *peer_host;              /* audit: the client's address */
+    uint16_t peer_port;
+};
+
+/* One request frame, as the session found it. */
+struct kr_an_request {
+    const struct kr_req_hdr *h;         /* its header (kr_frame) */
+    struct kr_inflight e;               /* its in-flight entry to be */
+    size_t flen;                        /* payload bytes (no prefix) */
+    bool expect;                        /* a response will come (not a
+                                           Produce with Acks=0) */
+    const struct kr_rule_slot *slot;    /* kr_rule_lookup's, NULL: none */
+    bool sasl_refuse;                   /* a SaslHandshake v0 no rule held,
+                                           refused from its header */
+    const char *cid;                    /* its own ClientId, whole (may
+                                           hold NULs; NULL: null) */
+    size_t cidlen;
+    struct kr_msg *m;                   /* decoded, NULL when it did not
+                                           decode */
+    const struct kr_rbuf *rb;           /* its payload (m borrows from it) */
+    const char *decode_error;           /* m NULL: why */
+};
+
+/* What the session does with a request (kr_analyse_request). */
+enum kr_an_outcome {
+    KR_AN_FORWARD = 0,                  /* forward the frame as it came */
+    KR_AN_FORWARD_TRANSLATED,           /* forward w: the request encoded
+                                           at req->up_version (records
+                                           borrowed from the input: emit
+                                           with kr_rewrite_emit and msg) */
+    KR_AN_FORWARD_UNDECODED,            /* it did not decode and only
+                                           observing rules could match:
+                                           forward unchanged (issue 13) */
+    KR_AN_ANSWER,                       /* never forwarded: w is the
+                                           response (no size prefix);
+                                           text the info line */
+    KR_AN_CLOSE_AFTER_OWED,             /* never forwarded (Acks=0 with no
+                                           response to carry the error):
+                                           close after the responses owed
+                                           with text */
+    KR_AN_REFUSE,                       /* cannot be decoded and an
+                                           enforcing rule could match: never
+                                           forwarded, close after the
+                                           responses owed with text */
+    KR_AN_CLOSE                         /* close now (level, text): an
+                                           answer could not be built */
+};
+
+/*
+ * The decision on one request.  kr_analyse_* fill it (zeroed first); the
+ * caller owns req, w and audit_now afterwards (kr_an_decision_free).
+ */
+struct kr_an_decision {
+    enum kr_an_outcome outcome;
+    struct kr_an_req *req;              /* rule state; NULL: no rule acts
+                                           on it (pass-through) */
+    struct kr_wbuf w;                   /* FORWARD_TRANSLATED, ANSWER */
+    struct kr_msg msg;                  /* FORWARD_TRANSLATED: the tree w
+                                           was encoded from */
+    int16_t error;                      /* ANSWER, CLOSE_AFTER_OWED: the
+                                           Kafka error (KR_KERR_*) */
+    int level;                          /* of text (KR_LOG_*) */
+    char text[600];                     /* the log line, without the
+                                           connection's prefix */
+    char *audit_now;                    /* an audit line to write now
+                                           (malloc'd), NULL: none */
+    bool undecodable;                   /* FORWARD_UNDECODED, or answered
+                                           for not decoding: counted */
+    bool refused;                       /* REFUSE: counted */
+    bool want_rsp_first;                /* a SaslHandshake v0 goes
+                                           upstream: parse nothing more
+                                           until its answer */
+    bool enforce_wait;                  /* a throttle-enforced request goes
+                                           upstream: read no further one
+                                           until it is answered */
+};
+
+/*
+ * Decide about request r (whole; r->m decoded, or NULL with
+ * r->decode_error).  Trees for an answer are built in a (the caller's
+ * arena, freed after it sent w).  Fills *d.  Never fails: ENOMEM and
+ * encoding failures come back as KR_AN_CLOSE.
+ */
+void kr_analyse_request(const struct kr_an_conn *c,
+                        const struct kr_an_request *r, struct kr_arena *a,
+                        struct kr_an_decision *d);
+
+/*
+ * A request krelay cannot decode at all (unknown ApiKey or version) that
+ * an enforcing rule could match (kr_rule_gate: rule is the gate's rule
+ * index): KR_AN_REFUSE with why, audited whenever an audit sink exists.
+ */
+void kr_analyse_refuse(const struct kr_an_conn *c,
+                       const struct kr_an_request *r, int rule,
+                       const char *why, struct kr_an_decision *d);
+
+/*
+ * The rule state of request r from its header alone (a request krelay
+ * could not decode, or one it answers without a verdict): ClientId cid
+ * (cidlen bytes, may hold NULs; NULL: none kept), decode error why (may
+ * be NULL), actions (KR_AUDIT_*).  NULL on ENOMEM.
+ */
+struct kr_an_req *kr_an_req_from_header(const struct kr_an_request *r,
+                                        const char *cid, size_t cidlen,
+                                        const char *why, unsigned actions);
+
+/* Free what d owns (req, w, audit_now) and zero it. */
+void kr_an_decision_free(struct kr_an_decision *d);
+
+/* What the session does with a response held for the rules. */
+enum kr_an_rsp_outcome {
+    KR_AN_DELIVER = 0,                  /* the frame as it came */
+    KR_AN_DELIVER_CHANGED,              /* w (records borrowed from the
+                                           input: emit with msg) */
+    KR_AN_CLOSE_UP,                     /* cannot translate it back: close
+                                           blaming the upstream (level,
+                                           text) */
+    KR_AN_RSP_CLOSE                     /* close now (out of memory) */
+};
+
+/* The decision on one response (kr_analyse_response). */
+struct kr_an_rsp_decision {
+    enum kr_an_rsp_outcome outcome;
+    struct kr_wbuf w;                   /* DELIVER_CHANGED */
+    uint64_t rsp_bytes;                 /* what the client gets, with
+                                           prefix (before address
+                                           rewriting) */
+    int64_t delay_ms;                   /* hold it this long (fault
+                                           latency, throttle enforce for
+                                           old clients) */
+    bool fault_close;                   /* close instead of delivering it
+                                           (fault_close_probability):
+                                           after the addresses were
+                                           rewritten, as the caller does */
+    int level;
+    char text[600];                     /* CLOSE_UP, RSP_CLOSE: the log
+                                           line */
+};
+
+/*
+ * Decide about the response to entry e (whose rule state is req, not
+ * NULL): m the response decoded at req->up_version, or NULL with
+ * decode_error (NULL too when nothing asked for it decoded: then only
+ * fault latency applies).  rsp_bytes: its size with prefix; up_us: the
+ * upstream's time.  The audit line (req->audit_line) is formatted here.
+ * Trees are built in a.  Fills *d; ENOMEM comes back as KR_AN_RSP_CLOSE.
+ */
+void kr_analyse_response(const struct kr_an_conn *c,
+                         const struct kr_inflight *e, struct kr_an_req *req,
+                         struct kr_msg *m, const char *decode_error,
+                         uint64_t rsp_bytes, int64_t up_us,
+                         struct kr_arena *a, struct kr_an_rsp_decision *d);
+
+/*
+ * May e's response, above max_frame_bytes, go on unchanged without being
+ * held (issue 13)?  Only when its rules merely observe: nothing to
+ * translate back and no deny (a local answer is never waiting here).
+ */
+bool kr_analyse_rsp_may_stream(const struct kr_inflight *e,
+                               const struct kr_an_req *req);
+
+/*
+ * The audit line of request e (rule state req) and, maybe NULL, its
+ * response rsp of rsp_bytes; upstream_us the upstream's time, extra_us
+ * added to the total (a hold).  malloc'd, NULL on ENOMEM.
+ */
+char *kr_an_audit_line(const struct kr_an_conn *c,
+                       const struct kr_inflight *e,
+                       const struct kr_an_req *req, const struct kr_msg *rsp,
+                       uint64_t rsp_bytes, int64_t upstream_us,
+                       int64_t extra_us);
+
+/*
+ * Does an enforcing rule apply to this connection at all (deny, produce
+ * policy, clamp, throttle enforce; kr_rule_enforces)?
+ */
+bool kr_analyse_conn_enforces(const struct kr_an_conn *c);
+
+/* Uniform in [0, 1) from *rng (xorshift64*). */
+double kr_analyse_rand01(uint64_t *rng);
+
+/* The name of rule i of rs ("?" when out of range). */
+const char *kr_analyse_rule_name(const struct kr_ruleset *rs, int i);
+
+/* "DeleteTopics" or "ApiKey 1000" (into buf) for log lines. */
+const char *kr_analyse_api_label(int16_t key, char *buf, size_t len);
+
+/* Why krelay cannot decode a request of (ApiKey, ApiVersion) at all. */
+void kr_analyse_unknown_why(const struct kr_req_hdr *h, char *buf,
+                            size_t len);
+
+#endif /* KR_ANALYSE_H */
