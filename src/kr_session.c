@@ -3058,7 +3058,8 @@ process_responses(struct kr_session *s)
             if (s->rsp_remain > 0) {
                 break;
             }
-            s->fifo.head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
+            /* the next one's clock */
+            s->fifo.head_since_ms = kr_clock_timer_ms();
             continue;
         }
         if (s->rsp_drop > 0) {
@@ -3375,7 +3376,8 @@ dn_spliced(struct kr_session *s, size_t n)
     }
     s->rsp_remain -= n;
     if (s->rsp_remain == 0) {
-        s->fifo.head_since_ms = kr_clock_timer_ms();   /* the next one's clock */
+        /* the next one's clock */
+        s->fifo.head_since_ms = kr_clock_timer_ms();
     }
     return 0;
 }

@@ -1,0 +1,449 @@
+/*
+ * check_analyse.c - the rule pipeline (kr_analyse.h) driven with decoded
+ * frames, no sockets and no libevent: deny, the Acks=0 deny, clamp
+ * (translated, and answered when the broker has no overlap), throttle on
+ * the response, the audit line, and requests that do not decode (refused
+ * under an enforcing rule, forwarded under an observing one).
+ *
+ * This binary links without libevent (Makefile.am): that it builds at
+ * all is the check that the pipeline needs no event loop.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kr_analyse.h"
+#include "kr_api_keys.h"
+#include "kr_conf.h"
+#include "kr_json.h"
+#include "kr_kerr.h"
+#include "kr_rule.h"
+
+#define BASE "[upstream]\nbootstrap_servers = 127.0.0.1:9092\n" \
+             "[listener]\nlisten = 127.0.0.1:29092\n" \
+             "broker_port_base = 29100\n"
+
+#define PRODUCE(ver, acks)                                                  \
+    "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":" #ver ","      \
+    "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":" #acks   \
+    ",\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","              \
+    "\"PartitionData\":[{\"Index\":0,\"Records\":null}]}]}}"
+
+#define PRODUCE_RSP(ver)                                                    \
+    "{\"apiKey\":0,\"apiVersion\":" #ver ",\"header\":{\"CorrelationId\":7}," \
+    "\"body\":{\"Responses\":[{\"Name\":\"orders\",\"PartitionResponses\":" \
+    "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":5}]}],"                   \
+    "\"ThrottleTimeMs\":0}}"
+
+static struct {
+    struct kr_conf *conf;
+    struct kr_rule_mask mask;
+    struct kr_sasl sasl;
+    bool fetch_stale;
+    uint64_t rng;
+    struct kr_arena arena;
+    struct kr_an_conn c;
+    struct kr_msg m;
+    struct kr_req_hdr h;
+    struct kr_an_request r;
+    struct kr_an_decision d;
+} T;
+
+/* The config BASE + rules, its rules compiled; the connection matches
+   every rule (listener "", no address). */
+static void
+setup_rules(const char *rules)
+{
+    char text[2048], err[160] = "";
+    size_t len = 0;
+    char *errs = NULL;
+    FILE *f = open_memstream(&errs, &len);
+    int rc;
+
+    snprintf(text, sizeof(text), "%s%s", BASE, rules);
+    rc = kr_conf_load_string(text, "t.ini", f, &T.conf);
+    fclose(f);
+    ck_assert_msg(rc == KR_OK, "config refused: %s", errs);
+    free(errs);
+    if (T.conf->ruleset == NULL) {
+        T.conf->ruleset = kr_rule_compile(T.conf, err, sizeof(err));
+    }
+    ck_assert_msg(T.conf->ruleset != NULL, "%s", err);
+    kr_rule_conn_mask(T.conf->ruleset, "", NULL, NULL, &T.mask);
+    memset(&T.c, 0, sizeof(T.c));
+    T.c.rs = T.conf->ruleset;
+    T.c.rmask = &T.mask;
+    T.c.sasl = &T.sasl;
+    T.c.fetch_stale = &T.fetch_stale;
+    T.c.rng = &T.rng;
+    T.c.audit_sink = true;
+    T.c.name = "c#1 test";
+    T.c.listener = "default";
+    T.c.peer_host = "192.0.2.7";
+    T.c.peer_port = 50312;
+}
+
+static void
+setup(void)
+{
+    memset(&T, 0, sizeof(T));
+    T.rng = 88172645463325252ULL;
+    kr_arena_init(&T.arena, 0);
+}
+
+static void
+teardown(void)
+{
+    kr_an_decision_free(&T.d);
+    kr_arena_free(&T.arena);
+    kr_conf_free(T.conf);
+}
+
+/* A decoded message from krelay-codec's JSON form, arena-owned. */
+static void
+build(const char *json, struct kr_msg *m)
+{
+    json_error_t je;
+    json_t *j = json_loads(json, 0, &je);
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    int rc;
+
+    ck_assert_msg(j != NULL, "bad test JSON: %s", je.text);
+    memset(&recs, 0, sizeof(recs));
+    memset(&err, 0, sizeof(err));
+    rc = kr_json_to_msg(&T.arena, j, &recs, m, &err);
+    ck_assert_msg(rc == KR_OK, "kr_json_to_msg: %s at %s", err.msg,
+                  err.path);
+    json_decref(j);
+    kr_json_recbuf_free(&recs);
+}
+
+/* The request of json as the session would hand it over (decoded). */
+static void
+request(const char *json, bool expect)
+{
+    build(json, &T.m);
+    memset(&T.h, 0, sizeof(T.h));
+    T.h.api_key = T.m.api_key;
+    T.h.api_version = T.m.api_version;
+    T.h.correlation_id = T.m.correlation_id;
+    T.h.known = true;
+    snprintf(T.h.client_id, sizeof(T.h.client_id), "app");
+    T.h.client_id_len = 3;
+    memset(&T.r, 0, sizeof(T.r));
+    T.r.h = &T.h;
+    T.r.e.api_key = T.h.api_key;
+    T.r.e.api_version = T.h.api_version;
+    T.r.e.correlation_id = T.h.correlation_id;
+    T.r.flen = 100;
+    T.r.expect = expect;
+    T.r.slot = kr_rule_lookup(T.c.rs, T.h.api_key, T.h.api_version,
+                              &T.mask);
+    T.r.m = &T.m;
+}
+
+/* Decode w (a payload without its size prefix) strictly. */
+static void
+decode_w(const struct kr_wbuf *w, bool response, int16_t key, int16_t ver,
+         struct kr_msg *out)
+{
+    struct iovec iov;
+    struct kr_rbuf rb;
+    struct kr_codec_err ce;
+    int rc;
+
+    iov.iov_base = w->buf;
+    iov.iov_len = w->len;
+    rb.seg = &iov;
+    rb.nseg = 1;
+    rb.len = w->len;
+    memset(&ce, 0, sizeof(ce));
+    rc = response ? kr_decode_response(&T.arena, &rb, key, ver, 0, out, &ce)
+                  : kr_decode_request(&T.arena, &rb, 0, out, &ce);
+    ck_assert_msg(rc == KR_OK, "decode: %s at %s", ce.msg, ce.path);
+}
+
+static int64_t
+int_at(const struct kr_node *n, const char *name)
+{
+    const struct kr_val *v = kr_node_get(n, name);
+
+    ck_assert_msg(v != NULL, "no %s", name);
+    return v->u.i;
+}
+
+/* The first partition of a Produce response body. */
+static const struct kr_node *
+produce_partition(const struct kr_msg *m)
+{
+    const struct kr_val *r = kr_node_get(m->body, "Responses");
+    const struct kr_node *t, *p;
+
+    ck_assert(r != NULL && r->u.arr != NULL && r->u.arr->n == 1);
+    t = r->u.arr->items[0].u.node;
+    r = kr_node_get(t, "PartitionResponses");
+    ck_assert(r != NULL && r->u.arr != NULL && r->u.arr->n == 1);
+    p = r->u.arr->items[0].u.node;
+    return p;
+}
+
+/* deny: never forwarded; the API's own response carries the error. */
+START_TEST(test_deny_answers)
+{
+    struct kr_msg rsp;
+
+    setup_rules("[rule no-orders]\napi = Produce\ntopic = orders\n"
+                "deny = true\ndeny_error = TOPIC_AUTHORIZATION_FAILED\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_ANSWER);
+    ck_assert_int_eq(T.d.error, KR_KERR_TOPIC_AUTHORIZATION_FAILED);
+    ck_assert_ptr_nonnull(T.d.req);
+    ck_assert(T.d.req->actions & KR_AUDIT_DENIED);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "denied by [rule no-orders]"));
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 9, &rsp);
+    ck_assert_int_eq(rsp.correlation_id, 7);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_TOPIC_AUTHORIZATION_FAILED);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "Index"), 0);
+}
+END_TEST
+
+/* deny with Acks=0: no response can carry it: close after the owed. */
+START_TEST(test_deny_acks0_closes)
+{
+    setup_rules("[rule no-orders]\napi = Produce\ntopic = orders\n"
+                "deny = true\n");
+    request(PRODUCE(9, 0), false);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert_ptr_null(T.d.req);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "with Acks=0 denied by [rule "
+                                           "no-orders]"));
+    ck_assert_ptr_null(T.d.audit_now);      /* no audit rule */
+}
+END_TEST
+
+/* A request no rule acts on passes with no rule state. */
+START_TEST(test_other_topic_forwards)
+{
+    setup_rules("[rule no-payments]\napi = Produce\ntopic = payments\n"
+                "deny = true\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD);
+    ck_assert_ptr_null(T.d.req);
+    ck_assert(!T.d.enforce_wait);
+}
+END_TEST
+
+/* clamp: the request is translated and re-encoded at the clamp. */
+START_TEST(test_clamp_translates)
+{
+    struct kr_msg up;
+
+    setup_rules("[rule old]\napi = Produce\nclamp_max_version = 7\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert_ptr_nonnull(T.d.req);
+    ck_assert_int_eq(T.d.req->up_version, 7);
+    ck_assert(T.d.req->actions & KR_AUDIT_CLAMPED);
+    ck_assert(T.d.req->actions & KR_AUDIT_FORWARDED);
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_key, KR_API_PRODUCE);
+    ck_assert_int_eq(up.api_version, 7);
+    ck_assert_int_eq(up.correlation_id, 7);
+    ck_assert_int_eq(int_at(up.body, "Acks"), -1);
+}
+END_TEST
+
+/* clamp with a broker that offers nothing inside it: answered 35. */
+START_TEST(test_clamp_no_overlap_answers)
+{
+    struct kr_clamp *av = calloc((size_t)kr_api_max + 1, sizeof(*av));
+    struct kr_msg rsp;
+    int i;
+
+    ck_assert_ptr_nonnull(av);
+    for (i = 0; i <= kr_api_max; i++) {
+        av[i].min = 0;
+        av[i].max = 12;
+    }
+    av[KR_API_PRODUCE].min = 8;             /* the broker: v8-v12 */
+    setup_rules("[rule old]\napi = Produce\nclamp_max_version = 7\n");
+    T.c.broker_av = av;
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_ANSWER);
+    ck_assert_int_eq(T.d.error, KR_KERR_UNSUPPORTED_VERSION);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "the broker's v8-v12"));
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 9, &rsp);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_UNSUPPORTED_VERSION);
+    free(av);
+}
+END_TEST
+
+/* throttle inject: the response's ThrottleTimeMs is set, not held. */
+START_TEST(test_throttle_response)
+{
+    struct kr_an_rsp_decision rd;
+    struct kr_msg rsp, out;
+
+    setup_rules("[rule slow]\napi = Produce\nthrottle_ms = 250\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD);
+    ck_assert_ptr_nonnull(T.d.req);
+    ck_assert(!T.d.enforce_wait);           /* inject, not enforce */
+    build(PRODUCE_RSP(9), &rsp);
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    ck_assert_int_eq(rd.delay_ms, 0);
+    ck_assert(!rd.fault_close);
+    ck_assert(T.d.req->actions & KR_AUDIT_THROTTLED);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 9, &out);
+    ck_assert_int_eq(int_at(out.body, "ThrottleTimeMs"), 250);
+    ck_assert_int_eq(int_at(produce_partition(&out), "BaseOffset"), 5);
+    ck_assert_uint_eq(rd.rsp_bytes, KR_FRAME_PREFIX + rd.w.total);
+    kr_wbuf_free(&rd.w);
+}
+END_TEST
+
+/* throttle enforce for a client before KIP-219: the response is held. */
+START_TEST(test_throttle_enforce_holds)
+{
+    struct kr_an_rsp_decision rd;
+    struct kr_msg rsp;
+
+    setup_rules("[rule slow]\napi = Produce\nthrottle_ms = 300\n"
+                "throttle_mode = enforce\n");
+    request(PRODUCE(3, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD);
+    ck_assert(T.d.enforce_wait);
+    build(PRODUCE_RSP(3), &rsp);
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.delay_ms, 300);     /* Produce v3 < KIP-219's v6 */
+    ck_assert_int_eq(T.d.req->pause_ms, 0);
+    ck_assert(T.d.req->actions & KR_AUDIT_DELAYED);
+    kr_wbuf_free(&rd.w);
+}
+END_TEST
+
+/* audit: one JSON line with the pair, formatted with the response. */
+START_TEST(test_audit_line)
+{
+    struct kr_an_rsp_decision rd;
+    struct kr_msg rsp;
+    json_error_t je;
+    json_t *j, *acts;
+
+    setup_rules("[audit]\ntarget = syslog\n"
+                "[rule watch]\napi = Produce\naudit = true\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD);
+    ck_assert_ptr_nonnull(T.d.req);
+    ck_assert_ptr_nonnull(T.d.req->audit);
+    ck_assert_ptr_null(T.d.req->audit_line);        /* not yet */
+    build(PRODUCE_RSP(9), &rsp);
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER);
+    ck_assert_ptr_nonnull(T.d.req->audit_line);
+    j = json_loads(T.d.req->audit_line, 0, &je);
+    ck_assert_msg(j != NULL, "%s: %s", je.text, T.d.req->audit_line);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "client_addr")),
+                     "192.0.2.7");
+    ck_assert_int_eq(json_integer_value(json_object_get(j,
+                                                        "correlation_id")),
+                     7);
+    ck_assert_int_eq(json_integer_value(json_object_get(j,
+                                                        "response_bytes")),
+                     60);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "request_bytes")),
+                     KR_FRAME_PREFIX + 100);
+    acts = json_object_get(j, "actions");
+    ck_assert(json_is_array(acts));
+    ck_assert_str_eq(json_string_value(json_array_get(acts, 0)),
+                     "forwarded");
+    json_decref(j);
+}
+END_TEST
+
+/* A known request that does not decode, under an enforcing rule: a
+   Produce response has no top-level ErrorCode, so it is refused. */
+START_TEST(test_undecodable_refused)
+{
+    setup_rules("[rule no-orders]\napi = Produce\ntopic = orders\n"
+                "deny = true\n");
+    request(PRODUCE(9, -1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: truncated";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_REFUSE);
+    ck_assert(T.d.refused);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "refused by [rule no-orders]"));
+    ck_assert_ptr_nonnull(T.d.audit_now);   /* a sink exists */
+    ck_assert_ptr_nonnull(strstr(T.d.audit_now, "\"refused\""));
+}
+END_TEST
+
+/* The same under an observing rule only: forwarded unchanged. */
+START_TEST(test_undecodable_observed)
+{
+    setup_rules("[audit]\ntarget = syslog\n"
+                "[rule watch]\napi = Produce\naudit = true\n");
+    request(PRODUCE(9, -1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: truncated";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_UNDECODED);
+    ck_assert(T.d.undecodable);
+    ck_assert_ptr_nonnull(T.d.req);
+    ck_assert_str_eq(T.d.req->decode_error,
+                     "request does not decode: truncated");
+}
+END_TEST
+
+static Suite *
+analyse_suite(void)
+{
+    Suite *s = suite_create("analyse");
+    TCase *tc = tcase_create("analyse");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_deny_answers);
+    tcase_add_test(tc, test_deny_acks0_closes);
+    tcase_add_test(tc, test_other_topic_forwards);
+    tcase_add_test(tc, test_clamp_translates);
+    tcase_add_test(tc, test_clamp_no_overlap_answers);
+    tcase_add_test(tc, test_throttle_response);
+    tcase_add_test(tc, test_throttle_enforce_holds);
+    tcase_add_test(tc, test_audit_line);
+    tcase_add_test(tc, test_undecodable_refused);
+    tcase_add_test(tc, test_undecodable_observed);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(analyse_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
