@@ -510,6 +510,24 @@ kr_node_get(const struct kr_node *n, const char *name)
     return NULL;
 }
 
+struct kr_val *
+kr_node_get_id(const struct kr_node *n, enum kr_field_id id)
+{
+    const struct kr_struct_desc *sd;
+    unsigned i;
+
+    if (n == NULL || n->struct_id >= kr_nstructs || id == KR_FIELD_NONE) {
+        return NULL;
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        if (kr_fields[sd->first_field + i].id == id) {
+            return &n->vals[i];
+        }
+    }
+    return NULL;
+}
+
 /* ---- decoder: cursor over segments --------------------------------------- */
 
 struct dec {
