@@ -2005,7 +2005,7 @@ answer_error(struct kr_session *s, struct kr_nreq *nr, struct kr_arena *a,
 static int64_t
 produce_acks(const struct kr_msg *m)
 {
-    const struct kr_val *v = kr_node_get(m->body, "Acks");
+    const struct kr_val *v = kr_node_get_id(m->body, KR_FIELD_ACKS);
 
     return v != NULL && v->present ? v->u.i : 1;
 }
@@ -2116,7 +2116,7 @@ clamp_target(const struct kr_session *s, int16_t key, int16_t ver,
 static bool
 fetch_session_stale(struct kr_session *s, const struct kr_msg *m)
 {
-    const struct kr_val *ep = kr_node_get(m->body, "SessionEpoch");
+    const struct kr_val *ep = kr_node_get_id(m->body, KR_FIELD_SESSION_EPOCH);
 
     if (ep == NULL || !ep->present || ep->u.i <= 0) {
         s->fetch_stale = 0;
@@ -2171,7 +2171,7 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
         if (nr->expect && stub.body != NULL &&
             kr_action_error_response(a, &stub, KR_KERR_INVALID_REQUEST,
                                      &rsp) == KR_OK &&
-            kr_node_get(rsp.body, "ErrorCode") != NULL &&
+            kr_node_get_id(rsp.body, KR_FIELD_ERROR_CODE) != NULL &&
             (rq = header_rq(nr, cid, why, 0)) != NULL) {
             char rwhy[320];
 
@@ -2293,7 +2293,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     }
     if (nr->sasl_refuse) {
         char mech[48];
-        const struct kr_val *mv = kr_node_get(m.body, "Mechanism");
+        const struct kr_val *mv = kr_node_get_id(m.body, KR_FIELD_MECHANISM);
 
         snprintf(mech, sizeof(mech), "%.*s",
                  mv != NULL && !mv->is_null && mv->u.s.len > 0
@@ -2583,7 +2583,7 @@ sasl_mech_of(const uint8_t *p, int32_t len)
 static void
 sasl_note_mech(struct kr_session *s, const struct kr_msg *m)
 {
-    const struct kr_val *v = kr_node_get(m->body, "Mechanism");
+    const struct kr_val *v = kr_node_get_id(m->body, KR_FIELD_MECHANISM);
 
     if (v == NULL || v->is_null || v->u.s.len < 0) {
         s->sasl_mech = KR_SASL_OTHER;
@@ -2659,15 +2659,15 @@ request_fields(int16_t key, struct kr_frame_field *f)
 {
     switch (key) {
     case KR_API_PRODUCE:
-        f[0].name = "Acks";
-        f[1].name = "TimeoutMs";
+        f[0].id = KR_FIELD_ACKS;
+        f[1].id = KR_FIELD_TIMEOUT_MS;
         return 2;
     case KR_API_FETCH:
-        f[0].name = "MaxWaitMs";
+        f[0].id = KR_FIELD_MAX_WAIT_MS;
         return 1;
     case KR_API_JOIN_GROUP:
-        f[0].name = "RebalanceTimeoutMs";
-        f[1].name = "SessionTimeoutMs";
+        f[0].id = KR_FIELD_REBALANCE_TIMEOUT_MS;
+        f[1].id = KR_FIELD_SESSION_TIMEOUT_MS;
         return 2;
     default:
         return 0;
@@ -3086,8 +3086,8 @@ learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
     if (rc != KR_OK) {
         goto out;               /* kr_rewrite_response reports it */
     }
-    ec = kr_node_get(m.body, "ErrorCode");
-    keys = kr_node_get(m.body, "ApiKeys");
+    ec = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE);
+    keys = kr_node_get_id(m.body, KR_FIELD_API_KEYS);
     if ((ec != NULL && ec->u.i != 0) || keys == NULL ||
         keys->u.arr == NULL) {
         goto out;
@@ -3106,9 +3106,9 @@ learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
         const struct kr_node *e = keys->u.arr->items[i].u.node;
         const struct kr_val *k, *lo, *hi;
 
-        if (e == NULL || (k = kr_node_get(e, "ApiKey")) == NULL ||
-            (lo = kr_node_get(e, "MinVersion")) == NULL ||
-            (hi = kr_node_get(e, "MaxVersion")) == NULL) {
+        if (e == NULL || (k = kr_node_get_id(e, KR_FIELD_API_KEY)) == NULL ||
+            (lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION)) == NULL ||
+            (hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION)) == NULL) {
             continue;
         }
         if (k->u.i >= 0 && k->u.i <= kr_api_max && lo->u.i >= 0 &&
@@ -3874,7 +3874,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return NRSP_CLOSED;
     }
     if (e->api_key == KR_API_SASL_HANDSHAKE && e->api_version == 0) {
-        f[0].name = "ErrorCode";
+        f[0].id = KR_FIELD_ERROR_CODE;
         for (;;) {
             rc = kr_frame_response_hdr_len(pk + KR_FRAME_PREFIX,
                                            min_sz(c - KR_FRAME_PREFIX, flen),
