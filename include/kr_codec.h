@@ -306,8 +306,21 @@ struct kr_array *kr_array_new(struct kr_arena *arena, enum kr_type elem_type,
 int kr_val_default(struct kr_arena *arena, const struct kr_field_desc *f,
                    int16_t v, struct kr_val *val) KR_MUST_CHECK;
 
-/* The value of field name in n, or NULL when the struct has no such field. */
+/*
+ * The value of field name in n, or NULL when the struct has no such field
+ * (or n is NULL).  Exact spelling (strcmp over the struct's fields): for
+ * names that come from users (krelay-codec, JSON paths).
+ */
 struct kr_val *kr_node_get(const struct kr_node *n, const char *name);
+
+/*
+ * The value of the field with id id (kr_field_ids.h, e.g. KR_FIELD_ACKS)
+ * in n, or NULL when n's struct has no such field (or n is NULL, or id
+ * is KR_FIELD_NONE).  The same value kr_node_get finds for the field's
+ * name, found by comparing integers; what code that knows the field
+ * uses.  Like kr_node_get it ignores the version: check .present.
+ */
+struct kr_val *kr_node_get_id(const struct kr_node *n, enum kr_field_id id);
 
 /* Field descriptor of n's field i. */
 static inline const struct kr_field_desc *

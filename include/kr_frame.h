@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kr_common.h"
+#include "kr_field_ids.h"
 
 /* Bytes of the size prefix. */
 #define KR_FRAME_PREFIX 4
@@ -97,7 +98,7 @@ int kr_frame_response_hdr_len(const uint8_t *p, size_t n, size_t frame_len,
 
 /* One int field wanted by kr_frame_peek_fields. */
 struct kr_frame_field {
-    const char *name;           /* schema name, e.g. "Acks" */
+    enum kr_field_id id;        /* e.g. KR_FIELD_ACKS */
     int64_t val;                /* out: the value, when found */
     bool found;                 /* out */
 };

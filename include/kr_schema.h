@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kr_field_ids.h"
+
 /* Highest version number meaning "and every later version" ("N+"). */
 #define KR_V_MAX INT16_MAX
 
@@ -75,7 +77,10 @@ enum kr_entity {
  * KR_T_STRUCT, .struct_id names the element struct.  For KR_T_STRUCT,
  * .struct_id names the struct.  .tag is >= 0 only for tagged fields, whose
  * .tagged range says in which versions the field is tagged (in Kafka's
- * schemas it always equals .versions).
+ * schemas it always equals .versions).  .id is the field id of .name
+ * (kr_field_ids.h): code that looks a field up by a name it knows uses
+ * the id, so that a field renamed or dropped by the schemas stops the
+ * build instead of failing a look-up at run time.
  *
  * Defaults: integer types and bool use .def_int, float64 .def_float,
  * string .def_str (NULL together with KR_FF_DEFAULT_NULL when the default
@@ -85,6 +90,7 @@ enum kr_entity {
  */
 struct kr_field_desc {
     const char *name;           /* schema name, e.g. "ThrottleTimeMs" */
+    uint16_t id;                /* enum kr_field_id of name */
     uint8_t type;               /* enum kr_type */
     uint8_t elem_type;          /* enum kr_type of array elements */
     uint8_t entity;             /* enum kr_entity */
@@ -164,6 +170,13 @@ extern const uint16_t kr_request_header_struct;
 extern const uint16_t kr_response_header_struct;
 /* Banner: Kafka versions and commits the tables come from. */
 extern const char kr_schema_source[];
+/*
+ * Name of each field id, indexed by enum kr_field_id (KR_NFIELD_IDS
+ * entries, [KR_FIELD_NONE] NULL), in strcmp order: the schema spelling,
+ * with the first letter capitalised where a schema writes it in lower
+ * case ("timeoutMs" in CreateTopics is KR_FIELD_TIMEOUT_MS, "TimeoutMs").
+ */
+extern const char *const kr_field_names[];
 
 /* True when v lies in r. */
 static inline bool
@@ -207,8 +220,32 @@ int kr_request_header_version(int16_t k, int16_t v);
  */
 int kr_response_header_version(int16_t k, int16_t v);
 
-/* Index of the field named name in struct sid, or -1. */
+/*
+ * Index of the field named name in struct sid, or -1.  Exact spelling
+ * (strcmp); for names that come from users (krelay-codec, JSON).  Code
+ * that knows the field uses kr_struct_field_index_id.
+ */
 int kr_struct_field_index(uint16_t sid, const char *name);
+
+/*
+ * Index of the field with id id in struct sid, or -1 (also for
+ * KR_FIELD_NONE and an unknown sid).  Compares integers only.
+ */
+int kr_struct_field_index_id(uint16_t sid, enum kr_field_id id);
+
+/*
+ * Name of field id id (kr_field_names[id]), or NULL for KR_FIELD_NONE
+ * and ids out of range.
+ */
+const char *kr_field_id_name(enum kr_field_id id);
+
+/*
+ * Field id of name, or KR_FIELD_NONE when no schema field has that
+ * name.  The case of the first letter does not matter ("timeoutMs" and
+ * "TimeoutMs" are one name, as in Kafka's generator); the rest is exact.
+ * A binary search over kr_field_names; name may be NULL.
+ */
+enum kr_field_id kr_field_id_lookup(const char *name);
 
 /* Wire size in bytes of a fixed-width type (bool .. uuid), 0 for others. */
 unsigned kr_type_fixed_size(enum kr_type t);

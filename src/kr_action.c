@@ -33,27 +33,21 @@ field_regular_at(const struct kr_field_desc *f, int16_t v)
            !(f->tag >= 0 && kr_vrange_has(f->tagged, v));
 }
 
-/* Index of field name in n's struct when it exists at n->version, or -1. */
+/* Index of field id in n's struct when it exists at n->version, or -1. */
 static int
-node_field_at(const struct kr_node *n, const char *name)
+node_field_at(const struct kr_node *n, enum kr_field_id id)
 {
     int i;
 
     if (n == NULL) {
         return -1;
     }
-    i = kr_struct_field_index(n->struct_id, name);
+    i = kr_struct_field_index_id(n->struct_id, id);
     if (i < 0 || !kr_vrange_has(kr_node_field(n, (unsigned)i)->versions,
                                 n->version)) {
         return -1;
     }
     return i;
-}
-
-static bool
-str_eq(const char *a, const char *b)
-{
-    return a != NULL && b != NULL && strcmp(a, b) == 0;
 }
 
 /* ---- error responses: the mirror table --------------------------------- */
@@ -70,22 +64,23 @@ str_eq(const char *a, const char *b)
  * (only when both exist at the version and have the same type).  sets
  * lists int fields of each response element given a value other than the
  * schema default, as Kafka's getErrorResponse does (BaseOffset -1...).
+ * Fields are named by id; KR_FIELD_NONE is none (and ends keys, sets).
  *
  * Every response element built gets ErrorCode (and ErrorMessage) where
  * its struct has one at that version: that part is generic.
  */
 struct kr_mirror_key {
-    const char *req;
-    const char *rsp;
+    enum kr_field_id req;
+    enum kr_field_id rsp;
 };
 struct kr_mirror_set {
-    const char *name;
+    enum kr_field_id field;
     int64_t value;
 };
 struct kr_mirror_level {
-    const char *req_arr;
-    const char *rsp_arr;
-    const char *scalar_to;
+    enum kr_field_id req_arr;
+    enum kr_field_id rsp_arr;
+    enum kr_field_id scalar_to;
     struct kr_mirror_key keys[3];
     struct kr_mirror_set sets[4];
 };
@@ -107,142 +102,174 @@ struct kr_mirror {
     struct kr_mirror_level lv[2];
 };
 
+/* Shorthands for the table: no keys, no sets, no level (all KR_FIELD_NONE). */
+#define NO_KEYS { { KR_FIELD_NONE, KR_FIELD_NONE } }
+#define NO_SETS { { KR_FIELD_NONE, 0 } }
+#define NO_LEVEL { KR_FIELD_NONE, KR_FIELD_NONE, KR_FIELD_NONE, NO_KEYS, \
+                   NO_SETS }
+
 /* A row answering with the top-level ErrorCode and the listed fields set
- * (two struct kr_mirror_set initialisers). */
+ * (one or two struct kr_mirror_set initialisers). */
 #define TOP_ONLY(key, ...) \
-    { key, 0, 0, { { NULL, NULL, NULL, { { NULL, NULL } }, { __VA_ARGS__ } } } }
+    { key, 0, 0, { { KR_FIELD_NONE, KR_FIELD_NONE, KR_FIELD_NONE, NO_KEYS, \
+                     { __VA_ARGS__ } } } }
 
 static const struct kr_mirror kr_mirrors[] = {
     /* ProduceRequest.getErrorResponse: every partition gets the error,
      * BaseOffset -1 (INVALID_OFFSET), LogAppendTimeMs -1,
      * LogStartOffset -1 (schema defaults). */
     { KR_API_PRODUCE, 0, 2, {
-        { "TopicData", "Responses", NULL,
-          { { "Name", "Name" }, { "TopicId", "TopicId" } }, { { NULL, 0 } } },
-        { "PartitionData", "PartitionResponses", NULL,
-          { { "Index", "Index" } }, { { "BaseOffset", -1 } } } } },
+        { KR_FIELD_TOPIC_DATA, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME },
+            { KR_FIELD_TOPIC_ID, KR_FIELD_TOPIC_ID } }, NO_SETS },
+        { KR_FIELD_PARTITION_DATA, KR_FIELD_PARTITION_RESPONSES,
+          KR_FIELD_NONE, { { KR_FIELD_INDEX, KR_FIELD_INDEX } },
+          { { KR_FIELD_BASE_OFFSET, -1 } } } } },
     /* FetchRequest.getErrorResponse; see fetch_adjust for KIP-227. */
     { KR_API_FETCH, KR_MF_FETCH, 2, {
-        { "Topics", "Responses", NULL,
-          { { "Topic", "Topic" }, { "TopicId", "TopicId" } }, { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "Partition", "PartitionIndex" } },
-          { { "HighWatermark", -1 }, { "LastStableOffset", -1 },
-            { "LogStartOffset", -1 }, { "PreferredReadReplica", -1 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_TOPIC, KR_FIELD_TOPIC },
+            { KR_FIELD_TOPIC_ID, KR_FIELD_TOPIC_ID } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION, KR_FIELD_PARTITION_INDEX } },
+          { { KR_FIELD_HIGH_WATERMARK, -1 },
+            { KR_FIELD_LAST_STABLE_OFFSET, -1 },
+            { KR_FIELD_LOG_START_OFFSET, -1 },
+            { KR_FIELD_PREFERRED_READ_REPLICA, -1 } } } } },
     /* CreateTopics: Name, ErrorCode, ErrorMessage per topic;
      * NumPartitions/ReplicationFactor keep their -1 defaults. */
     { KR_API_CREATE_TOPICS, 0, 1, {
-        { "Topics", "Topics", NULL, { { "Name", "Name" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        NO_LEVEL } },
     /* DeleteTopics v6+: Topics[] {Name, TopicId}; v0-5: TopicNames[]. */
     { KR_API_DELETE_TOPICS, 0, 1, {
-        { "Topics", "Responses", NULL,
-          { { "Name", "Name" }, { "TopicId", "TopicId" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME },
+            { KR_FIELD_TOPIC_ID, KR_FIELD_TOPIC_ID } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_DELETE_TOPICS, 0, 1, {
-        { "TopicNames", "Responses", "Name", { { NULL, NULL } },
-          { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPIC_NAMES, KR_FIELD_RESPONSES, KR_FIELD_NAME, NO_KEYS,
+          NO_SETS },
+        NO_LEVEL } },
     /* DeleteRecords: LowWatermark -1 (INVALID_LOW_WATERMARK). */
     { KR_API_DELETE_RECORDS, 0, 2, {
-        { "Topics", "Topics", NULL, { { "Name", "Name" } }, { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "PartitionIndex", "PartitionIndex" } },
-          { { "LowWatermark", -1 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION_INDEX } },
+          { { KR_FIELD_LOW_WATERMARK, -1 } } } } },
     { KR_API_CREATE_PARTITIONS, 0, 1, {
-        { "Topics", "Results", NULL, { { "Name", "Name" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_RESULTS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_ALTER_CONFIGS, 0, 1, {
-        { "Resources", "Responses", NULL,
-          { { "ResourceType", "ResourceType" },
-            { "ResourceName", "ResourceName" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_RESOURCES, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_RESOURCE_TYPE, KR_FIELD_RESOURCE_TYPE },
+            { KR_FIELD_RESOURCE_NAME, KR_FIELD_RESOURCE_NAME } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_INCREMENTAL_ALTER_CONFIGS, 0, 1, {
-        { "Resources", "Responses", NULL,
-          { { "ResourceType", "ResourceType" },
-            { "ResourceName", "ResourceName" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_RESOURCES, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_RESOURCE_TYPE, KR_FIELD_RESOURCE_TYPE },
+            { KR_FIELD_RESOURCE_NAME, KR_FIELD_RESOURCE_NAME } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_DELETE_GROUPS, 0, 1, {
-        { "GroupsNames", "Results", "GroupId", { { NULL, NULL } },
-          { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_GROUPS_NAMES, KR_FIELD_RESULTS, KR_FIELD_GROUP_ID,
+          NO_KEYS, NO_SETS },
+        NO_LEVEL } },
     /* DescribeAcls: top-level ErrorCode/ErrorMessage, no Resources. */
-    TOP_ONLY(KR_API_DESCRIBE_ACLS, { NULL, 0 }, { NULL, 0 }),
+    TOP_ONLY(KR_API_DESCRIBE_ACLS, { KR_FIELD_NONE, 0 }),
     /* CreateAcls / DeleteAcls: one result per creation / filter. */
     { KR_API_CREATE_ACLS, 0, 1, {
-        { "Creations", "Results", NULL, { { NULL, NULL } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_CREATIONS, KR_FIELD_RESULTS, KR_FIELD_NONE, NO_KEYS,
+          NO_SETS },
+        NO_LEVEL } },
     { KR_API_DELETE_ACLS, 0, 1, {
-        { "Filters", "FilterResults", NULL, { { NULL, NULL } },
-          { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_FILTERS, KR_FIELD_FILTER_RESULTS, KR_FIELD_NONE, NO_KEYS,
+          NO_SETS },
+        NO_LEVEL } },
     /* ElectLeaders: top-level ErrorCode (v1+) and every partition; a null
      * TopicPartitions (all partitions) gives an empty result list. */
     { KR_API_ELECT_LEADERS, 0, 2, {
-        { "TopicPartitions", "ReplicaElectionResults", NULL,
-          { { "Topic", "Topic" } }, { { NULL, 0 } } },
-        { "Partitions", "PartitionResult", "PartitionId", { { NULL, NULL } },
-          { { NULL, 0 } } } } },
+        { KR_FIELD_TOPIC_PARTITIONS, KR_FIELD_REPLICA_ELECTION_RESULTS,
+          KR_FIELD_NONE, { { KR_FIELD_TOPIC, KR_FIELD_TOPIC } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITION_RESULT,
+          KR_FIELD_PARTITION_ID, NO_KEYS, NO_SETS } } },
     /* AlterPartitionReassignments: top-level and every partition. */
     { KR_API_ALTER_PARTITION_REASSIGNMENTS, 0, 2, {
-        { "Topics", "Responses", NULL, { { "Name", "Name" } },
-          { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "PartitionIndex", "PartitionIndex" } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_RESPONSES, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION_INDEX } },
+          NO_SETS } } },
     /* Beyond the required list: common client APIs. */
     { KR_API_METADATA, 0, 1, {
-        { "Topics", "Topics", NULL,
-          { { "Name", "Name" }, { "TopicId", "TopicId" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME },
+            { KR_FIELD_TOPIC_ID, KR_FIELD_TOPIC_ID } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_LIST_OFFSETS, 0, 2, {
-        { "Topics", "Topics", NULL, { { "Name", "Name" } }, { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "PartitionIndex", "PartitionIndex" } },
-          { { "Timestamp", -1 }, { "Offset", -1 },
-            { "LeaderEpoch", -1 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION_INDEX } },
+          { { KR_FIELD_TIMESTAMP, -1 }, { KR_FIELD_OFFSET, -1 },
+            { KR_FIELD_LEADER_EPOCH, -1 } } } } },
     { KR_API_OFFSET_COMMIT, 0, 2, {
-        { "Topics", "Topics", NULL,
-          { { "Name", "Name" }, { "TopicId", "TopicId" } }, { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "PartitionIndex", "PartitionIndex" } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME },
+            { KR_FIELD_TOPIC_ID, KR_FIELD_TOPIC_ID } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION_INDEX } },
+          NO_SETS } } },
     { KR_API_TXN_OFFSET_COMMIT, 0, 2, {
-        { "Topics", "Topics", NULL, { { "Name", "Name" } }, { { NULL, 0 } } },
-        { "Partitions", "Partitions", NULL,
-          { { "PartitionIndex", "PartitionIndex" } }, { { NULL, 0 } } } } },
+        { KR_FIELD_TOPICS, KR_FIELD_TOPICS, KR_FIELD_NONE,
+          { { KR_FIELD_NAME, KR_FIELD_NAME } }, NO_SETS },
+        { KR_FIELD_PARTITIONS, KR_FIELD_PARTITIONS, KR_FIELD_NONE,
+          { { KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION_INDEX } },
+          NO_SETS } } },
     { KR_API_DESCRIBE_CONFIGS, 0, 1, {
-        { "Resources", "Results", NULL,
-          { { "ResourceType", "ResourceType" },
-            { "ResourceName", "ResourceName" } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_RESOURCES, KR_FIELD_RESULTS, KR_FIELD_NONE,
+          { { KR_FIELD_RESOURCE_TYPE, KR_FIELD_RESOURCE_TYPE },
+            { KR_FIELD_RESOURCE_NAME, KR_FIELD_RESOURCE_NAME } }, NO_SETS },
+        NO_LEVEL } },
     { KR_API_DESCRIBE_GROUPS, 0, 1, {
-        { "Groups", "Groups", "GroupId", { { NULL, NULL } }, { { NULL, 0 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
+        { KR_FIELD_GROUPS, KR_FIELD_GROUPS, KR_FIELD_GROUP_ID, NO_KEYS,
+          NO_SETS },
+        NO_LEVEL } },
     /* FindCoordinator v4+: one Coordinator per key, NodeId/Port -1
      * (Node.noNode()); v0-3: the top-level fields. */
     { KR_API_FIND_COORDINATOR, 0, 1, {
-        { "CoordinatorKeys", "Coordinators", "Key", { { NULL, NULL } },
-          { { "NodeId", -1 }, { "Port", -1 } } },
-        { NULL, NULL, NULL, { { NULL, NULL } }, { { NULL, 0 } } } } },
-    TOP_ONLY(KR_API_FIND_COORDINATOR, { "NodeId", -1 }, { "Port", -1 }),
+        { KR_FIELD_COORDINATOR_KEYS, KR_FIELD_COORDINATORS, KR_FIELD_KEY,
+          NO_KEYS, { { KR_FIELD_NODE_ID, -1 }, { KR_FIELD_PORT, -1 } } },
+        NO_LEVEL } },
+    TOP_ONLY(KR_API_FIND_COORDINATOR, { KR_FIELD_NODE_ID, -1 },
+             { KR_FIELD_PORT, -1 }),
     /* Top-level ErrorCode, arrays empty, other fields at their defaults
      * (or as listed), as these APIs' getErrorResponse do.  A row applies
      * only to versions whose response has a top-level ErrorCode. */
-    TOP_ONLY(KR_API_JOIN_GROUP, { "GenerationId", -1 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_SYNC_GROUP, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_LEAVE_GROUP, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_LIST_GROUPS, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_INIT_PRODUCER_ID, { "ProducerId", -1 },
-             { "ProducerEpoch", -1 }),
-    TOP_ONLY(KR_API_END_TXN, { "ProducerId", -1 }, { "ProducerEpoch", -1 }),
-    TOP_ONLY(KR_API_SASL_HANDSHAKE, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_API_VERSIONS, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_DESCRIBE_LOG_DIRS, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_LIST_PARTITION_REASSIGNMENTS, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_OFFSET_DELETE, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_DESCRIBE_CLUSTER, { "ControllerId", -1 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_LIST_TRANSACTIONS, { NULL, 0 }, { NULL, 0 }),
-    TOP_ONLY(KR_API_CONSUMER_GROUP_HEARTBEAT, { NULL, 0 }, { NULL, 0 }),
+    TOP_ONLY(KR_API_JOIN_GROUP, { KR_FIELD_GENERATION_ID, -1 }),
+    TOP_ONLY(KR_API_SYNC_GROUP, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_LEAVE_GROUP, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_LIST_GROUPS, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_INIT_PRODUCER_ID, { KR_FIELD_PRODUCER_ID, -1 },
+             { KR_FIELD_PRODUCER_EPOCH, -1 }),
+    TOP_ONLY(KR_API_END_TXN, { KR_FIELD_PRODUCER_ID, -1 },
+             { KR_FIELD_PRODUCER_EPOCH, -1 }),
+    TOP_ONLY(KR_API_SASL_HANDSHAKE, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_API_VERSIONS, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_DESCRIBE_LOG_DIRS, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_LIST_PARTITION_REASSIGNMENTS, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_OFFSET_DELETE, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_DESCRIBE_CLUSTER, { KR_FIELD_CONTROLLER_ID, -1 }),
+    TOP_ONLY(KR_API_LIST_TRANSACTIONS, { KR_FIELD_NONE, 0 }),
+    TOP_ONLY(KR_API_CONSUMER_GROUP_HEARTBEAT, { KR_FIELD_NONE, 0 }),
 };
+
+#undef TOP_ONLY
+#undef NO_LEVEL
+#undef NO_SETS
+#undef NO_KEYS
 
 /*
  * Responses whose fields at v (tagged ones aside) are only ErrorCode,
@@ -271,7 +298,7 @@ top_error_only(const struct kr_api_desc *a, int16_t v)
         if (f->flags & KR_FF_ERROR_CODE) {
             has_error = true;
         } else if (!(f->flags & KR_FF_THROTTLE) &&
-                   !(str_eq(f->name, "ErrorMessage") &&
+                   !(f->id == KR_FIELD_ERROR_MESSAGE &&
                      f->type == KR_T_STRING)) {
             return false;
         }
@@ -296,11 +323,11 @@ struct_has_error_at(uint16_t sid, int16_t v)
     return false;
 }
 
-/* True when struct sid has field name existing at v. */
+/* True when struct sid has field id existing at v. */
 static bool
-struct_has_at(uint16_t sid, const char *name, int16_t v)
+struct_has_at(uint16_t sid, enum kr_field_id id, int16_t v)
 {
-    int i = kr_struct_field_index(sid, name);
+    int i = kr_struct_field_index_id(sid, id);
 
     return i >= 0 &&
            kr_vrange_has(kr_fields[kr_structs[sid].first_field +
@@ -373,7 +400,7 @@ node_set_error(struct kr_node *n, int16_t error, const char *msg)
             n->vals[i].u.i = error;
             set++;
         } else if (msg != NULL && f->type == KR_T_STRING &&
-                   str_eq(f->name, "ErrorMessage") &&
+                   f->id == KR_FIELD_ERROR_MESSAGE &&
                    !(f->tag >= 0 && kr_vrange_has(f->tagged, n->version))) {
             n->vals[i].u.s.p = (const uint8_t *)msg;
             n->vals[i].u.s.len = (int32_t)strlen(msg);
@@ -383,11 +410,11 @@ node_set_error(struct kr_node *n, int16_t error, const char *msg)
     return set;
 }
 
-/* Set int field name of n to value when it exists at n's version. */
+/* Set int field id of n to value when it exists at n's version. */
 static void
-node_set_int(struct kr_node *n, const char *name, int64_t value)
+node_set_int(struct kr_node *n, enum kr_field_id id, int64_t value)
 {
-    int i = node_field_at(n, name);
+    int i = node_field_at(n, id);
 
     if (i >= 0) {
         const struct kr_field_desc *f = kr_node_field(n, (unsigned)i);
@@ -458,15 +485,15 @@ mirror_elem(struct kr_arena *a, const struct kr_mirror *m, unsigned lvl,
     const struct kr_mirror_level *lv = &m->lv[lvl];
     unsigned k;
 
-    if (lv->scalar_to != NULL) {
+    if (lv->scalar_to != KR_FIELD_NONE) {
         int di = node_field_at(e, lv->scalar_to);
 
         if (di >= 0) {
             copy_val(e, di, src_type, src);
         }
     } else if (src->u.node != NULL) {
-        for (k = 0; k < KR_ARRAY_LEN(lv->keys) && lv->keys[k].req != NULL;
-             k++) {
+        for (k = 0; k < KR_ARRAY_LEN(lv->keys) &&
+                    lv->keys[k].req != KR_FIELD_NONE; k++) {
             int si = node_field_at(src->u.node, lv->keys[k].req);
             int di = node_field_at(e, lv->keys[k].rsp);
 
@@ -477,11 +504,13 @@ mirror_elem(struct kr_arena *a, const struct kr_mirror *m, unsigned lvl,
             }
         }
     }
-    for (k = 0; k < KR_ARRAY_LEN(lv->sets) && lv->sets[k].name != NULL; k++) {
-        node_set_int(e, lv->sets[k].name, lv->sets[k].value);
+    for (k = 0; k < KR_ARRAY_LEN(lv->sets) &&
+                lv->sets[k].field != KR_FIELD_NONE; k++) {
+        node_set_int(e, lv->sets[k].field, lv->sets[k].value);
     }
     node_set_error(e, error, msg);
-    if (lvl + 1 < m->nlevels && lv->scalar_to == NULL && src->u.node != NULL) {
+    if (lvl + 1 < m->nlevels && lv->scalar_to == KR_FIELD_NONE &&
+        src->u.node != NULL) {
         return mirror_level(a, m, lvl + 1, src->u.node, e, error, msg);
     }
     return KR_OK;
@@ -513,7 +542,8 @@ mirror_level(struct kr_arena *a, const struct kr_mirror *m, unsigned lvl,
     rsf = kr_node_field(rs, (unsigned)si);
     if (rqf->type != KR_T_ARRAY || rsf->type != KR_T_ARRAY ||
         rsf->elem_type != KR_T_STRUCT ||
-        (lv->scalar_to == NULL) != (rqf->elem_type == KR_T_STRUCT)) {
+        (lv->scalar_to == KR_FIELD_NONE) !=
+            (rqf->elem_type == KR_T_STRUCT)) {
         return KR_OK;           /* table does not fit this layout */
     }
     in = rq->vals[ri].u.arr;
@@ -568,7 +598,7 @@ mirror_level(struct kr_arena *a, const struct kr_mirror *m, unsigned lvl,
 static void
 fetch_adjust(struct kr_node *body)
 {
-    node_set_int(body, "SessionId", 0);
+    node_set_int(body, KR_FIELD_SESSION_ID, 0);
 }
 
 int
@@ -608,7 +638,7 @@ kr_action_error_response(struct kr_arena *a, const struct kr_msg *req,
     if (hdr == NULL || body == NULL) {
         return KR_ENOMEM;
     }
-    ci = node_field_at(hdr, "CorrelationId");
+    ci = node_field_at(hdr, KR_FIELD_CORRELATION_ID);
     if (ci >= 0) {
         hdr->vals[ci].u.i = req->correlation_id;
     }
@@ -617,8 +647,9 @@ kr_action_error_response(struct kr_arena *a, const struct kr_msg *req,
     node_set_error(body, error, msg);
     if (m != NULL && m->nlevels == 0) {
         for (i = 0; i < KR_ARRAY_LEN(m->lv[0].sets) &&
-                    m->lv[0].sets[i].name != NULL; i++) {
-            node_set_int(body, m->lv[0].sets[i].name, m->lv[0].sets[i].value);
+                    m->lv[0].sets[i].field != KR_FIELD_NONE; i++) {
+            node_set_int(body, m->lv[0].sets[i].field,
+                         m->lv[0].sets[i].value);
         }
     }
     if (m != NULL && m->nlevels > 0 &&
@@ -762,11 +793,11 @@ kr_action_deny_error(int16_t api_key)
     return KR_KERR_CLUSTER_AUTHORIZATION_FAILED;
 }
 
-/* Integer field name of body (at its version), or dflt when absent. */
+/* Integer field id of body (at its version), or dflt when absent. */
 static int64_t
-body_int(const struct kr_node *body, const char *name, int64_t dflt)
+body_int(const struct kr_node *body, enum kr_field_id id, int64_t dflt)
 {
-    int i = node_field_at(body, name);
+    int i = node_field_at(body, id);
 
     if (i < 0 || !body->vals[i].present) {
         return dflt;
@@ -774,11 +805,11 @@ body_int(const struct kr_node *body, const char *name, int64_t dflt)
     return body->vals[i].u.i;
 }
 
-/* True when string field name of body exists and is not null. */
+/* True when string field id of body exists and is not null. */
 static bool
-body_str_set(const struct kr_node *body, const char *name)
+body_str_set(const struct kr_node *body, enum kr_field_id id)
 {
-    int i = node_field_at(body, name);
+    int i = node_field_at(body, id);
 
     return i >= 0 && body->vals[i].present && !body->vals[i].is_null &&
            body->vals[i].u.s.len >= 0;
@@ -802,7 +833,7 @@ kr_action_deny_error_for(const struct kr_msg *req)
         /* KafkaApis.getCoordinator: DESCRIBE on the GROUP (KeyType 0,
          * also v0, which has no KeyType), on the TRANSACTIONAL_ID
          * (KeyType 1), CLUSTER_ACTION for share coordinators (2). */
-        switch (body_int(b, "KeyType", 0)) {
+        switch (body_int(b, KR_FIELD_KEY_TYPE, 0)) {
         case 0:
             return KR_KERR_GROUP_AUTHORIZATION_FAILED;
         case 1:
@@ -812,13 +843,13 @@ kr_action_deny_error_for(const struct kr_msg *req)
         }
     case KR_API_PRODUCE:
         /* handleProduceRequest: WRITE on the TRANSACTIONAL_ID first. */
-        return body_str_set(b, "TransactionalId")
+        return body_str_set(b, KR_FIELD_TRANSACTIONAL_ID)
                    ? KR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                    : KR_KERR_TOPIC_AUTHORIZATION_FAILED;
     case KR_API_INIT_PRODUCER_ID:
         /* handleInitProducerIdRequest: without a TransactionalId,
          * IDEMPOTENT_WRITE on the CLUSTER (or WRITE on some topic). */
-        return body_str_set(b, "TransactionalId")
+        return body_str_set(b, KR_FIELD_TRANSACTIONAL_ID)
                    ? KR_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                    : KR_KERR_CLUSTER_AUTHORIZATION_FAILED;
     case KR_API_ADD_PARTITIONS_TO_TXN:
@@ -1285,7 +1316,7 @@ kr_action_produce_policy(const struct kr_msg *req,
         snprintf(why, whylen, "not a decoded Produce request");
         return KR_EPROTO;
     }
-    acks = kr_node_get(req->body, "Acks");
+    acks = kr_node_get_id(req->body, KR_FIELD_ACKS);
     if (acks == NULL) {
         snprintf(why, whylen, "Produce request without Acks");
         return KR_EPROTO;
@@ -1303,20 +1334,21 @@ kr_action_produce_policy(const struct kr_msg *req,
         snprintf(why, whylen, "no payload to read RecordBatch headers from");
         return KR_EPROTO;
     }
-    topics = kr_node_get(req->body, "TopicData");
+    topics = kr_node_get_id(req->body, KR_FIELD_TOPIC_DATA);
     if (topics == NULL || topics->is_null || topics->u.arr == NULL) {
         return KR_OK;
     }
     for (t = 0; t < topics->u.arr->n; t++) {
         const struct kr_node *tn = topics->u.arr->items[t].u.node;
-        const struct kr_val *parts = kr_node_get(tn, "PartitionData");
+        const struct kr_val *parts = kr_node_get_id(tn,
+                                                    KR_FIELD_PARTITION_DATA);
 
         if (parts == NULL || parts->is_null || parts->u.arr == NULL) {
             continue;
         }
         for (p = 0; p < parts->u.arr->n; p++) {
             const struct kr_node *pn = parts->u.arr->items[p].u.node;
-            const struct kr_val *rec = kr_node_get(pn, "Records");
+            const struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
             int rc;
 
             if (rec == NULL || rec->is_null) {

@@ -324,7 +324,7 @@ kr_analyse_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
 static int64_t
 produce_acks(const struct kr_msg *m)
 {
-    const struct kr_val *v = kr_node_get(m->body, "Acks");
+    const struct kr_val *v = kr_node_get_id(m->body, KR_FIELD_ACKS);
 
     return v != NULL && v->present ? v->u.i : 1;
 }
@@ -392,7 +392,7 @@ clamp_target(const struct kr_an_conn *c, int16_t key, int16_t ver,
 static bool
 fetch_session_stale(const struct kr_an_conn *c, const struct kr_msg *m)
 {
-    const struct kr_val *ep = kr_node_get(m->body, "SessionEpoch");
+    const struct kr_val *ep = kr_node_get_id(m->body, KR_FIELD_SESSION_EPOCH);
 
     if (ep == NULL || !ep->present || ep->u.i <= 0) {
         *c->fetch_stale = false;
@@ -438,7 +438,7 @@ undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
         if (r->expect && stub.body != NULL &&
             kr_action_error_response(a, &stub, KR_KERR_INVALID_REQUEST,
                                      &rsp) == KR_OK &&
-            kr_node_get(rsp.body, "ErrorCode") != NULL &&
+            kr_node_get_id(rsp.body, KR_FIELD_ERROR_CODE) != NULL &&
             (req = kr_an_req_from_header(r, r->cid, r->cidlen, why, 0)) !=
                 NULL) {
             char rwhy[320];
@@ -480,7 +480,7 @@ static void
 sasl_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
             struct kr_arena *a, struct kr_an_decision *d)
 {
-    const struct kr_val *mv = kr_node_get(r->m->body, "Mechanism");
+    const struct kr_val *mv = kr_node_get_id(r->m->body, KR_FIELD_MECHANISM);
     struct kr_an_req *req;
     char mech[48], why[256];
 

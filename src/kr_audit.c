@@ -493,7 +493,9 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_topic_map *map,
     if (r == NULL) {
         return NULL;
     }
-    cid = req->header != NULL ? kr_node_get(req->header, "ClientId") : NULL;
+    cid = req->header != NULL
+              ? kr_node_get_id(req->header, KR_FIELD_CLIENT_ID)
+              : NULL;
     if (cid != NULL && cid->present) {
         r->has_client_id = true;
         if (!cid->is_null && cid->u.s.len >= 0 &&

@@ -510,6 +510,24 @@ kr_node_get(const struct kr_node *n, const char *name)
     return NULL;
 }
 
+struct kr_val *
+kr_node_get_id(const struct kr_node *n, enum kr_field_id id)
+{
+    const struct kr_struct_desc *sd;
+    unsigned i;
+
+    if (n == NULL || n->struct_id >= kr_nstructs || id == KR_FIELD_NONE) {
+        return NULL;
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        if (kr_fields[sd->first_field + i].id == id) {
+            return &n->vals[i];
+        }
+    }
+    return NULL;
+}
+
 /* ---- decoder: cursor over segments --------------------------------------- */
 
 struct dec {
@@ -2045,11 +2063,11 @@ kr_encode_tags(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
 }
 
 
-/* The int16 header field name of node h, or INT64_MIN when missing. */
+/* The int16 header field id of node h, or INT64_MIN when missing. */
 static int64_t
-hdr_int(const struct kr_node *h, const char *name)
+hdr_int(const struct kr_node *h, enum kr_field_id id)
 {
-    const struct kr_val *val = kr_node_get(h, name);
+    const struct kr_val *val = kr_node_get_id(h, id);
 
     return val != NULL ? val->u.i : INT64_MIN;
 }
@@ -2063,6 +2081,7 @@ kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
     bool rsp = m->dir == KR_DIR_RESPONSE;
     struct enc e;
     uint16_t root, hsid;
+    int64_t hkey, hver;
     int hv, rc;
 
     if (err == NULL) {
@@ -2087,13 +2106,11 @@ kr_encode_msg(const struct kr_msg *m, struct kr_wbuf *w,
         return rc;
     }
     hsid = rsp ? kr_response_header_struct : kr_request_header_struct;
-    if (!rsp && (hdr_int(m->header, "RequestApiKey") != m->api_key ||
-                 hdr_int(m->header, "RequestApiVersion") !=
-                     m->api_version)) {
+    hkey = hdr_int(m->header, KR_FIELD_REQUEST_API_KEY);
+    hver = hdr_int(m->header, KR_FIELD_REQUEST_API_VERSION);
+    if (!rsp && (hkey != m->api_key || hver != m->api_version)) {
         rc = e_fail(&e, "header ApiKey/ApiVersion %lld/%lld differ from "
-                    "the message's %d/%d",
-                    (long long)hdr_int(m->header, "RequestApiKey"),
-                    (long long)hdr_int(m->header, "RequestApiVersion"),
+                    "the message's %d/%d", (long long)hkey, (long long)hver,
                     m->api_key, m->api_version);
         kr_codec_err_prepend(err, "header");
         return rc;

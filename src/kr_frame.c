@@ -288,7 +288,7 @@ kr_frame_peek_fields(const uint8_t *p, size_t n, size_t frame_len,
             }
             for (j = 0; j < nf; j++) {
                 if (!f[j].found && t != KR_T_UUID && t != KR_T_FLOAT64 &&
-                    strcmp(f[j].name, fd->name) == 0) {
+                    f[j].id == fd->id) {
                     f[j].val = read_int(p + off, t);
                     f[j].found = true;
                     left--;

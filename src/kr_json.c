@@ -762,9 +762,9 @@ kr_json_config_sensitive(const char *name, size_t len)
     return false;
 }
 
-/* The value of field name of type t in n when it exists at n's version. */
+/* The value of field id of type t in n when it exists at n's version. */
 static const struct kr_val *
-field_at(const struct kr_node *n, const char *name, enum kr_type t)
+field_at(const struct kr_node *n, enum kr_field_id id, enum kr_type t)
 {
     int i;
     const struct kr_field_desc *f;
@@ -772,7 +772,7 @@ field_at(const struct kr_node *n, const char *name, enum kr_type t)
     if (n == NULL || n->struct_id >= kr_nstructs) {
         return NULL;
     }
-    i = kr_struct_field_index(n->struct_id, name);
+    i = kr_struct_field_index_id(n->struct_id, id);
     if (i < 0) {
         return NULL;
     }
@@ -786,7 +786,7 @@ field_at(const struct kr_node *n, const char *name, enum kr_type t)
 static bool
 is_sensitive(const struct kr_node *n)
 {
-    const struct kr_val *v = field_at(n, "IsSensitive", KR_T_BOOL);
+    const struct kr_val *v = field_at(n, KR_FIELD_IS_SENSITIVE, KR_T_BOOL);
 
     return v != NULL && v->u.i != 0;
 }
@@ -795,9 +795,10 @@ bool
 kr_json_secret(void *arg, const struct kr_node *parent,
                const struct kr_node *n, unsigned field)
 {
-    static const char *const names[] = {
-        "AuthBytes", "Hmac", "Salt", "SaltedPassword", "RequestData",
-        "ResponseData"
+    static const enum kr_field_id secrets[] = {
+        KR_FIELD_AUTH_BYTES, KR_FIELD_HMAC, KR_FIELD_SALT,
+        KR_FIELD_SALTED_PASSWORD, KR_FIELD_REQUEST_DATA,
+        KR_FIELD_RESPONSE_DATA
     };
     const struct kr_field_desc *f;
     const struct kr_val *name;
@@ -809,18 +810,18 @@ kr_json_secret(void *arg, const struct kr_node *parent,
         return false;
     }
     f = kr_node_field(n, field);
-    for (i = 0; i < KR_ARRAY_LEN(names); i++) {
-        if (strcmp(f->name, names[i]) == 0) {
+    for (i = 0; i < KR_ARRAY_LEN(secrets); i++) {
+        if (f->id == secrets[i]) {
             return true;
         }
     }
-    if (f->type != KR_T_STRING || strcmp(f->name, "Value") != 0) {
+    if (f->type != KR_T_STRING || f->id != KR_FIELD_VALUE) {
         return false;
     }
     if (is_sensitive(n) || is_sensitive(parent)) {
         return true;
     }
-    name = field_at(n, "Name", KR_T_STRING);
+    name = field_at(n, KR_FIELD_NAME, KR_T_STRING);
     return name != NULL && !name->is_null && name->u.s.len > 0 &&
            name->u.s.p != NULL &&
            kr_json_config_sensitive((const char *)name->u.s.p,
@@ -1478,7 +1479,7 @@ kr_json_to_msg(struct kr_arena *arena, const json_t *j,
         return rc;
     }
     path_pop(&c, 0);
-    cid = kr_node_get(m->header, "CorrelationId");
+    cid = kr_node_get_id(m->header, KR_FIELD_CORRELATION_ID);
     m->correlation_id = cid != NULL ? (int32_t)cid->u.i : 0;
 
     /* body */

@@ -405,7 +405,8 @@ static bool
 client_id_of(const struct kr_msg *req, const char **p, size_t *len)
 {
     const struct kr_val *v = req->header != NULL
-                                 ? kr_node_get(req->header, "ClientId")
+                                 ? kr_node_get_id(req->header,
+                                                  KR_FIELD_CLIENT_ID)
                                  : NULL;
 
     if (v == NULL || !v->present || v->is_null || v->u.s.len < 0) {

@@ -25,7 +25,7 @@ enum kr_sasl_mech
 kr_sasl_note_handshake(struct kr_sasl *sa, const struct kr_msg *m,
                        const uint8_t **name, int32_t *namelen)
 {
-    const struct kr_val *v = kr_node_get(m->body, "Mechanism");
+    const struct kr_val *v = kr_node_get_id(m->body, KR_FIELD_MECHANISM);
 
     if (name != NULL) {
         *name = NULL;

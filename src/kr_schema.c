@@ -97,6 +97,65 @@ kr_struct_field_index(uint16_t sid, const char *name)
     return -1;
 }
 
+int
+kr_struct_field_index_id(uint16_t sid, enum kr_field_id id)
+{
+    const struct kr_struct_desc *s;
+    uint16_t i;
+
+    if (sid >= kr_nstructs || id == KR_FIELD_NONE) {
+        return -1;
+    }
+    s = &kr_structs[sid];
+    for (i = 0; i < s->nfields; i++) {
+        if (kr_fields[s->first_field + i].id == id) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+const char *
+kr_field_id_name(enum kr_field_id id)
+{
+    if ((unsigned)id >= KR_NFIELD_IDS) {
+        return NULL;
+    }
+    return kr_field_names[id];
+}
+
+enum kr_field_id
+kr_field_id_lookup(const char *name)
+{
+    unsigned lo = 1, hi = KR_NFIELD_IDS;   /* search [lo, hi) */
+    char first;
+
+    if (name == NULL || name[0] == '\0') {
+        return KR_FIELD_NONE;
+    }
+    /* The names are stored with their first letter capitalised. */
+    first = name[0] >= 'a' && name[0] <= 'z' ? (char)(name[0] - 'a' + 'A')
+                                             : name[0];
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        const char *k = kr_field_names[mid];
+        int c = (unsigned char)first - (unsigned char)k[0];
+
+        if (c == 0) {
+            c = strcmp(name + 1, k + 1);
+        }
+        if (c == 0) {
+            return (enum kr_field_id)mid;
+        }
+        if (c < 0) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return KR_FIELD_NONE;
+}
+
 const char *
 kr_type_name(enum kr_type t)
 {

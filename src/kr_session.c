@@ -1841,15 +1841,15 @@ request_fields(int16_t key, struct kr_frame_field *f)
 {
     switch (key) {
     case KR_API_PRODUCE:
-        f[0].name = "Acks";
-        f[1].name = "TimeoutMs";
+        f[0].id = KR_FIELD_ACKS;
+        f[1].id = KR_FIELD_TIMEOUT_MS;
         return 2;
     case KR_API_FETCH:
-        f[0].name = "MaxWaitMs";
+        f[0].id = KR_FIELD_MAX_WAIT_MS;
         return 1;
     case KR_API_JOIN_GROUP:
-        f[0].name = "RebalanceTimeoutMs";
-        f[1].name = "SessionTimeoutMs";
+        f[0].id = KR_FIELD_REBALANCE_TIMEOUT_MS;
+        f[1].id = KR_FIELD_SESSION_TIMEOUT_MS;
         return 2;
     default:
         return 0;
@@ -2265,8 +2265,8 @@ learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
     if (rc != KR_OK) {
         goto out;               /* kr_rewrite_response reports it */
     }
-    ec = kr_node_get(m.body, "ErrorCode");
-    keys = kr_node_get(m.body, "ApiKeys");
+    ec = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE);
+    keys = kr_node_get_id(m.body, KR_FIELD_API_KEYS);
     if ((ec != NULL && ec->u.i != 0) || keys == NULL ||
         keys->u.arr == NULL) {
         goto out;
@@ -2285,9 +2285,9 @@ learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
         const struct kr_node *e = keys->u.arr->items[i].u.node;
         const struct kr_val *k, *lo, *hi;
 
-        if (e == NULL || (k = kr_node_get(e, "ApiKey")) == NULL ||
-            (lo = kr_node_get(e, "MinVersion")) == NULL ||
-            (hi = kr_node_get(e, "MaxVersion")) == NULL) {
+        if (e == NULL || (k = kr_node_get_id(e, KR_FIELD_API_KEY)) == NULL ||
+            (lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION)) == NULL ||
+            (hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION)) == NULL) {
             continue;
         }
         if (k->u.i >= 0 && k->u.i <= kr_api_max && lo->u.i >= 0 &&
@@ -2930,7 +2930,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return NRSP_CLOSED;
     }
     if (e->api_key == KR_API_SASL_HANDSHAKE && e->api_version == 0) {
-        f[0].name = "ErrorCode";
+        f[0].id = KR_FIELD_ERROR_CODE;
         for (;;) {
             rc = kr_frame_response_hdr_len(pk + KR_FRAME_PREFIX,
                                            min_sz(c - KR_FRAME_PREFIX, flen),

@@ -40,8 +40,9 @@ static _Atomic(struct kr_tinfo *) kr_tinfo_tab;
 static bool
 struct_is_partition(uint16_t sid)
 {
-    static const char *const names[] = {
-        "PartitionIndex", "Partition", "PartitionId", "Index"
+    static const enum kr_field_id ids[] = {
+        KR_FIELD_PARTITION_INDEX, KR_FIELD_PARTITION, KR_FIELD_PARTITION_ID,
+        KR_FIELD_INDEX
     };
     const struct kr_struct_desc *sd;
     unsigned i, k;
@@ -56,8 +57,8 @@ struct_is_partition(uint16_t sid)
         if (f->type != KR_T_INT32) {
             continue;
         }
-        for (k = 0; k < KR_ARRAY_LEN(names); k++) {
-            if (strcmp(f->name, names[k]) == 0) {
+        for (k = 0; k < KR_ARRAY_LEN(ids); k++) {
+            if (f->id == ids[k]) {
                 return true;
             }
         }
@@ -72,6 +73,8 @@ field_is_partitions(const struct kr_field_desc *f)
         return false;
     }
     if (f->elem_type == KR_T_INT32) {
+        /* a pattern over names (Partitions, PartitionIndexes...), not one
+         * field: stays a string match */
         return strstr(f->name, "Partition") != NULL;
     }
     return f->elem_type == KR_T_STRUCT && struct_is_partition(f->struct_id);
@@ -103,15 +106,15 @@ tinfo_fields(uint16_t sid, struct kr_tinfo *ti)
             if (nn < KR_TI_NAMES) {
                 ti->name[nn++] = (int8_t)i;
             }
-        } else if (f->type == KR_T_UUID && strcmp(f->name, "TopicId") == 0) {
+        } else if (f->type == KR_T_UUID && f->id == KR_FIELD_TOPIC_ID) {
             ti->id = (int8_t)i;
         } else if (f->type == KR_T_STRING &&
-                   (strcmp(f->name, "ResourceName") == 0 ||
-                    strcmp(f->name, "ResourceNameFilter") == 0)) {
+                   (f->id == KR_FIELD_RESOURCE_NAME ||
+                    f->id == KR_FIELD_RESOURCE_NAME_FILTER)) {
             rname = (int)i;
         } else if (f->type == KR_T_INT8 &&
-                   (strcmp(f->name, "ResourceType") == 0 ||
-                    strcmp(f->name, "ResourceTypeFilter") == 0)) {
+                   (f->id == KR_FIELD_RESOURCE_TYPE ||
+                    f->id == KR_FIELD_RESOURCE_TYPE_FILTER)) {
             rtype = (int)i;
         }
         if (np < KR_TI_PARTS && field_is_partitions(f)) {
@@ -604,7 +607,7 @@ kr_topic_map_learn(struct kr_topic_map *m, const struct kr_msg *rsp)
         rsp->api_version < 10) {
         return;
     }
-    topics = kr_node_get(rsp->body, "Topics");
+    topics = kr_node_get_id(rsp->body, KR_FIELD_TOPICS);
     if (topics == NULL || topics->is_null || topics->u.arr == NULL) {
         return;
     }
@@ -615,8 +618,8 @@ kr_topic_map_learn(struct kr_topic_map *m, const struct kr_msg *rsp)
         if (t == NULL) {
             continue;
         }
-        id = kr_node_get(t, "TopicId");
-        name = kr_node_get(t, "Name");
+        id = kr_node_get_id(t, KR_FIELD_TOPIC_ID);
+        name = kr_node_get_id(t, KR_FIELD_NAME);
         if (id == NULL || name == NULL || !str_ok(name) ||
             id->u.s.p == NULL || id->u.s.len != 16 ||
             memcmp(id->u.s.p, zero, 16) == 0) {

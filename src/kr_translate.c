@@ -3,8 +3,9 @@
  * clamping, and the KIP-511 "ApiVersions too new" answer.
  *
  * Translation walks the source tree and builds a tree for the target
- * version, matching fields by name through the schema tables (see
- * kr_translate.h for the rules).  Two shortcuts keep it cheap:
+ * version, matching fields by name (their field ids) through the schema
+ * tables (see kr_translate.h for the rules).  Two shortcuts keep it
+ * cheap:
  *   - a struct whose layout is the same at both versions (same struct,
  *     every field existing, tagged and nullable alike at both, and the
  *     same for every struct below it) is shared with the source, not
@@ -147,7 +148,10 @@ layout_same(struct tr *t, uint16_t sid, int depth)
     return same;
 }
 
-/* Index map of target struct dst's fields into source struct src. */
+/*
+ * Index map of target struct dst's fields into source struct src: by
+ * field id, one per name (as Kafka's generator sees names).
+ */
 static const int16_t *
 name_map(struct tr *t, uint16_t src, uint16_t dst)
 {
@@ -170,7 +174,7 @@ name_map(struct tr *t, uint16_t src, uint16_t dst)
     m->src_sid = src;
     m->idx = (int16_t *)(m + 1);
     for (i = 0; i < ds->nfields; i++) {
-        const char *name = kr_fields[ds->first_field + i].name;
+        uint16_t id = kr_fields[ds->first_field + i].id;
 
         m->idx[i] = -1;
         if (src == dst) {
@@ -178,7 +182,7 @@ name_map(struct tr *t, uint16_t src, uint16_t dst)
             continue;
         }
         for (j = 0; j < ss->nfields; j++) {
-            if (strcmp(kr_fields[ss->first_field + j].name, name) == 0) {
+            if (kr_fields[ss->first_field + j].id == id) {
                 m->idx[i] = (int16_t)j;
                 break;
             }
@@ -315,7 +319,7 @@ static bool
 topic_ident(const struct kr_field_desc *f)
 {
     return (f->type == KR_T_STRING && f->entity == KR_E_TOPIC_NAME) ||
-           (f->type == KR_T_UUID && strcmp(f->name, "TopicId") == 0);
+           (f->type == KR_T_UUID && f->id == KR_FIELD_TOPIC_ID);
 }
 
 /* Does target node dst (at t->to) name its topic some other way? */
@@ -663,11 +667,11 @@ kr_translate_body(struct kr_arena *a, int16_t api, bool response,
     return tr_node(&t, in, droot, out, 0);
 }
 
-/* int16 field name of header h, or -1. */
+/* int16 field id of header h, or -1. */
 static int64_t
-hdr_int(const struct kr_node *h, const char *name)
+hdr_int(const struct kr_node *h, enum kr_field_id id)
 {
-    const struct kr_val *v = kr_node_get(h, name);
+    const struct kr_val *v = kr_node_get_id(h, id);
 
     return v != NULL ? v->u.i : -1;
 }
@@ -718,13 +722,13 @@ kr_translate_msg(struct kr_arena *a, struct kr_msg *m, int16_t to,
         return rc;
     }
     if (!rsp) {
-        if (hdr_int(hdr, "RequestApiKey") != m->api_key) {
+        if (hdr_int(hdr, KR_FIELD_REQUEST_API_KEY) != m->api_key) {
             return tr_err(err, KR_EPROTO, "header RequestApiKey %lld is "
                           "not the message's %d",
-                          (long long)hdr_int(hdr, "RequestApiKey"),
+                          (long long)hdr_int(hdr, KR_FIELD_REQUEST_API_KEY),
                           m->api_key);
         }
-        v = kr_node_get(hdr, "RequestApiVersion");
+        v = kr_node_get_id(hdr, KR_FIELD_REQUEST_API_VERSION);
         if (v == NULL) {
             return tr_err(err, KR_EPROTO, "header without RequestApiVersion");
         }
@@ -781,7 +785,7 @@ kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
 unsigned
 kr_clamp_apiversions(struct kr_node *body, const struct kr_advert *ad)
 {
-    struct kr_val *keys = kr_node_get(body, "ApiKeys");
+    struct kr_val *keys = kr_node_get_id(body, KR_FIELD_API_KEYS);
     struct kr_array *arr;
     unsigned changed = 0;
     uint32_t i, n = 0;
@@ -801,9 +805,9 @@ kr_clamp_apiversions(struct kr_node *body, const struct kr_advert *ad)
             changed++;          /* not an entry a client could read */
             continue;
         }
-        k = kr_node_get(e, "ApiKey");
-        lo = kr_node_get(e, "MinVersion");
-        hi = kr_node_get(e, "MaxVersion");
+        k = kr_node_get_id(e, KR_FIELD_API_KEY);
+        lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION);
+        hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION);
         if (k == NULL || lo == NULL || hi == NULL) {
             arr->items[n++] = arr->items[i];
             continue;
@@ -852,7 +856,9 @@ kr_apiversions_unsupported(int32_t correlation_id, uint8_t *frame,
     *len = 0;
 
     root = ad != NULL ? kr_api_root(ad, true, 0) : KR_NO_STRUCT;
-    idx = root != KR_NO_STRUCT ? kr_struct_field_index(root, "ApiKeys") : -1;
+    idx = root != KR_NO_STRUCT ? kr_struct_field_index_id(root,
+                                                          KR_FIELD_API_KEYS)
+                               : -1;
     if (idx < 0) {
         return KR_ERROR;
     }
@@ -873,22 +879,22 @@ kr_apiversions_unsupported(int32_t correlation_id, uint8_t *frame,
         goto done;
     }
     e = keys->items[0].u.node;
-    if ((v = kr_node_get(m.header, "CorrelationId")) != NULL) {
+    if ((v = kr_node_get_id(m.header, KR_FIELD_CORRELATION_ID)) != NULL) {
         v->u.i = correlation_id;
     }
-    if ((v = kr_node_get(m.body, "ErrorCode")) != NULL) {
+    if ((v = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE)) != NULL) {
         v->u.i = KR_KERR_UNSUPPORTED_VERSION;
     }
     v = &m.body->vals[idx];
     v->u.arr = keys;
     v->is_null = 0;
-    if ((v = kr_node_get(e, "ApiKey")) != NULL) {
+    if ((v = kr_node_get_id(e, KR_FIELD_API_KEY)) != NULL) {
         v->u.i = KR_APIVERSIONS_KEY;
     }
-    if ((v = kr_node_get(e, "MinVersion")) != NULL) {
+    if ((v = kr_node_get_id(e, KR_FIELD_MIN_VERSION)) != NULL) {
         v->u.i = ad->valid.lo;
     }
-    if ((v = kr_node_get(e, "MaxVersion")) != NULL) {
+    if ((v = kr_node_get_id(e, KR_FIELD_MAX_VERSION)) != NULL) {
         v->u.i = ad->valid.hi;
     }
     rc = kr_encode_msg(&m, &w, &ce);

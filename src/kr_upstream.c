@@ -786,28 +786,29 @@ send_request(struct kr_upstream *u, int16_t key, int16_t ver)
     if (m.header == NULL || m.body == NULL) {
         goto out;
     }
-    if ((v = kr_node_get(m.header, "RequestApiKey")) != NULL) {
+    if ((v = kr_node_get_id(m.header, KR_FIELD_REQUEST_API_KEY)) != NULL) {
         v->u.i = key;
     }
-    if ((v = kr_node_get(m.header, "RequestApiVersion")) != NULL) {
+    if ((v = kr_node_get_id(m.header, KR_FIELD_REQUEST_API_VERSION)) != NULL) {
         v->u.i = ver;
     }
-    if ((v = kr_node_get(m.header, "CorrelationId")) != NULL) {
+    if ((v = kr_node_get_id(m.header, KR_FIELD_CORRELATION_ID)) != NULL) {
         v->u.i = m.correlation_id;
     }
-    if ((v = kr_node_get(m.header, "ClientId")) != NULL && v->present) {
+    v = kr_node_get_id(m.header, KR_FIELD_CLIENT_ID);
+    if (v != NULL && v->present) {
         v->is_null = 0;
         v->u.s.p = (const uint8_t *)KR_UP_CLIENT_ID;
         v->u.s.len = (int32_t)strlen(KR_UP_CLIENT_ID);
     }
     if (key == KR_UP_METADATA) {
         /* All topics: null array from v1, empty array in v0. */
-        v = kr_node_get(m.body, "Topics");
+        v = kr_node_get_id(m.body, KR_FIELD_TOPICS);
         if (v != NULL && ver >= 1) {
             v->is_null = 1;
             v->u.arr = NULL;
         }
-        v = kr_node_get(m.body, "AllowAutoTopicCreation");
+        v = kr_node_get_id(m.body, KR_FIELD_ALLOW_AUTO_TOPIC_CREATION);
         if (v != NULL) {
             v->u.i = 0;
         }
@@ -835,8 +836,8 @@ static void
 on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
 {
     const struct kr_api_desc *md = kr_api_get(KR_UP_METADATA);
-    struct kr_val *ec = kr_node_get(m->body, "ErrorCode");
-    struct kr_val *keys = kr_node_get(m->body, "ApiKeys");
+    struct kr_val *ec = kr_node_get_id(m->body, KR_FIELD_ERROR_CODE);
+    struct kr_val *keys = kr_node_get_id(m->body, KR_FIELD_API_KEYS);
     char why[128];
     uint32_t i;
 
@@ -859,9 +860,9 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
         if (e == NULL) {
             continue;
         }
-        k = kr_node_get(e, "ApiKey");
-        lo = kr_node_get(e, "MinVersion");
-        hi = kr_node_get(e, "MaxVersion");
+        k = kr_node_get_id(e, KR_FIELD_API_KEY);
+        lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION);
+        hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION);
         if (k == NULL || lo == NULL || hi == NULL) {
             continue;
         }
@@ -896,7 +897,7 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
 static void
 on_metadata(struct kr_upstream *u, const struct kr_msg *m)
 {
-    struct kr_val *brokers = kr_node_get(m->body, "Brokers");
+    struct kr_val *brokers = kr_node_get_id(m->body, KR_FIELD_BROKERS);
     int before = u->nbrokers;
     unsigned n = 0;
 

@@ -3,11 +3,13 @@
 
 Reads Apache Kafka's message JSON schemas (the files of
 clients/src/main/resources/common/message/) for Kafka 4.3.1 and 3.9.1 and
-writes src/kr_schema_gen.c (the tables declared in include/kr_schema.h) and,
-with --ids, include/kr_api_keys.h (enum kr_api_key).
+writes src/kr_schema_gen.c (the tables declared in include/kr_schema.h),
+with --ids include/kr_api_keys.h (enum kr_api_key) and with --field-ids
+include/kr_field_ids.h (enum kr_field_id).
 
 Usage:
     krgen.py --schemas DIR --out src/kr_schema_gen.c [--ids kr_api_keys.h]
+             [--field-ids kr_field_ids.h]
 
 DIR holds one folder per Kafka release (4.3.1/, 3.9.1/) and a README.md
 whose table gives each folder's upstream commit.
@@ -18,6 +20,10 @@ Rules (see include/kr_schema.h):
   * API-level flexibleVersions must agree between the sets;
   * structs with identical name and fields are shared across messages and
     sets;
+  * every distinct field name gets one field id (KR_FIELD_<NAME>), shared
+    by every struct that has a field of that name; names that differ only
+    in the case of their first letter ("timeoutMs", "TimeoutMs") are one
+    name, as in Kafka's generator, which capitalises them;
   * no schema prose ("about") reaches the output.
 
 Python 3 standard library only; the output is a pure function of the input
@@ -371,9 +377,10 @@ class MessageBuilder:
         seen = set()
         for jf in jfields:
             f = self.build_field(jf, path)
-            if f.name in seen:
+            # One field id per struct field: "Foo" and "foo" are one name.
+            if field_key(f.name) in seen:
                 fail("%s: duplicate field %s" % (path, f.name))
-            seen.add(f.name)
+            seen.add(field_key(f.name))
             out.append(f)
         return self.t.intern(name, out)
 
@@ -796,10 +803,20 @@ def emit_c(t, headers, apis, banner):
     w("#define NV { 0, -1 }\n#define X KR_V_MAX\n#define NS KR_NO_STRUCT\n\n")
     w("const char kr_schema_source[] =\n    %s;\n\n" % c_str(banner))
 
+    # Field names by id
+    ids = field_ids(t)
+    const_of = {k: c for c, k in ids}
+    w("/* Name of each field id (enum kr_field_id): the names sorted. */\n")
+    w("const char *const kr_field_names[KR_NFIELD_IDS] = {\n")
+    w("    [KR_FIELD_NONE] = NULL,\n")
+    for c, k in ids:
+        w("    [%s] = %s,\n" % (c, c_str(k)))
+    w("};\n\n")
+
     # Fields
-    w("/*\n * Columns: name, type, elem_type, entity, pad_, flags, struct_id,"
-      " tag,\n * versions, nullable, tagged, flexible, def_int, def_float,"
-      " def_str.\n */\n")
+    w("/*\n * Columns: name, id, type, elem_type, entity, pad_, flags,"
+      " struct_id, tag,\n * versions, nullable, tagged, flexible, def_int,"
+      " def_float, def_str.\n */\n")
     w("const struct kr_field_desc kr_fields[] = {\n")
     first = []
     n = 0
@@ -807,9 +824,10 @@ def emit_c(t, headers, apis, banner):
         first.append(n)
         w("    /* struct %d %s */\n" % (s.id, s.name))
         for f in s.fields:
-            w("    { %s, %s, %s, %s, 0, %s, %s, %d, %s, %s, %s, %s, %s, %s, "
-              "%s },\n" % (
-                  c_str(f.name), f.type, f.elem, f.entity,
+            w("    { %s, %s, %s, %s, %s, 0, %s, %s, %d, %s, %s, %s, %s, %s, "
+              "%s, %s },\n" % (
+                  c_str(f.name), const_of[field_key(f.name)], f.type,
+                  f.elem, f.entity,
                   c_flags(f.flags, FF), c_sid(f.sid), f.tag,
                   c_range(f.versions), c_range(f.nullable),
                   c_range(f.tagged), c_range(f.flexible),
@@ -863,6 +881,59 @@ def emit_c(t, headers, apis, banner):
     return "".join(o)
 
 
+def field_key(name):
+    """A field name as Kafka's generator sees it: first letter capitalised."""
+    return name[:1].upper() + name[1:]
+
+
+def field_ids(t):
+    """[(constant, canonical name)] in id order (from 1), sorted by name.
+
+    One entry per field_key() of the field names in t; fails when a name
+    is not a C-friendly ASCII identifier or two names map to one
+    constant.
+    """
+    keys = set()
+    for s in t.structs:
+        for f in s.fields:
+            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", f.name):
+                fail("field name %r is not [A-Za-z][A-Za-z0-9]*" % f.name)
+            keys.add(field_key(f.name))
+    out, seen = [], {"KR_FIELD_NONE": None}
+    for k in sorted(keys):
+        const = "KR_FIELD_" + upper_snake(k)
+        if const in seen:
+            fail("field names %r and %r both give %s" % (seen[const], k, const))
+        seen[const] = k
+        out.append((const, k))
+    if len(out) + 1 > NO_STRUCT:
+        fail("too many field names")
+    return out
+
+
+def emit_field_ids(ids, banner):
+    o = [wrap_comment(banner)]
+    o.append("#ifndef KR_FIELD_IDS_H\n#define KR_FIELD_IDS_H\n\n")
+    o.append("/*\n"
+             " * Field ids: one per distinct field name of the schemas, in"
+             " the order of\n"
+             " * the names (kr_field_names, kr_field_id_lookup in"
+             " kr_schema.h).  Names\n"
+             " * that differ only in the case of their first letter share"
+             " one id.  A\n"
+             " * field the schemas rename or drop loses its constant here,"
+             " so code that\n"
+             " * uses it stops compiling.  0 is no field.\n"
+             " */\n")
+    o.append("enum kr_field_id {\n    KR_FIELD_NONE = 0,\n")
+    for i, (const, _) in enumerate(ids):
+        o.append("    %s%s\n" % (const, "," if i + 1 < len(ids) else ""))
+    o.append("};\n\n/* Number of ids, KR_FIELD_NONE included. */\n")
+    o.append("#define KR_NFIELD_IDS %d\n\n#endif /* KR_FIELD_IDS_H */\n"
+             % (len(ids) + 1))
+    return "".join(o)
+
+
 def emit_ids(apis, banner):
     o = [wrap_comment(banner)]
     o.append("#ifndef KR_API_KEYS_H\n#define KR_API_KEYS_H\n\n")
@@ -895,12 +966,15 @@ def main(argv=None):
                     help="folder holding 4.3.1/ and 3.9.1/")
     ap.add_argument("--out", required=True, help="generated C file")
     ap.add_argument("--ids", help="generated enum kr_api_key header")
+    ap.add_argument("--field-ids", help="generated enum kr_field_id header")
     args = ap.parse_args(argv)
     try:
         t, headers, apis = build(args.schemas)
         banner = banner_text(args.schemas)
         c = emit_c(t, headers, apis, banner)
         ids = emit_ids(apis, banner) if args.ids else None
+        fids = (emit_field_ids(field_ids(t), banner) if args.field_ids
+                else None)
     except SchemaError as e:
         print("krgen: error: %s" % e, file=sys.stderr)
         return 1
@@ -910,6 +984,8 @@ def main(argv=None):
     write_if_changed(args.out, c)
     if ids is not None:
         write_if_changed(args.ids, ids)
+    if fids is not None:
+        write_if_changed(args.field_ids, fids)
     return 0
 
 

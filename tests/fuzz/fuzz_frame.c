@@ -30,9 +30,11 @@ struct kr_fuzz_peek {
     struct kr_frame_field f[8];         /* leading fields */
 };
 
-static const char *const kr_fuzz_fields[8] = {
-    "Acks", "TimeoutMs", "MaxWaitMs", "RebalanceTimeoutMs", "ErrorCode",
-    "ThrottleTimeMs", "ReplicaId", "SessionTimeoutMs"
+static const enum kr_field_id kr_fuzz_fields[8] = {
+    KR_FIELD_ACKS, KR_FIELD_TIMEOUT_MS, KR_FIELD_MAX_WAIT_MS,
+    KR_FIELD_REBALANCE_TIMEOUT_MS, KR_FIELD_ERROR_CODE,
+    KR_FIELD_THROTTLE_TIME_MS, KR_FIELD_REPLICA_ID,
+    KR_FIELD_SESSION_TIMEOUT_MS
 };
 
 enum kr_fuzz_what { KR_FUZZ_REQ, KR_FUZZ_RSP, KR_FUZZ_FIELDS };
@@ -58,7 +60,7 @@ kr_fuzz_peek_once(const struct kr_fuzz_frame *fr, enum kr_fuzz_what what,
     }
     memset(out, 0, sizeof(*out));
     for (i = 0; i < 8; i++) {
-        out->f[i].name = kr_fuzz_fields[i];
+        out->f[i].id = kr_fuzz_fields[i];
     }
     switch (what) {
     case KR_FUZZ_REQ:
@@ -157,10 +159,10 @@ kr_fuzz_check_fields(const struct kr_fuzz_frame *fr, const struct kr_msg *m)
         if (!pf.f[i].found) {
             continue;
         }
-        v = kr_node_get(m->body, pf.f[i].name);
+        v = kr_node_get_id(m->body, pf.f[i].id);
         KR_FUZZ_ASSERT(v != NULL && v->present && v->u.i == pf.f[i].val,
                        "%s: kr_frame_peek_fields read %lld, the codec %lld "
-                       "(ApiKey %d v%d)", pf.f[i].name,
+                       "(ApiKey %d v%d)", kr_field_id_name(pf.f[i].id),
                        (long long)pf.f[i].val,
                        v != NULL ? (long long)v->u.i : -1LL, fr->key,
                        fr->ver);

@@ -1131,6 +1131,127 @@ split_segments(uint64_t *seed, const uint8_t *p, size_t len,
     return n;
 }
 
+/*
+ * Every field of n and of the structs below it: kr_node_get_id with the
+ * field's id and kr_node_get with its name both find that field's value.
+ * Returns the number of fields checked.
+ */
+static unsigned
+assert_ids_agree(const struct kr_node *n, const char *what, unsigned depth)
+{
+    const struct kr_struct_desc *sd = &kr_structs[n->struct_id];
+    unsigned i, checked = 0;
+    uint32_t k;
+
+    ck_assert_uint_lt(depth, 32);
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        const struct kr_val *v = &n->vals[i];
+
+        ck_assert_msg(kr_node_get_id(n, (enum kr_field_id)f->id) == v,
+                      "%s: %s.%s: kr_node_get_id(%u) finds another field",
+                      what, sd->name, f->name, f->id);
+        ck_assert_msg(kr_node_get(n, f->name) == v,
+                      "%s: %s.%s: kr_node_get finds another field", what,
+                      sd->name, f->name);
+        checked++;
+        if (!v->present || v->is_null) {
+            continue;
+        }
+        if (f->type == KR_T_STRUCT && v->u.node != NULL) {
+            checked += assert_ids_agree(v->u.node, what, depth + 1);
+        } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+                   v->u.arr != NULL) {
+            for (k = 0; k < v->u.arr->n; k++) {
+                if (v->u.arr->items[k].u.node != NULL) {
+                    checked += assert_ids_agree(v->u.arr->items[k].u.node,
+                                                what, depth + 1);
+                }
+            }
+        }
+    }
+    return checked;
+}
+
+/*
+ * kr_node_get_id on the golden frames: the same values as kr_node_get for
+ * named fields, NULL where the struct has no such field.
+ */
+START_TEST(test_node_get_id)
+{
+    static const struct {
+        const char *golden;     /* goldens[].name */
+        enum kr_field_id id;
+        const char *name;
+        int64_t value;          /* after the patch below */
+    } want[] = {
+        { "ListOffsets v10 request", KR_FIELD_TIMEOUT_MS, "TimeoutMs",
+          0x10203040 + 6 },
+        { "ListOffsets v10 request", KR_FIELD_ISOLATION_LEVEL,
+          "IsolationLevel", 0x5a + 2 },
+        { "ListOffsets v10 request", KR_FIELD_REPLICA_ID, "ReplicaId",
+          0x10203040 + 1 },
+        { "ListOffsets v10 response", KR_FIELD_THROTTLE_TIME_MS,
+          "ThrottleTimeMs", 0x10203040 + 1 },
+        { "ElectLeaders v2 request", KR_FIELD_ELECTION_TYPE, "ElectionType",
+          0x5a + 1 },
+        { "ElectLeaders v2 response", KR_FIELD_ERROR_CODE, "ErrorCode",
+          0x1234 + 2 },
+    };
+    unsigned i, k;
+
+    for (i = 0; i < KR_ARRAY_LEN(want); i++) {
+        const struct golden *g = NULL;
+        uint8_t frame[128];
+        struct kr_arena a;
+        struct kr_msg m;
+        struct kr_codec_err err;
+        const struct kr_val *by_id, *by_name;
+        size_t n;
+        int rc;
+
+        for (k = 0; k < KR_ARRAY_LEN(goldens); k++) {
+            if (strcmp(goldens[k].name, want[i].golden) == 0) {
+                g = &goldens[k];
+            }
+        }
+        ck_assert_msg(g != NULL, "no golden %s", want[i].golden);
+        n = golden_frame(g, frame, sizeof(frame));
+
+        /* each page field a distinct value, as test_golden_seeds does */
+        for (k = 0; k < KR_ARRAY_LEN(g->f) && g->f[k].path != NULL; k++) {
+            static const uint64_t pat[] = { 0, 0x5a, 0x1234, 0, 0x10203040,
+                                            0, 0, 0, 0x0102030405060708ull };
+
+            put_be(frame + g->f[k].off, pat[g->f[k].width] + k,
+                   g->f[k].width);
+        }
+        kr_arena_init(&a, 0);
+        rc = decode_flat(&a, frame + 4, n - 4, g->key, g->ver, g->dir,
+                         KR_DEC_STRICT, &m, &err);
+        ck_assert_msg(rc == KR_OK, "%s: %s", g->name, err.msg);
+        by_id = kr_node_get_id(m.body, want[i].id);
+        by_name = kr_node_get(m.body, want[i].name);
+        ck_assert_msg(by_id != NULL && by_id == by_name, "%s: %s", g->name,
+                      want[i].name);
+        ck_assert_int_eq(by_id->present, 1);
+        ck_assert_int_eq(by_id->u.i, want[i].value);
+        ck_assert_int_eq(kr_node_get_id(m.header, KR_FIELD_CORRELATION_ID)
+                             ->u.i, m.correlation_id);
+        ck_assert_ptr_eq(kr_node_get_id(m.header, KR_FIELD_CORRELATION_ID),
+                         kr_node_get(m.header, "CorrelationId"));
+        /* fields this struct does not have */
+        ck_assert_ptr_null(kr_node_get_id(m.body, KR_FIELD_ACKS));
+        ck_assert_ptr_null(kr_node_get(m.body, "Acks"));
+        ck_assert_ptr_null(kr_node_get_id(m.body, KR_FIELD_NONE));
+        ck_assert_ptr_null(kr_node_get_id(NULL, want[i].id));
+        ck_assert_uint_gt(assert_ids_agree(m.header, g->name, 0), 0);
+        ck_assert_uint_gt(assert_ids_agree(m.body, g->name, 0), 2);
+        kr_arena_free(&a);
+    }
+}
+END_TEST
+
 START_TEST(test_all_random)
 {
     const struct kr_api_desc *api = kr_api_get((int16_t)_i);
@@ -1171,6 +1292,8 @@ START_TEST(test_all_random)
                 roundtrip(&a, &m, rsrc, sizeof(rsrc), what, &p, &plen, &m2);
                 ck_assert_int_eq(m2.correlation_id,
                     (int32_t)kr_node_get(m.header, "CorrelationId")->u.i);
+                assert_ids_agree(m2.header, what, 0);
+                assert_ids_agree(m2.body, what, 0);
 
                 /* the same payload in random segments */
                 rb.seg = iov;
@@ -2482,6 +2605,7 @@ codec_suite(void)
     tcase_add_loop_test(tc, test_golden_segmented, 0, ng);
     tcase_add_loop_test(tc, test_truncated_goldens, 0, ng);
     tcase_add_test(tc, test_fetchsnapshot_layout);
+    tcase_add_test(tc, test_node_get_id);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("all_apis");

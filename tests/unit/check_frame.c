@@ -279,8 +279,8 @@ END_TEST
 
 START_TEST(fields_produce)
 {
-    struct kr_frame_field fl[2] = { { .name = "Acks" },
-                                    { .name = "TimeoutMs" } };
+    struct kr_frame_field fl[2] = { { .id = KR_FIELD_ACKS },
+                                    { .id = KR_FIELD_TIMEOUT_MS } };
     struct fb f = { .n = 0 };
     struct kr_req_hdr h;
     size_t at, need = 0;
@@ -339,9 +339,9 @@ END_TEST
 
 START_TEST(fields_fetch_joingroup)
 {
-    struct kr_frame_field fl[2] = { { .name = "RebalanceTimeoutMs" },
-                                    { .name = "SessionTimeoutMs" } };
-    struct kr_frame_field mw[1] = { { .name = "MaxWaitMs" } };
+    struct kr_frame_field fl[2] = { { .id = KR_FIELD_REBALANCE_TIMEOUT_MS },
+                                    { .id = KR_FIELD_SESSION_TIMEOUT_MS } };
+    struct kr_frame_field mw[1] = { { .id = KR_FIELD_MAX_WAIT_MS } };
     struct fb f = { .n = 0 };
     struct kr_req_hdr h;
     size_t at, need = 0;
@@ -412,7 +412,7 @@ END_TEST
 
 START_TEST(fields_response)
 {
-    struct kr_frame_field ec[1] = { { .name = "ErrorCode" } };
+    struct kr_frame_field ec[1] = { { .id = KR_FIELD_ERROR_CODE } };
     struct fb f = { .n = 0 };
     size_t at = 0, hl = 0, need = 0;
 

@@ -643,6 +643,103 @@ START_TEST(test_tables_sane)
 }
 END_TEST
 
+/*
+ * Field ids: id -> name -> id for every id, names sorted and unique,
+ * every field's id the one of its name, every id used by some field, and
+ * the by-id index the same as the by-name index.
+ */
+START_TEST(test_field_ids)
+{
+    static bool used[KR_NFIELD_IDS];
+    uint32_t i, sid;
+
+    ck_assert_ptr_null(kr_field_id_name(KR_FIELD_NONE));
+    ck_assert_ptr_null(kr_field_id_name((enum kr_field_id)KR_NFIELD_IDS));
+    ck_assert_ptr_null(kr_field_id_name((enum kr_field_id)-1));
+    ck_assert_ptr_null(kr_field_names[KR_FIELD_NONE]);
+    for (i = 1; i < KR_NFIELD_IDS; i++) {
+        const char *name = kr_field_id_name((enum kr_field_id)i);
+
+        ck_assert_ptr_nonnull(name);
+        ck_assert_ptr_eq(name, kr_field_names[i]);
+        ck_assert_msg(name[0] >= 'A' && name[0] <= 'Z', "id %u: %s", i,
+                      name);
+        ck_assert_msg(kr_field_id_lookup(name) == (enum kr_field_id)i,
+                      "id %u: %s looks up as %d", i, name,
+                      (int)kr_field_id_lookup(name));
+        if (i > 1) {
+            ck_assert_msg(strcmp(kr_field_names[i - 1], name) < 0,
+                          "%s before %s", kr_field_names[i - 1], name);
+        }
+    }
+    memset(used, 0, sizeof(used));
+    for (i = 0; i < kr_nfields; i++) {
+        const struct kr_field_desc *f = &kr_fields[i];
+        const char *canon;
+
+        ck_assert_uint_gt(f->id, KR_FIELD_NONE);
+        ck_assert_uint_lt(f->id, KR_NFIELD_IDS);
+        ck_assert_msg(kr_field_id_lookup(f->name) == f->id, "%s: id %u",
+                      f->name, f->id);
+        /* the same name, the first letter capitalised */
+        canon = kr_field_id_name((enum kr_field_id)f->id);
+        ck_assert_str_eq(canon + 1, f->name + 1);
+        ck_assert(canon[0] == f->name[0] ||
+                  canon[0] == f->name[0] - 'a' + 'A');
+        used[f->id] = true;
+    }
+    for (i = 1; i < KR_NFIELD_IDS; i++) {
+        ck_assert_msg(used[i], "id %u (%s) names no field", i,
+                      kr_field_names[i]);
+    }
+    for (sid = 0; sid < kr_nstructs; sid++) {
+        const struct kr_struct_desc *s = &kr_structs[sid];
+        uint16_t j;
+
+        for (j = 0; j < s->nfields; j++) {
+            const struct kr_field_desc *f = &kr_fields[s->first_field + j];
+
+            ck_assert_int_eq(kr_struct_field_index_id((uint16_t)sid,
+                                                      (enum kr_field_id)
+                                                      f->id), j);
+            ck_assert_int_eq(kr_struct_field_index((uint16_t)sid, f->name),
+                             j);
+        }
+    }
+
+    /* known names, and the constants are the names */
+    ck_assert_str_eq(kr_field_id_name(KR_FIELD_ACKS), "Acks");
+    ck_assert_str_eq(kr_field_id_name(KR_FIELD_SESSION_EPOCH),
+                     "SessionEpoch");
+    ck_assert_str_eq(kr_field_id_name(KR_FIELD_THROTTLE_TIME_MS),
+                     "ThrottleTimeMs");
+    ck_assert_int_eq(kr_field_id_lookup("ErrorCode"), KR_FIELD_ERROR_CODE);
+    /* CreateTopics writes "timeoutMs": one id with "TimeoutMs" */
+    ck_assert_int_eq(kr_field_id_lookup("timeoutMs"), KR_FIELD_TIMEOUT_MS);
+    ck_assert_int_eq(kr_field_id_lookup("TimeoutMs"), KR_FIELD_TIMEOUT_MS);
+    ck_assert_int_eq(kr_struct_field_index_id(
+                         kr_api_root(api(KR_API_CREATE_TOPICS), false, 7),
+                         KR_FIELD_TIMEOUT_MS),
+                     kr_struct_field_index(
+                         kr_api_root(api(KR_API_CREATE_TOPICS), false, 7),
+                         "timeoutMs"));
+    /* only the first letter's case is free */
+    ck_assert_int_eq(kr_field_id_lookup("TimeOutMs"), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup("acks"), KR_FIELD_ACKS);
+    ck_assert_int_eq(kr_field_id_lookup("ACKS"), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup("Ack"), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup("Acksx"), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup(""), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup(NULL), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_field_id_lookup("\xff"), KR_FIELD_NONE);
+    ck_assert_int_eq(kr_struct_field_index_id(0, KR_FIELD_NONE), -1);
+    ck_assert_int_eq(kr_struct_field_index_id((uint16_t)kr_nstructs,
+                                              KR_FIELD_ACKS), -1);
+    ck_assert_int_eq(kr_struct_field_index_id(kr_request_header_struct,
+                                              KR_FIELD_ACKS), -1);
+}
+END_TEST
+
 static Suite *
 schema_suite(void)
 {
@@ -663,6 +760,7 @@ schema_suite(void)
     tcase_add_test(tc, test_roots_complete);
     tcase_add_test(tc, test_tables_sane);
     tcase_add_test(tc, test_type_sizes);
+    tcase_add_test(tc, test_field_ids);
     suite_add_tcase(s, tc);
     return s;
 }
