@@ -152,8 +152,9 @@ struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
  * A whole loaded config.  Every pointer below (strings, arrays, nested
- * structs, the ruleset) is malloc'd and owned by it: kr_conf_free releases
- * all.  Counts (n*) are entries of the array before them.
+ * structs) is malloc'd and owned by it: kr_conf_free releases all, and the
+ * ruleset through ruleset_free when that is set.  Counts (n*) are entries
+ * of the array before them.
  */
 struct kr_conf {
     char *path;                         /* file it was read from */
@@ -166,21 +167,28 @@ struct kr_conf {
     struct kr_rule_conf *rules;         /* file order = precedence */
     int nrules;
     struct kr_audit_conf audit;
-    struct kr_ruleset *ruleset;         /* compiled by the loader
-                                           (kr_rule_compile), freed by
-                                           kr_conf_free; never NULL in a
-                                           loaded config */
+    struct kr_ruleset *ruleset;         /* the rules compiled: NULL as
+                                           the loader returns the config;
+                                           set by whoever compiles them
+                                           (kr_rule_load, in kr_rule.h,
+                                           loads and compiles) */
+    void (*ruleset_free)(struct kr_ruleset *rs);
+                                        /* how kr_conf_free releases
+                                           ruleset (kr_rule_free); NULL:
+                                           the config does not own it */
 };
 
 /*
- * Read and check path.  On success returns KR_OK and *out (caller frees
- * with kr_conf_free).  On failure returns KR_ERROR, *out untouched, and
- * every problem is written to errs (one line each, "FILE:LINE: message";
- * errs may be NULL).  Unknown sections or keys and bad values are errors.
- * A problem with no line of its own (no [listener] at all) is reported at
- * the last line; a file that cannot be read as "FILE: message".  Lines may
- * be up to 1024 bytes.  Call from one thread at a time: it raises
- * libinih's global line limit while it parses.
+ * Read and check path.  The rules are checked, not compiled: *out has no
+ * ruleset (the daemon loads through kr_rule_load, which compiles them).
+ * On success returns KR_OK and *out (caller frees with kr_conf_free).  On
+ * failure returns KR_ERROR, *out untouched, and every problem is written
+ * to errs (one line each, "FILE:LINE: message"; errs may be NULL).
+ * Unknown sections or keys and bad values are errors.  A problem with no
+ * line of its own (no [listener] at all) is reported at the last line; a
+ * file that cannot be read as "FILE: message".  Lines may be up to 1024
+ * bytes.  Call from one thread at a time: it raises libinih's global line
+ * limit while it parses.
  */
 int kr_conf_load(const char *path, FILE *errs,
                  struct kr_conf **out) KR_MUST_CHECK;
@@ -189,7 +197,10 @@ int kr_conf_load(const char *path, FILE *errs,
 int kr_conf_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
-/* Free c and everything it owns (its ruleset too); NULL is a no-op. */
+/*
+ * Free c and everything it owns (its ruleset too when ruleset_free is
+ * set); NULL is a no-op.
+ */
 void kr_conf_free(struct kr_conf *c);
 
 /*

@@ -43,7 +43,6 @@
 #include "kr_conf.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
-#include "kr_rule.h"
 #include "kr_schema.h"
 
 /*
@@ -2227,14 +2226,6 @@ kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
 
     kr_cf_check_all(&st);
     kr_cf_build(&st);
-    if (st.nerr == 0) {
-        char cerr[128];
-
-        c->ruleset = kr_rule_compile(c, cerr, sizeof(cerr));
-        if (c->ruleset == NULL) {
-            kr_cf_err(&st, 0, "%s", cerr);
-        }
-    }
     if (st.nerr > 0) {
         kr_conf_free(c);
         return KR_ERROR;
@@ -2325,7 +2316,9 @@ kr_conf_free(struct kr_conf *c)
         kr_cf_free_rule(&c->rules[i]);
     }
     free(c->rules);
-    kr_rule_free(c->ruleset);
+    if (c->ruleset_free != NULL) {
+        c->ruleset_free(c->ruleset);
+    }
     free(c->audit.target);
     free(c->log.target);
     free(c->path);

@@ -1,6 +1,6 @@
 /*
- * fuzz_conf.c - fuzz target: configuration loading from a string
- * (kr_conf_load_string).
+ * fuzz_conf.c - fuzz target: configuration loading from a string, with
+ * the rules compiled as the daemon does (kr_rule_load_string).
  *
  * Input: INI text (a NUL inside ends it, as for a C string).  Errors go
  * to /dev/null.  A config that loads is dumped (kr_conf_dump); the dump
@@ -14,6 +14,7 @@
 
 #include "fuzz.h"
 #include "kr_conf.h"
+#include "kr_rule.h"
 
 static FILE *kr_fuzz_null;
 
@@ -46,7 +47,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     KR_FUZZ_ASSERT(text != NULL, "out of memory");
     memcpy(text, data, size);
     text[size] = '\0';
-    rc = kr_conf_load_string(text, "fuzz.ini", kr_fuzz_null, &c);
+    rc = kr_rule_load_string(text, "fuzz.ini", kr_fuzz_null, &c);
     free(text);
     if (rc != KR_OK) {
         KR_FUZZ_ASSERT(c == NULL, "failed load set *out");
