@@ -4,7 +4,8 @@
  *
  * Input: INI text (a NUL inside ends it, as for a C string).  Errors go
  * to /dev/null.  A config that loads is dumped (kr_conf_dump); the dump
- * must load again and dump to the same text.
+ * must load again, dump to the same text, and differ in no key from the
+ * config (kr_conf_reload_diff).
  */
 #include "config.h"
 
@@ -61,6 +62,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     d2 = kr_fuzz_dump(c2);
     KR_FUZZ_ASSERT(strcmp(d1, d2) == 0, "dump of the dump differs:\n%s\n"
                    "----\n%s", d1, d2);
+    KR_FUZZ_ASSERT(kr_conf_reload_diff(c, c2, NULL, NULL) == 0,
+                   "the dump's config differs from the config:\n%s", d1);
     free(d1);
     free(d2);
     kr_conf_free(c2);
