@@ -152,8 +152,9 @@ struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
  * A whole loaded config.  Every pointer below (strings, arrays, nested
- * structs, the ruleset) is malloc'd and owned by it: kr_conf_free releases
- * all.  Counts (n*) are entries of the array before them.
+ * structs) is malloc'd and owned by it: kr_conf_free releases all, and the
+ * ruleset through ruleset_free when that is set.  Counts (n*) are entries
+ * of the array before them.
  */
 struct kr_conf {
     char *path;                         /* file it was read from */
@@ -166,21 +167,28 @@ struct kr_conf {
     struct kr_rule_conf *rules;         /* file order = precedence */
     int nrules;
     struct kr_audit_conf audit;
-    struct kr_ruleset *ruleset;         /* compiled by the loader
-                                           (kr_rule_compile), freed by
-                                           kr_conf_free; never NULL in a
-                                           loaded config */
+    struct kr_ruleset *ruleset;         /* the rules compiled: NULL as
+                                           the loader returns the config;
+                                           set by whoever compiles them
+                                           (kr_rule_load, in kr_rule.h,
+                                           loads and compiles) */
+    void (*ruleset_free)(struct kr_ruleset *rs);
+                                        /* how kr_conf_free releases
+                                           ruleset (kr_rule_free); NULL:
+                                           the config does not own it */
 };
 
 /*
- * Read and check path.  On success returns KR_OK and *out (caller frees
- * with kr_conf_free).  On failure returns KR_ERROR, *out untouched, and
- * every problem is written to errs (one line each, "FILE:LINE: message";
- * errs may be NULL).  Unknown sections or keys and bad values are errors.
- * A problem with no line of its own (no [listener] at all) is reported at
- * the last line; a file that cannot be read as "FILE: message".  Lines may
- * be up to 1024 bytes.  Call from one thread at a time: it raises
- * libinih's global line limit while it parses.
+ * Read and check path.  The rules are checked, not compiled: *out has no
+ * ruleset (the daemon loads through kr_rule_load, which compiles them).
+ * On success returns KR_OK and *out (caller frees with kr_conf_free).  On
+ * failure returns KR_ERROR, *out untouched, and every problem is written
+ * to errs (one line each, "FILE:LINE: message"; errs may be NULL).
+ * Unknown sections or keys and bad values are errors.  A problem with no
+ * line of its own (no [listener] at all) is reported at the last line; a
+ * file that cannot be read as "FILE: message".  Lines may be up to 1024
+ * bytes.  Call from one thread at a time: it raises libinih's global line
+ * limit while it parses.
  */
 int kr_conf_load(const char *path, FILE *errs,
                  struct kr_conf **out) KR_MUST_CHECK;
@@ -189,7 +197,10 @@ int kr_conf_load(const char *path, FILE *errs,
 int kr_conf_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
-/* Free c and everything it owns (its ruleset too); NULL is a no-op. */
+/*
+ * Free c and everything it owns (its ruleset too when ruleset_free is
+ * set); NULL is a no-op.
+ */
 void kr_conf_free(struct kr_conf *c);
 
 /*
@@ -205,5 +216,127 @@ void kr_strlist_free(struct kr_strlist *l);
 
 /* Print the effective config (every key with its value) to f. */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);
+
+/*
+ * Reload (SIGHUP).  A reload loads a whole new config and swaps it in,
+ * or refuses it and keeps the running one.  What it does with a value
+ * that changed is an attribute of each key in the key table
+ * (src/kr_conf.c, kr_conf_keys[]); the reload code asks here instead of
+ * comparing fields itself, and the man page prints the same attribute.
+ * Bit values, so that a set of them can be returned.
+ *
+ *   APPLY    every key not named below.  Connections accepted after the
+ *            reload use the new value, and open ones once they take the
+ *            new config (src/kr_session.c, conf_refresh).  [log] level
+ *            and target (the file is reopened), [audit] target (the new
+ *            sink opens first: when it cannot, the reload is refused),
+ *            every [rule] key, the [listener] limits and
+ *            advertised_host; [upstream] connect_timeout_ms and
+ *            request_timeout_margin_ms for client connections (the
+ *            upstream's own Metadata connection keeps the values it
+ *            started with).
+ *   REBIND   [listener] listen, broker_port_base, node_id_min,
+ *            node_id_max: the listener section is replaced as a whole.
+ *            Its new listeners are bound (a socket of the old section on
+ *            the same address is taken over, not closed), the old ones
+ *            close, and the old section's open connections stay, with
+ *            the listener values they had.  Every value of the section
+ *            is then new, its RESTART key (upstream) too.  The same as
+ *            removing the section and adding another.
+ *   RESTART  [upstream] bootstrap_servers, dial.NODEID,
+ *            metadata_refresh_ms; [listener] upstream; [audit]
+ *            queue_bytes.  The reload keeps the running value: the
+ *            upstream running since start, the upstream a listener was
+ *            opened with, the audit queue.  Only a restart applies it,
+ *            or a reload that rebuilds what the key belongs to for
+ *            another reason (a listener that REBINDs, an audit target
+ *            that changes).
+ *   REFUSE   never a key's: adding an [upstream] section refuses the
+ *            whole reload (upstreams are made at start only).
+ *
+ * Whole sections: adding or removing a [listener] is REBIND, a [rule]
+ * or [audit] APPLY; adding an [upstream] is REFUSE, removing one RESTART
+ * (it runs on until a restart).  Sections are paired by kind and name:
+ * a renamed section is one removed and one added.  Rule order is not
+ * compared (a reload applies the rules as a whole).
+ */
+enum kr_conf_reload {
+    KR_RELOAD_APPLY = 0x1,
+    KR_RELOAD_RESTART = 0x2,
+    KR_RELOAD_REBIND = 0x4,
+    KR_RELOAD_REFUSE = 0x8
+};
+
+/* One difference between two configs (kr_conf_reload_diff). */
+struct kr_conf_change {
+    const char *section;                /* "listener", "upstream", "log",
+                                           "audit" or "rule" */
+    const char *name;                   /* the section's name, "" when
+                                           unnamed */
+    const char *key;                    /* as in krelay.ini ("dial." for
+                                           all dial.NODEID together); NULL
+                                           when the whole section was
+                                           added or removed */
+    int old_index, new_index;           /* the section in old's and new's
+                                           listeners, upstreams or rules
+                                           (0 for [log] and [audit]); -1:
+                                           not in that config */
+    int line;                           /* where the section starts in
+                                           new (in old when removed); 0
+                                           when not known ([log], [audit])
+                                           */
+    enum kr_conf_reload reload;         /* what a reload does with it */
+};
+
+/* Called once per difference; ch is valid during the call only. */
+typedef void kr_conf_change_fn(const struct kr_conf_change *ch, void *arg);
+
+/*
+ * Compare old (the config whose values run) with new, key by key through
+ * the key table, and call fn(change, arg) for every key whose value
+ * differs and every section added or removed (fn may be NULL).  Sections
+ * are visited as listeners, upstreams, log, audit, rules, each in new's
+ * order, then the ones removed in old's order.  A listener's upstream is
+ * compared by the name it resolves to, written or implied.  Returns the
+ * set (KR_RELOAD_* bits) of what was reported, 0 when the configs do not
+ * differ.  Pure; reads both configs only.
+ */
+unsigned kr_conf_reload_diff(const struct kr_conf *old,
+                             const struct kr_conf *new,
+                             kr_conf_change_fn *fn, void *arg);
+
+/*
+ * The same for one [listener] (or [upstream]) section of each config,
+ * whatever their names: the keys only (old_index and new_index 0).  For
+ * the reload, which keeps a running listener section when nothing in the
+ * result is REBIND, and warns for an upstream when the result has
+ * RESTART.
+ */
+unsigned kr_conf_listener_diff(const struct kr_listener_conf *old,
+                               const struct kr_listener_conf *new,
+                               kr_conf_change_fn *fn, void *arg);
+unsigned kr_conf_upstream_diff(const struct kr_upstream_conf *old,
+                               const struct kr_upstream_conf *new,
+                               kr_conf_change_fn *fn, void *arg);
+
+/* One key of the key table, as docs and tests see it. */
+struct kr_conf_key_desc {
+    const char *section;                /* "listener", "upstream", "log",
+                                           "audit" or "rule" */
+    const char *name;                   /* as in krelay.ini; "dial."
+                                           stands for dial.NODEID */
+    enum kr_conf_reload reload;         /* never KR_RELOAD_REFUSE */
+    bool required;                      /* no default: must be given */
+    const char *def;                    /* default as written in the file;
+                                           NULL: required, none, or
+                                           computed by the loader */
+    const char *help;                   /* one line */
+};
+
+/*
+ * The i-th key of the table (0, 1, ... in table order); false past the
+ * last.  The strings are static.
+ */
+bool kr_conf_key(size_t i, struct kr_conf_key_desc *out);
 
 #endif /* KR_CONF_H */

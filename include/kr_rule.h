@@ -2,8 +2,9 @@
  * kr_rule.h - the compiled rule set ([rule NAME] sections), matching, and
  * the verdict a request gets.
  *
- * At config load (kr_conf_load) every [rule] is compiled into a table
- * indexed by (ApiKey, ApiVersion): each slot holds two bit sets of rule
+ * kr_rule_load reads a config (kr_conf_load, which only parses and
+ * checks) and compiles every [rule] into a table indexed by (ApiKey,
+ * ApiVersion): each slot holds two bit sets of rule
  * indexes, the rules whose request-side actions apply there and those
  * whose response-side actions apply (the `direction` key).  A rule with
  * no `api` goes into every known API's slots, one with `versions` only
@@ -122,6 +123,21 @@ struct kr_verdict {
 };
 
 /*
+ * Read and check path (kr_conf_load), then compile its rules into
+ * (*out)->ruleset, which kr_conf_free then frees (ruleset_free).  How the
+ * daemon reads a config: at start, for -t and at a reload.  Returns what
+ * kr_conf_load returns, with its messages in errs; a config that loads
+ * but does not compile (ENOMEM) is KR_ERROR, *out untouched, and one line
+ * "FILE: message" in errs (may be NULL).
+ */
+int kr_rule_load(const char *path, FILE *errs,
+                 struct kr_conf **out) KR_MUST_CHECK;
+
+/* Same, from a string (kr_conf_load_string; tests, --demo). */
+int kr_rule_load_string(const char *text, const char *name, FILE *errs,
+                        struct kr_conf **out) KR_MUST_CHECK;
+
+/*
  * Compile conf->rules into a new ruleset.  Returns NULL with a message in
  * err on ENOMEM (the loader has checked every value already).  Free with
  * kr_rule_free.
@@ -130,7 +146,7 @@ struct kr_ruleset *kr_rule_compile(const struct kr_conf *conf, char *err,
                                    size_t errlen);
 /*
  * Free rs (its table; not the conf).  NULL is a no-op.  kr_conf_free
- * calls it for a loaded config's ruleset.
+ * calls it for the ruleset of a config from kr_rule_load.
  */
 void kr_rule_free(struct kr_ruleset *rs);
 

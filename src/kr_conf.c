@@ -43,7 +43,6 @@
 #include "kr_conf.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
-#include "kr_rule.h"
 #include "kr_schema.h"
 
 /*
@@ -102,9 +101,11 @@ enum kr_cf_type {
 };
 
 #define KR_CF_REQUIRED 0x1u     /* no default: must be given */
-#define KR_CF_NO_RELOAD 0x2u    /* a reload cannot change it (reserved) */
+#define KR_CF_REBIND 0x2u       /* reload: KR_RELOAD_REBIND */
 #define KR_CF_NEG_UNSET 0x4u    /* a negative value means "not set" (not
                                    dumped) */
+#define KR_CF_RESTART 0x8u      /* reload: KR_RELOAD_RESTART */
+/* A key with neither KR_CF_REBIND nor KR_CF_RESTART: KR_RELOAD_APPLY. */
 
 struct kr_cf_key {
     enum kr_cf_sect sect;
@@ -141,21 +142,21 @@ static const char *const kr_cf_codec_names[] = {
 
 static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "listen", KR_CT_HOSTPORT, LST(listen), 0, NULL,
-      0, 0, KR_CF_REQUIRED | KR_CF_NO_RELOAD,
+      0, 0, KR_CF_REQUIRED | KR_CF_REBIND,
       "HOST:PORT of the bootstrap listener clients are given", NULL },
     { KR_CS_LISTENER, "advertised_host", KR_CT_HOST, LST(advertised_host),
       0, NULL, 0, 0, 0,
       "host written into Metadata responses (default: the listen host, "
       "or 127.0.0.1 when listening on a wildcard)", NULL },
     { KR_CS_LISTENER, "broker_port_base", KR_CT_PORT, LST(broker_port_base),
-      0, NULL, 1, 65535, KR_CF_REQUIRED | KR_CF_NO_RELOAD,
+      0, NULL, 1, 65535, KR_CF_REQUIRED | KR_CF_REBIND,
       "NodeId n is reached at port broker_port_base + n", NULL },
     { KR_CS_LISTENER, "node_id_min", KR_CT_I32, LST(node_id_min), 0, "0",
-      0, 65534, KR_CF_NO_RELOAD, "lowest NodeId given a port", NULL },
+      0, 65534, KR_CF_REBIND, "lowest NodeId given a port", NULL },
     { KR_CS_LISTENER, "node_id_max", KR_CT_I32, LST(node_id_max), 0, "15",
-      0, 65534, KR_CF_NO_RELOAD, "highest NodeId given a port", NULL },
+      0, 65534, KR_CF_REBIND, "highest NodeId given a port", NULL },
     { KR_CS_LISTENER, "upstream", KR_CT_NAME, LST(upstream), 0, NULL,
-      0, 0, 0, "name of the [upstream] behind this listener "
+      0, 0, KR_CF_RESTART, "name of the [upstream] behind this listener "
       "(default: the only one)", NULL },
     { KR_CS_LISTENER, "max_frame_bytes", KR_CT_I64, LST(max_frame_bytes), 0,
       "67108864", 64, INT32_MAX, 0,
@@ -183,7 +184,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "data) socket to socket with splice(2), in bytes (0: never)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
-      UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0, KR_CF_REQUIRED,
+      UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
+      KR_CF_REQUIRED | KR_CF_RESTART,
       "HOST:PORT[,HOST:PORT...] of the Kafka cluster", NULL },
     { KR_CS_UPSTREAM, "connect_timeout_ms", KR_CT_I64,
       UPS(connect_timeout_ms), 0, "10000", 1, 3600000, 0,
@@ -192,10 +194,10 @@ static const struct kr_cf_key kr_conf_keys[] = {
       UPS(request_timeout_margin_ms), 0, "30000", 0, 3600000, 0,
       "added to a request's own wait before it is given up, in ms", NULL },
     { KR_CS_UPSTREAM, "metadata_refresh_ms", KR_CT_I64,
-      UPS(metadata_refresh_ms), 0, "300000", 1000, 86400000, 0,
+      UPS(metadata_refresh_ms), 0, "300000", 1000, 86400000, KR_CF_RESTART,
       "how often cluster Metadata is refreshed, in ms", NULL },
     { KR_CS_UPSTREAM, "dial.", KR_CT_DIAL, UPS(dial), UPS(ndial), NULL,
-      0, INT32_MAX, 0,
+      0, INT32_MAX, KR_CF_RESTART,
       "dial.NODEID = HOST:PORT: connect there instead of the address "
       "the broker advertises", NULL },
 
@@ -208,8 +210,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       KR_CF_REQUIRED, "syslog, or the path of a file for audit JSON lines "
       "(reopened on SIGHUP and SIGUSR1)", NULL },
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
-      4096, INT32_MAX, 0, "audit lines buffered before lines are dropped "
-      "(and counted), in bytes", NULL },
+      4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
+      "are dropped (and counted), in bytes", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -2227,14 +2229,6 @@ kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
 
     kr_cf_check_all(&st);
     kr_cf_build(&st);
-    if (st.nerr == 0) {
-        char cerr[128];
-
-        c->ruleset = kr_rule_compile(c, cerr, sizeof(cerr));
-        if (c->ruleset == NULL) {
-            kr_cf_err(&st, 0, "%s", cerr);
-        }
-    }
     if (st.nerr > 0) {
         kr_conf_free(c);
         return KR_ERROR;
@@ -2325,11 +2319,397 @@ kr_conf_free(struct kr_conf *c)
         kr_cf_free_rule(&c->rules[i]);
     }
     free(c->rules);
-    kr_rule_free(c->ruleset);
+    if (c->ruleset_free != NULL) {
+        c->ruleset_free(c->ruleset);
+    }
     free(c->audit.target);
     free(c->log.target);
     free(c->path);
     free(c);
+}
+
+/* ---- reload: what changed, and what a reload does with it --------------- */
+
+/* What adding and removing a section of each kind does (kr_conf.h). */
+static const enum kr_conf_reload kr_cf_sect_reload[KR_CS_NKINDS][2] = {
+    [KR_CS_LISTENER] = { KR_RELOAD_REBIND, KR_RELOAD_REBIND },
+    [KR_CS_UPSTREAM] = { KR_RELOAD_REFUSE, KR_RELOAD_RESTART },
+    [KR_CS_LOG] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
+    [KR_CS_RULE] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
+    [KR_CS_AUDIT] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
+};
+
+static enum kr_conf_reload
+kr_cf_key_reload(const struct kr_cf_key *k)
+{
+    if (k->flags & KR_CF_REBIND) {
+        return KR_RELOAD_REBIND;
+    }
+    return (k->flags & KR_CF_RESTART) ? KR_RELOAD_RESTART : KR_RELOAD_APPLY;
+}
+
+/* NULL and "" are the same (an unnamed section, an unset string). */
+static bool
+kr_cf_same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+static bool
+kr_cf_same_hostport(const struct kr_hostport *a, const struct kr_hostport *b)
+{
+    return kr_cf_same_str(a->host, b->host) && a->port == b->port;
+}
+
+/* Does key k hold the same value in the section objects a and b? */
+static bool
+kr_cf_same_value(const struct kr_cf_key *k, const void *a, const void *b)
+{
+    const char *pa = (const char *)a + k->off;
+    const char *pb = (const char *)b + k->off;
+    int na = 0, i;
+
+    switch (k->type) {
+    case KR_CT_HOSTPORT_LIST:           /* an int count at off2 */
+    case KR_CT_DIAL:
+    case KR_CT_CIDRS:
+    case KR_CT_APIS:
+        na = *(const int *)(const void *)((const char *)a + k->off2);
+        if (na != *(const int *)(const void *)((const char *)b + k->off2)) {
+            return false;
+        }
+        break;
+    case KR_CT_VRANGE:                  /* hi at off2, lo below */
+        if (*(const int32_t *)(const void *)((const char *)a + k->off2) !=
+            *(const int32_t *)(const void *)((const char *)b + k->off2)) {
+            return false;
+        }
+        break;
+    default:
+        break;
+    }
+    switch (k->type) {
+    case KR_CT_HOSTPORT:
+        return kr_cf_same_hostport((const void *)pa, (const void *)pb);
+    case KR_CT_HOSTPORT_LIST: {
+        const struct kr_hostport *x = *(struct kr_hostport *const *)
+                                          (const void *)pa;
+        const struct kr_hostport *y = *(struct kr_hostport *const *)
+                                          (const void *)pb;
+
+        for (i = 0; i < na; i++) {
+            if (!kr_cf_same_hostport(&x[i], &y[i])) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case KR_CT_HOST:
+    case KR_CT_NAME:
+    case KR_CT_STRING:
+        return kr_cf_same_str(*(char *const *)(const void *)pa,
+                              *(char *const *)(const void *)pb);
+    case KR_CT_PORT:
+        return *(const uint16_t *)(const void *)pa ==
+               *(const uint16_t *)(const void *)pb;
+    case KR_CT_I32:
+    case KR_CT_KERR:
+    case KR_CT_VRANGE:
+        return *(const int32_t *)(const void *)pa ==
+               *(const int32_t *)(const void *)pb;
+    case KR_CT_I64:
+        return *(const int64_t *)(const void *)pa ==
+               *(const int64_t *)(const void *)pb;
+    case KR_CT_BOOL:
+        return *(const bool *)(const void *)pa ==
+               *(const bool *)(const void *)pb;
+    case KR_CT_LEVEL:
+    case KR_CT_CHOICE:
+        return *(const int *)(const void *)pa == *(const int *)(const void *)pb;
+    case KR_CT_ACKS:
+    case KR_CT_CODECS:
+        return *(const unsigned *)(const void *)pa ==
+               *(const unsigned *)(const void *)pb;
+    case KR_CT_PROB:
+        return *(const double *)(const void *)pa ==
+               *(const double *)(const void *)pb;
+    case KR_CT_DIAL: {
+        const struct kr_dial_override *x =
+            *(struct kr_dial_override *const *)(const void *)pa;
+        const struct kr_dial_override *y =
+            *(struct kr_dial_override *const *)(const void *)pb;
+
+        for (i = 0; i < na; i++) {
+            if (x[i].node_id != y[i].node_id ||
+                !kr_cf_same_hostport(&x[i].addr, &y[i].addr)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case KR_CT_NAMES:
+    case KR_CT_GLOBS: {
+        const struct kr_strlist *x = (const void *)pa;
+        const struct kr_strlist *y = (const void *)pb;
+
+        if (x->n != y->n) {
+            return false;
+        }
+        for (i = 0; i < x->n; i++) {
+            if (strcmp(x->v[i], y->v[i]) != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case KR_CT_CIDRS: {
+        const struct kr_cidr *x = *(struct kr_cidr *const *)(const void *)pa;
+        const struct kr_cidr *y = *(struct kr_cidr *const *)(const void *)pb;
+
+        for (i = 0; i < na; i++) {
+            if (x[i].family != y[i].family || x[i].bits != y[i].bits ||
+                memcmp(x[i].addr, y[i].addr, sizeof(x[i].addr)) != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case KR_CT_APIS: {
+        const int16_t *x = *(int16_t *const *)(const void *)pa;
+        const int16_t *y = *(int16_t *const *)(const void *)pb;
+
+        return na == 0 || memcmp(x, y, sizeof(*x) * (size_t)na) == 0;
+    }
+    }
+    return false;
+}
+
+/*
+ * Report each key of kind whose value differs between the section
+ * objects a and b (*ch filled but for key and reload).  Returns the set.
+ */
+static unsigned
+kr_cf_diff_keys(enum kr_cf_sect kind, const void *a, const void *b,
+                struct kr_conf_change *ch, kr_conf_change_fn *fn, void *arg)
+{
+    unsigned set = 0;
+    size_t i;
+
+    for (i = 0; i < KR_CF_NKEYS; i++) {
+        const struct kr_cf_key *k = &kr_conf_keys[i];
+
+        if (k->sect != kind || kr_cf_same_value(k, a, b)) {
+            continue;
+        }
+        ch->key = k->name;
+        ch->reload = kr_cf_key_reload(k);
+        set |= (unsigned)ch->reload;
+        if (fn != NULL) {
+            fn(ch, arg);
+        }
+    }
+    return set;
+}
+
+/* A listener with its upstream named as it resolves (written or not). */
+static struct kr_listener_conf
+kr_cf_listener_resolved(const struct kr_listener_conf *l)
+{
+    struct kr_listener_conf r = *l;
+
+    if (r.upstream == NULL && r.up != NULL) {
+        r.upstream = r.up->name;
+    }
+    return r;
+}
+
+unsigned
+kr_conf_listener_diff(const struct kr_listener_conf *old,
+                      const struct kr_listener_conf *new,
+                      kr_conf_change_fn *fn, void *arg)
+{
+    struct kr_listener_conf a = kr_cf_listener_resolved(old);
+    struct kr_listener_conf b = kr_cf_listener_resolved(new);
+    struct kr_conf_change ch = {
+        kr_cf_sect_names[KR_CS_LISTENER], new->name, NULL, 0, 0, new->line,
+        KR_RELOAD_APPLY
+    };
+
+    return kr_cf_diff_keys(KR_CS_LISTENER, &a, &b, &ch, fn, arg);
+}
+
+unsigned
+kr_conf_upstream_diff(const struct kr_upstream_conf *old,
+                      const struct kr_upstream_conf *new,
+                      kr_conf_change_fn *fn, void *arg)
+{
+    struct kr_conf_change ch = {
+        kr_cf_sect_names[KR_CS_UPSTREAM], new->name, NULL, 0, 0, new->line,
+        KR_RELOAD_APPLY
+    };
+
+    return kr_cf_diff_keys(KR_CS_UPSTREAM, old, new, &ch, fn, arg);
+}
+
+/* Report a whole section added (oi < 0) or removed (ni < 0). */
+static unsigned
+kr_cf_diff_whole(enum kr_cf_sect kind, const char *name, int oi, int ni,
+                 int line, kr_conf_change_fn *fn, void *arg)
+{
+    struct kr_conf_change ch = {
+        kr_cf_sect_names[kind], name != NULL ? name : "", NULL, oi, ni, line,
+        kr_cf_sect_reload[kind][oi < 0 ? 0 : 1]
+    };
+
+    if (fn != NULL) {
+        fn(&ch, arg);
+    }
+    return (unsigned)ch.reload;
+}
+
+/*
+ * One kind of named section, held in arrays of n* elements of size sz
+ * whose name and line fields are at name_off and line_off.
+ */
+struct kr_cf_arr {
+    enum kr_cf_sect kind;
+    const void *a, *b;
+    int na, nb;
+    size_t sz, name_off, line_off;
+};
+
+static const char *
+kr_cf_arr_name(const struct kr_cf_arr *x, const void *base, int i)
+{
+    return *(char *const *)(const void *)((const char *)base +
+                                          (size_t)i * x->sz + x->name_off);
+}
+
+static int
+kr_cf_arr_line(const struct kr_cf_arr *x, const void *base, int i)
+{
+    return *(const int *)(const void *)((const char *)base +
+                                        (size_t)i * x->sz + x->line_off);
+}
+
+/* The index of the section called name in base (n of them), or -1. */
+static int
+kr_cf_arr_find(const struct kr_cf_arr *x, const void *base, int n,
+               const char *name)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (kr_cf_same_str(kr_cf_arr_name(x, base, i), name)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static unsigned
+kr_cf_diff_arr(const struct kr_cf_arr *x, kr_conf_change_fn *fn, void *arg)
+{
+    unsigned set = 0;
+    int i, j;
+
+    for (j = 0; j < x->nb; j++) {
+        const char *name = kr_cf_arr_name(x, x->b, j);
+        const void *sb = (const char *)x->b + (size_t)j * x->sz;
+        int line = kr_cf_arr_line(x, x->b, j);
+
+        i = kr_cf_arr_find(x, x->a, x->na, name);
+        if (i < 0) {
+            set |= kr_cf_diff_whole(x->kind, name, -1, j, line, fn, arg);
+        } else if (x->kind == KR_CS_LISTENER) {
+            struct kr_listener_conf la =
+                kr_cf_listener_resolved(&((const struct kr_listener_conf *)
+                                          x->a)[i]);
+            struct kr_listener_conf lb = kr_cf_listener_resolved(sb);
+            struct kr_conf_change ch = {
+                kr_cf_sect_names[x->kind], name, NULL, i, j, line,
+                KR_RELOAD_APPLY
+            };
+
+            set |= kr_cf_diff_keys(x->kind, &la, &lb, &ch, fn, arg);
+        } else {
+            struct kr_conf_change ch = {
+                kr_cf_sect_names[x->kind], name, NULL, i, j, line,
+                KR_RELOAD_APPLY
+            };
+
+            set |= kr_cf_diff_keys(x->kind,
+                                   (const char *)x->a + (size_t)i * x->sz, sb,
+                                   &ch, fn, arg);
+        }
+    }
+    for (i = 0; i < x->na; i++) {
+        const char *name = kr_cf_arr_name(x, x->a, i);
+
+        if (kr_cf_arr_find(x, x->b, x->nb, name) < 0) {
+            set |= kr_cf_diff_whole(x->kind, name, i, -1,
+                                    kr_cf_arr_line(x, x->a, i), fn, arg);
+        }
+    }
+    return set;
+}
+
+unsigned
+kr_conf_reload_diff(const struct kr_conf *old, const struct kr_conf *new,
+                    kr_conf_change_fn *fn, void *arg)
+{
+    const struct kr_cf_arr arrs[] = {
+        { KR_CS_LISTENER, old->listeners, new->listeners, old->nlisteners,
+          new->nlisteners, sizeof(struct kr_listener_conf),
+          offsetof(struct kr_listener_conf, name),
+          offsetof(struct kr_listener_conf, line) },
+        { KR_CS_UPSTREAM, old->upstreams, new->upstreams, old->nupstreams,
+          new->nupstreams, sizeof(struct kr_upstream_conf),
+          offsetof(struct kr_upstream_conf, name),
+          offsetof(struct kr_upstream_conf, line) },
+        { KR_CS_RULE, old->rules, new->rules, old->nrules, new->nrules,
+          sizeof(struct kr_rule_conf), offsetof(struct kr_rule_conf, name),
+          offsetof(struct kr_rule_conf, line) },
+    };
+    struct kr_conf_change ch = {
+        kr_cf_sect_names[KR_CS_LOG], "", NULL, 0, 0, 0, KR_RELOAD_APPLY
+    };
+    unsigned set;
+
+    set = kr_cf_diff_arr(&arrs[0], fn, arg);
+    set |= kr_cf_diff_arr(&arrs[1], fn, arg);
+    set |= kr_cf_diff_keys(KR_CS_LOG, &old->log, &new->log, &ch, fn, arg);
+    /* [audit] is there when it has a target (a required key) */
+    if (old->audit.target != NULL && new->audit.target != NULL) {
+        ch.section = kr_cf_sect_names[KR_CS_AUDIT];
+        set |= kr_cf_diff_keys(KR_CS_AUDIT, &old->audit, &new->audit, &ch,
+                               fn, arg);
+    } else if (old->audit.target != NULL || new->audit.target != NULL) {
+        set |= kr_cf_diff_whole(KR_CS_AUDIT, "",
+                                old->audit.target != NULL ? 0 : -1,
+                                new->audit.target != NULL ? 0 : -1, 0, fn,
+                                arg);
+    }
+    set |= kr_cf_diff_arr(&arrs[2], fn, arg);
+    return set;
+}
+
+bool
+kr_conf_key(size_t i, struct kr_conf_key_desc *out)
+{
+    const struct kr_cf_key *k;
+
+    if (i >= KR_CF_NKEYS || out == NULL) {
+        return false;
+    }
+    k = &kr_conf_keys[i];
+    out->section = kr_cf_sect_names[k->sect];
+    out->name = k->name;
+    out->reload = kr_cf_key_reload(k);
+    out->required = (k->flags & KR_CF_REQUIRED) != 0;
+    out->def = k->def;
+    out->help = k->help;
+    return true;
 }
 
 /* ---- dump --------------------------------------------------------------- */

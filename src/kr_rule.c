@@ -319,6 +319,47 @@ kr_rule_free(struct kr_ruleset *rs)
     free(rs);
 }
 
+/* Compile the rules of a config just loaded (rc its load's result). */
+static int
+load_compile(int rc, FILE *errs, struct kr_conf *c, struct kr_conf **out)
+{
+    char err[128];
+
+    if (rc != KR_OK) {
+        return rc;
+    }
+    c->ruleset = kr_rule_compile(c, err, sizeof(err));
+    if (c->ruleset == NULL) {
+        if (errs != NULL) {
+            fprintf(errs, "%s: %s\n", c->path, err);
+        }
+        kr_conf_free(c);
+        return KR_ERROR;
+    }
+    c->ruleset_free = kr_rule_free;
+    *out = c;
+    return KR_OK;
+}
+
+int
+kr_rule_load(const char *path, FILE *errs, struct kr_conf **out)
+{
+    struct kr_conf *c = NULL;
+    int rc = kr_conf_load(path, errs, &c);
+
+    return load_compile(rc, errs, c, out);
+}
+
+int
+kr_rule_load_string(const char *text, const char *name, FILE *errs,
+                    struct kr_conf **out)
+{
+    struct kr_conf *c = NULL;
+    int rc = kr_conf_load_string(text, name, errs, &c);
+
+    return load_compile(rc, errs, c, out);
+}
+
 /* ---- connections and lookup --------------------------------------------- */
 
 void

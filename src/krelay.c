@@ -76,8 +76,8 @@ print_prefixed(const char *text)
 }
 
 /*
- * Load the config from path (or text when not NULL) with its errors
- * prefixed.  Returns KR_OK or the loader's error.
+ * Load the config from path (or text when not NULL) and compile its rules,
+ * with its errors prefixed.  Returns KR_OK or the loader's error.
  */
 static int
 load_conf(const char *path, const char *text, struct kr_conf **conf)
@@ -88,11 +88,11 @@ load_conf(const char *path, const char *text, struct kr_conf **conf)
     int rc;
 
     if (ef == NULL) {
-        return text != NULL ? kr_conf_load_string(text, path, stderr, conf)
-                            : kr_conf_load(path, stderr, conf);
+        return text != NULL ? kr_rule_load_string(text, path, stderr, conf)
+                            : kr_rule_load(path, stderr, conf);
     }
-    rc = text != NULL ? kr_conf_load_string(text, path, ef, conf)
-                      : kr_conf_load(path, ef, conf);
+    rc = text != NULL ? kr_rule_load_string(text, path, ef, conf)
+                      : kr_rule_load(path, ef, conf);
     fclose(ef);
     print_prefixed(errs);
     free(errs);

@@ -1,10 +1,11 @@
 /*
- * fuzz_conf.c - fuzz target: configuration loading from a string
- * (kr_conf_load_string).
+ * fuzz_conf.c - fuzz target: configuration loading from a string, with
+ * the rules compiled as the daemon does (kr_rule_load_string).
  *
  * Input: INI text (a NUL inside ends it, as for a C string).  Errors go
  * to /dev/null.  A config that loads is dumped (kr_conf_dump); the dump
- * must load again and dump to the same text.
+ * must load again, dump to the same text, and differ in no key from the
+ * config (kr_conf_reload_diff).
  */
 #include "config.h"
 
@@ -14,6 +15,7 @@
 
 #include "fuzz.h"
 #include "kr_conf.h"
+#include "kr_rule.h"
 
 static FILE *kr_fuzz_null;
 
@@ -46,7 +48,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     KR_FUZZ_ASSERT(text != NULL, "out of memory");
     memcpy(text, data, size);
     text[size] = '\0';
-    rc = kr_conf_load_string(text, "fuzz.ini", kr_fuzz_null, &c);
+    rc = kr_rule_load_string(text, "fuzz.ini", kr_fuzz_null, &c);
     free(text);
     if (rc != KR_OK) {
         KR_FUZZ_ASSERT(c == NULL, "failed load set *out");
@@ -60,6 +62,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     d2 = kr_fuzz_dump(c2);
     KR_FUZZ_ASSERT(strcmp(d1, d2) == 0, "dump of the dump differs:\n%s\n"
                    "----\n%s", d1, d2);
+    KR_FUZZ_ASSERT(kr_conf_reload_diff(c, c2, NULL, NULL) == 0,
+                   "the dump's config differs from the config:\n%s", d1);
     free(d1);
     free(d2);
     kr_conf_free(c2);

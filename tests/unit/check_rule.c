@@ -38,7 +38,7 @@ load(const char *text, struct kr_conf **out, char **errs)
 
     ck_assert_ptr_nonnull(f);
     *out = NULL;
-    rc = kr_conf_load_string(text, "t.ini", f, out);
+    rc = kr_rule_load_string(text, "t.ini", f, out);
     fclose(f);
     return rc;
 }
