@@ -20,6 +20,7 @@
 #include "kr_log.h"
 #include "kr_proxy.h"
 #include "kr_rewrite.h"
+#include "kr_rule.h"
 #include "kr_session.h"
 #include "kr_upstream.h"
 
@@ -563,43 +564,26 @@ same_str(const char *a, const char *b)
     return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
 }
 
-/* Can the running group g serve [listener] lc of a new config as is? */
+/*
+ * Can the running group g serve [listener] lc of a new config as is?  The
+ * same section, and no key changed that rebinds (kr_conf.h, the keys'
+ * reload attribute).
+ */
 static bool
 same_listeners(const struct kr_listener_conf *a,
                const struct kr_listener_conf *b)
 {
     return same_str(a->name, b->name) &&
-           same_str(a->listen.host, b->listen.host) &&
-           a->listen.port == b->listen.port &&
-           a->broker_port_base == b->broker_port_base &&
-           a->node_id_min == b->node_id_min &&
-           a->node_id_max == b->node_id_max;
+           !(kr_conf_listener_diff(a, b, NULL, NULL) & KR_RELOAD_REBIND);
 }
 
+/* Is the running upstream a what b would start (no RESTART key changed)? */
 static bool
 same_upstream(const struct kr_upstream_conf *a,
               const struct kr_upstream_conf *b)
 {
-    int i;
-
-    if (!same_str(a->name, b->name) || a->nbootstrap != b->nbootstrap ||
-        a->ndial != b->ndial) {
-        return false;
-    }
-    for (i = 0; i < a->nbootstrap; i++) {
-        if (!same_str(a->bootstrap[i].host, b->bootstrap[i].host) ||
-            a->bootstrap[i].port != b->bootstrap[i].port) {
-            return false;
-        }
-    }
-    for (i = 0; i < a->ndial; i++) {
-        if (a->dial[i].node_id != b->dial[i].node_id ||
-            !same_str(a->dial[i].addr.host, b->dial[i].addr.host) ||
-            a->dial[i].addr.port != b->dial[i].addr.port) {
-            return false;
-        }
-    }
-    return true;
+    return same_str(a->name, b->name) &&
+           !(kr_conf_upstream_diff(a, b, NULL, NULL) & KR_RELOAD_RESTART);
 }
 
 /* The running upstream named like uc, or -1. */
@@ -693,7 +677,7 @@ reload(struct kr_proxy *p, const char *path, const char *by)
         return KR_ERROR;
     }
     ef = open_memstream(&errs, &elen);
-    rc = kr_conf_load(path, ef, &nc);
+    rc = kr_rule_load(path, ef, &nc);
     if (ef != NULL) {
         fclose(ef);
     }
