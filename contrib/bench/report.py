@@ -341,13 +341,17 @@ def ab_verdict(r, limit, runs):
 def ab_case(workload, metric, per_rep, limit):
     """per_rep: {target: {rep: value}} for krelay_a and krelay_b.  The
     medians over repetitions, B/A of the medians (what the verdict
-    reads) and the median of B/A within each repetition (paired)."""
+    reads: the issue's definition) and the median of B/A within each
+    repetition (paired: A and B met the same conditions there, so it
+    sees a small shift that the medians of two noisy series can hide;
+    its own verdict is "paired_verdict")."""
     a = per_rep.get("krelay_a", {})
     b = per_rep.get("krelay_b", {})
     ma = median(list(a.values()))
     mb = median(list(b.values()))
     r = ratio(mb, ma)
     paired = [b[k] / a[k] for k in sorted(a) if k in b and a[k]]
+    pr = median(paired) if paired else None
     return {
         "workload": workload,
         "metric": metric,
@@ -356,12 +360,12 @@ def ab_case(workload, metric, per_rep, limit):
         "ratio": None if r is None else round(r, 4),
         "a_all": [a[k] for k in sorted(a)],
         "b_all": [b[k] for k in sorted(b)],
-        "paired_ratio": (None if not paired
-                         else round(median(paired), 4)),
+        "paired_ratio": None if pr is None else round(pr, 4),
         "paired_ratios_all": [round(x, 4) for x in paired],
         "runs": [len(a), len(b)],
         "limit": limit,
         "verdict": ab_verdict(r, limit, (len(a), len(b))),
+        "paired_verdict": ab_verdict(pr, limit, (len(paired),) * 2),
     }
 
 
@@ -454,13 +458,20 @@ def ab_table(res):
             "–" if c["paired_ratio"] is None
             else "%.3f" % c["paired_ratio"],
             "" if c["limit"] is None else "±%g%%" % (100 * c["limit"]),
-            c["verdict"]))
+            c["verdict"] if c["paired_verdict"] == c["verdict"]
+            else "%s (paired: %s)" % (c["verdict"], c["paired_verdict"])))
     lines.append("")
     lines.append("A/B verdict: %s (CPU s per GiB within %g%%, latency p99 "
                  "within %g%% of A, medians of at least %d repetitions "
                  "each)" % (ab["verdict"].upper(),
                             100 * ab["limits"]["cpu_s_per_gib"],
                             100 * ab["limits"]["p99_us"], ab["min_runs"]))
+    pw = ["%s %s" % (c["workload"], c["metric"]) for c in ab["cases"]
+          if c["limit"] is not None and c["paired_verdict"] == "worse"]
+    if pw:
+        lines.append("Paired B/A (per repetition) beyond the limit: %s: "
+                     "the medians may hide a shift; run more "
+                     "repetitions" % ", ".join(pw))
     return lines
 
 
