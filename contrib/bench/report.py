@@ -11,6 +11,11 @@ RUNS.jsonl holds one JSON object per client run, written by run.sh
 the client's own JSON under "client").  The output format is described in
 contrib/bench/results/README.md.  The table goes to stdout as Markdown.
 Only the standard library is used.
+
+A/B mode (run.sh --ab, meta "ab" = "1"): the targets are two krelay
+binaries, krelay_a (the baseline) and krelay_b (the candidate), and the
+results gain an "ab" section: per case the medians of A and B, B/A and a
+verdict against AB_LIMITS; the table is then the A/B table.
 """
 
 import argparse
@@ -18,7 +23,16 @@ import json
 import statistics
 import sys
 
-TARGETS = ("direct", "haproxy", "krelay")
+TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b")
+# The targets of an ordinary run, and of an A/B run (run.sh --ab).
+LEGACY = ("direct", "haproxy", "krelay")
+AB = ("krelay_a", "krelay_b")
+PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b")
+# A/B: the largest B/A - 1 each metric may show (the issue's thresholds:
+# CPU seconds per GiB within 3 %, latency p99 within 5 %), and the least
+# number of repetitions of each A and B for a verdict.
+AB_LIMITS = {"cpu_s_per_gib": 0.03, "p99_us": 0.05}
+AB_MIN_RUNS = 5
 THROUGHPUT = (
     ("produce_1k", "produce 1 KiB records"),
     ("produce_100", "produce 100 B records"),
@@ -58,7 +72,7 @@ def ok_runs(runs, workload, target):
 
 
 # Order of the -C pids run.sh passes (peer_cpu_window_s).
-PEERS = {"mock": 0, "haproxy": 1, "krelay": 2}
+PEERS = {"mock": 0, "haproxy": 1, "krelay": 2, "krelay_a": 3, "krelay_b": 4}
 
 
 def summarize_throughput(runs, workload):
@@ -77,8 +91,7 @@ def summarize_throughput(runs, workload):
         # Utilisation inside the measured window (1.0 = one full CPU).
         # "other": busy CPU of the whole machine not used by the client,
         # the mock or the proxies (other load disturbing the run).
-        utils = {"client": [], "mock": [], "haproxy": [], "krelay": [],
-                 "other": []}
+        utils = {k: [] for k in ("client",) + tuple(PEERS) + ("other",)}
         for r in rs:
             c = r["client"]
             w = c.get("window_s") or 0
@@ -109,7 +122,7 @@ def summarize_throughput(runs, workload):
                 entry[f] = median(v)
         # CPU seconds per GiB of record bytes, over the whole client run.
         cpg = {}
-        for name in ("mock", "haproxy", "krelay"):
+        for name in ("mock",) + PROXIES:
             vals = []
             for r in rs:
                 b = r["client"].get("total_bytes") or 0
@@ -132,6 +145,10 @@ def summarize_throughput(runs, workload):
         "krelay_vs_direct": ratio(k, d),
         "haproxy_vs_direct": ratio(h, d),
     }
+    if "krelay_a" in out or "krelay_b" in out:
+        res["ratios"] = {"krelay_b_vs_krelay_a": ratio(
+            out.get("krelay_b", {}).get("mb_per_s"),
+            out.get("krelay_a", {}).get("mb_per_s"))}
     return res
 
 
@@ -215,7 +232,13 @@ def summarize_latency(runs):
         for rep, leg, _ in ls:
             by_rep.setdefault(rep, {})[t] = leg
     added = {}
-    for t in ("haproxy", "krelay"):
+    ab = tuple(t for t in AB if t in out)
+    if ab:
+        # A/B: "added" only when the direct leg ran too
+        proxies = ab if "direct" in out else ()
+    else:
+        proxies = ("haproxy", "krelay")
+    for t in proxies:
         vals = {}
         for p in ("p50_us", "p99_us", "p999_us"):
             diffs = [reps[t][p] - reps["direct"][p]
@@ -241,6 +264,10 @@ def summarize_latency(runs):
             added.get("krelay", {}).get("p99_us"),
             added.get("haproxy", {}).get("p99_us")),
     }
+    if "krelay_a" in out or "krelay_b" in out:
+        res["ratios"] = {"p99_krelay_b_vs_krelay_a": ratio(
+            out.get("krelay_b", {}).get("p99_us"),
+            out.get("krelay_a", {}).get("p99_us"))}
     return res
 
 
@@ -291,6 +318,163 @@ def summarize_codec(runs):
     return {"runs": len(rs), "benches": res}
 
 
+def is_ab(res):
+    return res.get("meta", {}).get("ab") == "1"
+
+
+def ab_verdict(r, limit, runs):
+    """One case's verdict: its ratio B/A r against limit (None: no
+    verdict, the case is informative), runs = (A's, B's) repetitions."""
+    if r is None:
+        return "no data"
+    if limit is None:
+        return "info"
+    if min(runs) < AB_MIN_RUNS:
+        return "too few runs"
+    if r > 1 + limit:
+        return "worse"
+    if r < 1 - limit:
+        return "better"
+    return "within"
+
+
+def ab_case(workload, metric, per_rep, limit):
+    """per_rep: {target: {rep: value}} for krelay_a and krelay_b.  The
+    medians over repetitions, B/A of the medians (what the verdict
+    reads: the issue's definition) and the median of B/A within each
+    repetition (paired: A and B met the same conditions there, so it
+    sees a small shift that the medians of two noisy series can hide;
+    its own verdict is "paired_verdict")."""
+    a = per_rep.get("krelay_a", {})
+    b = per_rep.get("krelay_b", {})
+    ma = median(list(a.values()))
+    mb = median(list(b.values()))
+    r = ratio(mb, ma)
+    paired = [b[k] / a[k] for k in sorted(a) if k in b and a[k]]
+    pr = median(paired) if paired else None
+    return {
+        "workload": workload,
+        "metric": metric,
+        "a": ma,
+        "b": mb,
+        "ratio": None if r is None else round(r, 4),
+        "a_all": [a[k] for k in sorted(a)],
+        "b_all": [b[k] for k in sorted(b)],
+        "paired_ratio": None if pr is None else round(pr, 4),
+        "paired_ratios_all": [round(x, 4) for x in paired],
+        "runs": [len(a), len(b)],
+        "limit": limit,
+        "verdict": ab_verdict(r, limit, (len(a), len(b))),
+        "paired_verdict": ab_verdict(pr, limit, (len(paired),) * 2),
+    }
+
+
+def summarize_ab(res):
+    """The A/B section: krelay_b against krelay_a, per case."""
+    m = res["meta"]
+    runs = res["runs"]
+    cases = []
+    for key, _ in THROUGHPUT:
+        if not any(r["workload"] == key for r in runs):
+            continue
+        cpg = {}
+        mbs = {}
+        for t in AB:
+            for r in ok_runs(runs, key, t):
+                b = r["client"].get("total_bytes") or 0
+                cpu = r.get(t + "_cpu_s")
+                if b > 0 and cpu is not None:
+                    cpg.setdefault(t, {})[r["rep"]] = cpu / (b / GIB)
+                if r["client"].get("mb_per_s") is not None:
+                    mbs.setdefault(t, {})[r["rep"]] = r["client"]["mb_per_s"]
+        cases.append(ab_case(key, "cpu_s_per_gib", cpg,
+                             AB_LIMITS["cpu_s_per_gib"]))
+        cases.append(ab_case(key, "mb_per_s", mbs, None))
+    legs = latency_legs(runs)
+    if legs:
+        for p in ("p99_us", "p50_us", "p999_us"):
+            per = {}
+            for rep, t, leg, _ in legs:
+                if t in AB and leg.get(p) is not None:
+                    per.setdefault(t, {})[rep] = leg[p]
+            cases.append(ab_case("latency", p, per, AB_LIMITS.get(p)))
+    judged = [c for c in cases if c["limit"] is not None]
+    if any(c["verdict"] == "worse" for c in judged):
+        verdict = "fail"
+    elif not judged or any(c["verdict"] not in ("within", "better")
+                           for c in judged):
+        verdict = "incomplete"
+    else:
+        verdict = "pass"
+    return {
+        "a": {"label": m.get("label_a"), "binary": m.get("krelay_a"),
+              "version": m.get("krelay_a_version"),
+              "sha256": m.get("krelay_a_sha256")},
+        "b": {"label": m.get("label_b"), "binary": m.get("krelay_b"),
+              "version": m.get("krelay_b_version"),
+              "sha256": m.get("krelay_b_sha256")},
+        "limits": dict(AB_LIMITS),
+        "min_runs": AB_MIN_RUNS,
+        "cases": cases,
+        "verdict": verdict,
+    }
+
+
+AB_LABELS = {
+    "cpu_s_per_gib": "krelay CPU s per GiB",
+    "mb_per_s": "MB/s",
+    "p50_us": "p50, µs",
+    "p99_us": "p99, µs",
+    "p999_us": "p99.9, µs",
+}
+
+
+def ab_table(res):
+    m = res["meta"]
+    ab = res["ab"]
+    names = dict(THROUGHPUT)
+    names["latency"] = "latency (%s/s per target, interleaved)" % (
+        m.get("latency_rate"))
+    lines = []
+    lines.append("krelay A/B benchmark: %s repetitions, A and B interleaved "
+                 "(order alternating per repetition); %s" % (
+                     m.get("reps"), m.get("os", "")))
+    lines.append("A: %s (%s)" % (ab["a"]["label"], ab["a"]["version"]))
+    lines.append("B: %s (%s)" % (ab["b"]["label"], ab["b"]["version"]))
+    lines.append("Machine: %s CPUs (%s), kernel %s; mock and clients "
+                 "librdkafka %s." % (m.get("ncpu"), m.get("cpu_model"),
+                                     m.get("kernel"),
+                                     m.get("mock_librdkafka")))
+    lines.append("")
+    lines.append("| case | A | B | B/A | B/A paired | limit | verdict |")
+    lines.append("|---|---:|---:|---:|---:|---:|---|")
+    for c in ab["cases"]:
+        dg = 3 if c["metric"] == "cpu_s_per_gib" else 0
+        lines.append("| %s, %s | %s | %s | %s | %s | %s | %s |" % (
+            names.get(c["workload"], c["workload"]),
+            AB_LABELS.get(c["metric"], c["metric"]), fmt(c["a"], dg),
+            fmt(c["b"], dg),
+            "–" if c["ratio"] is None else "%.3f" % c["ratio"],
+            "–" if c["paired_ratio"] is None
+            else "%.3f" % c["paired_ratio"],
+            "" if c["limit"] is None else "±%g%%" % (100 * c["limit"]),
+            c["verdict"] if c["paired_verdict"] == c["verdict"]
+            else "%s (paired: %s)" % (c["verdict"], c["paired_verdict"])))
+    lines.append("")
+    lines.append("A/B verdict: %s (CPU s per GiB within %g%%, latency p99 "
+                 "within %g%% of A, medians of at least %d repetitions "
+                 "each)" % (ab["verdict"].upper(),
+                            100 * ab["limits"]["cpu_s_per_gib"],
+                            100 * ab["limits"]["p99_us"], ab["min_runs"]))
+    pw = ["%s %s" % (c["workload"], c["metric"]) for c in ab["cases"]
+          if c["limit"] is not None and c["paired_verdict"] == "worse"]
+    if pw:
+        lines.append("Paired B/A (per repetition) beyond the limit: %s: "
+                     "the medians may hide a shift; run more "
+                     "repetitions" % ", ".join(pw))
+    return lines
+
+
 def fmt(v, digits=0):
     if v is None:
         return "–"
@@ -319,6 +503,14 @@ def fmtr(v):
 def table(res):
     m = res["meta"]
     w = res["workloads"]
+    if "ab" in res:
+        lines = ab_table(res)
+        notes = res.get("notes") or []
+        if notes:
+            lines.append("")
+            for n in notes:
+                lines.append("- " + n)
+        return "\n".join(lines)
     lines = []
     lines.append("krelay benchmark: %s runs of each workload per target, "
                  "medians; %s" % (m.get("reps"), m.get("os", "")))
@@ -494,7 +686,7 @@ def notes_for(res):
                          m.get("latency_rate"), m.get("latency_count"),
                          m.get("latency_warmup_s", "?"),
                          pct(u.get("mock")), pct(u.get("client"))))
-    for t in ("haproxy", "krelay"):
+    for t in PROXIES:
         a = lt.get("added_us", {}).get(t, {})
         if len(a.get("p99_us_all") or []) > 1:
             notes.append("latency: added p50 / p99 / p99.9 via %s per "
@@ -526,7 +718,7 @@ def notes_for(res):
                              (t, v["lost"]))
     seen = {r["target"] for r in res["runs"] if r["target"] in TARGETS}
     seen |= {t for _, t, _, _ in latency_legs(res["runs"])}
-    for t in TARGETS:
+    for t in (AB if is_ab(res) else LEGACY):
         if seen and t not in seen:
             notes.append("%s: not measured" % t)
     failed = [r for r in res["runs"] if r.get("rc") not in (0, None)]
@@ -584,6 +776,8 @@ def main():
     res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
            "runs": runs}
     res["notes"] = notes_for(res)
+    if is_ab(res):
+        res["ab"] = summarize_ab(res)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
         f.write("\n")

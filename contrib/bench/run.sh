@@ -12,6 +12,7 @@
 #
 #   contrib/bench/run.sh [--reps N] [--quick] [--out FILE]
 #                        [--workloads LIST] [--targets LIST] [--note TEXT]
+#                        [--ab KRELAY_A KRELAY_B [--label-a T] [--label-b T]]
 #
 #   --reps N        repetitions of each workload and target (default 5)
 #   --quick         smoke run: 1 repetition, short and small workloads
@@ -28,6 +29,22 @@
 #                   them; needs chrt and CAP_SYS_NICE, else normal) or
 #                   normal
 #   --note TEXT     free text stored in the JSON (e.g. the machine)
+#   --ab A B        A/B mode: two krelay binaries (A the baseline, B the
+#                   candidate) side by side against the same mock, both
+#                   long-lived on the proxy CPU, their runs interleaved
+#                   (the order alternating per repetition; latency: one
+#                   client, both in one run); targets krelay_a,krelay_b
+#                   (--targets may add direct), workloads produce1k,
+#                   produce100,fetch,latency (idle allowed, codec not:
+#                   it does not depend on the binary); the JSON gains an
+#                   "ab" section (medians, B/A, verdicts against the
+#                   thresholds; contrib/bench/results/README.md); default
+#                   --out $top_builddir/bench-ab-results.json.
+#                   `make bench KRELAY_A=... KRELAY_B=...` (either one
+#                   defaults to this build's krelay); contrib/bench/ab.sh
+#                   builds two git revisions and runs this
+#   --label-a T, --label-b T   names of A and B in the JSON and the table
+#                   (e.g. the git revision; default: the paths)
 #
 # Environment:
 #   top_builddir, top_srcdir   set by `make bench`; default: the current
@@ -68,17 +85,31 @@ TARGETS=direct,haproxy,krelay
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
 NOTE=
+AB=0
+KRELAY_A=
+KRELAY_B=
+LABEL_A=
+LABEL_B=
+SET_WL=0
+SET_TG=0
+SET_OUT=0
 while [ $# -gt 0 ]; do
     case $1 in
     --reps) REPS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
-    --out) OUT=$2; shift 2 ;;
-    --workloads) WORKLOADS=$2; shift 2 ;;
-    --targets) TARGETS=$2; shift 2 ;;
+    --out) OUT=$2; SET_OUT=1; shift 2 ;;
+    --workloads) WORKLOADS=$2; SET_WL=1; shift 2 ;;
+    --targets) TARGETS=$2; SET_TG=1; shift 2 ;;
     --latency-mode) LAT_MODE=$2; shift 2 ;;
     --latency-prio) LAT_PRIO=$2; shift 2 ;;
     --note) NOTE=$2; shift 2 ;;
-    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
+    --ab)
+        [ $# -ge 3 ] || { echo "run.sh: --ab needs two krelay binaries" >&2; exit 2; }
+        AB=1; KRELAY_A=$2; KRELAY_B=$3; shift 3 ;;
+    --label-a) LABEL_A=$2; shift 2 ;;
+    --label-b) LABEL_B=$2; shift 2 ;;
+    -h|--help) awk 'NR == 1 { next } /^#/ { print; next } { exit }' "$0"
+               exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -91,6 +122,36 @@ case $LAT_PRIO in
 rt|normal) ;;
 *) echo "run.sh: --latency-prio is rt or normal" >&2; exit 2 ;;
 esac
+if [ "$AB" = 1 ]; then
+    [ "$SET_WL" = 1 ] || WORKLOADS=produce1k,produce100,fetch,latency
+    [ "$SET_TG" = 1 ] || TARGETS=krelay_a,krelay_b
+    [ "$SET_OUT" = 1 ] || OUT=$top_builddir/bench-ab-results.json
+    for t in ${TARGETS//,/ }; do
+        case $t in
+        direct|krelay_a|krelay_b) ;;
+        *) echo "run.sh: --ab: targets are direct, krelay_a, krelay_b" >&2
+           exit 2 ;;
+        esac
+    done
+    case ",$TARGETS," in
+    *,krelay_a,*) ;;
+    *) echo "run.sh: --ab: the targets must include krelay_a" >&2; exit 2 ;;
+    esac
+    case ",$TARGETS," in
+    *,krelay_b,*) ;;
+    *) echo "run.sh: --ab: the targets must include krelay_b" >&2; exit 2 ;;
+    esac
+    for k in "$KRELAY_A" "$KRELAY_B"; do
+        if [ ! -f "$k" ] || [ ! -x "$k" ]; then
+            echo "run.sh: --ab: $k is not an executable file" >&2
+            exit 2
+        fi
+    done
+    KRELAY_A=$(cd "$(dirname "$KRELAY_A")" && pwd)/$(basename "$KRELAY_A")
+    KRELAY_B=$(cd "$(dirname "$KRELAY_B")" && pwd)/$(basename "$KRELAY_B")
+    : "${LABEL_A:=$KRELAY_A}"
+    : "${LABEL_B:=$KRELAY_B}"
+fi
 
 NCPU=$(nproc)
 if [ "$NCPU" -ge 3 ]; then
@@ -266,10 +327,36 @@ rss_kb() {
     awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
 }
 
+# cpu_ns PID: the run time of PID's threads in nanoseconds (schedstat:
+# utime + stime at full precision; 0 when gone).  The A/B mode's CPU per
+# GiB, where a clock tick (10 ms) is several per cent of a small run.
+cpu_ns() {
+    if [ -z "$1" ] || [ ! -d "/proc/$1/task" ]; then
+        echo 0
+        return
+    fi
+    cat "/proc/$1/task/"*/schedstat 2>/dev/null |
+        awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
 TICK=$(getconf CLK_TCK)
 
 # ---- binaries --------------------------------------------------------------
 KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
+# The krelay instances, by target name: "krelay", or in A/B mode
+# "krelay_a" and "krelay_b".  Binary, pid (KR_PID, for /proc), pid to
+# stop (KR_TPID), client port and broker port base.
+declare -A KR_BIN=() KR_PID=() KR_TPID=() KR_PORT=() KR_BASE=()
+if [ "$AB" = 1 ]; then
+    KR_BIN[krelay_a]=$KRELAY_A
+    KR_BIN[krelay_b]=$KRELAY_B
+    KRELAYS=(krelay_a krelay_b)
+    [ "$KRELAY_A" -ef "$KRELAY_B" ] &&
+        log "A and B are the same file: an A/A run of one binary"
+else
+    KR_BIN[krelay]=$KRELAY
+    KRELAYS=(krelay)
+fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
 KRBENCH=$top_builddir/tests/bench/krbench
 PREFIX=$KRELAY_DEPS_DIR/node_modules/node-rdkafka/build/deps
@@ -417,16 +504,18 @@ stop_haproxy() {
 }
 
 # ---- krelay -------------------------------------------------------------------
-KRELAY_PID=
-KRELAY_TPID=
-KPORT=
-KBASE=
+# start_krelay NAME: start the instance NAME (krelay, krelay_a, krelay_b)
+# with its own ports (the same ones on a restart) and files NAME.*
 start_krelay() {
-    if [ -z "$KPORT" ]; then
-        KPORT=$(free_ports 5) || die "no free ports"
-        KBASE=$((KPORT + 1))        # NodeId n at KBASE + n
+    local n=$1 kport kbase kpid ktpid
+    if [ -z "${KR_PORT[$n]:-}" ]; then
+        kport=$(free_ports 5) || die "no free ports"
+        KR_PORT[$n]=$kport
+        KR_BASE[$n]=$((kport + 1))  # NodeId n at KBASE + n
     fi
-    cat >"$WORK/krelay.ini" <<EOF
+    kport=${KR_PORT[$n]}
+    kbase=${KR_BASE[$n]}
+    cat >"$WORK/$n.ini" <<EOF
 ; written by contrib/bench/run.sh
 [upstream]
 bootstrap_servers = 127.0.0.1:$M1,127.0.0.1:$M2,127.0.0.1:$M3
@@ -436,9 +525,9 @@ dial.2 = 127.0.0.1:$M2
 dial.3 = 127.0.0.1:$M3
 
 [listener]
-listen = 127.0.0.1:$KPORT
+listen = 127.0.0.1:$kport
 advertised_host = 127.0.0.1
-broker_port_base = $KBASE
+broker_port_base = $kbase
 node_id_min = 1
 node_id_max = 3
 max_connections = 20000
@@ -446,35 +535,40 @@ splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
 
 [log]
 level = notice
-target = $WORK/krelay.log
+target = $WORK/$n.log
 EOF
-    bounded KRELAY_PID KRELAY_TPID "$CPU_PROXY" "$KRELAY" \
-        -c "$WORK/krelay.ini" >>"$WORK/krelay.out" 2>&1
-    if ! wait_ports "$KPORT" $((KBASE + 1)) $((KBASE + 2)) $((KBASE + 3)) ||
-       ! kill -0 "$KRELAY_PID" 2>/dev/null; then
-        log "krelay did not start: $(tail -n 5 "$WORK/krelay.out" "$WORK/krelay.log" 2>/dev/null)"
-        stop_krelay
+    bounded kpid ktpid "$CPU_PROXY" "${KR_BIN[$n]}" \
+        -c "$WORK/$n.ini" >>"$WORK/$n.out" 2>&1
+    KR_PID[$n]=$kpid
+    KR_TPID[$n]=$ktpid
+    if ! wait_ports "$kport" $((kbase + 1)) $((kbase + 2)) $((kbase + 3)) ||
+       ! kill -0 "$kpid" 2>/dev/null; then
+        log "$n did not start: $(tail -n 5 "$WORK/$n.out" "$WORK/$n.log" 2>/dev/null)"
+        stop_krelay "$n"
         return 1
     fi
 }
 stop_krelay() {
-    stop_pid "$KRELAY_TPID"
-    KRELAY_PID=
-    KRELAY_TPID=
+    stop_pid "${KR_TPID[$1]:-}"
+    KR_PID[$1]=
+    KR_TPID[$1]=
 }
 
 if has "$TARGETS" haproxy; then
     start_haproxy
     log "haproxy $("$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p') (pid $HAPROXY_PID) at ports $HPORTS"
 fi
-if has "$TARGETS" krelay; then
-    if [ -x "$KRELAY" ] && start_krelay; then
-        log "krelay (pid $KRELAY_PID) at 127.0.0.1:$KPORT, NodeId n at $KBASE+n"
+for k in "${KRELAYS[@]}"; do
+    has "$TARGETS" "$k" || continue
+    if [ -x "${KR_BIN[$k]}" ] && start_krelay "$k"; then
+        log "$k (pid ${KR_PID[$k]}) at 127.0.0.1:${KR_PORT[$k]}, NodeId n at ${KR_BASE[$k]}+n: ${KR_BIN[$k]}"
+    elif [ "$AB" = 1 ]; then
+        die "$k did not start: no A/B comparison"
     else
         log "krelay is not available: the krelay leg is skipped"
         TARGETS=$(echo ",$TARGETS," | sed 's/,krelay,/,/; s/^,//; s/,$//')
     fi
-fi
+done
 IFS=, read -r -a TLIST <<<"$TARGETS"
 log "targets: ${TLIST[*]}; $REPS repetitions"
 
@@ -485,14 +579,14 @@ bootstrap_of() {
     direct) echo "127.0.0.1:$M1" ;;
     haproxy) if [ "$ADV_OK" = 1 ]; then echo "127.0.0.1:$((HBASE + 1))";
              else echo "127.0.0.1:$M1"; fi ;;
-    krelay) echo "127.0.0.1:$KPORT" ;;
+    krelay*) echo "127.0.0.1:${KR_PORT[$1]}" ;;
     esac
 }
 broker_of() {                       # broker_of TARGET NODEID
     case $1 in
     direct) local p=(0 "$M1" "$M2" "$M3"); echo "127.0.0.1:${p[$2]}" ;;
     haproxy) echo "127.0.0.1:$((HBASE + $2))" ;;
-    krelay) echo "127.0.0.1:$((KBASE + $2))" ;;
+    krelay*) echo "127.0.0.1:$((${KR_BASE[$1]} + $2))" ;;
     esac
 }
 map_of() {                          # krbench -m for librdkafka < 2.10
@@ -503,14 +597,19 @@ map_of() {                          # krbench -m for librdkafka < 2.10
 proxy_pid_of() {
     case $1 in
     haproxy) echo "$HAPROXY_PID" ;;
-    krelay) echo "$KRELAY_PID" ;;
+    krelay*) echo "${KR_PID[$1]:-}" ;;
     *) echo "" ;;
     esac
 }
 
-# peers: the -C list (CPU time inside the window): mock, haproxy, krelay
+# peers: the -C list (CPU time inside the window): mock, haproxy, krelay;
+# in A/B mode mock, 0, 0, krelay_a, krelay_b (report.py's PEERS)
 peers() {
-    echo "$MOCK_PID,${HAPROXY_PID:-0},${KRELAY_PID:-0}"
+    if [ "$AB" = 1 ]; then
+        echo "$MOCK_PID,0,0,${KR_PID[krelay_a]:-0},${KR_PID[krelay_b]:-0}"
+    else
+        echo "$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0}"
+    fi
 }
 
 # run_client WORKLOAD TARGET REP SECONDS CMD...: run one client pinned to
@@ -518,26 +617,44 @@ peers() {
 # proxies used meanwhile.
 run_client() {
     local wl=$1 tg=$2 rep=$3 limit=$4 out rc t0 t1 m0 m1 h0 h1 k0 k1 s0 s1
+    local n extra='' ns0=() ns1=() i
     shift 4
     advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
+    if [ "$AB" = 1 ]; then
+        for n in "${KRELAYS[@]}"; do
+            ns0+=("$(cpu_ns "${KR_PID[$n]:-}")")
+        done
+    fi
     m0=$(cpu_ticks "$MOCK_PID"); h0=$(cpu_ticks "$HAPROXY_PID")
-    k0=$(cpu_ticks "$KRELAY_PID"); s0=$(busy_ticks)
+    k0=$(cpu_ticks "${KR_PID[krelay]:-}"); s0=$(busy_ticks)
     t0=$(date +%s.%N)
     out=$(timeout -k 5 "$limit" taskset -c "$CPU_CLIENT" "$@" \
           2>>"$WORK/client.log")
     rc=$?
     t1=$(date +%s.%N)
     m1=$(cpu_ticks "$MOCK_PID"); h1=$(cpu_ticks "$HAPROXY_PID")
-    k1=$(cpu_ticks "$KRELAY_PID"); s1=$(busy_ticks)
+    k1=$(cpu_ticks "${KR_PID[krelay]:-}"); s1=$(busy_ticks)
+    if [ "$AB" = 1 ]; then
+        # "krelay_a_cpu_s", "krelay_b_cpu_s": each instance's CPU seconds
+        # over the run, at full precision
+        for n in "${KRELAYS[@]}"; do
+            ns1+=("$(cpu_ns "${KR_PID[$n]:-}")")
+        done
+        for i in "${!KRELAYS[@]}"; do
+            extra=$extra$(awk -v n="${KRELAYS[$i]}" -v a="${ns0[$i]}" \
+                -v b="${ns1[$i]}" 'BEGIN {
+                printf "\"%s_cpu_s\":%.4f,", n, (b - a) / 1e9 }')
+        done
+    fi
     out=$(printf '%s\n' "$out" | grep '^{' | tail -n 1)
     [ -n "$out" ] || out='{}'
     awk -v wl="$wl" -v tg="$tg" -v rep="$rep" -v rc="$rc" -v t0="$t0" \
         -v t1="$t1" -v m="$((m1 - m0))" -v h="$((h1 - h0))" \
         -v k="$((k1 - k0))" -v s="$((s1 - s0))" -v tick="$TICK" \
-        -v out="$out" 'BEGIN {
+        -v extra="$extra" -v out="$out" 'BEGIN {
         printf "{\"workload\":\"%s\",\"target\":\"%s\",\"rep\":%d,\"rc\":%d,", wl, tg, rep, rc
         printf "\"wall_s\":%.3f,\"mock_cpu_s\":%.2f,\"haproxy_cpu_s\":%.2f,", t1 - t0, m / tick, h / tick
-        printf "\"krelay_cpu_s\":%.2f,\"system_cpu_s\":%.2f,", k / tick, s / tick
+        printf "\"krelay_cpu_s\":%.2f,\"system_cpu_s\":%.2f,%s", k / tick, s / tick, extra
         printf "\"client\":%s}\n", out }' >>"$RUNS"
     if [ "$rc" -ne 0 ]; then
         log "$wl via $tg (rep $rep): client exit $rc; see client.log"
@@ -567,7 +684,7 @@ lat_prio() {
     local pid ok=1
     [ "$LAT_PRIO" = rt ] || return 0
     LAT_CHRT=()
-    for pid in "$MOCK_PID" "$HAPROXY_PID" "$KRELAY_PID"; do
+    for pid in "$MOCK_PID" "$HAPROXY_PID" "${KR_PID[@]}"; do
         [ -n "$pid" ] || continue
         if [ "$1" = rt ]; then
             chrt -a -f -p 10 "$pid" >/dev/null 2>&1 || ok=0
@@ -597,7 +714,7 @@ order() {
 # place_proxies CPUS: pin HAProxy and krelay (every thread) to CPUS
 place_proxies() {
     local pid
-    for pid in "$HAPROXY_PID" "$KRELAY_PID"; do
+    for pid in "$HAPROXY_PID" "${KR_PID[@]}"; do
         [ -n "$pid" ] || continue
         taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 ||
             log "taskset -p $1 $pid failed"
@@ -707,7 +824,8 @@ run_idle() {
     local tg=$1 rep=$2 pid addrs r0 r1 fds out rc line
     case $tg in
     haproxy) stop_haproxy; start_haproxy; pid=$HAPROXY_PID ;;
-    krelay) stop_krelay; start_krelay || return 0; pid=$KRELAY_PID ;;
+    krelay*) stop_krelay "$tg"; start_krelay "$tg" || return 0
+             pid=${KR_PID[$tg]} ;;
     *) return 0 ;;
     esac
     advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
@@ -750,7 +868,9 @@ if has "$WORKLOADS" idle; then
 fi
 
 # ---- codec micro-benchmarks (one core, nothing else running) ---------------
-if has "$WORKLOADS" codec; then
+if has "$WORKLOADS" codec && [ "$AB" = 1 ]; then
+    log "codec: not in A/B mode (bench_codec is this build's, not A's or B's)"
+elif has "$WORKLOADS" codec; then
     [ -x "$BENCH_CODEC" ] || die "$BENCH_CODEC not built (make bench builds it)"
     for ((rep = 1; rep <= REPS; rep++)); do
         out=$(timeout -k 5 120 taskset -c "$CPU_MOCK" "$BENCH_CODEC" \
@@ -765,6 +885,17 @@ fi
 
 # ---- report -----------------------------------------------------------------------
 CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+AB_META=()
+if [ "$AB" = 1 ]; then
+    AB_META=(--meta "ab=1" --meta "targets=$TARGETS"
+             --meta "workloads=$WORKLOADS"
+             --meta "krelay_a=$KRELAY_A" --meta "krelay_b=$KRELAY_B"
+             --meta "label_a=$LABEL_A" --meta "label_b=$LABEL_B"
+             --meta "krelay_a_version=$("$KRELAY_A" -V 2>/dev/null | head -n 1)"
+             --meta "krelay_b_version=$("$KRELAY_B" -V 2>/dev/null | head -n 1)"
+             --meta "krelay_a_sha256=$(sha256sum <"$KRELAY_A" | cut -c1-16)"
+             --meta "krelay_b_sha256=$(sha256sum <"$KRELAY_B" | cut -c1-16)")
+fi
 "$PY" "$top_srcdir/contrib/bench/report.py" --runs "$RUNS" --out "$OUT" \
     --meta "reps=$REPS" --meta "quick=$QUICK" \
     --meta "cpu_client=$CPU_CLIENT" --meta "cpu_mock=$CPU_MOCK" \
@@ -778,7 +909,7 @@ CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     --meta "mock_advertises_haproxy=$ADV_OK" \
     --meta "haproxy_sessions=$HAPROXY_SESSIONS" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
-    --meta "krelay=$("$KRELAY" -V 2>/dev/null | head -n 1)" \
+    --meta "krelay=$([ "$AB" = 1 ] || "$KRELAY" -V 2>/dev/null | head -n 1)" \
     --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \
     --meta "krelay_dirty=$(git -C "$top_srcdir" status --porcelain 2>/dev/null | wc -l)" \
     --meta "produce_secs=$PRODUCE_SECS" --meta "fetch_partitions=$FETCH_PARTS" \
@@ -787,5 +918,6 @@ CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
     --meta "latency_mode=$LAT_MODE" --meta "latency_warmup_s=$LAT_WARM" \
     --meta "latency_priority=$LAT_PRIO" \
     --meta "idle_conns=$IDLE_CONNS" --meta "latency_produce_version=$LAT_VERSION" --meta "codec_secs=$CODEC_SECS" \
+    ${AB_META[@]+"${AB_META[@]}"} \
     --meta "note=$NOTE" || die "report failed"
 log "results written to $OUT"
