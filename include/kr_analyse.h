@@ -139,7 +139,7 @@ enum kr_an_outcome {
     KR_AN_FORWARD_TRANSLATED,           /* forward w: the request encoded
                                            at req->up_version (records
                                            borrowed from the input: emit
-                                           with kr_rewrite_emit and msg) */
+                                           with kr_evcodec_emit and msg) */
     KR_AN_FORWARD_UNDECODED,            /* it did not decode and only
                                            observing rules could match:
                                            forward unchanged (issue 13) */

@@ -151,35 +151,6 @@ int kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                     struct kr_rewrite_result *res) KR_MUST_CHECK;
 
 /*
- * A codec view (struct kr_rbuf) of all of payload's evbuffer chains, for
- * decoding in place: no pullup, no copy of the bytes.  iov entries go in
- * stack (nstack entries) when the chains fit, else in a malloc'd array
- * returned in *heap, which the caller frees (NULL otherwise).  The view is
- * valid while payload is not modified.  Returns KR_OK, KR_ENOMEM or
- * KR_ERROR (nothing to free then).
- */
-struct iovec;
-struct kr_rbuf;
-int kr_rewrite_view(struct evbuffer *payload, struct iovec *stack,
-                    int nstack, struct iovec **heap,
-                    struct kr_rbuf *rb) KR_MUST_CHECK;
-
-/*
- * Write a re-encoded frame (used by the rule pipeline too): out gets the
- * int32 size prefix, then w's own bytes with every records slice moved
- * (evbuffer chains, never copied) from payload, the frame m was decoded
- * from (without its size prefix), then m's trailing bytes.  payload is
- * drained.  Returns KR_OK; KR_ELIMIT when the frame would exceed
- * INT32_MAX; KR_ERROR when w's slices do not fit payload (nothing written,
- * err says why); KR_ENOMEM.
- */
-struct kr_wbuf;
-struct kr_msg;
-int kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
-                    const struct kr_wbuf *w, const struct kr_msg *m,
-                    char *err, size_t errlen) KR_MUST_CHECK;
-
-/*
  * Rewrite the broker endpoints of a decoded response body (api_key at
  * api_version) in place, as kr_rewrite_response does on the wire: for an
  * audit line that shows what the client gets, with res->changed telling

@@ -32,6 +32,7 @@
 #include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_evcodec.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
@@ -283,147 +284,6 @@ set_err(struct kr_rewrite_result *res, int16_t k, int16_t v,
     } else {
         snprintf(res->err, sizeof(res->err), "%s v%d: %.100s", nm, v, what);
     }
-}
-
-/*
- * A view of payload's chains for the codec.  iov points at *stack when
- * the chains fit, else at a malloc'd array the caller frees (*heap).
- */
-int
-kr_rewrite_view(struct evbuffer *payload, struct iovec *stack, int nstack,
-                struct iovec **heap, struct kr_rbuf *rb)
-{
-    int n = evbuffer_peek(payload, -1, NULL, NULL, 0);
-    struct iovec *iov = stack;
-
-    *heap = NULL;
-    if (n < 0) {
-        return KR_ERROR;
-    }
-    if (n > nstack) {
-        /*
-         * More chains than the stack array holds: a bigger view, still
-         * no copy of the bytes.  (evbuffer_pullup would copy records.)
-         */
-        iov = calloc((size_t)n, sizeof(*iov));
-        if (iov == NULL) {
-            return KR_ENOMEM;
-        }
-        *heap = iov;
-    }
-    if (n > 0 && evbuffer_peek(payload, -1, NULL, iov, n) != n) {
-        free(*heap);
-        *heap = NULL;
-        return KR_ERROR;
-    }
-    rb->seg = iov;
-    rb->nseg = n;
-    rb->len = evbuffer_get_length(payload);
-    return KR_OK;
-}
-
-static int
-add_size_prefix(struct evbuffer *out, uint64_t len)
-{
-    uint8_t p[4];
-
-    kr_frame_put_size(p, len);
-    return evbuffer_add(out, p, 4) == 0 ? KR_OK : KR_ENOMEM;
-}
-
-/* The original frame, moved to out with its size prefix. */
-static int
-pass_through(struct evbuffer *payload, struct evbuffer *out)
-{
-    if (add_size_prefix(out, evbuffer_get_length(payload)) != KR_OK ||
-        evbuffer_add_buffer(out, payload) != 0) {
-        return KR_ENOMEM;
-    }
-    return KR_OK;
-}
-
-/*
- * out gets the size prefix, w's own bytes with the records slices moved
- * from payload between them, then m's trailing bytes.  payload is
- * drained.  Nothing is written when w's slices do not fit payload.
- */
-static int
-emit(struct evbuffer *payload, struct evbuffer *out,
-     const struct kr_wbuf *w, const struct kr_msg *m,
-     struct kr_rewrite_result *res)
-{
-    size_t plen = evbuffer_get_length(payload);
-    uint64_t consumed = 0, total;
-    size_t pos = 0, i;
-
-    /* Check every slice first: out stays untouched on a bad wbuf. */
-    for (i = 0; i < w->nrecs; i++) {
-        const struct kr_wbuf_rec *r = &w->recs[i];
-
-        if (r->len < 0 || r->at < pos || r->at > w->len ||
-            r->src_off < consumed || r->src_off > plen ||
-            (uint64_t)r->len > plen - r->src_off) {
-            snprintf(res->err, sizeof(res->err),
-                     "internal: records slice %zu out of order", i);
-            return KR_ERROR;
-        }
-        pos = r->at;
-        consumed = r->src_off + (uint64_t)r->len;
-    }
-    if (m->trailing > 0 &&
-        (m->trailing_off < consumed || m->trailing_off > plen ||
-         m->trailing > plen - m->trailing_off)) {
-        snprintf(res->err, sizeof(res->err),
-                 "internal: trailing bytes overlap the body");
-        return KR_ERROR;
-    }
-    total = (uint64_t)w->total + m->trailing;
-    if (total > INT32_MAX) {
-        snprintf(res->err, sizeof(res->err),
-                 "rewritten response of %llu bytes too large",
-                 (unsigned long long)total);
-        return KR_ELIMIT;
-    }
-
-    if (add_size_prefix(out, total) != KR_OK) {
-        return KR_ENOMEM;
-    }
-    pos = 0;
-    consumed = 0;
-    for (i = 0; i < w->nrecs; i++) {
-        const struct kr_wbuf_rec *r = &w->recs[i];
-
-        if (r->at > pos && evbuffer_add(out, w->buf + pos, r->at - pos) != 0) {
-            return KR_ENOMEM;
-        }
-        pos = r->at;
-        if (r->src_off > consumed &&
-            evbuffer_drain(payload, (size_t)(r->src_off - consumed)) != 0) {
-            return KR_ERROR;
-        }
-        consumed = r->src_off;
-        if (r->len > 0 &&
-            evbuffer_remove_buffer(payload, out, (size_t)r->len) != r->len) {
-            return KR_ERROR;
-        }
-        consumed += (uint64_t)r->len;
-    }
-    if (w->len > pos && evbuffer_add(out, w->buf + pos, w->len - pos) != 0) {
-        return KR_ENOMEM;
-    }
-    if (m->trailing > 0) {
-        if (m->trailing_off > consumed &&
-            evbuffer_drain(payload,
-                           (size_t)(m->trailing_off - consumed)) != 0) {
-            return KR_ERROR;
-        }
-        if (evbuffer_remove_buffer(payload, out, m->trailing) !=
-            (int)m->trailing) {
-            return KR_ERROR;
-        }
-    }
-    evbuffer_drain(payload, evbuffer_get_length(payload));
-    return KR_OK;
 }
 
 /* ---- endpoints -------------------------------------------------------- */
@@ -721,7 +581,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         goto done;
     }
 
-    rc = kr_rewrite_view(payload, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_evcodec_view(payload, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc != KR_OK) {
         set_err(res, api_key, api_version, NULL, "cannot read the frame");
         goto done;
@@ -734,7 +594,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         if (rc == KR_OK) {
             res->trailing = m.trailing;
         }
-        rc = pass_through(payload, out);
+        rc = kr_evcodec_pass(payload, out);
         goto done;
     }
     if (rc != KR_OK) {
@@ -766,7 +626,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
     }
 
     if (!res->changed) {
-        rc = pass_through(payload, out);
+        rc = kr_evcodec_pass(payload, out);
         goto done;
     }
     rc = kr_encode_msg(&m, &w, &ce);
@@ -778,7 +638,7 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         res->changed = false;
         goto done;
     }
-    rc = emit(payload, out, &w, &m, res);
+    rc = kr_evcodec_emit(payload, out, &w, &m, res->err, sizeof(res->err));
 
 done:
     free(heap);
@@ -788,23 +648,6 @@ done:
     kr_wbuf_free(&w);
     if (rc != KR_OK && res->err[0] == '\0') {
         set_err(res, api_key, api_version, NULL, kr_status_str(rc));
-    }
-    return rc;
-}
-
-int
-kr_rewrite_emit(struct evbuffer *payload, struct evbuffer *out,
-                const struct kr_wbuf *w, const struct kr_msg *m, char *err,
-                size_t errlen)
-{
-    struct kr_rewrite_result res;
-    int rc;
-
-    memset(&res, 0, sizeof(res));
-    rc = emit(payload, out, w, m, &res);
-    if (rc != KR_OK && err != NULL && errlen > 0) {
-        snprintf(err, errlen, "%s", res.err[0] ? res.err
-                                               : kr_status_str(rc));
     }
     return rc;
 }
@@ -1006,7 +849,7 @@ kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         goto done;
     }
     root = kr_api_root(a, true, api_version);
-    rc = kr_rewrite_view(tail, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_evcodec_view(tail, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc != KR_OK) {
         set_err(res, api_key, api_version, NULL, "cannot read the frame");
         goto done;

@@ -49,7 +49,7 @@
  *       kr_action_error_response; the frame built waits in rq->out
  *       ("ready") for its turn behind the responses still in flight;
  *     clamp: translated (kr_translate_msg), re-encoded, records chains
- *       moved (kr_rewrite_emit); its response is translated back;
+ *       moved (kr_evcodec_emit); its response is translated back;
  *     otherwise forwarded as is.
  *   Responses match the oldest entry not ready (fifo_waiting).  One of a
  *   rule entry, or one behind a ready entry, is held whole (rule_response:
@@ -140,6 +140,7 @@
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conn.h"
+#include "kr_evcodec.h"
 #include "kr_frame.h"
 #include "kr_inflight.h"
 #include "kr_kerr.h"
@@ -1525,7 +1526,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     struct evbuffer *pl = s->rq_payload;
     struct kr_rq *rq = NULL;
     char eerr[160];
-    int ret;
+    int ret, rc;
 
     if (d->audit_now != NULL) {
         audit_put(s, d->audit_now);
@@ -1566,10 +1567,13 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         break;
     case KR_AN_FORWARD_TRANSLATED:
         /* records chains move from pl to up.out, never copied */
-        if (kr_rewrite_emit(pl, s->up.out, &d->w, &d->msg, eerr,
-                            sizeof(eerr)) != KR_OK) {
+        eerr[0] = '\0';
+        rc = kr_evcodec_emit(pl, s->up.out, &d->w, &d->msg, eerr,
+                             sizeof(eerr));
+        if (rc != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "cannot write translated %s "
-                             "request: %s", api_name(nr->h.api_key), eerr);
+                             "request: %s", api_name(nr->h.api_key),
+                             eerr[0] ? eerr : kr_status_str(rc));
             kr_an_decision_free(d);
             return -1;
         }
@@ -1664,7 +1668,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
     kr_arena_init(&arena, 0);
     memset(&ce, 0, sizeof(ce));
     memset(&m, 0, sizeof(m));
-    rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc == KR_OK) {
         rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
     }
@@ -2257,7 +2261,7 @@ learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
     }
     kr_arena_init(&arena, 0);
     memset(&ce, 0, sizeof(ce));
-    rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
     if (rc == KR_OK) {
         rc = kr_decode_response(&arena, &rb, KR_API_API_VERSIONS, ver, 0, &m,
                                 &ce);
@@ -2453,7 +2457,7 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
               (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
              rq->a->up_version != e->api_version;
     if (decode) {
-        rc = kr_rewrite_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+        rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
         if (rc == KR_OK) {
             rc = kr_decode_response(&arena, &rb, e->api_key,
                                     rq->a->up_version, 0, &m, &ce);
@@ -2499,11 +2503,15 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     case KR_AN_DELIVER_CHANGED:
         rsp_bytes = d.rsp_bytes;
         tmp = evbuffer_new();
-        if (tmp == NULL ||
-            kr_rewrite_emit(pl, tmp, &d.w, &m, err, sizeof(err)) != KR_OK) {
+        err[0] = '\0';
+        rc = tmp == NULL ? KR_ENOMEM
+                         : kr_evcodec_emit(pl, tmp, &d.w, &m, err,
+                                           sizeof(err));
+        if (rc != KR_OK) {
             close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: %s",
                      api_name(e->api_key), e->api_version,
-                     tmp == NULL ? "out of memory" : err);
+                     tmp == NULL ? "out of memory"
+                                 : err[0] ? err : kr_status_str(rc));
             goto out;
         }
         evbuffer_drain(tmp, KR_FRAME_PREFIX);
