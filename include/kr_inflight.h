@@ -18,12 +18,19 @@
 #include <stdint.h>
 
 struct kr_rq;
+struct kr_internal;
 
 /* Kinds of in-flight entries. */
 enum kr_inflight_kind {
     KR_INF_REQUEST = 0,                 /* a Kafka request */
-    KR_INF_SASL_TOKEN                   /* a raw SASL token (after
+    KR_INF_SASL_TOKEN,                  /* a raw SASL token (after
                                            SaslHandshake v0) */
+    KR_INF_INTERNAL                     /* krelay's own request on the
+                                           client's upstream connection
+                                           (SASL origination, learning the
+                                           broker's ApiVersions): its
+                                           response goes to internal, never
+                                           to the client */
 };
 
 /*
@@ -52,6 +59,9 @@ struct kr_inflight {
     struct kr_rq *rq;                   /* rule state (owned by the
                                            session, malloc'd), NULL for
                                            pass-through */
+    struct kr_internal *internal;       /* KR_INF_INTERNAL: who takes the
+                                           response (the session's,
+                                           malloc'd), else NULL */
 };
 
 /*

@@ -80,6 +80,11 @@ struct kr_stats {
                                            were) */
     uint64_t bytes_up;                  /* client -> upstream bytes */
     uint64_t bytes_down;                /* upstream -> client bytes */
+    uint64_t requests_internal;         /* krelay's own requests on a
+                                           client's upstream connection
+                                           (KR_INF_INTERNAL) */
+    uint64_t responses_internal;        /* their responses, taken by
+                                           krelay (never forwarded) */
     uint64_t responses_dropped;         /* responses to Produce with
                                            Acks=0 (a broker that answers
                                            them), not passed on */

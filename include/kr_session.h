@@ -186,6 +186,38 @@ int kr_session_new(struct kr_proxy *p, struct kr_group *g,
                    const struct sockaddr *sa, socklen_t salen);
 
 /*
+ * Called with the response to an internal request (kr_session_internal_
+ * request): payload holds the whole frame without its size prefix
+ * (borrowed for the call; drain what you keep).  payload is NULL when the
+ * session closes before the response came (s is being freed then: read
+ * nothing from it).  The callback may close the session.
+ */
+typedef void (*kr_session_internal_cb)(struct kr_session *s, void *arg,
+                                       int16_t api_key, int16_t api_version,
+                                       struct evbuffer *payload);
+
+/*
+ * Send krelay's own request on s's upstream connection (SASL
+ * origination, learning the broker's ApiVersions when the client sent
+ * none): frame is the request payload without its size prefix (len bytes,
+ * copied), with ApiKey api_key, ApiVersion api_version and CorrelationId
+ * correlation_id in its header.  It goes after what the client sent so
+ * far, as an in-flight entry of kind KR_INF_INTERNAL: its response is
+ * handed to cb(s, arg, ...) and never reaches the client; the client's
+ * responses keep their order around it.  Returns KR_OK (queued; written
+ * when the socket allows); KR_AGAIN when s is not between two request
+ * frames now (a frame is half forwarded, raw SASL tokens or opaque bytes
+ * are flowing, a SaslHandshake v0 awaits its answer, or s is closing):
+ * try again after the next request; KR_ENOMEM.  cb is not called when
+ * this fails.
+ */
+int kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
+                                size_t len, int16_t api_key,
+                                int16_t api_version, int32_t correlation_id,
+                                kr_session_internal_cb cb, void *arg)
+    KR_MUST_CHECK;
+
+/*
  * The one close path: log fmt at level with the session's prefix, close
  * both sockets, cancel everything pending, unlink from the proxy and free
  * (at once, or when the callbacks on the stack return).  Idempotent.

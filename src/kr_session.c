@@ -185,6 +185,12 @@ struct kr_rq {
     bool ready;                         /* out is complete */
 };
 
+/* Who takes the response to krelay's own request (KR_INF_INTERNAL). */
+struct kr_internal {
+    kr_session_internal_cb cb;
+    void *arg;
+};
+
 /* ---- logging and the one close path ------------------------------------ */
 
 static void vclose(struct kr_session *s, uint64_t *ctr, int level,
@@ -296,7 +302,15 @@ session_free(struct kr_session *s)
         evbuffer_free(s->rq_payload);
     }
     while (s->fifo.len > 0) {
-        rq_free(kr_inflight_head(&s->fifo)->rq);
+        struct kr_inflight *e = kr_inflight_head(&s->fifo);
+
+        rq_free(e->rq);
+        if (e->internal != NULL) {
+            /* closed before its answer: its owner lets go */
+            e->internal->cb(s, e->internal->arg, e->api_key,
+                            e->api_version, NULL);
+            free(e->internal);
+        }
         kr_inflight_pop(&s->fifo, 0);
     }
     if (s->rtimer != NULL) {
@@ -407,6 +421,9 @@ entry_str(const struct kr_inflight *e, char *buf, size_t len)
 {
     if (e->kind == KR_INF_SASL_TOKEN) {
         snprintf(buf, len, "a SASL token (raw, after SaslHandshake v0)");
+    } else if (e->kind == KR_INF_INTERNAL) {
+        snprintf(buf, len, "krelay's own %s v%d CorrelationId %d",
+                 api_name(e->api_key), e->api_version, e->correlation_id);
     } else {
         snprintf(buf, len, "%s v%d CorrelationId %d", api_name(e->api_key),
                  e->api_version, e->correlation_id);
@@ -2833,10 +2850,13 @@ enum nrsp_outcome {
                                            (*idx_out its entry) */
     NRSP_DROP,                          /* answers an Acks=0 Produce: drop
                                            it (*flen_out) */
-    NRSP_STREAM                         /* streamed: only part is here and
+    NRSP_STREAM,                        /* streamed: only part is here and
                                            only its tail needs rewriting
                                            (s->streaming set; the size
                                            prefix passes as it is) */
+    NRSP_INTERNAL                       /* whole, the answer to krelay's own
+                                           request (*idx_out its entry,
+                                           *flen_out): never forwarded */
 };
 
 /*
@@ -2937,6 +2957,21 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                  e->correlation_id);
         return NRSP_CLOSED;
     }
+    if (e->kind == KR_INF_INTERNAL) {
+        if ((int64_t)flen > s->lc->max_frame_bytes) {
+            close_up(s, KR_LOG_WARN, "%s v%d response of %zu bytes to "
+                     "krelay's own request exceeds max_frame_bytes %" PRId64,
+                     api_name(e->api_key), e->api_version, flen,
+                     s->lc->max_frame_bytes);
+            return NRSP_CLOSED;
+        }
+        if (avail - KR_FRAME_PREFIX < flen) {
+            return NRSP_WAIT;
+        }
+        *flen_out = flen;
+        *idx_out = idx;
+        return NRSP_INTERNAL;
+    }
     if (e->api_key == KR_API_SASL_HANDSHAKE && e->api_version == 0) {
         f[0].id = KR_FIELD_ERROR_CODE;
         for (;;) {
@@ -3036,6 +3071,31 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
     return NRSP_CUT_THROUGH;
 }
 
+/*
+ * The whole response to krelay's own request (entry idx, flen payload
+ * bytes) is at the start of up.in: hand it to its owner, never to the
+ * client.  Returns 0, or -1 when closed (by the owner too).
+ */
+static int
+internal_response(struct kr_session *s, uint32_t idx, size_t flen)
+{
+    struct kr_inflight *e = fifo_at(s, idx);
+    struct kr_internal *in = e->internal;
+    int16_t key = e->api_key, ver = e->api_version;
+
+    evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
+    evbuffer_remove_buffer(s->up.in, s->hold, flen);
+    e->internal = NULL;
+    fifo_remove(s, idx);
+    s->p->stats.responses_internal++;
+    kr_log_debug("[%s] response to krelay's own %s v%d request: %zu bytes",
+                 s->name, api_name(key), ver, flen);
+    in->cb(s, in->arg, key, ver, s->hold);
+    free(in);
+    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    return s->dead ? -1 : 0;
+}
+
 /* Forward responses from up.in to client.out, in order. */
 static int
 process_responses(struct kr_session *s)
@@ -3126,6 +3186,17 @@ process_responses(struct kr_session *s)
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if (rule_response(s, idx, flen) != 0) {
+                return -1;
+            }
+            flush_ready(s);
+            total = evbuffer_get_length(in);
+            continue;
+        }
+        if (rc == NRSP_INTERNAL) {
+            s->p->stats.bytes_down += scan;
+            move_bytes(s, in, s->client.out, scan);
+            scan = 0;
+            if (internal_response(s, idx, flen) != 0) {
                 return -1;
             }
             flush_ready(s);
@@ -3548,6 +3619,59 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
         up_connect(s, addr, addrlen);
     }
     leave(s);
+}
+
+/* ---- krelay's own requests (KR_INF_INTERNAL) --------------------------- */
+
+int
+kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
+                            size_t len, int16_t api_key, int16_t api_version,
+                            int32_t correlation_id, kr_session_internal_cb cb,
+                            void *arg)
+{
+    struct kr_inflight e;
+    uint8_t *buf;
+    int rc;
+
+    if (s->dead || s->closing || s->draining || s->req_remain > 0 ||
+        s->upl.left > 0 || s->upl.queued > 0 || s->sasl.tokens > 0 ||
+        s->opaque || s->want_rsp_first || s->up.fd < 0) {
+        return KR_AGAIN;
+    }
+    memset(&e, 0, sizeof(e));
+    e.correlation_id = correlation_id;
+    e.api_key = api_key;
+    e.api_version = api_version;
+    e.kind = KR_INF_INTERNAL;
+    e.sent_ms = kr_clock_timer_ms();
+    e.internal = malloc(sizeof(*e.internal));
+    if (e.internal == NULL) {
+        return KR_ENOMEM;
+    }
+    e.internal->cb = cb;
+    e.internal->arg = arg;
+    buf = malloc(KR_FRAME_PREFIX + len);
+    if (buf == NULL || fifo_push(s, &e) != KR_OK) {
+        free(buf);
+        free(e.internal);
+        return KR_ENOMEM;
+    }
+    kr_frame_put_size(buf, len);
+    memcpy(buf + KR_FRAME_PREFIX, frame, len);
+    /* one add: up.out gets the whole frame or nothing */
+    rc = evbuffer_add(s->up.out, buf, KR_FRAME_PREFIX + len);
+    free(buf);
+    if (rc != 0) {
+        free(fifo_at(s, s->fifo.len - 1)->internal);
+        fifo_remove(s, s->fifo.len - 1);
+        return KR_ENOMEM;
+    }
+    s->p->stats.requests_internal++;
+    if (s->up.connected) {
+        kr_conn_set_writing(&s->up, true);  /* up_write_cb flushes it */
+    }
+    arm_timer(s);
+    return KR_OK;
 }
 
 /* ---- creation ------------------------------------------------------------ */

@@ -3032,6 +3032,158 @@ START_TEST(splice_upstream_closes_after_run)
 }
 END_TEST
 
+/* ---- krelay's own requests (KR_INF_INTERNAL) ---------------------------- */
+
+struct internal_got {
+    int calls, closed;
+    int16_t key, ver;
+    struct bb payload;
+};
+
+static void
+internal_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
+            struct evbuffer *payload)
+{
+    struct internal_got *g = arg;
+    size_t n;
+
+    (void)s;
+    g->calls++;
+    g->key = key;
+    g->ver = ver;
+    if (payload == NULL) {
+        g->closed++;
+        return;
+    }
+    n = evbuffer_get_length(payload);
+    g->payload.n = 0;
+    bput(&g->payload, evbuffer_pullup(payload, -1), n);
+    evbuffer_drain(payload, n);
+}
+
+/*
+ * A request krelay sends on a client's upstream connection: the broker
+ * sees it between the client's frames, its answer goes to krelay, and
+ * the client gets exactly its own answers, in order.
+ */
+START_TEST(internal_request_not_forwarded)
+{
+    struct bb req = { 0 }, own = { 0 }, exp = { 0 }, seen = { 0 };
+    struct internal_got got = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    req_heartbeat(&own, 900);
+    ck_assert_int_eq(kr_session_internal_request(T.p->sessions,
+                                                 own.b + 4, own.n - 4,
+                                                 KR_API_HEARTBEAT, 0, 900,
+                                                 internal_cb, &got),
+                     KR_OK);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 1);
+    ck_assert_int_eq(kr_inflight_head(&T.p->sessions->fifo)->kind,
+                     KR_INF_INTERNAL);
+    /* the client's next request goes after it */
+    bput(&seen, req.b, req.n);
+    bput(&seen, own.b, own.n);
+    req.n = 0;
+    req_heartbeat(&req, 2);
+    bput(&seen, req.b, req.n);
+    cli_send(c, req.b, req.n);
+    fake_expect(&seen);
+    while (got.calls == 0 && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_int_eq(got.calls, 1);
+    ck_assert_int_eq(got.closed, 0);
+    ck_assert_int_eq(got.key, KR_API_HEARTBEAT);
+    ck_assert_int_eq(got.ver, 0);
+    /* the fake's echo of krelay's own frame, without its size prefix */
+    exp.n = 0;
+    echo_response(&exp, own.b, own.n, 0, 0);
+    ck_assert_uint_eq(got.payload.n, exp.n - 4);
+    ck_assert(memcmp(got.payload.b, exp.b + 4, exp.n - 4) == 0);
+    ck_assert_int_eq(kr_frame_i32(got.payload.b), 900);
+    /* the client: only the answer to its own CorrelationId 2 */
+    exp.n = 0;
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    pump_for(50);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
+    ck_assert_uint_eq(T.p->stats.requests_internal, 1);
+    ck_assert_uint_eq(T.p->stats.responses_internal, 1);
+    ck_assert_uint_eq(T.p->stats.responses, 2);
+    free(req.b);
+    free(own.b);
+    free(exp.b);
+    free(seen.b);
+    free(got.payload.b);
+}
+END_TEST
+
+/* Not between two frames (one half forwarded): not now.  Closed before
+   the answer: its owner is told (payload NULL). */
+START_TEST(internal_request_refused_mid_frame_and_closed)
+{
+    struct bb req = { 0 }, own = { 0 }, exp = { 0 };
+    struct internal_got got = { 0 };
+    struct wait w = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    free(exp.b);
+    T.fb.mode = FB_SILENT;
+    req.n = 0;
+    req_heartbeat(&req, 2);
+    /* its header (19 bytes) and 3 more: forwarded, the rest owed */
+    cli_send(c, req.b, 22);
+    while (T.p->sessions->req_remain == 0 && waiting(&w, progress())) {
+        pump_once();
+    }
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_gt(s->req_remain, 0);
+    req_heartbeat(&own, 901);
+    ck_assert_int_eq(kr_session_internal_request(s, own.b + 4, own.n - 4,
+                                                 KR_API_HEARTBEAT, 0, 901,
+                                                 internal_cb, &got),
+                     KR_AGAIN);
+    cli_send(c, req.b + 22, req.n - 22);
+    memset(&w, 0, sizeof(w));
+    while (s->req_remain > 0 && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_uint_eq(s->req_remain, 0);
+    ck_assert_int_eq(kr_session_internal_request(s, own.b + 4, own.n - 4,
+                                                 KR_API_HEARTBEAT, 0, 901,
+                                                 internal_cb, &got),
+                     KR_OK);
+    ck_assert_int_eq(got.calls, 0);
+    kr_session_close(s, KR_LOG_INFO, "test: closing");
+    ck_assert_int_eq(got.calls, 1);
+    ck_assert_int_eq(got.closed, 1);
+    ck_assert_int_eq(got.key, KR_API_HEARTBEAT);
+    free(req.b);
+    free(own.b);
+    free(got.payload.b);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -3080,6 +3232,8 @@ session_suite(void)
     tcase_add_test(tc, fetch16_whole_over_max);
     tcase_add_test(tc, held_response_slow_not_cut);
     tcase_add_test(tc, fetch16_streamed_malformed);
+    tcase_add_test(tc, internal_request_not_forwarded);
+    tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("splice");
