@@ -14,7 +14,7 @@
  * acted on; everything else stays cut-through.  See the diagram at the
  * top of src/kr_session.c.
  *
- * Everything runs on the event_base of the session's kr_proxy (one per
+ * Everything runs on the event_base of the session's kr_worker (one per
  * worker thread); a session is never touched from another thread.
  */
 #ifndef KR_SESSION_H
@@ -33,7 +33,7 @@
 #include "kr_rewrite.h"
 #include "kr_rule.h"
 
-struct kr_proxy;
+struct kr_worker;
 struct kr_group;
 struct kr_listener;
 struct kr_conf_ref;
@@ -65,7 +65,7 @@ extern const struct kr_conn_ops kr_conn_tcp_ops;
 /*
  * A splice(2) lane (issue 4): bytes krelay need not look at (a Fetch
  * response's record data, the rest of a pass-through frame) move from one
- * socket into a pipe lent by the proxy (kr_proxy_pipe_get) and from the
+ * socket into a pipe lent by the worker (kr_worker_pipe_get) and from the
  * pipe into the other socket, never through user space.  The pipe's bytes
  * follow everything already in the sink's out buffer, which gains nothing
  * until the pipe is empty.  Plain TCP only (kr_conn_ops.splice).
@@ -147,19 +147,19 @@ enum kr_sasl_mech {
 };
 
 /*
- * One session.  malloc'd by kr_session_new, linked into its proxy's list
+ * One session.  malloc'd by kr_session_new, linked into its worker's list
  * and freed only through kr_session_close.  Times ending in _ms / _at are
  * monotonic ms (kr_clock_timer_ms); sizes are bytes.
  */
 struct kr_session {
     uint64_t id;                        /* c#ID in log lines */
-    struct kr_proxy *p;
+    struct kr_worker *w;
     struct kr_group *g;                 /* its listener group */
     const struct kr_listener *l;        /* the listener it came in on */
-    struct kr_conf_ref *cref;           /* its config: the proxy's current
+    struct kr_conf_ref *cref;           /* its config: the worker's current
                                            one as of its last request */
     const struct kr_listener_conf *lc;  /* its [listener], in cref */
-    struct kr_session *prev, *next;     /* the proxy's list */
+    struct kr_session *prev, *next;     /* the worker's list */
 
     struct kr_conn client;
     struct kr_conn up;
@@ -289,13 +289,13 @@ struct kr_session {
  * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
  * session may already be closed when this returns (upstream unknown).
  */
-int kr_session_new(struct kr_proxy *p, struct kr_group *g,
+int kr_session_new(struct kr_worker *w, struct kr_group *g,
                    const struct kr_listener *l, evutil_socket_t fd,
                    const struct sockaddr *sa, socklen_t salen);
 
 /*
  * The one close path: log fmt at level with the session's prefix, close
- * both sockets, cancel everything pending, unlink from the proxy and free
+ * both sockets, cancel everything pending, unlink from the worker and free
  * (at once, or when the callbacks on the stack return).  Idempotent.
  */
 void kr_session_close(struct kr_session *s, int level, const char *fmt,

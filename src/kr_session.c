@@ -62,7 +62,7 @@
  *   time (paused_until_ms), as a broker mutes the channel.  ApiVersions:
  *   the connection's clamps go into rw.clamps for kr_rewrite; one newer
  *   than krelay knows is answered locally (KIP-511).  A reload swaps the
- *   proxy's config: conf_refresh picks it up before the next request.
+ *   worker's config: conf_refresh picks it up before the next request.
  *
  *   fail-safe (issue 13): a frame krelay cannot decode never slips past
  *   an enforcing rule.  In next_request a request whose (ApiKey,
@@ -116,7 +116,7 @@
  * a lane's pipe holds bytes the sink's out buffer gains nothing (the
  * source is not read into user space, flush_ready waits), and the source
  * is read only while the pipe has room (its slots too: lane.full).
- * Plain TCP only (kr_conn_ops.splice); pipes are lent by the proxy.
+ * Plain TCP only (kr_conn_ops.splice); pipes are lent by the worker.
  */
 #include "config.h"
 
@@ -147,7 +147,7 @@
 #include "kr_kerr.h"
 #include "kr_listener.h"
 #include "kr_log.h"
-#include "kr_proxy.h"
+#include "kr_worker.h"
 #include "kr_rewrite.h"
 #include "kr_scan.h"
 #include "kr_session.h"
@@ -356,12 +356,12 @@ conn_close(struct kr_conn *c)
 
 /* ---- logging and the one close path ------------------------------------ */
 
-static void vclose(struct kr_session *s, uint64_t *ctr, int level,
-                   const char *fmt, va_list ap) KR_PRINTF(4, 0);
+static void vclose(struct kr_session *s, enum kr_close_cause cause,
+                   int level, const char *fmt, va_list ap) KR_PRINTF(4, 0);
 
 static void
-vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
-       va_list ap)
+vclose(struct kr_session *s, enum kr_close_cause cause, int level,
+       const char *fmt, va_list ap)
 {
     static struct kr_ratelimit rl;
     char msg[600];
@@ -395,7 +395,7 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
                          s->client.bytes_out);
         }
     }
-    (*ctr)++;
+    KR_STAT_INC_L(s->w, closes, cause);
     if (s->resolve != NULL) {
         kr_upstream_resolve_cancel(s->resolve);
         s->resolve = NULL;
@@ -410,20 +410,20 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
     }
     conn_close(&s->client);
     conn_close(&s->up);
-    kr_proxy_pipe_put(s->p, s->dn.pipe, s->dn.queued == 0);
-    kr_proxy_pipe_put(s->p, s->upl.pipe, s->upl.queued == 0);
+    kr_worker_pipe_put(s->w, s->dn.pipe, s->dn.queued == 0);
+    kr_worker_pipe_put(s->w, s->upl.pipe, s->upl.queued == 0);
     if (s->prev != NULL) {
         s->prev->next = s->next;
-    } else if (s->p->sessions == s) {
-        s->p->sessions = s->next;
+    } else if (s->w->sessions == s) {
+        s->w->sessions = s->next;
     }
     if (s->next != NULL) {
         s->next->prev = s->prev;
     }
     s->prev = s->next = NULL;
     s->g->nconn--;
-    kr_proxy_group_release(s->g);
-    s->p->stats.conn_active--;
+    kr_worker_group_release(s->g);
+    KR_STAT_DEC(s->w, conn_active);
     if (s->depth == 0) {
         session_free(s);
     }
@@ -435,23 +435,23 @@ kr_session_close(struct kr_session *s, int level, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vclose(s, &s->p->stats.close_other, level, fmt, ap);
+    vclose(s, KR_CLOSE_OTHER, level, fmt, ap);
     va_end(ap);
 }
 
-#define CLOSE_WITH(name, counter)                                           \
+#define CLOSE_WITH(name, cause)                                             \
     static void KR_PRINTF(3, 4)                                             \
     name(struct kr_session *s, int level, const char *fmt, ...)             \
     {                                                                       \
         va_list ap;                                                         \
         va_start(ap, fmt);                                                  \
-        vclose(s, &s->p->stats.counter, level, fmt, ap);                    \
+        vclose(s, cause, level, fmt, ap);                                   \
         va_end(ap);                                                         \
     }
-CLOSE_WITH(close_bad, close_bad_input)
-CLOSE_WITH(close_client, close_client)
-CLOSE_WITH(close_up, close_upstream)
-CLOSE_WITH(close_timeout, close_timeout)
+CLOSE_WITH(close_bad, KR_CLOSE_BAD_INPUT)
+CLOSE_WITH(close_client, KR_CLOSE_CLIENT)
+CLOSE_WITH(close_up, KR_CLOSE_UPSTREAM)
+CLOSE_WITH(close_timeout, KR_CLOSE_TIMEOUT)
 
 static void
 session_free(struct kr_session *s)
@@ -540,13 +540,20 @@ fifo_head(struct kr_session *s)
 static void
 fifo_pop(struct kr_session *s)
 {
-    if (s->fifo[s->fifo_head].optional) {
+    const struct kr_inflight *e = &s->fifo[s->fifo_head];
+
+    if (e->optional) {
         s->fifo_opt--;
     }
     s->fifo_head = (s->fifo_head + 1) % s->fifo_cap;
     s->fifo_len--;
     s->head_since_ms = kr_clock_timer_ms();
     s->last_active_ms = s->head_since_ms;
+    if (!e->optional) {
+        /* answered (e stays valid until the next fifo_push) */
+        kr_stats_observe_latency(&s->w->stats,
+                                 s->head_since_ms - e->sent_ms);
+    }
 }
 
 /*
@@ -932,7 +939,7 @@ static bool
 lane_readable(const struct kr_session *s, const struct kr_splice *l)
 {
     if (l->left > 0) {
-        return l->queued < s->p->pipe_bytes && !l->full;
+        return l->queued < s->w->pipe_bytes && !l->full;
     }
     return l->queued == 0;
 }
@@ -942,7 +949,7 @@ static void
 lane_end(struct kr_session *s, struct kr_splice *l)
 {
     if (l->left == 0 && l->queued == 0 && l->pipe[0] >= 0) {
-        kr_proxy_pipe_put(s->p, l->pipe, true);
+        kr_worker_pipe_put(s->w, l->pipe, true);
     }
 }
 
@@ -966,7 +973,7 @@ lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
         src->fd < 0 || evbuffer_get_length(src->in) > 0) {
         return false;
     }
-    if (l->pipe[0] < 0 && kr_proxy_pipe_get(s->p, l->pipe) != KR_OK) {
+    if (l->pipe[0] < 0 && kr_worker_pipe_get(s->w, l->pipe) != KR_OK) {
         return false;
     }
     l->left = n;
@@ -985,7 +992,7 @@ lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
 static ssize_t
 lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
 {
-    size_t room = l->queued < s->p->pipe_bytes ? s->p->pipe_bytes - l->queued
+    size_t room = l->queued < s->w->pipe_bytes ? s->w->pipe_bytes - l->queued
                                                 : 0;
     size_t want = l->left < room ? (size_t)l->left : room;
     ssize_t n;
@@ -1007,7 +1014,7 @@ lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
         l->left -= (uint64_t)n;
         l->queued += (size_t)n;
         src->bytes_in += (uint64_t)n;
-        s->p->stats.bytes_spliced += (uint64_t)n;
+        KR_STAT_ADD(s->w, bytes_spliced, (uint64_t)n);
     } else if (n < 0 && (errno == EINVAL || errno == ENOSYS ||
                          errno == EOPNOTSUPP) && l->queued == 0) {
         kr_log_info("[%s] splice(2) from the %s socket: %s; reading "
@@ -1291,14 +1298,14 @@ move_bytes(struct kr_session *s, struct evbuffer *in, struct evbuffer *out,
     if (n >= evbuffer_get_length(in)) {
         evbuffer_add_buffer(out, in);
     } else {
-        s->p->stats.bytes_copied += split_copy_len(in, n);
+        KR_STAT_ADD(s->w, bytes_copied, split_copy_len(in, n));
         evbuffer_remove_buffer(in, out, n);
     }
 }
 
 /*
  * Copy up to len bytes of in from offset off into small (len <= smallsz)
- * or the proxy's scratch buffer.  Returns the count copied.
+ * or the worker's scratch buffer.  Returns the count copied.
  */
 static size_t
 peek(struct kr_session *s, struct evbuffer *in, size_t off, size_t len,
@@ -1311,7 +1318,7 @@ peek(struct kr_session *s, struct evbuffer *in, size_t off, size_t len,
     if (len > KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX) {
         len = KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX;
     }
-    dst = len <= smallsz ? small : s->p->scratch;
+    dst = len <= smallsz ? small : s->w->scratch;
     *pk = dst;
     if (evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0) {
         return 0;
@@ -1406,7 +1413,7 @@ add_prefix(struct evbuffer *out, size_t len)
 static struct kr_audit *
 audit_sink(const struct kr_session *s)
 {
-    return s->p->audit;
+    return s->w->audit;
 }
 
 static void
@@ -1494,14 +1501,14 @@ audit_open(struct kr_session *s)
 }
 
 /*
- * Follow a reload: requests read from now on use the proxy's current
+ * Follow a reload: requests read from now on use the worker's current
  * config (rules, limits, advertised host).  The old one is released when
  * its last user lets go.
  */
 static void
 conf_refresh(struct kr_session *s)
 {
-    struct kr_conf_ref *cur = s->p->cref;
+    struct kr_conf_ref *cur = s->w->cref;
 
     if (s->cref == cur) {
         return;
@@ -1603,7 +1610,7 @@ flush_ready(struct kr_session *s)
             break;
         }
         evbuffer_add_buffer(s->client.out, rq->out);
-        s->p->stats.bytes_down += n;
+        KR_STAT_ADD(s->w, bytes_down, n);
         if (rq->audit_line != NULL) {
             audit_put(s, rq->audit_line);
             rq->audit_line = NULL;
@@ -1835,7 +1842,7 @@ header_rq(const struct kr_nreq *nr, const char *cid, const char *why,
 static void
 undecodable_note(struct kr_session *s, const char *what, const char *why)
 {
-    s->p->stats.frames_undecodable++;
+    KR_STAT_INC(s->w, frames_undecodable);
     if (!s->undecodable_logged && KR_LOG_NOTICE <= kr_log_level_cur) {
         static struct kr_ratelimit rl;
 
@@ -1861,7 +1868,7 @@ refuse_request(struct kr_session *s, const struct kr_nreq *nr,
 {
     char abuf[24];
 
-    s->p->stats.requests_refused++;
+    KR_STAT_INC(s->w, requests_refused);
     if (audit_sink(s) != NULL) {
         struct kr_rq *rq = header_rq(nr, cid, why, KR_AUDIT_REFUSED);
 
@@ -1987,6 +1994,7 @@ answer_error(struct kr_session *s, struct kr_nreq *nr, struct kr_arena *a,
         return -1;
     }
     add_prefix(rq->out, w.len);
+    KR_STAT_INC_L(s->w, errors_answered, kr_stats_kerr_cell(error));
     evbuffer_add(rq->out, w.buf, w.len);
     if (rq->v.flags & KR_VF_AUDIT) {
         rq->audit_line = audit_line(s, &nr->e, rq, &rsp,
@@ -2205,7 +2213,7 @@ undecodable_request(struct kr_session *s, struct kr_nreq *nr,
     add_prefix(s->up.out, evbuffer_get_length(pl));
     evbuffer_add_buffer(s->up.out, pl);
     if (!nr->expect) {
-        s->p->stats.requests_acks0++;
+        KR_STAT_INC(s->w, requests_acks0);
         if (rq != NULL) {
             audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
             rq_free(rq);
@@ -2237,8 +2245,10 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
 
     evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->client.in, pl, nr->flen);
-    s->p->stats.requests++;
-    s->p->stats.bytes_up += KR_FRAME_PREFIX + nr->flen;
+    KR_STAT_INC(s->w, requests);
+    KR_STAT_INC_L(s->w, api_requests,
+                  kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
+    KR_STAT_ADD(s->w, bytes_up, KR_FRAME_PREFIX + nr->flen);
     if (!nr->h.client_id_null) {
         snprintf(s->client_id, sizeof(s->client_id), "%s",
                  nr->h.client_id);
@@ -2331,6 +2341,9 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         rq->v.flags == 0) {
         rq_free(rq);
         rq = NULL;
+    }
+    if (rq != NULL) {
+        kr_worker_rule_hits(s->w, &rq->v);
     }
     if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
         rq->audit = kr_audit_capture(&m, tmap, rq->v.audit_body);
@@ -2477,7 +2490,7 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
         s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
     if (!nr->expect) {
-        s->p->stats.requests_acks0++;
+        KR_STAT_INC(s->w, requests_acks0);
         if (rq != NULL && (rq->v.flags & KR_VF_AUDIT)) {
             audit_put(s, audit_line(s, &nr->e, rq, NULL, 0, 0, 0));
         }
@@ -2739,7 +2752,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NREQ_CLOSED;
         }
         s->sasl_tokens--;
-        s->p->stats.sasl_tokens++;
+        KR_STAT_INC(s->w, sasl_tokens);
         s->req_remain = KR_FRAME_PREFIX + (uint64_t)size;
         return NREQ_FORWARD;
     }
@@ -2918,7 +2931,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NREQ_CLOSED;
         }
     } else {
-        s->p->stats.requests_acks0++;
+        KR_STAT_INC(s->w, requests_acks0);
         if (push_optional(s, &e) != 0) {
             return NREQ_CLOSED;
         }
@@ -2926,7 +2939,9 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (h.known && h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0) {
         s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
-    s->p->stats.requests++;
+    KR_STAT_INC(s->w, requests);
+    KR_STAT_INC_L(s->w, api_requests,
+                  kr_stats_api_cell(h.api_key, h.api_version));
     kr_log_trace("[%s] request %s v%d CorrelationId %d ClientId %s, "
                  "%zu bytes%s", s->name, api_name(h.api_key),
                  h.api_version, h.correlation_id,
@@ -3006,7 +3021,7 @@ process_requests(struct kr_session *s)
             char why[160];
 
             /* what came before goes on; nothing from here does */
-            s->p->stats.bytes_up += scan;
+            KR_STAT_ADD(s->w, bytes_up, scan);
             move_bytes(s, in, s->up.out, scan);
             unknown_why(&nr.h, why, sizeof(why));
             rc = refuse_request(s, &nr, nr.cid, why);
@@ -3015,7 +3030,7 @@ process_requests(struct kr_session *s)
         }
         if (rc == NREQ_RULES) {
             /* keep the order: what was scanned goes first */
-            s->p->stats.bytes_up += scan;
+            KR_STAT_ADD(s->w, bytes_up, scan);
             move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (rule_request(s, &nr) != 0) {
@@ -3027,7 +3042,7 @@ process_requests(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    s->p->stats.bytes_up += scan;
+    KR_STAT_ADD(s->w, bytes_up, scan);
     move_bytes(s, in, s->up.out, scan);
     return 0;
 }
@@ -3160,9 +3175,9 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
                  res.err[0] ? res.err : kr_status_str(rc));
         return -1;
     }
-    s->p->stats.responses++;
-    s->p->stats.responses_held++;
-    s->p->stats.bytes_down += flen + KR_FRAME_PREFIX;
+    KR_STAT_INC(s->w, responses);
+    KR_STAT_INC(s->w, responses_held);
+    KR_STAT_ADD(s->w, bytes_down, flen + KR_FRAME_PREFIX);
     kr_log_trace("[%s] response %s v%d held: %u endpoints rewritten, %u "
                  "versions capped", s->name, api_name(key), ver,
                  res.endpoints, res.capped);
@@ -3289,7 +3304,7 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
     if (rq == NULL) {
         return;
     }
-    s->p->stats.frames_undecodable++;
+    KR_STAT_INC(s->w, frames_undecodable);
     kr_log_rl(KR_LOG_INFO, "[%s] %s v%d response (CorrelationId %d) of %zu "
               "bytes is above max_frame_bytes %" PRId64 ": not held for the "
               "rules, forwarded unchanged", s->name, api_name(e->api_key),
@@ -3357,8 +3372,8 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, pl, flen);
-    s->p->stats.responses++;
-    s->p->stats.responses_held++;
+    KR_STAT_INC(s->w, responses);
+    KR_STAT_INC(s->w, responses_held);
     if (rq->t_read_us != 0) {
         up_us = now_us - rq->t_read_us;
     }
@@ -3595,8 +3610,8 @@ stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
     s->stream_left = flen;
     s->streaming = 1;
     fifo_pop(s);
-    s->p->stats.responses++;
-    s->p->stats.responses_streamed++;
+    KR_STAT_INC(s->w, responses);
+    KR_STAT_INC(s->w, responses_streamed);
     return 0;
 }
 
@@ -3692,7 +3707,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         s->head_since_ms = kr_clock_timer_ms();
         return 1;
     }
-    s->p->stats.bytes_down += *scan;
+    KR_STAT_ADD(s->w, bytes_down, *scan);
     move_bytes(s, in, s->client.out, *scan);
     *scan = 0;
     evbuffer_remove_buffer(in, s->hold, tail);
@@ -3723,9 +3738,9 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                  s->scan->off + KR_FRAME_PREFIX);
         return -1;
     }
-    s->p->stats.bytes_down += tail;
+    KR_STAT_ADD(s->w, bytes_down, tail);
     if (res.dropped > 0) {
-        s->p->stats.endpoints_dropped++;
+        KR_STAT_INC(s->w, endpoints_dropped);
         kr_log_debug("[%s] %s v%d response: the advertised endpoints are "
                      "longer than the broker's and do not fit the streamed "
                      "frame: dropped (clients refresh metadata instead)",
@@ -3754,7 +3769,7 @@ acks0_dropped(struct kr_session *s)
                      "Acks=0 (Kafka brokers do not): krelay drops those "
                      "responses", s->name, s->upname);
     }
-    s->p->stats.responses_dropped++;
+    KR_STAT_INC(s->w, responses_dropped);
 }
 
 /* What next_response decided about the response frame at the scan point. */
@@ -3826,7 +3841,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                 return NRSP_CLOSED;
             }
             fifo_pop(s);
-            s->p->stats.sasl_tokens++;
+            KR_STAT_INC(s->w, sasl_tokens);
             s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
             return NRSP_CUT_THROUGH;
         }
@@ -3941,8 +3956,8 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             if (rc == 1) {
                 /* no tagged fields, so no endpoints: cut-through */
                 fifo_pop(s);
-                s->p->stats.responses++;
-                s->p->stats.responses_streamed++;
+                KR_STAT_INC(s->w, responses);
+                KR_STAT_INC(s->w, responses_streamed);
                 s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
                 return NRSP_CUT_THROUGH;
             }
@@ -3967,7 +3982,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return NRSP_HOLD;
     }
     fifo_pop(s);
-    s->p->stats.responses++;
+    KR_STAT_INC(s->w, responses);
     s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
     return NRSP_CUT_THROUGH;
 }
@@ -4030,7 +4045,7 @@ process_responses(struct kr_session *s)
         if (s->nready > 0 && (e = fifo_first(s, &idx)) != NULL &&
             e->rq != NULL && e->rq->ready) {
             /* built responses at the head go out before what follows */
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->w, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             flush_ready(s);
@@ -4049,7 +4064,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_DROP) {
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->w, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             s->rsp_drop = KR_FRAME_PREFIX + (uint64_t)flen;
@@ -4057,7 +4072,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_RULES) {
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->w, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if (rule_response(s, idx, flen) != 0) {
@@ -4069,7 +4084,7 @@ process_responses(struct kr_session *s)
         }
         if (rc == NRSP_HOLD) {
             /* keep the order: what was scanned goes first */
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->w, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             e = fifo_head(s);
@@ -4079,7 +4094,7 @@ process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    s->p->stats.bytes_down += scan;
+    KR_STAT_ADD(s->w, bytes_down, scan);
     move_bytes(s, in, s->client.out, scan);
     if (s->nready > 0) {
         flush_ready(s);
@@ -4205,7 +4220,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
         if (n > 0) {
             s->last_active_ms = kr_clock_timer_ms();
             s->req_remain -= (uint64_t)n;
-            s->p->stats.bytes_up += (uint64_t)n;
+            KR_STAT_ADD(s->w, bytes_up, (uint64_t)n);
             if (conn_flush(s, &s->up) == 0) {
                 update_io(s);
                 arm_timer(s);
@@ -4306,7 +4321,7 @@ upstream_eof(struct kr_session *s, const char *why)
 static int
 dn_spliced(struct kr_session *s, size_t n)
 {
-    s->p->stats.bytes_down += n;
+    KR_STAT_ADD(s->w, bytes_down, n);
     if (s->streaming) {
         s->stream_left -= n;
         if (kr_scan_skip(s->scan, n) == KR_EPROTO) {
@@ -4421,7 +4436,7 @@ out:
 static void
 up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
 {
-    struct event_base *base = s->p->base;
+    struct event_base *base = s->w->base;
     int fd, on = 1, rc;
 
     fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -4507,7 +4522,7 @@ peer_split(const struct sockaddr *sa, char *host, size_t hlen,
 }
 
 int
-kr_session_new(struct kr_proxy *p, struct kr_group *g,
+kr_session_new(struct kr_worker *w, struct kr_group *g,
                const struct kr_listener *l, evutil_socket_t fd,
                const struct sockaddr *sa, socklen_t salen)
 {
@@ -4521,11 +4536,11 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
         kr_log_rl(KR_LOG_ERROR, "out of memory accepting a connection");
         return KR_ENOMEM;
     }
-    s->id = ++p->next_id;
-    s->p = p;
+    s->id = kr_worker_next_id(w);
+    s->w = w;
     s->g = g;
     s->l = l;
-    s->cref = kr_conf_ref_get(p->cref);
+    s->cref = kr_conf_ref_get(w->cref);
     s->lc = g->lc;
     conn_init(&s->client);
     conn_init(&s->up);
@@ -4535,8 +4550,8 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->client.connected = 1;
     s->hold = evbuffer_new();
     s->rq_payload = evbuffer_new();
-    s->timer = evtimer_new(p->base, timer_cb, s);
-    s->rtimer = evtimer_new(p->base, rtimer_cb, s);
+    s->timer = evtimer_new(w->base, timer_cb, s);
+    s->rtimer = evtimer_new(w->base, rtimer_cb, s);
     if (salen <= sizeof(s->peer)) {
         memcpy(&s->peer, sa, salen);
     }
@@ -4545,9 +4560,9 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     if (s->rng == 0) {
         s->rng = 1;
     }
-    s->client.rev = event_new(p->base, fd, EV_READ | EV_PERSIST,
+    s->client.rev = event_new(w->base, fd, EV_READ | EV_PERSIST,
                               client_read_cb, s);
-    s->client.wev = event_new(p->base, fd, EV_WRITE | EV_PERSIST,
+    s->client.wev = event_new(w->base, fd, EV_WRITE | EV_PERSIST,
                               client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
     peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
@@ -4560,14 +4575,14 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->rw.upstream = g->up;
     s->rw.who = s->name;
     s->started_ms = s->last_active_ms = kr_clock_timer_ms();
-    s->next = p->sessions;
-    if (p->sessions != NULL) {
-        p->sessions->prev = s;
+    s->next = w->sessions;
+    if (w->sessions != NULL) {
+        w->sessions->prev = s;
     }
-    p->sessions = s;
+    w->sessions = s;
     g->nconn++;
-    p->stats.conn_active++;
-    p->stats.conn_accepted++;
+    KR_STAT_INC(w, conn_active);
+    KR_STAT_INC(w, conn_accepted);
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
