@@ -521,6 +521,42 @@ count_lines(const char *path, const char *what)
     return n;
 }
 
+/*
+ * The admin thread an endpoint will be: reads every cell of both
+ * workers' counters in a loop while they run, until stop.  Under TSan a
+ * counter written without an atomic store is reported here.
+ */
+struct admin {
+    pthread_t th;
+    atomic_bool stop;
+    uint64_t rounds, last;
+};
+
+static void *
+admin_main(void *arg)
+{
+    struct admin *a = arg;
+    const struct kr_stats *st[NWORKERS];
+    int i, id;
+    size_t c;
+
+    for (i = 0; i < NWORKERS; i++) {
+        st[i] = &T.w[i]->stats;
+    }
+    while (!atomic_load(&a->stop)) {
+        uint64_t sum = 0;
+
+        for (id = 0; id < KR_STAT__N; id++) {
+            for (c = 0; c < kr_stats_desc[id].cells; c++) {
+                sum += kr_stats_sum(st, NWORKERS, (enum kr_stat_id)id, c);
+            }
+        }
+        a->last = sum;
+        a->rounds++;
+    }
+    return NULL;
+}
+
 /* Sleep ms milliseconds. */
 static void
 nap(long ms)
@@ -541,6 +577,11 @@ START_TEST(two_workers_two_threads)
     char line[8192];
     uint64_t ids[64];
     int nids = 0;
+    struct admin adm;
+
+    memset(&adm, 0, sizeof(adm));
+    atomic_init(&adm.stop, false);
+    ck_assert_int_eq(pthread_create(&adm.th, NULL, admin_main, &adm), 0);
 
     /* 1. traffic through both workers at once: every client sends all
        its requests before any response is read */
@@ -560,6 +601,9 @@ START_TEST(two_workers_two_threads)
         total += nclients[i] * nreqs[i];
     }
     ck_assert_int_eq(atomic_load(&T.fb.answered), total);
+    atomic_store(&adm.stop, true);
+    ck_assert_int_eq(pthread_join(adm.th, NULL), 0);
+    ck_assert_uint_gt(adm.rounds, 0);
 
     /* 2. each worker counted its own traffic, read from this thread
        while it runs */
