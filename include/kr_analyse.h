@@ -176,6 +176,9 @@ struct kr_an_decision {
                                            connection's prefix */
     char *audit_now;                    /* an audit line to write now
                                            (malloc'd), NULL: none */
+    bool evaluated;                     /* rules matched (verdict, for
+                                           counting rule hits) */
+    struct kr_verdict verdict;
     bool undecodable;                   /* FORWARD_UNDECODED, or answered
                                            for not decoding: counted */
     bool refused;                       /* REFUSE: counted */

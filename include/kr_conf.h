@@ -12,6 +12,7 @@
 #ifndef KR_CONF_H
 #define KR_CONF_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -338,5 +339,30 @@ struct kr_conf_key_desc {
  * last.  The strings are static.
  */
 bool kr_conf_key(size_t i, struct kr_conf_key_desc *out);
+
+/*
+ * A reference-counted config: the daemon, each worker and each session
+ * hold one to the config they use, so a reload swaps the current one
+ * while old users keep theirs.  Counted with atomics: any thread may get
+ * and put.
+ */
+struct kr_conf_ref {
+    struct kr_conf *conf;
+    atomic_int refs;
+    bool owned;                         /* kr_conf_free at the last unref */
+};
+
+/*
+ * A new reference to conf (refs 1), freeing conf at the last put when
+ * owned.  NULL on ENOMEM.
+ */
+struct kr_conf_ref *kr_conf_ref_new(struct kr_conf *conf, bool owned);
+/* Take one more reference to r (not NULL); returns r.  Any thread. */
+struct kr_conf_ref *kr_conf_ref_get(struct kr_conf_ref *r);
+/*
+ * Drop one reference; at the last one, free r (and its conf when owned).
+ * Any thread.  NULL is a no-op.
+ */
+void kr_conf_ref_put(struct kr_conf_ref *r);
 
 #endif /* KR_CONF_H */

@@ -1,10 +1,16 @@
 /*
- * kr_listener.h - one listening TCP socket (IPv4 or IPv6) on an
- * event_base, handing accepted sockets to a callback.
+ * kr_listener.h - listening TCP sockets (IPv4 or IPv6): bound once per
+ * process (struct kr_lsock, the daemon's), accepted on by every worker's
+ * event_base (struct kr_listener), handing accepted sockets to a callback.
  *
  * A [listener] section of the config becomes a group of these (see
- * kr_proxy.h): the bootstrap listener plus one per NodeId.  Binding
- * happens at start, so a port clash fails the start with a message.
+ * kr_daemon.h and kr_worker.h): the bootstrap listener plus one per
+ * NodeId.  Binding happens at start, so a port clash fails the start with
+ * a message.  Several workers accept on one socket: each attaches its own
+ * kr_listener to it, the one on the daemon's thread with the socket's own
+ * descriptor, the others with a duplicate each (the kernel hands every
+ * connection to one accept(2); the others get EAGAIN, which libevent
+ * ignores).
  */
 #ifndef KR_LISTENER_H
 #define KR_LISTENER_H
@@ -29,9 +35,25 @@ typedef void (*kr_accept_cb)(struct kr_listener *l, evutil_socket_t fd,
                              void *arg);
 
 /*
- * One listening socket.  Storage is the caller's (kr_proxy keeps them in
- * kr_group.listeners); kr_listener_open fills it, kr_listener_close
- * releases the evconnlistener (and so the socket) but not the struct.
+ * One bound and listening socket, owned by the process part (kr_daemon).
+ * Storage is the caller's; kr_lsock_bind fills it, kr_lsock_close closes
+ * the descriptor (fd -1 after).
+ */
+struct kr_lsock {
+    int fd;                             /* listening, O_NONBLOCK and
+                                           O_CLOEXEC; -1 when closed */
+    int32_t node_id;                    /* KR_NODE_BOOTSTRAP or a NodeId */
+    struct sockaddr_storage addr;       /* bound address (real port) */
+    socklen_t addrlen;                  /* bytes of addr in use */
+    char label[48];                     /* as kr_listener.label */
+    char addrstr[64];                   /* as kr_listener.addrstr */
+};
+
+/*
+ * One worker accepting on a listening socket.  Storage is the caller's
+ * (kr_worker keeps them in kr_group.listeners); kr_listener_attach fills
+ * it, kr_listener_close releases the evconnlistener (and the descriptor
+ * when the listener owns it) but not the struct.
  */
 struct kr_listener {
     struct evconnlistener *evl;         /* NULL when closed */
@@ -61,17 +83,51 @@ struct kr_listener {
 /*
  * Bind host:port (numeric or a name, resolved with getaddrinfo: this
  * blocks, start-up only; "" or "*" = every IPv4 address) with
- * SO_REUSEADDR, listen with backlog, and accept on base.  label names it
- * in logs.  Returns KR_OK, or KR_ERROR with a message ("bind
- * 127.0.0.1:9092 (NodeId 3): Address already in use") in err.
+ * SO_REUSEADDR and listen with backlog, into ls.  label names it in logs.
+ * Returns KR_OK, or KR_ERROR with a message ("bind 127.0.0.1:9092
+ * (NodeId 3): Address already in use") in err and ls->fd -1.
  */
-int kr_listener_open(struct kr_listener *l, struct event_base *base,
-                     const char *host, uint16_t port, int32_t node_id,
-                     const char *label, int backlog, kr_accept_cb cb,
-                     void *arg, char *err, size_t errlen) KR_MUST_CHECK;
+int kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
+                  int32_t node_id, const char *label, int backlog, char *err,
+                  size_t errlen) KR_MUST_CHECK;
 
 /*
- * Resolve host:port the way kr_listener_open binds it (same host rules,
+ * Is ls open and bound to exactly sa (family, address and port; a
+ * requested port 0 never matches)?  Lets a reload hand a running socket
+ * to a new listener instead of closing and binding it again.
+ */
+bool kr_lsock_bound_to(const struct kr_lsock *ls, const struct sockaddr *sa,
+                       socklen_t salen);
+
+/*
+ * Move src's open socket into dst (contents overwritten): dst gets
+ * node_id and label, src's descriptor (its accept queue untouched) and
+ * address; src is left closed (fd -1).  Never fails.
+ */
+void kr_lsock_take(struct kr_lsock *dst, struct kr_lsock *src,
+                   int32_t node_id, const char *label);
+
+/* Close the socket (fd -1 after).  Idempotent. */
+void kr_lsock_close(struct kr_lsock *ls);
+
+/* The bound port of ls, 0 when closed. */
+uint16_t kr_lsock_port(const struct kr_lsock *ls);
+
+/*
+ * Accept on descriptor fd, a listening socket bound as ls says (ls gives
+ * node_id, label and address; its own fd is not used), on base; cb(arg)
+ * gets each accepted socket.  own: l closes fd at kr_listener_close (a
+ * duplicate made for this worker); otherwise fd stays its owner's, who
+ * closes it only after kr_listener_close.  Returns KR_OK, or KR_ERROR
+ * with a message in err (an owned fd is closed then too).
+ */
+int kr_listener_attach(struct kr_listener *l, struct event_base *base,
+                       const struct kr_lsock *ls, int fd, bool own,
+                       kr_accept_cb cb, void *arg, char *err,
+                       size_t errlen) KR_MUST_CHECK;
+
+/*
+ * Resolve host:port the way kr_lsock_bind binds it (same host rules,
  * first getaddrinfo answer; blocks) into ss/sslen.  label names the
  * listener in the message.  Returns KR_OK, or KR_ERROR with a message
  * ("listen host:9092 (NodeId 3): Name or service not known") in err.
@@ -80,25 +136,7 @@ int kr_listener_resolve(const char *host, uint16_t port, const char *label,
                         struct sockaddr_storage *ss, socklen_t *sslen,
                         char *err, size_t errlen) KR_MUST_CHECK;
 
-/*
- * Is l open and bound to exactly sa (family, address and port; a
- * requested port 0 never matches)?  Lets a reload hand a running socket
- * to a new listener instead of closing and binding it again.
- */
-bool kr_listener_bound_to(const struct kr_listener *l,
-                          const struct sockaddr *sa, socklen_t salen);
-
-/*
- * Move src's open socket into dst (its storage, contents overwritten):
- * dst gets node_id, label, cb and arg, src's address, and src's
- * evconnlistener with its accept queue untouched; src is left closed.
- * Never fails; src must be open.
- */
-void kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
-                      int32_t node_id, const char *label, kr_accept_cb cb,
-                      void *arg);
-
-/* Stop accepting and close the socket.  Idempotent. */
+/* Stop accepting (and close the descriptor when owned).  Idempotent. */
 void kr_listener_close(struct kr_listener *l);
 
 /* The bound port (useful with port 0), 0 when closed. */
@@ -112,5 +150,28 @@ uint16_t kr_listener_port(const struct kr_listener *l);
  */
 char *kr_sockaddr_str(const struct sockaddr *sa, socklen_t salen, char *buf,
                       size_t len);
+
+struct kr_worker;
+struct kr_upstream;
+struct kr_conf_ref;
+
+/*
+ * One [listener] section on one worker: a bootstrap listener + one per
+ * NodeId, and the sessions they accepted (kr_worker.c owns groups;
+ * sessions read lc and up and count themselves in nconn).
+ */
+struct kr_group {
+    struct kr_worker *w;
+    const struct kr_listener_conf *lc;  /* in w->cref's config */
+    struct kr_upstream *up;             /* shared with other groups */
+    struct kr_listener *listeners;      /* [0] bootstrap, [1 + n -
+                                           node_id_min] NodeId n */
+    int nlisteners;
+    int64_t nconn;                      /* open sessions */
+    bool removed;                       /* a reload dropped its section:
+                                           listeners closed, freed with
+                                           its last session */
+    struct kr_conf_ref *cref;           /* removed: keeps lc valid */
+};
 
 #endif /* KR_LISTENER_H */

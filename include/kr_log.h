@@ -10,6 +10,7 @@
 #ifndef KR_LOG_H
 #define KR_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,8 +31,12 @@ enum kr_log_level {
     KR_LOG_TRACE
 };
 
-/* Current threshold: messages above it are dropped.  Default NOTICE. */
-extern volatile int kr_log_level_cur;
+/*
+ * Current threshold: messages above it are dropped.  Default NOTICE.
+ * Atomic: the daemon sets it at reload while workers on other threads
+ * read it.
+ */
+extern _Atomic int kr_log_level_cur;
 
 /*
  * Set the sink.  target: "stderr", "syslog", or a file path (opened for
@@ -84,7 +89,7 @@ void kr_log_write_rl(struct kr_ratelimit *rl, unsigned burst, int level,
 /*
  * Write the "suppressed N similar messages" line of every registered call
  * site that suppressed lines not yet reported.  Call it from a one-second
- * timer and at stop (kr_proxy does).  Thread-safe; returns the number of
+ * timer and at stop (kr_daemon does).  Thread-safe; returns the number of
  * summary lines written.
  */
 unsigned kr_log_rl_flush(void);

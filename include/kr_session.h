@@ -14,7 +14,7 @@
  * acted on; everything else stays cut-through.  See the diagram at the
  * top of src/kr_session.c.
  *
- * Everything runs on the event_base of the session's kr_proxy (one per
+ * Everything runs on the event_base of the session's worker (one per
  * worker thread); a session is never touched from another thread.
  */
 #ifndef KR_SESSION_H
@@ -36,7 +36,8 @@
 #include "kr_rule.h"
 #include "kr_sasl.h"
 
-struct kr_proxy;
+struct kr_stats;
+struct kr_audit;
 struct kr_group;
 struct kr_listener;
 struct kr_conf_ref;
@@ -45,19 +46,43 @@ struct kr_rq;
 struct kr_scan;
 
 /*
- * One session.  malloc'd by kr_session_new, linked into its proxy's list
+ * What a session uses of the worker that runs it: the worker's event loop
+ * and services, by pointer (kr_worker.h fills one per worker and keeps it
+ * as long as any of its sessions lives).  A session sees no more of its
+ * worker than this, so the session layer does not depend on the one
+ * above it.  All on the worker's thread.
+ */
+struct kr_session_host {
+    struct event_base *base;
+    struct kr_conf_ref *const *cref;    /* the current config (a reload
+                                           swaps it) */
+    struct kr_audit *const *audit;      /* the current audit sink, or
+                                           NULL */
+    uint8_t *scratch;                   /* KR_FRAME_PEEK_MAX + 4 bytes for
+                                           header peeks */
+    struct kr_session **sessions;       /* the list of open sessions */
+    struct kr_pipe_pool *pipes;         /* splice(2) pipes */
+    struct kr_stats *stats;             /* the worker's counters */
+    _Atomic uint64_t *ids;              /* session ids (unique in the
+                                           process) */
+    void (*group_release)(struct kr_group *g); /* a session of g ended
+                                           (g->nconn already decremented) */
+};
+
+/*
+ * One session.  malloc'd by kr_session_new, linked into its worker's list
  * and freed only through kr_session_close.  Times ending in _ms / _at are
  * monotonic ms (kr_clock_timer_ms); sizes are bytes.
  */
 struct kr_session {
     uint64_t id;                        /* c#ID in log lines */
-    struct kr_proxy *p;
+    struct kr_session_host *host;       /* its worker's services */
     struct kr_group *g;                 /* its listener group */
     const struct kr_listener *l;        /* the listener it came in on */
-    struct kr_conf_ref *cref;           /* its config: the proxy's current
+    struct kr_conf_ref *cref;           /* its config: the worker's current
                                            one as of its last request */
     const struct kr_listener_conf *lc;  /* its [listener], in cref */
-    struct kr_session *prev, *next;     /* the proxy's list */
+    struct kr_session *prev, *next;     /* the worker's list */
 
     struct kr_conn client;
     struct kr_conn up;
@@ -181,7 +206,7 @@ struct kr_session {
  * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
  * session may already be closed when this returns (upstream unknown).
  */
-int kr_session_new(struct kr_proxy *p, struct kr_group *g,
+int kr_session_new(struct kr_session_host *host, struct kr_group *g,
                    const struct kr_listener *l, evutil_socket_t fd,
                    const struct sockaddr *sa, socklen_t salen);
 
@@ -219,7 +244,7 @@ int kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
 
 /*
  * The one close path: log fmt at level with the session's prefix, close
- * both sockets, cancel everything pending, unlink from the proxy and free
+ * both sockets, cancel everything pending, unlink from the worker and free
  * (at once, or when the callbacks on the stack return).  Idempotent.
  */
 void kr_session_close(struct kr_session *s, int level, const char *fmt,

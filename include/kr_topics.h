@@ -25,8 +25,9 @@
  * CreateTopics without Assignments, ResourceName, []string names).
  * Source: Kafka's message JSON schemas (entityType), KIP-516 (topic ids).
  *
- * Each struct's list of fields to visit is precomputed once (thread-safe,
- * lazily on first use), so a walk skips every subtree that cannot name a
+ * Each struct's list of fields to visit is precomputed once
+ * (kr_topics_init at start-up; lazily and thread-safe on first use
+ * otherwise), so a walk skips every subtree that cannot name a
  * topic (KR_SF_HAS_TOPIC, TopicId and ResourceName included): walking a
  * large Produce touches only its Topics array and partition counts, never
  * records.
@@ -39,6 +40,13 @@
 #include <stdint.h>
 
 #include "kr_codec.h"
+
+/*
+ * Build the per-struct walk table now (the daemon calls it before any
+ * worker exists, so walks only read it).  Idempotent, thread-safe; out
+ * of memory leaves it to the first walk.
+ */
+void kr_topics_init(void);
 
 /*
  * TopicId (uuid, 16 raw bytes) -> name map learned from Metadata

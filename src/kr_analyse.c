@@ -637,6 +637,9 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
         req->v.flags == 0) {
         kr_an_req_free(req);
         req = NULL;
+    } else {
+        d->evaluated = true;
+        d->verdict = req->v;
     }
     if (req != NULL && (req->v.flags & KR_VF_AUDIT)) {
         req->audit = kr_audit_capture(m, c->tmap, req->v.audit_body);

@@ -2957,3 +2957,41 @@ kr_conf_dump(const struct kr_conf *c, FILE *f)
         kr_cf_dump_section(f, KR_CS_RULE, c->rules[i].name, &c->rules[i]);
     }
 }
+
+/* ---- reference-counted configs ----------------------------------------- */
+
+struct kr_conf_ref *
+kr_conf_ref_new(struct kr_conf *conf, bool owned)
+{
+    struct kr_conf_ref *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->conf = conf;
+    r->owned = owned;
+    atomic_init(&r->refs, 1);
+    return r;
+}
+
+struct kr_conf_ref *
+kr_conf_ref_get(struct kr_conf_ref *r)
+{
+    atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    return r;
+}
+
+void
+kr_conf_ref_put(struct kr_conf_ref *r)
+{
+    /* release: this thread's reads of the config happen before the free
+       that another thread's last put may do (acquire there) */
+    if (r == NULL ||
+        atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) > 1) {
+        return;
+    }
+    if (r->owned) {
+        kr_conf_free(r->conf);
+    }
+    free(r);
+}

@@ -1,6 +1,7 @@
 /*
- * kr_listener.c - bind, listen, accept (evconnlistener on our own socket
- * so bind errors name the address).
+ * kr_listener.c - bind and listen once (kr_lsock), accept on each worker's
+ * event_base (evconnlistener on a socket we bound ourselves, so bind
+ * errors name the address).
  */
 #include "config.h"
 
@@ -149,21 +150,19 @@ kr_listener_resolve(const char *host, uint16_t port, const char *label,
 }
 
 int
-kr_listener_open(struct kr_listener *l, struct event_base *base,
-                 const char *host, uint16_t port, int32_t node_id,
-                 const char *label, int backlog, kr_accept_cb cb, void *arg,
-                 char *err, size_t errlen)
+kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
+              int32_t node_id, const char *label, int backlog, char *err,
+              size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     evutil_socket_t fd = -1;
     int on = 1;
 
-    memset(l, 0, sizeof(*l));
-    l->node_id = node_id;
-    l->cb = cb;
-    l->arg = arg;
-    snprintf(l->label, sizeof(l->label), "%s", label);
+    memset(ls, 0, sizeof(*ls));
+    ls->fd = -1;
+    ls->node_id = node_id;
+    snprintf(ls->label, sizeof(ls->label), "%s", label);
     if (kr_listener_resolve(host, port, label, &ss, &sslen, err, errlen)
         != KR_OK) {
         return KR_ERROR;
@@ -190,19 +189,37 @@ kr_listener_open(struct kr_listener *l, struct event_base *base,
         close(fd);
         return KR_ERROR;
     }
-    l->addrlen = sizeof(l->addr);
-    if (getsockname(fd, (struct sockaddr *)&l->addr, &l->addrlen) != 0) {
-        l->addrlen = 0;
+    ls->addrlen = sizeof(ls->addr);
+    if (getsockname(fd, (struct sockaddr *)&ls->addr, &ls->addrlen) != 0) {
+        ls->addrlen = 0;
     }
-    kr_sockaddr_str((struct sockaddr *)&l->addr, l->addrlen, l->addrstr,
-                    sizeof(l->addrstr));
+    kr_sockaddr_str((struct sockaddr *)&ls->addr, ls->addrlen, ls->addrstr,
+                    sizeof(ls->addrstr));
+    ls->fd = fd;
+    return KR_OK;
+}
+
+int
+kr_listener_attach(struct kr_listener *l, struct event_base *base,
+                   const struct kr_lsock *ls, int fd, bool own,
+                   kr_accept_cb cb, void *arg, char *err, size_t errlen)
+{
+    memset(l, 0, sizeof(*l));
+    l->node_id = ls->node_id;
+    l->cb = cb;
+    l->arg = arg;
+    snprintf(l->label, sizeof(l->label), "%s", ls->label);
+    memcpy(&l->addr, &ls->addr, sizeof(l->addr));
+    l->addrlen = ls->addrlen;
+    memcpy(l->addrstr, ls->addrstr, sizeof(l->addrstr));
     l->evl = evconnlistener_new(base, accept_cb, l,
-                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                0, fd);
+                                own ? LEV_OPT_CLOSE_ON_FREE : 0, 0, fd);
     if (l->evl == NULL) {
         snprintf(err, errlen, "listen %s (%s): out of memory", l->addrstr,
-                 label);
-        close(fd);
+                 l->label);
+        if (own) {
+            close(fd);
+        }
         return KR_ERROR;
     }
     evconnlistener_set_error_cb(l->evl, accept_error_cb);
@@ -210,26 +227,27 @@ kr_listener_open(struct kr_listener *l, struct event_base *base,
 }
 
 bool
-kr_listener_bound_to(const struct kr_listener *l, const struct sockaddr *sa,
-                     socklen_t salen)
+kr_lsock_bound_to(const struct kr_lsock *ls, const struct sockaddr *sa,
+                  socklen_t salen)
 {
-    if (l->evl == NULL || sa == NULL || sa->sa_family != l->addr.ss_family) {
+    if (ls->fd < 0 || sa == NULL || sa->sa_family != ls->addr.ss_family) {
         return false;
     }
     if (sa->sa_family == AF_INET &&
         salen >= (socklen_t)sizeof(struct sockaddr_in) &&
-        l->addrlen >= (socklen_t)sizeof(struct sockaddr_in)) {
+        ls->addrlen >= (socklen_t)sizeof(struct sockaddr_in)) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
-        const struct sockaddr_in *b = (const struct sockaddr_in *)&l->addr;
+        const struct sockaddr_in *b = (const struct sockaddr_in *)&ls->addr;
 
         return a->sin_port != 0 && a->sin_port == b->sin_port &&
                a->sin_addr.s_addr == b->sin_addr.s_addr;
     }
     if (sa->sa_family == AF_INET6 &&
         salen >= (socklen_t)sizeof(struct sockaddr_in6) &&
-        l->addrlen >= (socklen_t)sizeof(struct sockaddr_in6)) {
+        ls->addrlen >= (socklen_t)sizeof(struct sockaddr_in6)) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
-        const struct sockaddr_in6 *b = (const struct sockaddr_in6 *)&l->addr;
+        const struct sockaddr_in6 *b =
+            (const struct sockaddr_in6 *)&ls->addr;
 
         return a->sin6_port != 0 && a->sin6_port == b->sin6_port &&
                a->sin6_scope_id == b->sin6_scope_id &&
@@ -240,32 +258,41 @@ kr_listener_bound_to(const struct kr_listener *l, const struct sockaddr *sa,
 }
 
 void
-kr_listener_take(struct kr_listener *dst, struct kr_listener *src,
-                 int32_t node_id, const char *label, kr_accept_cb cb,
-                 void *arg)
+kr_lsock_take(struct kr_lsock *dst, struct kr_lsock *src, int32_t node_id,
+              const char *label)
 {
     memset(dst, 0, sizeof(*dst));
     dst->node_id = node_id;
-    dst->cb = cb;
-    dst->arg = arg;
     snprintf(dst->label, sizeof(dst->label), "%s", label);
     memcpy(&dst->addr, &src->addr, sizeof(dst->addr));
     dst->addrlen = src->addrlen;
     memcpy(dst->addrstr, src->addrstr, sizeof(dst->addrstr));
-    dst->evl = src->evl;
-    src->evl = NULL;
-    if (src->pause_ev != NULL) {
-        /* paused after a failed accept: dst resumes now (its own timer
-           is made at its first failure) */
-        event_free(src->pause_ev);
-        src->pause_ev = NULL;
-        if (dst->evl != NULL) {
-            evconnlistener_enable(dst->evl);
-        }
+    dst->fd = src->fd;
+    src->fd = -1;
+}
+
+void
+kr_lsock_close(struct kr_lsock *ls)
+{
+    if (ls->fd >= 0) {
+        close(ls->fd);
+        ls->fd = -1;
     }
-    if (dst->evl != NULL) {
-        evconnlistener_set_cb(dst->evl, accept_cb, dst);
+}
+
+uint16_t
+kr_lsock_port(const struct kr_lsock *ls)
+{
+    if (ls->fd < 0) {
+        return 0;
     }
+    if (ls->addr.ss_family == AF_INET) {
+        return ntohs(((const struct sockaddr_in *)&ls->addr)->sin_port);
+    }
+    if (ls->addr.ss_family == AF_INET6) {
+        return ntohs(((const struct sockaddr_in6 *)&ls->addr)->sin6_port);
+    }
+    return 0;
 }
 
 void

@@ -35,7 +35,7 @@ enum kr_log_sink {
     KR_SINK_FILE
 };
 
-volatile int kr_log_level_cur = KR_LOG_NOTICE;
+_Atomic int kr_log_level_cur = KR_LOG_NOTICE;
 
 static pthread_rwlock_t kr_log_lock = PTHREAD_RWLOCK_INITIALIZER;
 static enum kr_log_sink kr_log_sink = KR_SINK_STDERR;

@@ -62,7 +62,7 @@
  *   time (paused_until_ms), as a broker mutes the channel.  ApiVersions:
  *   the connection's clamps go into rw.clamps for kr_rewrite; one newer
  *   than krelay knows is answered locally (KIP-511).  A reload swaps the
- *   proxy's config: conf_refresh picks it up before the next request.
+ *   worker's config: conf_refresh picks it up before the next request.
  *
  *   fail-safe (issue 13): a frame krelay cannot decode never slips past
  *   an enforcing rule.  In next_request a request whose (ApiKey,
@@ -116,13 +116,14 @@
  * a lane's pipe holds bytes the sink's out buffer gains nothing (the
  * source is not read into user space, flush_ready waits), and the source
  * is read only while the pipe has room (its slots too: lane.full).
- * Plain TCP only (kr_conn_ops.splice); pipes are lent by the proxy.
+ * Plain TCP only (kr_conn_ops.splice); pipes are lent by the worker.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -146,7 +147,7 @@
 #include "kr_kerr.h"
 #include "kr_listener.h"
 #include "kr_log.h"
-#include "kr_proxy.h"
+#include "kr_stats.h"
 #include "kr_rewrite.h"
 #include "kr_sasl.h"
 #include "kr_scan.h"
@@ -193,12 +194,12 @@ struct kr_internal {
 
 /* ---- logging and the one close path ------------------------------------ */
 
-static void vclose(struct kr_session *s, uint64_t *ctr, int level,
-                   const char *fmt, va_list ap) KR_PRINTF(4, 0);
+static void vclose(struct kr_session *s, enum kr_close_cause cause,
+                   int level, const char *fmt, va_list ap) KR_PRINTF(4, 0);
 
 static void
-vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
-       va_list ap)
+vclose(struct kr_session *s, enum kr_close_cause cause, int level,
+       const char *fmt, va_list ap)
 {
     static struct kr_ratelimit rl;
     char msg[600];
@@ -232,7 +233,7 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
                          s->client.bytes_out);
         }
     }
-    (*ctr)++;
+    KR_STAT_INC_L(s->host->stats, closes, cause);
     if (s->resolve != NULL) {
         kr_upstream_resolve_cancel(s->resolve);
         s->resolve = NULL;
@@ -247,20 +248,20 @@ vclose(struct kr_session *s, uint64_t *ctr, int level, const char *fmt,
     }
     kr_conn_close(&s->client);
     kr_conn_close(&s->up);
-    kr_pipe_pool_put(&s->p->pipes, s->dn.pipe, s->dn.queued == 0);
-    kr_pipe_pool_put(&s->p->pipes, s->upl.pipe, s->upl.queued == 0);
+    kr_pipe_pool_put(s->host->pipes, s->dn.pipe, s->dn.queued == 0);
+    kr_pipe_pool_put(s->host->pipes, s->upl.pipe, s->upl.queued == 0);
     if (s->prev != NULL) {
         s->prev->next = s->next;
-    } else if (s->p->sessions == s) {
-        s->p->sessions = s->next;
+    } else if ((*s->host->sessions) == s) {
+        (*s->host->sessions) = s->next;
     }
     if (s->next != NULL) {
         s->next->prev = s->prev;
     }
     s->prev = s->next = NULL;
     s->g->nconn--;
-    kr_proxy_group_release(s->g);
-    s->p->stats.conn_active--;
+    s->host->group_release(s->g);
+    KR_STAT_DEC(s->host->stats, conn_active);
     if (s->depth == 0) {
         session_free(s);
     }
@@ -272,23 +273,23 @@ kr_session_close(struct kr_session *s, int level, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vclose(s, &s->p->stats.close_other, level, fmt, ap);
+    vclose(s, KR_CLOSE_OTHER, level, fmt, ap);
     va_end(ap);
 }
 
-#define CLOSE_WITH(name, counter)                                           \
+#define CLOSE_WITH(name, cause)                                             \
     static void KR_PRINTF(3, 4)                                             \
     name(struct kr_session *s, int level, const char *fmt, ...)             \
     {                                                                       \
         va_list ap;                                                         \
         va_start(ap, fmt);                                                  \
-        vclose(s, &s->p->stats.counter, level, fmt, ap);                    \
+        vclose(s, cause, level, fmt, ap);                                   \
         va_end(ap);                                                         \
     }
-CLOSE_WITH(close_bad, close_bad_input)
-CLOSE_WITH(close_client, close_client)
-CLOSE_WITH(close_up, close_upstream)
-CLOSE_WITH(close_timeout, close_timeout)
+CLOSE_WITH(close_bad, KR_CLOSE_BAD_INPUT)
+CLOSE_WITH(close_client, KR_CLOSE_CLIENT)
+CLOSE_WITH(close_up, KR_CLOSE_UPSTREAM)
+CLOSE_WITH(close_timeout, KR_CLOSE_TIMEOUT)
 
 static void
 session_free(struct kr_session *s)
@@ -353,8 +354,16 @@ fifo_head(struct kr_session *s)
 static void
 fifo_pop(struct kr_session *s)
 {
+    const struct kr_inflight *e = kr_inflight_head(&s->fifo);
+    bool answered = !e->optional;
+    int64_t sent = e->sent_ms;
+
     kr_inflight_pop(&s->fifo, kr_clock_timer_ms());
     s->last_active_ms = s->fifo.head_since_ms;
+    if (answered) {
+        kr_stats_observe_latency(s->host->stats,
+                                 s->fifo.head_since_ms - sent);
+    }
 }
 
 /* Remove entry i, keeping the order of the others (kr_inflight_remove). */
@@ -647,7 +656,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 static bool
 lane_readable(const struct kr_session *s, const struct kr_splice *l)
 {
-    return kr_lane_readable(l, s->p->pipes.pipe_bytes);
+    return kr_lane_readable(l, s->host->pipes->pipe_bytes);
 }
 
 /* Start a lane for the next n opaque bytes of src (kr_lane_begin). */
@@ -660,7 +669,7 @@ lane_begin(struct kr_session *s, struct kr_splice *l, struct kr_conn *src,
 #if !defined(HAVE_SPLICE) || !defined(HAVE_PIPE2)
     min = 0;                            /* no splice(2) here */
 #endif
-    return kr_lane_begin(l, &s->p->pipes, src, dst, n, min);
+    return kr_lane_begin(l, s->host->pipes, src, dst, n, min);
 }
 
 /* Fill the lane's pipe from src (kr_lane_fill), counting and saying so. */
@@ -668,10 +677,10 @@ static ssize_t
 lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
 {
     int off = 0;
-    ssize_t n = kr_lane_fill(l, &s->p->pipes, src, &off);
+    ssize_t n = kr_lane_fill(l, s->host->pipes, src, &off);
 
     if (n > 0) {
-        s->p->stats.bytes_spliced += (uint64_t)n;
+        KR_STAT_ADD(s->host->stats, bytes_spliced, (uint64_t)n);
     } else if (off != 0) {
         kr_log_info("[%s] splice(2) from the %s socket: %s; reading "
                     "through user space", s->name,
@@ -829,7 +838,7 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
     if (evbuffer_get_length(c->out) == 0 && l->queued > 0) {
         int e;
 
-        n = kr_lane_drain(l, &s->p->pipes, c);
+        n = kr_lane_drain(l, s->host->pipes, c);
         e = errno;
         wrote(s, c, before - l->queued);
         errno = e;
@@ -915,14 +924,14 @@ move_bytes(struct kr_session *s, struct evbuffer *in, struct evbuffer *out,
     if (n >= evbuffer_get_length(in)) {
         evbuffer_add_buffer(out, in);
     } else {
-        s->p->stats.bytes_copied += split_copy_len(in, n);
+        KR_STAT_ADD(s->host->stats, bytes_copied, split_copy_len(in, n));
         evbuffer_remove_buffer(in, out, n);
     }
 }
 
 /*
  * Copy up to len bytes of in from offset off into small (len <= smallsz)
- * or the proxy's scratch buffer.  Returns the count copied.
+ * or the worker's scratch buffer.  Returns the count copied.
  */
 static size_t
 peek(struct kr_session *s, struct evbuffer *in, size_t off, size_t len,
@@ -935,7 +944,7 @@ peek(struct kr_session *s, struct evbuffer *in, size_t off, size_t len,
     if (len > KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX) {
         len = KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX;
     }
-    dst = len <= smallsz ? small : s->p->scratch;
+    dst = len <= smallsz ? small : s->host->scratch;
     *pk = dst;
     if (evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0) {
         return 0;
@@ -1002,7 +1011,7 @@ add_prefix(struct evbuffer *out, size_t len)
 static struct kr_audit *
 audit_sink(const struct kr_session *s)
 {
-    return s->p->audit;
+    return *s->host->audit;
 }
 
 static void
@@ -1060,14 +1069,14 @@ audit_open(struct kr_session *s)
 }
 
 /*
- * Follow a reload: requests read from now on use the proxy's current
+ * Follow a reload: requests read from now on use the worker's current
  * config (rules, limits, advertised host).  The old one is released when
  * its last user lets go.
  */
 static void
 conf_refresh(struct kr_session *s)
 {
-    struct kr_conf_ref *cur = s->p->cref;
+    struct kr_conf_ref *cur = *s->host->cref;
 
     if (s->cref == cur) {
         return;
@@ -1224,7 +1233,7 @@ flush_ready(struct kr_session *s)
             break;
         }
         evbuffer_add_buffer(s->client.out, rq->out);
-        s->p->stats.bytes_down += n;
+        KR_STAT_ADD(s->host->stats, bytes_down, n);
         if (rq->a->audit_line != NULL) {
             audit_put(s, rq->a->audit_line);
             rq->a->audit_line = NULL;
@@ -1399,7 +1408,7 @@ conn_enforces(struct kr_session *s)
 static void
 undecodable_note(struct kr_session *s, const char *text)
 {
-    s->p->stats.frames_undecodable++;
+    KR_STAT_INC(s->host->stats, frames_undecodable);
     if (!s->undecodable_logged && KR_LOG_NOTICE <= kr_log_level_cur) {
         static struct kr_ratelimit rl;
 
@@ -1545,6 +1554,9 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     char eerr[160];
     int ret, rc;
 
+    if (d->evaluated) {
+        kr_stats_rule_hits(s->host->stats, &d->verdict);
+    }
     if (d->audit_now != NULL) {
         audit_put(s, d->audit_now);
         d->audit_now = NULL;
@@ -1555,7 +1567,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         kr_an_decision_free(d);
         return -1;
     case KR_AN_REFUSE:
-        s->p->stats.requests_refused++;
+        KR_STAT_INC(s->host->stats, requests_refused);
         /* fall through */
     case KR_AN_CLOSE_AFTER_OWED:
         evbuffer_drain(pl, evbuffer_get_length(pl));
@@ -1572,6 +1584,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
             return -1;
         }
         add_prefix(rq->out, d->w.len);
+        KR_STAT_INC_L(s->host->stats, errors_answered, kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
         kr_log_info("[%s] %s", s->name, d->text);
@@ -1604,7 +1617,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
     if (!nr->expect) {
-        s->p->stats.requests_acks0++;
+        KR_STAT_INC(s->host->stats, requests_acks0);
         kr_an_decision_free(d);
         nr->e.rq = NULL;
         return push_optional(s, &nr->e);
@@ -1648,8 +1661,10 @@ rule_request(struct kr_session *s, struct kr_nreq *nr)
 
     evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->client.in, pl, nr->flen);
-    s->p->stats.requests++;
-    s->p->stats.bytes_up += KR_FRAME_PREFIX + nr->flen;
+    KR_STAT_INC(s->host->stats, requests);
+    KR_STAT_INC_L(s->host->stats, api_requests,
+                  kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
+    KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
     if (!nr->h.client_id_null) {
         snprintf(s->client_id, sizeof(s->client_id), "%s",
                  nr->h.client_id);
@@ -1942,7 +1957,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NREQ_CLOSED;
         }
         s->sasl.tokens--;
-        s->p->stats.sasl_tokens++;
+        KR_STAT_INC(s->host->stats, sasl_tokens);
         s->req_remain = KR_FRAME_PREFIX + (uint64_t)size;
         return NREQ_FORWARD;
     }
@@ -2126,7 +2141,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NREQ_CLOSED;
         }
     } else {
-        s->p->stats.requests_acks0++;
+        KR_STAT_INC(s->host->stats, requests_acks0);
         if (push_optional(s, &e) != 0) {
             return NREQ_CLOSED;
         }
@@ -2134,7 +2149,9 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (h.known && h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0) {
         s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
-    s->p->stats.requests++;
+    KR_STAT_INC(s->host->stats, requests);
+    KR_STAT_INC_L(s->host->stats, api_requests,
+                  kr_stats_api_cell(h.api_key, h.api_version));
     kr_log_trace("[%s] request %s v%d CorrelationId %d ClientId %s, "
                  "%zu bytes%s", s->name, api_name(h.api_key),
                  h.api_version, h.correlation_id,
@@ -2214,7 +2231,7 @@ process_requests(struct kr_session *s)
             char why[160];
 
             /* what came before goes on; nothing from here does */
-            s->p->stats.bytes_up += scan;
+            KR_STAT_ADD(s->host->stats, bytes_up, scan);
             move_bytes(s, in, s->up.out, scan);
             kr_analyse_unknown_why(&nr.h, why, sizeof(why));
             rc = refuse_request(s, &nr, nr.cid, nr.cidlen, why);
@@ -2223,7 +2240,7 @@ process_requests(struct kr_session *s)
         }
         if (rc == NREQ_RULES) {
             /* keep the order: what was scanned goes first */
-            s->p->stats.bytes_up += scan;
+            KR_STAT_ADD(s->host->stats, bytes_up, scan);
             move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (rule_request(s, &nr) != 0) {
@@ -2235,7 +2252,7 @@ process_requests(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    s->p->stats.bytes_up += scan;
+    KR_STAT_ADD(s->host->stats, bytes_up, scan);
     move_bytes(s, in, s->up.out, scan);
     return 0;
 }
@@ -2360,9 +2377,9 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
                  res.err[0] ? res.err : kr_status_str(rc));
         return -1;
     }
-    s->p->stats.responses++;
-    s->p->stats.responses_held++;
-    s->p->stats.bytes_down += flen + KR_FRAME_PREFIX;
+    KR_STAT_INC(s->host->stats, responses);
+    KR_STAT_INC(s->host->stats, responses_held);
+    KR_STAT_ADD(s->host->stats, bytes_down, flen + KR_FRAME_PREFIX);
     kr_log_trace("[%s] response %s v%d held: %u endpoints rewritten, %u "
                  "versions capped", s->name, api_name(key), ver,
                  res.endpoints, res.capped);
@@ -2392,7 +2409,7 @@ rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
     if (rq == NULL) {
         return;
     }
-    s->p->stats.frames_undecodable++;
+    KR_STAT_INC(s->host->stats, frames_undecodable);
     kr_log_rl(KR_LOG_INFO, "[%s] %s v%d response (CorrelationId %d) of %zu "
               "bytes is above max_frame_bytes %" PRId64 ": not held for the "
               "rules, forwarded unchanged", s->name, api_name(e->api_key),
@@ -2462,8 +2479,8 @@ rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, pl, flen);
-    s->p->stats.responses++;
-    s->p->stats.responses_held++;
+    KR_STAT_INC(s->host->stats, responses);
+    KR_STAT_INC(s->host->stats, responses_held);
     if (rq->a->t_read_us != 0) {
         up_us = now_us - rq->a->t_read_us;
     }
@@ -2676,8 +2693,8 @@ stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
     s->stream_left = flen;
     s->streaming = 1;
     fifo_pop(s);
-    s->p->stats.responses++;
-    s->p->stats.responses_streamed++;
+    KR_STAT_INC(s->host->stats, responses);
+    KR_STAT_INC(s->host->stats, responses_streamed);
     return 0;
 }
 
@@ -2773,7 +2790,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         s->fifo.head_since_ms = kr_clock_timer_ms();
         return 1;
     }
-    s->p->stats.bytes_down += *scan;
+    KR_STAT_ADD(s->host->stats, bytes_down, *scan);
     move_bytes(s, in, s->client.out, *scan);
     *scan = 0;
     evbuffer_remove_buffer(in, s->hold, tail);
@@ -2804,9 +2821,9 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                  s->scan->off + KR_FRAME_PREFIX);
         return -1;
     }
-    s->p->stats.bytes_down += tail;
+    KR_STAT_ADD(s->host->stats, bytes_down, tail);
     if (res.dropped > 0) {
-        s->p->stats.endpoints_dropped++;
+        KR_STAT_INC(s->host->stats, endpoints_dropped);
         kr_log_debug("[%s] %s v%d response: the advertised endpoints are "
                      "longer than the broker's and do not fit the streamed "
                      "frame: dropped (clients refresh metadata instead)",
@@ -2835,7 +2852,7 @@ acks0_dropped(struct kr_session *s)
                      "Acks=0 (Kafka brokers do not): krelay drops those "
                      "responses", s->name, s->upname);
     }
-    s->p->stats.responses_dropped++;
+    KR_STAT_INC(s->host->stats, responses_dropped);
 }
 
 /* What next_response decided about the response frame at the scan point. */
@@ -2910,7 +2927,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                 return NRSP_CLOSED;
             }
             fifo_pop(s);
-            s->p->stats.sasl_tokens++;
+            KR_STAT_INC(s->host->stats, sasl_tokens);
             s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
             return NRSP_CUT_THROUGH;
         }
@@ -3040,8 +3057,8 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             if (rc == 1) {
                 /* no tagged fields, so no endpoints: cut-through */
                 fifo_pop(s);
-                s->p->stats.responses++;
-                s->p->stats.responses_streamed++;
+                KR_STAT_INC(s->host->stats, responses);
+                KR_STAT_INC(s->host->stats, responses_streamed);
                 s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
                 return NRSP_CUT_THROUGH;
             }
@@ -3066,7 +3083,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         return NRSP_HOLD;
     }
     fifo_pop(s);
-    s->p->stats.responses++;
+    KR_STAT_INC(s->host->stats, responses);
     s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
     return NRSP_CUT_THROUGH;
 }
@@ -3087,7 +3104,7 @@ internal_response(struct kr_session *s, uint32_t idx, size_t flen)
     evbuffer_remove_buffer(s->up.in, s->hold, flen);
     e->internal = NULL;
     fifo_remove(s, idx);
-    s->p->stats.responses_internal++;
+    KR_STAT_INC(s->host->stats, responses_internal);
     kr_log_debug("[%s] response to krelay's own %s v%d request: %zu bytes",
                  s->name, api_name(key), ver, flen);
     in->cb(s, in->arg, key, ver, s->hold);
@@ -3155,7 +3172,7 @@ process_responses(struct kr_session *s)
         if (s->nready > 0 && (e = fifo_first(s, &idx)) != NULL &&
             e->rq != NULL && e->rq->ready) {
             /* built responses at the head go out before what follows */
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             flush_ready(s);
@@ -3174,7 +3191,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_DROP) {
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             s->rsp_drop = KR_FRAME_PREFIX + (uint64_t)flen;
@@ -3182,7 +3199,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_RULES) {
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if (rule_response(s, idx, flen) != 0) {
@@ -3193,7 +3210,7 @@ process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_INTERNAL) {
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if (internal_response(s, idx, flen) != 0) {
@@ -3205,7 +3222,7 @@ process_responses(struct kr_session *s)
         }
         if (rc == NRSP_HOLD) {
             /* keep the order: what was scanned goes first */
-            s->p->stats.bytes_down += scan;
+            KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             e = fifo_head(s);
@@ -3215,7 +3232,7 @@ process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    s->p->stats.bytes_down += scan;
+    KR_STAT_ADD(s->host->stats, bytes_down, scan);
     move_bytes(s, in, s->client.out, scan);
     if (s->nready > 0) {
         flush_ready(s);
@@ -3341,7 +3358,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
         if (n > 0) {
             s->last_active_ms = kr_clock_timer_ms();
             s->req_remain -= (uint64_t)n;
-            s->p->stats.bytes_up += (uint64_t)n;
+            KR_STAT_ADD(s->host->stats, bytes_up, (uint64_t)n);
             if (conn_flush(s, &s->up) == 0) {
                 update_io(s);
                 arm_timer(s);
@@ -3442,7 +3459,7 @@ upstream_eof(struct kr_session *s, const char *why)
 static int
 dn_spliced(struct kr_session *s, size_t n)
 {
-    s->p->stats.bytes_down += n;
+    KR_STAT_ADD(s->host->stats, bytes_down, n);
     if (s->streaming) {
         s->stream_left -= n;
         if (kr_scan_skip(s->scan, n) == KR_EPROTO) {
@@ -3558,7 +3575,7 @@ out:
 static void
 up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
 {
-    struct event_base *base = s->p->base;
+    struct event_base *base = s->host->base;
     int fd, on = 1, rc;
 
     fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -3666,7 +3683,7 @@ kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
         fifo_remove(s, s->fifo.len - 1);
         return KR_ENOMEM;
     }
-    s->p->stats.requests_internal++;
+    KR_STAT_INC(s->host->stats, requests_internal);
     if (s->up.connected) {
         kr_conn_set_writing(&s->up, true);  /* up_write_cb flushes it */
     }
@@ -3697,7 +3714,7 @@ peer_split(const struct sockaddr *sa, char *host, size_t hlen,
 }
 
 int
-kr_session_new(struct kr_proxy *p, struct kr_group *g,
+kr_session_new(struct kr_session_host *host, struct kr_group *g,
                const struct kr_listener *l, evutil_socket_t fd,
                const struct sockaddr *sa, socklen_t salen)
 {
@@ -3711,11 +3728,12 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
         kr_log_rl(KR_LOG_ERROR, "out of memory accepting a connection");
         return KR_ENOMEM;
     }
-    s->id = ++p->next_id;
-    s->p = p;
+    s->id = atomic_fetch_add_explicit(host->ids, 1,
+                                      memory_order_relaxed) + 1;
+    s->host = host;
     s->g = g;
     s->l = l;
-    s->cref = kr_conf_ref_get(p->cref);
+    s->cref = kr_conf_ref_get(*host->cref);
     s->lc = g->lc;
     kr_conn_init(&s->client);
     kr_conn_init(&s->up);
@@ -3725,8 +3743,8 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->client.connected = 1;
     s->hold = evbuffer_new();
     s->rq_payload = evbuffer_new();
-    s->timer = evtimer_new(p->base, timer_cb, s);
-    s->rtimer = evtimer_new(p->base, rtimer_cb, s);
+    s->timer = evtimer_new(host->base, timer_cb, s);
+    s->rtimer = evtimer_new(host->base, rtimer_cb, s);
     if (salen <= sizeof(s->peer)) {
         memcpy(&s->peer, sa, salen);
     }
@@ -3735,9 +3753,9 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     if (s->rng == 0) {
         s->rng = 1;
     }
-    s->client.rev = event_new(p->base, fd, EV_READ | EV_PERSIST,
+    s->client.rev = event_new(host->base, fd, EV_READ | EV_PERSIST,
                               client_read_cb, s);
-    s->client.wev = event_new(p->base, fd, EV_WRITE | EV_PERSIST,
+    s->client.wev = event_new(host->base, fd, EV_WRITE | EV_PERSIST,
                               client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
     peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
@@ -3750,14 +3768,14 @@ kr_session_new(struct kr_proxy *p, struct kr_group *g,
     s->rw.upstream = g->up;
     s->rw.who = s->name;
     s->started_ms = s->last_active_ms = kr_clock_timer_ms();
-    s->next = p->sessions;
-    if (p->sessions != NULL) {
-        p->sessions->prev = s;
+    s->next = *host->sessions;
+    if (s->next != NULL) {
+        s->next->prev = s;
     }
-    p->sessions = s;
+    *host->sessions = s;
     g->nconn++;
-    p->stats.conn_active++;
-    p->stats.conn_accepted++;
+    KR_STAT_INC(host->stats, conn_active);
+    KR_STAT_INC(host->stats, conn_accepted);
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||

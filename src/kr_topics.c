@@ -189,6 +189,12 @@ tinfo_table(void)
     return t;
 }
 
+void
+kr_topics_init(void)
+{
+    (void)tinfo_table();
+}
+
 /*
  * Out-of-memory path: the info of one struct computed on the stack; every
  * struct child is visited (all = 1).

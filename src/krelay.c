@@ -1,6 +1,6 @@
 /*
  * krelay.c - main() of the daemon: options, config check (-t), the demo
- * cluster (--demo), logging, then kr_proxy in the foreground.
+ * cluster (--demo), logging, then kr_daemon in the foreground.
  */
 #include "config.h"
 
@@ -17,7 +17,7 @@
 
 #include "kr_conf.h"
 #include "kr_log.h"
-#include "kr_proxy.h"
+#include "kr_daemon.h"
 #include "kr_rule.h"
 #ifdef HAVE_RDKAFKA
 #include "kr_mock.h"
@@ -212,7 +212,7 @@ main(int argc, char **argv)
     bool test = false, demo = false, conf_log_elsewhere = false;
     int verbose = 0, c, rc = 1, level;
     struct kr_conf *conf = NULL;
-    struct kr_proxy *p = NULL;
+    struct kr_daemon *p = NULL;
     char err[512];
 #ifdef HAVE_RDKAFKA
     struct kr_mock *mock = NULL;
@@ -340,14 +340,14 @@ main(int argc, char **argv)
     }
     conf_log_elsewhere = conf->log.target != NULL &&
         strcmp(conf->log.target, "stderr") != 0;
-    p = kr_proxy_new(conf, true, NULL);
+    p = kr_daemon_new(conf, true, NULL);
     if (p == NULL) {
         fprintf(stderr, "krelay: out of memory\n");
         goto out;
     }
-    conf = NULL;                /* the proxy owns it */
+    conf = NULL;                /* the daemon owns it */
     p->log_verbose = verbose;
-    if (kr_proxy_start(p, err, sizeof(err)) != KR_OK) {
+    if (kr_daemon_start(p, err, sizeof(err)) != KR_OK) {
         kr_log_error("cannot start: %s", err);
         if (conf_log_elsewhere) {
             fprintf(stderr, "krelay: cannot start: %s\n", err);
@@ -358,7 +358,7 @@ main(int argc, char **argv)
     if (mock != NULL) {
         char addr[80];
 
-        snprintf(addr, sizeof(addr), "%s", p->groups[0]->listeners[0].addrstr);
+        snprintf(addr, sizeof(addr), "%s", p->sets[0]->g[0]->socks[0].addrstr);
         printf("krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
                "%s) is behind krelay.\n"
                "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
@@ -367,17 +367,18 @@ main(int argc, char **argv)
                "  kcat -b %s -t demo -C -e\n"
                "Stop with Ctrl-C.\n",
                DEMO_BROKERS, bootstraps, DEMO_TOPICS, addr,
-               p->groups[0]->lc->broker_port_base, addr, addr, addr);
+               p->cref->conf->listeners[0].broker_port_base, addr, addr, addr);
         fflush(stdout);
     }
 #endif
     kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
-                  p->ngroups, p->ngroups == 1 ? "" : "s");
-    kr_proxy_run(p);
+                  p->cref->conf->nlisteners,
+                  p->cref->conf->nlisteners == 1 ? "" : "s");
+    kr_daemon_run(p);
     kr_log_notice("krelay stopped");
     rc = 0;
 out:
-    kr_proxy_free(p);
+    kr_daemon_free(p);
     if (conf != NULL) {
         kr_conf_free(conf);
     }

@@ -125,7 +125,7 @@ expect "an include cycle names its lines" 1 \
     "m_c -> m_a: include/m_c.h:2" "" $ACYC
 
 # ---- krelay's modules ------------------------------------------------------
-$MG --rules "$top_srcdir/tools/modgraph.rules" --srcdir "$top_srcdir" \
+$MG --strict --rules "$top_srcdir/tools/modgraph.rules" --srcdir "$top_srcdir" \
     "$top_builddir/libkrcodec.a" "$top_builddir/libkrelay.a"
 case $? in
     0) pass "krelay's modules: no cycle, layers kept" ;;

@@ -1113,8 +1113,8 @@ static const char *const reload_base[] = {
 };
 
 /*
- * What kr_proxy_reload (src/kr_proxy.c, reload()) does today with each key,
- * read from its code, and one change of it: the key's lines in its section
+ * What the reload (src/kr_daemon.c, reload(); kr_proxy.c before issue
+ * 11) did with each key before the reload attribute, read from its code, and one change of it: the key's lines in its section
  * before and after ("": the key is not written).  A base line of the same
  * key is left out.
  *   - a running listener group is kept when same_listeners() holds: name,
@@ -1387,8 +1387,8 @@ START_TEST(test_reload_diff_key)
 END_TEST
 
 /*
- * Today's tests in kr_proxy.c's reload(), word for word: a running
- * listener group serves a new [listener] when same_listeners() holds; an
+ * The tests reload() made before the reload attribute, word for word: a
+ * running listener group serves a new [listener] when same_listeners() holds; an
  * upstream that fails same_upstream() gets the "changes need a restart"
  * warning.  The attributes must decide the same, for every row.
  */

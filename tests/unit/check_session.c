@@ -1,6 +1,6 @@
 /*
  * check_session.c - the proxy end to end over loopback, in one process:
- * a kr_proxy (bootstrap listener + one broker listener) in front of a
+ * a kr_daemon (bootstrap listener + one broker listener) in front of a
  * tiny fake broker written here, with test clients, all on one
  * event_base stepped by the test (no sleeps, no timing assertions).
  * Every wait gives up only after WAIT_STALL_MS without progress.
@@ -38,7 +38,7 @@
 #include "kr_conf.h"
 #include "kr_frame.h"
 #include "kr_log.h"
-#include "kr_proxy.h"
+#include "kr_daemon.h"
 #include "kr_rule.h"
 #include "kr_session.h"
 #include "kr_upstream.h"
@@ -97,7 +97,8 @@ static struct env {
     struct kr_upstream_conf uc;
     struct kr_hostport bs;
     struct kr_dial_override dial;
-    struct kr_proxy *p;
+    struct kr_daemon *p;
+    struct kr_worker *w;
     struct fake fb;
     struct cli cl[4];
     int ncl;
@@ -503,10 +504,11 @@ progress(void)
         n += evbuffer_get_length(T.cl[i].in) + T.cl[i].closed;
     }
     if (T.p != NULL) {
-        n += T.p->stats.bytes_up + T.p->stats.bytes_down +
-             T.p->stats.requests + T.p->stats.responses +
-             T.p->stats.responses_dropped + T.p->stats.conn_accepted +
-             T.p->stats.conn_active;
+        n += KR_STAT_GET(&T.w->stats, bytes_up) + KR_STAT_GET(&T.w->stats, bytes_down) +
+             KR_STAT_GET(&T.w->stats, requests) + KR_STAT_GET(&T.w->stats, responses) +
+             KR_STAT_GET(&T.w->stats, responses_dropped) +
+             KR_STAT_GET(&T.w->stats, conn_accepted) +
+             KR_STAT_GET(&T.w->stats, conn_active);
     }
     return n;
 }
@@ -712,18 +714,19 @@ start(void)
 {
     char err[256] = "";
 
-    T.p = kr_proxy_new(&T.conf, false, T.base);
+    T.p = kr_daemon_new(&T.conf, false, T.base);
     ck_assert_ptr_nonnull(T.p);
-    ck_assert_msg(kr_proxy_start(T.p, err, sizeof(err)) == KR_OK, "%s",
+    ck_assert_msg(kr_daemon_start(T.p, err, sizeof(err)) == KR_OK, "%s",
                   err);
-    ck_assert_uint_ne(kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
-    ck_assert_uint_ne(kr_proxy_port(T.p, 0, 0), 0);
+    T.w = kr_daemon_worker(T.p, 0);
+    ck_assert_uint_ne(kr_daemon_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
+    ck_assert_uint_ne(kr_daemon_port(T.p, 0, 0), 0);
 }
 
 static uint16_t
 boot_port(void)
 {
-    return kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP);
+    return kr_daemon_port(T.p, 0, KR_NODE_BOOTSTRAP);
 }
 
 static void
@@ -731,7 +734,7 @@ teardown(void)
 {
     int i;
 
-    kr_proxy_free(T.p);
+    kr_daemon_free(T.p);
     kr_rule_free(T.conf.ruleset);
     T.conf.ruleset = NULL;
     for (i = 0; i < T.ncl; i++) {
@@ -818,10 +821,10 @@ START_TEST(forward_byte_exact)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
-    ck_assert_uint_eq(T.p->stats.requests, 3);
-    ck_assert_uint_eq(T.p->stats.responses, 3);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), 3);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 3);
     free(req.b);
     free(exp.b);
 }
@@ -838,15 +841,15 @@ START_TEST(broker_listener)
     T.uc.dial = &T.dial;
     T.uc.ndial = 1;
     start();
-    c = cli_open(kr_proxy_port(T.p, 0, 0), 0);
+    c = cli_open(kr_daemon_port(T.p, 0, 0), 0);
     req_heartbeat(&req, 42);
     cli_send(c, req.b, req.n);
     fake_expect(&req);
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_int_eq(T.p->sessions->l->node_id, 0);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(T.w->sessions->l->node_id, 0);
     free(req.b);
     free(exp.b);
 }
@@ -872,7 +875,7 @@ START_TEST(pipelined_in_order)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses, 300);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 300);
     free(req.b);
     free(exp.b);
 }
@@ -917,7 +920,7 @@ START_TEST(split_every_byte)
     }
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 1);
     free(req.b);
     free(exp.b);
 }
@@ -939,8 +942,8 @@ START_TEST(acks0_no_response)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(T.fb.nreq, 2);
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 1);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 1);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -959,8 +962,8 @@ START_TEST(bad_correlation_id)
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
-    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 1);
+    ck_assert_ptr_null(T.w->sessions);
     free(req.b);
 }
 END_TEST
@@ -992,18 +995,18 @@ START_TEST(bad_input_closes_only_that_connection)
     expected_echo(&req, 0, &exp);
     cli_expect(good, &exp);
 
-    bad = cli_open(_i % 2 ? kr_proxy_port(T.p, 0, 0) : boot_port(), 0);
+    bad = cli_open(_i % 2 ? kr_daemon_port(T.p, 0, 0) : boot_port(), 0);
     cli_send(bad, bad_inputs[_i].bytes, bad_inputs[_i].len);
     ck_assert_msg(cli_wait_closed(bad), "%s: not closed",
                   bad_inputs[_i].name);
     ck_assert_uint_eq(evbuffer_get_length(bad->in), 0);
-    ck_assert_uint_eq(T.p->stats.close_bad_input, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_BAD_INPUT), 1);
 
     /* the good connection still works */
     cli_send(good, req.b, req.n);
     cli_expect(good, &exp);
     ck_assert(!good->closed);
-    ck_assert_uint_eq(T.p->stats.conn_active, 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, conn_active), 1);
     free(req.b);
     free(exp.b);
 }
@@ -1027,7 +1030,7 @@ START_TEST(backpressure)
     cli_send(c, req.b, req.n);
     event_del(c->rev);          /* the client stops reading */
     fake_expect(&req);
-    s = T.p->sessions;
+    s = T.w->sessions;
     ck_assert_ptr_nonnull(s);
     while (s->up.reading && waiting(&w, progress())) {
         pump_once();
@@ -1079,7 +1082,7 @@ START_TEST(backpressure_upstream)
             sent += (size_t)w;
         }
         pump_once();
-        s = T.p->sessions;
+        s = T.w->sessions;
         if (s != NULL) {
             len = evbuffer_get_length(s->up.out);
             most = len > most ? len : most;
@@ -1134,8 +1137,8 @@ START_TEST(max_inflight_stops_reading)
         pump_once();
     }
     ck_assert_int_eq(T.fb.nreq, 4);
-    ck_assert(T.p->sessions->req_blocked);
-    ck_assert(!T.p->sessions->client.reading);
+    ck_assert(T.w->sessions->req_blocked);
+    ck_assert(!T.w->sessions->client.reading);
     /* answers free slots: the rest flows, in order */
     fake_release(&T.fb);
     while (T.fb.nreq < 10 && waiting(&w2, progress())) {
@@ -1166,8 +1169,8 @@ START_TEST(idle_timeout)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(cli_wait_closed(c));
-    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
-    ck_assert_uint_eq(T.p->stats.close_bad_input, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_BAD_INPUT), 0);
     free(req.b);
     free(exp.b);
 }
@@ -1186,7 +1189,7 @@ START_TEST(request_timeout)
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 1);
     free(req.b);
 }
 END_TEST
@@ -1230,11 +1233,11 @@ START_TEST(sasl_handshake_v0_pipelined)
     cli_expect(c, &exp);
     fake_expect(&req);
     ck_assert(!c->closed);
-    ck_assert(!T.p->sessions->opaque);
-    ck_assert(!T.p->sessions->want_rsp_first);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
-    ck_assert_uint_eq(T.p->stats.sasl_tokens, 2);
-    ck_assert_uint_eq(T.p->stats.requests, 2);
+    ck_assert(!T.w->sessions->opaque);
+    ck_assert(!T.w->sessions->want_rsp_first);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, sasl_tokens), 2);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), 2);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -1324,8 +1327,8 @@ START_TEST(throttle_enforce_undecodable)
     ck_assert_int_ge(kr_clock_timer_ms() - t0, 200);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.frames_undecodable, _i == 1 ? 2 : 1);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, frames_undecodable), _i == 1 ? 2 : 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 0);
     free(req.b);
     free(exp.b);
 }
@@ -1365,9 +1368,9 @@ START_TEST(sasl_handshake_v0_held_answer)
     cli_expect(c, &exp);
     fake_expect(&req);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.sasl_tokens, _i == 0 ? 2 : 0);
-    ck_assert_int_eq(T.p->sessions->opaque, _i == 0 ? 0 : 1);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, sasl_tokens), _i == 0 ? 2 : 0);
+    ck_assert_int_eq(T.w->sessions->opaque, _i == 0 ? 0 : 1);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
     free(req.b);
     free(exp.b);
 }
@@ -1397,12 +1400,12 @@ START_TEST(sasl_handshake_v0_raw_tokens)
     cli_expect(c, &exp);
     if (_i == 0) {
         /* PLAIN: one raw round trip, then Kafka frames again */
-        ck_assert_int_eq(T.p->sessions->sasl.tokens, 1);
-        ck_assert(!T.p->sessions->opaque);
+        ck_assert_int_eq(T.w->sessions->sasl.tokens, 1);
+        ck_assert(!T.w->sessions->opaque);
     } else {
         /* unknown token count: the rest passes through as bytes */
-        ck_assert_int_eq(T.p->sessions->sasl.tokens, 0);
-        ck_assert(T.p->sessions->opaque);
+        ck_assert_int_eq(T.w->sessions->sasl.tokens, 0);
+        ck_assert(T.w->sessions->opaque);
     }
     /* a raw token: would be a bad header if parsed as a request */
     exp.n = 0;
@@ -1421,9 +1424,9 @@ START_TEST(sasl_handshake_v0_raw_tokens)
     cli_expect(c, &exp);
     fake_expect(&req);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
-    ck_assert_uint_eq(T.p->stats.sasl_tokens, _i == 0 ? 2 : 0);
-    ck_assert_uint_eq(T.p->stats.requests, _i == 0 ? 2 : 1);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, sasl_tokens), _i == 0 ? 2 : 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), _i == 0 ? 2 : 1);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -1439,16 +1442,16 @@ START_TEST(metadata_rewritten)
     /* the rewrite advertises broker_port_base + NodeId: a real port */
     T.lc.broker_port_base = free_port();
     start();
-    ck_assert_uint_eq(kr_proxy_port(T.p, 0, 0), T.lc.broker_port_base);
+    ck_assert_uint_eq(kr_daemon_port(T.p, 0, 0), T.lc.broker_port_base);
     c = cli_open(boot_port(), 0);
     at = req_begin(&req, KR_API_METADATA, 1, 9);
     b32(&req, -1);              /* all topics */
     bend(&req, at);
     cli_send(c, req.b, req.n);
-    metadata_response(&exp, 9, 0, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
+    metadata_response(&exp, 9, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0));
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses_held, 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 1);
     free(req.b);
     free(exp.b);
 }
@@ -1463,12 +1466,13 @@ START_TEST(max_connections)
     T.lc.max_connections = 1;
     start();
     a = cli_open(boot_port(), 0);
-    while (T.p->stats.conn_accepted < 1 && waiting(&w, progress())) {
+    while (KR_STAT_GET(&T.w->stats, conn_accepted) < 1 &&
+           waiting(&w, progress())) {
         pump_once();
     }
     b = cli_open(boot_port(), 0);
     ck_assert(cli_wait_closed(b));
-    ck_assert_uint_eq(T.p->stats.conn_refused, 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, conn_refused), 1);
     req_heartbeat(&req, 1);
     cli_send(a, req.b, req.n);
     expected_echo(&req, 0, &exp);
@@ -1490,8 +1494,8 @@ START_TEST(upstream_refuses)
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
-    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 1);
+    ck_assert_ptr_null(T.w->sessions);
     free(req.b);
 }
 END_TEST
@@ -1509,8 +1513,8 @@ START_TEST(upstream_closes_after_response)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);        /* the response is delivered ... */
     ck_assert(cli_wait_closed(c));  /* ... then the connection closes */
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
-    ck_assert_uint_eq(T.p->stats.responses, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 1);
     free(req.b);
     free(exp.b);
 }
@@ -1527,10 +1531,10 @@ START_TEST(stop_closes_everything)
     cli_send(c, req.b, req.n);
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
-    kr_proxy_stop(T.p);
-    ck_assert_ptr_null(T.p->sessions);
-    ck_assert_uint_eq(T.p->stats.conn_active, 0);
-    ck_assert_uint_eq(kr_proxy_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
+    kr_daemon_stop(T.p);
+    ck_assert_ptr_null(T.w->sessions);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, conn_active), 0);
+    ck_assert_uint_eq(kr_daemon_port(T.p, 0, KR_NODE_BOOTSTRAP), 0);
     ck_assert(cli_wait_closed(c));
     free(req.b);
     free(exp.b);
@@ -1565,10 +1569,11 @@ START_TEST(acks0_answered_dropped)
     cli_expect(c, &exp);
     /* the two Acks=0 responses after the Heartbeat's: dropped, then a
        request that expects one */
-    while (T.p->stats.responses_dropped < 3 && waiting(&w, progress())) {
+    while (KR_STAT_GET(&T.w->stats, responses_dropped) < 3 &&
+           waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_uint_eq(T.p->stats.responses_dropped, 3);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_dropped), 3);
     req_heartbeat(&more, 5);
     cli_send(c, more.b, more.n);
     exp.n = 0;
@@ -1579,14 +1584,14 @@ START_TEST(acks0_answered_dropped)
     }
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 3);
-    ck_assert_uint_eq(T.p->stats.responses, 2);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert(T.p->sessions->acks0_answered);
-    ck_assert(!T.p->sessions->acks0_silent);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
-    ck_assert_uint_eq(T.p->sessions->fifo.opt, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 3);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 2);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 0);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert(T.w->sessions->acks0_answered);
+    ck_assert(!T.w->sessions->acks0_silent);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
+    ck_assert_uint_eq(T.w->sessions->fifo.opt, 0);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -1631,12 +1636,13 @@ START_TEST(acks0_forgotten_answers)
     }
     cli_send(c, req.b, req.n);
     fake_expect(&req);
-    s = T.p->sessions;
+    s = T.w->sessions;
     ck_assert_ptr_nonnull(s);
-    while (T.p->stats.responses_dropped < 10 && waiting(&w, progress())) {
+    while (KR_STAT_GET(&T.w->stats, responses_dropped) < 10 &&
+           waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_uint_eq(T.p->stats.responses_dropped, 10);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_dropped), 10);
     ck_assert(!c->closed);
     ck_assert_uint_eq(s->acks0_forgot, 0);
     ck_assert(s->acks0_answered);
@@ -1650,19 +1656,20 @@ START_TEST(acks0_forgotten_answers)
     cli_send(c, more.b, more.n);
     fake_expect(&req);
     memset(&w, 0, sizeof(w));
-    while (T.p->stats.responses_dropped < 20 && waiting(&w, progress())) {
+    while (KR_STAT_GET(&T.w->stats, responses_dropped) < 20 &&
+           waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_uint_eq(T.p->stats.responses_dropped, 20);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_dropped), 20);
     ck_assert_uint_eq(s->acks0_forgot, 0);
     req_heartbeat(&hb, 21);
     cli_send(c, hb.b, hb.n);
     expected_echo(&hb, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
-    ck_assert_uint_eq(T.p->stats.responses, _i == 1 ? 2 : 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 20);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), _i == 1 ? 2 : 1);
     /* said once, whichever way the first answer came */
     log = log_text();
     ck_assert_msg(strstr(log, "answers Produce requests with Acks=0") !=
@@ -1700,18 +1707,18 @@ START_TEST(client_close_delivers_requests)
     ck_assert_int_eq(shutdown(c->fd, SHUT_WR), 0);
     fake_expect(&req);
     ck_assert(cli_wait_closed(c));
-    while (T.p->sessions != NULL && waiting(&w, progress())) {
+    while (T.w->sessions != NULL && waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_ptr_null(T.w->sessions);
     /* the broker saw the end and closed its side (krelay's own metadata
        connection aside) */
     for (i = 0; i < T.fb.n; i++) {
         ck_assert(T.fb.c[i]->internal);
     }
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 20);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 0);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 20);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
     free(req.b);
 }
 END_TEST
@@ -1734,7 +1741,7 @@ START_TEST(acks0_silent_skipped)
     req_produce(&req, 1, 0, 100);
     cli_send(c, req.b, req.n);
     fake_expect(&req);
-    s = T.p->sessions;
+    s = T.w->sessions;
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_eq(s->fifo.len, 1);
     ck_assert_uint_eq(s->fifo.opt, 1);
@@ -1743,7 +1750,7 @@ START_TEST(acks0_silent_skipped)
         pump_once();
     }
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
     req_heartbeat(&hb, 2);
     bput(&req, hb.b, hb.n);
     cli_send(c, hb.b, hb.n);
@@ -1759,8 +1766,8 @@ START_TEST(acks0_silent_skipped)
     cli_send(c, hb.b, hb.n);
     fake_expect(&req);
     ck_assert_uint_eq(s->fifo.len, 0);
-    ck_assert_uint_eq(T.p->stats.requests_acks0, 2);
-    ck_assert_uint_eq(T.p->stats.responses_dropped, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_acks0), 2);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_dropped), 0);
     ck_assert(!c->closed);
     free(req.b);
     free(exp.b);
@@ -1792,12 +1799,12 @@ START_TEST(timeout_client_not_reading)
     cli_send(c, req.b, req.n);
     event_del(c->rev);          /* the client stops reading */
     fake_expect(&req);
-    while (T.p->sessions != NULL && waiting(&w, progress())) {
+    while (T.w->sessions != NULL && waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_ptr_null(T.p->sessions);
-    ck_assert_uint_eq(T.p->stats.close_client, 1);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_ptr_null(T.w->sessions);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_CLIENT), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
     log = log_text();
     ck_assert_msg(strstr(log, "client is not reading its responses") !=
                   NULL, "log: %s", log);
@@ -1838,7 +1845,7 @@ START_TEST(timeout_sasl_token)
     bend(&req, 0);
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
-    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 1);
     log = log_text();
     ck_assert_msg(strstr(log, "sent no response to a SASL token") != NULL,
                   "log: %s", log);
@@ -1907,12 +1914,12 @@ START_TEST(pass_through_zero_copy)
     }
     fake_expect(&all);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.requests, 21);
-    ck_assert_uint_eq(T.p->stats.responses, 21);
-    ck_assert_uint_eq(T.p->stats.responses_held, 0);
-    ck_assert_uint_ge(T.p->stats.bytes_down,
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), 21);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 21);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 0);
+    ck_assert_uint_ge(KR_STAT_GET(&T.w->stats, bytes_down),
                       20 * 256 * 1024 + (1 << 20) - 256);
-    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_copied), 0);
     free(all.b);
     free(one.b);
     free(exp.b);
@@ -1936,7 +1943,7 @@ START_TEST(metadata_negative_node_id)
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 1);
     log = log_text();
     ck_assert_msg(strstr(log, "NodeId -5") != NULL, "log: %s", log);
     ck_assert_msg(strstr(log, "cannot be negative") != NULL, "log: %s", log);
@@ -1960,8 +1967,8 @@ START_TEST(client_tcp_nodelay)
     req_heartbeat(&req, 1);
     cli_send(c, req.b, req.n);
     fake_expect(&req);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_int_eq(getsockopt(T.p->sessions->client.fd, IPPROTO_TCP,
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(getsockopt(T.w->sessions->client.fd, IPPROTO_TCP,
                                 TCP_NODELAY, &on, &len), 0);
     ck_assert_int_eq(on != 0, _i == 1);
     free(req.b);
@@ -2194,12 +2201,12 @@ START_TEST(fetch16_streamed)
         v = kr_node_get(m.body, "NodeEndpoints");
         ck_assert_int_eq(v->present, 0);
         ck_assert_uint_ge(m.body->nunknown, 1);
-        ck_assert_uint_eq(T.p->stats.endpoints_dropped, 1);
+        ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, endpoints_dropped), 1);
         kr_arena_free(&ar);
     }
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 0);
     free(rsp.b);
     free(exp.b);
 }
@@ -2220,9 +2227,9 @@ START_TEST(fetch16_streamed_no_tags)
     ck_assert(cli_has(c, rsp.n / 3));
     fake_release(&T.fb);
     cli_expect(c, &rsp);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.responses_held, 0);
-    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_copied), 0);
     free(rsp.b);
 }
 END_TEST
@@ -2260,7 +2267,7 @@ START_TEST(fetch16_streamed_stall)
         pump_once();
     }
     ck_assert(c->closed);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 1);
     log = log_text();
     ck_assert_msg(strstr(log, "stopped in the middle of a response") != NULL,
                   "%s", log);
@@ -2291,7 +2298,7 @@ START_TEST(fetch16_streamed_slow_not_idle)
         ck_assert_msg(!c->closed, "closed after part %d", i);
     }
     cli_expect(c, &rsp);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
     free(rsp.b);
 }
 END_TEST
@@ -2325,10 +2332,10 @@ START_TEST(held_response_slow_not_cut)
         pump_for(150);                  /* 600 ms in all */
         ck_assert_msg(!c->closed, "closed after part %d", i);
     }
-    metadata_response(&exp, 12, 0, "127.0.0.1", kr_proxy_port(T.p, 0, 0));
+    metadata_response(&exp, 12, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0));
     cli_expect(c, &exp);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_uint_eq(T.p->stats.responses_held, 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 1);
     free(req.b);
     free(exp.b);
 }
@@ -2349,7 +2356,7 @@ START_TEST(fetch16_whole_over_max)
     rsp_fetch16(&exp, 11, 30000, "127.0.0.1", 0, false);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
     free(rsp.b);
     free(exp.b);
 }
@@ -2364,8 +2371,8 @@ START_TEST(fetch16_whole_no_tags)
     c = fetch16_setup(6, 3000, NULL, 0, false, &rsp);
     fake_release(&T.fb);
     cli_expect(c, &rsp);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 0);
     free(rsp.b);
 }
 END_TEST
@@ -2460,10 +2467,10 @@ wait_no_session(void)
 {
     struct wait w = { 0 };
 
-    while (T.p->sessions != NULL && waiting(&w, progress())) {
+    while (T.w->sessions != NULL && waiting(&w, progress())) {
         pump_once();
     }
-    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_ptr_null(T.w->sessions);
 }
 
 /*
@@ -2474,7 +2481,7 @@ wait_no_session(void)
 static void
 proxy_sndbuf(bool client, int n)
 {
-    struct kr_session *s = T.p->sessions;
+    struct kr_session *s = T.w->sessions;
 
     ck_assert_ptr_nonnull(s);
     ck_assert_int_eq(setsockopt(client ? s->client.fd : s->up.fd,
@@ -2510,25 +2517,25 @@ splice_heartbeat_setup(int32_t corr, size_t extra, int rcvbuf, struct bb *req)
 static void
 closed_by(uint64_t client, uint64_t upstream, uint64_t timeout)
 {
-    ck_assert_uint_eq(T.p->stats.close_client, client);
-    ck_assert_uint_eq(T.p->stats.close_upstream, upstream);
-    ck_assert_uint_eq(T.p->stats.close_timeout, timeout);
-    ck_assert_int_eq(T.p->pipes.nused, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_CLIENT), client);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), upstream);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), timeout);
+    ck_assert_int_eq(T.w->pipes.nused, 0);
 }
 
 /* Every pipe lent went back to the pool (after its lane or session). */
 static void
 pipes_returned(void)
 {
-    ck_assert_int_eq(T.p->pipes.nused, 0);
-    if (T.p->stats.bytes_spliced > 0) {
-        ck_assert_int_ge(T.p->pipes.nfree, 1);   /* empty: kept for reuse */
+    ck_assert_int_eq(T.w->pipes.nused, 0);
+    if (KR_STAT_GET(&T.w->stats, bytes_spliced) > 0) {
+        ck_assert_int_ge(T.w->pipes.nfree, 1);   /* empty: kept for reuse */
     }
-    if (T.p->sessions != NULL) {
-        ck_assert_int_eq(T.p->sessions->dn.pipe[0], -1);
-        ck_assert_int_eq(T.p->sessions->upl.pipe[0], -1);
-        ck_assert_uint_eq(T.p->sessions->dn.queued, 0);
-        ck_assert_uint_eq(T.p->sessions->upl.queued, 0);
+    if (T.w->sessions != NULL) {
+        ck_assert_int_eq(T.w->sessions->dn.pipe[0], -1);
+        ck_assert_int_eq(T.w->sessions->upl.pipe[0], -1);
+        ck_assert_uint_eq(T.w->sessions->dn.queued, 0);
+        ck_assert_uint_eq(T.w->sessions->upl.queued, 0);
     }
 }
 
@@ -2563,21 +2570,21 @@ START_TEST(splice_fetch16_streamed)
     }
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.responses_held, 0);
-    ck_assert_uint_eq(T.p->stats.bytes_down, rsp.n);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_held), 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_down), rsp.n);
     if (on) {
-        ck_assert_uint_le(T.p->stats.bytes_spliced, rlen);
-        ck_assert_uint_ge(T.p->stats.bytes_spliced, rlen - SPLICE_MIN);
+        ck_assert_uint_le(KR_STAT_GET(&T.w->stats, bytes_spliced), rlen);
+        ck_assert_uint_ge(KR_STAT_GET(&T.w->stats, bytes_spliced), rlen - SPLICE_MIN);
     } else {
-        ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
+        ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
     }
     if (!tags) {
-        ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+        ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_copied), 0);
     } else if (on) {
         /* the tail split off its chain may copy the few structure bytes
            before it, never record data (it was spliced) */
-        ck_assert_uint_le(T.p->stats.bytes_copied, rsp.n - rlen);
+        ck_assert_uint_le(KR_STAT_GET(&T.w->stats, bytes_copied), rsp.n - rlen);
     }
     pipes_returned();
     free(rsp.b);
@@ -2612,10 +2619,11 @@ START_TEST(splice_fetch16_partitions)
     ck_assert_uint_eq(exp.n, rsp.n);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.bytes_down, rsp.n);
-    ck_assert_uint_le(T.p->stats.bytes_spliced, 4 * rlen);
-    ck_assert_uint_ge(T.p->stats.bytes_spliced, 4 * rlen - 4 * SPLICE_MIN);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_down), rsp.n);
+    ck_assert_uint_le(KR_STAT_GET(&T.w->stats, bytes_spliced), 4 * rlen);
+    ck_assert_uint_ge(KR_STAT_GET(&T.w->stats, bytes_spliced),
+                      4 * rlen - 4 * SPLICE_MIN);
     pipes_returned();
     free(rsp.b);
     free(exp.b);
@@ -2635,9 +2643,9 @@ START_TEST(splice_below_min)
     c = fetch16_setup(22, SPLICE_MIN - 1, NULL, 0, false, &rsp);
     fake_release_pieces(c, 2);
     cli_expect(c, &rsp);
-    ck_assert_uint_eq(T.p->stats.responses_streamed, 1);
-    ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
-    ck_assert_int_eq(T.p->pipes.nused, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
+    ck_assert_int_eq(T.w->pipes.nused, 0);
     free(rsp.b);
 }
 END_TEST
@@ -2658,11 +2666,11 @@ START_TEST(splice_cut_through)
     expected_echo(&req, T.fb.extra, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.responses, 1);
-    ck_assert_uint_eq(T.p->stats.bytes_down, exp.n);
-    ck_assert_uint_le(T.p->stats.bytes_spliced, exp.n);
-    ck_assert_uint_ge(T.p->stats.bytes_spliced, exp.n - SPLICE_MIN);
-    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_down), exp.n);
+    ck_assert_uint_le(KR_STAT_GET(&T.w->stats, bytes_spliced), exp.n);
+    ck_assert_uint_ge(KR_STAT_GET(&T.w->stats, bytes_spliced), exp.n - SPLICE_MIN);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_copied), 0);
     pipes_returned();
     free(req.b);
     free(exp.b);
@@ -2690,17 +2698,17 @@ START_TEST(splice_produce_request)
     cli_send(c, req.b, req.n);
     fake_expect(&req);
     /* only the request moved so far: its answer is held */
-    up_spliced = T.p->stats.bytes_spliced;
+    up_spliced = KR_STAT_GET(&T.w->stats, bytes_spliced);
     ck_assert_uint_le(up_spliced, req.n);
     ck_assert_uint_ge(up_spliced, req.n - SPLICE_MIN);
-    ck_assert_uint_eq(T.p->stats.bytes_up, req.n);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_uint_eq(T.p->sessions->req_remain, 0);
-    ck_assert_uint_eq(T.p->sessions->upl.left, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_up), req.n);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_uint_eq(T.w->sessions->req_remain, 0);
+    ck_assert_uint_eq(T.w->sessions->upl.left, 0);
     fake_release_pieces(c, 3);
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, up_spliced);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), up_spliced);
     pipes_returned();
     /* T.fb.hold is off now: the next answer goes at once */
     req_heartbeat(&hb, 42);
@@ -2711,9 +2719,9 @@ START_TEST(splice_produce_request)
     expected_echo(&hb, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.requests, 2);
-    ck_assert_uint_eq(T.p->stats.responses, 2);
-    ck_assert_uint_eq(T.p->stats.bytes_copied, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), 2);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 2);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_copied), 0);
     pipes_returned();
     free(req.b);
     free(hb.b);
@@ -2757,12 +2765,12 @@ START_TEST(splice_pipelined_in_order)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.requests, KR_ARRAY_LEN(recs));
-    ck_assert_uint_eq(T.p->stats.responses, KR_ARRAY_LEN(recs));
-    ck_assert_uint_eq(T.p->stats.bytes_up, req.n);
-    ck_assert_uint_eq(T.p->stats.bytes_down, exp.n);
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
-    ck_assert_uint_lt(T.p->stats.bytes_spliced, req.n + exp.n);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests), KR_ARRAY_LEN(recs));
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), KR_ARRAY_LEN(recs));
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_up), req.n);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, bytes_down), exp.n);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
+    ck_assert_uint_lt(KR_STAT_GET(&T.w->stats, bytes_spliced), req.n + exp.n);
     pipes_returned();
     free(req.b);
     free(exp.b);
@@ -2799,17 +2807,17 @@ START_TEST(splice_upstream_backpressure)
     cli_expect(c, &exp);
     proxy_sndbuf(false, 65536);
     event_del(fake_conn()->rev);    /* the broker stops reading */
-    base = T.p->stats.bytes_up;
+    base = KR_STAT_GET(&T.w->stats, bytes_up);
     req_produce(&req, 91, 1, 700 * 1024);
     w.stall_ms = 1000;
     /* the next piece once krelay took the last one (bytes_up counts what
        went into the pipe), until it stops reading the client */
     while (sent < req.n && waiting(&w, progress() + sent)) {
-        s = T.p->sessions;
+        s = T.w->sessions;
         if (s != NULL && s->upl.queued > 0 && !s->client.reading) {
             break;
         }
-        if (T.p->stats.bytes_up - base >= sent) {
+        if (KR_STAT_GET(&T.w->stats, bytes_up) - base >= sent) {
             piece = req.n - sent < 1000 ? req.n - sent : 1000;
             n = write(c->fd, req.b + sent, piece);
             sent += n > 0 ? (size_t)n : 0;
@@ -2821,7 +2829,7 @@ START_TEST(splice_upstream_backpressure)
     ck_assert_uint_gt(s->upl.left, 0);
     ck_assert_msg(!s->client.reading, "krelay kept reading the client "
                   "with %zu of %zu bytes in the pipe (splice: EAGAIN)",
-                  s->upl.queued, T.p->pipes.pipe_bytes);
+                  s->upl.queued, T.w->pipes.pipe_bytes);
     /* the broker reads again: every byte arrives, in order */
     event_add(fake_conn()->rev, NULL);
     cli_send(c, req.b + sent, req.n - sent);
@@ -2831,7 +2839,7 @@ START_TEST(splice_upstream_backpressure)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
     pipes_returned();
     free(all.b);
     free(req.b);
@@ -2864,19 +2872,19 @@ START_TEST(splice_client_stalls)
     c = splice_heartbeat_setup(51, 6 << 20, 65536, &req);
     event_del(c->rev);          /* the client stops reading */
     fake_release(&T.fb);
-    while ((s = T.p->sessions) != NULL && waiting(&w, progress())) {
+    while ((s = T.w->sessions) != NULL && waiting(&w, progress())) {
         most = s->dn.queued > most ? s->dn.queued : most;
         pump_once();
     }
-    ck_assert_ptr_null(T.p->sessions);
+    ck_assert_ptr_null(T.w->sessions);
     ck_assert_uint_gt(most, 0);
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
-    ck_assert_uint_lt(T.p->stats.bytes_down, req.n + T.fb.extra);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
+    ck_assert_uint_lt(KR_STAT_GET(&T.w->stats, bytes_down), req.n + T.fb.extra);
     log = log_text();
     ck_assert_msg(strstr(log, "client is not reading its responses") !=
                   NULL && strstr(log, "stopped in the middle") == NULL,
                   "the upstream was blamed with at most %zu of %zu bytes "
-                  "in the pipe; log: %s", most, T.p->pipes.pipe_bytes, log);
+                  "in the pipe; log: %s", most, T.w->pipes.pipe_bytes, log);
     free(log);
     closed_by(1, 0, 0);
     free(req.b);
@@ -2908,7 +2916,7 @@ START_TEST(client_slow_reader)
        KR_DRAIN_MIN_BYTES a margin, yet krelay is woken to write only
        after much of its MiB-sized socket buffer drained */
     until = kr_clock_timer_ms() + 2400;
-    while (kr_clock_timer_ms() < until && T.p->sessions != NULL) {
+    while (kr_clock_timer_ms() < until && T.w->sessions != NULL) {
         ssize_t n = read(c->fd, buf, sizeof(buf));
 
         if (n > 0) {
@@ -2917,17 +2925,17 @@ START_TEST(client_slow_reader)
         pump_once();
         usleep(10000);
     }
-    ck_assert_msg(T.p->sessions != NULL, "a slow reader was closed "
+    ck_assert_msg(T.w->sessions != NULL, "a slow reader was closed "
                   "after %zu bytes: %s", evbuffer_get_length(c->in),
                   strstr(log_text(), "client is not"));
-    ck_assert_uint_eq(T.p->stats.close_client, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_CLIENT), 0);
     event_add(c->rev, NULL);    /* now it reads at full speed */
     expected_echo(&req, T.fb.extra, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
     if (_i == 0) {
-        ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+        ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
     }
     free(req.b);
     free(exp.b);
@@ -2950,9 +2958,9 @@ START_TEST(splice_upstream_closes_mid_run)
     c = splice_heartbeat_setup(71, 1000000, 0, &req);
     fake_release_part(400000);
     ck_assert(cli_has(c, 400000));
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_uint_gt(T.p->sessions->dn.left, 0);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_uint_gt(T.w->sessions->dn.left, 0);
     ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_WR), 0);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 400000);
@@ -2979,14 +2987,14 @@ START_TEST(splice_client_closes_mid_run)
     c = splice_heartbeat_setup(75, 2000000, 65536, &req);
     fake_release_part(300000);
     ck_assert(cli_has(c, 300000));
-    ck_assert_ptr_nonnull(T.p->sessions);
-    ck_assert_uint_gt(T.p->sessions->dn.left, 0);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_uint_gt(T.w->sessions->dn.left, 0);
     fake_release(&T.fb);
     event_del(c->rev);
     close(c->fd);
     c->fd = -1;
     wait_no_session();
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
     closed_by(1, 0, 0);
     free(req.b);
 }
@@ -3012,7 +3020,7 @@ START_TEST(splice_upstream_closes_after_run)
     fake_wait_written();
     ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_WR), 0);
     pump_for(50);               /* krelay may see the end: too early */
-    s = T.p->sessions;
+    s = T.w->sessions;
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_gt(s->dn.queued, 0);
     ck_assert(!c->closed);
@@ -3022,11 +3030,11 @@ START_TEST(splice_upstream_closes_after_run)
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
     wait_no_session();
-    ck_assert_uint_eq(T.p->stats.responses, 1);
-    ck_assert_uint_gt(T.p->stats.bytes_spliced, 0);
-    ck_assert_uint_eq(T.p->stats.close_upstream, 1);
-    ck_assert_uint_eq(T.p->stats.close_timeout, 0);
-    ck_assert_int_eq(T.p->pipes.nused, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 1);
+    ck_assert_uint_gt(KR_STAT_GET(&T.w->stats, bytes_spliced), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_UPSTREAM), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&T.w->stats, closes, KR_CLOSE_TIMEOUT), 0);
+    ck_assert_int_eq(T.w->pipes.nused, 0);
     free(req.b);
     free(exp.b);
 }
@@ -3080,15 +3088,15 @@ START_TEST(internal_request_not_forwarded)
     fake_expect(&req);
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
-    ck_assert_ptr_nonnull(T.p->sessions);
+    ck_assert_ptr_nonnull(T.w->sessions);
     req_heartbeat(&own, 900);
-    ck_assert_int_eq(kr_session_internal_request(T.p->sessions,
+    ck_assert_int_eq(kr_session_internal_request(T.w->sessions,
                                                  own.b + 4, own.n - 4,
                                                  KR_API_HEARTBEAT, 0, 900,
                                                  internal_cb, &got),
                      KR_OK);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 1);
-    ck_assert_int_eq(kr_inflight_head(&T.p->sessions->fifo)->kind,
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 1);
+    ck_assert_int_eq(kr_inflight_head(&T.w->sessions->fifo)->kind,
                      KR_INF_INTERNAL);
     /* the client's next request goes after it */
     bput(&seen, req.b, req.n);
@@ -3117,10 +3125,10 @@ START_TEST(internal_request_not_forwarded)
     cli_expect(c, &exp);
     pump_for(50);
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
-    ck_assert_uint_eq(T.p->sessions->fifo.len, 0);
-    ck_assert_uint_eq(T.p->stats.requests_internal, 1);
-    ck_assert_uint_eq(T.p->stats.responses_internal, 1);
-    ck_assert_uint_eq(T.p->stats.responses, 2);
+    ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, requests_internal), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses_internal), 1);
+    ck_assert_uint_eq(KR_STAT_GET(&T.w->stats, responses), 2);
     free(req.b);
     free(own.b);
     free(exp.b);
@@ -3152,10 +3160,10 @@ START_TEST(internal_request_refused_mid_frame_and_closed)
     req_heartbeat(&req, 2);
     /* its header (19 bytes) and 3 more: forwarded, the rest owed */
     cli_send(c, req.b, 22);
-    while (T.p->sessions->req_remain == 0 && waiting(&w, progress())) {
+    while (T.w->sessions->req_remain == 0 && waiting(&w, progress())) {
         pump_once();
     }
-    s = T.p->sessions;
+    s = T.w->sessions;
     ck_assert_ptr_nonnull(s);
     ck_assert_uint_gt(s->req_remain, 0);
     req_heartbeat(&own, 901);

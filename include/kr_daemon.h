@@ -1,0 +1,185 @@
+/*
+ * kr_daemon.h - the process part: what exists once per process.
+ *
+ * Signals (SIGTERM, SIGINT stop; SIGHUP reloads; SIGUSR1 reopens the
+ * logs), SIGPIPE ignored, libevent's log callback, the log level and
+ * target, the audit sink, the config (loaded, rules compiled), reload
+ * and its fan-out to the workers, the listening sockets (bound here once,
+ * struct kr_lsock), the start-up tables every worker reads (kr_rewrite's
+ * masks, the kr_topics walk table), the one-second flush of rate-limited
+ * log lines, the stop report.  The event loops themselves are workers
+ * (kr_worker.h, which also says what is shared with them and how).
+ *
+ * Threads: a daemon is driven from the thread that runs its event_base
+ * (kr_daemon_run: signals, reload, stop).  Its workers run on that base
+ * (krelay: one today) or on bases of their own on other threads
+ * (kr_daemon_add_worker; reloads and the stop reach those through their
+ * mailbox, kr_worker_post).
+ *
+ * Config: the daemon holds a reference (struct kr_conf_ref) to the
+ * current config; each worker and session holds its own, so a reload
+ * swaps the daemon's and the workers' while old sessions keep theirs
+ * until their next request.
+ */
+#ifndef KR_DAEMON_H
+#define KR_DAEMON_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "kr_common.h"
+#include "kr_conf.h"
+#include "kr_listener.h"
+#include "kr_worker.h"
+
+/* The bound sockets of one [listener] section. */
+struct kr_lgroup {
+    struct kr_lsock *socks;             /* [0] bootstrap, [1 + n -
+                                           node_id_min] NodeId n */
+    int nsocks;
+};
+
+/*
+ * A set of bound sockets, one group per [listener] of the current config
+ * (same order).  Set 0 is shared by every worker; a worker added with
+ * sockets of its own has a set of its own.
+ */
+struct kr_lset {
+    struct kr_lgroup **g;               /* each malloc'd */
+    int ng;
+};
+
+/*
+ * The process part.  Created by kr_daemon_new, freed by kr_daemon_free,
+ * which releases everything below (base only when own_base).
+ */
+struct kr_daemon {
+    struct event_base *base;            /* signals, timers, reload; the
+                                           main worker runs on it too */
+    bool own_base;                      /* kr_daemon_free frees base */
+    bool main_worker;                   /* kr_daemon_start adds worker 0
+                                           on base (default true; tests
+                                           running workers on threads
+                                           clear it) */
+    struct kr_conf_ref *cref;           /* current config */
+    struct kr_conf_ref *cref0;          /* the config the upstreams were
+                                           built from: [upstream] changes
+                                           need a restart */
+    struct kr_audit_ref *audit;         /* [audit] sink, NULL when none */
+    struct kr_lset **sets;              /* [0] shared, then own ones */
+    int nsets;
+    struct kr_worker **workers;
+    int *wset;                          /* set index of each worker */
+    int nworkers;
+    _Atomic uint64_t ids;               /* session ids (kr_worker_next_id) */
+    struct event *sigev[4];             /* TERM, INT, HUP, USR1 */
+    struct event *rl_timer;             /* 1 s: kr_log_rl_flush */
+    uint64_t reloads, reloads_refused;  /* kr_daemon_reload counts */
+    int log_verbose;                    /* -v count, added to a reloaded
+                                           [log] level */
+    bool started, stopping;
+};
+
+/*
+ * A daemon for conf on base (NULL: create and own one).  With own_conf
+ * the daemon frees conf (kr_conf_free) when the last reference goes.
+ * Returns NULL on ENOMEM.  Nothing is bound yet.
+ */
+struct kr_daemon *kr_daemon_new(struct kr_conf *conf, bool own_conf,
+                                struct event_base *base);
+
+/*
+ * Once per process: ignore SIGPIPE, route libevent's warnings to the log,
+ * build the tables the workers read (kr_rewrite_init, kr_topics_init);
+ * then open the audit sink, bind every listener (each logged), start the
+ * rate-limit flush timer, and with main_worker add worker 0 on d->base.
+ * Returns KR_OK, or KR_ERROR with a message in err (everything bound so
+ * far is closed again).
+ */
+int kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
+    KR_MUST_CHECK;
+
+/*
+ * Add a started worker on base (after kr_daemon_start).  base == d->base:
+ * it accepts on the daemon's sockets themselves; another base: the
+ * caller runs it on a thread of its own (started after this returns), it
+ * accepts on duplicates and gets reloads and the stop through its
+ * mailbox.  own_sockets: bind a set of sockets for it alone (the same
+ * addresses: a config with port 0 gives it ports of its own, which
+ * tests use to know which worker serves a connection; a fixed port
+ * clashes).  Returns the worker (the daemon's: freed by kr_daemon_free),
+ * or NULL with a message in err.
+ */
+struct kr_worker *kr_daemon_add_worker(struct kr_daemon *d,
+                                       struct event_base *base,
+                                       bool own_sockets, char *err,
+                                       size_t errlen);
+
+/* Worker i (0..nworkers - 1), NULL when there is none. */
+struct kr_worker *kr_daemon_worker(const struct kr_daemon *d, int i);
+
+/*
+ * Run the daemon's loop with SIGTERM/SIGINT (stop), SIGHUP (reload and
+ * reopen) and SIGUSR1 (reopen the log) handled, until kr_daemon_stop.
+ * Returns KR_OK.
+ */
+int kr_daemon_run(struct kr_daemon *d);
+
+/*
+ * Stop every worker (those on d->base now, the others through their
+ * mailbox), close the listening sockets, flush the audit sink, log the
+ * stop report (totals over the workers' counters), and break the loop.
+ * Safe from any callback on d->base; idempotent.  Workers on other
+ * threads may still be closing their sessions when this returns: join
+ * their threads before kr_daemon_free.
+ */
+void kr_daemon_stop(struct kr_daemon *d);
+
+/*
+ * Reread the config from path (SIGHUP).  A valid one replaces, for new
+ * requests on existing connections too, the rules, the log target and
+ * level, the audit sink and the per-listener limits; listeners are
+ * opened and closed as configured (a listener section is kept when its
+ * name, listen address and broker ports are unchanged); existing
+ * connections stay open.  New listeners are bound before any running one
+ * is touched, and a socket on an unchanged address is handed over, not
+ * bound again; if a bind fails only the new sockets are closed and the
+ * reload is refused.  [upstream] changes need a restart (logged).
+ * An invalid config is refused: every error is logged as FILE:LINE and
+ * the old config stays.  Workers on d->base follow before this returns,
+ * the others when their loop reads their mailbox.  Returns KR_OK or
+ * KR_ERROR.
+ */
+int kr_daemon_reload(struct kr_daemon *d, const char *path);
+
+/*
+ * kr_daemon_reload with a config loaded already (rules compiled): nc
+ * becomes the daemon's on success; with own it is freed when its last
+ * reference goes (also on failure), else it stays the caller's and must
+ * outlive every reference (tests build configs in memory).  Returns
+ * KR_OK or KR_ERROR.
+ */
+int kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own);
+
+/* Reopen the log and the audit file (SIGUSR1, and SIGHUP). */
+void kr_daemon_reopen(struct kr_daemon *d);
+
+/*
+ * Stop (if needed) and free everything: the workers (those on other
+ * threads must have ended: join them first), the sockets, the config
+ * references, the audit sink (when no worker holds it any more), the
+ * base too when owned.  NULL is a no-op.
+ */
+void kr_daemon_free(struct kr_daemon *d);
+
+/*
+ * The bound port of group gi's listener for node_id (KR_NODE_BOOTSTRAP
+ * for the bootstrap listener) in the shared set, 0 when there is none or
+ * it is closed.
+ */
+uint16_t kr_daemon_port(const struct kr_daemon *d, int gi, int32_t node_id);
+
+#endif /* KR_DAEMON_H */

@@ -1,0 +1,308 @@
+/*
+ * kr_stats.h - krelay's counters, declared in one table (KR_STATS) and
+ * kept per worker, shaped for Prometheus.
+ *
+ * The table.  KR_STATS is the one place a counter is declared
+ * (twemproxy's nc_stats.h): one row X(name, type, labels, cells, help)
+ * per metric.  struct kr_stats (the storage), the enum of ids, the
+ * description table kr_stats_desc[] and the Prometheus text
+ * (kr_stats_prom) are all generated from it, so a new counter is one row
+ * plus the line that counts it.
+ *   name   C name; exposed as "krelay_<name>", "_total" appended for
+ *          counters ("krelay_requests_total"); a histogram's unit suffix
+ *          ("_seconds") comes from its labels kind;
+ *   type   COUNTER (only grows), GAUGE (goes up and down), HISTOGRAM;
+ *   labels NONE (one value) or the label set of a family (enum
+ *          kr_stat_labels): the cell index of a value is computed by the
+ *          kr_stats_*_cell function named there, and its label values
+ *          come back from the cell index at exposition;
+ *   cells  number of values: 1 for NONE;
+ *   help   the HELP text.
+ *
+ * Families: closes by cause, requests by ApiKey x version, rule hits by
+ * rule, errors krelay answered by Kafka error name.  Histogram:
+ * response_latency, in ms of the coarse timer clock (kr_clock_timer_ms:
+ * 1-4 ms resolution) from a request read to its response matched,
+ * exposed in seconds with the bucket bounds of KR_STATS_LATENCY_MS.
+ *
+ * Threads.  A struct kr_stats belongs to one worker (kr_worker.h) and
+ * only that worker's thread writes it.  With a single writer an update is
+ * a relaxed atomic load and a relaxed atomic store (KR_STAT_ADD): no
+ * locked instruction (x86 compiles both to plain moves), no lost update.
+ * Any other thread (an admin endpoint later, the daemon's stop report)
+ * may read any cell at any time with a relaxed load (KR_STAT_GET,
+ * kr_stats_sum) without a data race: each value is whole, but values of
+ * different cells are not one snapshot (requests may be read before the
+ * responses of the same instant).
+ */
+#ifndef KR_STATS_H
+#define KR_STATS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kr_kerr.h"
+
+/* Why a session ended: the cause label of "closes". */
+#define KR_CLOSE_CAUSES(X)                                                    \
+    X(CLIENT, "client")         /* the client closed */                      \
+    X(BAD_INPUT, "bad_input")   /* the client sent bad input */              \
+    X(UPSTREAM, "upstream")     /* the upstream failed or closed */          \
+    X(TIMEOUT, "timeout")       /* connect, request or idle timeout */       \
+    X(OTHER, "other")           /* stop, out of memory, rules... */
+
+enum kr_close_cause {
+#define KR_CLOSE_ENUM_(id, label) KR_CLOSE_##id,
+    KR_CLOSE_CAUSES(KR_CLOSE_ENUM_)
+#undef KR_CLOSE_ENUM_
+    KR_CLOSE__N
+};
+
+/*
+ * Cells of requests by (ApiKey, version): keys 0..KR_STATS_API_KEYS - 1
+ * times versions 0..KR_STATS_API_VERSIONS - 1, then one cell for
+ * anything outside (api="other", version="other").
+ */
+#define KR_STATS_API_KEYS 128
+#define KR_STATS_API_VERSIONS 32
+#define KR_STATS_API_CELLS (KR_STATS_API_KEYS * KR_STATS_API_VERSIONS + 1)
+/* Cells of rule hits: one per rule index (KR_CONF_MAX_RULES). */
+#define KR_STATS_RULE_CELLS 256
+/* Cells of errors answered: codes -1..KR_KERR_MAX, then "other". */
+#define KR_STATS_KERR_CELLS (KR_KERR_MAX + 3)
+
+/*
+ * Histogram bucket upper bounds of response_latency, in ms (+Inf is
+ * added).  Cells: one per bound, +Inf, then the sum of the observed
+ * values (ms); the count is the sum of the buckets.
+ */
+#define KR_STATS_LATENCY_MS(X)                                                \
+    X(1) X(2) X(5) X(10) X(25) X(50) X(100) X(250) X(500) X(1000) X(2500)    \
+    X(5000) X(10000) X(30000)
+#define KR_STATS_LATENCY_N_(ms) +1
+#define KR_STATS_LATENCY_BOUNDS (0 KR_STATS_LATENCY_MS(KR_STATS_LATENCY_N_))
+#define KR_STATS_LATENCY_CELLS (KR_STATS_LATENCY_BOUNDS + 2)
+
+enum kr_stat_type {
+    KR_STAT_COUNTER,
+    KR_STAT_GAUGE,
+    KR_STAT_HISTOGRAM
+};
+
+/* How the cells of a metric are labelled (and indexed). */
+enum kr_stat_labels {
+    KR_SL_NONE,             /* one value, no label */
+    KR_SL_CAUSE,            /* cause: enum kr_close_cause */
+    KR_SL_API_VERSION,      /* api, version: kr_stats_api_cell */
+    KR_SL_RULE,             /* rule (its name): kr_stats_rule_cell */
+    KR_SL_KERR,             /* error (Kafka's name): kr_stats_kerr_cell */
+    KR_SL_LATENCY_MS        /* le: kr_stats_observe_latency */
+};
+
+/*
+ * The table: X(name, type, labels, cells, help).  Every counter krelay
+ * keeps is one row here.
+ */
+#define KR_STATS(X)                                                           \
+    X(conn_accepted, COUNTER, NONE, 1,                                       \
+      "Client connections accepted.")                                        \
+    X(conn_refused, COUNTER, NONE, 1,                                        \
+      "Client connections refused: the listener's max_connections was "     \
+      "reached.")                                                            \
+    X(conn_active, GAUGE, NONE, 1,                                           \
+      "Sessions open now.")                                                  \
+    X(closes, COUNTER, CAUSE, KR_CLOSE__N,                                   \
+      "Sessions closed, by cause.")                                          \
+    X(requests, COUNTER, NONE, 1,                                            \
+      "Request frames forwarded or answered by krelay.")                     \
+    X(api_requests, COUNTER, API_VERSION, KR_STATS_API_CELLS,                \
+      "Request frames, by ApiKey and version (as the client sent them).")    \
+    X(responses, COUNTER, NONE, 1,                                           \
+      "Response frames forwarded.")                                          \
+    X(requests_acks0, COUNTER, NONE, 1,                                      \
+      "Produce requests with Acks=0 (no response expected).")                \
+    X(responses_held, COUNTER, NONE, 1,                                      \
+      "Responses held whole and rewritten.")                                 \
+    X(responses_streamed, COUNTER, NONE, 1,                                  \
+      "Responses forwarded as they arrived, only their tail held.")          \
+    X(endpoints_dropped, COUNTER, NONE, 1,                                   \
+      "Streamed responses whose endpoint fields did not fit the frame and "  \
+      "were dropped.")                                                       \
+    X(sasl_tokens, COUNTER, NONE, 1,                                         \
+      "Raw SASL token frames passed.")                                       \
+    X(requests_refused, COUNTER, NONE, 1,                                    \
+      "Requests never forwarded: krelay cannot decode them and an "          \
+      "enforcing rule could match (the connection was closed).")             \
+    X(frames_undecodable, COUNTER, NONE, 1,                                  \
+      "Frames that only observing rules wanted decoded and that did not "    \
+      "decode (forwarded as they were).")                                    \
+    X(rule_hits, COUNTER, RULE, KR_STATS_RULE_CELLS,                         \
+      "Requests a rule's action applied to, by rule.")                       \
+    X(errors_answered, COUNTER, KERR, KR_STATS_KERR_CELLS,                   \
+      "Error responses krelay built itself, by Kafka error name.")           \
+    X(response_latency, HISTOGRAM, LATENCY_MS, KR_STATS_LATENCY_CELLS,       \
+      "Time from reading a request to matching its response (coarse "        \
+      "clock, 1-4 ms resolution).")                                          \
+    X(requests_internal, COUNTER, NONE, 1,                                   \
+      "krelay's own requests on a client's upstream connection.")            \
+    X(responses_internal, COUNTER, NONE, 1,                                  \
+      "Responses to krelay's own requests, taken by krelay (never "          \
+      "forwarded).")                                                         \
+    X(responses_dropped, COUNTER, NONE, 1,                                   \
+      "Responses to Produce with Acks=0 (a broker that answers them), not "  \
+      "passed on.")                                                          \
+    X(bytes_up, COUNTER, NONE, 1,                                            \
+      "Bytes forwarded client to upstream.")                                 \
+    X(bytes_down, COUNTER, NONE, 1,                                          \
+      "Bytes forwarded upstream to client.")                                 \
+    X(bytes_spliced, COUNTER, NONE, 1,                                       \
+      "Forwarded bytes moved socket to socket by splice(2), never in user "  \
+      "space (included in bytes_up and bytes_down).")                        \
+    X(bytes_copied, COUNTER, NONE, 1,                                        \
+      "Debug: forwarded bytes copied in user space on the cut-through "      \
+      "path (header peeks and re-encoded frames are not counted).")
+
+/* Ids: KR_STAT_ID_<name>, in table order. */
+enum kr_stat_id {
+#define KR_STAT_ID_(name, type, labels, cells, help) KR_STAT_ID_##name,
+    KR_STATS(KR_STAT_ID_)
+#undef KR_STAT_ID_
+    KR_STAT__N
+};
+
+/*
+ * The counters of one worker: one array of cells per row.  Zero them
+ * (calloc, memset) to start; read and write them only through the
+ * macros and functions below.
+ */
+struct kr_stats {
+#define KR_STAT_FIELD_(name, type, labels, cells, help)                       \
+    _Atomic uint64_t name[cells];
+    KR_STATS(KR_STAT_FIELD_)
+#undef KR_STAT_FIELD_
+};
+
+/* One row of the table, for exposition and tests. */
+struct kr_stat_desc {
+    const char *name;                   /* C name, "conn_accepted" */
+    enum kr_stat_type type;
+    enum kr_stat_labels labels;
+    size_t cells;
+    size_t offset;                      /* of its cells in kr_stats */
+    const char *help;
+};
+
+/* The table, indexed by enum kr_stat_id (KR_STAT__N rows). */
+extern const struct kr_stat_desc kr_stats_desc[KR_STAT__N];
+
+/* Single-writer update (see the top of this file); c may not be NULL. */
+static inline void
+kr_stat_add_(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) +
+                          n, memory_order_relaxed);
+}
+
+/* Read one cell from any thread. */
+static inline uint64_t
+kr_stat_get_(const _Atomic uint64_t *c)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)c, memory_order_relaxed);
+}
+
+/*
+ * st: a struct kr_stats * (a worker's); name: a row of KR_STATS; cell: an
+ * index from the row's kr_stats_*_cell function.  Only the owner's thread
+ * may use the writing ones.  KR_STAT_DEC is for gauges (wraps like any
+ * uint64_t).
+ */
+#define KR_STAT_ADD(st, name, n)                                              \
+    kr_stat_add_(&(st)->name[0], (uint64_t)(n))
+#define KR_STAT_INC(st, name) KR_STAT_ADD(st, name, 1)
+#define KR_STAT_DEC(st, name) KR_STAT_ADD(st, name, UINT64_MAX)
+#define KR_STAT_INC_L(st, name, cell)                                         \
+    kr_stat_add_(&(st)->name[(cell)], 1)
+#define KR_STAT_GET(st, name) kr_stat_get_(&(st)->name[0])
+#define KR_STAT_GET_L(st, name, cell) kr_stat_get_(&(st)->name[(cell)])
+
+/* Cell of (api_key, api_version) in api_requests; never out of range. */
+static inline size_t
+kr_stats_api_cell(int16_t api_key, int16_t api_version)
+{
+    if (api_key < 0 || api_key >= KR_STATS_API_KEYS || api_version < 0 ||
+        api_version >= KR_STATS_API_VERSIONS) {
+        return KR_STATS_API_CELLS - 1;
+    }
+    return (size_t)api_key * KR_STATS_API_VERSIONS + (size_t)api_version;
+}
+
+/* Cell of Kafka error code in errors_answered; never out of range. */
+static inline size_t
+kr_stats_kerr_cell(int16_t code)
+{
+    if (code < -1 || code > KR_KERR_MAX) {
+        return KR_STATS_KERR_CELLS - 1;
+    }
+    return (size_t)(code + 1);
+}
+
+/* Cell of rule index i in rule_hits, or -1 when i is out of range. */
+static inline int
+kr_stats_rule_cell(int i)
+{
+    return i >= 0 && i < KR_STATS_RULE_CELLS ? i : -1;
+}
+
+/*
+ * Observe one latency of ms milliseconds (negative counts as 0) in st's
+ * response_latency: its bucket and the sum.  Writer thread only.
+ */
+void kr_stats_observe_latency(struct kr_stats *st, int64_t ms);
+
+/*
+ * The id of the row named name (its C name, "requests"), or -1 when no
+ * row has that name.  Tests, admin.
+ */
+int kr_stats_find(const char *name);
+
+/* Cell value of row id, cell i of st (any thread; 0 when out of range). */
+uint64_t kr_stats_cell(const struct kr_stats *st, enum kr_stat_id id,
+                       size_t i);
+
+/*
+ * Sum of row id, cell i, over n stats blocks (the workers); any thread.
+ * NULL entries are skipped.
+ */
+uint64_t kr_stats_sum(const struct kr_stats *const *st, int n,
+                      enum kr_stat_id id, size_t i);
+
+/*
+ * Name of rule index i for the rule label (NULL: "rule<i>"); arg is the
+ * caller's (a config).
+ */
+typedef const char *(*kr_stats_rule_name_fn)(int i, void *arg);
+
+/*
+ * Write the Prometheus text exposition (format 0.0.4) of the sum of n
+ * stats blocks (the workers) to out: HELP and TYPE for every row, every
+ * unlabelled value, the labelled cells that are not 0, every bucket of a
+ * histogram (cumulative, le in seconds) with its _sum and _count.
+ * rule_name names rule cells (may be NULL).  Returns 0, or -1 when a
+ * write failed.
+ */
+int kr_stats_prom(FILE *out, const struct kr_stats *const *st, int n,
+                  kr_stats_rule_name_fn rule_name, void *arg);
+
+struct kr_verdict;
+
+/*
+ * Count the rules a verdict names (the rule whose deny, clamp, produce
+ * policy, throttle or fault won: kr_rule.h) in st's rule_hits, each rule
+ * once.
+ */
+void kr_stats_rule_hits(struct kr_stats *st, const struct kr_verdict *v);
+
+#endif /* KR_STATS_H */

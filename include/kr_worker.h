@@ -1,0 +1,247 @@
+/*
+ * kr_worker.h - one event loop: accepting, the sessions, their counters,
+ * the splice pipes and the scratch buffer, the listener groups, the
+ * upstreams.
+ *
+ * A kr_worker lives on one event_base and is touched only by the thread
+ * that runs that base (the sessions too: kr_session.h).  The process part
+ * (kr_daemon.h) creates workers, hands each the config and the sockets to
+ * accept on, and fans reloads out to them.  Today krelay runs exactly one
+ * worker, on the daemon's own event_base; the unit tests run two on
+ * threads of their own (tests/unit/check_worker.c).  `workers = N` is for
+ * later (the operations issue).
+ *
+ * What a worker uses that is not its own, and how it is safe to share:
+ *   log       process-wide (kr_log.h): one write(2) per line under a
+ *             read lock; the level kr_log_level_cur is an atomic int
+ *             written by the daemon at reload; rate-limit sites are
+ *             static structs updated with atomics.  Shared.
+ *   audit     one sink for the process (kr_audit.h: its queue has a
+ *             lock, a writer thread drains it).  Shared; each worker holds
+ *             a reference (struct kr_audit_ref, atomic count) to the sink
+ *             of its current generation, so a reload that replaces the
+ *             sink closes the old one only when the last worker let go.
+ *   config    struct kr_conf_ref, counted atomically: the daemon, each
+ *             worker (its current one) and each session (the one of its
+ *             last request) hold references; the last put frees it, on
+ *             whichever thread.  The config itself (rules compiled into
+ *             it) is read-only once loaded.
+ *   NodeId resolution, learned Metadata, the TopicId map
+ *             per worker: each worker has its own evdns base and its own
+ *             kr_upstream per [upstream] (kr_upstream.h is single-thread),
+ *             so N workers fetch metadata N times and learn it each on its
+ *             own.  Nothing shared, nothing locked.
+ *   tables    kr_rewrite's masks and the kr_topics walk table are built by
+ *             kr_daemon_start before any worker exists, then only read.
+ *   counters  per worker (struct kr_stats, kr_stats.h): written by the
+ *             worker's thread only, readable from any thread.
+ *   session ids
+ *             one atomic counter in the daemon, so c#ID stays unique in
+ *             the log whatever worker accepted the connection.
+ *
+ * Listening sockets: shared, not SO_REUSEPORT.  The daemon binds each
+ * address once (struct kr_lsock); every worker attaches its own accept
+ * event to it (the worker on the daemon's thread to the descriptor itself,
+ * the others to a duplicate each).  Why: one bind, so a clash fails once
+ * with one message and port 0 gives every worker the same port; a reload
+ * hands a running socket over with its accept queue (no connection lost,
+ * where closing one of N SO_REUSEPORT sockets drops what waits in its
+ * queue); a worker that ends loses nothing.  The cost: every worker polling
+ * a socket wakes for each connection and all but one get EAGAIN, and the
+ * kernel does not balance (an idle worker tends to win).  A worker may
+ * also be given sockets of its own (kr_daemon_add_worker), which is where
+ * SO_REUSEPORT sockets would plug in.
+ */
+#ifndef KR_WORKER_H
+#define KR_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "kr_common.h"
+#include "kr_conf.h"
+#include "kr_conn.h"
+#include "kr_listener.h"
+#include "kr_session.h"
+#include "kr_rewrite.h"
+#include "kr_stats.h"
+
+struct kr_upstream;
+struct kr_session;
+struct kr_audit;
+struct kr_verdict;
+
+/* A reference-counted audit sink (the sink itself is thread-safe). */
+struct kr_audit_ref {
+    struct kr_audit *au;
+    atomic_int refs;
+};
+
+/* A reference to au (refs 1), which it now owns; NULL on ENOMEM. */
+struct kr_audit_ref *kr_audit_ref_new(struct kr_audit *au);
+/* One more reference to r; returns r.  NULL is passed through. */
+struct kr_audit_ref *kr_audit_ref_get(struct kr_audit_ref *r);
+/*
+ * Drop one reference; the last one closes the sink (kr_audit_close:
+ * writes what is queued, joins its writer thread) and frees r.  Any
+ * thread.  NULL is a no-op.
+ */
+void kr_audit_ref_put(struct kr_audit_ref *r);
+
+/*
+ * A generation: what the daemon hands a worker at start and at each
+ * reload, or a stop.  The worker owns it once handed over (kr_worker_start,
+ * kr_worker_apply, kr_worker_post) and frees it (kr_wgen_free).
+ */
+struct kr_wgen {
+    struct kr_wgen *next;               /* the mailbox queue */
+    bool stop;                          /* kr_worker_stop; nothing else
+                                           is set */
+    struct kr_conf_ref *cref;           /* one reference, the worker's */
+    struct kr_audit_ref *audit;         /* one reference, or NULL */
+    int ngroups;                        /* cref->conf->nlisteners */
+    struct kr_wgen_group {
+        int keep;                       /* index of the running group
+                                           that serves this section
+                                           unchanged, or -1: a new one */
+        struct kr_lsock *socks;         /* new: one per listener of the
+                                           section, malloc'd; their fds
+                                           are what to accept on */
+        int nsocks;
+        bool own;                       /* the fds are duplicates the
+                                           worker owns (else the
+                                           daemon's, borrowed) */
+    } *g;                               /* ngroups, malloc'd */
+};
+
+/*
+ * A generation with ngroups sections (every keep -1, no sockets), taking
+ * over cref's and audit's references.  NULL on ENOMEM (the references
+ * are then still the caller's).
+ */
+struct kr_wgen *kr_wgen_new(struct kr_conf_ref *cref,
+                            struct kr_audit_ref *audit, int ngroups);
+/* Free gen: its references, its sockets' owned fds.  NULL is a no-op. */
+void kr_wgen_free(struct kr_wgen *gen);
+
+/*
+ * One worker (see the top of this file).  Created by kr_worker_new,
+ * freed by kr_worker_free.  The sessions update stats, sessions and the
+ * pipes; all on the worker's thread.
+ */
+struct kr_worker {
+    struct event_base *base;            /* borrowed, not freed */
+    int index;                          /* 0..: its place in the daemon */
+    struct evdns_base *dns;
+    struct kr_conf_ref *cref;           /* current config */
+    struct kr_conf_ref *cref0;          /* the config the upstreams were
+                                           built from (they keep pointers
+                                           into it): held until free */
+    struct kr_audit *audit;             /* current sink (audit_ref's),
+                                           NULL when none */
+    struct kr_audit_ref *audit_ref;
+    struct kr_upstream **ups;           /* one per [upstream] */
+    int nups;
+    struct kr_group **groups;           /* one per [listener], each
+                                           malloc'd (sessions point at
+                                           them across reloads) */
+    int ngroups;
+    struct kr_group **old_groups;       /* groups removed by reloads,
+                                           freed when their last session
+                                           ends (or at free) */
+    int nold_groups;
+    struct kr_session *sessions;        /* list of open sessions */
+    uint8_t *scratch;                   /* KR_FRAME_PEEK_MAX + 4 bytes
+                                           for header peeks */
+    _Atomic uint64_t *ids;              /* session id counter (the
+                                           daemon's, or own_ids) */
+    _Atomic uint64_t own_ids;
+    bool started, stopping;
+    /* mailbox (kr_worker_post): workers on a thread of their own */
+    bool has_mailbox;
+    pthread_mutex_t mb_lock;
+    struct kr_wgen *mb_head, **mb_tail; /* queued, oldest first */
+    int mb_fd;                          /* eventfd: something queued */
+    struct event *mb_ev;
+    struct kr_pipe_pool pipes;          /* splice(2) pipes (kr_conn.h) */
+    struct kr_session_host host;        /* what its sessions see of it
+                                           (pointers into this struct) */
+    struct kr_stats stats;              /* kr_stats.h; large: last */
+};
+
+/*
+ * A worker on base (borrowed: the caller runs and frees it).  index names
+ * it; ids: the session id counter to share (NULL: its own).  mailbox:
+ * the worker runs on another thread than the one that will reload and
+ * stop it, so those come through kr_worker_post (an eventfd on base).
+ * Returns NULL on ENOMEM.  Nothing is started yet.
+ */
+struct kr_worker *kr_worker_new(struct event_base *base, int index,
+                                _Atomic uint64_t *ids, bool mailbox);
+
+/*
+ * Start w with its first generation gen (owned by w from now on, also on
+ * failure): create its evdns base and the upstreams of gen's config, and
+ * accept on gen's sockets.  Call on the thread that will run w's base,
+ * or before that thread starts.  Returns KR_OK, or KR_ERROR with a
+ * message in err (what was attached is closed again).
+ */
+int kr_worker_start(struct kr_worker *w, struct kr_wgen *gen, char *err,
+                    size_t errlen) KR_MUST_CHECK;
+
+/*
+ * Apply a generation (owned by w from now on) on w's thread: sections
+ * kept stay as they are with the new config, new ones accept on gen's
+ * sockets, the others close their listeners (their sessions stay, each
+ * logged once per worker).  The config and audit sink become gen's for
+ * new sessions and for the next request of every running one.  A stop
+ * generation stops w.  Never fails (a listener that cannot be attached,
+ * out of memory, is logged).
+ */
+void kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen);
+
+/*
+ * Queue gen (owned by w from now on) for w's thread, which applies it
+ * (kr_worker_apply) from its loop.  Any thread; only for a worker made
+ * with a mailbox.  Generations are applied in the order posted.
+ */
+void kr_worker_post(struct kr_worker *w, struct kr_wgen *gen);
+
+/*
+ * Close the listeners and every session, free the upstreams, and break
+ * w's loop.  On w's thread; idempotent.
+ */
+void kr_worker_stop(struct kr_worker *w);
+
+/*
+ * Stop (if needed) and free w with everything it holds (not its base).
+ * On w's thread, or after that thread ended.  NULL is a no-op.
+ */
+void kr_worker_free(struct kr_worker *w);
+
+/* A new session id (unique in the process).  w's thread. */
+static inline uint64_t
+kr_worker_next_id(struct kr_worker *w)
+{
+    return atomic_fetch_add_explicit(w->ids, 1, memory_order_relaxed) + 1;
+}
+
+/*
+ * A session of group g ended (g->nconn already decremented): frees a
+ * group a reload removed once its last session is gone.
+ */
+void kr_worker_group_release(struct kr_group *g);
+
+/*
+ * The port w accepts on for group gi's listener of node_id
+ * (KR_NODE_BOOTSTRAP for the bootstrap listener), 0 when there is none.
+ * w's thread (or while it does not run).
+ */
+uint16_t kr_worker_port(const struct kr_worker *w, int gi, int32_t node_id);
+
+#endif /* KR_WORKER_H */

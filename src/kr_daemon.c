@@ -1,0 +1,1069 @@
+/*
+ * kr_daemon.c - the process part: start-up, signals, the listening
+ * sockets, reload and its fan-out to the workers, stop and its report.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kr_audit.h"
+#include "kr_daemon.h"
+#include "kr_log.h"
+#include "kr_rewrite.h"
+#include "kr_rule.h"
+#include "kr_stats.h"
+#include "kr_topics.h"
+#include "kr_upstream.h"
+
+#define KR_LISTEN_BACKLOG 1024
+
+struct kr_daemon *
+kr_daemon_new(struct kr_conf *conf, bool own_conf, struct event_base *base)
+{
+    struct kr_daemon *d = calloc(1, sizeof(*d));
+
+    if (d == NULL) {
+        return NULL;
+    }
+    d->cref = kr_conf_ref_new(conf, own_conf);
+    if (d->cref == NULL) {
+        free(d);
+        return NULL;
+    }
+    if (base == NULL) {
+        base = event_base_new();
+        if (base == NULL) {
+            free(d->cref);
+            free(d);
+            return NULL;
+        }
+        d->own_base = true;
+    }
+    d->base = base;
+    d->main_worker = true;
+    atomic_init(&d->ids, 0);
+    return d;
+}
+
+struct kr_worker *
+kr_daemon_worker(const struct kr_daemon *d, int i)
+{
+    return i >= 0 && i < d->nworkers ? d->workers[i] : NULL;
+}
+
+/* ---- the listening sockets --------------------------------------------- */
+
+/*
+ * Listener i of [listener] lc: its NodeId (KR_NODE_BOOTSTRAP for i 0)
+ * and label into n and label; returns its port (maybe out of range).
+ */
+static long
+listener_slot(const struct kr_listener_conf *lc, int i, int32_t *n,
+              char *label, size_t len)
+{
+    const char *pre = lc->name != NULL && lc->name[0] ? lc->name : NULL;
+
+    if (i == 0) {
+        *n = KR_NODE_BOOTSTRAP;
+        snprintf(label, len, "%s%sbootstrap", pre ? pre : "",
+                 pre ? "/" : "");
+        return lc->listen.port;
+    }
+    *n = lc->node_id_min + (i - 1);
+    snprintf(label, len, "%s%sNodeId %d", pre ? pre : "", pre ? "/" : "",
+             (int)*n);
+    return (long)lc->broker_port_base + *n;
+}
+
+static void
+close_lgroup(struct kr_lgroup *lg)
+{
+    int i;
+
+    for (i = 0; lg != NULL && lg->socks != NULL && i < lg->nsocks; i++) {
+        kr_lsock_close(&lg->socks[i]);
+    }
+}
+
+static void
+free_lgroup(struct kr_lgroup *lg)
+{
+    if (lg != NULL) {
+        close_lgroup(lg);
+        free(lg->socks);
+        free(lg);
+    }
+}
+
+static void
+free_lset(struct kr_lset *set)
+{
+    int i;
+
+    if (set == NULL) {
+        return;
+    }
+    for (i = 0; i < set->ng; i++) {
+        free_lgroup(set->g[i]);
+    }
+    free(set->g);
+    free(set);
+}
+
+/*
+ * A reload's running sockets that new listeners may take over: those of
+ * the groups it drops (in one set).  Each is promised to one new
+ * listener at most.
+ */
+struct kr_reuse {
+    struct kr_lgroup **drop;            /* groups the reload drops */
+    int ndrop;
+    struct kr_lsock **claimed;          /* promised so far */
+    int nclaimed;
+};
+
+/* The unpromised running socket bound to sa, or NULL; promises it. */
+static struct kr_lsock *
+reuse_claim(struct kr_reuse *ru, const struct sockaddr *sa, socklen_t salen)
+{
+    int j, k, c;
+
+    for (j = 0; j < ru->ndrop; j++) {
+        struct kr_lgroup *lg = ru->drop[j];
+
+        for (k = 0; lg->socks != NULL && k < lg->nsocks; k++) {
+            struct kr_lsock *ls = &lg->socks[k];
+            bool taken = false;
+
+            if (!kr_lsock_bound_to(ls, sa, salen)) {
+                continue;
+            }
+            for (c = 0; c < ru->nclaimed && !taken; c++) {
+                taken = ru->claimed[c] == ls;
+            }
+            if (!taken) {
+                ru->claimed[ru->nclaimed++] = ls;
+                return ls;
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Bind the sockets of [listener] lc into a new group (*out).  At start ru
+ * and take are NULL: every socket is bound and logged.  In a reload, a
+ * listener whose address a socket of ru already listens on is not bound:
+ * that socket goes in take[i] (nsocks slots, caller frees) for
+ * kr_lsock_take at commit; the others are bound but not logged yet
+ * (commit does).  On KR_ERROR (message in err) *out holds what was bound
+ * so far, for the caller to free.
+ */
+static int
+bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
+            struct kr_lgroup **out, struct kr_reuse *ru,
+            struct kr_lsock ***take, char *err, size_t errlen)
+{
+    struct kr_lgroup *lg = calloc(1, sizeof(*lg));
+    char label[48];
+    int32_t n;
+    int i;
+    long port;
+
+    *out = lg;
+    if (lg == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KR_ERROR;
+    }
+    lg->nsocks = 1 + (lc->node_id_max - lc->node_id_min + 1);
+    lg->socks = calloc((size_t)lg->nsocks, sizeof(*lg->socks));
+    if (take != NULL) {
+        *take = calloc((size_t)lg->nsocks, sizeof(**take));
+    }
+    if (lg->socks == NULL || (take != NULL && *take == NULL)) {
+        lg->nsocks = 0;
+        snprintf(err, errlen, "out of memory");
+        return KR_ERROR;
+    }
+    for (i = 0; i < lg->nsocks; i++) {
+        lg->socks[i].fd = -1;
+    }
+    for (i = 0; i < lg->nsocks; i++) {
+        struct kr_lsock *ls = &lg->socks[i];
+
+        port = listener_slot(lc, i, &n, label, sizeof(label));
+        if (port < 0 || port > 65535) {
+            snprintf(err, errlen, "%s:%d: listener %s: port %ld out of range "
+                     "(broker_port_base + NodeId)", conf->path
+                     ? conf->path : "config", lc->line, label, port);
+            return KR_ERROR;
+        }
+        if (ru != NULL && take != NULL) {
+            struct sockaddr_storage ss;
+            socklen_t sslen;
+
+            if (kr_listener_resolve(lc->listen.host, (uint16_t)port, label,
+                                    &ss, &sslen, err, errlen) != KR_OK) {
+                return KR_ERROR;
+            }
+            (*take)[i] = reuse_claim(ru, (struct sockaddr *)&ss, sslen);
+            if ((*take)[i] != NULL) {
+                continue;
+            }
+        }
+        if (kr_lsock_bind(ls, lc->listen.host, (uint16_t)port, n, label,
+                          KR_LISTEN_BACKLOG, err, errlen) != KR_OK) {
+            return KR_ERROR;
+        }
+        if (ru == NULL) {
+            kr_log_info("listening on %s (%s)", ls->addrstr, ls->label);
+        }
+    }
+    return KR_OK;
+}
+
+/*
+ * Reload commit for a new group lg of lc: move in the sockets promised in
+ * take (NULL: none) and log every listener.  Cannot fail.
+ */
+static void
+commit_lgroup(struct kr_lgroup *lg, const struct kr_listener_conf *lc,
+              struct kr_lsock **take)
+{
+    char label[48];
+    int32_t n;
+    int i;
+
+    for (i = 0; i < lg->nsocks; i++) {
+        struct kr_lsock *ls = &lg->socks[i];
+
+        if (take != NULL && take[i] != NULL) {
+            char was[48];
+
+            snprintf(was, sizeof(was), "%s", take[i]->label);
+            (void)listener_slot(lc, i, &n, label, sizeof(label));
+            kr_lsock_take(ls, take[i], n, label);
+            kr_log_info("listening on %s (%s): the socket of %s, kept open",
+                        ls->addrstr, ls->label, was);
+        } else {
+            kr_log_info("listening on %s (%s)", ls->addrstr, ls->label);
+        }
+    }
+}
+
+/* Bind a whole set for conf (start, own sockets); NULL with err. */
+static struct kr_lset *
+bind_lset(const struct kr_conf *conf, char *err, size_t errlen)
+{
+    struct kr_lset *set = calloc(1, sizeof(*set));
+    int i;
+
+    if (set == NULL ||
+        (set->g = calloc((size_t)(conf->nlisteners ? conf->nlisteners : 1),
+                         sizeof(*set->g))) == NULL) {
+        free(set);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (i = 0; i < conf->nlisteners; i++) {
+        int rc = bind_lgroup(conf, &conf->listeners[i], &set->g[i], NULL,
+                             NULL, err, errlen);
+
+        set->ng = i + 1;
+        if (rc != KR_OK) {
+            free_lset(set);
+            return NULL;
+        }
+    }
+    return set;
+}
+
+/*
+ * The first generation of a worker on base accepting on set: the
+ * daemon's own descriptors for a worker on d->base, duplicates (the
+ * worker's) for one on another thread.  NULL with err.
+ */
+static struct kr_wgen *
+worker_gen(struct kr_daemon *d, struct event_base *base,
+           const struct kr_lset *set, const int *keep, char *err,
+           size_t errlen)
+{
+    struct kr_wgen *gen;
+    bool dup = base != d->base;
+    int i, k;
+
+    gen = kr_wgen_new(kr_conf_ref_get(d->cref), kr_audit_ref_get(d->audit),
+                      set->ng);
+    if (gen == NULL) {
+        kr_conf_ref_put(d->cref);
+        kr_audit_ref_put(d->audit);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    for (i = 0; i < set->ng; i++) {
+        struct kr_wgen_group *gg = &gen->g[i];
+        const struct kr_lgroup *lg = set->g[i];
+
+        gg->keep = keep != NULL ? keep[i] : -1;
+        if (gg->keep >= 0) {
+            continue;
+        }
+        gg->own = dup;
+        gg->socks = calloc((size_t)(lg->nsocks ? lg->nsocks : 1),
+                           sizeof(*gg->socks));
+        if (gg->socks == NULL) {
+            snprintf(err, errlen, "out of memory");
+            kr_wgen_free(gen);
+            return NULL;
+        }
+        for (k = 0; k < lg->nsocks; k++) {
+            gg->socks[k] = lg->socks[k];
+            if (dup && lg->socks[k].fd >= 0) {
+                gg->socks[k].fd = fcntl(lg->socks[k].fd, F_DUPFD_CLOEXEC,
+                                        0);
+                if (gg->socks[k].fd < 0) {
+                    snprintf(err, errlen, "listen %s (%s): %s",
+                             lg->socks[k].addrstr, lg->socks[k].label,
+                             strerror(errno));
+                    gg->nsocks = k;
+                    kr_wgen_free(gen);
+                    return NULL;
+                }
+            }
+            gg->nsocks = k + 1;
+        }
+    }
+    return gen;
+}
+
+struct kr_worker *
+kr_daemon_add_worker(struct kr_daemon *d, struct event_base *base,
+                     bool own_sockets, char *err, size_t errlen)
+{
+    struct kr_worker *w, **ws;
+    struct kr_lset *set, **sets;
+    struct kr_wgen *gen;
+    int *wset, si = 0;
+
+    if (!d->started || d->stopping) {
+        snprintf(err, errlen, "the daemon is not running");
+        return NULL;
+    }
+    ws = realloc(d->workers, sizeof(*ws) * (size_t)(d->nworkers + 1));
+    if (ws != NULL) {
+        d->workers = ws;
+    }
+    wset = realloc(d->wset, sizeof(*wset) * (size_t)(d->nworkers + 1));
+    if (wset != NULL) {
+        d->wset = wset;
+    }
+    if (ws == NULL || wset == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (own_sockets) {
+        sets = realloc(d->sets, sizeof(*sets) * (size_t)(d->nsets + 1));
+        if (sets == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        d->sets = sets;
+        set = bind_lset(d->cref->conf, err, errlen);
+        if (set == NULL) {
+            return NULL;
+        }
+        si = d->nsets++;
+        d->sets[si] = set;
+    }
+    w = kr_worker_new(base, d->nworkers, &d->ids, base != d->base);
+    if (w == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    gen = worker_gen(d, base, d->sets[si], NULL, err, errlen);
+    if (gen == NULL || kr_worker_start(w, gen, err, errlen) != KR_OK) {
+        kr_worker_free(w);
+        return NULL;
+    }
+    d->workers[d->nworkers] = w;
+    d->wset[d->nworkers] = si;
+    d->nworkers++;
+    return w;
+}
+
+/* ---- start ---------------------------------------------------------------- */
+
+/* Rate-limited log lines: their "suppressed N" summaries, every second. */
+static void
+rl_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    (void)kr_log_rl_flush();
+}
+
+/* The audit lines sink r dropped so far, when any (reload, stop). */
+static void
+audit_report(const struct kr_audit_ref *r, const char *when)
+{
+    uint64_t n = kr_audit_dropped(r != NULL ? r->au : NULL);
+
+    if (n > 0) {
+        kr_log_warn("audit: %" PRIu64 " line%s dropped since the audit "
+                    "target was opened (queue full or target not "
+                    "writable), at %s", n, n == 1 ? "" : "s", when);
+    }
+}
+
+/* libevent's own warnings go to krelay's log, rate-limited. */
+static void
+libevent_log_cb(int severity, const char *msg)
+{
+    static struct kr_ratelimit rl;
+    int level = severity >= EVENT_LOG_ERR    ? KR_LOG_ERROR
+                : severity == EVENT_LOG_WARN ? KR_LOG_WARN
+                : severity == EVENT_LOG_MSG  ? KR_LOG_INFO
+                                             : KR_LOG_DEBUG;
+
+    if (level <= kr_log_level_cur) {
+        kr_log_write_rl(&rl, 10, level, "libevent: %s", msg);
+    }
+}
+
+int
+kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
+{
+    const struct kr_conf *conf = d->cref->conf;
+    struct kr_audit *au;
+
+    /* a peer that goes away mid-write must not kill the process */
+    signal(SIGPIPE, SIG_IGN);
+    event_set_log_callback(libevent_log_cb);
+    /* built now, before any worker exists; only read from then on */
+    kr_rewrite_init();
+    kr_topics_init();
+    if (conf->audit.target != NULL && d->audit == NULL) {
+        au = kr_audit_open(conf->audit.target,
+                           (size_t)conf->audit.queue_bytes, err, errlen);
+        if (au == NULL) {
+            return KR_ERROR;
+        }
+        d->audit = kr_audit_ref_new(au);
+        if (d->audit == NULL) {
+            kr_audit_close(au);
+            snprintf(err, errlen, "out of memory");
+            return KR_ERROR;
+        }
+    }
+    if (d->cref0 == NULL) {
+        d->cref0 = kr_conf_ref_get(d->cref);
+    }
+    d->sets = calloc(1, sizeof(*d->sets));
+    if (d->sets == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KR_ERROR;
+    }
+    d->sets[0] = bind_lset(conf, err, errlen);
+    if (d->sets[0] == NULL) {
+        return KR_ERROR;
+    }
+    d->nsets = 1;
+    d->rl_timer = event_new(d->base, -1, EV_PERSIST, rl_timer_cb, d);
+    if (d->rl_timer != NULL) {
+        struct timeval tv = { 1, 0 };
+
+        event_add(d->rl_timer, &tv);
+    }
+    d->started = true;
+    if (d->main_worker &&
+        kr_daemon_add_worker(d, d->base, false, err, errlen) == NULL) {
+        return KR_ERROR;
+    }
+    return KR_OK;
+}
+
+static int reload(struct kr_daemon *d, const char *path, const char *by);
+
+static void
+signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+    struct kr_daemon *d = arg;
+
+    (void)what;
+    switch (sig) {
+    case SIGHUP:
+        /* one notice line, from reload: what was done */
+        kr_daemon_reopen(d);
+        (void)reload(d, d->cref->conf->path, "SIGHUP");
+        break;
+    case SIGUSR1:
+        kr_daemon_reopen(d);
+        kr_log_notice("SIGUSR1: reopened the log%s", d->audit != NULL
+                      ? " and audit files" : " file");
+        break;
+    default:
+        kr_log_notice("signal %d: stopping", (int)sig);
+        kr_daemon_stop(d);
+        break;
+    }
+}
+
+int
+kr_daemon_run(struct kr_daemon *d)
+{
+    static const int sigs[4] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1 };
+    int i;
+
+    for (i = 0; i < 4; i++) {
+        d->sigev[i] = evsignal_new(d->base, sigs[i], signal_cb, d);
+        if (d->sigev[i] != NULL) {
+            evsignal_add(d->sigev[i], NULL);
+        }
+    }
+    if (!d->stopping) {
+        event_base_dispatch(d->base);
+    }
+    for (i = 0; i < 4; i++) {
+        if (d->sigev[i] != NULL) {
+            event_free(d->sigev[i]);
+            d->sigev[i] = NULL;
+        }
+    }
+    return KR_OK;
+}
+
+/* ---- stop ----------------------------------------------------------------- */
+
+/* Sum of counter id (cell 0) over the workers. */
+static uint64_t
+total(const struct kr_daemon *d, enum kr_stat_id id)
+{
+    uint64_t sum = 0;
+    int i;
+
+    for (i = 0; i < d->nworkers; i++) {
+        sum += kr_stats_cell(&d->workers[i]->stats, id, 0);
+    }
+    return sum;
+}
+
+void
+kr_daemon_stop(struct kr_daemon *d)
+{
+    int i, j;
+
+    if (d->stopping) {
+        return;
+    }
+    d->stopping = true;
+    for (i = 0; i < d->nworkers; i++) {
+        struct kr_worker *w = d->workers[i];
+        struct kr_wgen *gen;
+
+        if (w->base == d->base) {
+            kr_worker_stop(w);
+            continue;
+        }
+        gen = kr_wgen_new(NULL, NULL, 0);
+        if (gen != NULL) {
+            gen->stop = true;
+            kr_worker_post(w, gen);
+        }
+    }
+    /* the workers on this thread no longer accept on them */
+    for (i = 0; i < d->nsets; i++) {
+        for (j = 0; j < d->sets[i]->ng; j++) {
+            close_lgroup(d->sets[i]->g[j]);
+        }
+    }
+    if (d->rl_timer != NULL) {
+        event_free(d->rl_timer);
+        d->rl_timer = NULL;
+    }
+    /* the lines queued so far are written (or counted as dropped)
+       before the drops are reported */
+    kr_audit_flush(d->audit != NULL ? d->audit->au : NULL);
+    audit_report(d->audit, "stop");
+    kr_log_notice("totals: %" PRIu64 " connections, %" PRIu64 " requests, "
+                  "%" PRIu64 " responses (%" PRIu64 " held whole, %" PRIu64
+                  " streamed), %" PRIu64 " bytes up, %" PRIu64 " bytes down "
+                  "(%" PRIu64 " of the two spliced)",
+                  total(d, KR_STAT_ID_conn_accepted),
+                  total(d, KR_STAT_ID_requests),
+                  total(d, KR_STAT_ID_responses),
+                  total(d, KR_STAT_ID_responses_held),
+                  total(d, KR_STAT_ID_responses_streamed),
+                  total(d, KR_STAT_ID_bytes_up),
+                  total(d, KR_STAT_ID_bytes_down),
+                  total(d, KR_STAT_ID_bytes_spliced));
+    (void)kr_log_rl_flush();
+    event_base_loopbreak(d->base);
+}
+
+void
+kr_daemon_free(struct kr_daemon *d)
+{
+    int i;
+
+    if (d == NULL) {
+        return;
+    }
+    kr_daemon_stop(d);
+    for (i = 0; i < d->nworkers; i++) {
+        kr_worker_free(d->workers[i]);
+    }
+    free(d->workers);
+    free(d->wset);
+    for (i = 0; i < d->nsets; i++) {
+        free_lset(d->sets[i]);
+    }
+    free(d->sets);
+    kr_conf_ref_put(d->cref0);
+    kr_conf_ref_put(d->cref);
+    kr_audit_ref_put(d->audit);
+    if (d->own_base) {
+        event_base_free(d->base);
+    }
+    free(d);
+}
+
+void
+kr_daemon_reopen(struct kr_daemon *d)
+{
+    kr_log_reopen();
+    if (d->audit != NULL) {
+        kr_audit_reopen(d->audit->au);
+    }
+}
+
+uint16_t
+kr_daemon_port(const struct kr_daemon *d, int gi, int32_t node_id)
+{
+    const struct kr_lgroup *lg;
+    int i;
+
+    if (d->nsets < 1 || gi < 0 || gi >= d->sets[0]->ng) {
+        return 0;
+    }
+    lg = d->sets[0]->g[gi];
+    for (i = 0; lg != NULL && i < lg->nsocks; i++) {
+        if (lg->socks[i].node_id == node_id) {
+            return kr_lsock_port(&lg->socks[i]);
+        }
+    }
+    return 0;
+}
+
+/* ---- reload --------------------------------------------------------------- */
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/*
+ * Can the running group of [listener] a serve [listener] b as is?  The
+ * same section, and no key changed that rebinds (kr_conf.h, the keys'
+ * reload attribute).
+ */
+static bool
+same_listeners(const struct kr_listener_conf *a,
+               const struct kr_listener_conf *b)
+{
+    return same_str(a->name, b->name) &&
+           !(kr_conf_listener_diff(a, b, NULL, NULL) & KR_RELOAD_REBIND);
+}
+
+/* Is the running upstream a what b would start (no RESTART key changed)? */
+static bool
+same_upstream(const struct kr_upstream_conf *a,
+              const struct kr_upstream_conf *b)
+{
+    return same_str(a->name, b->name) &&
+           !(kr_conf_upstream_diff(a, b, NULL, NULL) & KR_RELOAD_RESTART);
+}
+
+/* The running upstream named like uc, or -1. */
+static int
+find_upstream(const struct kr_daemon *d, const struct kr_upstream_conf *uc)
+{
+    const struct kr_conf *c0 = d->cref0->conf;
+    int i;
+
+    for (i = 0; i < c0->nupstreams; i++) {
+        if (same_str(c0->upstreams[i].name, uc->name)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+static void
+log_lines(int level, const char *prefix, const char *text)
+{
+    const char *l = text, *nl;
+
+    while (l != NULL && *l != '\0') {
+        nl = strchr(l, '\n');
+        kr_log(level, "%s%.*s", prefix,
+               (int)(nl != NULL ? nl - l : (ptrdiff_t)strlen(l)), l);
+        l = nl != NULL ? nl + 1 : NULL;
+    }
+}
+
+int
+kr_daemon_reload(struct kr_daemon *d, const char *path)
+{
+    return reload(d, path, NULL);
+}
+
+static int reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
+                       const char *path, const char *by);
+
+int
+kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
+{
+    if (d->stopping) {
+        if (own) {
+            kr_conf_free(nc);
+        }
+        return KR_ERROR;
+    }
+    return reload_conf(d, nc, own, nc->path != NULL ? nc->path : "(config)",
+                       NULL);
+}
+
+/* "s" when n is not 1: "1 rule", "2 rules". */
+static const char *
+plural(long long n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/*
+ * What a reload builds for one socket set before it commits: the new
+ * groups (kept ones are the running ones) and, per new group, the
+ * running sockets it takes over.
+ */
+struct reload_set {
+    struct kr_lgroup **ng;              /* nc->nlisteners */
+    struct kr_lsock ***take;            /* nc->nlisteners, NULL or
+                                           nsocks entries */
+    struct kr_reuse ru;
+};
+
+static void
+reload_set_free(struct reload_set *rs, int n, const int *keep, bool undo)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (rs->take != NULL) {
+            free(rs->take[i]);
+        }
+        /* only the sockets bound for the new config close */
+        if (undo && rs->ng != NULL && keep[i] < 0) {
+            free_lgroup(rs->ng[i]);
+        }
+    }
+    free(rs->take);
+    free(rs->ng);
+    free(rs->ru.drop);
+    free(rs->ru.claimed);
+}
+
+/*
+ * Bind set's new groups for nc (keep[i]: the running group i keeps, -1:
+ * new; kept[j]: running group j is kept).  KR_ERROR with err: the caller
+ * undoes.
+ */
+static int
+reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
+            const int *keep, const bool *kept, struct reload_set *rs,
+            char *err, size_t errlen)
+{
+    int i, j, nclaim = 0;
+
+    rs->ng = calloc((size_t)(nc->nlisteners ? nc->nlisteners : 1),
+                    sizeof(*rs->ng));
+    rs->take = calloc((size_t)(nc->nlisteners ? nc->nlisteners : 1),
+                      sizeof(*rs->take));
+    rs->ru.drop = calloc((size_t)(set->ng ? set->ng : 1),
+                         sizeof(*rs->ru.drop));
+    for (j = 0; rs->ru.drop != NULL && j < set->ng; j++) {
+        if (!kept[j]) {
+            rs->ru.drop[rs->ru.ndrop++] = set->g[j];
+            nclaim += set->g[j]->nsocks;
+        }
+    }
+    rs->ru.claimed = calloc((size_t)(nclaim ? nclaim : 1),
+                            sizeof(*rs->ru.claimed));
+    if (rs->ng == NULL || rs->take == NULL || rs->ru.drop == NULL ||
+        rs->ru.claimed == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KR_ERROR;
+    }
+    for (i = 0; i < nc->nlisteners; i++) {
+        if (keep[i] >= 0) {
+            rs->ng[i] = set->g[keep[i]];
+            continue;
+        }
+        if (bind_lgroup(nc, &nc->listeners[i], &rs->ng[i], &rs->ru,
+                        &rs->take[i], err, errlen) != KR_OK) {
+            return KR_ERROR;
+        }
+    }
+    return KR_OK;
+}
+
+/*
+ * kr_daemon_reload; by names the signal that asked for it (its notice
+ * line then says the log and audit files were reopened too).
+ */
+static int
+reload(struct kr_daemon *d, const char *path, const char *by)
+{
+    struct kr_conf *nc = NULL;
+    char *errs = NULL;
+    size_t elen = 0;
+    FILE *ef;
+    int rc;
+
+    if (d->stopping) {
+        return KR_ERROR;
+    }
+    ef = open_memstream(&errs, &elen);
+    rc = kr_rule_load(path, ef, &nc);
+    if (ef != NULL) {
+        fclose(ef);
+    }
+    if (rc != KR_OK) {
+        log_lines(KR_LOG_ERROR, "reload refused: ", errs);
+        kr_log_error("%s%sreload of %s refused: the running configuration "
+                     "stays", by != NULL ? by : "", by != NULL ? ": " : "",
+                     path);
+        free(errs);
+        d->reloads_refused++;
+        return KR_ERROR;
+    }
+    free(errs);
+    return reload_conf(d, nc, true, path, by);
+}
+
+/* reload, from the loaded config nc (freed at the end when own). */
+static int
+reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
+            const char *path, const char *by)
+{
+    struct kr_conf_ref *nref = NULL, *old = d->cref;
+    const struct kr_conf *oc = old->conf;
+    struct kr_audit *nau = NULL;
+    struct kr_audit_ref *naref = NULL, *oaref;
+    struct reload_set *rs = NULL;
+    struct kr_wgen **gens = NULL;
+    int *keep = NULL;
+    bool *kept = NULL;
+    char err[512];
+    int i, j, s, opened = 0, nsets = d->nsets;
+
+    /* upstreams cannot change under running sessions */
+    for (i = 0; i < nc->nupstreams; i++) {
+        int ui = find_upstream(d, &nc->upstreams[i]);
+
+        if (ui < 0) {
+            snprintf(err, sizeof(err), "%s:%d: [upstream%s%s] is new: "
+                     "adding an upstream needs a restart", path,
+                     nc->upstreams[i].line,
+                     nc->upstreams[i].name[0] ? " " : "",
+                     nc->upstreams[i].name);
+            goto refuse;
+        }
+        if (!same_upstream(&d->cref0->conf->upstreams[ui],
+                           &nc->upstreams[i])) {
+            kr_log_warn("reload: %s:%d: [upstream%s%s] changed: upstream "
+                        "changes need a restart (the running one stays)",
+                        path, nc->upstreams[i].line,
+                        nc->upstreams[i].name[0] ? " " : "",
+                        nc->upstreams[i].name);
+        }
+    }
+    /* the audit sink: a new target opens first, so failure changes
+       nothing */
+    if (nc->audit.target != NULL &&
+        (d->audit == NULL || !same_str(nc->audit.target,
+                                       oc->audit.target))) {
+        nau = kr_audit_open(nc->audit.target,
+                            (size_t)nc->audit.queue_bytes, err,
+                            sizeof(err));
+        if (nau == NULL) {
+            goto refuse;
+        }
+        naref = kr_audit_ref_new(nau);
+        if (naref == NULL) {
+            kr_audit_close(nau);
+            snprintf(err, sizeof(err), "out of memory");
+            goto refuse;
+        }
+    }
+    /* listeners: keep unchanged groups, open new ones */
+    keep = calloc((size_t)(nc->nlisteners ? nc->nlisteners : 1),
+                  sizeof(*keep));
+    kept = calloc((size_t)(oc->nlisteners ? oc->nlisteners : 1),
+                  sizeof(*kept));
+    rs = calloc((size_t)nsets, sizeof(*rs));
+    gens = calloc((size_t)(d->nworkers ? d->nworkers : 1), sizeof(*gens));
+    if (keep == NULL || kept == NULL || rs == NULL || gens == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto refuse;
+    }
+    for (i = 0; i < nc->nlisteners; i++) {
+        keep[i] = -1;
+        for (j = 0; j < oc->nlisteners; j++) {
+            if (!kept[j] &&
+                same_listeners(&oc->listeners[j], &nc->listeners[i])) {
+                kept[j] = true;
+                keep[i] = j;
+                break;
+            }
+        }
+        if (keep[i] < 0) {
+            opened++;
+        }
+    }
+    /*
+     * Bind every new listener before touching a running one, so that a
+     * refused reload leaves them all as they were.  A new listener on
+     * the address of a dropped group's listener takes that socket over
+     * at commit (no close and rebind: its accept queue stays).
+     */
+    for (s = 0; s < nsets; s++) {
+        if (reload_bind(nc, d->sets[s], keep, kept, &rs[s], err,
+                        sizeof(err)) != KR_OK) {
+            goto undo;
+        }
+    }
+    nref = kr_conf_ref_new(nc, own);
+    if (nref == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto undo;
+    }
+
+    /* commit: the sockets */
+    for (s = 0; s < nsets; s++) {
+        for (i = 0; i < nc->nlisteners; i++) {
+            if (keep[i] < 0) {
+                commit_lgroup(rs[s].ng[i], &nc->listeners[i],
+                              rs[s].take[i]);
+            }
+        }
+    }
+    /* the config and the sink the workers get */
+    d->cref = nref;
+    oaref = d->audit;
+    d->audit = naref != NULL             ? naref
+               : nc->audit.target != NULL ? kr_audit_ref_get(oaref)
+                                          : NULL;
+    for (i = 0; i < d->nworkers; i++) {
+        struct kr_lset tmp = { rs[d->wset[i]].ng, nc->nlisteners };
+
+        gens[i] = worker_gen(d, d->workers[i]->base, &tmp, keep, err,
+                             sizeof(err));
+        if (gens[i] == NULL) {
+            kr_log_error("reload: worker %d: %s: it keeps the "
+                         "configuration it had", i, err);
+        }
+    }
+    /* fan-out: the workers on this thread now, the others when their
+       loop reads the mailbox */
+    for (i = 0; i < d->nworkers; i++) {
+        if (gens[i] == NULL) {
+            continue;
+        }
+        if (d->workers[i]->base == d->base) {
+            kr_worker_apply(d->workers[i], gens[i]);
+        } else {
+            kr_worker_post(d->workers[i], gens[i]);
+        }
+    }
+    /* what no new listener took over closes now (the workers on this
+       thread no longer accept on it; the others on duplicates, until
+       they apply the reload) */
+    for (s = 0; s < nsets; s++) {
+        struct kr_lset *set = d->sets[s];
+
+        for (j = 0; j < set->ng; j++) {
+            if (!kept[j]) {
+                free_lgroup(set->g[j]);
+            }
+        }
+        free(set->g);
+        set->g = rs[s].ng;
+        set->ng = nc->nlisteners;
+        rs[s].ng = NULL;
+    }
+    /* the drops of the sink that was running */
+    audit_report(oaref, "reload");
+    kr_audit_ref_put(oaref);
+    kr_log_level_cur = nc->log.level + d->log_verbose > KR_LOG_TRACE
+                           ? KR_LOG_TRACE
+                           : nc->log.level + d->log_verbose;
+    if (!same_str(nc->log.target, oc->log.target)) {
+        kr_log_close();
+        if (nc->log.target != NULL &&
+            strcmp(nc->log.target, "stderr") != 0 &&
+            kr_log_open(nc->log.target, "krelay") != KR_OK) {
+            kr_log_error("reload: cannot open log %s: logging to stderr",
+                         nc->log.target);
+        }
+    }
+    for (s = 0; s < nsets; s++) {
+        reload_set_free(&rs[s], nc->nlisteners, keep, false);
+    }
+    free(rs);
+    free(gens);
+    free(keep);
+    free(kept);
+    d->reloads++;
+    kr_log_notice("%s%sreloaded %s: %d listener group%s (%d new), %d "
+                  "rule%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
+                  path, nc->nlisteners, plural(nc->nlisteners), opened,
+                  nc->nrules, plural(nc->nrules), by == NULL ? ""
+                  : d->audit != NULL ? "; log and audit files reopened"
+                  : "; log file reopened");
+    /*
+     * Only now: the old config (oc, and path, which may be its own
+     * path string) is used up to the line above.  Sessions and workers
+     * may still hold it; else it goes here.
+     */
+    kr_conf_ref_put(old);
+    return KR_OK;
+
+undo:
+    for (s = 0; s < nsets; s++) {
+        reload_set_free(&rs[s], nc->nlisteners, keep, true);
+    }
+refuse:
+    kr_log_error("%s%sreload of %s refused: %s; the running configuration "
+                 "stays", by != NULL ? by : "", by != NULL ? ": " : "", path,
+                 err);
+    free(rs);
+    free(gens);
+    free(keep);
+    free(kept);
+    kr_audit_ref_put(naref);
+    if (own) {
+        kr_conf_free(nc);
+    }
+    d->reloads_refused++;
+    return KR_ERROR;
+}

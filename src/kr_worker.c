@@ -1,0 +1,586 @@
+/*
+ * kr_worker.c - one event loop: its listener groups, sessions, upstreams,
+ * pipes; generations (start, reload, stop) applied in order.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "kr_audit.h"
+#include "kr_frame.h"
+#include "kr_log.h"
+#include "kr_rule.h"
+#include "kr_session.h"
+#include "kr_upstream.h"
+#include "kr_worker.h"
+
+/* ---- references --------------------------------------------------------- */
+
+struct kr_audit_ref *
+kr_audit_ref_new(struct kr_audit *au)
+{
+    struct kr_audit_ref *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->au = au;
+    atomic_init(&r->refs, 1);
+    return r;
+}
+
+struct kr_audit_ref *
+kr_audit_ref_get(struct kr_audit_ref *r)
+{
+    if (r != NULL) {
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    }
+    return r;
+}
+
+void
+kr_audit_ref_put(struct kr_audit_ref *r)
+{
+    if (r == NULL ||
+        atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) > 1) {
+        return;
+    }
+    kr_audit_close(r->au);
+    free(r);
+}
+
+/* ---- generations -------------------------------------------------------- */
+
+struct kr_wgen *
+kr_wgen_new(struct kr_conf_ref *cref, struct kr_audit_ref *audit,
+            int ngroups)
+{
+    struct kr_wgen *gen = calloc(1, sizeof(*gen));
+    int i;
+
+    if (gen == NULL) {
+        return NULL;
+    }
+    gen->g = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof(*gen->g));
+    if (gen->g == NULL) {
+        free(gen);
+        return NULL;
+    }
+    for (i = 0; i < ngroups; i++) {
+        gen->g[i].keep = -1;
+    }
+    gen->ngroups = ngroups;
+    gen->cref = cref;
+    gen->audit = audit;
+    return gen;
+}
+
+void
+kr_wgen_free(struct kr_wgen *gen)
+{
+    int i, j;
+
+    if (gen == NULL) {
+        return;
+    }
+    for (i = 0; i < gen->ngroups; i++) {
+        for (j = 0; gen->g[i].own && j < gen->g[i].nsocks; j++) {
+            kr_lsock_close(&gen->g[i].socks[j]);
+        }
+        free(gen->g[i].socks);
+    }
+    free(gen->g);
+    kr_conf_ref_put(gen->cref);
+    kr_audit_ref_put(gen->audit);
+    free(gen);
+}
+
+/* ---- the worker --------------------------------------------------------- */
+
+static void mailbox_cb(evutil_socket_t fd, short what, void *arg);
+
+struct kr_worker *
+kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
+              bool mailbox)
+{
+    struct kr_worker *w = calloc(1, sizeof(*w));
+
+    if (w == NULL) {
+        return NULL;
+    }
+    w->base = base;
+    w->index = index;
+    w->mb_fd = -1;
+    w->scratch = malloc(KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX);
+    if (w->scratch == NULL) {
+        free(w);
+        return NULL;
+    }
+    atomic_init(&w->own_ids, 0);
+    w->ids = ids != NULL ? ids : &w->own_ids;
+    w->host.base = base;
+    w->host.cref = &w->cref;
+    w->host.audit = &w->audit;
+    w->host.scratch = w->scratch;
+    w->host.sessions = &w->sessions;
+    w->host.pipes = &w->pipes;
+    w->host.stats = &w->stats;
+    w->host.ids = w->ids;
+    w->host.group_release = kr_worker_group_release;
+    if (mailbox) {
+        w->mb_tail = &w->mb_head;
+        w->mb_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (w->mb_fd < 0 || pthread_mutex_init(&w->mb_lock, NULL) != 0) {
+            if (w->mb_fd >= 0) {
+                close(w->mb_fd);
+            }
+            free(w->scratch);
+            free(w);
+            return NULL;
+        }
+        w->has_mailbox = true;
+        w->mb_ev = event_new(base, w->mb_fd, EV_READ | EV_PERSIST,
+                             mailbox_cb, w);
+        if (w->mb_ev == NULL || event_add(w->mb_ev, NULL) != 0) {
+            kr_worker_free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
+static void
+accept_cb(struct kr_listener *l, evutil_socket_t fd,
+          const struct sockaddr *sa, socklen_t salen, void *arg)
+{
+    struct kr_group *g = arg;
+    struct kr_worker *w = g->w;
+
+    if (w->stopping) {
+        close(fd);
+        return;
+    }
+    if (g->nconn >= g->lc->max_connections) {
+        char peer[64];
+
+        KR_STAT_INC(&w->stats, conn_refused);
+        close(fd);
+        kr_log_rl(KR_LOG_WARN, "listener %s (%s): max_connections %lld "
+                  "reached, refused %s", l->label, l->addrstr,
+                  (long long)g->lc->max_connections,
+                  kr_sockaddr_str(sa, salen, peer, sizeof(peer)));
+        return;
+    }
+    (void)kr_session_new(&w->host, g, l, fd, sa, salen);
+}
+
+static void
+close_group(struct kr_group *g)
+{
+    int j;
+
+    for (j = 0; g != NULL && g->listeners != NULL && j < g->nlisteners;
+         j++) {
+        kr_listener_close(&g->listeners[j]);
+    }
+}
+
+static void
+free_group(struct kr_group *g)
+{
+    if (g == NULL) {
+        return;
+    }
+    close_group(g);
+    free(g->listeners);
+    if (g->cref != NULL) {
+        kr_conf_ref_put(g->cref);
+    }
+    free(g);
+}
+
+static bool
+same_str(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/*
+ * The upstream of [listener] lc: with first (lc is in the config the
+ * upstreams were built from) the one lc->up points at, else the running
+ * one of that name (a reloaded config); NULL when none.
+ */
+static struct kr_upstream *
+group_upstream(const struct kr_worker *w, const struct kr_listener_conf *lc,
+               bool first)
+{
+    const struct kr_conf *c0 = w->cref0->conf;
+    ptrdiff_t ui;
+    int i;
+
+    if (lc->up == NULL) {
+        return w->nups > 0 ? w->ups[0] : NULL;
+    }
+    if (first) {
+        ui = lc->up - c0->upstreams;
+        return ui >= 0 && ui < w->nups ? w->ups[ui] : NULL;
+    }
+    for (i = 0; i < c0->nupstreams && i < w->nups; i++) {
+        if (same_str(c0->upstreams[i].name, lc->up->name)) {
+            return w->ups[i];
+        }
+    }
+    return NULL;
+}
+
+/*
+ * A new group for section gg of lc: accept on its sockets (taken from gg:
+ * the owned fds are the group's now).  NULL with a message in err.
+ */
+static struct kr_group *
+new_group(struct kr_worker *w, const struct kr_listener_conf *lc,
+          bool first, struct kr_wgen_group *gg, char *err, size_t errlen)
+{
+    struct kr_group *g = calloc(1, sizeof(*g));
+    int i;
+
+    if (g == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->w = w;
+    g->lc = lc;
+    g->up = group_upstream(w, lc, first);
+    g->nlisteners = gg->nsocks;
+    g->listeners = calloc((size_t)(gg->nsocks ? gg->nsocks : 1),
+                          sizeof(*g->listeners));
+    if (g->listeners == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(g);
+        return NULL;
+    }
+    for (i = 0; i < gg->nsocks; i++) {
+        struct kr_lsock *ls = &gg->socks[i];
+        int fd = ls->fd;
+
+        ls->fd = -1;                    /* the listener's now, or closed */
+        if (kr_listener_attach(&g->listeners[i], w->base, ls, fd, gg->own,
+                               accept_cb, g, err, errlen) != KR_OK) {
+            free_group(g);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+int
+kr_worker_start(struct kr_worker *w, struct kr_wgen *gen, char *err,
+                size_t errlen)
+{
+    const struct kr_conf *conf = gen->cref->conf;
+    int i;
+
+    w->dns = evdns_base_new(w->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                            EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    if (w->dns == NULL) {
+        /* no usable resolv.conf: numeric addresses still work */
+        w->dns = evdns_base_new(w->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    }
+    if (w->dns == NULL) {
+        snprintf(err, errlen, "cannot create the DNS resolver");
+        kr_wgen_free(gen);
+        return KR_ERROR;
+    }
+    w->cref = gen->cref;
+    gen->cref = NULL;
+    w->cref0 = kr_conf_ref_get(w->cref);
+    w->audit_ref = gen->audit;
+    gen->audit = NULL;
+    w->audit = w->audit_ref != NULL ? w->audit_ref->au : NULL;
+    w->ups = calloc((size_t)(conf->nupstreams ? conf->nupstreams : 1),
+                    sizeof(*w->ups));
+    w->groups = calloc((size_t)(gen->ngroups ? gen->ngroups : 1),
+                       sizeof(*w->groups));
+    if (w->ups == NULL || w->groups == NULL) {
+        snprintf(err, errlen, "out of memory");
+        kr_wgen_free(gen);
+        return KR_ERROR;
+    }
+    w->nups = conf->nupstreams;
+    for (i = 0; i < w->nups; i++) {
+        w->ups[i] = kr_upstream_new(w->base, w->dns, &conf->upstreams[i]);
+        if (w->ups[i] == NULL) {
+            snprintf(err, errlen, "out of memory");
+            kr_wgen_free(gen);
+            return KR_ERROR;
+        }
+    }
+    for (i = 0; i < gen->ngroups; i++) {
+        w->groups[i] = new_group(w, &conf->listeners[i], true, &gen->g[i],
+                                 err, errlen);
+        if (w->groups[i] == NULL) {
+            kr_wgen_free(gen);
+            return KR_ERROR;
+        }
+        w->ngroups = i + 1;
+    }
+    kr_wgen_free(gen);
+    w->started = true;
+    return KR_OK;
+}
+
+/* "s" when n is not 1: "1 rule", "2 rules". */
+static const char *
+plural(long long n)
+{
+    return n == 1 ? "" : "s";
+}
+
+void
+kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
+{
+    const struct kr_conf *nc;
+    struct kr_group **ng;
+    bool *kept;
+    char err[256];
+    int i, j;
+
+    if (gen->stop) {
+        kr_wgen_free(gen);
+        kr_worker_stop(w);
+        return;
+    }
+    if (w->stopping) {
+        kr_wgen_free(gen);
+        return;
+    }
+    nc = gen->cref->conf;
+    ng = calloc((size_t)(gen->ngroups ? gen->ngroups : 1), sizeof(*ng));
+    kept = calloc((size_t)(w->ngroups ? w->ngroups : 1), sizeof(*kept));
+    if (ng == NULL || kept == NULL) {
+        /* the running generation stays */
+        kr_log_error("reload: worker %d: out of memory: it keeps the "
+                     "configuration it had", w->index);
+        free(ng);
+        free(kept);
+        kr_wgen_free(gen);
+        return;
+    }
+    for (i = 0; i < gen->ngroups; i++) {
+        int k = gen->g[i].keep;
+
+        if (k >= 0 && k < w->ngroups && w->groups[k] != NULL && !kept[k]) {
+            kept[k] = true;
+            ng[i] = w->groups[k];
+            ng[i]->lc = &nc->listeners[i];
+        }
+    }
+    /* the sections no longer configured: their listeners close now,
+       before a new section may accept on one of their sockets */
+    for (j = 0; j < w->ngroups; j++) {
+        if (!kept[j]) {
+            close_group(w->groups[j]);
+        }
+    }
+    for (i = 0; i < gen->ngroups; i++) {
+        if (ng[i] != NULL) {
+            continue;
+        }
+        ng[i] = new_group(w, &nc->listeners[i], false, &gen->g[i], err,
+                          sizeof(err));
+        if (ng[i] == NULL) {
+            kr_log_error("reload: worker %d: [listener%s%s]: %s", w->index,
+                         nc->listeners[i].name[0] ? " " : "",
+                         nc->listeners[i].name, err);
+        }
+    }
+    for (j = 0; j < w->ngroups; j++) {
+        struct kr_group *g = w->groups[j], **og;
+
+        if (kept[j] || g == NULL) {
+            continue;
+        }
+        kr_log_notice("reload: [listener%s%s] removed: its listeners are "
+                      "closed, its %lld connection%s stay%s",
+                      g->lc->name[0] ? " " : "", g->lc->name,
+                      (long long)g->nconn, plural(g->nconn),
+                      g->nconn == 1 ? "s" : "");
+        if (g->nconn == 0) {
+            free_group(g);
+            continue;
+        }
+        g->removed = true;
+        g->cref = kr_conf_ref_get(w->cref);
+        og = realloc(w->old_groups,
+                     sizeof(*og) * (size_t)(w->nold_groups + 1));
+        if (og == NULL) {
+            /* cannot track it: it lives until the worker is freed */
+            g->removed = false;
+            continue;
+        }
+        w->old_groups = og;
+        w->old_groups[w->nold_groups++] = g;
+    }
+    /* a section whose group could not be made stays NULL: the indexes
+       are the daemon's (kr_wgen_group.keep) */
+    free(w->groups);
+    free(kept);
+    w->groups = ng;
+    w->ngroups = gen->ngroups;
+    kr_conf_ref_put(w->cref);
+    w->cref = gen->cref;
+    gen->cref = NULL;
+    kr_audit_ref_put(w->audit_ref);
+    w->audit_ref = gen->audit;
+    gen->audit = NULL;
+    w->audit = w->audit_ref != NULL ? w->audit_ref->au : NULL;
+    kr_wgen_free(gen);
+}
+
+static void
+mailbox_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_worker *w = arg;
+    struct kr_wgen *gen, *next;
+    uint64_t n;
+
+    (void)what;
+    while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&w->mb_lock);
+    gen = w->mb_head;
+    w->mb_head = NULL;
+    w->mb_tail = &w->mb_head;
+    pthread_mutex_unlock(&w->mb_lock);
+    for (; gen != NULL; gen = next) {
+        next = gen->next;
+        gen->next = NULL;
+        kr_worker_apply(w, gen);
+    }
+}
+
+void
+kr_worker_post(struct kr_worker *w, struct kr_wgen *gen)
+{
+    uint64_t one = 1;
+
+    gen->next = NULL;
+    pthread_mutex_lock(&w->mb_lock);
+    *w->mb_tail = gen;
+    w->mb_tail = &gen->next;
+    pthread_mutex_unlock(&w->mb_lock);
+    while (write(w->mb_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+}
+
+void
+kr_worker_stop(struct kr_worker *w)
+{
+    int i;
+
+    if (w->stopping) {
+        return;
+    }
+    w->stopping = true;
+    for (i = 0; i < w->ngroups; i++) {
+        close_group(w->groups[i]);
+    }
+    while (w->sessions != NULL) {
+        kr_session_close(w->sessions, KR_LOG_INFO, "krelay is stopping");
+    }
+    for (i = 0; i < w->nups; i++) {
+        if (w->ups[i] != NULL) {
+            kr_upstream_free(w->ups[i]);
+            w->ups[i] = NULL;
+        }
+    }
+    event_base_loopbreak(w->base);
+}
+
+void
+kr_worker_free(struct kr_worker *w)
+{
+    struct kr_wgen *gen, *next;
+    int i;
+
+    if (w == NULL) {
+        return;
+    }
+    kr_worker_stop(w);
+    kr_pipe_pool_free(&w->pipes);
+    for (i = 0; w->groups != NULL && i < w->ngroups; i++) {
+        free_group(w->groups[i]);
+    }
+    free(w->groups);
+    for (i = 0; i < w->nold_groups; i++) {
+        free_group(w->old_groups[i]);
+    }
+    free(w->old_groups);
+    free(w->ups);
+    if (w->dns != NULL) {
+        evdns_base_free(w->dns, 0);
+    }
+    if (w->has_mailbox) {
+        for (gen = w->mb_head; gen != NULL; gen = next) {
+            next = gen->next;
+            kr_wgen_free(gen);
+        }
+        pthread_mutex_destroy(&w->mb_lock);
+    }
+    if (w->mb_ev != NULL) {
+        event_free(w->mb_ev);
+    }
+    if (w->mb_fd >= 0) {
+        close(w->mb_fd);
+    }
+    kr_conf_ref_put(w->cref0);
+    kr_conf_ref_put(w->cref);
+    kr_audit_ref_put(w->audit_ref);
+    free(w->scratch);
+    free(w);
+}
+
+void
+kr_worker_group_release(struct kr_group *g)
+{
+    struct kr_worker *w = g->w;
+    int i;
+
+    if (!g->removed || g->nconn > 0) {
+        return;
+    }
+    for (i = 0; i < w->nold_groups; i++) {
+        if (w->old_groups[i] == g) {
+            w->old_groups[i] = w->old_groups[--w->nold_groups];
+            break;
+        }
+    }
+    free_group(g);
+}
+
+uint16_t
+kr_worker_port(const struct kr_worker *w, int gi, int32_t node_id)
+{
+    const struct kr_group *g;
+    int i;
+
+    if (gi < 0 || gi >= w->ngroups) {
+        return 0;
+    }
+    g = w->groups[gi];
+    for (i = 0; g != NULL && i < g->nlisteners; i++) {
+        if (g->listeners[i].node_id == node_id) {
+            return kr_listener_port(&g->listeners[i]);
+        }
+    }
+    return 0;
+}
+

@@ -1,0 +1,292 @@
+/*
+ * check_stats.c - unit tests for kr_stats: the KR_STATS table (names
+ * unique and Prometheus-valid, help present, cells and offsets
+ * consistent), labelled families counting in the right cell, the
+ * latency histogram, sums over workers and the Prometheus text.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kr_api_keys.h"
+#include "kr_stats.h"
+
+/* An owner of a struct kr_stats, as a worker is. */
+struct owner {
+    struct kr_stats stats;
+};
+
+static struct owner *
+owner_new(void)
+{
+    struct owner *o = calloc(1, sizeof(*o));
+
+    ck_assert_ptr_nonnull(o);
+    return o;
+}
+
+/* Every cell of o that is not 0, as "id:cell" (at most max). */
+static int
+nonzero(const struct owner *o, char out[][32], int max)
+{
+    int id, n = 0;
+    size_t i;
+
+    for (id = 0; id < KR_STAT__N; id++) {
+        for (i = 0; i < kr_stats_desc[id].cells; i++) {
+            if (kr_stats_cell(&o->stats, (enum kr_stat_id)id, i) != 0 &&
+                n < max) {
+                snprintf(out[n++], 32, "%s:%zu", kr_stats_desc[id].name, i);
+            }
+        }
+    }
+    return n;
+}
+
+START_TEST(table_names_unique_help_present)
+{
+    size_t cells = 0;
+    int i, j;
+
+    ck_assert_int_gt(KR_STAT__N, 10);
+    for (i = 0; i < KR_STAT__N; i++) {
+        const struct kr_stat_desc *d = &kr_stats_desc[i];
+        const char *c;
+
+        ck_assert_ptr_nonnull(d->name);
+        /* Prometheus metric names: [a-zA-Z_:][a-zA-Z0-9_:]* (lower
+           snake case here) */
+        ck_assert_msg(islower((unsigned char)d->name[0]), "%s", d->name);
+        for (c = d->name; *c != '\0'; c++) {
+            ck_assert_msg(islower((unsigned char)*c) ||
+                              isdigit((unsigned char)*c) || *c == '_',
+                          "%s", d->name);
+        }
+        ck_assert_msg(d->help != NULL && strlen(d->help) > 10, "%s: help",
+                      d->name);
+        ck_assert_msg(strchr(d->help, '\n') == NULL, "%s: help", d->name);
+        ck_assert_msg(d->cells >= 1, "%s", d->name);
+        ck_assert_msg((d->labels == KR_SL_NONE) == (d->cells == 1) ||
+                          d->type == KR_STAT_HISTOGRAM,
+                      "%s: one cell iff no labels", d->name);
+        ck_assert_msg((d->type == KR_STAT_HISTOGRAM) ==
+                          (d->labels == KR_SL_LATENCY_MS),
+                      "%s: histogram buckets", d->name);
+        ck_assert_int_eq(kr_stats_find(d->name), i);
+        for (j = 0; j < i; j++) {
+            ck_assert_msg(strcmp(kr_stats_desc[j].name, d->name) != 0,
+                          "%s twice", d->name);
+        }
+        /* rows laid out in table order, back to back */
+        ck_assert_uint_eq(d->offset, cells * sizeof(uint64_t));
+        cells += d->cells;
+    }
+    ck_assert_uint_eq(cells * sizeof(uint64_t), sizeof(struct kr_stats));
+    ck_assert_int_eq(kr_stats_find("no_such_counter"), -1);
+    ck_assert_int_eq(kr_stats_find(NULL), -1);
+}
+END_TEST
+
+START_TEST(scalar_counts)
+{
+    struct owner *o = owner_new();
+    char seen[8][32];
+
+    KR_STAT_INC(&o->stats, requests);
+    KR_STAT_INC(&o->stats, requests);
+    KR_STAT_ADD(&o->stats, bytes_up, 1000);
+    KR_STAT_INC(&o->stats, conn_active);
+    KR_STAT_INC(&o->stats, conn_active);
+    KR_STAT_DEC(&o->stats, conn_active);
+    ck_assert_uint_eq(KR_STAT_GET(&o->stats, requests), 2);
+    ck_assert_uint_eq(KR_STAT_GET(&o->stats, bytes_up), 1000);
+    ck_assert_uint_eq(KR_STAT_GET(&o->stats, conn_active), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, KR_STAT_ID_requests, 0), 2);
+    /* nothing else moved */
+    ck_assert_int_eq(nonzero(o, seen, 8), 3);
+    free(o);
+}
+END_TEST
+
+START_TEST(family_right_cell)
+{
+    struct owner *o = owner_new();
+    char seen[8][32], want[32];
+    size_t produce9 = kr_stats_api_cell(KR_API_PRODUCE, 9);
+    size_t fetch9 = kr_stats_api_cell(KR_API_FETCH, 9);
+
+    KR_STAT_INC_L(&o->stats, api_requests, produce9);
+    KR_STAT_INC_L(&o->stats, api_requests, produce9);
+    KR_STAT_INC_L(&o->stats, api_requests, kr_stats_api_cell(KR_API_FETCH, 12));
+    ck_assert_uint_ne(produce9, fetch9);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, api_requests, produce9), 2);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, api_requests, fetch9), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, api_requests,
+                                    kr_stats_api_cell(KR_API_FETCH, 12)), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, api_requests,
+                                    kr_stats_api_cell(KR_API_PRODUCE, 8)), 0);
+    /* outside the cells: the one "other" cell, never out of range */
+    ck_assert_uint_eq(kr_stats_api_cell(-1, 0), KR_STATS_API_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_api_cell(KR_STATS_API_KEYS, 0),
+                      KR_STATS_API_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_api_cell(0, KR_STATS_API_VERSIONS),
+                      KR_STATS_API_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_api_cell(0, -1), KR_STATS_API_CELLS - 1);
+
+    KR_STAT_INC_L(&o->stats, closes, KR_CLOSE_UPSTREAM);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, closes, KR_CLOSE_UPSTREAM), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, closes, KR_CLOSE_CLIENT), 0);
+
+    KR_STAT_INC_L(&o->stats, errors_answered,
+                  kr_stats_kerr_cell(KR_KERR_TOPIC_AUTHORIZATION_FAILED));
+    ck_assert_uint_eq(kr_stats_kerr_cell(-1), 0);
+    ck_assert_uint_eq(kr_stats_kerr_cell(KR_KERR_MAX),
+                      KR_STATS_KERR_CELLS - 2);
+    ck_assert_uint_eq(kr_stats_kerr_cell(KR_KERR_MAX + 1),
+                      KR_STATS_KERR_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_kerr_cell(-2), KR_STATS_KERR_CELLS - 1);
+    ck_assert_int_eq(kr_stats_rule_cell(3), 3);
+    ck_assert_int_eq(kr_stats_rule_cell(-1), -1);
+    ck_assert_int_eq(kr_stats_rule_cell(KR_STATS_RULE_CELLS), -1);
+
+    /* exactly the cells incremented moved */
+    ck_assert_int_eq(nonzero(o, seen, 8), 4);
+    snprintf(want, sizeof(want), "api_requests:%zu", produce9);
+    ck_assert_str_eq(seen[1], want);
+    snprintf(want, sizeof(want), "closes:%d", KR_CLOSE_UPSTREAM);
+    ck_assert_str_eq(seen[0], want);
+    snprintf(want, sizeof(want), "errors_answered:%d",
+             KR_KERR_TOPIC_AUTHORIZATION_FAILED + 1);
+    ck_assert_str_eq(seen[3], want);
+    free(o);
+}
+END_TEST
+
+START_TEST(latency_buckets)
+{
+    struct owner *o = owner_new();
+    const enum kr_stat_id id = KR_STAT_ID_response_latency;
+
+    kr_stats_observe_latency(&o->stats, 0);     /* le 1 ms */
+    kr_stats_observe_latency(&o->stats, 1);     /* le 1 ms: bounds are
+                                                   inclusive */
+    kr_stats_observe_latency(&o->stats, 2);     /* le 2 */
+    kr_stats_observe_latency(&o->stats, 7);     /* le 10 */
+    kr_stats_observe_latency(&o->stats, -5);    /* counts as 0 */
+    kr_stats_observe_latency(&o->stats, 1000000);       /* +Inf */
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 0), 3);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 1), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 2), 0);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 3), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, KR_STATS_LATENCY_BOUNDS),
+                      1);
+    /* the sum cell */
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id,
+                                    KR_STATS_LATENCY_BOUNDS + 1),
+                      1000010);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, KR_STATS_LATENCY_CELLS),
+                      0);
+    free(o);
+}
+END_TEST
+
+/* Rule names for the exposition test. */
+static const char *
+rule_name(int i, void *arg)
+{
+    (void)arg;
+    return i == 2 ? "deny-\"admin\"" : NULL;
+}
+
+START_TEST(sum_and_prometheus_text)
+{
+    struct owner *a = owner_new(), *b = owner_new();
+    const struct kr_stats *st[3];
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    KR_STAT_ADD(&a->stats, requests, 3);
+    KR_STAT_ADD(&b->stats, requests, 4);
+    KR_STAT_INC_L(&a->stats, api_requests, kr_stats_api_cell(KR_API_PRODUCE, 9));
+    KR_STAT_INC_L(&b->stats, api_requests, kr_stats_api_cell(KR_API_PRODUCE, 9));
+    KR_STAT_INC_L(&b->stats, closes, KR_CLOSE_TIMEOUT);
+    KR_STAT_INC_L(&a->stats, rule_hits, 2);
+    KR_STAT_INC_L(&a->stats, errors_answered, kr_stats_kerr_cell(29));
+    kr_stats_observe_latency(&a->stats, 3);
+    kr_stats_observe_latency(&b->stats, 40);
+    st[0] = &a->stats;
+    st[1] = NULL;               /* skipped */
+    st[2] = &b->stats;
+    ck_assert_uint_eq(kr_stats_sum(st, 3, KR_STAT_ID_requests, 0), 7);
+
+    f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(kr_stats_prom(f, st, 3, rule_name, NULL), 0);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "# HELP krelay_requests_total "));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_requests_total "
+                                       "counter\nkrelay_requests_total 7\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_conn_active gauge\n"
+                                       "krelay_conn_active 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_api_requests_total{api="
+                                       "\"Produce\",version=\"9\"} 2\n"));
+    /* only cells that moved are listed */
+    ck_assert_ptr_null(strstr(text, "version=\"8\""));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_closes_total{cause="
+                                       "\"timeout\"} 1\n"));
+    ck_assert_ptr_null(strstr(text, "cause=\"client\""));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_rule_hits_total{rule="
+                                       "\"deny-\\\"admin\\\"\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_errors_answered_total{"
+                                       "error=\"TOPIC_AUTHORIZATION_FAILED\""
+                                       "} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_latency_"
+                                       "seconds histogram\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "bucket{le=\"0.002\"} 0\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "bucket{le=\"0.005\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "bucket{le=\"0.05\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "bucket{le=\"+Inf\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "sum 0.043\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
+                                       "count 2\n"));
+    free(text);
+    free(a);
+    free(b);
+}
+END_TEST
+
+static Suite *
+stats_suite(void)
+{
+    Suite *s = suite_create("stats");
+    TCase *tc = tcase_create("table");
+
+    tcase_add_test(tc, table_names_unique_help_present);
+    tcase_add_test(tc, scalar_counts);
+    tcase_add_test(tc, family_right_cell);
+    tcase_add_test(tc, latency_buckets);
+    tcase_add_test(tc, sum_and_prometheus_text);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(stats_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
