@@ -453,10 +453,13 @@ kr_run() {
     timeout -k 5 "$limit" "$@"
 }
 
-# kr_payloads FILE N TAG: N distinct lines (test payloads).
+# kr_payloads FILE N TAG: N distinct lines (test payloads), each as long
+# as the others (a fixed-width random part): the frames that carry them
+# have the same sizes in every run, which keeps the audit lines' sizes
+# comparable between runs (tests/tools/audit_compare.sh).
 kr_payloads() {
     local i
     for ((i = 1; i <= $2; i++)); do
-        printf '%s-%05d-%s\n' "$3" "$i" "$RANDOM$RANDOM"
+        printf '%s-%05d-%05d%05d\n' "$3" "$i" "$RANDOM" "$RANDOM"
     done >"$1"
 }
