@@ -101,8 +101,15 @@ collect() {
     local side=$1 out=$2 src t rc
     mkdir -p "$out/raw" "$out/logs" || exit 2
     if is_baseline "$side"; then
-        cp "$side"/*.jsonl "$out/raw/" 2>/dev/null
-        cp "$side/results.txt" "$out/results.txt" || exit 2
+        if [ -n "$TESTS" ]; then        # only what -t asked for
+            for t in $TESTS; do
+                cp "$side/$t".*.jsonl "$out/raw/" 2>/dev/null
+                grep "^$t " "$side/results.txt" >>"$out/results.txt"
+            done
+        else
+            cp "$side"/*.jsonl "$out/raw/" 2>/dev/null
+            cp "$side/results.txt" "$out/results.txt" || exit 2
+        fi
         echo "$ME: $side: baseline ($(head -n 1 "$side/about.txt" 2>/dev/null))"
         return
     fi
@@ -182,7 +189,7 @@ abs() {
 
 if [ -n "$SAVE" ]; then
     [ $# -eq 1 ] || usage
-    A=$(abs "$1")
+    A=$(abs "$1") || exit 2
     is_build "$A" || die "$A: not a build directory"
     mkdir -p "$SAVE" || die "cannot create $SAVE"
     [ -z "$(ls -A "$SAVE")" ] || die "$SAVE is not empty"
@@ -198,15 +205,15 @@ if [ -n "$SAVE" ]; then
 fi
 
 [ $# -eq 2 ] || usage
-A=$(abs "$1")
-B=$(abs "$2")
+A=$(abs "$1") || exit 2
+B=$(abs "$2") || exit 2
 keep=1
 if [ -z "$WORK" ]; then
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/audit_compare.XXXXXX") || exit 2
     keep=0
 fi
 mkdir -p "$WORK" || die "cannot create $WORK"
-WORK=$(abs "$WORK")
+WORK=$(abs "$WORK") || exit 2
 rm -rf "$WORK/a" "$WORK/b"
 collect "$A" "$WORK/a"
 collect "$B" "$WORK/b"
@@ -217,7 +224,9 @@ rc=0
 for s in a b; do
     bad=$(failed "$WORK/$s")
     if [ -n "$bad" ]; then
-        echo "$ME: side $s: failed tests: $bad (logs in $WORK/$s/logs)"
+        echo "$ME: side $s: failed tests: $bad"
+        [ "$(count "$WORK/$s"/logs/*)" -eq 0 ] ||
+            echo "$ME: (their output: $WORK/$s/logs)"
         rc=1
     fi
 done
@@ -226,7 +235,8 @@ if (cd "$WORK" && diff -ruN a/norm b/norm) >"$WORK/audit.diff"; then
         "$(cat "$WORK"/a/norm/* | wc -l) normalised lines"
 else
     cat "$WORK/audit.diff"
-    echo "$ME: the audit logs DIFFER (above; $WORK/audit.diff)"
+    echo "$ME: the audit logs DIFFER (above; $WORK/audit.diff; word by" \
+        "word: git diff --no-index --word-diff $WORK/a/norm $WORK/b/norm)"
     rc=1
 fi
 if [ "$rc" -eq 0 ] && [ "$keep" -eq 0 ]; then
