@@ -42,8 +42,11 @@ ME=audit_compare.sh
 TOOLS=$(cd "$(dirname "$0")" && pwd)
 NORMALISE=$TOOLS/audit_normalise.py
 
+TMPWORK=                        # a temporary directory of ours
+
 die() {
     echo "$ME: $*" >&2
+    [ -z "$TMPWORK" ] || rm -rf "$TMPWORK"
     exit 2
 }
 
@@ -193,11 +196,11 @@ if [ -n "$SAVE" ]; then
     is_build "$A" || die "$A: not a build directory"
     mkdir -p "$SAVE" || die "cannot create $SAVE"
     [ -z "$(ls -A "$SAVE")" ] || die "$SAVE is not empty"
-    tmp=$(mktemp -d) || exit 2
-    collect "$A" "$tmp"
-    cp "$tmp"/raw/*.jsonl "$tmp/results.txt" "$tmp/about.txt" "$SAVE/" ||
-        die "cannot write $SAVE"
-    rm -rf "$tmp"
+    TMPWORK=$(mktemp -d) || exit 2
+    collect "$A" "$TMPWORK"
+    cp "$TMPWORK"/raw/*.jsonl "$TMPWORK/results.txt" "$TMPWORK/about.txt" \
+        "$SAVE/" || die "cannot write $SAVE"
+    rm -rf "$TMPWORK"
     echo "$ME: baseline of $A in $SAVE: $(count "$SAVE"/*.jsonl) files"
     bad=$(failed "$SAVE")
     [ -z "$bad" ] || { echo "$ME: failed tests: $bad"; exit 1; }
@@ -210,6 +213,7 @@ B=$(abs "$2") || exit 2
 keep=1
 if [ -z "$WORK" ]; then
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/audit_compare.XXXXXX") || exit 2
+    TMPWORK=$WORK
     keep=0
 fi
 mkdir -p "$WORK" || die "cannot create $WORK"
