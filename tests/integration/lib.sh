@@ -16,6 +16,12 @@
 #                             brokers directly, krelay is not started and
 #                             the krelay-specific assertions are skipped
 #   KRELAY_TEST_KEEP=1        keep the work directory
+#   KR_AUDIT_KEEP=DIR         at teardown, copy every audit file the test
+#                             left in its work directory (audit*.log, the
+#                             [audit] targets the tests configure) to
+#                             DIR/<test>.<file>.jsonl, e.g.
+#                             rules_failsafe.audit-deny.jsonl; unset: no
+#                             copy (tests/tools/audit_compare.sh uses it)
 #   KRELAY_LOG_LEVEL          krelay's [log] level (default debug)
 #   KRELAY_TEST_TIME_SCALE    multiplies the watchdog (kr_setup) and the
 #                             client limits (kr_run); default 3: these
@@ -37,6 +43,10 @@ KR_TEST_NAME=$(basename "$0" .sh)
 : "${KRELAY_TEST_DIRECT:=0}"
 : "${KRELAY_LOG_LEVEL:=debug}"
 : "${KRELAY_TEST_TIME_SCALE:=3}"
+case ${KR_AUDIT_KEEP:-} in
+    '' | /*) ;;
+    *) KR_AUDIT_KEEP=$PWD/$KR_AUDIT_KEEP ;;  # before any test changes dir
+esac
 KR_PY=/usr/bin/python3          # Debian's, with kafka-python
 KR_KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
 KR_KRMOCK=${KRMOCK_BIN:-$top_builddir/tests/mock/krmock}
@@ -113,6 +123,24 @@ kr_need_node() {
     done
 }
 
+# kr_audit_keep: with KR_AUDIT_KEEP=DIR, copy the audit files of this
+# test (krelay stopped: flushed) to DIR/<test>.<file>.jsonl.  Never fails
+# the test: a copy that fails is logged.
+kr_audit_keep() {
+    local f base
+    [ -n "${KR_AUDIT_KEEP:-}" ] || return 0
+    if ! mkdir -p "$KR_AUDIT_KEEP"; then
+        kr_log "KR_AUDIT_KEEP: cannot create $KR_AUDIT_KEEP"
+        return 0
+    fi
+    for f in "$KR_WORK"/audit*.log; do
+        [ -f "$f" ] || continue
+        base=$(basename "$f" .log)
+        cp "$f" "$KR_AUDIT_KEEP/$KR_TEST_NAME.$base.jsonl" ||
+            kr_log "KR_AUDIT_KEEP: cannot copy $f"
+    done
+}
+
 kr_cleanup() {
     local rc=$? i pid
     trap - EXIT INT TERM
@@ -130,6 +158,7 @@ kr_cleanup() {
         wait "$pid" 2>/dev/null || true
     done
     if [ -n "$KR_WORK" ] && [ -d "$KR_WORK" ]; then
+        kr_audit_keep
         if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
             local f
             for f in "$KR_WORK"/*.log; do
@@ -453,10 +482,13 @@ kr_run() {
     timeout -k 5 "$limit" "$@"
 }
 
-# kr_payloads FILE N TAG: N distinct lines (test payloads).
+# kr_payloads FILE N TAG: N distinct lines (test payloads), each as long
+# as the others (a fixed-width random part): the frames that carry them
+# have the same sizes in every run, which keeps the audit lines' sizes
+# comparable between runs (tests/tools/audit_compare.sh).
 kr_payloads() {
     local i
     for ((i = 1; i <= $2; i++)); do
-        printf '%s-%05d-%s\n' "$3" "$i" "$RANDOM$RANDOM"
+        printf '%s-%05d-%05d%05d\n' "$3" "$i" "$RANDOM" "$RANDOM"
     done >"$1"
 }
