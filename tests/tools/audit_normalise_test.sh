@@ -162,6 +162,20 @@ p3[2]["errors"] = {"NOT_LEADER_OR_FOLLOWER": 1}
 c3, _ = run(p3, "--collapse-runs", "--drop-record-sizes")
 check("--collapse-runs: an error inside a run still shows", c3 != c2, c3)
 
+# A client retrying on its clock: more of the same connection.
+c4, _ = run(p1 + producer([130], 7004), "--collapse-runs",
+            "--drop-record-sizes")
+c5, _ = run(p1 + producer([130], 7004) + producer([265, 130], 7005),
+            "--collapse-runs", "--drop-record-sizes")
+check("--collapse-runs: equal connections count once", c4 == c5 == c1,
+      (c4, c5))
+check("strict: one more connection shows",
+      run(p1 + producer([130], 7004))[0] != run(p1)[0])
+p6 = producer([130], 7006)
+p6[-1]["reason"] = "closed by [rule x]"
+c6, _ = run(p1 + p6, "--collapse-runs", "--drop-record-sizes")
+check("--collapse-runs: a different connection still shows", c6 != c1, c6)
+
 # Input that is not an audit file.
 out, rc = run(['{"type":"connection"}', "not json"])
 check("a line that is not JSON: exit 2 naming the line",
