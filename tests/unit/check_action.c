@@ -1376,7 +1376,10 @@ action_suite(void)
     tcase_add_test(tc, test_sweep_supported);
     suite_add_tcase(s, tc);
 
+    /* test_deny_error_for decodes requests into the arena and keeps
+     * frames: without the fixture, CK_FORK=no leaks both. */
     tc = tcase_create("tables");
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_deny_error);
     tcase_add_test(tc, test_deny_error_for);
     tcase_add_test(tc, test_kip219);
