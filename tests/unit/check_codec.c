@@ -1320,10 +1320,10 @@ START_TEST(test_all_random)
                         rc = decode_flat(&ta, cut, k, api->key, v,
                                          (enum kr_dir)d, 0, &m3, &err);
                         kr_arena_reset(&ta);
-                        ck_assert_msg(rc == KR_EPROTO,
+                        KR_TEST_CHECK(rc == KR_EPROTO,
                                       "%s cut at %zu: %s", what, k,
                                       kr_status_str(rc));
-                        ck_assert_msg(err.offset <= k, "%s cut at %zu: "
+                        KR_TEST_CHECK(err.offset <= k, "%s cut at %zu: "
                                       "offset %zu", what, k, err.offset);
                         free(cut);
                     }
@@ -1383,8 +1383,8 @@ scan_pieces(int16_t key, int16_t v, enum kr_dir d, const uint8_t *p,
     size_t at = 0, used, n;
     int rc;
 
-    ck_assert_int_eq(kr_scan_init(&sc, key, v, d == KR_DIR_RESPONSE, limit),
-                     KR_OK);
+    rc = kr_scan_init(&sc, key, v, d == KR_DIR_RESPONSE, limit);
+    KR_TEST_CHECK(rc == KR_OK, "%s", kr_status_str(rc));
     for (;;) {
         n = mode == 0 ? plen - at : mode == 1 ? 1
                       : 1 + rndn(seed, (uint32_t)(plen / 3 + 1));
@@ -1392,13 +1392,15 @@ scan_pieces(int16_t key, int16_t v, enum kr_dir d, const uint8_t *p,
             n = plen - at;
         }
         rc = kr_scan_feed(&sc, n > 0 ? p + at : NULL, n, &used);
-        ck_assert_uint_le(used, n);
+        KR_TEST_CHECK(used <= n, "used %zu of %zu", used, n);
         at += used;
-        ck_assert_uint_eq(sc.off, at);
+        KR_TEST_CHECK(sc.off == at, "off %llu, at %zu",
+                      (unsigned long long)sc.off, at);
         if (rc != KR_AGAIN) {
             break;
         }
-        ck_assert_uint_eq(used, n);     /* AGAIN consumed everything */
+        /* AGAIN consumed everything */
+        KR_TEST_CHECK(used == n, "used %zu of %zu", used, n);
         if (at == plen) {
             break;
         }
@@ -1514,9 +1516,10 @@ START_TEST(test_scan_all)
                 for (k = 0; k < want; k += it == 0 ? 1 : 1 + want / 16) {
                     rc = scan_pieces(api->key, v, (enum kr_dir)d, p, k, k,
                                      &r.seed, 2, &off);
-                    ck_assert_msg(rc == KR_EPROTO, "%s cut at %zu: %s", what,
+                    KR_TEST_CHECK(rc == KR_EPROTO, "%s cut at %zu: %s", what,
                                   k, kr_status_str(rc));
-                    ck_assert_uint_le(off, k);
+                    KR_TEST_CHECK(off <= k, "%s cut at %zu: at %llu", what,
+                                  k, (unsigned long long)off);
                 }
                 /* the whole frame, but only part of it arrived yet */
                 for (k = 0; k < want; k += 1 + want / 8) {
