@@ -58,21 +58,19 @@ static struct {
 static void
 setup_rules(const char *rules)
 {
-    char text[2048], err[160] = "";
+    char text[2048];
     size_t len = 0;
     char *errs = NULL;
     FILE *f = open_memstream(&errs, &len);
     int rc;
 
+    /* as the daemon loads: the ruleset is the config's (kr_conf_free) */
     snprintf(text, sizeof(text), "%s%s", BASE, rules);
-    rc = kr_conf_load_string(text, "t.ini", f, &T.conf);
+    rc = kr_rule_load_string(text, "t.ini", f, &T.conf);
     fclose(f);
     ck_assert_msg(rc == KR_OK, "config refused: %s", errs);
     free(errs);
-    if (T.conf->ruleset == NULL) {
-        T.conf->ruleset = kr_rule_compile(T.conf, err, sizeof(err));
-    }
-    ck_assert_msg(T.conf->ruleset != NULL, "%s", err);
+    ck_assert_ptr_nonnull(T.conf->ruleset);
     kr_rule_conn_mask(T.conf->ruleset, "", NULL, NULL, &T.mask);
     memset(&T.c, 0, sizeof(T.c));
     T.c.rs = T.conf->ruleset;
