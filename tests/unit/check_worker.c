@@ -151,7 +151,7 @@ fb_main(void *arg)
 {
     struct fb *fb = arg;
     struct pollfd pf[FB_CONNS + 2];
-    int i, n;
+    int i, n, polled;
 
     for (;;) {
         pf[0].fd = fb->stop[0];
@@ -162,7 +162,8 @@ fb_main(void *arg)
             pf[2 + i].fd = fb->c[i].fd;
             pf[2 + i].events = POLLIN;
         }
-        n = poll(pf, (nfds_t)(2 + fb->n), 1000);
+        polled = fb->n;
+        n = poll(pf, (nfds_t)(2 + polled), 1000);
         if (n < 0 && errno != EINTR) {
             break;
         }
@@ -180,7 +181,9 @@ fb_main(void *arg)
                 fb->c[fb->n++].fd = fd;
             }
         }
-        for (i = 0; i < fb->n; i++) {
+        /* only the connections poll saw: one accepted just now has no
+           revents yet (and a blocking read on it could wait forever) */
+        for (i = 0; i < polled; i++) {
             struct fb_conn *c = &fb->c[i];
             ssize_t r;
 
