@@ -179,8 +179,8 @@ struct kr_an_decision {
     bool evaluated;                     /* rules matched (verdict, for
                                            counting rule hits) */
     struct kr_verdict verdict;
-    bool undecodable;                   /* FORWARD_UNDECODED, or answered
-                                           for not decoding: counted */
+    bool undecodable;                   /* FORWARD_UNDECODED: counted in
+                                           frames_undecodable */
     bool refused;                       /* REFUSE: counted */
     bool want_rsp_first;                /* a SaslHandshake v0 goes
                                            upstream: parse nothing more
