@@ -145,6 +145,11 @@ struct kr_conn {
     unsigned reading:1;                 /* rev is added */
     unsigned writing:1;                 /* wev is added */
     unsigned connected:1;
+    char host[256];                     /* upstream: the host name dialled
+                                           (a broker's advertised host, a
+                                           bootstrap or dial.N host; no
+                                           port, no brackets), for SNI and
+                                           certificate checks; "" none */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */

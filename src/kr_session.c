@@ -4029,6 +4029,9 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
     }
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     s->up.fd = fd;
+    kr_log_debug("[%s] connecting to upstream %s (host name \"%s\", %s "
+                 "transport)", s->name, s->upname, s->up.host,
+                 s->up.ops->name);
     s->up.rev = event_new(base, fd, EV_READ | EV_PERSIST, up_read_cb, s);
     s->up.wev = event_new(base, fd, EV_WRITE | EV_PERSIST, up_write_cb, s);
     if (s->up.rev == NULL || s->up.wev == NULL) {
@@ -4055,7 +4058,7 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
 
 static void
 resolved_cb(void *arg, int status, const struct sockaddr *addr,
-            socklen_t addrlen, const char *what)
+            socklen_t addrlen, const char *host, const char *what)
 {
     struct kr_session *s = arg;
 
@@ -4075,6 +4078,9 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
                      "%d (%s)", s->l->node_id, s->upname);
         }
     } else {
+        /* the name, not only the address: SNI and certificate checks */
+        snprintf(s->up.host, sizeof(s->up.host), "%s",
+                 host != NULL ? host : "");
         up_connect(s, addr, addrlen);
     }
     leave(s);
