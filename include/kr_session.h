@@ -122,7 +122,6 @@ struct kr_session {
                                            as a broker mutes the channel */
     int depth;                          /* callbacks on the stack */
     unsigned dead:1;                    /* closed, freed at depth 0 */
-    unsigned seen_first:1;              /* first client frame checked */
     unsigned req_blocked:1;             /* max_inflight reached */
     unsigned opaque:1;                  /* unknown SASL: raw bytes */
     unsigned draining:1;                /* upstream gone, flushing client */
@@ -179,11 +178,20 @@ struct kr_session {
  * Start a session for an accepted client socket fd (nonblocking; the
  * session owns it from now on, also on failure).  Opens the upstream
  * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
- * session may already be closed when this returns (upstream unknown).
+ * session may already be closed when this returns (upstream unknown, its
+ * transport could not be set up).
  */
 int kr_session_new(struct kr_proxy *p, struct kr_group *g,
                    const struct kr_listener *l, evutil_socket_t fd,
                    const struct sockaddr *sa, socklen_t salen);
+
+/*
+ * Tests only: when set, connections of sessions created from then on (the
+ * client's and the upstream's) use this transport instead of plain TCP
+ * (tests/unit/kr_fault_xprt.h injects faults through it).  NULL in krelay
+ * itself.  Set it before the event loop runs; read on the loop's thread.
+ */
+extern const struct kr_conn_ops *kr_session_test_ops;
 
 /*
  * The one close path: log fmt at level with the session's prefix, close
