@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conf.h"
+#include "kr_fault_xprt.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_proxy.h"
@@ -731,6 +733,7 @@ teardown(void)
 {
     int i;
 
+    kr_session_test_ops = NULL;
     kr_proxy_free(T.p);
     kr_rule_free(T.conf.ruleset);
     T.conf.ruleset = NULL;
@@ -3032,6 +3035,451 @@ START_TEST(splice_upstream_closes_after_run)
 }
 END_TEST
 
+/* ---- the transport seam under faults (kr_fault_xprt.h) ----------------- */
+
+/*
+ * Sessions created from now on use the fault-injecting transport on both
+ * sides, with seed _i: short reads and writes, EAGAIN with and without
+ * the opposite event, bytes held inside the transport, a handshake of
+ * three steps.  Splice lanes are asked for (splice_min_bytes 1) but never
+ * start: the transport has a record layer.
+ */
+static void
+fault_on(int seed)
+{
+    struct kr_fault_conf fc = {
+        .seed = (uint64_t)seed * 7919 + 17,
+        .read_again = 100,
+        .read_want_write = 100,
+        .read_one = 100,
+        .read_short = 150,
+        .read_hold = 150,
+        .write_want_read = 500,
+        .write_again = 100,
+        .write_one = 100,
+        .write_short = 150,
+        .hs_steps = 3,
+        .hs_want_read = 500,
+    };
+
+    kr_fault_setup(&fc);
+    kr_session_test_ops = &kr_fault_ops;
+    T.lc.splice_min_bytes = 1;
+}
+
+/* Every session's connections ran the fault transport, its handshake
+   first, and kept the stages; nothing was spliced. */
+static void
+fault_kept_stages(void)
+{
+    const struct kr_fault_stats *st = &kr_fault_stats;
+    struct kr_session *s;
+
+    for (s = T.p->sessions; s != NULL; s = s->next) {
+        ck_assert_ptr_eq(s->client.ops, &kr_fault_ops);
+        ck_assert_ptr_eq(s->up.ops, &kr_fault_ops);
+        ck_assert_int_eq(s->client.stage, KR_STAGE_FRAMES);
+        ck_assert_int_eq(s->up.stage, KR_STAGE_FRAMES);
+    }
+    ck_assert_uint_eq(st->misuse, 0);
+    ck_assert_uint_ge(st->conns, 2);
+    ck_assert_uint_ge(st->hs_done, 2);
+    ck_assert_uint_eq(st->hs_steps, st->hs_done + st->hs_want_read +
+                      st->hs_want_write);
+    ck_assert_uint_eq(T.p->stats.bytes_spliced, 0);
+}
+
+/* Each fault path of a read and a write was taken at least once. */
+static void
+fault_paths_taken(void)
+{
+    const struct kr_fault_stats *st = &kr_fault_stats;
+
+    ck_assert_uint_gt(st->read_again, 0);
+    ck_assert_uint_gt(st->read_want_write, 0);
+    ck_assert_uint_gt(st->read_after_want_write, 0);
+    ck_assert_uint_gt(st->read_one, 0);
+    ck_assert_uint_gt(st->read_short, 0);
+    ck_assert_uint_gt(st->read_hold, 0);
+    ck_assert_uint_gt(st->read_pending, 0);
+    ck_assert_uint_gt(st->write_again, 0);
+    ck_assert_uint_gt(st->write_one, 0);
+    ck_assert_uint_gt(st->write_short, 0);
+    ck_assert_uint_gt(st->hs_want_write, 0);
+}
+
+/*
+ * Produce and Heartbeat round trips, pipelined in batches of 1 to 8
+ * frames, with Acks=0 Produce requests among them (no response): the
+ * broker sees every request byte and the client every response byte, in
+ * order, whatever the transport does.
+ */
+START_TEST(fault_round_trips)
+{
+    struct bb req = { 0 }, exp = { 0 }, one = { 0 };
+    struct cli *c;
+    size_t sent = 0, off = 0, flen;
+    int i, k, n = 0, acks0 = 0;
+
+    fault_on(_i);
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 400; i++) {
+        one.n = 0;
+        if (i % 7 == 3) {
+            acks0++;
+            req_produce(&one, i, 0, (size_t)(i % 50) * 20);
+        } else if (i % 3 == 1) {
+            req_produce(&one, i, -1, (size_t)i * 13);
+            echo_response(&exp, one.b, one.n, 0, 0);
+        } else {
+            req_heartbeat(&one, i);
+            echo_response(&exp, one.b, one.n, 0, 0);
+        }
+        bput(&req, one.b, one.n);
+    }
+    /* batches of 1..8 frames, the loop stepped between them */
+    while (off < req.n) {
+        for (k = 0; k < 1 + n % 8 && off < req.n; k++) {
+            flen = 4 + (size_t)kr_frame_i32(req.b + off);
+            off += flen;
+        }
+        cli_send(c, req.b + sent, off - sent);
+        sent = off;
+        for (k = 0; k < 1 + n % 3; k++) {
+            event_base_loop(T.base, EVLOOP_NONBLOCK);
+        }
+        n++;
+    }
+    fake_expect(&req);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.requests, 400);
+    ck_assert_uint_eq(T.p->stats.requests_acks0, (uint64_t)acks0);
+    ck_assert_ptr_nonnull(T.p->sessions);
+    /* the name dialled reached the connection (the bootstrap's) */
+    ck_assert_str_eq(T.p->sessions->up.host, "127.0.0.1");
+    fault_kept_stages();
+    fault_paths_taken();
+    ck_assert_uint_gt(kr_fault_stats.write_want_read, 0);
+    free(req.b);
+    free(exp.b);
+    free(one.b);
+}
+END_TEST
+
+/*
+ * A streamed Fetch v16 response (300 KB of records, NodeEndpoints
+ * rewritten at the same length) released in four pieces: each piece
+ * reaches the client before the next is sent, so bytes the transport
+ * holds are read without a socket event (kr_conn_kick).
+ */
+START_TEST(fault_fetch_streamed)
+{
+    struct bb rsp = { 0 }, exp = { 0 };
+    struct cli *c;
+    int k;
+
+    fault_on(_i);
+    T.lc.advertised_host = (char *)"127.0.0.1";
+    c = fetch16_setup(5, 300000, "10.1.2.3.", 9092, false, &rsp);
+    for (k = 0; k < 3; k++) {
+        /* several rounds: the read that takes a piece may hold part of it
+           (read_hold), what follows comes without a socket event */
+        fake_release_pieces(c, 4);
+        rsp_fetch16(&exp, 5, 300000, "127.0.0.1", 0, false);
+        cli_expect(c, &exp);
+        exp.n = 0;
+        if (k < 2) {
+            struct bb req = { 0 };
+            struct wait w = { 0 };
+
+            T.fb.hold = true;           /* fake_release ended it */
+            req_fetch16(&req, 5);
+            cli_send(c, req.b, req.n);
+            while (evbuffer_get_length(T.fb.pending) == 0 && !c->closed &&
+                   waiting(&w, progress())) {
+                pump_once();
+            }
+            ck_assert_uint_gt(evbuffer_get_length(T.fb.pending), 0);
+            fake_replace_pending(&rsp);
+            free(req.b);
+        }
+    }
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses_streamed, 3);
+    ck_assert_uint_eq(T.p->stats.responses_held, 0);
+    fault_kept_stages();
+    ck_assert_uint_gt(kr_fault_stats.read_pending, 0);
+    ck_assert_uint_gt(kr_fault_stats.read_pending_quiet, 0);
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * A rule holds the Metadata response (fault latency 30 ms): the
+ * Heartbeat and Produce responses behind it wait for it, and every
+ * response reaches the client in request order, the Metadata one
+ * rewritten.
+ */
+START_TEST(fault_rule_held)
+{
+    struct bb req = { 0 }, exp = { 0 }, one = { 0 };
+    struct cli *c;
+    size_t at;
+    int i;
+
+    fault_on(_i);
+    rule_one(KR_API_METADATA, 30, false);
+    T.lc.broker_port_base = free_port();
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 12; i++) {
+        one.n = 0;
+        if (i % 4 == 1) {
+            at = req_begin(&one, KR_API_METADATA, 1, i);
+            b32(&one, -1);              /* all topics */
+            bend(&one, at);
+            metadata_response(&exp, i, 0, "127.0.0.1",
+                              kr_proxy_port(T.p, 0, 0));
+        } else {
+            if (i % 4 == 2) {
+                req_produce(&one, i, 1, 2000);
+            } else {
+                req_heartbeat(&one, i);
+            }
+            echo_response(&exp, one.b, one.n, 0, 0);
+        }
+        bput(&req, one.b, one.n);
+    }
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(T.p->stats.responses, 12);
+    fault_kept_stages();
+    free(req.b);
+    free(exp.b);
+    free(one.b);
+}
+END_TEST
+
+/*
+ * Backpressure: the client stops reading 16 responses of 512 KiB; krelay
+ * stops reading the upstream, then the client reads again and every byte
+ * arrives in order.
+ */
+START_TEST(fault_backpressure)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct wait w = { 0 };
+    struct cli *c;
+    int i;
+
+    fault_on(_i);
+    T.fb.extra = 512 * 1024;
+    start();
+    c = cli_open(boot_port(), 65536);
+    for (i = 0; i < 16; i++) {
+        req_heartbeat(&req, i);
+    }
+    cli_send(c, req.b, req.n);
+    event_del(c->rev);          /* the client stops reading */
+    fake_expect(&req);
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    while (s->up.reading && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    for (i = 0; i < 30; i++) {
+        pump_once();
+    }
+    i = 4 << 20;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &i, sizeof(i));
+    event_add(c->rev, NULL);
+    expected_echo(&req, T.fb.extra, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    fault_kept_stages();
+    fault_paths_taken();
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * Reads paused with bytes inside the transport: the client's ten
+ * requests are taken off its socket at once by the transport (as OpenSSL
+ * reads ahead), which returns 60 bytes at most per read.  At
+ * max_inflight 4 krelay stops reading the client while the transport
+ * still holds requests and the socket is empty; when answers free the
+ * slots, reading resumes and only kr_conn_kick can make the held
+ * requests readable: no socket event will come.  Every request and
+ * response arrives, in order.
+ */
+START_TEST(fault_paused_reads_resume)
+{
+    struct kr_fault_conf fc = {
+        .seed = (uint64_t)_i,
+        .read_gulp = 1000,
+        .gulp_max = 60,
+    };
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct wait w = { 0 }, w2 = { 0 };
+    struct cli *c;
+    int i, avail = -1;
+
+    kr_fault_setup(&fc);
+    kr_session_test_ops = &kr_fault_ops;
+    T.lc.max_inflight = 4;
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < 10; i++) {
+        req_heartbeat(&req, 100 + i);
+    }
+    cli_send(c, req.b, req.n);
+    while (T.fb.nreq < 4 && waiting(&w, progress())) {
+        pump_once();
+    }
+    for (i = 0; i < 50; i++) {
+        pump_once();
+    }
+    ck_assert_int_eq(T.fb.nreq, 4);
+    s = T.p->sessions;
+    ck_assert_ptr_nonnull(s);
+    ck_assert(s->req_blocked);
+    ck_assert(!s->client.reading);
+    /* the rest is inside the transport, none in the socket */
+    ck_assert_uint_gt(kr_fault_ops.pending(&s->client), 0);
+    ck_assert_int_eq(ioctl(s->client.fd, FIONREAD, &avail), 0);
+    ck_assert_int_eq(avail, 0);
+    fake_release(&T.fb);
+    while (T.fb.nreq < 10 && waiting(&w2, progress())) {
+        pump_once();
+        if (evbuffer_get_length(T.fb.pending) > 0) {
+            fake_release(&T.fb);
+        }
+    }
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_gt(kr_fault_stats.read_gulp, 0);
+    ck_assert_uint_gt(kr_fault_stats.read_pending_quiet, 0);
+    fault_kept_stages();
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The first bytes decide before framing starts, over reads of any size:
+ * a TLS ClientHello on this plaintext listener is refused with the one
+ * log line; a Kafka client whose first request arrives in two parts is
+ * served, its handshake waiting for readability while the second part
+ * is in the socket.
+ */
+START_TEST(fault_sniff_then_handshake)
+{
+    static const uint8_t hello[] = {
+        0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03
+    };
+    struct kr_fault_conf fc = {
+        .seed = (uint64_t)_i,
+        .read_one = 500,                /* the sniff waits for 4 bytes */
+        .hs_steps = 4,
+        .hs_want_read = 1000,           /* readable: always wait for it */
+    };
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct wait w = { 0 };
+    struct cli *bad, *good;
+    char *log;
+
+    kr_fault_setup(&fc);
+    kr_session_test_ops = &kr_fault_ops;
+    log_capture();
+    start();
+    bad = cli_open(boot_port(), 0);
+    cli_send(bad, hello, sizeof(hello));
+    ck_assert(cli_wait_closed(bad));
+    ck_assert_uint_eq(evbuffer_get_length(bad->in), 0);
+    ck_assert_uint_eq(T.p->stats.close_bad_input, 1);
+    ck_assert_uint_eq(T.fb.nreq, 0);
+    log = log_text();
+    ck_assert_ptr_nonnull(strstr(log, "TLS handshake on a plaintext "
+                                      "listener"));
+    free(log);
+
+    good = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 7);
+    cli_send(good, req.b, 6);
+    while ((s = T.p->sessions) == NULL ||
+           (s->client.stage != KR_STAGE_HANDSHAKE && waiting(&w, progress() +
+                                                     s->client.bytes_in))) {
+        pump_once();
+    }
+    ck_assert_int_eq(s->client.stage, KR_STAGE_HANDSHAKE);
+    ck_assert(!s->client.connected);
+    cli_send(good, req.b + 6, req.n - 6);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(good, &exp);
+    ck_assert(!good->closed);
+    ck_assert_uint_eq(T.p->stats.close_bad_input, 1);
+    fault_kept_stages();
+    ck_assert_uint_gt(kr_fault_stats.hs_want_read, 0);
+    ck_assert_uint_gt(kr_fault_stats.read_one, 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The upstream connection carries the name it dialled, not only the
+ * address: a dial.0 host from /etc/hosts ("localhost") for the broker
+ * listener, logged at debug when connecting.
+ */
+START_TEST(upstream_host_name)
+{
+    struct bb req = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+    char *log;
+
+    T.dial.node_id = 0;
+    T.dial.addr.host = (char *)"localhost";
+    T.dial.addr.port = T.fb.port;
+    T.uc.dial = &T.dial;
+    T.uc.ndial = 1;
+    log_capture();
+    kr_log_level_cur = KR_LOG_DEBUG;
+    start();
+    c = cli_open(kr_proxy_port(T.p, 0, 0), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    /* localhost may be ::1 first, where the fake does not listen: only
+       the name matters here */
+    while (T.fb.nreq == 0 && !c->closed && waiting(&w, progress())) {
+        pump_once();
+    }
+    if (T.fb.nreq > 0) {
+        ck_assert_ptr_nonnull(T.p->sessions);
+        ck_assert_str_eq(T.p->sessions->up.host, "localhost");
+    }
+    log = log_text();
+    ck_assert_msg(strstr(log, "(host name \"localhost\", tcp transport)") !=
+                  NULL, "%s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -3097,6 +3545,19 @@ session_suite(void)
     tcase_add_test(tc, splice_upstream_closes_mid_run);
     tcase_add_test(tc, splice_upstream_closes_after_run);
     tcase_add_test(tc, splice_client_closes_mid_run);
+    suite_add_tcase(s, tc);
+
+    /* the transport seam: several seeds each */
+    tc = tcase_create("xprt");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, upstream_host_name);
+    tcase_add_loop_test(tc, fault_round_trips, 0, 6);
+    tcase_add_loop_test(tc, fault_fetch_streamed, 0, 4);
+    tcase_add_loop_test(tc, fault_rule_held, 0, 4);
+    tcase_add_loop_test(tc, fault_backpressure, 0, 4);
+    tcase_add_loop_test(tc, fault_paused_reads_resume, 0, 4);
+    tcase_add_loop_test(tc, fault_sniff_then_handshake, 0, 4);
     suite_add_tcase(s, tc);
     return s;
 }
