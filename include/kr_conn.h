@@ -53,16 +53,92 @@
 struct kr_conn;
 
 /*
- * Transport of one socket: the seam where TLS goes.  read appends at most
- * max bytes to in and returns the count, 0 at EOF, or -1 with errno
- * (EAGAIN: nothing to read now).  write sends from out (draining what was
- * sent) and returns the count or -1 with errno (EAGAIN: would block).
- * close releases the transport's own state (not the fd).
+ * What a transport step that could not finish waits for (kr_conn.want):
+ * the socket event after which the same step is to be called again.  A
+ * read normally waits for readability and a write for writability; a
+ * record layer (TLS) may need the opposite one: an SSL_read that must
+ * first send (a key update, a renegotiation) waits for EV_WRITE, an
+ * SSL_write that must first receive waits for EV_READ (HAProxy's
+ * xprt_ops subscribe to the event instead).
+ */
+enum kr_conn_want {
+    KR_CONN_WANT_NONE = 0,              /* the usual event of the step */
+    KR_CONN_WANT_READ,                  /* the socket to be readable */
+    KR_CONN_WANT_WRITE                  /* the socket to be writable */
+};
+
+/*
+ * The stages of a connection before its Kafka frames (kr_conn.stage), in
+ * this order; each may be skipped.  The owner (the session) moves a
+ * client connection through them as bytes arrive, and framing starts
+ * only at KR_STAGE_FRAMES.
+ *   PROXY      a PROXY protocol header (v1 text or v2 binary) naming the
+ *              real client; no listener accepts one yet: skipped.
+ *   SNIFF      the first bytes name what speaks: a TLS ClientHello or
+ *              HTTP on a plaintext listener is refused with one log line
+ *              (kr_frame_sniff); plaintext Kafka or HTTP on a TLS
+ *              listener, later.  They are read (ops->read) into c->in
+ *              and stay there for what follows (a TLS transport will
+ *              read them raw and take them into its handshake).
+ *   HANDSHAKE  ops->handshake is called until it is done; events follow
+ *              what it asks for (hs_want), not the owner's interest.
+ *   FRAMES     ops->read / ops->write carry the Kafka bytes.
+ * An upstream connection has no PROXY nor SNIFF stage: once connect(2)
+ * completed it goes to HANDSHAKE (with ops->handshake) or FRAMES.
+ */
+enum kr_conn_stage {
+    KR_STAGE_PROXY = 0,
+    KR_STAGE_SNIFF,
+    KR_STAGE_HANDSHAKE,
+    KR_STAGE_FRAMES
+};
+
+/*
+ * Transport of one socket: the seam where TLS goes.  Every function runs
+ * on the conn's event loop; c->fd is nonblocking.  "Again" below means
+ * -1 with errno EAGAIN: the step could not go on now, and c->want says
+ * which event to wait for before calling the same function again
+ * (KR_CONN_WANT_NONE: the usual one; the function leaves it NONE unless
+ * it needs the opposite event).  Any other errno is a failure of the
+ * connection (the owner closes it).
+ *
+ *   open       optional (NULL: no state).  Set up the transport's state
+ *              (c->xprt) for c->fd, once, before any other function;
+ *              for an upstream c->host is set already.  Returns 0, or
+ *              -1 with errno (the owner closes c; close is still called).
+ *   handshake  optional (NULL: none, plain TCP).  One step of the
+ *              transport's handshake (stage KR_STAGE_HANDSHAKE): returns
+ *              0 when it is done (frames may flow), -1 again (c->want
+ *              READ or WRITE: the event it waits for; NONE counts as
+ *              READ), or -1 with another errno (failed).
+ *   read       append at most max bytes (> 0) of the peer's stream to in
+ *              and return the count, 0 at the peer's EOF, again (nothing
+ *              now; c->want WRITE: retry once the socket is writable), or
+ *              -1 failed.  A read that returns again must leave nothing
+ *              it could have returned in pending.
+ *   write      send from out (draining what was sent; out is not empty)
+ *              and return the count (> 0, maybe less than out holds),
+ *              again (c->want READ: retry once the socket is readable,
+ *              or after the owner's next read, which may have taken what
+ *              it waited for), or -1 failed.  A transport whose record
+ *              layer must be retried with the same bytes keeps them
+ *              itself.
+ *   pending    optional (NULL: never any).  Bytes the transport already
+ *              took off the socket and read would return now without a
+ *              socket event (decrypted inside the library: SSL_pending);
+ *              the owner schedules a read for them (kr_conn_kick), as no
+ *              readable event will come.  0 while a read waits for the
+ *              write event.
+ *   close      release the transport's own state (c->xprt, may be NULL
+ *              when open failed), not the fd.  Called once.
  */
 struct kr_conn_ops {
     const char *name;                   /* "tcp", later "tls" */
+    int (*open)(struct kr_conn *c);
+    int (*handshake)(struct kr_conn *c);
     ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
     ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
+    size_t (*pending)(const struct kr_conn *c);
     void (*close)(struct kr_conn *c);
     bool splice;                        /* the fd carries the Kafka bytes
                                            themselves (no record layer):
@@ -130,7 +206,14 @@ struct kr_splice {
                                            sink takes some */
 };
 
-/* One side of a session: a socket with its buffers and events. */
+/*
+ * One side of a session: a socket with its buffers and events.  The
+ * owner says what it wants (kr_conn_set_reading / _writing); which of
+ * rev and wev are added follows from that, from the stage and from what
+ * the transport's last read, write or handshake step asked for
+ * (rd_want, wr_want, hs_want): a read that waits for writability adds
+ * wev, and the owner's wev callback reads.
+ */
 struct kr_conn {
     evutil_socket_t fd;                 /* -1 when closed */
     const struct kr_conn_ops *ops;
@@ -142,9 +225,28 @@ struct kr_conn {
     size_t read_size;                   /* next read's size (adaptive,
                                            16 KiB .. 256 KiB) */
     uint64_t bytes_in, bytes_out;       /* bytes read / written */
-    unsigned reading:1;                 /* rev is added */
-    unsigned writing:1;                 /* wev is added */
-    unsigned connected:1;
+    unsigned reading:1;                 /* the owner wants to read */
+    unsigned writing:1;                 /* the owner has bytes to write */
+    unsigned connected:1;               /* connected, and the handshake
+                                           (if any) done: frames may be
+                                           written */
+    unsigned rev_on:1;                  /* rev is added */
+    unsigned wev_on:1;                  /* wev is added */
+    uint8_t stage;                      /* enum kr_conn_stage */
+    uint8_t want;                       /* enum kr_conn_want: set by the
+                                           transport step that returned
+                                           again */
+    uint8_t rd_want;                    /* the event the next read waits
+                                           for: READ, or WRITE when the
+                                           transport asked */
+    uint8_t wr_want;                    /* the next write's: WRITE, or
+                                           READ */
+    uint8_t hs_want;                    /* the next handshake step's */
+    char host[256];                     /* upstream: the host name dialled
+                                           (a broker's advertised host, a
+                                           bootstrap or dial.N host; no
+                                           port, no brackets), for SNI and
+                                           certificate checks; "" none */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
@@ -152,9 +254,19 @@ bool kr_conn_again(int e);
 
 /*
  * A closed conn on the plain TCP transport with empty in/out buffers
- * (NULL when evbuffer_new failed: the caller checks).
+ * (NULL when evbuffer_new failed: the caller checks), at stage
+ * KR_STAGE_FRAMES (the owner sets an earlier one).
  */
 void kr_conn_init(struct kr_conn *c);
+
+/*
+ * Give c its socket fd (nonblocking; c owns it from now on: kr_conn_close
+ * closes it) on transport ops (NULL: plain TCP), and let the transport set
+ * up its state (ops->open).  Returns KR_OK, or KR_ERROR with errno set
+ * when ops->open failed (the owner closes c).
+ */
+int kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
+                 const struct kr_conn_ops *ops) KR_MUST_CHECK;
 
 /*
  * Free the events, release the transport and close the fd; the buffers
@@ -165,15 +277,45 @@ void kr_conn_close(struct kr_conn *c);
 /* Free the in/out buffers (after kr_conn_close). */
 void kr_conn_free_buffers(struct kr_conn *c);
 
-/* Add or remove the read (write) event when the interest changes. */
+/*
+ * The owner wants to read (has bytes to write), or no longer: rev and wev
+ * are added or removed as that, the stage and the transport's last
+ * requests say (struct kr_conn).  Reading on also schedules a read for
+ * bytes the transport holds (kr_conn_kick).
+ */
 void kr_conn_set_reading(struct kr_conn *c, bool on);
 void kr_conn_set_writing(struct kr_conn *c, bool on);
 
 /*
+ * Bytes the transport holds are readable without a socket event
+ * (ops->pending > 0; after reads were paused for backpressure, or a read
+ * that returned less than the transport had): when the owner wants to
+ * read and the read waits for nothing else, make rev active so its
+ * callback reads them.  A no-op for plain TCP.
+ */
+void kr_conn_kick(struct kr_conn *c);
+
+/*
  * Read once into c->in (ops->read); the next read's size adapts to what
- * this one got.  Returns what ops->read returned.
+ * this one got.  Returns what ops->read returned; after "again",
+ * c->rd_want (and the events) follow what the transport asked for.
  */
 ssize_t kr_conn_read(struct kr_conn *c);
+
+/*
+ * Write c->out once (ops->write; out not empty).  Returns what ops->write
+ * returned (bytes_out is the owner's to count); after "again",
+ * c->wr_want (and the events) follow what the transport asked for.
+ */
+ssize_t kr_conn_write(struct kr_conn *c);
+
+/*
+ * One step of c's handshake (stage KR_STAGE_HANDSHAKE, ops->handshake
+ * set).  Returns 0 when it is done (stage KR_STAGE_FRAMES: the owner sets
+ * connected), -1 with errno EAGAIN while it waits (events follow
+ * c->hs_want), or -1 with another errno (failed).
+ */
+int kr_conn_handshake(struct kr_conn *c);
 
 /*
  * True when out holds maxb bytes, or KR_OUT_CHAINS chains (memory up to

@@ -67,6 +67,11 @@ struct kr_session_host {
                                            process) */
     void (*group_release)(struct kr_group *g); /* a session of g ended
                                            (g->nconn already decremented) */
+    const struct kr_conn_ops *conn_ops; /* the transport of new
+                                           connections, NULL: plain TCP
+                                           (the tests set one that injects
+                                           faults, tests/unit/
+                                           kr_fault_xprt.h) */
 };
 
 /*
@@ -147,7 +152,6 @@ struct kr_session {
                                            as a broker mutes the channel */
     int depth;                          /* callbacks on the stack */
     unsigned dead:1;                    /* closed, freed at depth 0 */
-    unsigned seen_first:1;              /* first client frame checked */
     unsigned req_blocked:1;             /* max_inflight reached */
     unsigned opaque:1;                  /* unknown SASL: raw bytes */
     unsigned draining:1;                /* upstream gone, flushing client */
@@ -204,7 +208,8 @@ struct kr_session {
  * Start a session for an accepted client socket fd (nonblocking; the
  * session owns it from now on, also on failure).  Opens the upstream
  * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
- * session may already be closed when this returns (upstream unknown).
+ * session may already be closed when this returns (upstream unknown, its
+ * transport could not be set up).
  */
 int kr_session_new(struct kr_session_host *host, struct kr_group *g,
                    const struct kr_listener *l, evutil_socket_t fd,

@@ -34,11 +34,16 @@ struct kr_node;
  * Called once per kr_upstream_resolve: status KR_OK with a resolved
  * address (valid only during the call), or KR_ERROR (unknown NodeId
  * after a metadata refresh, DNS failure, timeout) with addr NULL.
+ * host: the name that was looked up, as configured or advertised (a
+ * broker's advertised Host, a dial.N or bootstrap host; no port, no
+ * brackets, maybe a numeric address): what a TLS upstream sends as SNI
+ * and checks the certificate against.  Valid during the call; NULL when
+ * no name was looked up (unknown NodeId, out of memory).
  * what: "HOST:PORT" (or "node N") for log lines; valid during the call.
  */
 typedef void (*kr_resolve_cb)(void *arg, int status,
                               const struct sockaddr *addr, socklen_t addrlen,
-                              const char *what);
+                              const char *host, const char *what);
 
 /* A pending resolution; cancel it with kr_upstream_resolve_cancel. */
 struct kr_resolve;

@@ -73,7 +73,11 @@ tcp_close(struct kr_conn *c)
 }
 
 const struct kr_conn_ops kr_conn_tcp_ops = {
-    "tcp", tcp_read, tcp_write, tcp_close, true
+    .name = "tcp",
+    .read = tcp_read,
+    .write = tcp_write,
+    .close = tcp_close,
+    .splice = true
 };
 
 bool
@@ -82,18 +86,60 @@ kr_conn_again(int e)
     return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
 
+/*
+ * Add or remove rev and wev as the owner's interest, the stage and the
+ * transport's last requests say.  In the handshake only the event its
+ * step waits for; otherwise the read's event while the owner reads, the
+ * write's while it writes (for plain TCP: rev for reading, wev for
+ * writing).  errno is kept.
+ */
+static void
+conn_sync(struct kr_conn *c)
+{
+    bool r, w;
+    int e = errno;
+
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        w = c->hs_want == KR_CONN_WANT_WRITE;
+        r = !w;
+    } else {
+        r = (c->reading && c->rd_want != KR_CONN_WANT_WRITE) ||
+            (c->writing && c->wr_want == KR_CONN_WANT_READ);
+        w = (c->writing && c->wr_want != KR_CONN_WANT_READ) ||
+            (c->reading && c->rd_want == KR_CONN_WANT_WRITE);
+    }
+    if (c->rev != NULL && (bool)c->rev_on != r) {
+        if (r) {
+            event_add(c->rev, NULL);
+        } else {
+            event_del(c->rev);
+        }
+        c->rev_on = r;
+    }
+    if (c->wev != NULL && (bool)c->wev_on != w) {
+        if (w) {
+            event_add(c->wev, NULL);
+        } else {
+            event_del(c->wev);
+        }
+        c->wev_on = w;
+    }
+    errno = e;
+}
+
 void
 kr_conn_set_reading(struct kr_conn *c, bool on)
 {
-    if (c->rev == NULL || (bool)c->reading == on) {
+    if (c->rev == NULL) {
         return;
     }
-    if (on) {
-        event_add(c->rev, NULL);
-    } else {
-        event_del(c->rev);
+    if ((bool)c->reading != on) {
+        c->reading = on;
+        conn_sync(c);
     }
-    c->reading = on;
+    if (on) {
+        kr_conn_kick(c);
+    }
 }
 
 void
@@ -102,20 +148,30 @@ kr_conn_set_writing(struct kr_conn *c, bool on)
     if (c->wev == NULL || (bool)c->writing == on) {
         return;
     }
-    if (on) {
-        event_add(c->wev, NULL);
-    } else {
-        event_del(c->wev);
-    }
     c->writing = on;
+    conn_sync(c);
+}
+
+void
+kr_conn_kick(struct kr_conn *c)
+{
+    if (c->ops->pending == NULL || !c->reading || c->rev == NULL ||
+        c->stage == KR_STAGE_HANDSHAKE ||
+        c->rd_want == KR_CONN_WANT_WRITE || c->ops->pending(c) == 0) {
+        return;
+    }
+    event_active(c->rev, EV_READ, 0);
 }
 
 ssize_t
 kr_conn_read(struct kr_conn *c)
 {
     size_t want = c->read_size - KR_CHAIN_HDR;
-    ssize_t n = c->ops->read(c, c->in, want);
+    ssize_t n;
+    uint8_t was = c->rd_want;
 
+    c->want = KR_CONN_WANT_NONE;
+    n = c->ops->read(c, c->in, want);
     if (n > 0) {
         c->bytes_in += (uint64_t)n;
         if ((size_t)n == want && c->read_size < KR_READ_MAX) {
@@ -125,7 +181,47 @@ kr_conn_read(struct kr_conn *c)
             c->read_size /= 2;
         }
     }
+    c->rd_want = n < 0 && kr_conn_again(errno) &&
+                 c->want == KR_CONN_WANT_WRITE ? KR_CONN_WANT_WRITE
+                                               : KR_CONN_WANT_READ;
+    if (c->rd_want != was) {
+        conn_sync(c);
+    }
     return n;
+}
+
+ssize_t
+kr_conn_write(struct kr_conn *c)
+{
+    ssize_t n;
+    uint8_t was = c->wr_want;
+
+    c->want = KR_CONN_WANT_NONE;
+    n = c->ops->write(c, c->out);
+    c->wr_want = n < 0 && kr_conn_again(errno) &&
+                 c->want == KR_CONN_WANT_READ ? KR_CONN_WANT_READ
+                                              : KR_CONN_WANT_WRITE;
+    if (c->wr_want != was) {
+        conn_sync(c);
+    }
+    return n;
+}
+
+int
+kr_conn_handshake(struct kr_conn *c)
+{
+    int rc;
+
+    c->want = KR_CONN_WANT_NONE;
+    rc = c->ops->handshake(c);
+    if (rc == 0) {
+        c->stage = KR_STAGE_FRAMES;
+    } else if (kr_conn_again(errno)) {
+        c->hs_want = c->want == KR_CONN_WANT_WRITE ? KR_CONN_WANT_WRITE
+                                                   : KR_CONN_WANT_READ;
+    }
+    conn_sync(c);
+    return rc;
 }
 
 void
@@ -134,8 +230,24 @@ kr_conn_init(struct kr_conn *c)
     c->fd = -1;
     c->ops = &kr_conn_tcp_ops;
     c->read_size = KR_READ_MIN;
+    c->stage = KR_STAGE_FRAMES;
+    c->rd_want = KR_CONN_WANT_READ;
+    c->wr_want = KR_CONN_WANT_WRITE;
+    c->hs_want = KR_CONN_WANT_READ;
     c->in = evbuffer_new();
     c->out = evbuffer_new();
+}
+
+int
+kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
+             const struct kr_conn_ops *ops)
+{
+    c->fd = fd;
+    c->ops = ops != NULL ? ops : &kr_conn_tcp_ops;
+    if (c->ops->open != NULL && c->ops->open(c) != 0) {
+        return KR_ERROR;
+    }
+    return KR_OK;
 }
 
 void
@@ -150,6 +262,7 @@ kr_conn_close(struct kr_conn *c)
         c->wev = NULL;
     }
     c->reading = c->writing = 0;
+    c->rev_on = c->wev_on = 0;
     if (c->fd >= 0) {
         c->ops->close(c);
         close(c->fd);

@@ -399,7 +399,7 @@ kr_daemon_add_worker(struct kr_daemon *d, struct event_base *base,
     return w;
 }
 
-/* ---- start ---------------------------------------------------------------- */
+/* ---- start -------------------------------------------------------------- */
 
 /* Rate-limited log lines: their "suppressed N" summaries, every second. */
 static void
@@ -541,7 +541,7 @@ kr_daemon_run(struct kr_daemon *d)
     return KR_OK;
 }
 
-/* ---- stop ----------------------------------------------------------------- */
+/* ---- stop --------------------------------------------------------------- */
 
 /* Sum of counter id (cell 0) over the workers. */
 static uint64_t
@@ -663,7 +663,7 @@ kr_daemon_port(const struct kr_daemon *d, int gi, int32_t node_id)
     return 0;
 }
 
-/* ---- reload --------------------------------------------------------------- */
+/* ---- reload ------------------------------------------------------------- */
 
 static bool
 same_str(const char *a, const char *b)

@@ -117,6 +117,20 @@
  * source is not read into user space, flush_ready waits), and the source
  * is read only while the pipe has room (its slots too: lane.full).
  * Plain TCP only (kr_conn_ops.splice); pipes are lent by the worker.
+ *
+ * transport (kr_conn.h): both connections go through kr_conn_ops (plain
+ * TCP; TLS later; the tests inject faults through kr_session_host.conn_ops).
+ * A client connection passes its stages before framing in
+ * client_preamble (a PROXY header: none accepted yet; the first-bytes
+ * sniff, which closes on "TLS handshake on a plaintext listener" and the
+ * like; the transport's handshake), an upstream one its handshake once
+ * connect(2) completed (up_tcp_connected; it counts as connected after
+ * it, within connect_timeout_ms).  A read may ask for the write event and
+ * a write for the read event (kr_conn rd_want / wr_want): each event
+ * callback runs the step waiting for the event that fired, and a write
+ * waiting for readability is retried after every read.  Bytes the
+ * transport holds are read without a socket event (kr_conn_kick: after
+ * each read, and when update_io lets reading resume after backpressure).
  */
 #include "config.h"
 
@@ -811,7 +825,8 @@ wrote(struct kr_session *s, struct kr_conn *c, size_t n)
 
 /*
  * Write what we can now: the out buffer, then the splice pipe behind it.
- * Watch for writability while bytes remain.
+ * Watch for writability while bytes remain (or for what the transport's
+ * write asked for: kr_conn_set_writing).
  */
 static int
 conn_flush(struct kr_session *s, struct kr_conn *c)
@@ -827,7 +842,7 @@ conn_flush(struct kr_session *s, struct kr_conn *c)
         return 0;
     }
     if (evbuffer_get_length(c->out) > 0) {
-        n = c->ops->write(c, c->out);
+        n = kr_conn_write(c);
         if (n < 0 && !kr_conn_again(errno)) {
             goto fail;
         }
@@ -1584,7 +1599,8 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
             return -1;
         }
         add_prefix(rq->out, d->w.len);
-        KR_STAT_INC_L(s->host->stats, errors_answered, kr_stats_kerr_cell(d->error));
+        KR_STAT_INC_L(s->host->stats, errors_answered,
+                      kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
         kr_log_info("[%s] %s", s->name, d->text);
@@ -1931,15 +1947,6 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (c < KR_FRAME_PREFIX) {
         return NREQ_WAIT;
     }
-    if (!s->seen_first) {
-        const char *what = kr_frame_sniff(pk, c);
-
-        s->seen_first = 1;
-        if (what != NULL) {
-            close_bad(s, KR_LOG_WARN, "%s on a plaintext listener", what);
-            return NREQ_CLOSED;
-        }
-    }
     memset(&e, 0, sizeof(e));
     e.sent_ms = kr_clock_timer_ms();
     if (s->sasl.tokens > 0) {
@@ -2174,6 +2181,10 @@ process_requests(struct kr_session *s)
         /* nothing after the request that closes it is forwarded */
         evbuffer_drain(in, total);
         return 0;
+    }
+    if (s->client.stage != KR_STAGE_FRAMES) {
+        return 0;       /* client_preamble comes first (a timer or an
+                           upstream read may get here before it) */
     }
     conf_refresh(s);
     if (s->opaque && conn_enforces(s)) {
@@ -3342,16 +3353,119 @@ client_flush_ready(struct kr_session *s)
                                                    : 0;
 }
 
-static void
-client_read_cb(evutil_socket_t fd, short what, void *arg)
+/* The transport of s's connections: plain TCP, or its worker's own. */
+static const struct kr_conn_ops *
+session_ops(const struct kr_session *s)
 {
-    struct kr_session *s = arg;
+    return s->host->conn_ops != NULL ? s->host->conn_ops : &kr_conn_tcp_ops;
+}
+
+/*
+ * One step of c's transport handshake (kr_conn_handshake).  Returns 1
+ * when it is done (stage KR_STAGE_FRAMES), 0 while it waits for the event
+ * it asked for, -1 when it failed (closed).
+ */
+static int
+conn_handshake(struct kr_session *s, struct kr_conn *c)
+{
+    const char *side = c == &s->client ? "client" : "upstream";
+
+    if (kr_conn_handshake(c) == 0) {
+        kr_log_debug("[%s] %s handshake with the %s done", s->name,
+                     c->ops->name, side);
+        return 1;
+    }
+    if (kr_conn_again(errno)) {
+        return 0;
+    }
+    if (c == &s->client) {
+        close_client(s, KR_LOG_INFO, "%s handshake with the client: %s",
+                     c->ops->name, strerror(errno));
+    } else {
+        close_up(s, KR_LOG_WARN, "%s handshake with upstream %s: %s",
+                 c->ops->name, s->upname, strerror(errno));
+    }
+    return -1;
+}
+
+/*
+ * Bytes of the client wait in client.in (stage KR_STAGE_FRAMES): forward
+ * the requests, answer what krelay answers itself.
+ */
+static void
+client_frames(struct kr_session *s)
+{
+    /* client.out: responses krelay answered itself */
+    if (process_requests(s) == 0) {
+        up_lane_try(s);
+        if (conn_flush(s, &s->up) == 0 &&
+            (client_owed(s) == 0 || conn_flush(s, &s->client) == 0)) {
+            update_io(s);
+            arm_timer(s);
+        }
+    }
+}
+
+/* The client's handshake step; once done, what it read is framed. */
+static void
+client_handshake(struct kr_session *s)
+{
+    if (conn_handshake(s, &s->client) > 0) {
+        s->client.connected = 1;
+        client_frames(s);
+    }
+}
+
+/*
+ * The client's stages before its frames (kr_conn_stage), after a read.
+ * Returns 1 when framing may start, 0 while more is needed (bytes, the
+ * handshake), -1 when closed.  The sniff decides on the first 4 bytes, as
+ * kr_frame_sniff needs no more.
+ */
+static int
+client_preamble(struct kr_session *s)
+{
+    struct kr_conn *c = &s->client;
+    uint8_t first[KR_FRAME_PREFIX];
+    const char *what;
+
+    if (c->stage == KR_STAGE_PROXY) {
+        c->stage = KR_STAGE_SNIFF;      /* no listener accepts one yet */
+    }
+    if (c->stage == KR_STAGE_SNIFF) {
+        if (evbuffer_copyout(c->in, first, sizeof(first)) <
+            (ev_ssize_t)sizeof(first)) {
+            return 0;
+        }
+        what = kr_frame_sniff(first, sizeof(first));
+        if (what != NULL) {
+            close_bad(s, KR_LOG_WARN, "%s on a plaintext listener", what);
+            return -1;
+        }
+        c->stage = KR_STAGE_FRAMES;
+        if (c->ops->handshake != NULL) {
+            c->stage = KR_STAGE_HANDSHAKE;
+            c->connected = 0;           /* nothing is written before it */
+            if (conn_handshake(s, c) <= 0) {
+                return s->dead ? -1 : 0;
+            }
+            c->connected = 1;
+        }
+    }
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        return 0;                       /* its own events drive it */
+    }
+    return 1;
+}
+
+/* The client's read (client_read) and what follows from it. */
+static void
+client_read_once(struct kr_session *s)
+{
     bool spliced;
     ssize_t n;
+    int rc;
 
-    (void)fd;
-    (void)what;
-    s->depth++;
     n = lane_read(s, &s->client, &s->upl, &spliced);
     if (spliced) {
         /* a request's opaque run: client socket -> pipe -> upstream */
@@ -3364,18 +3478,16 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
                 arm_timer(s);
             }
         }
-        goto out;
+        return;
     }
     if (n > 0) {
         s->last_active_ms = kr_clock_timer_ms();
-        /* client.out: responses krelay answered itself */
-        if (process_requests(s) == 0) {
-            up_lane_try(s);
-            if (conn_flush(s, &s->up) == 0 &&
-                (client_owed(s) == 0 || conn_flush(s, &s->client) == 0)) {
-                update_io(s);
-                arm_timer(s);
-            }
+        rc = s->client.stage == KR_STAGE_FRAMES ? 1 : client_preamble(s);
+        if (rc > 0) {
+            client_frames(s);
+        } else if (rc == 0) {
+            update_io(s);
+            arm_timer(s);
         }
     } else if (n == 0 && s->closing) {
         /* closing already: the responses owed still go out */
@@ -3386,24 +3498,87 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     } else if (!kr_conn_again(errno)) {
         close_client(s, KR_LOG_INFO, "client read: %s", strerror(errno));
     }
-out:
-    leave(s);
 }
 
+/* Write to the client what waits (its write event, or the read event its
+   transport's write asked for). */
 static void
-client_write_cb(evutil_socket_t fd, short what, void *arg)
+client_write(struct kr_session *s)
 {
-    struct kr_session *s = arg;
-
-    (void)fd;
-    (void)what;
-    s->depth++;
     if (conn_flush(s, &s->client) == 0 && client_flush_ready(s) == 0) {
         if (s->draining && client_owed(s) == 0) {
             close_up(s, KR_LOG_INFO, "upstream %s closed the connection "
                      "(last responses delivered)", s->upname);
         } else {
             update_io(s);
+        }
+    }
+}
+
+/*
+ * Read the client once: on its read event, on the write event its
+ * transport's read asked for, or for bytes the transport holds
+ * (kr_conn_kick).  A write that waits for readability is retried after
+ * it: the read may have taken what it waited for.
+ */
+static void
+client_read(struct kr_session *s)
+{
+    client_read_once(s);
+    if (!s->dead && s->client.wr_want == KR_CONN_WANT_READ) {
+        client_write(s);
+    }
+    if (!s->dead) {
+        /* what the transport holds beyond this read has no event */
+        kr_conn_kick(&s->client);
+    }
+}
+
+/*
+ * The client's socket is readable (or its transport holds bytes): the
+ * handshake step, or the read (then a write that waited for this), or
+ * only that write while krelay does not read.  For plain TCP the read.
+ */
+static void
+client_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_session *s = arg;
+    struct kr_conn *c = &s->client;
+
+    (void)fd;
+    (void)what;
+    s->depth++;
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        client_handshake(s);
+    } else if (c->reading && c->rd_want == KR_CONN_WANT_READ) {
+        client_read(s);
+    } else if (c->wr_want == KR_CONN_WANT_READ) {
+        client_write(s);
+    }
+    leave(s);
+}
+
+/*
+ * The client's socket is writable: the handshake step, a read that
+ * waited for this, and the write.  For plain TCP only the write.
+ */
+static void
+client_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_session *s = arg;
+    struct kr_conn *c = &s->client;
+
+    (void)fd;
+    (void)what;
+    s->depth++;
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        client_handshake(s);
+    } else {
+        if (c->reading && c->rd_want == KR_CONN_WANT_WRITE) {
+            client_read(s);
+        }
+        if (!s->dead && c->wr_want == KR_CONN_WANT_WRITE) {
+            client_write(s);
         }
     }
     leave(s);
@@ -3478,16 +3653,13 @@ dn_spliced(struct kr_session *s, size_t n)
     return 0;
 }
 
+/* The upstream's read (up_read) and what follows from it. */
 static void
-up_read_cb(evutil_socket_t fd, short what, void *arg)
+up_read_once(struct kr_session *s)
 {
-    struct kr_session *s = arg;
     bool spliced;
     ssize_t n;
 
-    (void)fd;
-    (void)what;
-    s->depth++;
     n = lane_read(s, &s->up, &s->dn, &spliced);
     if (spliced) {
         /* a response's opaque run: upstream socket -> pipe -> client */
@@ -3500,23 +3672,23 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
                 arm_timer(s);
             }
         }
-        goto out;
+        return;
     }
     if (n > 0) {
         /* traffic either way: not idle; a response moving: not stalled */
         s->rsp_progress_ms = s->last_active_ms = kr_clock_timer_ms();
         if (process_responses(s) != 0) {
-            goto out;
+            return;
         }
         dn_lane_try(s);
         if (s->req_blocked &&
             fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
             s->req_blocked = 0;
             if (process_requests(s) != 0 || conn_flush(s, &s->up) != 0) {
-                goto out;
+                return;
             }
         } else if (resume_requests(s) != 0) {
-            goto out;
+            return;
         }
         if (conn_flush(s, &s->client) == 0) {
             update_io(s);
@@ -3527,8 +3699,35 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
     } else if (!kr_conn_again(errno)) {
         upstream_eof(s, strerror(errno));
     }
-out:
-    leave(s);
+}
+
+/* Write to the upstream what waits. */
+static void
+up_write(struct kr_session *s)
+{
+    if (conn_flush(s, &s->up) == 0) {
+        update_io(s);
+        client_eof_progress(s);
+    }
+}
+
+/*
+ * Read the upstream once: on its read event, on the write event its
+ * transport's read asked for, or for bytes the transport holds
+ * (kr_conn_kick).  A write that waits for readability is retried after
+ * it: the read may have taken what it waited for.
+ */
+static void
+up_read(struct kr_session *s)
+{
+    up_read_once(s);
+    if (!s->dead && s->up.wr_want == KR_CONN_WANT_READ) {
+        up_write(s);
+    }
+    if (!s->dead) {
+        /* what the transport holds beyond this read has no event */
+        kr_conn_kick(&s->up);
+    }
 }
 
 static void
@@ -3544,16 +3743,81 @@ up_connected(struct kr_session *s)
     arm_timer(s);
 }
 
+/*
+ * The upstream's handshake step; once done it counts as connected (the
+ * connect deadline covers the handshake).  Returns 1 when done, 0 while
+ * it waits, -1 when closed.
+ */
+static int
+up_handshake(struct kr_session *s)
+{
+    int rc = conn_handshake(s, &s->up);
+
+    if (rc > 0) {
+        up_connected(s);
+    }
+    return rc;
+}
+
+/* connect(2) completed: the handshake starts, if the transport has one.
+   Returns as up_handshake. */
+static int
+up_tcp_connected(struct kr_session *s)
+{
+    if (s->up.ops->handshake == NULL) {
+        up_connected(s);
+        return 1;
+    }
+    s->up.stage = KR_STAGE_HANDSHAKE;
+    return up_handshake(s);
+}
+
+/*
+ * The upstream's socket is readable (or its transport holds bytes): the
+ * handshake step, or the read (then a write that waited for this), or
+ * only that write while krelay does not read.  For plain TCP the read.
+ */
+static void
+up_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_session *s = arg;
+    struct kr_conn *c = &s->up;
+
+    (void)fd;
+    (void)what;
+    s->depth++;
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        if (up_handshake(s) > 0) {
+            up_write(s);
+        }
+    } else if (c->reading && c->rd_want == KR_CONN_WANT_READ) {
+        up_read(s);
+    } else if (c->connected && c->wr_want == KR_CONN_WANT_READ) {
+        up_write(s);
+    }
+    leave(s);
+}
+
+/*
+ * The upstream's socket is writable: connect(2) completed, the handshake
+ * step, a read that waited for this, and the write.  For plain TCP the
+ * connect and the write.
+ */
 static void
 up_write_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct kr_session *s = arg;
+    struct kr_conn *c = &s->up;
     socklen_t len = sizeof(int);
     int err = 0;
 
     (void)what;
     s->depth++;
-    if (!s->up.connected) {
+    if (c->stage == KR_STAGE_HANDSHAKE) {
+        if (up_handshake(s) <= 0) {
+            goto out;
+        }
+    } else if (!c->connected) {
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
             err = errno;
         }
@@ -3562,12 +3826,16 @@ up_write_cb(evutil_socket_t fd, short what, void *arg)
                      s->upname, strerror(err));
             goto out;
         }
-        up_connected(s);
+        if (up_tcp_connected(s) <= 0) {
+            goto out;
+        }
+    } else if (c->reading && c->rd_want == KR_CONN_WANT_WRITE) {
+        up_read(s);
+        if (s->dead || !c->writing || c->wr_want != KR_CONN_WANT_WRITE) {
+            goto out;
+        }
     }
-    if (conn_flush(s, &s->up) == 0) {
-        update_io(s);
-        client_eof_progress(s);
-    }
+    up_write(s);
 out:
     leave(s);
 }
@@ -3586,7 +3854,14 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
         return;
     }
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    s->up.fd = fd;
+    if (kr_conn_open(&s->up, fd, session_ops(s)) != KR_OK) {
+        close_up(s, KR_LOG_ERROR, "%s transport for upstream %s: %s",
+                 s->up.ops->name, s->upname, strerror(errno));
+        return;
+    }
+    kr_log_debug("[%s] connecting to upstream %s (host name \"%s\", %s "
+                 "transport)", s->name, s->upname, s->up.host,
+                 s->up.ops->name);
     s->up.rev = event_new(base, fd, EV_READ | EV_PERSIST, up_read_cb, s);
     s->up.wev = event_new(base, fd, EV_WRITE | EV_PERSIST, up_write_cb, s);
     if (s->up.rev == NULL || s->up.wev == NULL) {
@@ -3597,8 +3872,7 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
         rc = connect(fd, sa, salen);
     } while (rc != 0 && errno == EINTR);
     if (rc == 0) {
-        up_connected(s);
-        if (conn_flush(s, &s->up) == 0) {
+        if (up_tcp_connected(s) > 0 && conn_flush(s, &s->up) == 0) {
             update_io(s);
         }
         return;
@@ -3613,7 +3887,7 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
 
 static void
 resolved_cb(void *arg, int status, const struct sockaddr *addr,
-            socklen_t addrlen, const char *what)
+            socklen_t addrlen, const char *host, const char *what)
 {
     struct kr_session *s = arg;
 
@@ -3633,6 +3907,9 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
                      "%d (%s)", s->l->node_id, s->upname);
         }
     } else {
+        /* the name, not only the address: SNI and certificate checks */
+        snprintf(s->up.host, sizeof(s->up.host), "%s",
+                 host != NULL ? host : "");
         up_connect(s, addr, addrlen);
     }
     leave(s);
@@ -3720,7 +3997,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
 {
     struct kr_session *s;
     char peer[64];
-    int on = 1;
+    int on = 1, xrc, xerr;
 
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -3739,8 +4016,11 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     kr_conn_init(&s->up);
     s->dn.pipe[0] = s->dn.pipe[1] = -1;
     s->upl.pipe[0] = s->upl.pipe[1] = -1;
-    s->client.fd = fd;
+    xrc = kr_conn_open(&s->client, fd, session_ops(s));
+    xerr = errno;
     s->client.connected = 1;
+    /* no framing before the first bytes were looked at */
+    s->client.stage = KR_STAGE_SNIFF;
     s->hold = evbuffer_new();
     s->rq_payload = evbuffer_new();
     s->timer = evtimer_new(host->base, timer_cb, s);
@@ -3784,6 +4064,12 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         leave(s);
         return KR_ENOMEM;
+    }
+    if (xrc != KR_OK) {
+        close_client(s, KR_LOG_ERROR, "%s transport for the client: %s",
+                     s->client.ops->name, strerror(xerr));
+        leave(s);
+        return KR_OK;
     }
     if (s->lc->tcp_nodelay) {
         /* as Kafka brokers do; off, the kernel coalesces small responses

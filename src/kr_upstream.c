@@ -500,11 +500,11 @@ dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
     if (result != 0 || ai == NULL) {
         kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: %s", u->label,
                   r->what, evutil_gai_strerror(result));
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
     } else {
         cache_store(u, r, ai->ai_addr, (socklen_t)ai->ai_addrlen);
         r->cb(r->arg, KR_OK, ai->ai_addr, (socklen_t)ai->ai_addrlen,
-              r->what);
+              r->host, r->what);
     }
     if (ai != NULL) {
         evutil_freeaddrinfo(ai);
@@ -531,7 +531,7 @@ lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
     r->host = strdup(host);
     r->port = port;
     if (r->host == NULL) {
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
         resolve_free(r);
         return NULL;
     }
@@ -540,20 +540,21 @@ lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
     if (a != NULL && a->salen > 0 &&
         kr_clock_mono_ms() - a->resolved_ms < KR_UP_DNS_TTL_MS) {
         memcpy(&ss, &a->sa, a->salen);
-        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, r->what);
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, r->host,
+              r->what);
         resolve_free(r);
         return NULL;
     }
     if (parse_numeric(host, port, &ss, &len)) {
         cache_store(u, r, (struct sockaddr *)&ss, len);
-        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, len, r->what);
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, len, r->host, r->what);
         resolve_free(r);
         return NULL;
     }
     if (u->dns == NULL) {
         kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: no DNS resolver",
                   u->label, r->what);
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
         resolve_free(r);
         return NULL;
     }
@@ -641,7 +642,7 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
     struct kr_resolve *r = resolve_new(u, node_id, cb, arg);
 
     if (r == NULL) {
-        cb(arg, KR_ERROR, NULL, 0, "out of memory");
+        cb(arg, KR_ERROR, NULL, 0, NULL, "out of memory");
         return NULL;
     }
     if (node_id == KR_NODE_BOOTSTRAP) {
@@ -658,7 +659,7 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
         kr_log_rl(KR_LOG_WARN, "%s: NodeId %d is not in the cluster's "
                   "metadata (checked less than %d ms ago)", u->label,
                   node_id, KR_UP_NEG_TTL_MS);
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
         resolve_free(r);
         return NULL;
     }
@@ -1027,7 +1028,7 @@ fetch_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void
 fetch_resolved(void *arg, int status, const struct sockaddr *addr,
-               socklen_t addrlen, const char *what)
+               socklen_t addrlen, const char *host, const char *what)
 {
     struct kr_upstream *u = arg;
 
@@ -1053,6 +1054,7 @@ fetch_resolved(void *arg, int status, const struct sockaddr *addr,
                  evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
         fetch_fail(u, why);
     }
+    (void)host;
     (void)what;
 }
 
@@ -1161,7 +1163,7 @@ fetch_done(struct kr_upstream *u, bool ok)
             if (ok) {
                 neg_add(u, r->node_id);
             }
-            r->cb(r->arg, KR_ERROR, NULL, 0, r->what);
+            r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
             resolve_free(r);
         }
     }

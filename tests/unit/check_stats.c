@@ -211,8 +211,10 @@ START_TEST(sum_and_prometheus_text)
 
     KR_STAT_ADD(&a->stats, requests, 3);
     KR_STAT_ADD(&b->stats, requests, 4);
-    KR_STAT_INC_L(&a->stats, api_requests, kr_stats_api_cell(KR_API_PRODUCE, 9));
-    KR_STAT_INC_L(&b->stats, api_requests, kr_stats_api_cell(KR_API_PRODUCE, 9));
+    KR_STAT_INC_L(&a->stats, api_requests,
+                  kr_stats_api_cell(KR_API_PRODUCE, 9));
+    KR_STAT_INC_L(&b->stats, api_requests,
+                  kr_stats_api_cell(KR_API_PRODUCE, 9));
     KR_STAT_INC_L(&b->stats, closes, KR_CLOSE_TIMEOUT);
     KR_STAT_INC_L(&a->stats, rule_hits, 2);
     KR_STAT_INC_L(&a->stats, errors_answered, kr_stats_kerr_cell(29));

@@ -333,13 +333,16 @@ struct answer {
     struct sockaddr_storage sa;
     socklen_t len;
     char what[300];
+    char host[300];             /* "(null)" for NULL */
 };
 
 static void
 answer_cb(void *arg, int status, const struct sockaddr *addr,
-          socklen_t addrlen, const char *what)
+          socklen_t addrlen, const char *host, const char *what)
 {
     struct answer *a = arg;
+
+    snprintf(a->host, sizeof(a->host), "%s", host != NULL ? host : "(null)");
 
     a->calls++;
     a->status = status;
@@ -657,6 +660,66 @@ START_TEST(test_hosts_file_name)
 }
 END_TEST
 
+/*
+ * The callback gets the name that was looked up, not only its address:
+ * a broker's advertised host, a dial.N host (from /etc/hosts here: the
+ * name differs from the address), an IPv6 one without brackets, a
+ * bootstrap server's; none for a NodeId the cluster does not have.
+ */
+START_TEST(test_resolve_host_name)
+{
+    struct kr_upstream *u;
+    struct answer a = { 0 };
+    struct kr_resolve *r;
+
+    ck_assert_int_eq(evdns_base_load_hosts(dns, NULL), 0);
+    dial[0].node_id = 3;
+    dial[0].addr.host = (char *)"localhost";
+    dial[0].addr.port = 9093;
+    dial[1].node_id = 5;
+    dial[1].addr.host = (char *)"::1";
+    dial[1].addr.port = 9095;
+    uc.dial = dial;
+    uc.ndial = 2;
+    fake_broker(&fk, 2, "127.0.0.2", 40002);
+    u = kr_upstream_new(base, dns, &uc);
+    ck_assert_int_eq(nbrokers_at_least(u, 3), 3);
+
+    ck_assert_ptr_null(kr_upstream_resolve(u, 2, answer_cb, &a));
+    ck_assert_int_eq(a.status, KR_OK);
+    ck_assert_str_eq(a.host, "127.0.0.2");
+
+    memset(&a, 0, sizeof(a));
+    r = kr_upstream_resolve(u, 3, answer_cb, &a);
+    if (r != NULL) {
+        step_until(&a.calls);
+    }
+    ck_assert_int_eq(a.calls, 1);
+    ck_assert_int_eq(a.status, KR_OK);
+    ck_assert_str_eq(a.host, "localhost");
+    ck_assert_str_eq(a.what, "localhost:9093");
+
+    memset(&a, 0, sizeof(a));
+    ck_assert_ptr_null(kr_upstream_resolve(u, 5, answer_cb, &a));
+    ck_assert_int_eq(a.status, KR_OK);
+    ck_assert_str_eq(a.host, "::1");
+    ck_assert_str_eq(a.what, "[::1]:9095");
+
+    memset(&a, 0, sizeof(a));
+    ck_assert_ptr_null(kr_upstream_resolve(u, KR_NODE_BOOTSTRAP, answer_cb,
+                                           &a));
+    ck_assert_int_eq(a.status, KR_OK);
+    ck_assert_str_eq(a.host, "127.0.0.1");
+
+    memset(&a, 0, sizeof(a));
+    ck_assert_ptr_nonnull(kr_upstream_resolve(u, 9, answer_cb, &a));
+    step_until(&a.calls);
+    ck_assert_int_eq(a.status, KR_ERROR);
+    ck_assert_str_eq(a.host, "(null)");
+    kr_upstream_free(u);
+}
+END_TEST
+
 /* A DNS query that never gets an answer can be cancelled. */
 START_TEST(test_cancel_dns)
 {
@@ -805,6 +868,7 @@ upstream_suite(void)
     tcase_add_test(tc, test_bootstrap_rotation);
     tcase_add_test(tc, test_bootstrap_failover);
     tcase_add_test(tc, test_hosts_file_name);
+    tcase_add_test(tc, test_resolve_host_name);
     tcase_add_test(tc, test_cancel_dns);
     tcase_add_test(tc, test_learn);
     tcase_add_test(tc, test_learn_topics);
