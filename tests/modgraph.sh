@@ -116,6 +116,14 @@ deny-include m_zz -> m_c.h" $ACYC
 expect "a missing module fails with --strict" 1 "skipped for m_zz" \
     "deny m_zz -> m_a" $ACYC --strict
 expect "a bad rules line is an error" 2 "unknown rule" "forbid m_a" $ACYC
+# m_c a part of m_a: the m_a <-> m_c calls are inside one module, and
+# what m_c uses, m_a uses (m_a -> m_b -> m_a is still a cycle).
+expect "parts of one module: their calls are no cycle" 0 "0 failure(s)" \
+    "$EXT
+module m_a m_c" $W/m_a.o $W/acyclic/m_c.o $W/m_c.o
+expect "parts of one module: a cycle through another still fails" 1 \
+    "FAIL: link cycle between m_a m_b" "$EXT
+module m_a m_c" $CYC
 # m_a.c -> m_b.h -> m_c.h -> m_a.h: a cycle of includes, no symbol needed
 echo '#include "m_a.h"' >>"$W/include/m_c.h" && : >"$W/include/m_a.h" ||
     exit 99

@@ -4,7 +4,9 @@
 A module is one .c file with its header and its private *_int.h
 (src/kr_session.c, include/kr_session.h); its object is named after it,
 less the per-target prefix automake may add (libkrelay_a-kr_session.o is
-module kr_session).  Two graphs:
+module kr_session).  A "module NAME PART..." rule makes the objects and
+.c files PART parts of module NAME (a module of several files sharing
+one *_int.h).  Two graphs:
   * link: `nm` lists each object's symbols; a symbol A uses and B defines
     is an edge A -> B.  A symbol no module defines goes to an "extern"
     pseudo-module when a rules-file regex matches it (libevent: event_*,
@@ -121,12 +123,15 @@ class Graph:
         self.externs = []              # [(name, [compiled regex])]
         self.edges = collections.defaultdict(set)   # (a, b) -> symbols
         self.notes = []
+        self.parts = {}                # file module -> the module it is
+                                       # part of ("module" rules)
 
     def load(self, paths):
         for path in paths:
             group = archive_name(path)
             for member, sym, typ in run_nm(path):
                 mod = module_name(member)
+                mod = self.parts.get(mod, mod)
                 # The same module given twice (an archive and its
                 # object) is one node.
                 self.modules.setdefault(mod, group)
@@ -290,12 +295,17 @@ def read_rules(path, graph, srcdir=None):
             if not lhs or not rhs:
                 raise Fatal("%s: %s FROM... -> TO..." % (where, kind))
             rules.append(Rule(where, kind, lhs, rhs))
+        elif kind == "module":
+            if len(args) < 2:
+                raise Fatal("%s: module NAME PART..." % where)
+            for part in args[1:]:
+                graph.parts[part] = args[0]
         elif kind == "allow-cycle":
             if len(args) < 2:
                 raise Fatal("%s: allow-cycle MODULE MODULE..." % where)
             rules.append(Rule(where, kind, args, []))
         else:
-            raise Fatal("%s: unknown rule '%s' (extern, deny, "
+            raise Fatal("%s: unknown rule '%s' (extern, module, deny, "
                         "deny-include, allow-cycle)" % (where, kind))
     return rules
 
@@ -327,21 +337,25 @@ class Includes:
     project's when it is found in DIR/include, DIR/src or the including
     file's folder; others (libevent's, libc's) are leaves."""
 
-    def __init__(self, srcdir):
+    def __init__(self, srcdir, parts=None):
         self.srcdir = srcdir
         self.cache = {}
+        self.parts = parts or {}        # file module -> module
 
     def source(self, module):
         path = os.path.join(self.srcdir, "src", module + ".c")
         return path if os.path.isfile(path) else None
 
     def files(self, module):
-        """The files of a module: its .c, its header, its *_int.h."""
+        """The files of a module: its .c, its header, its *_int.h, and
+        the .c of its parts ("module" rules)."""
         out = []
-        for d, name in (("src", module + ".c"), ("include", module + ".h"),
-                        ("src", module + ".h"),
-                        ("include", module + "_int.h"),
-                        ("src", module + "_int.h")):
+        names = [("src", module + ".c"), ("include", module + ".h"),
+                 ("src", module + ".h"), ("include", module + "_int.h"),
+                 ("src", module + "_int.h")]
+        names += [("src", p + ".c") for p, m in sorted(self.parts.items())
+                  if m == module]
+        for d, name in names:
             p = os.path.join(self.srcdir, d, name)
             if os.path.isfile(p):
                 out.append(p)
@@ -728,7 +742,7 @@ def main(argv):
             print("%s: error: %s: no src/ folder" % (PROG, args.srcdir),
                   file=sys.stderr)
             return 2
-        inc = Includes(args.srcdir)
+        inc = Includes(args.srcdir, graph.parts)
         inc_graph = inc.graph(graph.modules)
 
     if args.edges:

@@ -1,0 +1,232 @@
+/*
+ * kr_session_int.h - what the files of the session module share (private:
+ * librdkafka's *_int.h idiom).  The module is three files, one concern
+ * each: kr_session.c (the pair of connections: creation, callbacks,
+ * timers, backpressure and flushing, the in-flight FIFO, the one close
+ * path), kr_session_kmux.c (framing: requests and responses frame by
+ * frame, streaming, the splice hand-off; its decisions are named
+ * outcomes) and kr_session_rules.c (the rule pipeline's outcomes
+ * applied: held requests and responses, built responses in order,
+ * delays, audit lines).  Their shared functions carry the module's
+ * private prefix kr_s_; nothing outside src/kr_session*.c includes this.
+ */
+#ifndef KR_SESSION_INT_H
+#define KR_SESSION_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/buffer.h>
+
+#include "kr_analyse.h"
+#include "kr_frame.h"
+#include "kr_inflight.h"
+#include "kr_rule.h"
+#include "kr_session.h"
+
+
+/* A client whose socket buffer drains by less than this per
+   request_timeout_margin_ms is not reading (client_draining). */
+#define KR_DRAIN_MIN_BYTES (64 * 1024)
+#define KR_PEEK_SMALL 260           /* first copy of a frame's start */
+#define KR_DRAIN_MS 5000            /* flush responses after upstream EOF */
+
+/*
+ * What the session keeps of a request the rules touched (struct
+ * kr_inflight.rq): the pipeline's rule state (kr_analyse.h) and the
+ * response frame once built.
+ */
+struct kr_rq {
+    struct kr_an_req *a;                /* rule state, never NULL */
+    struct evbuffer *out;               /* response frame with prefix */
+    int64_t release_ms;                 /* monotonic ms it may go out */
+    bool ready;                         /* out is complete */
+};
+
+/* Who takes the response to krelay's own request (KR_INF_INTERNAL). */
+struct kr_internal {
+    kr_session_internal_cb cb;
+    void *arg;
+};
+
+/* What next_request found about a frame the rules may touch. */
+struct kr_nreq {
+    struct kr_req_hdr h;
+    struct kr_inflight e;
+    size_t flen;
+    bool expect;                        /* a response will come */
+    bool av_new;                        /* ApiVersions newer than known */
+    bool sasl_refuse;                   /* SaslHandshake v0 with a mechanism
+                                           krelay cannot follow, and an
+                                           enforcing rule could match */
+    const struct kr_rule_slot *slot;
+    struct kr_gate_result gate;         /* NREQ_REFUSE: why */
+    char *cid;                          /* NREQ_REFUSE: the request's own
+                                           ClientId (malloc'd, NULL: null) */
+    size_t cidlen;                      /* its bytes */
+};
+
+/* What next_request decided about the frame at the scan point. */
+enum nreq_outcome {
+    NREQ_CLOSED = -1,                   /* the session was closed */
+    NREQ_WAIT = 0,                      /* more bytes, or a free in-flight
+                                           slot, are needed */
+    NREQ_FORWARD = 1,                   /* accepted: s->req_remain bytes go
+                                           cut-through */
+    NREQ_RULES = 2,                     /* whole, the rules must see it
+                                           (*nr filled) */
+    NREQ_REFUSE = 3                     /* krelay cannot decode it and an
+                                           enforcing rule could match it
+                                           (*nr filled): never forwarded */
+};
+
+/* ---- kr_session.c: the pair, its FIFO, timers, flushing, closing ------ */
+
+/*
+ * The close path with its cause counted (kr_session_close counts "other"):
+ * the client closed, it sent bad input, the upstream failed or closed, a
+ * timeout.  One log line with the session's prefix; idempotent.
+ */
+void kr_s_close_bad(struct kr_session *s, int level, const char *fmt, ...)
+    KR_PRINTF(3, 4);
+void kr_s_close_client(struct kr_session *s, int level, const char *fmt,
+                       ...) KR_PRINTF(3, 4);
+void kr_s_close_up(struct kr_session *s, int level, const char *fmt, ...)
+    KR_PRINTF(3, 4);
+void kr_s_close_timeout(struct kr_session *s, int level, const char *fmt,
+                        ...) KR_PRINTF(3, 4);
+
+/*
+ * Close once the responses to the requests already forwarded reached the
+ * client (as a broker that handles requests in order would); nothing read
+ * from the client is forwarded from now on.  Returns 0, or -1 when closed.
+ */
+int kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt,
+                          ...) KR_PRINTF(3, 4);
+
+/* A callback returned: free s when it was closed and no other is on the
+   stack. */
+void kr_s_leave(struct kr_session *s);
+
+/* "Fetch", or "ApiKey?" for log lines. */
+const char *kr_s_api_name(int16_t key);
+
+/* The smaller of a and b. */
+static inline size_t
+min_sz(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The in-flight FIFO (kr_inflight.h) as the session keeps it: popping and
+   removing mark the connection active and start the next one's clock. */
+int kr_s_fifo_push(struct kr_session *s, const struct kr_inflight *e);
+struct kr_inflight *kr_s_fifo_head(struct kr_session *s);
+void kr_s_fifo_pop(struct kr_session *s);
+void kr_s_fifo_remove(struct kr_session *s, uint32_t i);
+struct kr_inflight *kr_s_fifo_first(struct kr_session *s, uint32_t *idx);
+/* Entries that count for max_inflight. */
+uint32_t kr_s_fifo_inflight(const struct kr_session *s);
+
+/* Between two response frames on the way to the client? */
+bool kr_s_rsp_mid(const struct kr_session *s);
+
+/* Re-arm the session timer for the nearest deadline. */
+void kr_s_arm_timer(struct kr_session *s);
+
+/* Read and write interest from the buffers' state (backpressure). */
+void kr_s_update_io(struct kr_session *s);
+
+/* Write what c can take now (out buffer, then splice pipe).  Returns 0, or
+   -1 when the session was closed. */
+int kr_s_conn_flush(struct kr_session *s, struct kr_conn *c);
+
+/* ---- kr_session_rules.c: the rule pipeline's outcomes applied --------- */
+
+/* s's kr_rq around rule state a (taken; NULL: a new one), NULL on
+   ENOMEM; and its free. */
+struct kr_rq *kr_s_rq_wrap(struct kr_an_req *a);
+void kr_s_rq_free(struct kr_rq *rq);
+
+/* Audit lines of the connection: "open" once a rule audits it, and
+   "open"/"close" events. */
+void kr_s_audit_open(struct kr_session *s);
+void kr_s_audit_conn(struct kr_session *s, const char *event,
+                     const char *reason);
+
+/* Follow a reload: requests read from now on use the current config. */
+void kr_s_conf_refresh(struct kr_session *s);
+
+/* Does an enforcing rule apply to this connection at all? */
+bool kr_s_conn_enforces(struct kr_session *s);
+
+/* ApiVersions: this connection's clamps and enforced APIs for the
+   request's own ClientId (cid, cidlen bytes; NULL when null). */
+void kr_s_apiversions_clamps(struct kr_session *s, const char *cid,
+                             size_t cidlen);
+
+/* The request's own ClientId, whole, from buf at off: malloc'd in *out
+   (NULL for a null one).  false on ENOMEM or a short buffer. */
+bool kr_s_request_client_id(struct evbuffer *buf, size_t off,
+                            const struct kr_req_hdr *h, char **out,
+                            size_t *len);
+
+/* The pipeline's view of request nr (kr_analyse.h). */
+void kr_s_an_request(const struct kr_nreq *nr, const char *cid,
+                     size_t cidlen, struct kr_an_request *r);
+
+/* A frame only observing rules wanted decoded did not decode: counted,
+   one diagnostic line per connection. */
+void kr_s_undecodable_note(struct kr_session *s, const char *text);
+
+/* Refuse request nr krelay cannot decode that an enforcing rule could
+   match.  Returns 0, or -1 when closed. */
+int kr_s_refuse_request(struct kr_session *s, struct kr_nreq *nr,
+                        const char *cid, size_t cidlen, const char *why);
+
+/* Remember a forwarded Produce with Acks=0 as an optional entry.
+   Returns 0, or -1 when closed. */
+int kr_s_push_optional(struct kr_session *s, struct kr_inflight *e);
+
+/* The whole request frame nr at the start of client.in: decided by the
+   pipeline and carried out.  Returns 0, or -1 when closed. */
+int kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr);
+
+/* The whole response of FIFO entry idx (flen payload bytes) at the start
+   of up.in, for its rules.  Returns 0, or -1 when closed. */
+int kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen);
+
+/* May e's response, above max_frame_bytes, go on unheld?  And giving up
+   on it: its audit line now, e->rq freed. */
+bool kr_s_rsp_may_stream(const struct kr_inflight *e);
+void kr_s_rsp_let_go(struct kr_session *s, struct kr_inflight *e,
+                     size_t flen);
+
+/* Remember the ranges of an ApiVersions response for clamp targets. */
+void kr_s_learn_apiversions(struct kr_session *s, int16_t ver,
+                            struct evbuffer *pl);
+
+/* Entry i of the FIFO; the oldest one still waiting for its upstream
+   response (*idx its index), or NULL. */
+struct kr_inflight *kr_s_fifo_at(struct kr_session *s, uint32_t i);
+struct kr_inflight *kr_s_fifo_waiting(struct kr_session *s, uint32_t *idx);
+
+/* Built responses at the FIFO's head go to client.out as their release
+   time comes; the rtimer's callback, and requests held back by a throttle
+   going on (0, or -1 when closed). */
+void kr_s_flush_ready(struct kr_session *s);
+void kr_s_rtimer_cb(evutil_socket_t fd, short what, void *arg);
+int kr_s_resume_requests(struct kr_session *s);
+
+/* ---- kr_session_kmux.c: framing ---------------------------------------- */
+
+/* Forward (or hand to the rules) what client.in holds, frame by frame.
+   Returns 0, or -1 when closed. */
+int kr_s_process_requests(struct kr_session *s);
+
+/* Forward (or hold, stream, hand to the rules) what up.in holds, frame by
+   frame, in order.  Returns 0, or -1 when closed. */
+int kr_s_process_responses(struct kr_session *s);
+
+#endif /* KR_SESSION_INT_H */

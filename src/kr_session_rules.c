@@ -1,0 +1,1132 @@
+/*
+ * kr_session_rules.c - the rule pipeline's outcomes applied to one
+ * session (the session module, src/kr_session_int.h).
+ *
+ * A frame the rules touch is taken whole, decoded where libevent holds it
+ * (kr_evcodec), and handed to the pipeline (kr_analyse: pure, no event
+ * loop); its named outcome is carried out here: forwarded (re-encoded
+ * with records moved), answered locally, refused, closed after the
+ * responses owed.  Responses of such requests are held whole, decided on
+ * (kr_analyse_response), rewritten (kr_rewrite) and kept in their
+ * request's kr_rq until their turn and release time (flush_ready, the
+ * rtimer).  Audit lines, the connection's view of its config after a
+ * reload (conf_refresh) and the ApiVersions clamps live here too.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kr_action.h"
+#include "kr_analyse.h"
+#include "kr_api_keys.h"
+#include "kr_audit.h"
+#include "kr_clock.h"
+#include "kr_codec.h"
+#include "kr_conn.h"
+#include "kr_evcodec.h"
+#include "kr_frame.h"
+#include "kr_inflight.h"
+#include "kr_kerr.h"
+#include "kr_listener.h"
+#include "kr_log.h"
+#include "kr_rewrite.h"
+#include "kr_sasl.h"
+#include "kr_scan.h"
+#include "kr_session.h"
+#include "kr_stats.h"
+#include "kr_topics.h"
+#include "kr_translate.h"
+#include "kr_upstream.h"
+#include "kr_session_int.h"
+
+
+static int apply_request(struct kr_session *s, struct kr_nreq *nr,
+                         struct kr_an_decision *d);
+
+/* ---- rules: shared helpers --------------------------------------------- */
+
+/*
+ * A session's record of a request the rules touched, around rule state a
+ * (taken; NULL: a new one).  NULL on ENOMEM (a is freed).
+ */
+struct kr_rq *
+kr_s_rq_wrap(struct kr_an_req *a)
+{
+    struct kr_rq *rq = calloc(1, sizeof(*rq));
+
+    if (rq == NULL || (rq->a = a != NULL ? a : kr_an_req_new()) == NULL ||
+        (rq->out = evbuffer_new()) == NULL) {
+        kr_an_req_free(rq != NULL ? rq->a : a);
+        free(rq);
+        return NULL;
+    }
+    return rq;
+}
+
+void
+kr_s_rq_free(struct kr_rq *rq)
+{
+    if (rq == NULL) {
+        return;
+    }
+    kr_an_req_free(rq->a);
+    if (rq->out != NULL) {
+        evbuffer_free(rq->out);
+    }
+    free(rq);
+}
+
+static const char *
+rule_name(const struct kr_session *s, int i)
+{
+    return kr_analyse_rule_name(s->cref->conf->ruleset, i);
+}
+
+static void
+add_prefix(struct evbuffer *out, size_t len)
+{
+    uint8_t p[4];
+
+    kr_frame_put_size(p, len);
+    evbuffer_add(out, p, 4);
+}
+
+/* The session's audit sink, when this connection is audited at all. */
+static struct kr_audit *
+audit_sink(const struct kr_session *s)
+{
+    return *s->host->audit;
+}
+
+static void
+audit_put(struct kr_session *s, char *line)
+{
+    struct kr_audit *au = audit_sink(s);
+
+    if (line == NULL) {
+        return;
+    }
+    if (au != NULL && !kr_audit_write(au, line, strlen(line)) &&
+        KR_LOG_WARN <= kr_log_level_cur) {
+        static struct kr_ratelimit rl;
+
+        kr_log_write_rl(&rl, 1, KR_LOG_WARN, "audit: a line was dropped "
+                        "(queue full or target not writable): %" PRIu64
+                        " dropped so far", kr_audit_dropped(au));
+    }
+    free(line);
+}
+
+/*
+ * The listener's name in audit lines: its [listener NAME], or "default"
+ * for the unnamed one (whose log prefix has no name: "> bootstrap").
+ */
+static const char *
+listener_name(const struct kr_session *s)
+{
+    return s->lc != NULL && s->lc->name != NULL && s->lc->name[0] != '\0'
+               ? s->lc->name
+               : "default";
+}
+
+void
+kr_s_audit_conn(struct kr_session *s, const char *event, const char *reason)
+{
+    audit_put(s, kr_audit_format_conn(event, kr_clock_wall_us(),
+                                      listener_name(s),
+                                      s->peer_host, s->peer_port,
+                                      s->client_id[0] ? s->client_id : NULL,
+                                      NULL, reason));
+}
+
+/* Is this connection audited (open/close lines)? */
+void
+kr_s_audit_open(struct kr_session *s)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+
+    if (!s->audited && audit_sink(s) != NULL && rs != NULL &&
+        kr_rule_mask_any(&rs->audit_mask, &s->rmask)) {
+        s->audited = 1;
+        kr_s_audit_conn(s, "open", NULL);
+    }
+}
+
+/*
+ * Follow a reload: requests read from now on use the worker's current
+ * config (rules, limits, advertised host).  The old one is released when
+ * its last user lets go.
+ */
+void
+kr_s_conf_refresh(struct kr_session *s)
+{
+    struct kr_conf_ref *cur = *s->host->cref;
+
+    if (s->cref == cur) {
+        return;
+    }
+    kr_conf_ref_put(s->cref);
+    s->cref = kr_conf_ref_get(cur);
+    s->lc = s->g->lc;
+    s->rw.advertised_host = s->lc->advertised_host;
+    s->rw.broker_port_base = s->lc->broker_port_base;
+    s->rw.node_id_min = s->lc->node_id_min;
+    s->rw.node_id_max = s->lc->node_id_max;
+    kr_rule_conn_mask(cur->conf->ruleset, s->lc->name,
+                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
+    s->rw.clamps = NULL;
+    s->rw.pass_unknown_apis = false;
+    s->rw.enforced = NULL;
+    s->rw.enforced_unknown = false;
+    s->fetch_stale = 1;
+    kr_s_audit_open(s);
+}
+
+/* ---- rules: the pipeline (kr_analyse.h) ---------------------------------- */
+
+static bool
+broker_range(void *arg, int16_t key, int16_t *min, int16_t *max)
+{
+    return kr_upstream_api_range(arg, key, min, max);
+}
+
+static int
+rewrite_tree(void *arg, int16_t key, int16_t ver, struct kr_node *body,
+             bool *changed)
+{
+    struct kr_rewrite_result rr;
+    int rc = kr_rewrite_tree(arg, key, ver, body, &rr);
+
+    *changed = rc == KR_OK && rr.changed;
+    return rc;
+}
+
+/* What the rule pipeline knows of this connection, as of now. */
+static void
+an_conn(struct kr_session *s, struct kr_an_conn *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->rs = s->cref->conf->ruleset;
+    c->rmask = &s->rmask;
+    c->tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
+    c->broker_av = s->av;
+    c->broker_range = s->g->up != NULL ? broker_range : NULL;
+    c->broker_arg = s->g->up;
+    c->rewrite_tree = rewrite_tree;
+    c->rewrite_arg = &s->rw;
+    c->sasl = &s->sasl;
+    c->fetch_stale = &s->fetch_stale;
+    c->rng = &s->rng;
+    c->audit_sink = audit_sink(s) != NULL;
+    c->name = s->name;
+    c->listener = listener_name(s);
+    c->peer_host = s->peer_host;
+    c->peer_port = s->peer_port;
+}
+
+/* The audit line of entry e (see kr_an_audit_line). */
+static char *
+audit_line(struct kr_session *s, const struct kr_inflight *e,
+           const struct kr_rq *rq, const struct kr_msg *rsp,
+           uint64_t rsp_bytes, int64_t upstream_us, int64_t extra_us)
+{
+    struct kr_an_conn c;
+
+    an_conn(s, &c);
+    return kr_an_audit_line(&c, e, rq->a, rsp, rsp_bytes, upstream_us,
+                            extra_us);
+}
+
+/* ---- rules: ordered output of built responses --------------------------- */
+
+struct kr_inflight *
+kr_s_fifo_at(struct kr_session *s, uint32_t i)
+{
+    return kr_inflight_at(&s->fifo, i);
+}
+
+/* The oldest entry still waiting for its upstream response. */
+struct kr_inflight *
+kr_s_fifo_waiting(struct kr_session *s, uint32_t *idx)
+{
+    uint32_t i;
+
+    *idx = 0;
+    if (s->nready == 0) {
+        return kr_s_fifo_head(s);
+    }
+    for (i = 0; i < s->fifo.len; i++) {
+        struct kr_inflight *e = kr_s_fifo_at(s, i);
+
+        if (e->rq == NULL || !e->rq->ready) {
+            *idx = i;
+            return e;
+        }
+    }
+    return NULL;
+}
+
+static void
+rtimer_arm(struct kr_session *s)
+{
+    uint32_t i;
+    struct kr_inflight *e = kr_s_fifo_first(s, &i);
+    int64_t at = 0, now;
+    struct timeval tv;
+
+    if (s->dead || s->rtimer == NULL) {
+        return;
+    }
+    if (e != NULL && e->rq != NULL && e->rq->ready) {
+        at = e->rq->release_ms;
+    }
+    if (s->paused_until_ms > 0 && (at == 0 || s->paused_until_ms < at)) {
+        at = s->paused_until_ms;
+    }
+    if (at == 0 || (s->rtimer_at != 0 && s->rtimer_at <= at)) {
+        return;
+    }
+    now = kr_clock_timer_ms();
+    at = at > now ? at : now;
+    tv.tv_sec = (time_t)((at - now) / 1000);
+    tv.tv_usec = (suseconds_t)((at - now) % 1000) * 1000;
+    event_add(s->rtimer, &tv);
+    s->rtimer_at = at;
+}
+
+/*
+ * Move built responses at the head of the FIFO to client.out, in order,
+ * as their release time comes.  Only between whole frames (rsp_remain 0).
+ * Optional entries (Acks=0) ahead of one stay: the client expects
+ * nothing for them.
+ */
+void
+kr_s_flush_ready(struct kr_session *s)
+{
+    struct kr_inflight *e;
+    int64_t now = kr_clock_timer_ms();
+    uint32_t i;
+
+    while (!s->dead && !kr_s_rsp_mid(s) && s->dn.queued == 0 &&
+           (e = kr_s_fifo_first(s, &i)) != NULL && e->rq != NULL &&
+           e->rq->ready) {
+        struct kr_rq *rq = e->rq;
+        size_t n = evbuffer_get_length(rq->out);
+
+        if (rq->release_ms > now) {
+            break;
+        }
+        evbuffer_add_buffer(s->client.out, rq->out);
+        KR_STAT_ADD(s->host->stats, bytes_down, n);
+        if (rq->a->audit_line != NULL) {
+            audit_put(s, rq->a->audit_line);
+            rq->a->audit_line = NULL;
+        }
+        if (rq->a->pause_ms > 0) {
+            int64_t until = now + rq->a->pause_ms;
+
+            if (until > s->paused_until_ms) {
+                s->paused_until_ms = until;
+            }
+        }
+        if ((rq->a->v.flags & KR_VF_THROTTLE) && rq->a->v.throttle_enforce) {
+            s->enforce_wait = 0;
+        }
+        s->nready--;
+        kr_s_rq_free(rq);
+        e->rq = NULL;
+        kr_s_fifo_remove(s, i);
+    }
+    if (s->paused_until_ms != 0 && now >= s->paused_until_ms) {
+        s->paused_until_ms = 0;
+    }
+    rtimer_arm(s);
+}
+
+/* Requests held back by a throttle go on once it is over. */
+int
+kr_s_resume_requests(struct kr_session *s)
+{
+    if (s->dead) {
+        return -1;
+    }
+    if (s->enforce_wait || s->req_blocked ||
+        (s->paused_until_ms != 0 && kr_clock_timer_ms() < s->paused_until_ms) ||
+        evbuffer_get_length(s->client.in) == 0) {
+        return 0;
+    }
+    if (kr_s_process_requests(s) != 0 || kr_s_conn_flush(s, &s->up) != 0 ||
+        kr_s_conn_flush(s, &s->client) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+void
+kr_s_rtimer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_session *s = arg;
+
+    (void)fd;
+    (void)what;
+    s->depth++;
+    s->rtimer_at = 0;
+    kr_s_flush_ready(s);
+    if (s->opaque && s->nready == 0 && evbuffer_get_length(s->up.in) > 0 &&
+        kr_s_process_responses(s) != 0) {
+        kr_s_leave(s);
+        return;
+    }
+    if (kr_s_conn_flush(s, &s->client) == 0 && kr_s_resume_requests(s) == 0) {
+        kr_s_update_io(s);
+        kr_s_arm_timer(s);
+    }
+    kr_s_leave(s);
+}
+
+/* The pipeline's view of request nr (cid: its own ClientId, or NULL). */
+void
+kr_s_an_request(const struct kr_nreq *nr, const char *cid, size_t cidlen,
+                struct kr_an_request *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->h = &nr->h;
+    r->e = nr->e;
+    r->flen = nr->flen;
+    r->expect = nr->expect;
+    r->slot = nr->slot;
+    r->sasl_refuse = nr->sasl_refuse;
+    r->cid = cid;
+    r->cidlen = cidlen;
+}
+
+/* ---- rules: requests krelay cannot decode (issue 13) ------------------- */
+
+/*
+ * The request's own ClientId, whole (kr_req_hdr keeps a printable
+ * prefix only): the rules match what each request carries.  buf holds the
+ * request payload (no size prefix) from offset off.  *out gets a malloc'd
+ * NUL-terminated copy of *len bytes, or NULL for a null ClientId (or a
+ * header without one).  false on ENOMEM or a short buffer.
+ */
+bool
+kr_s_request_client_id(struct evbuffer *buf, size_t off,
+                       const struct kr_req_hdr *h, char **out, size_t *len)
+{
+    struct evbuffer_ptr pos;
+    size_t n = h->client_id_len;
+    char *c;
+
+    *out = NULL;
+    *len = 0;
+    if (h->client_id_null) {
+        return true;
+    }
+    c = malloc(n + 1);
+    if (c == NULL) {
+        return false;
+    }
+    /* ApiKey, ApiVersion, CorrelationId, then the int16 length */
+    if (evbuffer_ptr_set(buf, &pos, off + 10, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(buf, &pos, c, n) != (ev_ssize_t)n) {
+        free(c);
+        return false;
+    }
+    c[n] = '\0';
+    *out = c;
+    *len = n;
+    return true;
+}
+
+/* Does an enforcing rule apply to this connection at all? */
+bool
+kr_s_conn_enforces(struct kr_session *s)
+{
+    struct kr_an_conn c;
+
+    an_conn(s, &c);
+    return kr_analyse_conn_enforces(&c);
+}
+
+/*
+ * A frame only observing rules wanted decoded did not decode (text: what
+ * and why): counted, and one diagnostic line per connection
+ * (rate-limited across them).
+ */
+void
+kr_s_undecodable_note(struct kr_session *s, const char *text)
+{
+    KR_STAT_INC(s->host->stats, frames_undecodable);
+    if (!s->undecodable_logged && KR_LOG_NOTICE <= kr_log_level_cur) {
+        static struct kr_ratelimit rl;
+
+        s->undecodable_logged = 1;
+        kr_log_write_rl(&rl, 10, KR_LOG_NOTICE, "[%s] %s; only observing "
+                        "rules wanted it decoded: forwarded unchanged (said "
+                        "once per connection)", s->name, text);
+    }
+}
+
+/*
+ * Refuse a request krelay cannot decode that an enforcing rule could
+ * match (issue 13, nr->gate, kr_analyse_refuse): it is never forwarded,
+ * nor anything sent after it; the responses owed for earlier requests
+ * reach the client first, then the connection closes with one log line,
+ * as a broker closes on a request it cannot parse.  Returns 0, or -1
+ * when closed.
+ */
+int
+kr_s_refuse_request(struct kr_session *s, struct kr_nreq *nr, const char *cid,
+                    size_t cidlen, const char *why)
+{
+    struct kr_an_conn c;
+    struct kr_an_request r;
+    struct kr_an_decision d;
+
+    an_conn(s, &c);
+    kr_s_an_request(nr, cid, cidlen, &r);
+    kr_analyse_refuse(&c, &r, nr->gate.rule, why, &d);
+    return apply_request(s, nr, &d);
+}
+
+/*
+ * A Produce with Acks=0 was forwarded: Kafka sends no response, but some
+ * brokers (librdkafka's mock) do.  Remember it as an optional entry
+ * (struct kr_inflight) unless this upstream already showed it does not
+ * answer them.  Once it showed it does (acks0_answered), every one is
+ * kept and counts for max_inflight (fifo_inflight).  Before either is
+ * known at most max_inflight optional entries are kept: past that the
+ * oldest goes when it is the head, else the new one is not remembered,
+ * and an answer to a forgotten one is recognised and dropped
+ * (acks0_forgot, next_response).  Returns 0, or -1 when closed.
+ */
+int
+kr_s_push_optional(struct kr_session *s, struct kr_inflight *e)
+{
+    struct kr_inflight *h;
+
+    if (s->acks0_silent) {
+        return 0;
+    }
+    if (!s->acks0_answered &&
+        s->fifo.opt >= (uint64_t)s->lc->max_inflight) {
+        s->acks0_forgot++;
+        h = kr_s_fifo_head(s);
+        if (h == NULL || !h->optional) {
+            return 0;
+        }
+        kr_s_fifo_pop(s);
+    }
+    e->optional = 1;
+    e->wait_ms = 0;
+    if (kr_s_fifo_push(s, e) != KR_OK) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Push e (rq ready or waiting); answered entries may go out at once. */
+static int
+push_entry(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq)
+{
+    e->rq = rq;
+    if (kr_s_fifo_push(s, e) != KR_OK) {
+        kr_s_rq_free(rq);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (rq != NULL && rq->ready) {
+        s->nready++;
+        kr_s_flush_ready(s);
+    }
+    return 0;
+}
+
+/*
+ * The KIP-511 answer (kr_apiversions_unsupported: a v0 response whose
+ * one ApiKeys entry is ApiVersions) within the connection's clamps
+ * (kr_advertise_range), as every other ApiVersions response it gets.
+ * Left alone when the frame has another shape or the clamp leaves
+ * nothing.
+ */
+static void
+av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *clamps)
+{
+    /* size, CorrelationId, ErrorCode, count, ApiKey, MinVersion,
+       MaxVersion */
+    uint8_t f[4 + 4 + 2 + 4 + 6];
+    const struct kr_clamp *c = &clamps[KR_API_API_VERSIONS];
+    struct kr_advert ad;
+    int64_t lo, hi;
+
+    if (c->min > c->max || evbuffer_get_length(out) != sizeof(f) ||
+        evbuffer_copyout(out, f, sizeof(f)) != (ev_ssize_t)sizeof(f) ||
+        kr_frame_i32(f) != (int32_t)sizeof(f) - 4 ||
+        kr_frame_i32(f + 10) != 1 ||
+        kr_frame_i16(f + 14) != KR_API_API_VERSIONS) {
+        return;
+    }
+    memset(&ad, 0, sizeof(ad));
+    ad.clamps = clamps;
+    ad.decode_all = true;
+    if (!kr_advertise_range(KR_API_API_VERSIONS, kr_frame_i16(f + 16),
+                            kr_frame_i16(f + 18), &ad, &lo, &hi)) {
+        return;
+    }
+    f[16] = (uint8_t)((uint16_t)lo >> 8);
+    f[17] = (uint8_t)lo;
+    f[18] = (uint8_t)((uint16_t)hi >> 8);
+    f[19] = (uint8_t)hi;
+    evbuffer_drain(out, sizeof(f));
+    evbuffer_add(out, f, sizeof(f));
+}
+
+/*
+ * Carry out the pipeline's decision d on request nr, whose payload is in
+ * s->rq_payload (and d->msg borrows from it).  Takes what d owns.
+ * Returns 0, or -1 when closed.
+ */
+static int
+apply_request(struct kr_session *s, struct kr_nreq *nr,
+              struct kr_an_decision *d)
+{
+    struct evbuffer *pl = s->rq_payload;
+    struct kr_rq *rq = NULL;
+    char eerr[160];
+    int ret, rc;
+
+    if (d->evaluated) {
+        kr_stats_rule_hits(s->host->stats, &d->verdict);
+    }
+    if (d->audit_now != NULL) {
+        audit_put(s, d->audit_now);
+        d->audit_now = NULL;
+    }
+    switch (d->outcome) {
+    case KR_AN_CLOSE:
+        kr_session_close(s, d->level, "%s", d->text);
+        kr_an_decision_free(d);
+        return -1;
+    case KR_AN_REFUSE:
+        KR_STAT_INC(s->host->stats, requests_refused);
+        /* fall through */
+    case KR_AN_CLOSE_AFTER_OWED:
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        ret = kr_s_close_after_owed(s, d->level, "%s", d->text);
+        kr_an_decision_free(d);
+        return ret;
+    case KR_AN_ANSWER:
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        rq = kr_s_rq_wrap(d->req);
+        d->req = NULL;
+        if (rq == NULL) {
+            kr_an_decision_free(d);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        add_prefix(rq->out, d->w.len);
+        KR_STAT_INC_L(s->host->stats, errors_answered,
+                      kr_stats_kerr_cell(d->error));
+        evbuffer_add(rq->out, d->w.buf, d->w.len);
+        rq->ready = true;
+        kr_log_info("[%s] %s", s->name, d->text);
+        kr_an_decision_free(d);
+        return push_entry(s, &nr->e, rq);
+    case KR_AN_FORWARD_UNDECODED:
+        kr_s_undecodable_note(s, d->text);
+        add_prefix(s->up.out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(s->up.out, pl);
+        break;
+    case KR_AN_FORWARD_TRANSLATED:
+        /* records chains move from pl to up.out, never copied */
+        eerr[0] = '\0';
+        rc = kr_evcodec_emit(pl, s->up.out, &d->w, &d->msg, eerr,
+                             sizeof(eerr));
+        if (rc != KR_OK) {
+            kr_session_close(s, KR_LOG_ERROR, "cannot write translated %s "
+                             "request: %s", kr_s_api_name(nr->h.api_key),
+                             eerr[0] ? eerr : kr_status_str(rc));
+            kr_an_decision_free(d);
+            return -1;
+        }
+        break;
+    case KR_AN_FORWARD:
+        add_prefix(s->up.out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(s->up.out, pl);
+        break;
+    }
+    if (d->want_rsp_first) {
+        s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
+    }
+    if (!nr->expect) {
+        KR_STAT_INC(s->host->stats, requests_acks0);
+        kr_an_decision_free(d);
+        nr->e.rq = NULL;
+        return kr_s_push_optional(s, &nr->e);
+    }
+    if (d->enforce_wait) {
+        s->enforce_wait = 1;
+    }
+    if (d->req != NULL) {
+        rq = kr_s_rq_wrap(d->req);
+        d->req = NULL;
+        if (rq == NULL) {
+            kr_an_decision_free(d);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+    }
+    kr_an_decision_free(d);
+    return push_entry(s, &nr->e, rq);
+}
+
+/*
+ * A whole request frame the rules may touch is at the start of client.in.
+ * Take it out, decode it, let the pipeline decide (kr_analyse_request),
+ * apply.  Returns 0, or -1 when closed.
+ */
+int
+kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
+{
+    struct evbuffer *pl = s->rq_payload;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    struct kr_an_conn c;
+    struct kr_an_request r;
+    struct kr_an_decision d;
+    char why[256], *cid = NULL;
+    size_t cidlen = 0;
+    int rc, ret;
+
+    evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
+    evbuffer_remove_buffer(s->client.in, pl, nr->flen);
+    KR_STAT_INC(s->host->stats, requests);
+    KR_STAT_INC_L(s->host->stats, api_requests,
+                  kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
+    KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
+    if (!nr->h.client_id_null) {
+        snprintf(s->client_id, sizeof(s->client_id), "%s",
+                 nr->h.client_id);
+    }
+    if (nr->av_new) {
+        /* KIP-511: answer as a broker does, v0 with our range */
+        uint8_t f[KR_APIVERSIONS_UNSUPPORTED_LEN];
+        size_t flen;
+        struct kr_rq *rq = kr_s_rq_wrap(NULL);
+
+        if (rq == NULL ||
+            kr_apiversions_unsupported(nr->h.correlation_id, f, sizeof(f),
+                                       &flen) != KR_OK ||
+            evbuffer_add(rq->out, f, flen) != 0) {
+            kr_s_rq_free(rq);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        (void)kr_s_request_client_id(pl, 0, &nr->h, &cid, &cidlen);
+        kr_s_apiversions_clamps(s, cid, cidlen);
+        free(cid);
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        if (s->rw.clamps != NULL) {
+            av_unsupported_clamp(rq->out, s->rw.clamps);
+        }
+        rq->ready = true;
+        kr_log_debug("[%s] ApiVersions v%d is newer than krelay knows: "
+                     "answered UNSUPPORTED_VERSION with krelay's range",
+                     s->name, nr->h.api_version);
+        return push_entry(s, &nr->e, rq);
+    }
+
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    memset(&m, 0, sizeof(m));
+    rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc == KR_OK) {
+        rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
+    }
+    an_conn(s, &c);
+    if (rc != KR_OK) {
+        snprintf(why, sizeof(why), "request does not decode: %.100s%s%.60s",
+                 ce.msg[0] ? ce.msg : kr_status_str(rc),
+                 ce.path[0] ? " at " : "", ce.path);
+        if (!kr_s_request_client_id(pl, 0, &nr->h, &cid, &cidlen)) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            ret = -1;
+            goto out;
+        }
+        kr_s_an_request(nr, cid, cidlen, &r);
+        r.decode_error = why;
+    } else {
+        kr_s_an_request(nr, NULL, 0, &r);
+        r.m = &m;
+    }
+    r.rb = &rb;
+    kr_analyse_request(&c, &r, &arena, &d);
+    ret = apply_request(s, nr, &d);
+out:
+    free(cid);
+    free(heap);
+    kr_arena_free(&arena);
+    return ret;
+}
+
+/*
+ * ApiVersions: what this connection's rules change in the response, for
+ * the request's own ClientId (cid, cidlen bytes; NULL when null): the
+ * clamps, and (issue 13) the APIs an enforcing rule could match, whose
+ * MaxVersion is capped at what krelay can decode.
+ */
+void
+kr_s_apiversions_clamps(struct kr_session *s, const char *cid, size_t cidlen)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    bool pass = false;
+    int n;
+
+    s->rw.clamps = NULL;
+    s->rw.pass_unknown_apis = false;
+    s->rw.enforced = NULL;
+    s->rw.enforced_unknown = false;
+    if (rs == NULL || rs->nrules == 0) {
+        return;
+    }
+    if (s->enforced == NULL) {
+        s->enforced = calloc((size_t)kr_api_max + 1, sizeof(*s->enforced));
+    }
+    if (s->enforced != NULL) {
+        /* without it nothing is capped, but the gate still refuses */
+        s->rw.enforced_unknown = kr_rule_conn_enforced(rs, &s->rmask, cid,
+                                                       cidlen, s->enforced);
+        s->rw.enforced = s->enforced;
+    }
+    if (!rs->any_clamp) {
+        return;
+    }
+    if (s->clamps == NULL) {
+        s->clamps = calloc((size_t)kr_api_max + 1, sizeof(*s->clamps));
+        if (s->clamps == NULL) {
+            return;
+        }
+    }
+    n = kr_rule_conn_clamps(rs, &s->rmask, cid, cidlen, s->clamps, &pass);
+    if (n > 0 || pass) {
+        s->rw.clamps = s->clamps;
+        s->rw.pass_unknown_apis = pass;
+    }
+}
+
+/* Process a held response (whole frame at the start of up.in). */
+/*
+ * Remember the ranges of an ApiVersions response (ErrorCode 0) this
+ * connection's broker sent, for clamp_target: only when a clamp rule
+ * exists.  payload: the frame without its size prefix, left unchanged.
+ */
+void
+kr_s_learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    const struct kr_val *ec, *keys;
+    uint32_t i;
+    int rc;
+
+    if (rs == NULL || !rs->any_clamp) {
+        return;
+    }
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+    if (rc == KR_OK) {
+        rc = kr_decode_response(&arena, &rb, KR_API_API_VERSIONS, ver, 0, &m,
+                                &ce);
+    }
+    if (rc != KR_OK) {
+        goto out;               /* kr_rewrite_response reports it */
+    }
+    ec = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE);
+    keys = kr_node_get_id(m.body, KR_FIELD_API_KEYS);
+    if ((ec != NULL && ec->u.i != 0) || keys == NULL ||
+        keys->u.arr == NULL) {
+        goto out;
+    }
+    if (s->av == NULL) {
+        s->av = malloc(((size_t)kr_api_max + 1) * sizeof(*s->av));
+        if (s->av == NULL) {
+            goto out;
+        }
+    }
+    for (i = 0; i <= (uint32_t)kr_api_max; i++) {
+        s->av[i].min = 1;
+        s->av[i].max = 0;
+    }
+    for (i = 0; i < keys->u.arr->n; i++) {
+        const struct kr_node *e = keys->u.arr->items[i].u.node;
+        const struct kr_val *k, *lo, *hi;
+
+        if (e == NULL || (k = kr_node_get_id(e, KR_FIELD_API_KEY)) == NULL ||
+            (lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION)) == NULL ||
+            (hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION)) == NULL) {
+            continue;
+        }
+        if (k->u.i >= 0 && k->u.i <= kr_api_max && lo->u.i >= 0 &&
+            lo->u.i <= hi->u.i && hi->u.i <= INT16_MAX) {
+            s->av[k->u.i].min = (int16_t)lo->u.i;
+            s->av[k->u.i].max = (int16_t)hi->u.i;
+        }
+    }
+out:
+    free(heap);
+    kr_arena_free(&arena);
+}
+
+/* May e's response go on unheld (kr_analyse_rsp_may_stream)? */
+bool
+kr_s_rsp_may_stream(const struct kr_inflight *e)
+{
+    return kr_analyse_rsp_may_stream(e, e->rq != NULL ? e->rq->a : NULL);
+}
+
+/*
+ * Entry e (the head) has a response too large to hold for its observing
+ * rules: they give up on it.  Its audit line is written now, with the
+ * sizes and a note; throttle enforce mutes the client for the throttle
+ * time after it instead of holding it (as a broker mutes the channel).
+ * e->rq is freed; the response then goes as if no rule had wanted it.
+ */
+void
+kr_s_rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
+{
+    struct kr_rq *rq = e->rq;
+    char note[200];
+
+    if (rq == NULL) {
+        return;
+    }
+    KR_STAT_INC(s->host->stats, frames_undecodable);
+    kr_log_rl(KR_LOG_INFO, "[%s] %s v%d response (CorrelationId %d) of %zu "
+              "bytes is above max_frame_bytes %" PRId64 ": not held for the "
+              "rules, forwarded unchanged", s->name, kr_s_api_name(e->api_key),
+              e->api_version, e->correlation_id, flen,
+              s->lc->max_frame_bytes);
+    if ((rq->a->v.flags & KR_VF_THROTTLE) && rq->a->v.throttle_enforce) {
+        int64_t until = kr_clock_timer_ms() + rq->a->v.throttle_ms;
+
+        if (until > s->paused_until_ms) {
+            s->paused_until_ms = until;
+        }
+        s->enforce_wait = 0;
+        rq->a->actions |= KR_AUDIT_THROTTLED;
+        rtimer_arm(s);          /* the requests go on when it is over */
+    }
+    if (rq->a->v.flags & KR_VF_AUDIT) {
+        snprintf(note, sizeof(note), "response of %zu bytes (payload %zu) "
+                 "above max_frame_bytes %" PRId64 ": not held, not decoded, "
+                 "forwarded unchanged", KR_FRAME_PREFIX + flen, flen,
+                 s->lc->max_frame_bytes);
+        free(rq->a->note);
+        rq->a->note = strdup(note);
+        audit_put(s, audit_line(s, e, rq, NULL, KR_FRAME_PREFIX + flen,
+                                rq->a->t_read_us != 0
+                                    ? kr_clock_mono_us() -
+                                          rq->a->t_read_us
+                                    : 0,
+                                0));
+    }
+    kr_s_rq_free(rq);
+    e->rq = NULL;
+}
+
+/*
+ * The whole response frame of FIFO entry idx is at the start of up.in:
+ * decode it when its rules want it, let the pipeline decide
+ * (kr_analyse_response: translate back, fault error, ThrottleTimeMs,
+ * audit line), rewrite broker addresses, and leave the frame in rq->out
+ * until its turn.  Returns 0, or -1 when closed.
+ */
+int
+kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
+{
+    struct kr_inflight *e = kr_s_fifo_at(s, idx);
+    struct kr_rq *rq = e->rq;
+    struct evbuffer *pl = s->hold, *tmp = NULL;
+    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    struct kr_an_conn c;
+    struct kr_an_rsp_decision d;
+    int64_t now_us = kr_clock_mono_us(), up_us = 0;
+    uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
+    char err[160], why[200];
+    bool decode;
+    int rc = KR_OK, ret = -1;
+
+    if (rq == NULL) {
+        rq = e->rq = kr_s_rq_wrap(NULL);
+        if (rq == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        rq->a->up_version = e->api_version;
+    }
+    evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
+    evbuffer_remove_buffer(s->up.in, pl, flen);
+    KR_STAT_INC(s->host->stats, responses);
+    KR_STAT_INC(s->host->stats, responses_held);
+    if (rq->a->t_read_us != 0) {
+        up_us = now_us - rq->a->t_read_us;
+    }
+    kr_arena_init(&arena, 0);
+    memset(&d, 0, sizeof(d));
+    memset(&ce, 0, sizeof(ce));
+    decode = (rq->a->v.flags &
+              (KR_VF_AUDIT | KR_VF_THROTTLE | KR_VF_ERROR)) ||
+             rq->a->up_version != e->api_version;
+    if (decode) {
+        rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
+        if (rc == KR_OK) {
+            rc = kr_decode_response(&arena, &rb, e->api_key,
+                                    rq->a->up_version, 0, &m, &ce);
+        }
+        if (rc != KR_OK && rq->a->up_version != e->api_version) {
+            kr_s_close_up(s, KR_LOG_WARN, "cannot decode %s v%d response from "
+                          "%s to translate it back to v%d: %s at %s",
+                          kr_s_api_name(e->api_key), rq->a->up_version,
+                          s->upname, e->api_version,
+                          ce.msg[0] ? ce.msg : kr_status_str(rc), ce.path);
+            goto out;
+        }
+    }
+    an_conn(s, &c);
+    if (decode && rc != KR_OK) {
+        /* issue 13: observing rules fail open */
+        snprintf(why, sizeof(why), "the response does not decode: %.100s"
+                 "%s%.60s", ce.msg[0] ? ce.msg : kr_status_str(rc),
+                 ce.path[0] ? " at " : "", ce.path);
+        if (!kr_rewrite_wants(e->api_key, e->api_version)) {
+            /* else its broker addresses decide: rewritten, or closed */
+            char abuf[24], text[320];
+
+            snprintf(text, sizeof(text), "%s v%d response to CorrelationId "
+                     "%d: %s", kr_analyse_api_label(e->api_key, abuf,
+                                                    sizeof(abuf)),
+                     rq->a->up_version, e->correlation_id, why);
+            kr_s_undecodable_note(s, text);
+        }
+        kr_analyse_response(&c, e, rq->a, NULL, why, rsp_bytes, up_us,
+                            &arena, &d);
+    } else {
+        kr_analyse_response(&c, e, rq->a, decode ? &m : NULL, NULL,
+                            rsp_bytes, up_us, &arena, &d);
+    }
+    switch (d.outcome) {
+    case KR_AN_RSP_CLOSE:
+        kr_session_close(s, d.level, "%s", d.text);
+        goto out;
+    case KR_AN_CLOSE_UP:
+        kr_s_close_up(s, d.level, "%s", d.text);
+        goto out;
+    case KR_AN_DELIVER_CHANGED:
+        rsp_bytes = d.rsp_bytes;
+        tmp = evbuffer_new();
+        err[0] = '\0';
+        rc = tmp == NULL ? KR_ENOMEM
+                         : kr_evcodec_emit(pl, tmp, &d.w, &m, err,
+                                           sizeof(err));
+        if (rc != KR_OK) {
+            kr_s_close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: %s",
+                          kr_s_api_name(e->api_key), e->api_version,
+                          tmp == NULL ? "out of memory"
+                                      : err[0] ? err : kr_status_str(rc));
+            goto out;
+        }
+        evbuffer_drain(tmp, KR_FRAME_PREFIX);
+        pl = tmp;
+        break;
+    case KR_AN_DELIVER:
+        break;
+    }
+    if (kr_rewrite_wants(e->api_key, e->api_version)) {
+        struct kr_rewrite_result res;
+
+        memset(&res, 0, sizeof(res));
+        if (e->api_key == KR_API_API_VERSIONS) {
+            kr_s_learn_apiversions(s, e->api_version, pl);
+        }
+        rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
+                                 rq->out, &res);
+        if (rc != KR_OK) {
+            if (rq->a->v.flags & KR_VF_AUDIT) {
+                /* audited all the same: the response was not delivered */
+                char note[256];
+
+                snprintf(note, sizeof(note), "response not delivered, "
+                         "connection closed: cannot rewrite its broker "
+                         "addresses (%.120s)",
+                         res.err[0] ? res.err : kr_status_str(rc));
+                free(rq->a->note);
+                rq->a->note = strdup(note);
+                free(rq->a->audit_line);
+                rq->a->audit_line = NULL;
+                audit_put(s, audit_line(s, e, rq, NULL, rsp_bytes, up_us,
+                                        0));
+            }
+            kr_s_close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from "
+                          "%s: %s", kr_s_api_name(e->api_key), e->api_version,
+                          s->upname, res.err[0] ? res.err : kr_status_str(rc));
+            goto out;
+        }
+        if (res.changed) {
+            rq->a->actions |= KR_AUDIT_REWRITTEN;
+        }
+    } else {
+        add_prefix(rq->out, evbuffer_get_length(pl));
+        evbuffer_add_buffer(rq->out, pl);
+    }
+    if (d.fault_close) {
+        rq->a->actions |= KR_AUDIT_FAULTED;
+        if (rq->a->audit_line != NULL) {
+            audit_put(s, rq->a->audit_line);
+            rq->a->audit_line = NULL;
+        }
+        kr_session_close(s, KR_LOG_NOTICE, "closing the connection instead "
+                         "of delivering the %s v%d response (CorrelationId "
+                         "%d): fault_close_probability of [rule %s]",
+                         kr_s_api_name(e->api_key), e->api_version,
+                         e->correlation_id,
+                         rule_name(s, rq->a->v.fault_rule));
+        goto out;
+    }
+    rq->release_ms = kr_clock_timer_ms() + d.delay_ms;
+    rq->ready = true;
+    s->nready++;
+    ret = 0;
+out:
+    free(heap);
+    kr_wbuf_free(&d.w);
+    kr_arena_free(&arena);
+    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    if (tmp != NULL) {
+        evbuffer_free(tmp);
+    }
+    return ret;
+}
