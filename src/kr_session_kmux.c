@@ -439,9 +439,10 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                 struct kr_an_request r;
                 struct kr_an_req *a;
 
-                nr->h = h;
-                nr->flen = flen;
-                kr_s_an_request(nr, nr->cid, nr->cidlen, &r);
+                /* from its header alone (nr is filled only on return) */
+                memset(&r, 0, sizeof(r));
+                r.h = &h;
+                r.flen = flen;
                 a = kr_an_req_from_header(&r, nr->cid, nr->cidlen, why,
                                           KR_AUDIT_FORWARDED);
                 if (a != NULL) {
