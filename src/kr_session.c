@@ -1124,24 +1124,7 @@ client_write(struct kr_session *s)
     }
 }
 
-/*
- * Read the client once: on its read event, on the write event its
- * transport's read asked for, or for bytes the transport holds
- * (kr_conn_kick).  A write that waits for readability is retried after
- * it: the read may have taken what it waited for.
- */
-static void
-client_read(struct kr_session *s)
-{
-    client_read_once(s);
-    if (!s->dead && s->client.wr_want == KR_CONN_WANT_READ) {
-        client_write(s);
-    }
-    if (!s->dead) {
-        /* what the transport holds beyond this read has no event */
-        kr_conn_kick(&s->client);
-    }
-}
+static void side_read(struct kr_session *s, struct kr_conn *c);
 
 /*
  * The client's socket is readable (or its transport holds bytes): the
@@ -1160,7 +1143,7 @@ client_read_cb(evutil_socket_t fd, short what, void *arg)
     if (c->stage == KR_STAGE_HANDSHAKE) {
         client_handshake(s);
     } else if (c->reading && c->rd_want == KR_CONN_WANT_READ) {
-        client_read(s);
+        side_read(s, &s->client);
     } else if (c->wr_want == KR_CONN_WANT_READ) {
         client_write(s);
     }
@@ -1184,7 +1167,7 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
         client_handshake(s);
     } else {
         if (c->reading && c->rd_want == KR_CONN_WANT_WRITE) {
-            client_read(s);
+            side_read(s, &s->client);
         }
         if (!s->dead && c->wr_want == KR_CONN_WANT_WRITE) {
             client_write(s);
@@ -1322,21 +1305,31 @@ up_write(struct kr_session *s)
 }
 
 /*
- * Read the upstream once: on its read event, on the write event its
- * transport's read asked for, or for bytes the transport holds
- * (kr_conn_kick).  A write that waits for readability is retried after
- * it: the read may have taken what it waited for.
+ * Read side c once (the client or the upstream): on its read event, on
+ * the write event its transport's read asked for, or for bytes the
+ * transport holds (kr_conn_kick).  A write that waits for readability is
+ * retried after it: the read may have taken what it waited for.
  */
 static void
-up_read(struct kr_session *s)
+side_read(struct kr_session *s, struct kr_conn *c)
 {
-    up_read_once(s);
-    if (!s->dead && s->up.wr_want == KR_CONN_WANT_READ) {
-        up_write(s);
+    bool client = c == &s->client;
+
+    if (client) {
+        client_read_once(s);
+    } else {
+        up_read_once(s);
+    }
+    if (!s->dead && c->wr_want == KR_CONN_WANT_READ) {
+        if (client) {
+            client_write(s);
+        } else {
+            up_write(s);
+        }
     }
     if (!s->dead) {
         /* what the transport holds beyond this read has no event */
-        kr_conn_kick(&s->up);
+        kr_conn_kick(c);
     }
 }
 
@@ -1401,7 +1394,7 @@ up_read_cb(evutil_socket_t fd, short what, void *arg)
             up_write(s);
         }
     } else if (c->reading && c->rd_want == KR_CONN_WANT_READ) {
-        up_read(s);
+        side_read(s, &s->up);
     } else if (c->connected && c->wr_want == KR_CONN_WANT_READ) {
         up_write(s);
     }
@@ -1440,7 +1433,7 @@ up_write_cb(evutil_socket_t fd, short what, void *arg)
             goto out;
         }
     } else if (c->reading && c->rd_want == KR_CONN_WANT_WRITE) {
-        up_read(s);
+        side_read(s, &s->up);
         if (s->dead || !c->writing || c->wr_want != KR_CONN_WANT_WRITE) {
             goto out;
         }

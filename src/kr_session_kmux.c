@@ -1253,22 +1253,12 @@ kr_s_process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
             continue;
         }
-        if (rc == NRSP_RULES) {
+        if (rc == NRSP_RULES || rc == NRSP_INTERNAL) {
             KR_STAT_ADD(s->host->stats, bytes_down, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
-            if (kr_s_rule_response(s, idx, flen) != 0) {
-                return -1;
-            }
-            kr_s_flush_ready(s);
-            total = evbuffer_get_length(in);
-            continue;
-        }
-        if (rc == NRSP_INTERNAL) {
-            KR_STAT_ADD(s->host->stats, bytes_down, scan);
-            move_bytes(s, in, s->client.out, scan);
-            scan = 0;
-            if (internal_response(s, idx, flen) != 0) {
+            if ((rc == NRSP_RULES ? kr_s_rule_response(s, idx, flen)
+                                  : internal_response(s, idx, flen)) != 0) {
                 return -1;
             }
             kr_s_flush_ready(s);

@@ -594,6 +594,23 @@ av_unsupported_clamp(struct evbuffer *out, const struct kr_clamp *clamps)
 }
 
 /*
+ * The session's kr_rq around d's rule state (taken from d).  On ENOMEM
+ * d is freed, s closed, and NULL returned.
+ */
+static struct kr_rq *
+take_rq(struct kr_session *s, struct kr_an_decision *d)
+{
+    struct kr_rq *rq = kr_s_rq_wrap(d->req);
+
+    d->req = NULL;
+    if (rq == NULL) {
+        kr_an_decision_free(d);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+    }
+    return rq;
+}
+
+/*
  * Carry out the pipeline's decision d on request nr, whose payload is in
  * s->rq_payload (and d->msg borrows from it).  Takes what d owns.
  * Returns 0, or -1 when closed.
@@ -629,11 +646,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         return ret;
     case KR_AN_ANSWER:
         evbuffer_drain(pl, evbuffer_get_length(pl));
-        rq = kr_s_rq_wrap(d->req);
-        d->req = NULL;
-        if (rq == NULL) {
-            kr_an_decision_free(d);
-            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        if ((rq = take_rq(s, d)) == NULL) {
             return -1;
         }
         add_prefix(rq->out, d->w.len);
@@ -679,14 +692,8 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     if (d->enforce_wait) {
         s->enforce_wait = 1;
     }
-    if (d->req != NULL) {
-        rq = kr_s_rq_wrap(d->req);
-        d->req = NULL;
-        if (rq == NULL) {
-            kr_an_decision_free(d);
-            kr_session_close(s, KR_LOG_ERROR, "out of memory");
-            return -1;
-        }
+    if (d->req != NULL && (rq = take_rq(s, d)) == NULL) {
+        return -1;
     }
     kr_an_decision_free(d);
     return push_entry(s, &nr->e, rq);
