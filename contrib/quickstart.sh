@@ -38,6 +38,14 @@ if [ ! -f Makefile ]; then
 fi
 make -j"$(nproc)"
 
+# The demo's port must be free: a client would otherwise talk to whatever
+# listens there (a real Kafka on a developer's machine) and "pass".
+if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
+    echo "FAILED: 127.0.0.1:$PORT is in use by another program; stop it," \
+         "or choose another port: KRELAY_DEMO_PORT=9192 $0" >&2
+    exit 1
+fi
+
 LOG=$(mktemp -t krelay-demo.XXXXXX.log)
 say "Starting: $BUILD/krelay --demo --listen 127.0.0.1:$PORT --broker-port-base $BASE"
 "$BUILD/krelay" --demo -v --listen "127.0.0.1:$PORT" \
@@ -61,7 +69,8 @@ for _ in $(seq 1 50); do
     fi
     sleep 0.2
 done
-if [ "$ok" != 1 ]; then
+if [ "$ok" != 1 ] || ! kill -0 "$KRELAY_PID" 2>/dev/null ||
+   ! grep -q 'krelay .* started' "$LOG"; then
     echo "krelay did not come up; its log:" >&2
     cat "$LOG" >&2
     exit 1
@@ -86,6 +95,13 @@ cat "$LOG"
 
 if [ "$n" -lt 5 ]; then
     echo "FAILED: consumed $n of 5 messages" >&2
+    exit 1
+fi
+# ... and through this krelay: it still runs and served the clients
+if ! kill -0 "$KRELAY_PID" 2>/dev/null ||
+   ! grep -q '\[c#[0-9]* 127\.0\.0\.1:' "$LOG"; then
+    echo "FAILED: the messages did not go through this krelay (it exited" \
+         "or accepted no client)" >&2
     exit 1
 fi
 say "OK: 5 messages produced and consumed through krelay."
