@@ -194,11 +194,12 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
-    bool fetch_stale;                   /* the config changed since this
-                                           connection's last full Fetch:
-                                           an incremental one may hide
-                                           partitions from new topic rules
-                                           (fetch_session_stale) */
+    bool fetch_stale;                   /* no full Fetch on this
+                                           connection since it opened or
+                                           the config changed: an
+                                           incremental one may continue a
+                                           session begun before new topic
+                                           rules (fetch_session_stale) */
     unsigned undecodable_logged:1;      /* the one diagnostic line for a
                                            frame only observing rules
                                            wanted decoded was written */

@@ -1614,6 +1614,11 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->g = g;
     s->l = l;
     s->cref = kr_conf_ref_get(*host->cref);
+    /* a fetch session is the broker's, not the connection's: one begun
+       before a reload may go on here; until this connection's first full
+       Fetch, an incremental one under an enforcing topic rule starts
+       again (fetch_session_stale, kr_analyse.c) */
+    s->fetch_stale = true;
     s->lc = g->lc;
     kr_conn_init(&s->client);
     kr_conn_init(&s->up);

@@ -361,6 +361,13 @@ kr_s_resume_requests(struct kr_session *s)
     if (s->dead) {
         return -1;
     }
+    if (s->req_blocked &&
+        kr_s_fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
+        /* a slot freed by a built response going out, not by an upstream
+           read (which would have unblocked them): a held answer's timer
+           brings us here (process_requests blocks again when it must) */
+        s->req_blocked = 0;
+    }
     if (s->enforce_wait || s->req_blocked ||
         (s->paused_until_ms != 0 && kr_clock_timer_ms() < s->paused_until_ms) ||
         evbuffer_get_length(s->client.in) == 0) {

@@ -702,6 +702,16 @@ deny = true
 EOR
 : >"$W/t8.go"
 wait "$T8" || kr_fail "the reload client failed"
+# 8. a connection opened after that reload continuing a fetch session (a
+# session is the broker's, not the connection's): restarted as well
+raw t8n "$KR_BOOTSTRAP" <<'EOF'
+[{"send": [{"api": "Fetch", "v": 12, "session": [7, 3], "no_topics": true,
+            "corr": 1821}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "topic": "open", "session": [0, 0],
+            "corr": 1822}]}, {"recv": 1},
+ {"send": [{"api": "Fetch", "v": 12, "session": [9, 1], "no_topics": true,
+            "corr": 1823}]}, {"recv": 1}]
+EOF
 krelay_stop
 check "5: ApiKey 1000 and DeleteTopics v7 forwarded, responses unchanged" <<'PY'
 r = R("t5")
@@ -800,6 +810,16 @@ x = rsp(r, 1813)
 assert len(x) == 1 and x[0]["decoded"], "no response: %r" % r
 assert x[0]["decoded"]["body"]["ErrorCode"] == 70, x[0]["decoded"]
 assert not got(1813), "the broker got it: %r" % broker(1813)
+PY
+check "8: a new connection continuing a fetch session after the reload: restarted (70), then judged" <<'PY'
+r = R("t8n")
+x = rsp(r, 1821)
+assert len(x) == 1 and x[0]["decoded"], "no response: %r" % r
+assert x[0]["decoded"]["body"]["ErrorCode"] == 70, x[0]["decoded"]
+assert not got(1821), "the broker got it: %r" % broker(1821)
+for c in (1822, 1823):
+    assert got(c), "Fetch %d did not reach the broker" % c
+    assert rsp(r, c) and rsp(r, c)[0]["hex"] == broker(c)[0]["response_hex"], c
 PY
 
 # ---- every broker connection since the harness check came from krelay --------

@@ -1342,6 +1342,45 @@ START_TEST(throttle_enforce_undecodable)
 END_TEST
 
 /*
+ * max_inflight reached, and the one response in flight is held by a rule
+ * (fault latency): once it goes out, the requests waiting in client.in go
+ * on, though no upstream read comes to unblock them (the rule timer
+ * does).  Found by an adversarial pass: they waited for idle_timeout_ms.
+ */
+START_TEST(max_inflight_held_response_resumes)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+    size_t at;
+    int i;
+
+    rule_one(KR_API_DESCRIBE_GROUPS, 100, false);
+    T.lc.max_inflight = 1;
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 1; i <= 3; i++) {
+        at = req_begin(&req, KR_API_DESCRIBE_GROUPS, 0, i);
+        b32(&req, 1);           /* Groups */
+        bstr(&req, "g");
+        bend(&req, at);
+    }
+    expected_echo(&req, 0, &exp);
+    cli_send(c, req.b, req.n);  /* pipelined: two wait behind the first */
+    w.stall_ms = 5000;          /* 3 x 100 ms of latency, not 30 s */
+    while (!cli_has(c, exp.n) && waiting(&w, progress())) {
+        pump_once();
+    }
+    cli_expect(c, &exp);
+    fake_expect(&req);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
  * The answer to SaslHandshake v0 is held by a rule (fault latency) while
  * the client's raw token is already there: the token waits until the
  * answer went out, so its own answer never queues behind a held one.
@@ -3692,6 +3731,7 @@ session_suite(void)
     tcase_add_test(tc, fetch16_whole_over_max);
     tcase_add_test(tc, held_response_slow_not_cut);
     tcase_add_test(tc, fetch16_streamed_malformed);
+    tcase_add_test(tc, max_inflight_held_response_resumes);
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
     suite_add_tcase(s, tc);
