@@ -938,6 +938,17 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         }
         if (keep[i] < 0) {
             opened++;
+        } else if (kr_conf_listener_diff(&oc->listeners[keep[i]],
+                                         &nc->listeners[i], NULL, NULL) &
+                   KR_RELOAD_RESTART) {
+            /* a kept group keeps its running upstream (the key's reload
+               attribute says so): say it, as for [upstream] changes */
+            kr_log_warn("reload: %s:%d: [listener%s%s] changed a key that "
+                        "needs a restart (upstream): its connections keep "
+                        "going to the running one", path,
+                        nc->listeners[i].line,
+                        nc->listeners[i].name[0] ? " " : "",
+                        nc->listeners[i].name);
         }
     }
     /*

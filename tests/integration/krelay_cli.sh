@@ -99,4 +99,39 @@ done
 n=$(grep -c "SIGHUP\|SIGUSR1" "$W/krelay.log")
 [ "$n" -eq 4 ] || kr_fail "$n signal lines, want 4: $(grep SIG "$W/krelay.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay.log"
+
+# 6. a reload changing a kept listener's upstream: it needs a restart (the
+# key's reload attribute): said, and the group keeps its running one
+two_ups() {
+    cat >"$1" <<EOF
+[upstream a]
+bootstrap_servers = 127.0.0.1:1
+[upstream b]
+bootstrap_servers = 127.0.0.1:2
+[listener]
+listen = 127.0.0.1:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = 1
+upstream = $2
+[log]
+level = info
+target = $W/krelay2.log
+EOF
+}
+two_ups "$W/run2.ini" a
+"$KR_KRELAY" -c "$W/run2.ini" >>"$W/krelay.out.log" 2>&1 &
+pid=$!
+KR_PIDS+=("$pid")
+kr_wait_for 60 grep -q "notice: krelay .* started" "$W/krelay2.log" ||
+    kr_fail "krelay (two upstreams) did not start: $(tail -3 "$W/krelay2.log")"
+two_ups "$W/run2.ini" b
+kill -HUP "$pid"
+kr_wait_for 60 grep -q "SIGHUP: reloaded" "$W/krelay2.log" ||
+    kr_fail "no reload: $(tail -3 "$W/krelay2.log")"
+WANT="warn: reload: $W/run2.ini:5: \[listener\] changed a key that needs"
+WANT="$WANT a restart (upstream): its connections keep going to the running one"
+grep -q "$WANT" "$W/krelay2.log" ||
+    kr_fail "no restart warning for the listener's upstream: $(grep reload "$W/krelay2.log")"
+kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay2.log"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines"
