@@ -152,6 +152,21 @@ struct kr_audit_conf {
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
+ * Something a config that loads does which is likely not what was meant
+ * (issue 14): a listener on a wildcard address that advertises
+ * 127.0.0.1, a clamp below what Kafka 4 accepts, a `principal` no
+ * listener can give.  The loader collects them; `krelay -t` prints them
+ * (-W makes them errors), the daemon prints them at start and logs them
+ * at a reload.
+ */
+struct kr_conf_warning {
+    int line;                           /* of the key (or section) at
+                                           fault; 0: the file as a whole */
+    char *text;                         /* malloc'd, one line without
+                                           "FILE:LINE: " or newline */
+};
+
+/*
  * A whole loaded config.  Every pointer below (strings, arrays, nested
  * structs) is malloc'd and owned by it: kr_conf_free releases all, and the
  * ruleset through ruleset_free when that is set.  Counts (n*) are entries
@@ -177,12 +192,16 @@ struct kr_conf {
                                         /* how kr_conf_free releases
                                            ruleset (kr_rule_free); NULL:
                                            the config does not own it */
+    /* issue 14: the loader's warnings, in file order (appended) */
+    struct kr_conf_warning *warnings;
+    int nwarnings;
 };
 
 /*
  * Read and check path.  The rules are checked, not compiled: *out has no
  * ruleset (the daemon loads through kr_rule_load, which compiles them).
- * On success returns KR_OK and *out (caller frees with kr_conf_free).  On
+ * On success returns KR_OK and *out (caller frees with kr_conf_free),
+ * with what loads but is likely a mistake in (*out)->warnings.  On
  * failure returns KR_ERROR, *out untouched, and every problem is written
  * to errs (one line each, "FILE:LINE: message"; errs may be NULL).
  * Unknown sections or keys and bad values are errors.  A problem with no
@@ -214,6 +233,21 @@ bool kr_hostport_parse(const char *s, struct kr_hostport *hp);
 
 /* Free a list's strings and array; leaves it empty. */
 void kr_strlist_free(struct kr_strlist *l);
+
+/*
+ * Write c's warnings (struct kr_conf_warning) to f, one line each as
+ * "FILE:LINE: text" ("FILE: text" without a line).  Returns the number
+ * written.  kr_rule_warnings (kr_rule.h) writes these and the rule
+ * table's own.
+ */
+unsigned kr_conf_warnings(const struct kr_conf *c, FILE *f);
+
+/*
+ * The name allowed_compression gives Kafka's compression type id
+ * ("none", "gzip", "snappy", "lz4", "zstd": bit id of
+ * kr_rule_conf.allowed_compression), or NULL for another id.  Static.
+ */
+const char *kr_conf_codec_name(int id);
 
 /* Print the effective config (every key with its value) to f. */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);

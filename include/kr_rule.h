@@ -280,9 +280,11 @@ bool kr_glob_match(const char *pat, const char *s, size_t len);
 bool kr_cidr_match(const struct kr_cidr *c, const struct sockaddr *sa);
 
 /*
- * Write `krelay -t` warnings to f, one line each as "FILE:LINE: warning:
- * ..." (issue 13: pass_unknown_apis on connections an enforcing rule
- * without `api` could match, where it has no effect).  Returns the
+ * Write every warning of the config rs was compiled from to f, one line
+ * each as "FILE:LINE: text" (the caller adds its own prefix: `krelay -t`
+ * writes "krelay: warning: "): the loader's (kr_conf_warnings), then the
+ * rule table's (issue 13: pass_unknown_apis on connections an enforcing
+ * rule without `api` could match, where it has no effect).  Returns the
  * number written.
  */
 unsigned kr_rule_warnings(const struct kr_ruleset *rs, FILE *f);
@@ -290,7 +292,8 @@ unsigned kr_rule_warnings(const struct kr_ruleset *rs, FILE *f);
 /*
  * Print the compiled table to f: one line per rule (its matchers and
  * actions), then per ApiKey the version ranges each rule touches
- * (`krelay -t`).
+ * (`krelay -t`).  APIs, Kafka errors, acks and compression types are
+ * written by name, as the config writes them.
  */
 void kr_rule_print(const struct kr_ruleset *rs, FILE *f);
 

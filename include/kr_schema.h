@@ -195,6 +195,19 @@ const struct kr_api_desc *kr_api_get(int16_t k);
 const struct kr_api_desc *kr_api_by_name(const char *name);
 
 /*
+ * The lowest version of API a that every Kafka 4 release accepts: the
+ * 4.3.1 tables' valid_4x.lo, except JoinGroup: 2, because Kafka 4.0.0
+ * refused its v0-1 (KIP-896; 4.0.1 took them back, KAFKA-19444).  Sets
+ * *release (may be NULL) to the release that minimum comes from,
+ * "4.0.0" or "4.3.1" (static strings).  Produce's is 3 although a 4.x
+ * broker advertises 0 in ApiVersions (KAFKA-18659): it refuses v0-2 when
+ * they are sent.  -1 when Kafka 4 has no version of a at all (ApiKeys
+ * 4-7, ZooKeeper-era controller RPCs) or a is NULL.  Source:
+ * ../shared/kafka-message-schemas/README.md, "Remarks on the table".
+ */
+int16_t kr_api_min_kafka4(const struct kr_api_desc *a, const char **release);
+
+/*
  * Root struct id of an API's request (response = false) or response body
  * at version v, or KR_NO_STRUCT when v is not a valid version.
  */

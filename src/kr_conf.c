@@ -336,6 +336,41 @@ kr_cf_err(struct kr_cf_state *st, int line, const char *fmt, ...)
     fputc('\n', st->errs);
 }
 
+static void kr_cf_warn(struct kr_cf_state *st, int line, const char *fmt,
+                       ...) KR_PRINTF(3, 4);
+
+/*
+ * A warning (struct kr_conf_warning) at line: kept in the config, which
+ * still loads.  Out of memory is an error.
+ */
+static void
+kr_cf_warn(struct kr_cf_state *st, int line, const char *fmt, ...)
+{
+    struct kr_conf *c = st->conf;
+    struct kr_conf_warning *nw;
+    va_list ap;
+    char *text = NULL;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    nw = n < 0 ? NULL
+               : realloc(c->warnings,
+                         sizeof(*nw) * (size_t)(c->nwarnings + 1));
+    if (nw == NULL) {
+        if (n >= 0) {
+            free(text);
+        }
+        kr_cf_err(st, line, "out of memory");
+        return;
+    }
+    c->warnings = nw;
+    nw[c->nwarnings].line = line;
+    nw[c->nwarnings].text = text;
+    c->nwarnings++;
+}
+
 /* "[listener a]" or "[listener]" for messages. */
 static const char *
 kr_cf_inst_label(const struct kr_cf_inst *in, char *buf, size_t len)
@@ -507,11 +542,32 @@ kr_cf_parse_int(const char *s, int64_t *out)
     return true;
 }
 
+/*
+ * A wildcard address (every address of the machine): empty, 0.0.0.0, or
+ * any spelling of the IPv6 unspecified address ("::", "0:0::0", with or
+ * without a %zone).
+ */
 static bool
 kr_cf_is_wildcard(const char *host)
 {
-    return host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
-           strcmp(host, "::") == 0 || strcmp(host, "*") == 0;
+    char tmp[INET6_ADDRSTRLEN + 1];
+    const char *pct;
+    struct in6_addr a6;
+    size_t n;
+
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 ||
+        strcmp(host, "*") == 0) {
+        return true;
+    }
+    pct = strchr(host, '%');
+    n = pct != NULL ? (size_t)(pct - host) : strlen(host);
+    if (n == 0 || n >= sizeof(tmp)) {
+        return false;
+    }
+    memcpy(tmp, host, n);
+    tmp[n] = '\0';
+    return inet_pton(AF_INET6, tmp, &a6) == 1 &&
+           IN6_IS_ADDR_UNSPECIFIED(&a6);
 }
 
 static void
@@ -1594,6 +1650,15 @@ kr_cf_key_line_bad(const struct kr_cf_inst *in, const char *name)
     return i >= 0 && in->key_line[i] < 0;
 }
 
+/* True when key name of in was given with a good value. */
+static bool
+kr_cf_key_given(const struct kr_cf_inst *in, const char *name)
+{
+    int i = kr_cf_key_index(in->kind, name);
+
+    return i >= 0 && in->key_line[i] > 0;
+}
+
 /* Defaults and required keys of one section. */
 static void
 kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
@@ -1622,11 +1687,24 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
         struct kr_listener_conf *l = in->obj;
 
         if (l->advertised_host == NULL && l->listen.host != NULL) {
-            l->advertised_host = strdup(kr_cf_is_wildcard(l->listen.host)
-                                            ? "127.0.0.1"
-                                            : l->listen.host);
+            bool wild = kr_cf_is_wildcard(l->listen.host);
+
+            l->advertised_host = strdup(wild ? "127.0.0.1" : l->listen.host);
             if (l->advertised_host == NULL) {
                 kr_cf_err(st, in->line, "out of memory");
+            } else if (wild && !kr_cf_key_line_bad(in, "advertised_host")) {
+                kr_cf_warn(st, kr_cf_line_of(in, "listen"), "%s: listen = "
+                           "%s%s%s:%u is a wildcard address and there is no "
+                           "advertised_host: krelay tells every client that "
+                           "the brokers are at 127.0.0.1, so clients on "
+                           "other machines cannot connect (set "
+                           "advertised_host to the name or address they "
+                           "reach this host by)",
+                           kr_cf_inst_label(in, lbl, sizeof(lbl)),
+                           strchr(l->listen.host, ':') != NULL ? "[" : "",
+                           l->listen.host,
+                           strchr(l->listen.host, ':') != NULL ? "]" : "",
+                           (unsigned)l->listen.port);
             }
         }
     }
@@ -1673,6 +1751,16 @@ kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
     char lbl[KR_CONF_MAX_NAME + 32];
 
     kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (kr_cf_key_given(in, "advertised_host") &&
+        l->advertised_host != NULL && kr_cf_is_wildcard(l->advertised_host)) {
+        kr_cf_err(st, kr_cf_line_of(in, "advertised_host"),
+                  "%s: advertised_host = %s%s%s is a wildcard address: "
+                  "clients would be told to connect to it and cannot (write "
+                  "the name or address clients reach this host by)", lbl,
+                  strchr(l->advertised_host, ':') != NULL ? "[" : "",
+                  l->advertised_host,
+                  strchr(l->advertised_host, ':') != NULL ? "]" : "");
+    }
     if (kr_cf_key_ok(in, "node_id_min") && kr_cf_key_ok(in, "node_id_max") &&
         l->node_id_min > l->node_id_max) {
         kr_cf_err(st, kr_cf_line_of(in, "node_id_max"),
@@ -1731,14 +1819,6 @@ kr_cf_check_pair(struct kr_cf_state *st, struct kr_cf_inst *a,
                   "%s: broker ports %d-%d overlap those of %s (%d-%d)",
                   lb_lbl, pb.lo, pb.hi, la_lbl, pa.lo, pa.hi);
     }
-}
-
-static bool
-kr_cf_key_given(const struct kr_cf_inst *in, const char *name)
-{
-    int i = kr_cf_key_index(in->kind, name);
-
-    return i >= 0 && in->key_line[i] > 0;
 }
 
 /* Versions [*lo, *hi] of api both known to krelay and in r's versions
@@ -1805,6 +1885,58 @@ kr_cf_check_answerable(struct kr_cf_state *st, struct kr_cf_inst *in,
                   "close the connection): leave it out of api or narrow "
                   "versions", lbl, action, kr_api_get(api)->name, vs);
     }
+}
+
+/*
+ * Does legacy translation carry requests of api, sent at a version rule
+ * r clamps clients to, up to a version Kafka 4 accepts?  It does not
+ * exist yet (issue 10; kr_advertise_range's step 4): never.  HOOK (issue
+ * 14): when it comes, answer from it here (no warning then); and when
+ * its `broker_profile` key says the cluster is Kafka 4, the warning of
+ * kr_cf_check_clamp_kafka4 becomes an error (kr_cf_err) for a clamp below
+ * that profile's minimum which translation does not cover.
+ */
+static bool
+kr_cf_legacy_translates(const struct kr_rule_conf *r, int16_t api)
+{
+    (void)r;
+    (void)api;
+    return false;
+}
+
+/*
+ * A clamp_max_version below the lowest version of api Kafka 4 accepts
+ * (kr_api_min_kafka4): clients that follow the clamp are left only
+ * versions a Kafka 4 broker refuses.  A warning, as krelay does not know
+ * which Kafka is upstream (see kr_cf_legacy_translates).
+ */
+static void
+kr_cf_check_clamp_kafka4(struct kr_cf_state *st, struct kr_cf_inst *in,
+                         const char *lbl, const struct kr_api_desc *a)
+{
+    const struct kr_rule_conf *r = in->obj;
+    const char *rel, *kafka;
+    char vs[32];
+    int16_t k4 = kr_api_min_kafka4(a, &rel);
+    int lo = r->clamp_min_version > a->valid.lo ? r->clamp_min_version
+                                                : a->valid.lo;
+
+    if (r->clamp_max_version < 0 || k4 < 0 || r->clamp_max_version >= k4 ||
+        kr_cf_legacy_translates(r, a->key)) {
+        return;
+    }
+    kafka = strcmp(rel, "4.0.0") == 0 ? "Kafka 4.0.0" : "Kafka 4";
+    snprintf(vs, sizeof(vs), lo < r->clamp_max_version ? "v%d-%d" : "v%d",
+             lo, (int)r->clamp_max_version);
+    kr_cf_warn(st, kr_cf_line_of(in, "clamp_max_version"),
+               "%s: clamp_max_version %d is below the lowest %s version %s "
+               "accepts (%d%s): clients that follow the clamp are left %s "
+               "%s, which %s brokers refuse, so against %s they cannot use "
+               "%s at all", lbl, (int)r->clamp_max_version, a->name, kafka,
+               (int)k4, strcmp(rel, "4.0.0") == 0
+                            ? "; 4.0.1 and later accept lower ones again"
+                            : ", per the 4.3.1 schemas",
+               a->name, vs, kafka, kafka, a->name);
 }
 
 /* Rule keys with a side: {key, given}. */
@@ -1895,6 +2027,8 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
                       "krelay knows (%d-%d): no version would be left",
                       lbl, (int)r->clamp_max_version, a->name,
                       (int)a->valid.lo, (int)a->valid.hi);
+        } else {
+            kr_cf_check_clamp_kafka4(st, in, lbl, a);
         }
     }
     if (r->direction & KR_RDIR_REQUEST) {
@@ -1906,6 +2040,51 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
                                    KR_API_PRODUCE);
         }
     }
+}
+
+/*
+ * Can a connection on listener l have a principal (what a rule's
+ * `principal` matches)?  Not yet: no listener terminates TLS with client
+ * certificates or SASL, so kr_rule_conn_mask is always given NULL.  HOOK
+ * (issue 14): when a listener key brings either, answer from it here.
+ */
+static bool
+kr_cf_listener_gives_principal(const struct kr_listener_conf *l)
+{
+    (void)l;
+    return false;
+}
+
+/* A rule matching on principal where no listener it covers gives one. */
+static void
+kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
+                      const char *lbl)
+{
+    const struct kr_rule_conf *r = in->obj;
+    int i, j;
+
+    if (r->principal.n == 0) {
+        return;
+    }
+    for (i = 0; i < st->ninsts; i++) {
+        const struct kr_cf_inst *li = &st->insts[i];
+        bool covered = r->listener.n == 0;
+
+        if (li->bad || li->kind != KR_CS_LISTENER) {
+            continue;
+        }
+        for (j = 0; j < r->listener.n && !covered; j++) {
+            covered = strcmp(r->listener.v[j], li->name) == 0;
+        }
+        if (covered && kr_cf_listener_gives_principal(li->obj)) {
+            return;
+        }
+    }
+    kr_cf_warn(st, kr_cf_line_of(in, "principal"), "%s: principal never "
+               "matches: no listener %sgives a principal (krelay does not "
+               "terminate TLS with client certificates or SASL yet), so "
+               "this rule never applies", lbl,
+               r->listener.n > 0 ? "the rule names " : "");
 }
 
 /* Keys of one [rule] that only make sense together. */
@@ -2003,6 +2182,7 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
                   "policy keys would never apply", lbl);
     }
     kr_cf_check_rule_acts(st, in, lbl);
+    kr_cf_check_principal(st, in, lbl);
 }
 
 static void
@@ -2322,10 +2502,37 @@ kr_conf_free(struct kr_conf *c)
     if (c->ruleset_free != NULL) {
         c->ruleset_free(c->ruleset);
     }
+    for (i = 0; i < c->nwarnings; i++) {
+        free(c->warnings[i].text);
+    }
+    free(c->warnings);
     free(c->audit.target);
     free(c->log.target);
     free(c->path);
     free(c);
+}
+
+const char *
+kr_conf_codec_name(int id)
+{
+    return id >= 0 && id < (int)KR_ARRAY_LEN(kr_cf_codec_names) - 1
+               ? kr_cf_codec_names[id] : NULL;
+}
+
+unsigned
+kr_conf_warnings(const struct kr_conf *c, FILE *f)
+{
+    int i;
+
+    for (i = 0; c != NULL && i < c->nwarnings; i++) {
+        if (c->warnings[i].line > 0) {
+            fprintf(f, "%s:%d: %s\n", c->path, c->warnings[i].line,
+                    c->warnings[i].text);
+        } else {
+            fprintf(f, "%s: %s\n", c->path, c->warnings[i].text);
+        }
+    }
+    return c != NULL ? (unsigned)c->nwarnings : 0;
 }
 
 /* ---- reload: what changed, and what a reload does with it --------------- */

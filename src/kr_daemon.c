@@ -544,6 +544,8 @@ kr_daemon_run(struct kr_daemon *d)
 /* ---- stop --------------------------------------------------------------- */
 
 /* Sum of counter id (cell 0) over the workers. */
+static const char *plural(long long n);
+
 static uint64_t
 total(const struct kr_daemon *d, enum kr_stat_id id)
 {
@@ -593,18 +595,25 @@ kr_daemon_stop(struct kr_daemon *d)
        before the drops are reported */
     kr_audit_flush(d->audit != NULL ? d->audit->au : NULL);
     audit_report(d->audit, "stop");
-    kr_log_notice("totals: %" PRIu64 " connections, %" PRIu64 " requests, "
-                  "%" PRIu64 " responses (%" PRIu64 " held whole, %" PRIu64
-                  " streamed), %" PRIu64 " bytes up, %" PRIu64 " bytes down "
-                  "(%" PRIu64 " of the two spliced)",
-                  total(d, KR_STAT_ID_conn_accepted),
-                  total(d, KR_STAT_ID_requests),
-                  total(d, KR_STAT_ID_responses),
-                  total(d, KR_STAT_ID_responses_held),
-                  total(d, KR_STAT_ID_responses_streamed),
-                  total(d, KR_STAT_ID_bytes_up),
-                  total(d, KR_STAT_ID_bytes_down),
-                  total(d, KR_STAT_ID_bytes_spliced));
+    {
+        uint64_t nc = total(d, KR_STAT_ID_conn_accepted);
+        uint64_t nq = total(d, KR_STAT_ID_requests);
+        uint64_t np = total(d, KR_STAT_ID_responses);
+        uint64_t bu = total(d, KR_STAT_ID_bytes_up);
+        uint64_t bd = total(d, KR_STAT_ID_bytes_down);
+
+        kr_log_notice("totals: %" PRIu64 " connection%s, %" PRIu64
+                      " request%s, %" PRIu64 " response%s (%" PRIu64
+                      " held whole, %" PRIu64 " streamed), %" PRIu64
+                      " byte%s up, %" PRIu64 " byte%s down (%" PRIu64
+                      " of the two spliced)",
+                      nc, plural((long long)nc), nq, plural((long long)nq),
+                      np, plural((long long)np),
+                      total(d, KR_STAT_ID_responses_held),
+                      total(d, KR_STAT_ID_responses_streamed),
+                      bu, plural((long long)bu), bd, plural((long long)bd),
+                      total(d, KR_STAT_ID_bytes_spliced));
+    }
     (void)kr_log_rl_flush();
     event_base_loopbreak(d->base);
 }
@@ -857,6 +866,16 @@ reload(struct kr_daemon *d, const char *path, const char *by)
         return KR_ERROR;
     }
     free(errs);
+    /* what `krelay -t` warns about, in the log (issue 14) */
+    errs = NULL;
+    elen = 0;
+    ef = open_memstream(&errs, &elen);
+    if (ef != NULL) {
+        (void)kr_rule_warnings(nc->ruleset, ef);
+        fclose(ef);
+        log_lines(KR_LOG_WARN, "reload: warning: ", errs);
+        free(errs);
+    }
     return reload_conf(d, nc, true, path, by);
 }
 

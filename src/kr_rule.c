@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kr_api_keys.h"
+#include "kr_kerr.h"
 #include "kr_rule.h"
 #include "kr_schema.h"
 #include "kr_topics.h"
@@ -800,11 +801,47 @@ api_name(int16_t k)
     return a != NULL && a->name != NULL ? a->name : "?";
 }
 
+/*
+ * The produce policy as the config writes it: "policy(allowed_acks =
+ * all,1, allowed_compression = none,zstd)" (kr_rule_conf.allowed_acks:
+ * bit acks + 1, -1 written "all").
+ */
+static void
+print_policy(const struct kr_rule_conf *r, FILE *f)
+{
+    static const char *const acks[] = { "all", "0", "1" };
+    const char *sep = "";
+    int b;
+
+    fprintf(f, " policy(");
+    if (r->allowed_acks != 0) {
+        fprintf(f, "allowed_acks = ");
+        for (b = 0; b < (int)KR_ARRAY_LEN(acks); b++) {
+            if (r->allowed_acks & (1u << b)) {
+                fprintf(f, "%s%s", sep, acks[b]);
+                sep = ",";
+            }
+        }
+        sep = ", ";
+    }
+    if (r->allowed_compression != 0) {
+        fprintf(f, "%sallowed_compression = ", sep);
+        sep = "";
+        for (b = 0; kr_conf_codec_name(b) != NULL; b++) {
+            if (r->allowed_compression & (1u << b)) {
+                fprintf(f, "%s%s", sep, kr_conf_codec_name(b));
+                sep = ",";
+            }
+        }
+    }
+    fputc(')', f);
+}
+
 static void
 print_rule(const struct kr_rule_conf *r, int i, FILE *f)
 {
     static const char *const dirs[] = { "", "request", "response", "both" };
-    char a[INET6_ADDRSTRLEN];
+    char a[INET6_ADDRSTRLEN], eb[KR_KERR_BUFLEN];
     int j;
 
     fprintf(f, "rule %d [rule %s] (line %d):\n  match:", i + 1, r->name,
@@ -824,8 +861,7 @@ print_rule(const struct kr_rule_conf *r, int i, FILE *f)
     if (r->napi > 0) {
         fprintf(f, " api=");
         for (j = 0; j < r->napi; j++) {
-            fprintf(f, "%s%s(%d)", j ? "," : "", api_name(r->api[j]),
-                    r->api[j]);
+            fprintf(f, "%s%s", j ? "," : "", api_name(r->api[j]));
         }
     } else {
         fprintf(f, " api=*");
@@ -838,7 +874,8 @@ print_rule(const struct kr_rule_conf *r, int i, FILE *f)
     print_list(f, "topic", &r->topic);
     fprintf(f, "\n  actions:");
     if (r->deny && r->deny_error >= 0) {
-        fprintf(f, " deny(error %d)", (int)r->deny_error);
+        fprintf(f, " deny(%s)", kr_kerr_format((int16_t)r->deny_error, eb,
+                                               sizeof(eb)));
     } else if (r->deny) {
         fprintf(f, " deny(the API's default error)");
     }
@@ -852,8 +889,7 @@ print_rule(const struct kr_rule_conf *r, int i, FILE *f)
         fprintf(f, " pass_unknown_apis");
     }
     if (has_policy(r)) {
-        fprintf(f, " policy(acks mask 0x%x, compression mask 0x%x)",
-                r->allowed_acks, r->allowed_compression);
+        print_policy(r, f);
     }
     if (r->audit) {
         fprintf(f, " audit%s", r->audit_body ? "(body)" : "");
@@ -870,7 +906,8 @@ print_rule(const struct kr_rule_conf *r, int i, FILE *f)
         fprintf(f, " latency(%d ms)", (int)r->fault_latency_ms);
     }
     if (r->fault_error >= 0) {
-        fprintf(f, " fault_error(%d, p=%g)", (int)r->fault_error,
+        fprintf(f, " fault_error(%s, p=%g)",
+                kr_kerr_format((int16_t)r->fault_error, eb, sizeof(eb)),
                 r->fault_error_probability);
     }
     if (r->fault_close_probability > 0) {
@@ -934,12 +971,13 @@ unsigned
 kr_rule_warnings(const struct kr_ruleset *rs, FILE *f)
 {
     const char *path;
-    unsigned n = 0;
+    unsigned n;
     int i, j;
 
     if (rs == NULL) {
         return 0;
     }
+    n = kr_conf_warnings(rs->conf, f);
     path = rs->conf->path != NULL ? rs->conf->path : "(config)";
     for (i = 0; i < rs->nrules; i++) {
         const struct kr_rule_conf *r = &rs->conf->rules[i];
@@ -952,7 +990,7 @@ kr_rule_warnings(const struct kr_ruleset *rs, FILE *f)
 
             if (e->napi == 0 && kr_rule_enforces(e) &&
                 listeners_overlap(r, e)) {
-                fprintf(f, "%s:%d: warning: [rule %s]: pass_unknown_apis "
+                fprintf(f, "%s:%d: [rule %s]: pass_unknown_apis "
                         "has no effect on connections [rule %s] (line %d) "
                         "could match: an enforcing rule without `api` "
                         "covers ApiKeys krelay cannot decode, so they are "
@@ -998,7 +1036,7 @@ kr_rule_print(const struct kr_ruleset *rs, FILE *f)
             while (w + 1 <= hi && slot_eq(&rs->tab[k][w + 1], s)) {
                 w++;
             }
-            fprintf(f, "  %s(%d) v%d", api_name(k), k, v);
+            fprintf(f, "  %s v%d", api_name(k), v);
             if (w > v) {
                 fprintf(f, "-%d", w);
             }
@@ -1011,5 +1049,6 @@ kr_rule_print(const struct kr_ruleset *rs, FILE *f)
             v = w;
         }
     }
-    fprintf(f, "%u (ApiKey, ApiVersion) slots have rules\n", slots);
+    fprintf(f, "%u (ApiKey, ApiVersion) slot%s rules\n", slots,
+            slots == 1 ? " has" : "s have");
 }

@@ -13,6 +13,9 @@
 /* ApiKeys with header-version exceptions (Kafka's generator). */
 #define KR_KEY_CONTROLLED_SHUTDOWN 7
 #define KR_KEY_API_VERSIONS 18
+/* JoinGroup: Kafka 4.0.0 accepted fewer versions than 4.3.1 */
+#define KR_KEY_JOIN_GROUP 11
+#define KR_JOIN_GROUP_MIN_4_0_0 2
 
 const struct kr_api_desc *
 kr_api_get(int16_t k)
@@ -40,6 +43,30 @@ kr_api_by_name(const char *name)
         }
     }
     return NULL;
+}
+
+int16_t
+kr_api_min_kafka4(const struct kr_api_desc *a, const char **release)
+{
+    if (release != NULL) {
+        *release = "4.3.1";
+    }
+    if (a == NULL || a->name == NULL || a->valid_4x.lo > a->valid_4x.hi) {
+        return -1;
+    }
+    /*
+     * The tables hold 4.3.1; the only version a 4.x release refused that
+     * 4.3.1 accepts again is JoinGroup v0-1, dropped on the 4.0 branch
+     * (4.0.0) and restored in 4.0.1 (schemas README).
+     */
+    if (a->key == KR_KEY_JOIN_GROUP &&
+        a->valid_4x.lo < KR_JOIN_GROUP_MIN_4_0_0) {
+        if (release != NULL) {
+            *release = "4.0.0";
+        }
+        return KR_JOIN_GROUP_MIN_4_0_0;
+    }
+    return a->valid_4x.lo;
 }
 
 uint16_t

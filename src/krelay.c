@@ -30,13 +30,17 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-"Usage: krelay -c FILE [-t] [-v...]\n"
+"Usage: krelay -c FILE [-t [-W]] [-v...]\n"
 "       krelay --demo [-c FILE] [--listen HOST:PORT] [--broker-port-base N]\n"
 "\n"
 "A protocol-aware TCP proxy for Apache Kafka.  Runs in the foreground.\n"
 "\n"
 "  -c, --config FILE        read the configuration from FILE\n"
-"  -t, --test               check the configuration and exit\n"
+"  -t, --test               check the configuration and exit: errors and\n"
+"                           warnings (\"krelay: warning: \") on stderr, then\n"
+"                           the compiled rule table; exit 1 on an error\n"
+"  -W, --strict             with -t: warnings are errors too (exit 1), for\n"
+"                           CI and ExecStartPre=\n"
 "  -v, --verbose            more logging (repeat for more)\n"
 "      --demo               start an in-process mock Kafka cluster (%d\n"
 "                           brokers, topics %s) behind krelay%s\n"
@@ -60,19 +64,42 @@ usage(FILE *f)
 
 /*
  * Copy the config loader's messages (one per line) to stderr, each with
- * the "krelay: " prefix of krelay's other messages.
+ * the "krelay: " prefix of krelay's other messages and then kind ("" or
+ * "warning: ").
  */
 static void
-print_prefixed(const char *text)
+print_prefixed(const char *kind, const char *text)
 {
     const char *l = text, *nl;
 
     while (l != NULL && *l != '\0') {
         nl = strchr(l, '\n');
-        fprintf(stderr, "krelay: %.*s\n",
+        fprintf(stderr, "krelay: %s%.*s\n", kind,
                 (int)(nl != NULL ? nl - l : (long)strlen(l)), l);
         l = nl != NULL ? nl + 1 : NULL;
     }
+}
+
+/*
+ * The config's warnings (kr_rule_warnings) to stderr, each line
+ * "krelay: warning: FILE:LINE: ...".  Returns how many.
+ */
+static unsigned
+print_warnings(const struct kr_conf *conf)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    unsigned n;
+
+    if (f == NULL) {
+        return kr_rule_warnings(conf->ruleset, stderr);
+    }
+    n = kr_rule_warnings(conf->ruleset, f);
+    fclose(f);
+    print_prefixed("warning: ", text);
+    free(text);
+    return n;
 }
 
 /*
@@ -94,7 +121,7 @@ load_conf(const char *path, const char *text, struct kr_conf **conf)
     rc = text != NULL ? kr_rule_load_string(text, path, ef, conf)
                       : kr_rule_load(path, ef, conf);
     fclose(ef);
-    print_prefixed(errs);
+    print_prefixed("", errs);
     free(errs);
     return rc;
 }
@@ -199,6 +226,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
         { "test", no_argument, NULL, 't' },
+        { "strict", no_argument, NULL, 'W' },
         { "verbose", no_argument, NULL, 'v' },
         { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
@@ -209,7 +237,9 @@ main(int argc, char **argv)
     };
     const char *path = NULL, *listen = "127.0.0.1:9092";
     long port_base = 19092;
-    bool test = false, demo = false, conf_log_elsewhere = false;
+    bool test = false, strict = false, demo = false;
+    bool conf_log_elsewhere = false;
+    unsigned nwarn;
     int verbose = 0, c, rc = 1, level;
     struct kr_conf *conf = NULL;
     struct kr_daemon *p = NULL;
@@ -219,13 +249,16 @@ main(int argc, char **argv)
     char bootstraps[1024];
 #endif
 
-    while ((c = getopt_long(argc, argv, "c:tvVh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:tWvVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             path = optarg;
             break;
         case 't':
             test = true;
+            break;
+        case 'W':
+            strict = true;
             break;
         case 'v':
             verbose++;
@@ -262,6 +295,11 @@ main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "krelay: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (strict && !test) {
+        fprintf(stderr, "krelay: -W (--strict) applies to -t only\n");
         usage(stderr);
         return 2;
     }
@@ -307,6 +345,8 @@ main(int argc, char **argv)
     if (conf == NULL && load_conf(path, NULL, &conf) != KR_OK) {
         goto out;
     }
+    /* to stderr at start too: a warning never stops krelay (-t -W does) */
+    nwarn = print_warnings(conf);
     if (test) {
         const char *cp = path ? path : "(demo)";
         bool ok_log = target_ok(cp, "log", conf->log.target, true);
@@ -315,8 +355,17 @@ main(int argc, char **argv)
         if (!ok_log || !ok_audit) {
             goto out;
         }
-        (void)kr_rule_warnings(conf->ruleset, stderr);
-        printf("krelay: %s: configuration OK\n", cp);
+        if (strict && nwarn > 0) {
+            fprintf(stderr, "krelay: %s: %u warning%s, which -W makes "
+                    "errors\n", cp, nwarn, nwarn == 1 ? "" : "s");
+            goto out;
+        }
+        if (nwarn > 0) {
+            printf("krelay: %s: configuration OK (%u warning%s)\n", cp,
+                   nwarn, nwarn == 1 ? "" : "s");
+        } else {
+            printf("krelay: %s: configuration OK\n", cp);
+        }
         kr_rule_print(conf->ruleset, stdout);
         rc = 0;
         goto out;

@@ -3,7 +3,9 @@
 # opens the [log] and [audit] files as the daemon will (FILE-level error
 # and a non-zero exit when it cannot, nothing left behind when it can),
 # config errors carry the "krelay: " prefix, and the daemon logs one
-# notice line for SIGHUP and for SIGUSR1.
+# notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
+# -t -W exit codes, the reload's warning lines, the compiled table's
+# names, the stop report's "1 connection".
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -98,7 +100,19 @@ for i in 2 3; do
 done
 n=$(grep -c "SIGHUP\|SIGUSR1" "$W/krelay.log")
 [ "$n" -eq 4 ] || kr_fail "$n signal lines, want 4: $(grep SIG "$W/krelay.log")"
+# a reload logs what `krelay -t` warns about (issue 14)
+conf "$W/run.ini" "$W/krelay.log"
+printf '[rule who]\nprincipal = User:bob\nthrottle_ms = 1\n' >>"$W/run.ini"
+kill -HUP "$pid"
+wait_line "warn: reload: warning: $W/run.ini:12: \[rule who\]: principal never matches"
+# one connection, no request: the stop report says "1 connection"
+exec 3<>"/dev/tcp/127.0.0.1/$base" || kr_fail "cannot connect to $base"
+exec 3>&-
+kr_wait_for 60 grep -q "connect to upstream 127.0.0.1:1: " "$W/krelay.log" ||
+    kr_fail "no connection line: $(tail -3 "$W/krelay.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay.log"
+grep -q "notice: totals: 1 connection, 0 requests, 0 responses (0 held whole, 0 streamed), 0 bytes up, 0 bytes down" \
+    "$W/krelay.log" || kr_fail "stop report: $(grep totals "$W/krelay.log")"
 
 # 6. a reload changing a kept listener's upstream: it needs a restart (the
 # key's reload attribute): said, and the group keeps its running one
@@ -134,4 +148,69 @@ WANT="$WANT a restart (upstream): its connections keep going to the running one"
 grep -q "$WANT" "$W/krelay2.log" ||
     kr_fail "no restart warning for the listener's upstream: $(grep reload "$W/krelay2.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay2.log"
-kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines"
+
+# 7. warnings (issue 14): "krelay: warning: FILE:LINE: " on stderr; -t
+# still exits 0, -t -W (--strict) exits 1; the table names what the
+# config named, not numbers and masks
+cat >"$W/warn.ini" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+[listener]
+listen = 0.0.0.0:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = 1
+[rule old]
+api = Produce
+clamp_max_version = 2
+[rule admin]
+api = CreateTopics
+deny = true
+deny_error = CLUSTER_AUTHORIZATION_FAILED
+[rule acks]
+api = Produce
+allowed_acks = all
+EOF
+"$KR_KRELAY" -t -c "$W/warn.ini" >"$W/t7.out" 2>"$W/t7.err" ||
+    kr_fail "-t failed on warnings: $(cat "$W/t7.err")"
+grep -q "^krelay: warning: $W/warn.ini:4: \[listener\]: listen = 0.0.0.0:$base is a wildcard address and there is no advertised_host: krelay tells every client that the brokers are at 127.0.0.1" \
+    "$W/t7.err" || kr_fail "no wildcard warning: $(cat "$W/t7.err")"
+grep -q "^krelay: warning: $W/warn.ini:10: \[rule old\]: clamp_max_version 2 is below the lowest Produce version Kafka 4 accepts (3, " \
+    "$W/t7.err" || kr_fail "no clamp warning: $(cat "$W/t7.err")"
+[ "$(wc -l <"$W/t7.err")" -eq 2 ] || kr_fail "want 2 warnings: $(cat "$W/t7.err")"
+grep -q "^krelay: $W/warn.ini: configuration OK (2 warnings)$" "$W/t7.out" ||
+    kr_fail "-t: no OK line: $(cat "$W/t7.out")"
+for want in "^  match: api=CreateTopics direction=both$" \
+    "^  actions: deny(CLUSTER_AUTHORIZATION_FAILED)$" \
+    "^  actions: policy(allowed_acks = all)$" \
+    "^  Produce v0-2: acks / -$" "^  Produce v3-13: old,acks / -$" \
+    "^  CreateTopics v0-7: admin / -$"; do
+    grep -q "$want" "$W/t7.out" || kr_fail "-t table: no '$want': $(cat "$W/t7.out")"
+done
+grep -E "\([0-9]+\)|mask|error [0-9]" "$W/t7.out" &&
+    kr_fail "-t table has numbers: $(cat "$W/t7.out")"
+for w in -W --strict; do
+    "$KR_KRELAY" -t "$w" -c "$W/warn.ini" >"$W/t8.out" 2>"$W/t8.err"
+    rc=$?
+    [ "$rc" -eq 1 ] || kr_fail "-t $w with warnings: exit $rc, want 1"
+    grep -q "^krelay: warning: $W/warn.ini:4: " "$W/t8.err" ||
+        kr_fail "-t $w: $(cat "$W/t8.err")"
+    grep -q "^krelay: $W/warn.ini: 2 warnings, which -W makes errors$" \
+        "$W/t8.err" || kr_fail "-t $w: $(cat "$W/t8.err")"
+    grep -q "configuration OK" "$W/t8.out" && kr_fail "-t $w said OK"
+    # no warning: -W changes nothing
+    "$KR_KRELAY" -t "$w" -c "$W/ok.ini" >"$W/t9.out" 2>&1 ||
+        kr_fail "-t $w refused a config without warnings: $(cat "$W/t9.out")"
+done
+"$KR_KRELAY" -W -c "$W/ok.ini" >"$W/t10.out" 2>&1
+rc=$?
+[ "$rc" -eq 2 ] || kr_fail "-W without -t: exit $rc, want 2"
+grep -q "^krelay: -W (--strict) applies to -t only$" "$W/t10.out" ||
+    kr_fail "-W without -t: $(cat "$W/t10.out")"
+# a wildcard advertised_host is an error
+sed 's/^listen = .*/&\nadvertised_host = [::]/' "$W/warn.ini" >"$W/adv.ini"
+"$KR_KRELAY" -t -c "$W/adv.ini" >"$W/t11.out" 2>&1 &&
+    kr_fail "-t passed a wildcard advertised_host"
+grep -q "^krelay: $W/adv.ini:5: \[listener\]: advertised_host = \[::\] is a wildcard address" \
+    "$W/t11.out" || kr_fail "wildcard advertised_host: $(cat "$W/t11.out")"
+kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines, warnings and -W"

@@ -19,7 +19,7 @@ for f in "$top_srcdir"/conf/examples/*.ini; do
     n=$((n + 1))
 done
 [ "$n" -ge 4 ] || kr_fail "expected at least 4 examples, found $n"
-grep -q "Produce(0) v8-" <("$KR_KRELAY" -t -c \
+grep -q "^  Produce v8-" <("$KR_KRELAY" -t -c \
     "$top_srcdir/conf/examples/clamp-old-clients.ini") ||
     kr_fail "clamp example: Produce v8+ not in the table"
 

@@ -257,6 +257,114 @@ START_TEST(test_advertised_default)
 }
 END_TEST
 
+/* c's warnings as kr_conf_warnings writes them (caller frees). */
+static char *
+warnings_of(const struct kr_conf *c, unsigned *n)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    ck_assert_ptr_nonnull(f);
+    *n = kr_conf_warnings(c, f);
+    fclose(f);
+    return out;
+}
+
+/*
+ * issue 14: a wildcard listen without advertised_host loads (errors
+ * empty) with one warning at the listen line; no warning with an
+ * advertised_host or a listen address of its own.
+ */
+START_TEST(test_warn_wildcard_listen)
+{
+    static const struct {
+        const char *listen, *shown;
+    } wild[] = {
+        { "0.0.0.0:19092", "0.0.0.0:19092" },
+        { "[::]:19092", "[::]:19092" },
+        { "[0:0::0]:19092", "[0:0::0]:19092" },
+        { ":19092", ":19092" },
+    };
+    static const char *const quiet[] = {
+        "listen = 0.0.0.0:19092\nadvertised_host = proxy.example.com\n",
+        "listen = [::]:19092\nadvertised_host = [fd00::7]\n",
+        "listen = 10.1.2.3:19092\n",
+        "listen = [::1]:19092\n",
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(wild) / sizeof(wild[0]); i++) {
+        char text[256], want[512];
+        struct kr_conf *c;
+        unsigned n;
+        char *w;
+
+        /* line 3 [listener x], 4 broker_port_base, 5 listen */
+        snprintf(text, sizeof(text), MIN_UPSTREAM "[listener x]\n"
+                 "broker_port_base = 19100\nlisten = %s\n", wild[i].listen);
+        c = load_ok(text);
+        ck_assert_str_eq(c->listeners[0].advertised_host, "127.0.0.1");
+        ck_assert_int_eq(c->nwarnings, 1);
+        ck_assert_int_eq(c->warnings[0].line, 5);
+        w = warnings_of(c, &n);
+        ck_assert_uint_eq(n, 1);
+        snprintf(want, sizeof(want), "t.ini:5: [listener x]: listen = %s "
+                 "is a wildcard address and there is no advertised_host: "
+                 "krelay tells every client that the brokers are at "
+                 "127.0.0.1, so clients on other machines cannot connect "
+                 "(set advertised_host to the name or address they reach "
+                 "this host by)\n", wild[i].shown);
+        ck_assert_str_eq(w, want);
+        free(w);
+        kr_conf_free(c);
+    }
+    for (i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++) {
+        char text[256];
+        struct kr_conf *c;
+        unsigned n;
+        char *w;
+
+        snprintf(text, sizeof(text), MIN_UPSTREAM "[listener]\n%s"
+                 "broker_port_base = 19100\n", quiet[i]);
+        c = load_ok(text);
+        w = warnings_of(c, &n);
+        ck_assert_msg(n == 0 && c->nwarnings == 0, "%s: %s", quiet[i], w);
+        ck_assert_str_eq(w, "");
+        free(w);
+        kr_conf_free(c);
+    }
+}
+END_TEST
+
+/* issue 14: a wildcard advertised_host is an error, not advertised. */
+START_TEST(test_err_wildcard_advertised)
+{
+    static const struct {
+        const char *value, *shown;
+    } cases[] = {
+        { "0.0.0.0", "0.0.0.0" },
+        { "[::]", "[::]" },
+        { "::", "[::]" },
+        { "[0::0]", "[0::0]" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[256], want[256];
+
+        /* line 3 [listener], 4 listen, 5 base, 6 advertised_host */
+        snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+                 "advertised_host = %s\n", cases[i].value);
+        snprintf(want, sizeof(want), "t.ini:6: [listener]: advertised_host "
+                 "= %s is a wildcard address: clients would be told to "
+                 "connect to it and cannot (write the name or address "
+                 "clients reach this host by)\n", cases[i].shown);
+        expect_one_error(text, want);
+    }
+}
+END_TEST
+
 /* Layout tolerated: indentation (not a continuation), CRLF, BOM, ':'. */
 START_TEST(test_layout)
 {
@@ -1611,6 +1719,8 @@ conf_suite(void)
     tcase_add_test(tc, test_full);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_advertised_default);
+    tcase_add_test(tc, test_warn_wildcard_listen);
+    tcase_add_test(tc, test_err_wildcard_advertised);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_long_line_ok);
     tcase_add_test(tc, test_long_line_error);

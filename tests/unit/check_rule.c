@@ -561,21 +561,70 @@ START_TEST(test_conn_clamps)
 }
 END_TEST
 
-START_TEST(test_print)
+/* kr_rule_print's text for the rules of text (caller frees). */
+static char *
+printed(const char *text)
 {
-    struct kr_conf *c = load_ok(BASE "[rule old]\napi = Produce\n"
-                                "clamp_max_version = 7\n");
+    struct kr_conf *c = load_ok(text);
     char *out = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&out, &len);
 
+    ck_assert_ptr_nonnull(f);
     kr_rule_print(c->ruleset, f);
     fclose(f);
-    ck_assert_ptr_nonnull(strstr(out, "rule 1 [rule old] (line 9)"));
-    ck_assert_ptr_nonnull(strstr(out, "Produce(0) v8-"));
-    ck_assert_ptr_null(strstr(out, "Produce(0) v0"));
-    free(out);
     kr_conf_free(c);
+    return out;
+}
+
+#define HAS(out, s) ck_assert_msg(strstr((out), (s)) != NULL, \
+                                  "want \"%s\" in:\n%s", (s), (out))
+#define HAS_NOT(out, s) ck_assert_msg(strstr((out), (s)) == NULL, \
+                                      "\"%s\" in:\n%s", (s), (out))
+
+/* issue 14: the table names APIs, errors, acks and codecs as written */
+START_TEST(test_print)
+{
+    char *out = printed(BASE "[rule old]\napi = Produce\n"
+                        "clamp_max_version = 7\n");
+
+    HAS(out, "rule 1 [rule old] (line 9):\n  match: api=Produce "
+             "direction=both\n  actions: clamp(0-7)\n");
+    HAS(out, "\n  Produce v8-13: old / -\n");
+    HAS_NOT(out, "Produce v0");
+    HAS(out, "\n6 (ApiKey, ApiVersion) slots have rules\n");
+    free(out);
+
+    out = printed(BASE "[rule adm]\napi = CreateTopics, 20\n"
+                  "versions = 7\ndeny = true\n"
+                  "deny_error = cluster_authorization_failed\n"
+                  "[rule num]\napi = Fetch\ndeny = true\n"
+                  "deny_error = 29\n"
+                  "[rule dflt]\napi = Metadata\ndeny = true\n"
+                  "[rule pol]\napi = Produce\nallowed_acks = 1, -1\n"
+                  "allowed_compression = zstd, NONE\n"
+                  "fault_error = 6\nfault_error_probability = 0.5\n"
+                  "[rule acks]\napi = Produce\nallowed_acks = 0\n");
+    HAS(out, "  match: api=CreateTopics,DeleteTopics versions=7-7 "
+             "direction=both\n  actions: deny(CLUSTER_AUTHORIZATION_FAILED)"
+             "\n");
+    HAS(out, "  actions: deny(TOPIC_AUTHORIZATION_FAILED)\n");
+    HAS(out, "  actions: deny(the API's default error)\n");
+    HAS(out, "  actions: policy(allowed_acks = all,1, allowed_compression = "
+             "none,zstd) fault_error(NOT_LEADER_OR_FOLLOWER, p=0.5)\n");
+    HAS(out, "  actions: policy(allowed_acks = 0)\n");
+    /* one version of one API: "slot has" */
+    HAS(out, "\n  CreateTopics v7: adm / -\n");
+    HAS(out, "\n  Fetch v0-18: num / -\n");
+    HAS_NOT(out, "(19)");
+    HAS_NOT(out, "mask");
+    HAS_NOT(out, "error 31");
+    free(out);
+
+    out = printed(BASE "[rule one]\napi = CreateTopics\nversions = 7\n"
+                  "deny = true\n");
+    HAS(out, "\n1 (ApiKey, ApiVersion) slot has rules\n");
+    free(out);
 }
 END_TEST
 
@@ -758,7 +807,7 @@ START_TEST(test_warnings)
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(kr_rule_warnings(c->ruleset, f), 1);
     fclose(f);
-    ck_assert_str_eq(out, "t.ini:9: warning: [rule c]: pass_unknown_apis "
+    ck_assert_str_eq(out, "t.ini:9: [rule c]: pass_unknown_apis "
                      "has no effect on connections [rule d] (line 13) could "
                      "match: an enforcing rule without `api` covers ApiKeys "
                      "krelay cannot decode, so they are left out of "
@@ -776,6 +825,139 @@ START_TEST(test_warnings)
     ck_assert_uint_eq(kr_rule_warnings(c->ruleset, f), 0);
     fclose(f);
     kr_conf_free(c);
+}
+END_TEST
+
+/* Every warning of text's config, as kr_rule_warnings writes them. */
+static char *
+warnings_of(const char *text, unsigned *n)
+{
+    struct kr_conf *c;
+    char *errs = NULL, *out = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    /* a warning never fails the load: no error, the config is there */
+    ck_assert_int_eq(load(text, &c, &errs), KR_OK);
+    ck_assert_str_eq(errs, "");
+    free(errs);
+    f = open_memstream(&out, &len);
+    ck_assert_ptr_nonnull(f);
+    *n = kr_rule_warnings(c->ruleset, f);
+    fclose(f);
+    ck_assert_uint_ge(*n, (unsigned)c->nwarnings);
+    kr_conf_free(c);
+    return out;
+}
+
+/*
+ * issue 14: a clamp_max_version below the lowest version Kafka 4 accepts
+ * (4.3.1's, JoinGroup 4.0.0's) warns once per API, at the key's line.
+ */
+START_TEST(test_warn_clamp_kafka4)
+{
+    unsigned n;
+    char *out;
+
+    /* lines: 9 [rule old], 10 api, 11 clamp_max_version */
+    out = warnings_of(BASE "[rule old]\n"
+                      "api = Produce, Fetch, Metadata, JoinGroup, "
+                      "LeaderAndIsr\nclamp_max_version = 2\n", &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(out,
+        "t.ini:11: [rule old]: clamp_max_version 2 is below the lowest "
+        "Produce version Kafka 4 accepts (3, per the 4.3.1 schemas): "
+        "clients that follow the clamp are left Produce v0-2, which Kafka 4 "
+        "brokers refuse, so against Kafka 4 they cannot use Produce at "
+        "all\n"
+        "t.ini:11: [rule old]: clamp_max_version 2 is below the lowest "
+        "Fetch version Kafka 4 accepts (4, per the 4.3.1 schemas): clients "
+        "that follow the clamp are left Fetch v0-2, which Kafka 4 brokers "
+        "refuse, so against Kafka 4 they cannot use Fetch at all\n");
+    free(out);
+
+    /* JoinGroup: 4.3.1 takes v0, 4.0.0 did not take v0-1 */
+    out = warnings_of(BASE "[rule jg]\napi = JoinGroup\n"
+                      "clamp_min_version = 1\nclamp_max_version = 1\n", &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(out,
+        "t.ini:12: [rule jg]: clamp_max_version 1 is below the lowest "
+        "JoinGroup version Kafka 4.0.0 accepts (2; 4.0.1 and later accept "
+        "lower ones again): clients that follow the clamp are left "
+        "JoinGroup v1, which Kafka 4.0.0 brokers refuse, so against Kafka "
+        "4.0.0 they cannot use JoinGroup at all\n");
+    free(out);
+
+    /* at or above the minimum, clamp_min_version only, or no Kafka 4
+       version at all (LeaderAndIsr): quiet */
+    out = warnings_of(BASE "[rule a]\napi = Produce\nclamp_max_version = 3\n"
+                      "[rule b]\napi = Fetch\nclamp_max_version = 4\n"
+                      "[rule c]\napi = JoinGroup\nclamp_max_version = 2\n"
+                      "[rule d]\napi = Produce, Fetch\n"
+                      "clamp_min_version = 0\n"
+                      "[rule e]\napi = LeaderAndIsr, Metadata\n"
+                      "clamp_max_version = 0\n", &n);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_str_eq(out, "");
+    free(out);
+}
+END_TEST
+
+/* issue 14: no listener gives a principal yet: such a rule warns */
+START_TEST(test_warn_principal)
+{
+    unsigned n;
+    char *out;
+
+    /* lines: 9 [rule who], 10 deny, 11 principal */
+    out = warnings_of(BASE "[rule who]\ndeny = true\n"
+                      "principal = User:bob, User:al*\n", &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
+                     "no listener gives a principal (krelay does not "
+                     "terminate TLS with client certificates or SASL yet), "
+                     "so this rule never applies\n");
+    free(out);
+    out = warnings_of(BASE "[rule who]\nlistener = b\n"
+                      "principal = User:bob\nthrottle_ms = 5\n", &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
+                     "no listener the rule names gives a principal (krelay "
+                     "does not terminate TLS with client certificates or "
+                     "SASL yet), so this rule never applies\n");
+    free(out);
+    out = warnings_of(BASE "[rule any]\nlistener = b\ndeny = true\n", &n);
+    ck_assert_uint_eq(n, 0);
+    free(out);
+}
+END_TEST
+
+/* The loader's warnings come first, then the rule table's, file order. */
+START_TEST(test_warn_order)
+{
+    unsigned n;
+    char *out;
+    const char *l2, *l3;
+
+    out = warnings_of("[upstream]\nbootstrap_servers = 127.0.0.1:9092\n"
+                      "[listener]\nlisten = 0.0.0.0:29092\n"
+                      "broker_port_base = 29100\n"
+                      "[rule c]\napi = Produce\nclamp_max_version = 2\n"
+                      "pass_unknown_apis = true\n"
+                      "[rule d]\nprincipal = x\ndeny = true\n", &n);
+    ck_assert_uint_eq(n, 3 + 1);
+    ck_assert_msg(strncmp(out, "t.ini:4: [listener]: listen = 0.0.0.0:29092"
+                          " is a wildcard", 42) == 0, "%s", out);
+    l2 = strchr(out, '\n') + 1;
+    ck_assert_msg(strncmp(l2, "t.ini:8: [rule c]: clamp_max_version 2", 38)
+                  == 0, "%s", out);
+    l3 = strchr(l2, '\n') + 1;
+    ck_assert_msg(strncmp(l3, "t.ini:11: [rule d]: principal never", 35)
+                  == 0, "%s", out);
+    ck_assert_msg(strstr(strchr(l3, '\n') + 1, "t.ini:6: [rule c]: "
+                         "pass_unknown_apis has no effect") != NULL,
+                  "%s", out);
+    free(out);
 }
 END_TEST
 
@@ -799,6 +981,9 @@ rule_suite(void)
     tcase_add_test(tc, test_print);
     tcase_add_test(tc, test_gate);
     tcase_add_test(tc, test_warnings);
+    tcase_add_test(tc, test_warn_clamp_kafka4);
+    tcase_add_test(tc, test_warn_principal);
+    tcase_add_test(tc, test_warn_order);
     tcase_add_test(tc, test_eval_unknown_topic_id);
     suite_add_tcase(s, tc);
     return s;

@@ -134,6 +134,51 @@ START_TEST(test_removed_and_renamed_apis)
 }
 END_TEST
 
+/*
+ * issue 14: the lowest version every Kafka 4 release accepts (schemas
+ * README: KIP-896 removals; JoinGroup v0-1 gone in 4.0.0 only).
+ */
+START_TEST(test_min_kafka4)
+{
+    static const struct {
+        int16_t key, min;
+        const char *release;
+    } facts[] = {
+        { KR_API_PRODUCE, 3, "4.3.1" },
+        { KR_API_FETCH, 4, "4.3.1" },
+        { KR_API_LIST_OFFSETS, 1, "4.3.1" },
+        { KR_API_METADATA, 0, "4.3.1" },
+        { KR_API_OFFSET_COMMIT, 2, "4.3.1" },
+        { KR_API_JOIN_GROUP, 2, "4.0.0" },
+        { KR_API_CREATE_TOPICS, 2, "4.3.1" },
+        { KR_API_SHARE_FETCH, 1, "4.3.1" },
+        { KR_API_LEADER_AND_ISR, -1, "4.3.1" },
+        { KR_API_CONTROLLED_SHUTDOWN, -1, "4.3.1" },
+    };
+    const char *rel;
+    size_t i;
+    int16_t k;
+
+    for (i = 0; i < sizeof(facts) / sizeof(facts[0]); i++) {
+        rel = NULL;
+        ck_assert_int_eq(kr_api_min_kafka4(api(facts[i].key), &rel),
+                         facts[i].min);
+        ck_assert_str_eq(rel, facts[i].release);
+    }
+    /* every other API: the 4.3.1 table's lowest version */
+    for (k = 0; k <= kr_api_max; k++) {
+        const struct kr_api_desc *a = kr_api_get(k);
+
+        if (a == NULL || k == KR_API_JOIN_GROUP) {
+            continue;
+        }
+        ck_assert_int_eq(kr_api_min_kafka4(a, NULL),
+                         vrange_empty(a->valid_4x) ? -1 : a->valid_4x.lo);
+    }
+    ck_assert_int_eq(kr_api_min_kafka4(NULL, &rel), -1);
+}
+END_TEST
+
 START_TEST(test_lookups)
 {
     ck_assert_ptr_null(kr_api_get(-1));
@@ -749,6 +794,7 @@ schema_suite(void)
     tcase_add_test(tc, test_produce_fetch_ranges);
     tcase_add_test(tc, test_removed_and_renamed_apis);
     tcase_add_test(tc, test_lookups);
+    tcase_add_test(tc, test_min_kafka4);
     tcase_add_test(tc, test_header_versions);
     tcase_add_test(tc, test_headers);
     tcase_add_test(tc, test_produce_response);
