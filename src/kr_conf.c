@@ -306,7 +306,7 @@ static const struct {
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },
-    { KR_CS_RULE, "principal", "any principal, and none" },
+    { KR_CS_RULE, "principal", "any, with a principal or without" },
     { KR_CS_RULE, "api", "every API" },
     { KR_CS_RULE, "topic", "any request, naming topics or not" },
     { KR_CS_RULE, "clamp_min_version", "none" },
