@@ -1,12 +1,12 @@
 #!/bin/bash
-# conf/krelay.ini and conf/examples/*.ini pass `krelay -t` as shipped (no
-# path changed), as this user and, when run as root, as an unprivileged
-# one (nobody, through setpriv): no [log] or [audit] target needs a
-# directory a new machine lacks.  -t prints the compiled rule table; a
-# config with rule errors is refused with FILE:LINE.  The audit file is
-# audit.jsonl everywhere the docs name one, and the file targets given as
-# commented alternatives sit in /var/log/krelay, the systemd unit's
-# LogsDirectory.
+# conf/krelay.ini, conf/examples/*.ini and the README's ini blocks pass
+# `krelay -t` as shipped (no path changed), as this user and, when run as
+# root, as an unprivileged one (nobody, through setpriv): no [log] or
+# [audit] target needs a directory a new machine lacks.  -t prints the
+# compiled rule table; a config with rule errors is refused with
+# FILE:LINE.  The audit file is audit.jsonl everywhere the docs name one,
+# and the file targets given as commented alternatives sit in
+# /var/log/krelay, the systemd unit's LogsDirectory.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -50,6 +50,25 @@ for f in "$top_srcdir/conf/krelay.ini" "$top_srcdir"/conf/examples/*.ini; do
     n=$((n + 1))
 done
 [ "$n" -ge 5 ] || kr_fail "expected at least 5 configs, found $n"
+# the README's ```ini blocks: each with a [listener] is a whole config, the
+# others (rules, [audit]) go after the first whole one; each passes too
+"$KR_PY" - "$top_srcdir/README.md" "$U" <<'PYEOF' || kr_fail "README: no ini blocks"
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = re.findall(r'^```ini\n(.*?)^```', text, re.S | re.M)
+whole = [b for b in blocks if re.search(r'^\[listener', b, re.M)]
+parts = [b for b in blocks if b not in whole]
+assert whole, 'no ini block with a [listener]'
+for i, b in enumerate(whole):
+    open('%s/readme-%d.ini' % (sys.argv[2], i), 'w').write(
+        b + ''.join('\n' + p for p in parts) if i == 0 else b)
+PYEOF
+for f in "$U"/readme-*.ini; do
+    chmod 644 "$f"
+    "${AS_NOBODY[@]}" "$U/krelay" -t -c "$f" >"$W/r.out" 2>&1 ||
+        kr_fail "README's ini blocks ($(basename "$f")): $(cat "$W/r.out")"
+    n=$((n + 1))
+done
 grep -q "Produce(0) v8-" <("$KR_KRELAY" -t -c \
     "$top_srcdir/conf/examples/clamp-old-clients.ini") ||
     kr_fail "clamp example: Produce v8+ not in the table"
