@@ -35,7 +35,7 @@ PKGS="build-essential autoconf automake libtool pkg-config
       libevent-dev libssl-dev libinih-dev check libjansson-dev
       librdkafka-dev kcat python3 python3-kafka python3-confluent-kafka
       haproxy zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev git
-      valgrind"
+      valgrind man-db"
 # Keep a Node.js that is already there (it may be newer than Debian's 18);
 # otherwise take Debian's, with the headers node-gyp needs.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -1,7 +1,7 @@
 /*
  * kr_audit.h - the audit log: one JSON line per request/response pair and
- * per connection open/close, written to a file or syslog without ever
- * blocking the event loop.
+ * per connection open/close, written to a file, syslog or stdout without
+ * ever blocking the event loop.
  *
  * Sink.  kr_audit_write copies a line into a bounded in-memory queue
  * (queue_bytes) and returns at once; a writer thread (pthreads) drains it
@@ -11,8 +11,12 @@
  * writer thread reopens before its next write).  Target "syslog" writes
  * each line with syslog(3) at LOG_INFO, facility LOG_DAEMON (the process
  * calls openlog, or kr_log_open did; syslog daemons may cut long lines,
- * e.g. rsyslog at 8 KiB by default).  Every sink function is thread-safe:
- * several worker threads may write to one sink.
+ * e.g. rsyslog at 8 KiB by default).  Target "stdout" writes the lines to
+ * fd 1 (under systemd: the journal), never closed nor reopened; whatever
+ * else the process prints to stdout could interleave with them (krelay
+ * itself prints there only --demo's banner, before any client connects).
+ * Every sink function is thread-safe: several worker threads may write to
+ * one sink.
  *
  * Line formats: compact JSON, keys in the order shown, field names
  * snake_case; Kafka's names for Kafka things (API names, error names, the
@@ -80,27 +84,28 @@
 
 /* ---- sink --------------------------------------------------------------- */
 
-struct kr_audit;            /* a sink: file (reopenable) or syslog */
+struct kr_audit;            /* a sink: file (reopenable), syslog or stdout */
 
 /* Default and bounds of queue_bytes. */
 #define KR_AUDIT_QUEUE_DEFAULT (4u << 20)
 #define KR_AUDIT_QUEUE_MIN 4096u
 
 /*
- * Open a sink: target is "syslog" or a file path.  queue_bytes: most bytes
- * of lines waiting for the writer (0 = KR_AUDIT_QUEUE_DEFAULT; raised to
- * KR_AUDIT_QUEUE_MIN).  Starts the writer thread.  Returns NULL with a
- * message in err (errlen bytes) when the file cannot be opened or on
- * ENOMEM / thread creation failure.  The caller owns the result and
- * frees it with kr_audit_close.
+ * Open a sink: target is "syslog", "stdout" or a file path.  queue_bytes:
+ * most bytes of lines waiting for the writer (0 = KR_AUDIT_QUEUE_DEFAULT;
+ * raised to KR_AUDIT_QUEUE_MIN).  Starts the writer thread.  Returns NULL
+ * with a message in err (errlen bytes) when the file cannot be opened or
+ * on ENOMEM / thread creation failure.  The caller owns the result and
+ * frees it with kr_audit_close.  "stdout" needs nothing opened: fd 1 is
+ * written as the process has it.
  */
 struct kr_audit *kr_audit_open(const char *target, size_t queue_bytes,
                                char *err, size_t errlen);
 /*
  * Ask the writer to reopen a file target before its next write
  * (async-signal-safe: sets a flag and wakes nothing; the writer checks
- * it at least every 100 ms and before each write).  No-op for syslog
- * or NULL.
+ * it at least every 100 ms and before each write).  No-op for syslog,
+ * stdout or NULL.
  */
 void kr_audit_reopen(struct kr_audit *au);
 /*

@@ -366,11 +366,29 @@ struct kr_conf_key_desc {
                                            NULL: required, none, or
                                            computed by the loader */
     const char *help;                   /* one line */
+    /* for the docs (man krelay.ini, tools/krconfkeys.c) */
+    const char *type;                   /* the value's form: "integer",
+                                           "HOST:PORT", "list of globs"... */
+    const char *unit;                   /* "ms" (keys ending _ms), "bytes"
+                                           (_bytes), NULL: none */
+    bool has_range;                     /* min..max bound the value (an
+                                           integer, or both ends of a
+                                           version range) */
+    int64_t min, max;                   /* when has_range, inclusive */
+    const char *const *choices;         /* the words the value may be (a
+                                           list's items, for a list),
+                                           NULL-terminated; "" entries are
+                                           none (skip them); NULL: any */
+    const char *def_doc;                /* when def is NULL and the key
+                                           is not required: what applies
+                                           without it ("any", "none"...);
+                                           NULL otherwise */
 };
 
 /*
  * The i-th key of the table (0, 1, ... in table order); false past the
- * last.  The strings are static.
+ * last.  The strings are static.  The reload attribute is the one
+ * kr_conf_reload_diff reports for the key.
  */
 bool kr_conf_key(size_t i, struct kr_conf_key_desc *out);
 

@@ -5,8 +5,9 @@
  * Sink.  Producers append lines (plus '\n') to a byte ring of queue_bytes
  * under a mutex: a memcpy, never I/O.  The writer thread swaps the ring's
  * contents into its own buffer of the same size (so producers get the
- * space back at once), then writes that buffer with write(2) (file) or
- * one syslog(3) call per line, without the lock.  A file is reopened when
+ * space back at once), then writes that buffer with write(2) (a file, or
+ * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
+ * fd 1 is never closed nor reopened.  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
  * every 100 ms); a failed reopen keeps the old descriptor.  The writer
  * blocks every signal, so SIGHUP and friends go to the event loops.
@@ -34,6 +35,13 @@
 
 /* ---- sink --------------------------------------------------------------- */
 
+/* Where a sink writes, from its target. */
+enum audit_kind {
+    AUDIT_FILE = 0,               /* a path: opened, reopenable */
+    AUDIT_SYSLOG,                 /* "syslog": syslog(3) per line */
+    AUDIT_STDOUT                  /* "stdout": write(2) to fd 1 */
+};
+
 struct kr_audit {
     pthread_mutex_t mu;
     pthread_cond_t wake;          /* producers -> writer */
@@ -45,9 +53,9 @@ struct kr_audit {
     char *out;                    /* writer's buffer, cap bytes */
     bool busy;                    /* writer holds lines not yet written */
     bool stop;
-    bool syslog;
-    int fd;                       /* file target */
-    char *path;                   /* file target */
+    enum audit_kind kind;
+    int fd;                       /* file target; 1 for stdout */
+    char *path;                   /* the target as given */
     atomic_int reopen;
     _Atomic uint64_t dropped;
     _Atomic uint64_t written;
@@ -64,7 +72,7 @@ audit_do_reopen(struct kr_audit *au)
 {
     int fd;
 
-    if (au->syslog || !atomic_exchange(&au->reopen, 0)) {
+    if (au->kind != AUDIT_FILE || !atomic_exchange(&au->reopen, 0)) {
         return;
     }
     fd = audit_open_file(au->path);
@@ -84,7 +92,7 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     size_t off = 0;
 
     audit_do_reopen(au);
-    if (au->syslog) {
+    if (au->kind == AUDIT_SYSLOG) {
         while (off < len) {
             const char *nl = memchr(out + off, '\n', len - off);
             size_t n = nl != NULL ? (size_t)(nl - (out + off)) : len - off;
@@ -179,7 +187,7 @@ audit_writer(void *arg)
 static void
 audit_free(struct kr_audit *au)
 {
-    if (au->fd >= 0) {
+    if (au->kind == AUDIT_FILE && au->fd >= 0) {
         close(au->fd);
     }
     pthread_cond_destroy(&au->idle);
@@ -221,14 +229,18 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     au->cap = queue_bytes;
     au->ring = malloc(queue_bytes);
     au->out = malloc(queue_bytes);
-    au->syslog = strcmp(target, "syslog") == 0;
+    au->kind = strcmp(target, "syslog") == 0   ? AUDIT_SYSLOG
+               : strcmp(target, "stdout") == 0 ? AUDIT_STDOUT
+                                               : AUDIT_FILE;
     au->path = strdup(target);
     if (au->ring == NULL || au->out == NULL || au->path == NULL) {
         snprintf(err, errlen, "audit: out of memory");
         audit_free(au);
         return NULL;
     }
-    if (!au->syslog) {
+    if (au->kind == AUDIT_STDOUT) {
+        au->fd = STDOUT_FILENO;
+    } else if (au->kind == AUDIT_FILE) {
         au->fd = audit_open_file(target);
         if (au->fd < 0) {
             snprintf(err, errlen, "audit: cannot open %s: %s", target,
@@ -253,7 +265,7 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
 void
 kr_audit_reopen(struct kr_audit *au)
 {
-    if (au != NULL && !au->syslog) {
+    if (au != NULL && au->kind == AUDIT_FILE) {
         atomic_store(&au->reopen, 1);
     }
 }

@@ -119,7 +119,8 @@ struct kr_cf_key {
     unsigned flags;
     const char *help;
     const char *const *choices; /* KR_CT_CHOICE: NULL-terminated, "" =
-                                   no such value */
+                                   no such value; KR_CT_LEVEL: the names,
+                                   for the docs */
 };
 
 static const char *const kr_cf_dir_choices[] = {
@@ -129,6 +130,10 @@ static const char *const kr_cf_tmode_choices[] = {
     "inject", "enforce", NULL
 };
 static const char *const kr_cf_top_choices[] = { "set", "add", NULL };
+/* kr_log_level_name's names, in level order (check_conf compares). */
+static const char *const kr_cf_level_choices[] = {
+    "error", "warn", "notice", "info", "debug", "trace", NULL
+};
 /* RecordBatch attributes bits 0-2 (Kafka's CompressionType ids). */
 static const char *const kr_cf_codec_names[] = {
     "none", "gzip", "snappy", "lz4", "zstd", NULL
@@ -147,7 +152,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "advertised_host", KR_CT_HOST, LST(advertised_host),
       0, NULL, 0, 0, 0,
       "host written into Metadata responses (default: the listen host, "
-      "or 127.0.0.1 when listening on a wildcard)", NULL },
+      "or 127.0.0.1 when listening on a wildcard); a wildcard address "
+      "here is an error", NULL },
     { KR_CS_LISTENER, "broker_port_base", KR_CT_PORT, LST(broker_port_base),
       0, NULL, 1, 65535, KR_CF_REQUIRED | KR_CF_REBIND,
       "NodeId n is reached at port broker_port_base + n", NULL },
@@ -202,13 +208,15 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "the broker advertises", NULL },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
-      "error, warn, notice, info, debug or trace", NULL },
+      "error, warn, notice, info, debug or trace", kr_cf_level_choices },
     { KR_CS_LOG, "target", KR_CT_STRING, LOGC(target), 0, "stderr", 0, 0, 0,
-      "stderr, syslog, or the path of a file (reopened on SIGHUP)", NULL },
+      "stderr, syslog, or the path of a file (reopened on SIGHUP and "
+      "SIGUSR1)", NULL },
 
     { KR_CS_AUDIT, "target", KR_CT_STRING, AUD(target), 0, NULL, 0, 0,
-      KR_CF_REQUIRED, "syslog, or the path of a file for audit JSON lines "
-      "(reopened on SIGHUP and SIGUSR1)", NULL },
+      KR_CF_REQUIRED, "where audit JSON lines go: syslog, stdout (under "
+      "systemd: the journal), or the path of a file (reopened on SIGHUP "
+      "and SIGUSR1)", NULL },
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
       4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
       "are dropped (and counted), in bytes", NULL },
@@ -281,6 +289,36 @@ static const struct kr_cf_key kr_conf_keys[] = {
 };
 
 #define KR_CF_NKEYS KR_ARRAY_LEN(kr_conf_keys)
+
+/*
+ * For the docs only (kr_conf_key's def_doc): what applies when a key
+ * that has no default and is not required is left out.  check_conf fails
+ * for such a key without a row here.
+ */
+static const struct {
+    enum kr_cf_sect sect;
+    const char *name;
+    const char *doc;
+} kr_cf_def_docs[] = {
+    { KR_CS_LISTENER, "advertised_host",
+      "the listen host; 127.0.0.1 for a wildcard" },
+    { KR_CS_LISTENER, "upstream", "the only [upstream]" },
+    { KR_CS_UPSTREAM, "dial.", "none" },
+    { KR_CS_RULE, "listener", "every listener" },
+    { KR_CS_RULE, "client_address", "any address" },
+    { KR_CS_RULE, "client_id", "any ClientId" },
+    { KR_CS_RULE, "principal", "any, with a principal or without" },
+    { KR_CS_RULE, "api", "every API" },
+    { KR_CS_RULE, "topic", "any request, naming topics or not" },
+    { KR_CS_RULE, "clamp_min_version", "none" },
+    { KR_CS_RULE, "clamp_max_version", "none" },
+    { KR_CS_RULE, "throttle_ms", "none (no throttle action)" },
+    { KR_CS_RULE, "deny_error",
+      "the *_AUTHORIZATION_FAILED error that fits the API" },
+    { KR_CS_RULE, "allowed_acks", "any" },
+    { KR_CS_RULE, "allowed_compression", "any" },
+    { KR_CS_RULE, "fault_error", "none" },
+};
 
 /* One [section] as read, before the final arrays are built. */
 struct kr_cf_inst {
@@ -2901,10 +2939,76 @@ kr_conf_reload_diff(const struct kr_conf *old, const struct kr_conf *new,
     return set;
 }
 
+/* A value's form as the docs say it. */
+static const char *
+kr_cf_type_doc(enum kr_cf_type t)
+{
+    switch (t) {
+    case KR_CT_HOSTPORT:
+        return "HOST:PORT";
+    case KR_CT_HOSTPORT_LIST:
+        return "list of HOST:PORT";
+    case KR_CT_HOST:
+        return "host name or IP address";
+    case KR_CT_NAME:
+        return "section name";
+    case KR_CT_STRING:
+        return "string";
+    case KR_CT_PORT:
+        return "port";
+    case KR_CT_I32:
+    case KR_CT_I64:
+        return "integer";
+    case KR_CT_BOOL:
+        return "boolean (true or false)";
+    case KR_CT_LEVEL:
+        return "log level";
+    case KR_CT_DIAL:
+        return "HOST:PORT, one key per NodeId (dial.NODEID)";
+    case KR_CT_NAMES:
+        return "list of names";
+    case KR_CT_GLOBS:
+        return "list of globs";
+    case KR_CT_CIDRS:
+        return "list of ADDR[/BITS]";
+    case KR_CT_APIS:
+        return "list of Kafka API names or ApiKeys";
+    case KR_CT_VRANGE:
+        return "version N or range N-M";
+    case KR_CT_CHOICE:
+        return "keyword";
+    case KR_CT_KERR:
+        return "Kafka error name or code";
+    case KR_CT_ACKS:
+        return "list of Acks: -1 (or all), 0, 1";
+    case KR_CT_CODECS:
+        return "list of compression codecs";
+    case KR_CT_PROB:
+        return "number from 0 to 1";
+    }
+    return "?";
+}
+
+/* "ms" or "bytes" by the name's suffix (the file's unit convention). */
+static const char *
+kr_cf_unit(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n > 3 && strcmp(name + n - 3, "_ms") == 0) {
+        return "ms";
+    }
+    if (n > 6 && strcmp(name + n - 6, "_bytes") == 0) {
+        return "bytes";
+    }
+    return NULL;
+}
+
 bool
 kr_conf_key(size_t i, struct kr_conf_key_desc *out)
 {
     const struct kr_cf_key *k;
+    size_t j;
 
     if (i >= KR_CF_NKEYS || out == NULL) {
         return false;
@@ -2916,6 +3020,21 @@ kr_conf_key(size_t i, struct kr_conf_key_desc *out)
     out->required = (k->flags & KR_CF_REQUIRED) != 0;
     out->def = k->def;
     out->help = k->help;
+    out->type = kr_cf_type_doc(k->type);
+    out->unit = kr_cf_unit(k->name);
+    out->has_range = k->type == KR_CT_PORT || k->type == KR_CT_I32 ||
+                     k->type == KR_CT_I64 || k->type == KR_CT_VRANGE;
+    out->min = out->has_range ? k->min : 0;
+    out->max = out->has_range ? k->max : 0;
+    out->choices = k->type == KR_CT_CODECS ? kr_cf_codec_names : k->choices;
+    out->def_doc = NULL;
+    for (j = 0; j < KR_ARRAY_LEN(kr_cf_def_docs) && k->def == NULL &&
+                !out->required; j++) {
+        if (kr_cf_def_docs[j].sect == k->sect &&
+            strcmp(kr_cf_def_docs[j].name, k->name) == 0) {
+            out->def_doc = kr_cf_def_docs[j].doc;
+        }
+    }
     return true;
 }
 

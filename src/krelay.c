@@ -129,18 +129,19 @@ load_conf(const char *path, const char *text, struct kr_conf **conf)
 /*
  * -t: can the [section] target (a file) be opened for append, as the
  * daemon will?  Opened without truncating and closed again; a file this
- * check had to create is removed.  stderr and syslog need no check.
- * Prints a FILE-level error and returns false when it cannot.
+ * check had to create is removed.  syslog and the section's stream
+ * ("stderr" for [log], "stdout" for [audit]) need no check.  Prints a
+ * FILE-level error and returns false when it cannot.
  */
 static bool
 target_ok(const char *conf_path, const char *section, const char *target,
-          bool stderr_ok)
+          const char *stream)
 {
     bool created = false;
     int fd;
 
     if (target == NULL || strcmp(target, "syslog") == 0 ||
-        (stderr_ok && strcmp(target, "stderr") == 0)) {
+        strcmp(target, stream) == 0) {
         return true;
     }
     fd = open(target, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
@@ -349,8 +350,9 @@ main(int argc, char **argv)
     nwarn = print_warnings(conf);
     if (test) {
         const char *cp = path ? path : "(demo)";
-        bool ok_log = target_ok(cp, "log", conf->log.target, true);
-        bool ok_audit = target_ok(cp, "audit", conf->audit.target, false);
+        bool ok_log = target_ok(cp, "log", conf->log.target, "stderr");
+        bool ok_audit = target_ok(cp, "audit", conf->audit.target,
+                                  "stdout");
 
         if (!ok_log || !ok_audit) {
             goto out;

@@ -22,7 +22,8 @@ DATA = os.path.join(TOP, "tests", "data", "codec")
 # ApiKeys of the golden responses (file name -> key); versions start at 0
 # for these APIs, so the version byte is the version itself.
 RESPONSE_KEYS = {"ApiVersions": 18, "ElectLeaders": 43, "ListOffsets": 2,
-                 "OffsetForLeaderEpoch": 23, "FetchSnapshot": 59}
+                 "OffsetForLeaderEpoch": 23, "FetchSnapshot": 59,
+                 "Metadata": 3}
 
 
 def frames(path):

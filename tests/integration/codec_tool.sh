@@ -135,7 +135,7 @@ else
 fi
 
 for spec in ElectLeaders:2 ListOffsets:10 OffsetForLeaderEpoch:4 \
-            ApiVersions:3 FetchSnapshot:0; do
+            ApiVersions:3 FetchSnapshot:0 Metadata:12; do
     api=${spec%%:*}
     ver=${spec##*:}
     f=$DATA/$api-v$ver-response.hex
@@ -241,6 +241,57 @@ if [ "$(cat "$WORK/enc.hex")" = "$want" ]; then
 else
     fail "encode defaults: got $(cat "$WORK/enc.hex")"
 fi
+
+# ---- the README's examples ---------------------------------------------------
+# Each "$ command" of the README's krelay-codec block runs from the top of
+# the sources with this build's krelay-codec; the lines under it are its
+# output ("..." ending a line: the rest of it; none shown: some output).
+# A command starting with "..." goes on from the one before it, cut at its
+# first "|".
+if PATH="$(dirname "$KC"):$PATH" "$PY" - "$top_srcdir" <<'EOF'
+import re, subprocess, sys
+top = sys.argv[1]
+text = open(top + '/README.md').read()
+block = re.search(r'^## krelay-codec\n+```sh\n(.*?)^```', text, re.S | re.M)
+assert block, 'README: no ```sh block under "## krelay-codec"'
+cmds, cur = [], None
+lines = block.group(1).split('\n')
+i = 0
+while i < len(lines):
+    line = lines[i]
+    i += 1
+    if line.startswith('$ '):
+        c = line[2:]
+        while c.rstrip().endswith('\\') and i < len(lines):
+            c = c.rstrip()[:-1] + ' ' + lines[i].strip()
+            i += 1
+        cur = [c, []]
+        cmds.append(cur)
+    elif line.strip() and cur is not None:
+        cur[1].append(line)
+assert len(cmds) >= 3, cmds
+bad = 0
+prev = None
+for c, want in cmds:
+    if c.startswith('...'):
+        c = prev.split('|')[0].rstrip() + c[3:]
+    prev = c
+    r = subprocess.run(['bash', '-o', 'pipefail', '-c', c], cwd=top,
+                       capture_output=True, text=True)
+    got = r.stdout.split('\n')[:-1]
+    ok = r.returncode == 0 and len(got) > 0
+    if want:
+        ok = ok and len(got) == len(want) and all(
+            g.startswith(w[:-3]) if w.endswith('...') else g == w
+            for g, w in zip(got, want))
+    print('%s: README: %s' % ('PASS' if ok else 'FAIL', c))
+    if not ok:
+        bad += 1
+        print('  exit %d, stderr %r\n  got  %r\n  want %r'
+              % (r.returncode, r.stderr[:300], got[:3], want))
+sys.exit(1 if bad else 0)
+EOF
+then pass "README krelay-codec examples"; else fail "README krelay-codec examples"; fi
 
 # ---- list, usage -------------------------------------------------------------
 

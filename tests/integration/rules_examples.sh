@@ -1,27 +1,83 @@
 #!/bin/bash
-# conf/examples/*.ini pass `krelay -t` (which prints the compiled rule
-# table), and a config with rule errors is refused with FILE:LINE.
+# conf/krelay.ini, conf/examples/*.ini and the README's ini blocks pass
+# `krelay -t` as shipped (no path changed), as this user and, when run as
+# root, as an unprivileged one (nobody, through setpriv): no [log] or
+# [audit] target needs a directory a new machine lacks.  -t prints the
+# compiled rule table; a config with rule errors is refused with
+# FILE:LINE.  The audit file is audit.jsonl everywhere the docs name one,
+# and the file targets given as commented alternatives sit in
+# /var/log/krelay, the systemd unit's LogsDirectory.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
 kr_setup 30
 W=$KR_WORK
 [ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
+
+# Byte-for-byte copies of krelay and each config in a directory anyone
+# may enter (the build tree may sit in a home nobody cannot enter).
+U=$(mktemp -d "${TMPDIR:-/tmp}/krelay-examples.XXXXXX") || exit 99
+trap 'rc=$?; rm -rf "$U"; (exit "$rc"); kr_cleanup' EXIT
+chmod 755 "$U" && install -m 755 "$KR_KRELAY" "$U/krelay" || exit 99
+AS_NOBODY=()
+if [ "$(id -u)" = 0 ]; then
+    command -v setpriv >/dev/null 2>&1 || kr_skip "setpriv (util-linux)"
+    AS_NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+else
+    kr_log "not root: the checks run as $(id -un) only"
+fi
 n=0
-for f in "$top_srcdir"/conf/examples/*.ini; do
-    # -t opens the [log] and [audit] files: point them at the work dir
-    sed "s|/var/log/krelay/|$W/|" "$f" >"$W/example.ini"
-    "$KR_KRELAY" -t -c "$W/example.ini" >"$W/t.out" 2>&1 ||
-        kr_fail "$(basename "$f"): $(cat "$W/t.out")"
-    grep -q "configuration OK" "$W/t.out" || kr_fail "$f: no OK line"
-    grep -q "^rules: [1-9]" "$W/t.out" || kr_fail "$f: no rule table"
-    grep -q "^compiled table" "$W/t.out" || kr_fail "$f: no compiled table"
+for f in "$top_srcdir/conf/krelay.ini" "$top_srcdir"/conf/examples/*.ini; do
+    b=$(basename "$f")
+    install -m 644 "$f" "$U/$b" || exit 99
+    "$U/krelay" -t -c "$U/$b" >"$W/t.out" 2>&1 ||
+        kr_fail "$b: krelay -t: $(cat "$W/t.out")"
+    grep -q "configuration OK" "$W/t.out" || kr_fail "$b: no OK line"
+    if [ "$b" != krelay.ini ]; then
+        grep -q "^rules: [1-9]" "$W/t.out" || kr_fail "$b: no rule table"
+        grep -q "^compiled table" "$W/t.out" ||
+            kr_fail "$b: no compiled table"
+    fi
+    if [ "${#AS_NOBODY[@]}" -gt 0 ]; then
+        "${AS_NOBODY[@]}" "$U/krelay" -t -c "$U/$b" >"$W/u.out" 2>&1 ||
+            kr_fail "$b: krelay -t as nobody: $(cat "$W/u.out")"
+        cmp -s "$W/t.out" "$W/u.out" ||
+            kr_fail "$b: krelay -t as nobody says otherwise: $(cat "$W/u.out")"
+    fi
+    # file targets only as commented alternatives, in the unit's LogsDirectory
+    grep -En '^[;#]? ?target = /' "$f" | grep -v ':[;#] \?target = /var/log/krelay/' &&
+        kr_fail "$b: a file target outside /var/log/krelay, or not commented"
     n=$((n + 1))
 done
-[ "$n" -ge 4 ] || kr_fail "expected at least 4 examples, found $n"
+[ "$n" -ge 5 ] || kr_fail "expected at least 5 configs, found $n"
+# the README's ```ini blocks: each with a [listener] is a whole config, the
+# others (rules, [audit]) go after the first whole one; each passes too
+"$KR_PY" - "$top_srcdir/README.md" "$U" <<'PYEOF' || kr_fail "README: no ini blocks"
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = re.findall(r'^```ini\n(.*?)^```', text, re.S | re.M)
+whole = [b for b in blocks if re.search(r'^\[listener', b, re.M)]
+parts = [b for b in blocks if b not in whole]
+assert whole, 'no ini block with a [listener]'
+for i, b in enumerate(whole):
+    open('%s/readme-%d.ini' % (sys.argv[2], i), 'w').write(
+        b + ''.join('\n' + p for p in parts) if i == 0 else b)
+PYEOF
+for f in "$U"/readme-*.ini; do
+    chmod 644 "$f"
+    "${AS_NOBODY[@]}" "$U/krelay" -t -c "$f" >"$W/r.out" 2>&1 ||
+        kr_fail "README's ini blocks ($(basename "$f")): $(cat "$W/r.out")"
+    n=$((n + 1))
+done
 grep -q "^  Produce v8-" <("$KR_KRELAY" -t -c \
     "$top_srcdir/conf/examples/clamp-old-clients.ini") ||
     kr_fail "clamp example: Produce v8+ not in the table"
+# one name for the audit file
+grep -rn 'audit\.log\b' "$top_srcdir/conf" "$top_srcdir/README.md" \
+    "$top_srcdir/man" "$top_srcdir/contrib/systemd" &&
+    kr_fail "audit.log named above: the audit file is audit.jsonl"
+grep -q 'audit\.jsonl' "$top_srcdir/conf/examples/audit-only.ini" ||
+    kr_fail "audit-only.ini names no audit.jsonl alternative"
 
 cat >"$W/bad.ini" <<'EOR'
 [upstream]
@@ -43,4 +99,4 @@ grep -q "^krelay: $W/bad.ini:7: 'api': bad value 'Produce, Fecth'" \
     kr_fail "no FILE:LINE error for the bad api: $(cat "$W/bad.out")"
 grep -q "^krelay: $W/bad.ini:10: \[rule b\]: throttle_mode without throttle_ms" \
     "$W/bad.out" || kr_fail "no FILE:LINE error for rule b: $(cat "$W/bad.out")"
-kr_log "PASS: $n examples check, broken rules refused with FILE:LINE"
+kr_log "PASS: $n configs check as shipped${AS_NOBODY:+ (also as nobody)}, broken rules refused with FILE:LINE"

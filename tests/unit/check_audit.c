@@ -779,6 +779,43 @@ START_TEST(test_sink_reopen)
 }
 END_TEST
 
+/*
+ * Target "stdout": the lines go to fd 1 as the process has it (here a
+ * file put there with dup2), reopen is a no-op, and closing the sink
+ * leaves fd 1 open.
+ */
+START_TEST(test_sink_stdout)
+{
+    char path[128], err[256], *all;
+    struct kr_audit *au;
+    int fd, saved;
+
+    snprintf(path, sizeof(path), "%s/stdout.jsonl", tmpdir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    fflush(stdout);
+    saved = dup(STDOUT_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(fd, STDOUT_FILENO), STDOUT_FILENO);
+    close(fd);
+    au = kr_audit_open("stdout", 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    ck_assert(kr_audit_write(au, "{\"n\":1}", 7));
+    kr_audit_reopen(au);
+    ck_assert(kr_audit_write(au, "{\"n\":2}", 7));
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_written(au), 2);
+    kr_audit_close(au);
+    /* fd 1 is still the file */
+    ck_assert_int_eq(write(STDOUT_FILENO, "after\n", 6), 6);
+    ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    all = slurp(path);
+    ck_assert_str_eq(all, "{\"n\":1}\n{\"n\":2}\nafter\n");
+    free(all);
+}
+END_TEST
+
 START_TEST(test_sink_drops)
 {
     char path[128], err[256], line[200], buf[4096];
@@ -930,6 +967,7 @@ audit_suite(void)
     tcase_set_timeout(ts, 60);
     tcase_add_test(ts, test_sink_close_flushes);
     tcase_add_test(ts, test_sink_reopen);
+    tcase_add_test(ts, test_sink_stdout);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
     suite_add_tcase(s, ts);

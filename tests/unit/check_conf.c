@@ -1449,6 +1449,62 @@ START_TEST(test_reload_attributes)
 }
 END_TEST
 
+/*
+ * What the man page (tools/krconfkeys.c) prints of each key: a form, the
+ * unit its name says, a default or what applies without one, ranges
+ * whose default lies inside, and the log levels as kr_log names them.
+ */
+START_TEST(test_key_docs)
+{
+    struct kr_conf_key_desc d;
+    size_t i, n;
+    bool level_seen = false;
+
+    for (i = 0; kr_conf_key(i, &d); i++) {
+        size_t len = strlen(d.name);
+        const char *want_unit =
+            len > 3 && strcmp(d.name + len - 3, "_ms") == 0 ? "ms"
+            : len > 6 && strcmp(d.name + len - 6, "_bytes") == 0 ? "bytes"
+                                                                 : NULL;
+
+        ck_assert_msg(d.type != NULL && strcmp(d.type, "?") != 0,
+                      "[%s] %s: no type", d.section, d.name);
+        if (want_unit == NULL) {
+            ck_assert_ptr_null(d.unit);
+        } else {
+            ck_assert_str_eq(d.unit, want_unit);
+        }
+        ck_assert_msg(d.def != NULL || d.required || d.def_doc != NULL,
+                      "[%s] %s: no default and no def_doc row: what applies "
+                      "without it?", d.section, d.name);
+        ck_assert(d.def_doc == NULL || (d.def == NULL && !d.required));
+        if (d.has_range) {
+            ck_assert_int_le(d.min, d.max);
+        }
+        if (d.has_range && d.def != NULL &&
+            strcmp(d.type, "integer") == 0) {
+            long long v = atoll(d.def);
+
+            ck_assert_msg(v >= d.min && v <= d.max, "[%s] %s: default %s "
+                          "outside its range", d.section, d.name, d.def);
+        }
+        if (strcmp(d.section, "log") == 0 && strcmp(d.name, "level") == 0) {
+            level_seen = true;
+            ck_assert_ptr_nonnull(d.choices);
+            for (n = 0; d.choices[n] != NULL; n++) {
+                int lvl = -1;
+
+                ck_assert_str_eq(d.choices[n], kr_log_level_name((int)n));
+                ck_assert(kr_log_level_parse(d.choices[n], &lvl));
+                ck_assert_int_eq(lvl, (int)n);
+            }
+            ck_assert_str_eq(kr_log_level_name((int)n), "unknown");
+        }
+    }
+    ck_assert(level_seen);
+}
+END_TEST
+
 /* Changing one key reports that key alone, with its attribute. */
 START_TEST(test_reload_diff_key)
 {
@@ -1742,6 +1798,7 @@ conf_suite(void)
     suite_add_tcase(s, tc);
 
     tcase_add_test(tr, test_reload_attributes);
+    tcase_add_test(tr, test_key_docs);
     tcase_add_loop_test(tr, test_reload_diff_key, 0, nrows);
     tcase_add_loop_test(tr, test_reload_as_today, 0, nrows);
     tcase_add_test(tr, test_reload_diff_sections);

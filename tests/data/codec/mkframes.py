@@ -219,6 +219,32 @@ def seeds_responses():
     return el, lo, oe, fs
 
 
+def metadata_v12():
+    """A small cluster as a broker describes it: the README's krelay-codec
+    example decodes this file."""
+    def broker(node, host, port, rack):
+        return i32(node) + cstr(host) + i32(port) + cstr(rack) + NOTAGS
+
+    def part(index, leader, replicas):
+        return (i16(0) + i32(index) + i32(leader) + i32(7)
+                + carr([i32(r) for r in replicas])
+                + carr([i32(r) for r in replicas]) + carr([]) + NOTAGS)
+    brokers = [broker(1, 'kafka-1.example.com', 9092, 'rack-a'),
+               broker(2, 'kafka-2.example.com', 9092, 'rack-b'),
+               broker(3, 'kafka-3.example.com', 9092, None)]
+    orders = (i16(0) + cstr('orders') + UUID + boolean(False)
+              + carr([part(0, 1, [1, 2, 3]), part(1, 2, [2, 3, 1])])
+              + i32(-2147483648) + NOTAGS)
+    # Topics[1]: asked for by name, does not exist (error 3).
+    missing = (i16(3) + cstr('payments') + bytes(16) + boolean(False)
+               + carr([]) + i32(-2147483648) + NOTAGS)
+    return [('Metadata v12 response: 3 brokers, topic orders with 2 '
+             'partitions, topic payments unknown', frame(
+                 rsp_hdr1(7) + i32(0) + carr(brokers)
+                 + cstr('krelay-example-cluster') + i32(1)
+                 + carr([orders, missing]) + NOTAGS))]
+
+
 def bad_requests():
     """One frame or defect per line; the tool must go on after each."""
     good = requests()
@@ -257,3 +283,5 @@ if __name__ == '__main__':
     write('OffsetForLeaderEpoch-v4-response.hex',
           'OffsetForLeaderEpoch v4 response', oe)
     write('FetchSnapshot-v0-response.hex', 'FetchSnapshot v0 response', fs)
+    write('Metadata-v12-response.hex', 'Metadata v12 response',
+          metadata_v12())
