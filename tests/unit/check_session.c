@@ -2334,8 +2334,10 @@ START_TEST(fetch16_streamed_slow_not_idle)
     size_t part;
     int i;
 
-    T.lc.idle_timeout_ms = 300;
-    T.uc.request_timeout_margin_ms = 300;
+    /* timers 600 ms, a part every 150 ms: 450 ms of slack for a loaded
+       machine, 900 ms in all (longer than either timer) */
+    T.lc.idle_timeout_ms = 600;
+    T.uc.request_timeout_margin_ms = 600;
     c = fetch16_setup(10, 50000, NULL, 0, false, &rsp);
     part = rsp.n / 6 + 1;
     for (i = 0; i < 6; i++) {
@@ -2362,7 +2364,9 @@ START_TEST(held_response_slow_not_cut)
     size_t at, part;
     int i;
 
-    T.uc.request_timeout_margin_ms = 300;
+    /* the timer 600 ms, a part every 150 ms: 450 ms of slack for a
+       loaded machine, 900 ms in all */
+    T.uc.request_timeout_margin_ms = 600;
     T.lc.broker_port_base = free_port();
     T.fb.hold = true;
     start();
@@ -2372,10 +2376,10 @@ START_TEST(held_response_slow_not_cut)
     bend(&req, at);
     cli_send(c, req.b, req.n);
     fake_expect(&req);
-    part = evbuffer_get_length(T.fb.pending) / 4 + 1;
-    for (i = 0; i < 4; i++) {
+    part = evbuffer_get_length(T.fb.pending) / 6 + 1;
+    for (i = 0; i < 6; i++) {
         fake_release_part(part);
-        pump_for(150);                  /* 600 ms in all */
+        pump_for(150);                  /* 900 ms in all */
         ck_assert_msg(!c->closed, "closed after part %d", i);
     }
     metadata_response(&exp, 12, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0));
