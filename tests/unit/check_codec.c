@@ -1751,6 +1751,81 @@ START_TEST(test_scan_all)
 }
 END_TEST
 
+/*
+ * kr_records_count: RecordsCount of v2 batches, 1 per uncompressed magic
+ * 0/1 message, a compressed magic 0/1 wrapper unknown, bad headers
+ * refused; over segments split anywhere.
+ */
+START_TEST(test_records_count)
+{
+    uint8_t buf[61 + 70 + 26 + 26 + 8];
+    struct iovec iov[3];
+    struct kr_rbuf rb;
+    uint64_t n;
+    size_t len = 0, cut;
+
+    /* v2 batch of 3 records (header only: the count is what is read) */
+    memcpy(buf, batch61, 61);
+    put_be(buf + 57, 3, 4);
+    len = 61;
+    /* v2 batch of 5 records with 9 bytes of record data */
+    memcpy(buf + len, batch61, 61);
+    put_be(buf + len + 8, 49 + 9, 4);
+    put_be(buf + len + 57, 5, 4);
+    memset(buf + len + 61, 0xab, 9);
+    len += 70;
+    kr_rbuf_init_flat(&rb, iov, buf, len);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len, &n), KR_OK);
+    ck_assert_uint_eq(n, 8);
+    ck_assert_int_eq(kr_records_count(&rb, 61, 70, &n), KR_OK);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 0, &n), KR_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(kr_records_count(&rb, 0, -1, &n), KR_OK);
+    /* segmented anywhere: the same */
+    for (cut = 1; cut < len; cut++) {
+        iov[0].iov_base = buf;
+        iov[0].iov_len = cut;
+        iov[1].iov_base = buf + cut;
+        iov[1].iov_len = len - cut;
+        rb.seg = iov;
+        rb.nseg = 2;
+        rb.len = len;
+        KR_TEST_CHECK(kr_records_count(&rb, 0, (int32_t)len, &n) == KR_OK &&
+                      n == 8, "cut at %zu: %llu", cut,
+                      (unsigned long long)n);
+    }
+    /* a partial batch at the end (as a Fetch response may have) */
+    kr_rbuf_init_flat(&rb, iov, buf, len);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len - 1, &n),
+                     KR_EPROTO);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 30, &n), KR_EPROTO);
+    /* past the buffer */
+    ck_assert_int_eq(kr_records_count(&rb, 10, (int32_t)len, &n), KR_EPROTO);
+    /* magic 1 messages: uncompressed counts 1, compressed is unknown */
+    memset(buf + len, 0, 26 + 26);
+    put_be(buf + len + 8, 14, 4);
+    buf[len + 16] = 1;
+    put_be(buf + len + 26 + 8, 14, 4);
+    buf[len + 26 + 16] = 1;
+    kr_rbuf_init_flat(&rb, iov, buf, len + 52);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n), KR_OK);
+    ck_assert_uint_eq(n, 10);
+    buf[len + 26 + 17] = 1;             /* gzip */
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n),
+                     KR_EUNSUPPORTED);
+    /* unknown magic, negative count, batchLength below the header */
+    buf[len + 26 + 16] = 7;
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n),
+                     KR_EPROTO);
+    put_be(buf + 57, 0xffffffffu, 4);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 61, &n), KR_EPROTO);
+    put_be(buf + 57, 3, 4);
+    put_be(buf + 8, 40, 4);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 52, &n), KR_EPROTO);
+}
+END_TEST
+
 /* Malformed prefixes the scanner reads: each refused with a reason. */
 START_TEST(test_scan_malformed)
 {
@@ -2807,6 +2882,7 @@ codec_suite(void)
     tcase_add_test(tc, test_segmented_straddle);
     tcase_add_test(tc, test_encode_errors);
     tcase_add_test(tc, test_records_slices);
+    tcase_add_test(tc, test_records_count);
     tcase_add_test(tc, test_decode_struct);
     tcase_add_test(tc, test_node_new_defaults);
     tcase_add_test(tc, test_uuid);
