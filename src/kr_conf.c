@@ -212,6 +212,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
       4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
       "are dropped (and counted), in bytes", NULL },
+    { KR_CS_AUDIT, "instance", KR_CT_STRING, AUD(instance), 0, NULL, 0, 0, 0,
+      "this krelay's name in every audit line (default: the host name); "
+      "a reload applies it to the lines written after it", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -2323,6 +2326,7 @@ kr_conf_free(struct kr_conf *c)
         c->ruleset_free(c->ruleset);
     }
     free(c->audit.target);
+    free(c->audit.instance);
     free(c->log.target);
     free(c->path);
     free(c);
