@@ -141,6 +141,21 @@ kr_audit_keep() {
     done
 }
 
+# kr_audit_closed FILE: every connection with an "open" line in the
+# audit file FILE has its "close" line (for kr_wait_for: lines come from
+# the writer thread, closes after the client has gone).
+kr_audit_closed() {
+    "$KR_PY" - "$1" <<'PYEOF'
+import json, sys
+ev = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("type") == "connection":
+        ev.setdefault(r["event"], set()).add(r["conn_id"])
+sys.exit(0 if ev.get("open", set()) <= ev.get("close", set()) else 1)
+PYEOF
+}
+
 # kr_audit_keys_documented: every key of the audit lines this test left
 # (audit*.log in its work directory, krelay stopped) is in doc/audit.md,
 # the schema (tests/tools/audit_keys.py).  Logs what is not.
@@ -151,7 +166,8 @@ kr_audit_keys_documented() {
     done
     [ ${#files[@]} -gt 0 ] || return 0
     if ! out=$("$KR_PY" "$top_srcdir/tests/tools/audit_keys.py" \
-                --doc "$top_srcdir/doc/audit.md" "${files[@]}" 2>&1); then
+                --doc "$top_srcdir/doc/audit.md" --lenient "${files[@]}" \
+                2>&1); then
         kr_log "FAIL: audit lines with keys doc/audit.md does not list:"
         printf '%s\n' "$out" >&2
         return 1
