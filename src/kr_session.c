@@ -66,7 +66,10 @@
  *   rule entry, or one behind a ready entry, is held whole (rule_response:
  *   translate back, fault error / ThrottleTimeMs, kr_rewrite_response,
  *   audit line) into rq->out with a release time (fault latency, enforce
- *   hold); flush_ready moves ready entries from the FIFO head to
+ *   hold), except a Fetch response its rules only audit (issue 14): at
+ *   the FIFO head it streams as in (i), its rule state moved to the
+ *   session (stream_rq) and its audit line built from what kr_scan's
+ *   observer saw (kr_s_stream_audit_start/end); flush_ready moves ready entries from the FIFO head to
  *   client.out in order as their time comes (rtimer).  Throttle enforce:
  *   no further request is read while a throttled one is in flight
  *   (enforce_wait), and after a KIP-219 response none for its throttle
