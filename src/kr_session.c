@@ -69,8 +69,9 @@
  *   hold), except a Fetch response its rules only audit (issue 14): at
  *   the FIFO head it streams as in (i), its rule state moved to the
  *   session (stream_rq) and its audit line built from what kr_scan's
- *   observer saw (kr_s_stream_audit_start/end); flush_ready moves ready entries from the FIFO head to
- *   client.out in order as their time comes (rtimer).  Throttle enforce:
+ *   observer saw (kr_s_stream_audit_start/end); flush_ready moves ready
+ *   entries from the FIFO head to client.out in order as their time
+ *   comes (rtimer).  Throttle enforce:
  *   no further request is read while a throttled one is in flight
  *   (enforce_wait), and after a KIP-219 response none for its throttle
  *   time (paused_until_ms), as a broker mutes the channel.  ApiVersions:

@@ -562,7 +562,8 @@ START_TEST(test_group_ids)
 {
     json_t *j;
 
-    j = req_line("{\"header\": {\"RequestApiKey\": 11, \"RequestApiVersion\": 5,"
+    j = req_line("{\"header\": {\"RequestApiKey\": 11, "
+                 "\"RequestApiVersion\": 5,"
                  " \"CorrelationId\": 1, \"ClientId\": \"c\"},"
                  " \"body\": {\"GroupId\": \"billing\", \"SessionTimeoutMs\": "
                  "10000, \"RebalanceTimeoutMs\": 300000, \"MemberId\": \"\","
