@@ -108,10 +108,10 @@ struct kr_an_conn {
                                            last full Fetch (in/out) */
     uint64_t *rng;                      /* xorshift64* state, not 0 */
     bool audit_sink;                    /* an audit sink exists */
-    const char *name;                   /* log prefix: "c#7 ... > NodeId 2" */
-    const char *listener;               /* audit: the listener's name */
-    const char *peer_host;              /* audit: the client's address */
-    uint16_t peer_port;
+    const char *name;                   /* log prefix: "c#0.7 ... > NodeId
+                                           2" */
+    struct kr_audit_peer peer;          /* audit: who and where (strings
+                                           borrowed for the call) */
 };
 
 /* One request frame, as the session found it. */
@@ -265,6 +265,16 @@ void kr_analyse_response(const struct kr_an_conn *c,
                          struct kr_msg *m, const char *decode_error,
                          uint64_t rsp_bytes, int64_t up_us,
                          struct kr_arena *a, struct kr_an_rsp_decision *d);
+
+/*
+ * May e's response go to the client as it streams by, its audit line
+ * built from what kr_scan sees (kr_audit_scan_*), instead of being held
+ * and decoded?  Fetch only (the response that may be tens of MiB), when
+ * its rules only audit it: no body in the line, nothing to translate
+ * back, no response-side action (throttle, fault error, latency, close).
+ */
+bool kr_analyse_rsp_scan_only(const struct kr_inflight *e,
+                              const struct kr_an_req *req);
 
 /*
  * May e's response, above max_frame_bytes, go on unchanged without being

@@ -18,59 +18,19 @@
  * Every sink function is thread-safe: several worker threads may write to
  * one sink.
  *
- * Line formats: compact JSON, keys in the order shown, field names
- * snake_case; Kafka's names for Kafka things (API names, error names, the
- * schema field names inside "request_body"/"response_body").
- *
- * Request/response pair (kr_audit_format):
- *   {"time": "2026-11-30T12:00:00.123456Z", "type": "request",
- *    "listener": "plain", "client_addr": "10.0.0.7", "client_port": 51234,
- *    "client_id": "rdkafka", "principal": "User:alice",
- *    "api": "Produce", "api_key": 0, "api_version": 9,
- *    "correlation_id": 17, "request_bytes": 1200, "response_bytes": 80,
- *    "upstream_us": 1500, "total_us": 1720,
- *    "topics": [{"name": "orders", "partitions": 3}, ...],
- *    ["topics_truncated": true,]
- *    "errors": {"NOT_LEADER_OR_FOLLOWER": 3},
- *    "actions": ["forwarded", "rewritten"],
- *    ["decode_error": "version unknown to krelay's tables (v0-v6)",]
- *    ["note": "response of 41943040 bytes too large to hold: ...",]
- *    "request_body": {...}, "response_body": {...}}
- *   - time: RFC 3339, UTC, microseconds, of info->time_us;
- *   - listener, client_id, principal: omitted when NULL; client_id is
- *     null when the request's ClientId was null and info->client_id NULL;
- *   - api: Kafka's name ("UNKNOWN" when the tables do not know the key);
- *   - request_bytes, response_bytes: frame sizes with the size prefix as
- *     given in info; response_bytes is omitted when there was no response
- *     (rsp NULL and info->rsp_bytes 0), upstream_us too, and also when
- *     KR_AUDIT_FORWARDED is not set; total_us always;
- *   - topics: distinct topics in first-seen order, partitions summed over
- *     every mention (kr_topics.h; TopicIds resolved at capture time);
- *   - errors: every ErrorCode != 0 in the response (KR_FF_ERROR_CODE
- *     fields, any depth) by Kafka name (kr_kerr_format) with counts; {}
- *     when none or no response; null when a response came (rsp_bytes >
- *     0) but was not decoded (rsp NULL: see decode_error, note);
- *   - actions: the KR_AUDIT_* bits set, in the order below;
- *   - decode_error, note: only when info gives them (issue 13: a frame
- *     krelay could not decode, a response too large to hold; the line
- *     then has what the header gave: api, api_key, api_version,
- *     correlation_id, client_id, sizes);
- *   - topics_truncated: true, only when the request named more than 4096
- *     distinct topics (the first 4096 are listed);
- *   - request_body/response_body: with with_body only (capture and
- *     format), the decoded body (no header) in krelay-codec's JSON form
- *     (kr_json.h; records as their byte count), secrets always replaced by
- *     "[redacted]" (KR_JSON_REDACT, kr_json_secret in kr_json.h).  SASL
- *     v0 tokens (raw frames after SaslHandshake v0) are never decoded, so
- *     they never reach a line.
+ * Line formats: doc/audit.md is the schema (every key, its type, unit and
+ * when it appears, with an example line of each kind): change it with the
+ * code (tests/audit_doc.sh and check_audit's doc_keys hold them
+ * together).  In short: compact JSON, keys in the documented order,
+ * snake_case; Kafka's names for Kafka things.  Request lines
+ * (kr_audit_format): who and where (struct kr_audit_peer), the API,
+ * sizes and times, Produce acks / TransactionalId / per-topic records,
+ * group ids, topics, errors by name, actions, and optional decode_error,
+ * note, bodies (secrets always "[redacted]").  Connection lines
+ * (kr_audit_format_conn): who and where, the event, and on close the
+ * cause, reason, bytes each way, requests and duration.
  * Strings from the wire that are not valid UTF-8 (possible only with
  * tolerant decoding) have their bytes >= 0x80 written as '?'.
- *
- * Connection (kr_audit_format_conn):
- *   {"time": ..., "type": "connection", "listener": ...,
- *    "client_addr": ..., "client_port": ..., "event": "open"|"close",
- *    "client_id": ..., "principal": ..., "reason": ...}
- *   (listener/client_id/principal/reason omitted when NULL.)
  */
 #ifndef KR_AUDIT_H
 #define KR_AUDIT_H
@@ -80,6 +40,7 @@
 #include <stdint.h>
 
 #include "kr_codec.h"
+#include "kr_scan.h"
 #include "kr_topics.h"
 
 /* ---- sink --------------------------------------------------------------- */
@@ -144,34 +105,95 @@ void kr_audit_flush(struct kr_audit *au);
 /* Name of one KR_AUDIT_* bit ("forwarded"...), NULL for others. */
 const char *kr_audit_action_name(unsigned bit);
 
+/*
+ * The keys every line starts with: which krelay, which connection, where
+ * its requests go (doc/audit.md, "Keys of every line").  Strings are
+ * borrowed for the format call; NULL ones (and empty software names) are
+ * left out.
+ */
+struct kr_audit_peer {
+    const char *instance;            /* kr_audit_instance() */
+    const char *conn_id;             /* "c#W.N" */
+    const char *listener;
+    const char *client_addr;         /* IP address, no port */
+    uint16_t client_port;
+    const char *route;               /* "bootstrap" or "node" */
+    int32_t node_id;                 /* with route "node" */
+    const char *upstream_addr;       /* host:port dialled, NULL: not yet */
+    const char *client_sw_name;      /* KIP-511 ClientSoftwareName */
+    const char *client_sw_version;   /* and ClientSoftwareVersion */
+    const char *principal;
+};
+
+/*
+ * The instance name lines carry: configured (the [audit] instance key)
+ * when not NULL, else this host's name (gethostname, read once; "unknown"
+ * when it cannot be read).  The result is configured or static.
+ */
+const char *kr_audit_instance(const char *configured);
+
 /* What the session keeps of a request until its response (malloc'd). */
 struct kr_audit_req;
 /*
  * Capture what the audit line needs from a decoded request: ClientId,
  * topics and partition counts (TopicIds resolved through map, may be
- * NULL), and with with_body its redacted JSON body (records as sizes).
- * req's tree may die afterwards.  NULL on ENOMEM (then log the line
- * without it: kr_audit_format accepts req NULL).
+ * NULL); Produce: Acks, TransactionalId and per topic the records
+ * (kr_records_count over payload, the frame req was decoded from; NULL:
+ * records unknown) and record bytes; GroupId and MemberId; with
+ * with_body its redacted JSON body (records as sizes).  req's tree and
+ * payload may die afterwards.  NULL on ENOMEM (then log the line without
+ * it: kr_audit_format accepts req NULL).
  */
 struct kr_audit_req *kr_audit_capture(const struct kr_msg *req,
+                                      const struct kr_rbuf *payload,
                                       const struct kr_topic_map *map,
                                       bool with_body);
 /* Free a capture (kr_audit_capture); NULL is a no-op. */
 void kr_audit_req_free(struct kr_audit_req *r);
 /*
+ * The record bytes a decoded Fetch response returned per topic, into the
+ * capture r of its request (record_bytes of doc/audit.md; topics only
+ * the response names are added with 0 partitions).  Other APIs, r NULL
+ * or rsp NULL: nothing.  Out of memory loses topics, never the line.
+ */
+void kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
+                            const struct kr_topic_map *map);
+
+/*
+ * The same figures from a response that streams by without being held:
+ * kr_audit_scan_start ties a scanner observer to capture r (map for
+ * TopicIds: borrowed until the scan ends), kr_audit_scan_event is the
+ * observer (kr_scan_watch(sc, kr_audit_scan_event, as)).  The line then
+ * takes its errors from what the scanner saw (kr_audit_format with rsp
+ * NULL).  Fetch responses; as is the caller's (the session's).
+ */
+struct kr_audit_scan {
+    struct kr_audit_req *req;
+    const struct kr_topic_map *map;
+    size_t cur;                      /* topic entry being walked,
+                                        SIZE_MAX: none */
+};
+void kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
+                         const struct kr_topic_map *map);
+void kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
+                         size_t n, int64_t val);
+
+/*
  * Facts the session knows about a request/response pair.  The strings are
- * borrowed for the kr_audit_format call; NULL ones are left out (see the
- * line format at the top of this file).
+ * borrowed for the kr_audit_format call; NULL ones are left out (see
+ * doc/audit.md).
  */
 struct kr_audit_info {
     int64_t time_us;                 /* wall clock (µs since the epoch),
                                       * request read */
-    const char *listener, *client_addr, *principal, *client_id;
-                                     /* client_id NULL: take the request's */
+    struct kr_audit_peer peer;
+    const char *client_id;           /* NULL: take the request's */
     size_t client_id_len;            /* client_id's bytes (it may hold
                                         NULs); 0: strlen(client_id) */
-    uint16_t client_port;
     int16_t api_key, api_version;    /* as the client sent it */
+    bool translated;                 /* sent upstream at upstream_version
+                                        (a rule changed it) */
+    int16_t upstream_version;
     int32_t correlation_id;
     uint64_t req_bytes, rsp_bytes;   /* bytes with size prefix */
     int64_t upstream_us, total_us;   /* µs */
@@ -186,22 +208,34 @@ struct kr_audit_info {
  * One JSON line (malloc'd, no newline, caller frees) for a pair; req may
  * be NULL (capture failed), rsp is the decoded response the client got
  * (the broker's, after krelay's changes, or krelay's own error response)
- * or NULL (Acks=0, not decoded); secrets always redacted.  rsp's
- * topics are not added (the request's are the ones touched); rsp's
- * errors are counted.  NULL on ENOMEM.
+ * or NULL (Acks=0, not decoded, or scanned: kr_audit_scan_*); secrets
+ * always redacted.  rsp's topics are not added (the request's are the
+ * ones touched; a Fetch's record bytes come through
+ * kr_audit_note_response); rsp's errors are counted.  NULL on ENOMEM.
  */
 char *kr_audit_format(const struct kr_audit_info *info,
                       const struct kr_audit_req *req,
                       const struct kr_msg *rsp, bool with_body);
+
+/* A connection event (kr_audit_format_conn). */
+struct kr_audit_conn {
+    const char *event;               /* "open" or "close" */
+    int64_t time_us;                 /* wall clock, µs since the epoch */
+    struct kr_audit_peer peer;
+    const char *client_id;           /* the last one seen, NULL: none */
+    /* close: cause not NULL */
+    const char *cause;               /* named (krelay_closes_total's
+                                        cause label) */
+    const char *reason;              /* in words */
+    uint64_t bytes_from_client, bytes_to_client;
+    uint64_t requests;               /* request frames read */
+    int64_t duration_us;             /* accepted -> closed */
+};
 /*
- * Connection open/close lines (malloc'd, no newline, caller frees; NULL on
- * ENOMEM).  time_us: µs since the epoch.  Strings are borrowed.
+ * A connection line (malloc'd, no newline, caller frees; NULL on ENOMEM
+ * or without an event).  Strings are borrowed.
  */
-char *kr_audit_format_conn(const char *event /* "open"|"close" */,
-                           int64_t time_us, const char *listener,
-                           const char *client_addr, uint16_t client_port,
-                           const char *client_id, const char *principal,
-                           const char *reason);
+char *kr_audit_format_conn(const struct kr_audit_conn *c);
 /*
  * RFC 3339 UTC time with microseconds ("2026-11-30T12:00:00.123456Z")
  * of t_us (µs since the epoch) into out (len bytes, at least 32).

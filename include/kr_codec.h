@@ -54,6 +54,25 @@ struct kr_rbuf {
 void kr_rbuf_init_flat(struct kr_rbuf *rb, struct iovec *iov,
                        const void *p, size_t len);
 
+/* Copy n bytes at offset off of rb into out; false when out of range. */
+bool kr_rbuf_read(const struct kr_rbuf *rb, uint64_t off, void *out,
+                  size_t n);
+
+/*
+ * How many records the record batches of one records slice (offset off,
+ * len bytes of rb: a kr_val's .u.rec) hold, from their headers alone,
+ * nothing decompressed: RecordsCount (int32 at batch offset 57) of each
+ * magic 2 RecordBatch, 1 per message of an uncompressed magic 0/1
+ * message set.  Batches are back to back (baseOffset int64, then
+ * batchLength int32 counting the bytes after itself); a slice of len <=
+ * 0 holds 0.  Returns KR_OK with *records; KR_EUNSUPPORTED when a
+ * compressed magic 0/1 wrapper hides its count; KR_EPROTO when a header
+ * is cut short, inconsistent or of an unknown magic (a Produce request's
+ * records end with a whole batch; a Fetch response's may not).
+ */
+int kr_records_count(const struct kr_rbuf *rb, uint64_t off, int32_t len,
+                     uint64_t *records) KR_MUST_CHECK;
+
 /* ---- tree --------------------------------------------------------------- */
 
 /* A string/bytes/uuid view.  len == -1 means null. */

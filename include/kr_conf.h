@@ -147,6 +147,9 @@ struct kr_rule_conf {
 struct kr_audit_conf {
     char *target;                       /* path or "syslog"; NULL: none */
     int64_t queue_bytes;                /* default 4 MiB */
+    char *instance;                     /* the lines' "instance"; NULL:
+                                           the host name
+                                           (kr_audit_instance) */
 };
 
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */

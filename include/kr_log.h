@@ -4,7 +4,8 @@
  * One process-wide sink: stderr (default), syslog, or a file (reopened by
  * kr_log_reopen on SIGHUP/SIGUSR1).  The macros test the level before
  * formatting, so a disabled level costs one comparison.  Lines look like
- *   2026-11-30T12:00:00.123456Z krelay[1234]: warn: [c#42 127.0.0.1:5012] ...
+ *   2026-11-30T12:00:00.123456Z krelay[1234]: warn: [c#0.42 127.0.0.1:5012
+ *   > bootstrap] ...  (c#W.N: the connection, as its audit lines name it)
  * Thread-safe: each line is written with one write(2) call.
  */
 #ifndef KR_LOG_H

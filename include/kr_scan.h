@@ -27,8 +27,14 @@
  * (UTF-8, bool values): the bytes it passes are forwarded unchanged, so
  * nothing it skips can be misread downstream by krelay.
  *
- * Memory: struct kr_scan is about 2 KiB, has no pointers to free and
- * may live anywhere; kr_scan_init resets it.
+ * An observer (kr_scan_watch) may be told a few values of the body as
+ * they pass: topic names, TopicIds, ErrorCodes and the length of each
+ * records field (the audit log's Fetch figures, without holding the
+ * frame).  Only those values are read; records stay skipped (and
+ * skippable: splice(2) still moves them).
+ *
+ * Memory: struct kr_scan is about 2.3 KiB, has no pointers to free and
+ * may live anywhere; kr_scan_init resets it (and forgets the observer).
  */
 #ifndef KR_SCAN_H
 #define KR_SCAN_H
@@ -41,6 +47,34 @@
 
 /* Frames on the scanner's stack: a struct or an array each (header too). */
 #define KR_SCAN_MAX_FRAMES 64
+
+/* Bytes of a watched topic name kept for the observer. */
+#define KR_SCAN_CAP_MAX 255
+
+/* What an observer is told (kr_scan_watch_fn's what). */
+enum kr_scan_what {
+    KR_SCAN_TOPIC = 1,          /* a topic name (a string field whose
+                                   schema entityType is topicName): p, n
+                                   its first bytes (at most
+                                   KR_SCAN_CAP_MAX), val its length; p
+                                   NULL and val -1 when null */
+    KR_SCAN_TOPIC_ID,           /* a uuid field TopicId: p its 16 bytes
+                                   (n and val 16) */
+    KR_SCAN_RECORDS,            /* a records field: val its length in
+                                   bytes, -1 when null (the records
+                                   themselves are not read) */
+    KR_SCAN_ERROR_CODE          /* an int16 ErrorCode field (any struct):
+                                   val */
+};
+
+/*
+ * Called for each watched value as the scanner passes it, in wire order;
+ * p is valid for the call only.  Only untagged fields of the body's
+ * structs are watched (not the header, not tagged fields, not the
+ * elements of arrays of strings, nothing inside a tagged value).
+ */
+typedef void (*kr_scan_watch_fn)(void *arg, enum kr_scan_what what,
+                                 const uint8_t *p, size_t n, int64_t val);
 
 /* One level of the walk (internal; see kr_scan.c). */
 struct kr_scan_frame {
@@ -55,6 +89,7 @@ struct kr_scan_frame {
     uint8_t et;                 /* array: element type (enum kr_type) */
     uint8_t root;               /* the message body's root struct */
     uint8_t hdr;                /* the request or response header */
+    uint8_t quiet;              /* inside a tagged value: not watched */
     int16_t v;                  /* version this level is read at */
 };
 
@@ -80,6 +115,17 @@ struct kr_scan {
     int nframes;
     struct kr_scan_frame st[KR_SCAN_MAX_FRAMES];
     char msg[128];              /* why it failed (KR_EPROTO) */
+    /* the observer (kr_scan_watch); NULL: none */
+    kr_scan_watch_fn watch;
+    void *watch_arg;
+    uint8_t wnext;              /* the value being started is watched:
+                                   its enum kr_scan_what, 0: not */
+    uint8_t r_watch;            /* same, for the pending length read */
+    uint8_t cap_on;             /* the skip in progress is captured:
+                                   its enum kr_scan_what */
+    uint16_t cap_len;           /* bytes kept in cap */
+    int64_t cap_full;           /* the captured value's length */
+    uint8_t cap[KR_SCAN_CAP_MAX];
 };
 
 /*
@@ -109,10 +155,17 @@ int kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n,
                  size_t *used) KR_MUST_CHECK;
 
 /*
+ * Tell fn(arg, ...) the watched values of the body from now on (call
+ * after kr_scan_init, before the first feed).  fn NULL stops it.
+ */
+void kr_scan_watch(struct kr_scan *sc, kr_scan_watch_fn fn, void *arg);
+
+/*
  * Bytes the scanner will pass next without looking at them: the rest of
  * a value it skips by length (record data, strings, fixed-width fields,
  * unknown tagged fields).  0 when it must read the next byte (a length,
- * count, marker or tag header), or when it stopped (KR_OK, KR_EPROTO).
+ * count, marker or tag header, a watched value), or when it stopped
+ * (KR_OK, KR_EPROTO).
  * A caller may move that many bytes past krelay's memory (splice(2):
  * the Fetch response's record data) and account for them with
  * kr_scan_skip.

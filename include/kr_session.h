@@ -29,6 +29,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "kr_audit.h"
 #include "kr_common.h"
 #include "kr_conn.h"
 #include "kr_inflight.h"
@@ -65,6 +66,11 @@ struct kr_session_host {
     struct kr_stats *stats;             /* the worker's counters */
     _Atomic uint64_t *ids;              /* session ids (unique in the
                                            process) */
+    int worker;                         /* the worker's index: W of
+                                           "c#W.N" */
+    uint64_t *seq;                      /* its accepted connections so
+                                           far: N of "c#W.N" (the worker's
+                                           thread only) */
     void (*group_release)(struct kr_group *g); /* a session of g ended
                                            (g->nconn already decremented) */
     const struct kr_conn_ops *conn_ops; /* the transport of new
@@ -80,7 +86,10 @@ struct kr_session_host {
  * monotonic ms (kr_clock_timer_ms); sizes are bytes.
  */
 struct kr_session {
-    uint64_t id;                        /* c#ID in log lines */
+    uint64_t id;                        /* unique in the process (the
+                                           fault rng's seed) */
+    char conn_id[32];                   /* "c#W.N": log lines and audit
+                                           lines (doc/audit.md) */
     struct kr_session_host *host;       /* its worker's services */
     struct kr_group *g;                 /* its listener group */
     const struct kr_listener *l;        /* the listener it came in on */
@@ -178,7 +187,8 @@ struct kr_session {
     int64_t closing_ms;                 /* closing set, or the last byte
                                            written to the client since */
     char close_msg[256];
-    char name[160];                     /* "c#7 127.0.0.1:50312 > NodeId 2" */
+    char name[160];                     /* "c#0.7 127.0.0.1:50312 > NodeId
+                                           2" */
     char upname[80];                    /* upstream "HOST:PORT" */
     /* issue 4 (appended) */
     struct kr_splice dn;                /* upstream -> client */
@@ -203,6 +213,27 @@ struct kr_session {
     unsigned undecodable_logged:1;      /* the one diagnostic line for a
                                            frame only observing rules
                                            wanted decoded was written */
+    /* issue 14: the audit log (appended) */
+    unsigned up_named:1;                /* upname is the upstream's
+                                           host:port (resolved) */
+    uint64_t nrequests;                 /* request frames read (SASL
+                                           tokens not counted) */
+    int64_t started_us;                 /* monotonic µs, accepted */
+    char sw_name[128];                  /* KIP-511 ClientSoftwareName of
+                                           its last ApiVersions v3+ */
+    char sw_version[128];               /* and ClientSoftwareVersion */
+    struct kr_rq *stream_rq;            /* the streamed response's rule
+                                           state when its audit line is
+                                           built from the scanner
+                                           (kr_analyse_rsp_scan_only) */
+    struct kr_inflight stream_e;        /* its request's entry */
+    struct kr_audit_scan stream_as;     /* the scanner's observer state */
+    uint64_t stream_bytes;              /* its size with prefix */
+    int64_t stream_up_us;               /* the upstream's time, to its
+                                           first byte */
+    unsigned stream_rewrite:1;          /* its tail is rewritten
+                                           (kr_rewrite_streamable); else
+                                           the tail passes as it is */
 };
 
 /*

@@ -36,8 +36,11 @@
  *   counters  per worker (struct kr_stats, kr_stats.h): written by the
  *             worker's thread only, readable from any thread.
  *   session ids
- *             one atomic counter in the daemon, so c#ID stays unique in
- *             the log whatever worker accepted the connection.
+ *             "c#W.N" in log and audit lines: W the worker's index (the
+ *             daemon numbers its workers from 0), N the worker's own count
+ *             of connections: unique in the process, nothing shared.  (One
+ *             atomic counter in the daemon also numbers sessions for the
+ *             fault rng's seed.)
  *
  * Listening sockets: shared, not SO_REUSEPORT.  The daemon binds each
  * address once (struct kr_lsock); every worker attaches its own accept
@@ -161,6 +164,8 @@ struct kr_worker {
     _Atomic uint64_t *ids;              /* session id counter (the
                                            daemon's, or own_ids) */
     _Atomic uint64_t own_ids;
+    uint64_t seq;                       /* connections accepted: N of
+                                           "c#W.N" (W is index) */
     bool started, stopping;
     /* mailbox (kr_worker_post): workers on a thread of their own */
     bool has_mailbox;

@@ -186,11 +186,12 @@ kr_an_audit_line(const struct kr_an_conn *c, const struct kr_inflight *e,
 
     memset(&info, 0, sizeof(info));
     info.time_us = req->t_wall_us;
-    info.listener = c->listener;
-    info.client_addr = c->peer_host;
-    info.client_port = c->peer_port;
+    info.peer = c->peer;
     info.api_key = e->api_key;
     info.api_version = e->api_version;
+    info.translated = req->up_version != e->api_version &&
+                      (req->actions & KR_AUDIT_FORWARDED);
+    info.upstream_version = req->up_version;
     info.correlation_id = e->correlation_id;
     info.req_bytes = req->req_bytes;
     info.rsp_bytes = rsp_bytes;
@@ -642,7 +643,8 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
         d->verdict = req->v;
     }
     if (req != NULL && (req->v.flags & KR_VF_AUDIT)) {
-        req->audit = kr_audit_capture(m, c->tmap, req->v.audit_body);
+        req->audit = kr_audit_capture(m, r->rb, c->tmap,
+                                      req->v.audit_body);
     }
     if (h->api_key == KR_API_FETCH && *c->fetch_stale &&
         fetch_session_stale(c, m)) {
@@ -805,6 +807,17 @@ rsp_undecodable(const struct kr_an_conn *c, const struct kr_inflight *e,
 }
 
 bool
+kr_analyse_rsp_scan_only(const struct kr_inflight *e,
+                         const struct kr_an_req *req)
+{
+    return req != NULL && e->api_key == KR_API_FETCH &&
+           (req->v.flags & KR_VF_AUDIT) && !req->v.audit_body &&
+           !(req->v.flags & (KR_VF_THROTTLE | KR_VF_ERROR | KR_VF_LATENCY |
+                             KR_VF_CLOSE)) &&
+           req->up_version == e->api_version;
+}
+
+bool
 kr_analyse_rsp_may_stream(const struct kr_inflight *e,
                           const struct kr_an_req *req)
 {
@@ -882,6 +895,7 @@ kr_analyse_response(const struct kr_an_conn *c, const struct kr_inflight *e,
                 rewritten) {
                 req->actions |= KR_AUDIT_REWRITTEN;
             }
+            kr_audit_note_response(req->audit, m, c->tmap);
             /* the tree borrows from the payload: formatted now */
             free(req->audit_line);
             req->audit_line = kr_an_audit_line(c, e, req, m, d->rsp_bytes,

@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 
+#include "kr_api_keys.h"
 #include "kr_audit.h"
 #include "kr_json.h"
 #include "kr_kerr.h"
@@ -410,12 +411,83 @@ jset(json_t *o, const char *key, json_t *v)
     return v != NULL && json_object_set_new(o, key, v) == 0;
 }
 
+/* A topic entry's key (written through tset: doc/audit.md "Entries of
+   topics"; tests/audit_doc.sh reads these calls). */
+static bool
+tset(json_t *t, const char *key, json_t *v)
+{
+    return jset(t, key, v);
+}
+
+/* ---- instance ------------------------------------------------------------ */
+
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static char host_name[256];
+
+static void
+host_read(void)
+{
+    if (gethostname(host_name, sizeof(host_name) - 1) != 0 ||
+        host_name[0] == '\0') {
+        snprintf(host_name, sizeof(host_name), "unknown");
+    }
+    host_name[sizeof(host_name) - 1] = '\0';
+}
+
+const char *
+kr_audit_instance(const char *configured)
+{
+    if (configured != NULL) {
+        return configured;
+    }
+    pthread_once(&host_once, host_read);
+    return host_name;
+}
+
+/* ---- error codes --------------------------------------------------------- */
+
+#define KR_AUDIT_ERRS_MAX 64      /* distinct codes kept per line */
+
+struct kr_errcount {
+    int16_t code[KR_AUDIT_ERRS_MAX];
+    uint64_t n[KR_AUDIT_ERRS_MAX];
+    unsigned used;
+};
+
+static void
+err_add(struct kr_errcount *ec, int16_t code)
+{
+    unsigned i;
+
+    for (i = 0; i < ec->used; i++) {
+        if (ec->code[i] == code) {
+            ec->n[i]++;
+            return;
+        }
+    }
+    if (ec->used < KR_AUDIT_ERRS_MAX) {
+        ec->code[ec->used] = code;
+        ec->n[ec->used] = 1;
+        ec->used++;
+    }
+}
+
 /* ---- request capture ------------------------------------------------- */
 
 struct kr_audit_topic {
     char *name;
     size_t len;
     unsigned partitions;
+    int64_t records;              /* Produce: records sent, -1: unknown or
+                                     not a Produce */
+    int64_t bytes;                /* Produce: record bytes sent; Fetch:
+                                     returned; -1: not known */
+};
+
+/* A string kept from the tree (NUL-terminated copy; NULL: absent). */
+struct kr_audit_str {
+    char *p;
+    size_t len;
 };
 
 struct kr_audit_req {
@@ -427,28 +499,38 @@ struct kr_audit_req {
     bool truncated;               /* more than KR_AUDIT_TOPICS_MAX */
     bool failed;                  /* out of memory while capturing */
     json_t *body;                 /* redacted JSON body, or NULL */
+    bool has_acks;                /* Produce */
+    int64_t acks;
+    struct kr_audit_str txn_id;   /* Produce TransactionalId */
+    struct kr_audit_str group_id, member_id;
+    bool scanned;                 /* the response was scanned, not
+                                     decoded: its errors are serrs */
+    struct kr_errcount *serrs;
 };
 
 /* Distinct topics kept per line. */
 #define KR_AUDIT_TOPICS_MAX 4096
 
-static bool
-capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
+/* The entry of topic name (len bytes), added when new and add; NULL when
+   absent, or past the cap, or out of memory (r->failed). */
+static struct kr_audit_topic *
+topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
 {
-    struct kr_audit_req *r = arg;
     struct kr_audit_topic *t;
     size_t i;
 
     for (i = 0; i < r->ntopics; i++) {
         t = &r->topics[i];
-        if (t->len == len && memcmp(t->name, topic, len) == 0) {
-            t->partitions += partitions;
-            return true;
+        if (t->len == len && memcmp(t->name, name, len) == 0) {
+            return t;
         }
+    }
+    if (!add) {
+        return NULL;
     }
     if (r->ntopics >= KR_AUDIT_TOPICS_MAX) {
         r->truncated = true;
-        return true;
+        return NULL;
     }
     if (r->ntopics == r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 8;
@@ -456,7 +538,7 @@ capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
 
         if (nt == NULL) {
             r->failed = true;
-            return false;
+            return NULL;
         }
         r->topics = nt;
         r->cap = ncap;
@@ -465,13 +547,27 @@ capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
     t->name = malloc(len > 0 ? len : 1);
     if (t->name == NULL) {
         r->failed = true;
-        return false;
+        return NULL;
     }
-    memcpy(t->name, topic, len);
+    memcpy(t->name, name, len);
     t->len = len;
-    t->partitions = partitions;
+    t->partitions = 0;
+    t->records = -1;
+    t->bytes = -1;
     r->ntopics++;
-    return true;
+    return t;
+}
+
+static bool
+capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
+{
+    struct kr_audit_req *r = arg;
+    struct kr_audit_topic *t = topic_entry(r, topic, len, true);
+
+    if (t != NULL) {
+        t->partitions += partitions;
+    }
+    return !r->failed;
 }
 
 void
@@ -487,13 +583,189 @@ kr_audit_req_free(struct kr_audit_req *r)
     }
     free(r->topics);
     free(r->client_id);
+    free(r->txn_id.p);
+    free(r->group_id.p);
+    free(r->member_id.p);
+    free(r->serrs);
     json_decref(r->body);
     free(r);
 }
 
+/* Keep string value v (non-null, present) in *out; false on ENOMEM. */
+static bool
+keep_str(const struct kr_val *v, struct kr_audit_str *out)
+{
+    size_t n;
+
+    if (v == NULL || !v->present || v->is_null || v->u.s.len < 0 ||
+        (v->u.s.p == NULL && v->u.s.len > 0)) {
+        return true;
+    }
+    n = (size_t)v->u.s.len;
+    out->p = malloc(n + 1);
+    if (out->p == NULL) {
+        return false;
+    }
+    if (n > 0) {
+        memcpy(out->p, v->u.s.p, n);
+    }
+    out->p[n] = '\0';
+    out->len = n;
+    return true;
+}
+
+/*
+ * String field id of body n: at the top level, else in the first
+ * element of a top-level array of structs (OffsetFetch v8+ Groups,
+ * LeaveGroup v3+ Members).
+ */
+static const struct kr_val *
+top_or_first(const struct kr_node *n, enum kr_field_id id)
+{
+    const struct kr_struct_desc *sd;
+    const struct kr_val *v = kr_node_get_id(n, id);
+    unsigned i;
+
+    if (v != NULL && v->present && !v->is_null) {
+        return v;
+    }
+    if (n == NULL || n->struct_id >= kr_nstructs) {
+        return NULL;
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        const struct kr_val *a = &n->vals[i];
+
+        if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+            kr_vrange_has(f->versions, n->version) && !a->is_null &&
+            a->u.arr != NULL && a->u.arr->n > 0 &&
+            !a->u.arr->items[0].is_null &&
+            (v = kr_node_get_id(a->u.arr->items[0].u.node, id)) != NULL &&
+            v->present && !v->is_null) {
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* The name of a topic struct node tn (Name or Topic, else its TopicId
+   resolved): *p, *len; false when it names none. */
+static bool
+topic_name(const struct kr_node *tn, const struct kr_topic_map *map,
+           char *idbuf, const char **p, size_t *len)
+{
+    const struct kr_struct_desc *sd;
+    const struct kr_val *id = NULL;
+    unsigned i;
+
+    if (tn == NULL || tn->struct_id >= kr_nstructs) {
+        return false;
+    }
+    sd = &kr_structs[tn->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(tn, i);
+        const struct kr_val *v = &tn->vals[i];
+
+        if (!kr_vrange_has(f->versions, tn->version) || !v->present ||
+            v->is_null) {
+            continue;
+        }
+        if (f->entity == KR_E_TOPIC_NAME && f->type == KR_T_STRING &&
+            v->u.s.len >= 0) {
+            *p = (const char *)v->u.s.p;
+            *len = (size_t)v->u.s.len;
+            return *len == 0 || *p != NULL;
+        }
+        if (f->id == KR_FIELD_TOPIC_ID && f->type == KR_T_UUID &&
+            v->u.s.len == 16 && v->u.s.p != NULL) {
+            id = v;
+        }
+    }
+    if (id != NULL) {
+        static const uint8_t zero[16];
+        const char *nm;
+
+        if (memcmp(id->u.s.p, zero, 16) == 0) {
+            return false;
+        }
+        nm = kr_topic_map_name(map, id->u.s.p);
+        if (nm == NULL) {
+            kr_uuid_format(id->u.s.p, idbuf);
+            nm = idbuf;
+        }
+        *p = nm;
+        *len = strlen(nm);
+        return true;
+    }
+    return false;
+}
+
+/* Produce: per topic the records and record bytes of its partitions. */
+static void
+capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
+                const struct kr_rbuf *payload,
+                const struct kr_topic_map *map)
+{
+    const struct kr_val *acks = kr_node_get_id(req->body, KR_FIELD_ACKS);
+    const struct kr_val *topics = kr_node_get_id(req->body,
+                                                 KR_FIELD_TOPIC_DATA);
+    uint32_t t, k;
+
+    if (acks != NULL && acks->present) {
+        r->has_acks = true;
+        r->acks = acks->u.i;
+    }
+    if (!keep_str(kr_node_get_id(req->body, KR_FIELD_TRANSACTIONAL_ID),
+                  &r->txn_id)) {
+        r->failed = true;
+        return;
+    }
+    if (topics == NULL || topics->is_null || topics->u.arr == NULL) {
+        return;
+    }
+    for (t = 0; t < topics->u.arr->n; t++) {
+        const struct kr_node *tn = topics->u.arr->items[t].u.node;
+        const struct kr_val *parts;
+        struct kr_audit_topic *e;
+        char idbuf[24];
+        const char *name;
+        size_t len;
+
+        if (topics->u.arr->items[t].is_null ||
+            !topic_name(tn, map, idbuf, &name, &len) ||
+            (e = topic_entry(r, name, len, false)) == NULL) {
+            continue;
+        }
+        if (e->bytes < 0) {
+            e->bytes = 0;
+            e->records = payload != NULL ? 0 : -2;
+        }
+        parts = kr_node_get_id(tn, KR_FIELD_PARTITION_DATA);
+        for (k = 0; parts != NULL && !parts->is_null && parts->u.arr != NULL &&
+             k < parts->u.arr->n; k++) {
+            const struct kr_node *pn = parts->u.arr->items[k].u.node;
+            const struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
+            uint64_t n;
+
+            if (rec == NULL || rec->is_null || rec->u.rec.len <= 0) {
+                continue;
+            }
+            e->bytes += rec->u.rec.len;
+            if (e->records >= 0 &&
+                kr_records_count(payload, rec->u.rec.off, rec->u.rec.len,
+                                 &n) == KR_OK) {
+                e->records += (int64_t)n;
+            } else {
+                e->records = -2;        /* unknown from here on */
+            }
+        }
+    }
+}
+
 struct kr_audit_req *
-kr_audit_capture(const struct kr_msg *req, const struct kr_topic_map *map,
-                 bool with_body)
+kr_audit_capture(const struct kr_msg *req, const struct kr_rbuf *payload,
+                 const struct kr_topic_map *map, bool with_body)
 {
     struct kr_audit_req *r;
     const struct kr_val *cid;
@@ -525,6 +797,16 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_topic_map *map,
         }
     }
     kr_topics_each(req, map, capture_topic, r);
+    if (!r->failed && req->body != NULL && req->api_key == KR_API_PRODUCE) {
+        capture_produce(r, req, payload, map);
+    }
+    if (!r->failed && req->body != NULL &&
+        (!keep_str(top_or_first(req->body, KR_FIELD_GROUP_ID),
+                   &r->group_id) ||
+         !keep_str(top_or_first(req->body, KR_FIELD_MEMBER_ID),
+                   &r->member_id))) {
+        r->failed = true;
+    }
     if (r->failed) {
         kr_audit_req_free(r);
         return NULL;
@@ -544,33 +826,148 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_topic_map *map,
     return r;
 }
 
-/* ---- error codes in a response ------------------------------------------ */
+/* ---- a Fetch response's record bytes ------------------------------------- */
 
-#define KR_AUDIT_ERRS_MAX 64      /* distinct codes kept per line */
-
-struct kr_errcount {
-    int16_t code[KR_AUDIT_ERRS_MAX];
-    uint64_t n[KR_AUDIT_ERRS_MAX];
-    unsigned used;
-};
-
+/* The response was seen: every request topic returned 0 bytes so far. */
 static void
-err_add(struct kr_errcount *ec, int16_t code)
+rsp_seen(struct kr_audit_req *r)
 {
-    unsigned i;
+    size_t i;
 
-    for (i = 0; i < ec->used; i++) {
-        if (ec->code[i] == code) {
-            ec->n[i]++;
-            return;
+    for (i = 0; i < r->ntopics; i++) {
+        if (r->topics[i].bytes < 0) {
+            r->topics[i].bytes = 0;
         }
     }
-    if (ec->used < KR_AUDIT_ERRS_MAX) {
-        ec->code[ec->used] = code;
-        ec->n[ec->used] = 1;
-        ec->used++;
+}
+
+/* The entry of a topic the response names (added when new), or NULL. */
+static struct kr_audit_topic *
+rsp_topic(struct kr_audit_req *r, const char *name, size_t len)
+{
+    struct kr_audit_topic *t = topic_entry(r, name, len, true);
+
+    r->failed = false;              /* the line goes on without it */
+    if (t != NULL && t->bytes < 0) {
+        t->bytes = 0;
+    }
+    return t;
+}
+
+void
+kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
+                       const struct kr_topic_map *map)
+{
+    const struct kr_val *resp;
+    uint32_t t, k;
+
+    if (r == NULL || rsp == NULL || rsp->body == NULL ||
+        rsp->api_key != KR_API_FETCH) {
+        return;
+    }
+    rsp_seen(r);
+    resp = kr_node_get_id(rsp->body, KR_FIELD_RESPONSES);
+    for (t = 0; resp != NULL && !resp->is_null && resp->u.arr != NULL &&
+         t < resp->u.arr->n; t++) {
+        const struct kr_node *tn = resp->u.arr->items[t].u.node;
+        const struct kr_val *parts;
+        struct kr_audit_topic *e;
+        char idbuf[24];
+        const char *name;
+        size_t len;
+
+        if (resp->u.arr->items[t].is_null ||
+            !topic_name(tn, map, idbuf, &name, &len) ||
+            (e = rsp_topic(r, name, len)) == NULL) {
+            continue;
+        }
+        parts = kr_node_get_id(tn, KR_FIELD_PARTITIONS);
+        for (k = 0; parts != NULL && !parts->is_null && parts->u.arr != NULL &&
+             k < parts->u.arr->n; k++) {
+            const struct kr_val *rec;
+
+            if (parts->u.arr->items[k].is_null) {
+                continue;
+            }
+            rec = kr_node_get_id(parts->u.arr->items[k].u.node,
+                                 KR_FIELD_RECORDS);
+            if (rec != NULL && !rec->is_null && rec->u.rec.len > 0) {
+                e->bytes += rec->u.rec.len;
+            }
+        }
     }
 }
+
+void
+kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
+                    const struct kr_topic_map *map)
+{
+    as->req = r;
+    as->map = map;
+    as->cur = SIZE_MAX;
+    if (r == NULL) {
+        return;
+    }
+    rsp_seen(r);
+    r->scanned = true;
+    if (r->serrs == NULL) {
+        r->serrs = calloc(1, sizeof(*r->serrs));
+    }
+}
+
+void
+kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
+                    size_t n, int64_t val)
+{
+    struct kr_audit_scan *as = arg;
+    struct kr_audit_req *r = as->req;
+    struct kr_audit_topic *t;
+    char idbuf[24];
+    const char *name;
+
+    if (r == NULL) {
+        return;
+    }
+    switch (what) {
+    case KR_SCAN_TOPIC:
+        as->cur = SIZE_MAX;
+        if (val < 0) {
+            break;                      /* a null name names nothing */
+        }
+        /* a name longer than the scanner keeps is cut there */
+        t = rsp_topic(r, p != NULL ? (const char *)p : "", n);
+        as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
+        break;
+    case KR_SCAN_TOPIC_ID: {
+        static const uint8_t zero[16];
+
+        as->cur = SIZE_MAX;
+        if (p == NULL || n != 16 || memcmp(p, zero, 16) == 0) {
+            break;
+        }
+        name = kr_topic_map_name(as->map, p);
+        if (name == NULL) {
+            kr_uuid_format(p, idbuf);
+            name = idbuf;
+        }
+        t = rsp_topic(r, name, strlen(name));
+        as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
+        break;
+    }
+    case KR_SCAN_RECORDS:
+        if (as->cur < r->ntopics && val > 0) {
+            r->topics[as->cur].bytes += val;
+        }
+        break;
+    case KR_SCAN_ERROR_CODE:
+        if (val != 0 && r->serrs != NULL) {
+            err_add(r->serrs, (int16_t)val);
+        }
+        break;
+    }
+}
+
+/* ---- error codes in a response ------------------------------------------ */
 
 static void
 err_walk(struct kr_errcount *ec, const struct kr_node *n, unsigned depth)
@@ -618,33 +1015,44 @@ cmp_code(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* {"NAME": count, ...} of ec, by code. */
 static json_t *
-errors_json(const struct kr_msg *rsp)
+errors_obj(const struct kr_errcount *ec)
 {
-    struct kr_errcount ec;
     int16_t sorted[KR_AUDIT_ERRS_MAX];
     json_t *o = json_object();
     unsigned i, k;
 
-    if (o == NULL || rsp == NULL) {
+    if (o == NULL || ec == NULL) {
         return o;
     }
-    ec.used = 0;
-    err_walk(&ec, rsp->body, 0);
-    memcpy(sorted, ec.code, ec.used * sizeof(sorted[0]));
-    qsort(sorted, ec.used, sizeof(sorted[0]), cmp_code);
-    for (i = 0; i < ec.used; i++) {
+    memcpy(sorted, ec->code, ec->used * sizeof(sorted[0]));
+    qsort(sorted, ec->used, sizeof(sorted[0]), cmp_code);
+    for (i = 0; i < ec->used; i++) {
         char buf[KR_KERR_BUFLEN];
         const char *name = kr_kerr_format(sorted[i], buf, sizeof(buf));
 
-        for (k = 0; k < ec.used && ec.code[k] != sorted[i]; k++) {
+        for (k = 0; k < ec->used && ec->code[k] != sorted[i]; k++) {
         }
-        if (!jset(o, name, json_integer((json_int_t)ec.n[k]))) {
+        if (!jset(o, name, json_integer((json_int_t)ec->n[k]))) {
             json_decref(o);
             return NULL;
         }
     }
     return o;
+}
+
+static json_t *
+errors_json(const struct kr_msg *rsp)
+{
+    struct kr_errcount ec;
+
+    if (rsp == NULL) {
+        return json_object();
+    }
+    ec.used = 0;
+    err_walk(&ec, rsp->body, 0);
+    return errors_obj(&ec);
 }
 
 /* ---- lines -------------------------------------------------------------- */
@@ -658,22 +1066,88 @@ dump_line(json_t *o)
     return s;
 }
 
-/* time, type, listener, client address/port, client id, principal. */
 static bool
-common_fields(json_t *o, int64_t time_us, const char *type,
-              const char *listener, const char *client_addr,
-              uint16_t client_port)
+set_str(json_t *o, const char *key, const char *v)
+{
+    return v == NULL || jset(o, key, jstr(v, strlen(v)));
+}
+
+/* time, type, and who and where up to the client's address and port, the
+   route and the upstream (doc/audit.md "Keys of every line"). */
+static bool
+peer_head(json_t *o, int64_t time_us, const char *type,
+          const struct kr_audit_peer *p)
 {
     char ts[40];
 
     kr_audit_time(time_us, ts, sizeof(ts));
     return jset(o, "time", json_string(ts)) &&
            jset(o, "type", json_string(type)) &&
-           (listener == NULL ||
-            jset(o, "listener", jstr(listener, strlen(listener)))) &&
-           (client_addr == NULL ||
-            jset(o, "client_addr", jstr(client_addr, strlen(client_addr)))) &&
-           jset(o, "client_port", json_integer(client_port));
+           set_str(o, "instance", p->instance) &&
+           set_str(o, "conn_id", p->conn_id) &&
+           set_str(o, "listener", p->listener) &&
+           set_str(o, "client_addr", p->client_addr) &&
+           jset(o, "client_port", json_integer(p->client_port)) &&
+           set_str(o, "route", p->route) &&
+           (p->route == NULL || strcmp(p->route, "node") != 0 ||
+            jset(o, "node_id", json_integer(p->node_id))) &&
+           set_str(o, "upstream_addr", p->upstream_addr);
+}
+
+/* The keys after client_id: the client's software, the principal. */
+static bool
+peer_tail(json_t *o, const struct kr_audit_peer *p)
+{
+    return (p->client_sw_name == NULL || p->client_sw_name[0] == '\0' ||
+            set_str(o, "client_software_name", p->client_sw_name)) &&
+           (p->client_sw_version == NULL || p->client_sw_version[0] == '\0' ||
+            set_str(o, "client_software_version", p->client_sw_version)) &&
+           set_str(o, "principal", p->principal);
+}
+
+static bool
+set_kept(json_t *o, const char *key, const struct kr_audit_str *v)
+{
+    return v->p == NULL || jset(o, key, jstr(v->p, v->len));
+}
+
+/* The request's own keys after total_us: Produce, group ids. */
+static bool
+request_facts(json_t *o, const struct kr_audit_req *req)
+{
+    if (req == NULL) {
+        return true;
+    }
+    return (!req->has_acks || jset(o, "acks", json_integer(req->acks))) &&
+           set_kept(o, "transactional_id", &req->txn_id) &&
+           set_kept(o, "group_id", &req->group_id) &&
+           set_kept(o, "member_id", &req->member_id);
+}
+
+static bool
+topics_json(json_t *o, const struct kr_audit_req *req)
+{
+    json_t *topics = json_array();
+    size_t i;
+
+    if (!jset(o, "topics", topics)) {
+        return false;
+    }
+    for (i = 0; req != NULL && i < req->ntopics; i++) {
+        const struct kr_audit_topic *t = &req->topics[i];
+        json_t *e = json_object();
+
+        if (e == NULL || json_array_append_new(topics, e) != 0 ||
+            !tset(e, "name", jstr(t->name, t->len)) ||
+            !tset(e, "partitions", json_integer(t->partitions)) ||
+            (t->records >= 0 &&
+             !tset(e, "records", json_integer((json_int_t)t->records))) ||
+            (t->bytes >= 0 &&
+             !tset(e, "record_bytes", json_integer((json_int_t)t->bytes)))) {
+            return false;
+        }
+    }
+    return true;
 }
 
 char *
@@ -682,7 +1156,7 @@ kr_audit_format(const struct kr_audit_info *info,
                 bool with_body)
 {
     const struct kr_api_desc *api;
-    json_t *o, *topics, *actions, *errs;
+    json_t *o, *actions, *errs;
     bool has_rsp;
     size_t i;
 
@@ -693,8 +1167,7 @@ kr_audit_format(const struct kr_audit_info *info,
     if (o == NULL) {
         return NULL;
     }
-    if (!common_fields(o, info->time_us, "request", info->listener,
-                       info->client_addr, info->client_port)) {
+    if (!peer_head(o, info->time_us, "request", &info->peer)) {
         goto fail;
     }
     if (info->client_id != NULL) {
@@ -712,9 +1185,7 @@ kr_audit_format(const struct kr_audit_info *info,
             goto fail;
         }
     }
-    if (info->principal != NULL &&
-        !jset(o, "principal", jstr(info->principal,
-                                   strlen(info->principal)))) {
+    if (!peer_tail(o, &info->peer)) {
         goto fail;
     }
     api = kr_api_get(info->api_key);
@@ -722,35 +1193,31 @@ kr_audit_format(const struct kr_audit_info *info,
     if (!jset(o, "api", json_string(api != NULL ? api->name : "UNKNOWN")) ||
         !jset(o, "api_key", json_integer(info->api_key)) ||
         !jset(o, "api_version", json_integer(info->api_version)) ||
+        (info->translated &&
+         !jset(o, "upstream_version",
+               json_integer(info->upstream_version))) ||
         !jset(o, "correlation_id", json_integer(info->correlation_id)) ||
         !jset(o, "request_bytes", json_integer((json_int_t)info->req_bytes)) ||
         (has_rsp && !jset(o, "response_bytes",
                           json_integer((json_int_t)info->rsp_bytes))) ||
         (has_rsp && (info->actions & KR_AUDIT_FORWARDED) &&
          !jset(o, "upstream_us", json_integer(info->upstream_us))) ||
-        !jset(o, "total_us", json_integer(info->total_us))) {
+        !jset(o, "total_us", json_integer(info->total_us)) ||
+        !request_facts(o, req) || !topics_json(o, req)) {
         goto fail;
-    }
-    topics = json_array();
-    if (!jset(o, "topics", topics)) {
-        goto fail;
-    }
-    for (i = 0; req != NULL && i < req->ntopics; i++) {
-        json_t *t = json_object();
-
-        if (t == NULL || json_array_append_new(topics, t) != 0 ||
-            !jset(t, "name", jstr(req->topics[i].name, req->topics[i].len)) ||
-            !jset(t, "partitions", json_integer(req->topics[i].partitions))) {
-            goto fail;
-        }
     }
     if (req != NULL && req->truncated &&
         !jset(o, "topics_truncated", json_true())) {
         goto fail;
     }
-    /* a response that came but was not decoded: its errors are unknown */
-    errs = rsp == NULL && info->rsp_bytes > 0 ? json_null()
-                                              : errors_json(rsp);
+    /* a response that came but was not decoded nor scanned: its errors
+       are unknown */
+    if (rsp == NULL && req != NULL && req->scanned) {
+        errs = errors_obj(req->serrs);
+    } else {
+        errs = rsp == NULL && info->rsp_bytes > 0 ? json_null()
+                                                  : errors_json(rsp);
+    }
     if (!jset(o, "errors", errs)) {
         goto fail;
     }
@@ -795,25 +1262,29 @@ fail:
 }
 
 char *
-kr_audit_format_conn(const char *event, int64_t time_us,
-                     const char *listener, const char *client_addr,
-                     uint16_t client_port, const char *client_id,
-                     const char *principal, const char *reason)
+kr_audit_format_conn(const struct kr_audit_conn *c)
 {
-    json_t *o = json_object();
+    json_t *o;
 
-    if (o == NULL || event == NULL) {
-        json_decref(o);
+    if (c == NULL || c->event == NULL) {
         return NULL;
     }
-    if (!common_fields(o, time_us, "connection", listener, client_addr,
-                       client_port) ||
-        !jset(o, "event", jstr(event, strlen(event))) ||
-        (client_id != NULL &&
-         !jset(o, "client_id", jstr(client_id, strlen(client_id)))) ||
-        (principal != NULL &&
-         !jset(o, "principal", jstr(principal, strlen(principal)))) ||
-        (reason != NULL && !jset(o, "reason", jstr(reason, strlen(reason))))) {
+    o = json_object();
+    if (o == NULL) {
+        return NULL;
+    }
+    if (!peer_head(o, c->time_us, "connection", &c->peer) ||
+        !set_str(o, "client_id", c->client_id) || !peer_tail(o, &c->peer) ||
+        !jset(o, "event", jstr(c->event, strlen(c->event))) ||
+        (c->cause != NULL &&
+         (!set_str(o, "cause", c->cause) ||
+          !set_str(o, "reason", c->reason) ||
+          !jset(o, "bytes_from_client",
+                json_integer((json_int_t)c->bytes_from_client)) ||
+          !jset(o, "bytes_to_client",
+                json_integer((json_int_t)c->bytes_to_client)) ||
+          !jset(o, "requests", json_integer((json_int_t)c->requests)) ||
+          !jset(o, "duration_us", json_integer(c->duration_us))))) {
         json_decref(o);
         return NULL;
     }

@@ -272,6 +272,95 @@ kr_rbuf_init_flat(struct kr_rbuf *rb, struct iovec *iov, const void *p,
     rb->len = len;
 }
 
+bool
+kr_rbuf_read(const struct kr_rbuf *rb, uint64_t off, void *out, size_t n)
+{
+    uint8_t *o = out;
+    uint64_t base = 0;
+    int i;
+
+    if (off > rb->len || n > rb->len - off) {
+        return false;
+    }
+    for (i = 0; i < rb->nseg && n > 0; i++) {
+        size_t sl = rb->seg[i].iov_len;
+
+        if (off < base + sl) {
+            size_t in = (size_t)(off - base);
+            size_t take = sl - in < n ? sl - in : n;
+
+            memcpy(o, (const uint8_t *)rb->seg[i].iov_base + in, take);
+            o += take;
+            off += take;
+            n -= take;
+        }
+        base += sl;
+    }
+    return n == 0;
+}
+
+/* RecordBatch v2: RecordsCount's offset, and the smallest batchLength. */
+#define KR_BATCH_COUNT_AT 57
+#define KR_BATCH_LEN_MIN (61 - 12)
+
+int
+kr_records_count(const struct kr_rbuf *rb, uint64_t off, int32_t len,
+                 uint64_t *records)
+{
+    uint64_t end, pos, n = 0;
+    bool hidden = false;
+
+    *records = 0;
+    if (len <= 0) {
+        return KR_OK;
+    }
+    end = off + (uint64_t)len;
+    if (end > rb->len) {
+        return KR_EPROTO;
+    }
+    for (pos = off; pos < end;) {
+        uint8_t h[KR_BATCH_COUNT_AT + 4];
+        int32_t blen;
+        int magic;
+
+        if (end - pos < 18 || !kr_rbuf_read(rb, pos, h, 18)) {
+            return KR_EPROTO;
+        }
+        blen = (int32_t)((uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 |
+                         (uint32_t)h[10] << 8 | (uint32_t)h[11]);
+        magic = (int8_t)h[16];
+        if (blen < 0 || (uint64_t)blen > end - pos - 12) {
+            return KR_EPROTO;
+        }
+        if (magic == 2) {
+            int32_t c;
+
+            if (blen < KR_BATCH_LEN_MIN ||
+                !kr_rbuf_read(rb, pos, h, sizeof(h))) {
+                return KR_EPROTO;
+            }
+            c = (int32_t)((uint32_t)h[57] << 24 | (uint32_t)h[58] << 16 |
+                          (uint32_t)h[59] << 8 | (uint32_t)h[60]);
+            if (c < 0) {
+                return KR_EPROTO;
+            }
+            n += (uint64_t)c;
+        } else if (magic == 0 || magic == 1) {
+            /* attributes int8 at 17: compression in bits 0-2 */
+            if (h[17] & 0x07u) {
+                hidden = true;
+            } else {
+                n++;
+            }
+        } else {
+            return KR_EPROTO;
+        }
+        pos += 12 + (uint64_t)blen;
+    }
+    *records = n;
+    return hidden ? KR_EUNSUPPORTED : KR_OK;
+}
+
 /* ---- defaults and tree building ------------------------------------------ */
 
 static struct kr_node *node_new(struct kr_arena *a, uint16_t sid, int16_t v,

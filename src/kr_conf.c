@@ -220,6 +220,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
       4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
       "are dropped (and counted), in bytes", NULL },
+    { KR_CS_AUDIT, "instance", KR_CT_STRING, AUD(instance), 0, NULL, 0, 0, 0,
+      "this krelay's name in every audit line (default: the host name); "
+      "a reload applies it to the lines written after it", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -304,6 +307,7 @@ static const struct {
       "the listen host; 127.0.0.1 for a wildcard" },
     { KR_CS_LISTENER, "upstream", "the only [upstream]" },
     { KR_CS_UPSTREAM, "dial.", "none" },
+    { KR_CS_AUDIT, "instance", "the host name (gethostname)" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },
@@ -2545,6 +2549,7 @@ kr_conf_free(struct kr_conf *c)
     }
     free(c->warnings);
     free(c->audit.target);
+    free(c->audit.instance);
     free(c->log.target);
     free(c->path);
     free(c);

@@ -6,10 +6,19 @@
  * read of a small prefix (length, count, marker, tag header), pushes a
  * frame (struct or array) or pops one.  Reads and skips survive the end
  * of a feed, so a frame may arrive one byte at a time.
+ *
+ * The observer (kr_scan_watch): step marks a body field it wants
+ * (watch_kind) in wnext before starting its value; a fixed-width one
+ * (ErrorCode, TopicId) and a topic name's bytes are then "captured": the
+ * skip over them copies them into cap (cap_on) and tells the observer
+ * when it ends (cap_end); a records length is told as it is read.  A
+ * captured skip is never skippable (kr_scan_skippable 0), so its bytes
+ * always come through kr_scan_feed.
  */
 #include "config.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,6 +88,7 @@ push(struct kr_scan *sc, uint8_t kind, uint16_t sid, bool flex, uint8_t et,
 {
     struct kr_scan_frame *f;
     int depth = 0, i;
+    bool quiet;
 
     if (sc->nframes >= KR_SCAN_MAX_FRAMES) {
         return fail(sc, sc->off, "structs nested too deep");
@@ -96,8 +106,11 @@ push(struct kr_scan *sc, uint8_t kind, uint16_t sid, bool flex, uint8_t et,
                         KR_SCAN_MAX_DEPTH);
         }
     }
+    quiet = kind == F_TAGVAL ||
+            (sc->nframes > 0 && sc->st[sc->nframes - 1].quiet);
     f = &sc->st[sc->nframes++];
     memset(f, 0, sizeof(*f));
+    f->quiet = quiet;
     f->kind = kind;
     f->sid = sid;
     f->flex = flex;
@@ -118,6 +131,56 @@ want(struct kr_scan *sc, uint8_t kind, uint8_t why)
     sc->rstart = sc->off;
 }
 
+/* Which watched value field f is (enum kr_scan_what), 0: none. */
+static uint8_t
+watch_kind(const struct kr_field_desc *f)
+{
+    if ((f->flags & KR_FF_ERROR_CODE) && f->type == KR_T_INT16) {
+        return KR_SCAN_ERROR_CODE;
+    }
+    if (f->type == KR_T_RECORDS) {
+        return KR_SCAN_RECORDS;
+    }
+    if (f->entity == KR_E_TOPIC_NAME && f->type == KR_T_STRING) {
+        return KR_SCAN_TOPIC;
+    }
+    if (f->id == KR_FIELD_TOPIC_ID && f->type == KR_T_UUID) {
+        return KR_SCAN_TOPIC_ID;
+    }
+    return 0;
+}
+
+/* A captured skip ended: tell the observer. */
+static void
+cap_end(struct kr_scan *sc)
+{
+    uint8_t what = sc->cap_on;
+
+    sc->cap_on = 0;
+    switch (what) {
+    case KR_SCAN_ERROR_CODE:
+        sc->watch(sc->watch_arg, KR_SCAN_ERROR_CODE, NULL, 0,
+                  (int16_t)((uint16_t)sc->cap[0] << 8 | sc->cap[1]));
+        break;
+    case KR_SCAN_TOPIC_ID:
+    case KR_SCAN_TOPIC:
+        sc->watch(sc->watch_arg, (enum kr_scan_what)what, sc->cap,
+                  sc->cap_len, sc->cap_full);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Capture the next n bytes (a skip about to be scheduled) for what. */
+static void
+cap_begin(struct kr_scan *sc, uint8_t what, uint64_t n)
+{
+    sc->cap_on = what;
+    sc->cap_len = 0;
+    sc->cap_full = (int64_t)n;
+}
+
 static int
 skip(struct kr_scan *sc, uint64_t n, const char *what)
 {
@@ -127,6 +190,9 @@ skip(struct kr_scan *sc, uint64_t n, const char *what)
                     (unsigned long long)left(sc));
     }
     sc->skip = n;
+    if (n == 0 && sc->cap_on) {
+        cap_end(sc);
+    }
     return KR_OK;
 }
 
@@ -139,12 +205,18 @@ start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
             bool flex, bool nullable)
 {
     int16_t v = sc->st[sc->nframes - 1].v;
+    uint8_t w = sc->wnext;
 
+    sc->wnext = 0;
     sc->r_et = et;
     sc->r_sid = sid;
     sc->r_flex = flex;
     sc->r_nullable = nullable;
+    sc->r_watch = w;
     if (kr_type_fixed_size((enum kr_type)t) > 0) {
+        if (w == KR_SCAN_ERROR_CODE || w == KR_SCAN_TOPIC_ID) {
+            cap_begin(sc, w, (uint64_t)kr_type_fixed_size((enum kr_type)t));
+        }
         return skip(sc, kr_type_fixed_size((enum kr_type)t),
                     kr_type_name((enum kr_type)t));
     }
@@ -255,9 +327,16 @@ got_value(struct kr_scan *sc)
                          : why == W_ARRAY ? "array"
                          : sc->r_et == KR_T_RECORDS ? "records" : "bytes";
 
+        bool told = (sc->r_watch == KR_SCAN_RECORDS && why == W_BYTES) ||
+                    (sc->r_watch == KR_SCAN_TOPIC && why == W_STRING);
+
         (void)signed_len(sc, kind, &len);
         if (len < 0) {
             if (len == -1 && sc->r_nullable) {
+                if (told) {
+                    sc->watch(sc->watch_arg,
+                              (enum kr_scan_what)sc->r_watch, NULL, 0, -1);
+                }
                 return KR_OK;
             }
             if (len == -1) {
@@ -276,6 +355,11 @@ got_value(struct kr_scan *sc)
             }
             return push(sc, F_ARRAY, sc->r_sid, sc->r_flex, sc->r_et,
                         (uint32_t)len, top->v);
+        }
+        if (told && why == W_STRING) {
+            cap_begin(sc, KR_SCAN_TOPIC, (uint64_t)len);
+        } else if (told && (uint64_t)len <= left(sc)) {
+            sc->watch(sc->watch_arg, KR_SCAN_RECORDS, NULL, 0, len);
         }
         return skip(sc, (uint64_t)len, what);
     }
@@ -357,6 +441,9 @@ step(struct kr_scan *sc)
             }
             if (f->flags & KR_FF_FLEX_OVERRIDE) {
                 flex = kr_vrange_has(f->flexible, top->v);
+            }
+            if (sc->watch != NULL && !top->hdr && !top->quiet) {
+                sc->wnext = watch_kind(f);
             }
             return start_value(sc, f->type, f->elem_type, f->struct_id,
                                flex, kr_vrange_has(f->nullable, top->v));
@@ -453,11 +540,21 @@ kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *used)
         if (sc->skip > 0) {
             uint64_t t = sc->skip < n - k ? sc->skip : n - k;
 
+            if (sc->cap_on && t > 0) {
+                size_t room = sizeof(sc->cap) - sc->cap_len;
+                size_t c = t < room ? (size_t)t : room;
+
+                memcpy(sc->cap + sc->cap_len, p + k, c);
+                sc->cap_len = (uint16_t)(sc->cap_len + c);
+            }
             k += (size_t)t;
             sc->off += t;
             sc->skip -= t;
             if (sc->skip > 0) {
                 break;
+            }
+            if (sc->cap_on) {
+                cap_end(sc);
             }
         } else if (sc->rkind != R_NONE) {
             rc = take_value(sc, p, n, &k);
@@ -477,10 +574,18 @@ kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *used)
     return sc->status;
 }
 
+void
+kr_scan_watch(struct kr_scan *sc, kr_scan_watch_fn fn, void *arg)
+{
+    sc->watch = fn;
+    sc->watch_arg = arg;
+    sc->wnext = 0;
+}
+
 uint64_t
 kr_scan_skippable(const struct kr_scan *sc)
 {
-    return sc->status == KR_AGAIN ? sc->skip : 0;
+    return sc->status == KR_AGAIN && !sc->cap_on ? sc->skip : 0;
 }
 
 int

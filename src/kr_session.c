@@ -66,8 +66,12 @@
  *   rule entry, or one behind a ready entry, is held whole (rule_response:
  *   translate back, fault error / ThrottleTimeMs, kr_rewrite_response,
  *   audit line) into rq->out with a release time (fault latency, enforce
- *   hold); flush_ready moves ready entries from the FIFO head to
- *   client.out in order as their time comes (rtimer).  Throttle enforce:
+ *   hold), except a Fetch response its rules only audit (issue 14): at
+ *   the FIFO head it streams as in (i), its rule state moved to the
+ *   session (stream_rq) and its audit line built from what kr_scan's
+ *   observer saw (kr_s_stream_audit_start/end); flush_ready moves ready
+ *   entries from the FIFO head to client.out in order as their time
+ *   comes (rtimer).  Throttle enforce:
  *   no further request is read while a throttled one is in flight
  *   (enforce_wait), and after a KIP-219 response none for its throttle
  *   time (paused_until_ms), as a broker mutes the channel.  ApiVersions:
@@ -219,7 +223,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
         level = level < s->close_level ? level : s->close_level;
     }
     if (s->audited) {
-        kr_s_audit_conn(s, "close", msg);
+        kr_s_audit_conn(s, "close", cause, msg);
     }
     if (level <= kr_log_level_cur) {
         if (level <= KR_LOG_WARN) {
@@ -314,6 +318,7 @@ session_free(struct kr_session *s)
     if (s->rtimer != NULL) {
         event_free(s->rtimer);
     }
+    kr_s_rq_free(s->stream_rq);
     free(s->clamps);
     free(s->enforced);
     free(s->av);
@@ -1228,12 +1233,19 @@ dn_spliced(struct kr_session *s, size_t n)
 {
     KR_STAT_ADD(s->host->stats, bytes_down, n);
     if (s->streaming) {
+        int rc;
+
         s->stream_left -= n;
-        if (kr_scan_skip(s->scan, n) == KR_EPROTO) {
+        rc = kr_scan_skip(s->scan, n);
+        if (rc == KR_EPROTO) {
             kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: "
                           "%s", kr_s_api_name(s->stream_key), s->stream_ver,
                           s->upname, s->scan->msg);
             return -1;
+        }
+        if (rc == KR_OK && !s->stream_rewrite) {
+            /* the walk ended with the run: no tail to wait for */
+            kr_s_stream_plain_end(s);
         }
         return 0;
     }
@@ -1513,6 +1525,7 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
         /* the name, not only the address: SNI and certificate checks */
         snprintf(s->up.host, sizeof(s->up.host), "%s",
                  host != NULL ? host : "");
+        s->up_named = 1;
         up_connect(s, addr, addrlen);
     }
     kr_s_leave(s);
@@ -1610,6 +1623,9 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     }
     s->id = atomic_fetch_add_explicit(host->ids, 1,
                                       memory_order_relaxed) + 1;
+    snprintf(s->conn_id, sizeof(s->conn_id), "c#%d.%" PRIu64, host->worker,
+             ++*host->seq);
+    s->started_us = kr_clock_mono_us();
     s->host = host;
     s->g = g;
     s->l = l;
@@ -1647,7 +1663,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
                               client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
     peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
-    snprintf(s->name, sizeof(s->name), "c#%" PRIu64 " %s > %s", s->id, peer,
+    snprintf(s->name, sizeof(s->name), "%s %s > %s", s->conn_id, peer,
              l->label);
     s->rw.advertised_host = s->lc->advertised_host;
     s->rw.broker_port_base = s->lc->broker_port_base;

@@ -24,6 +24,7 @@
 #include "kr_inflight.h"
 #include "kr_rule.h"
 #include "kr_session.h"
+#include "kr_stats.h"
 
 
 /* A client whose socket buffer drains by less than this per
@@ -150,10 +151,38 @@ struct kr_rq *kr_s_rq_wrap(struct kr_an_req *a);
 void kr_s_rq_free(struct kr_rq *rq);
 
 /* Audit lines of the connection: "open" once a rule audits it, and
-   "open"/"close" events. */
+   "open"/"close" events (close: its cause and reason; open: cause
+   ignored, reason NULL). */
 void kr_s_audit_open(struct kr_session *s);
 void kr_s_audit_conn(struct kr_session *s, const char *event,
-                     const char *reason);
+                     enum kr_close_cause cause, const char *reason);
+
+/* ApiVersions v3+ requests larger than this are not read for the
+   client's software (KIP-511 names: a few dozen bytes). */
+#define KR_SW_FRAME_MAX 1024
+
+/* Remember the ClientSoftwareName/Version of the whole ApiVersions v3+
+   request at offset off of in (flen payload bytes, at most
+   KR_SW_FRAME_MAX): the connection's later audit lines carry them.  A
+   request that does not decode changes nothing (forwarded as before). */
+void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
+                               size_t off, size_t flen);
+
+/* May e's response stream by with its audit line built from the
+   scanner (kr_analyse_rsp_scan_only)?  Then, with s->scan initialised for
+   it: its rule state moves from entry e (flen payload bytes) to the
+   session (stream_rq, stream_e) and the scanner watches for the line.
+   Once it went through, kr_s_stream_audit_end writes the line
+   (rewritten: its tail's endpoints were); a session closed before that
+   writes none (as for a held response). */
+bool kr_s_rsp_scan_only(const struct kr_inflight *e);
+void kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
+                             size_t flen);
+void kr_s_stream_audit_end(struct kr_session *s, bool rewritten);
+
+/* The end of a streamed response whose tail passes as it is (the rest
+   goes cut-through); its audit line (kmux). */
+void kr_s_stream_plain_end(struct kr_session *s);
 
 /* Follow a reload: requests read from now on use the current config. */
 void kr_s_conf_refresh(struct kr_session *s);

@@ -404,6 +404,14 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
 
         nr->av_new = ad != NULL && h.api_version > ad->valid.hi;
+        if (!nr->av_new && h.api_version >= 3 && *s->host->audit != NULL &&
+            flen <= KR_SW_FRAME_MAX) {
+            /* KIP-511: the client's software, for its audit lines */
+            if (avail - KR_FRAME_PREFIX < flen) {
+                return NREQ_WAIT;       /* small: wait for all of it */
+            }
+            kr_s_note_client_software(s, in, scan + KR_FRAME_PREFIX, flen);
+        }
         if (!nr->av_new) {
             char *cid = NULL;
             size_t cidlen = 0;
@@ -502,6 +510,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         s->want_rsp_first = 1;      /* raw SASL tokens may follow it */
     }
     KR_STAT_INC(s->host->stats, requests);
+    s->nrequests++;
     KR_STAT_INC_L(s->host->stats, api_requests,
                   kr_stats_api_cell(h.api_key, h.api_version));
     kr_log_trace("[%s] request %s v%d CorrelationId %d ClientId %s, "
@@ -729,19 +738,32 @@ scanner(struct kr_session *s)
  * as it arrives, walked by kr_scan, and only the tail is held and
  * rewritten (stream_more).  Memory per connection stays at the socket
  * reads in flight, not the frame (a Fetch response may be tens of MiB).
+ * audit: a Fetch response whose rules only audit it (kr_s_rsp_scan_only)
+ * streams the same way, any version, its audit line built from what the
+ * scanner sees (kr_s_stream_audit_start); its tail is rewritten only
+ * when it may hold endpoints.  Returns 0, -1 when closed, 1 (audit only)
+ * when it cannot be scanned: hold it instead.
  */
 static int
-stream_start(struct kr_session *s, const struct kr_inflight *e, size_t flen)
+stream_start(struct kr_session *s, struct kr_inflight *e, size_t flen,
+             bool audit)
 {
     if (scanner(s) == NULL) {
         return -1;
     }
     if (kr_scan_init(s->scan, e->api_key, e->api_version, true, flen) !=
         KR_OK) {
+        if (audit) {
+            return 1;
+        }
         kr_s_close_up(s, KR_LOG_ERROR, "internal: cannot scan %s v%d responses",
                       kr_s_api_name(e->api_key), e->api_version);
         return -1;
     }
+    if (audit) {
+        kr_s_stream_audit_start(s, e, flen);
+    }
+    s->stream_rewrite = kr_rewrite_streamable(e->api_key, e->api_version);
     s->stream_key = e->api_key;
     s->stream_ver = e->api_version;
     s->stream_left = flen;
@@ -823,6 +845,10 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                       s->scan->msg);
         return -1;
     }
+    if (!s->stream_rewrite) {
+        kr_s_stream_plain_end(s);
+        return 1;
+    }
     tail = (size_t)s->stream_left;
     if ((int64_t)tail > s->lc->max_frame_bytes) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response from %s has %zu bytes "
@@ -842,6 +868,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         s->streaming = 0;
         s->stream_left = 0;
         s->fifo.head_since_ms = kr_clock_timer_ms();
+        kr_s_stream_audit_end(s, false);
         return 1;
     }
     KR_STAT_ADD(s->host->stats, bytes_down, *scan);
@@ -889,7 +916,26 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     s->streaming = 0;
     s->stream_left = 0;
     s->fifo.head_since_ms = kr_clock_timer_ms();
+    kr_s_stream_audit_end(s, res.changed);
     return 1;
+}
+
+/*
+ * The scanner reached the end of a streamed response whose tail is not
+ * rewritten (a Fetch streamed for its audit line at a version without
+ * endpoints): the rest of the frame passes as it is (rsp_remain), and
+ * its audit line is written.
+ */
+void
+kr_s_stream_plain_end(struct kr_session *s)
+{
+    s->streaming = 0;
+    s->rsp_remain = s->stream_left;
+    s->stream_left = 0;
+    if (s->rsp_remain == 0) {
+        s->fifo.head_since_ms = kr_clock_timer_ms();
+    }
+    kr_s_stream_audit_end(s, false);
 }
 
 /*
@@ -1073,6 +1119,14 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
         s->want_rsp_first = 0;
     }
+    if (idx == 0 && e->rq != NULL && kr_s_rsp_scan_only(e)) {
+        /* issue 14: a Fetch response its rules only audit is not held:
+           streamed, its audit line built from what the scanner sees */
+        rc = stream_start(s, e, flen, true);
+        if (rc <= 0) {
+            return rc == 0 ? NRSP_STREAM : NRSP_CLOSED;
+        }
+    }
     if (idx == 0 && e->rq != NULL &&
         (int64_t)flen > s->lc->max_frame_bytes && kr_s_rsp_may_stream(e)) {
         /* issue 13: too large to hold for rules that only observe it:
@@ -1101,7 +1155,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (kr_rewrite_streamable(e->api_key, e->api_version)) {
             if (avail - KR_FRAME_PREFIX < flen) {
                 /* not all here yet: forward it as it arrives */
-                return stream_start(s, e, flen) == 0 ? NRSP_STREAM
+                return stream_start(s, e, flen, false) == 0 ? NRSP_STREAM
                                                         : NRSP_CLOSED;
             }
             rc = no_tags(s, e, in, scan, flen);
@@ -1119,7 +1173,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             if ((int64_t)flen > s->lc->max_frame_bytes) {
                 /* too big to hold: streamed, as when it arrives in
                    pieces (max_frame_bytes does not apply to these) */
-                return stream_start(s, e, flen) == 0 ? NRSP_STREAM
+                return stream_start(s, e, flen, false) == 0 ? NRSP_STREAM
                                                         : NRSP_CLOSED;
             }
         }

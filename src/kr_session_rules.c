@@ -140,14 +140,100 @@ listener_name(const struct kr_session *s)
                : "default";
 }
 
-void
-kr_s_audit_conn(struct kr_session *s, const char *event, const char *reason)
+/* Who and where, for this connection's audit lines (doc/audit.md). */
+static void
+audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
 {
-    audit_put(s, kr_audit_format_conn(event, kr_clock_wall_us(),
-                                      listener_name(s),
-                                      s->peer_host, s->peer_port,
-                                      s->client_id[0] ? s->client_id : NULL,
-                                      NULL, reason));
+    memset(p, 0, sizeof(*p));
+    p->instance = kr_audit_instance(s->cref->conf->audit.instance);
+    p->conn_id = s->conn_id;
+    p->listener = listener_name(s);
+    p->client_addr = s->peer_host;
+    p->client_port = s->peer_port;
+    p->route = s->l->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
+    p->node_id = s->l->node_id;
+    p->upstream_addr = s->up_named ? s->upname : NULL;
+    p->client_sw_name = s->sw_name;
+    p->client_sw_version = s->sw_version;
+}
+
+/* The cause label of "closes" (kr_stats.h), as close lines name it. */
+static const char *const close_causes[KR_CLOSE__N] = {
+#define KR_CLOSE_NAME_(id, label) label,
+    KR_CLOSE_CAUSES(KR_CLOSE_NAME_)
+#undef KR_CLOSE_NAME_
+};
+
+void
+kr_s_audit_conn(struct kr_session *s, const char *event,
+                enum kr_close_cause cause, const char *reason)
+{
+    struct kr_audit_conn c;
+
+    memset(&c, 0, sizeof(c));
+    c.event = event;
+    c.time_us = kr_clock_wall_us();
+    audit_peer(s, &c.peer);
+    c.client_id = s->client_id[0] ? s->client_id : NULL;
+    if (reason != NULL) {
+        c.cause = (unsigned)cause < KR_CLOSE__N ? close_causes[cause]
+                                                : "other";
+        c.reason = reason;
+        c.bytes_from_client = s->client.bytes_in;
+        c.bytes_to_client = s->client.bytes_out;
+        c.requests = s->nrequests;
+        c.duration_us = kr_clock_mono_us() - s->started_us;
+    }
+    audit_put(s, kr_audit_format_conn(&c));
+}
+
+/* Copy v (a decoded string, maybe null) into out (len bytes, cut). */
+static void
+sw_copy(const struct kr_val *v, char *out, size_t len)
+{
+    size_t n;
+
+    out[0] = '\0';
+    if (v == NULL || !v->present || v->is_null || v->u.s.len <= 0 ||
+        v->u.s.p == NULL) {
+        return;
+    }
+    n = (size_t)v->u.s.len < len - 1 ? (size_t)v->u.s.len : len - 1;
+    memcpy(out, v->u.s.p, n);
+    out[n] = '\0';
+    if (memchr(out, '\0', n) != NULL) {
+        out[0] = '\0';                 /* not a name: keep none */
+    }
+}
+
+void
+kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
+                          size_t off, size_t flen)
+{
+    uint8_t buf[KR_SW_FRAME_MAX];
+    struct evbuffer_ptr pos;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    struct kr_msg m;
+
+    if (flen > sizeof(buf) ||
+        evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &pos, buf, flen) != (ev_ssize_t)flen) {
+        return;
+    }
+    kr_rbuf_init_flat(&rb, &iov, buf, flen);
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    if (kr_decode_request(&arena, &rb, 0, &m, &ce) == KR_OK &&
+        m.api_key == KR_API_API_VERSIONS) {
+        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_NAME),
+                s->sw_name, sizeof(s->sw_name));
+        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_VERSION),
+                s->sw_version, sizeof(s->sw_version));
+    }
+    kr_arena_free(&arena);
 }
 
 /* Is this connection audited (open/close lines)? */
@@ -159,7 +245,7 @@ kr_s_audit_open(struct kr_session *s)
     if (!s->audited && audit_sink(s) != NULL && rs != NULL &&
         kr_rule_mask_any(&rs->audit_mask, &s->rmask)) {
         s->audited = 1;
-        kr_s_audit_conn(s, "open", NULL);
+        kr_s_audit_conn(s, "open", KR_CLOSE_OTHER, NULL);
     }
 }
 
@@ -230,9 +316,7 @@ an_conn(struct kr_session *s, struct kr_an_conn *c)
     c->rng = &s->rng;
     c->audit_sink = audit_sink(s) != NULL;
     c->name = s->name;
-    c->listener = listener_name(s);
-    c->peer_host = s->peer_host;
-    c->peer_port = s->peer_port;
+    audit_peer(s, &c->peer);
 }
 
 /* The audit line of entry e (see kr_an_audit_line). */
@@ -501,6 +585,7 @@ kr_s_refuse_request(struct kr_session *s, struct kr_nreq *nr, const char *cid,
     struct kr_an_request r;
     struct kr_an_decision d;
 
+    s->nrequests++;
     an_conn(s, &c);
     kr_s_an_request(nr, cid, cidlen, &r);
     kr_analyse_refuse(&c, &r, nr->gate.rule, why, &d);
@@ -730,6 +815,7 @@ kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
     evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->client.in, pl, nr->flen);
     KR_STAT_INC(s->host->stats, requests);
+    s->nrequests++;
     KR_STAT_INC_L(s->host->stats, api_requests,
                   kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
     KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
@@ -909,6 +995,50 @@ kr_s_learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
 out:
     free(heap);
     kr_arena_free(&arena);
+}
+
+bool
+kr_s_rsp_scan_only(const struct kr_inflight *e)
+{
+    return e->rq != NULL && e->rq->a->decode_error == NULL &&
+           kr_analyse_rsp_scan_only(e, e->rq->a);
+}
+
+void
+kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
+                        size_t flen)
+{
+    struct kr_rq *rq = e->rq;
+
+    kr_s_rq_free(s->stream_rq);
+    s->stream_rq = rq;
+    e->rq = NULL;
+    s->stream_e = *e;
+    s->stream_bytes = KR_FRAME_PREFIX + flen;
+    s->stream_up_us = rq->a->t_read_us != 0
+                          ? kr_clock_mono_us() - rq->a->t_read_us
+                          : 0;
+    kr_audit_scan_start(&s->stream_as, rq->a->audit,
+                        s->g->up != NULL ? kr_upstream_topics(s->g->up)
+                                         : NULL);
+    kr_scan_watch(s->scan, kr_audit_scan_event, &s->stream_as);
+}
+
+void
+kr_s_stream_audit_end(struct kr_session *s, bool rewritten)
+{
+    struct kr_rq *rq = s->stream_rq;
+
+    if (rq == NULL) {
+        return;
+    }
+    s->stream_rq = NULL;
+    if (rewritten) {
+        rq->a->actions |= KR_AUDIT_REWRITTEN;
+    }
+    audit_put(s, audit_line(s, &s->stream_e, rq, NULL, s->stream_bytes,
+                            s->stream_up_us, 0));
+    kr_s_rq_free(rq);
 }
 
 /* May e's response go on unheld (kr_analyse_rsp_may_stream)? */

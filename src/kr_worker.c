@@ -134,6 +134,8 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     w->host.pipes = &w->pipes;
     w->host.stats = &w->stats;
     w->host.ids = w->ids;
+    w->host.worker = index;
+    w->host.seq = &w->seq;
     w->host.group_release = kr_worker_group_release;
     if (mailbox) {
         w->mb_tail = &w->mb_head;

@@ -76,7 +76,7 @@ done
 want+=("$CONF" "$D$kr_docdir/krelay.ini"
        "$D$kr_mandir/man1/krelay-codec.1" "$D$kr_mandir/man5/krelay.ini.5"
        "$D$kr_mandir/man8/krelay.8")
-for f in README.md ChangeLog HACKING.md LICENSE NOTICE; do
+for f in README.md ChangeLog HACKING.md LICENSE NOTICE audit.md; do
     want+=("$D$kr_docdir/$f")
 done
 for f in "$top_srcdir"/conf/examples/*.ini; do

@@ -141,6 +141,40 @@ kr_audit_keep() {
     done
 }
 
+# kr_audit_closed FILE: every connection with an "open" line in the
+# audit file FILE has its "close" line (for kr_wait_for: lines come from
+# the writer thread, closes after the client has gone).
+kr_audit_closed() {
+    "$KR_PY" - "$1" <<'PYEOF'
+import json, sys
+ev = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("type") == "connection":
+        ev.setdefault(r["event"], set()).add(r["conn_id"])
+sys.exit(0 if ev.get("open", set()) <= ev.get("close", set()) else 1)
+PYEOF
+}
+
+# kr_audit_keys_documented: every key of the audit lines this test left
+# (audit*.log in its work directory, krelay stopped) is in doc/audit.md,
+# the schema (tests/tools/audit_keys.py).  Logs what is not.
+kr_audit_keys_documented() {
+    local f files=() out
+    for f in "$KR_WORK"/audit*.log; do
+        [ -s "$f" ] && files+=("$f")
+    done
+    [ ${#files[@]} -gt 0 ] || return 0
+    if ! out=$("$KR_PY" "$top_srcdir/tests/tools/audit_keys.py" \
+                --doc "$top_srcdir/doc/audit.md" --lenient "${files[@]}" \
+                2>&1); then
+        kr_log "FAIL: audit lines with keys doc/audit.md does not list:"
+        printf '%s\n' "$out" >&2
+        return 1
+    fi
+    return 0
+}
+
 kr_cleanup() {
     local rc=$? i pid
     trap - EXIT INT TERM
@@ -159,6 +193,9 @@ kr_cleanup() {
     done
     if [ -n "$KR_WORK" ] && [ -d "$KR_WORK" ]; then
         kr_audit_keep
+        if [ "$rc" -eq 0 ] && ! kr_audit_keys_documented; then
+            rc=1
+        fi
         if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
             local f
             for f in "$KR_WORK"/*.log; do
@@ -365,14 +402,14 @@ kr_is_direct() {
 # $KR_WORK/krelay.log) whose cause is not the client closing: krelay
 # closed (bad input, a response it could not handle, a timeout, a
 # refusal) or the upstream did.  Every close is one line naming the
-# connection ("[c#N ...]"): at warn/error level as it is, at
+# connection ("[c#W.N ...]"): at warn/error level as it is, at
 # notice/info/debug level ending in "(N bytes up, M down)".  A client's
 # own close reads "client closed the connection".  Closes are logged at
 # info (timeouts, an upstream's orderly close), notice (refusals) or
 # warn/error: complete at KRELAY_LOG_LEVEL info, debug (the default) or
 # trace; at notice the info ones are missed.
 kr_closes_not_by_client() {
-    grep -E ': (warn|error): \[c#[0-9]+ |: [a-z]+: \[c#[0-9]+ .*\([0-9]+ bytes up, [0-9]+ down\)$' \
+    grep -E ': (warn|error): \[c#[0-9]+\.[0-9]+ |: [a-z]+: \[c#[0-9]+\.[0-9]+ .*\([0-9]+ bytes up, [0-9]+ down\)$' \
         "$KR_WORK/krelay.log" | grep -v '\] client closed the connection' ||
         true
 }

@@ -2,7 +2,14 @@
 # Rules (issue 3): a version clamp makes kcat use lower Produce and Fetch
 # versions, seen in the audit log, and every message still arrives; every
 # audit line is JSON with the right topics, sizes and error codes for a
-# produce + consume run with an injected broker error.
+# produce + consume run with an injected broker error.  Issue 14: the
+# lines say which krelay (the host name) and connection (c#W.N, as the
+# log names it), where the requests went, kcat's software (KIP-511),
+# Produce acks and records per topic (200 messages: 200 records in the
+# Produce requests that succeeded), the record bytes the Fetch responses
+# returned (streamed: equal to what the successful Produce requests
+# sent, which the mock stores as sent), and close lines with bytes,
+# requests and cause.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -48,9 +55,12 @@ audit_has_fetch_and_close() {
         grep -q '"event":"close"' "$W/audit.log" 2>/dev/null
 }
 kr_wait_for 60 audit_has_fetch_and_close
-"$KR_PY" - "$W/audit.log" <<'PYEOF' || kr_fail "audit log check failed"
-import json, sys
+# every connection closed (kcat is gone): its close line is written
+kr_wait_for 60 kr_audit_closed "$W/audit.log"
+"$KR_PY" - "$W/audit.log" "$W/krelay.log" <<'PYEOF' || kr_fail "audit log check failed"
+import json, re, socket, sys
 lines = open(sys.argv[1]).read().splitlines()
+log = open(sys.argv[2]).read()
 assert lines, "empty audit log"
 recs = [json.loads(l) for l in lines]          # every line is JSON
 req = [r for r in recs if r.get("type") == "request"]
@@ -76,8 +86,51 @@ assert ok, "no successful Produce"
 assert all(r["topics"][0]["partitions"] == 1 for r in prod), prod
 events = sorted({c["event"] for c in conn})
 assert events == ["close", "open"], events
-print("audit: %d lines, %d Produce (max v%d), %d Fetch (max v%d), errors %r"
-      % (len(recs), len(prod), max(r["api_version"] for r in prod),
-         len(fetch), max(r["api_version"] for r in fetch), errs))
+# issue 14: who and where
+host = socket.gethostname()
+opened = {c["conn_id"] for c in conn if c["event"] == "open"}
+closed = {c["conn_id"]: c for c in conn if c["event"] == "close"}
+for r in recs:
+    assert r["instance"] == host, r
+    assert re.fullmatch(r"c#0\.[0-9]+", r["conn_id"]), r
+    assert r["conn_id"] in opened, "no open line: %r" % r
+    assert "[%s 127.0.0.1:%d > " % (r["conn_id"], r["client_port"]) in log, \
+        "the log does not name %s" % r["conn_id"]
+    if r["route"] == "node":
+        assert r["node_id"] in (1, 2, 3), r
+    else:
+        assert r["route"] == "bootstrap" and "node_id" not in r, r
+for r in req:
+    assert re.fullmatch(r"127\.0\.0\.1:[0-9]+", r["upstream_addr"]), r
+    assert r["client_software_name"] == "librdkafka", r
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+.*",
+                        r["client_software_version"]), r
+    assert "upstream_version" not in r, "nothing was translated: %r" % r
+    assert r["conn_id"] in closed, "no close line: %r" % r
+for r in prod:
+    assert r["route"] == "node" and r["acks"] == -1, r
+    assert "transactional_id" not in r, r
+    t = r["topics"][0]
+    assert t["records"] > 0 and t["record_bytes"] > 61 * 1, r
+records = sum(r["topics"][0]["records"] for r in ok)
+assert records == 200, "records in the successful Produce lines: %d" % records
+sent = sum(r["topics"][0]["record_bytes"] for r in ok)
+got = sum(t.get("record_bytes", 0) for r in fetch for t in r["topics"])
+assert all("record_bytes" in t for r in fetch for t in r["topics"]), fetch
+assert got == sent, "Fetch returned %d record bytes, Produce sent %d" % (
+    got, sent)
+for c in closed.values():
+    assert c["cause"] == "client", c
+    assert c["reason"].startswith("client closed"), c
+    assert c["bytes_from_client"] > 0 and c["bytes_to_client"] > 0, c
+    assert c["requests"] >= 1 and c["duration_us"] > 0, c
+    own = [r for r in req if r["conn_id"] == c["conn_id"]]
+    assert c["requests"] >= len(own), (c, len(own))
+    assert c["bytes_from_client"] >= sum(r["request_bytes"] for r in own), c
+    assert c["bytes_to_client"] >= sum(r["response_bytes"] for r in own), c
+print("audit: %d lines, %d Produce (max v%d, %d records, %d bytes), "
+      "%d Fetch (max v%d, %d bytes), errors %r"
+      % (len(recs), len(prod), max(r["api_version"] for r in prod), records,
+         sent, len(fetch), max(r["api_version"] for r in fetch), got, errs))
 PYEOF
 kr_finish

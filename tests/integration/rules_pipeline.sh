@@ -9,7 +9,10 @@
 #    UNSUPPORTED_VERSION; ApiVersions v99 is answered within the
 #    ApiVersions clamp;
 # 3. audit lines name the unnamed listener "default"; lines that cannot
-#    be written (target /dev/full after a reload) are reported at stop.
+#    be written (target /dev/full after a reload) are reported at stop;
+#    issue 14: the clamped Metadata's line says the version sent
+#    upstream and carries the [audit] instance and the client's software
+#    from its ApiVersions v3 (KIP-511), on the connection the log names.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -18,6 +21,7 @@ W=$KR_WORK
 cat >"$W/rules.ini" <<EOR
 [audit]
 target = $W/audit.log
+instance = pipeline-test
 
 [rule secret]
 api = Produce
@@ -191,6 +195,28 @@ kr_wait_for 60 grep -q '"api":"Metadata"' "$W/audit.log"
 grep -q '"listener":"default"' "$W/audit.log" ||
     kr_fail "audit lines do not name the unnamed listener \"default\""
 grep -q '"listener":""' "$W/audit.log" && kr_fail "empty listener name"
+"$KR_PY" - "$W/audit.log" "$W/krelay.log" <<'PYEOF' || kr_fail "Metadata audit line wrong"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+log = open(sys.argv[2]).read()
+md = [r for r in recs if r.get("api") == "Metadata"]
+assert len(md) == 1, md
+r = md[0]
+assert r["api_version"] == 9 and r["upstream_version"] == 2, r
+assert "clamped" in r["actions"] and "forwarded" in r["actions"], r
+assert r["instance"] == "pipeline-test", r
+assert r["client_software_name"] == "pipe", r
+assert r["client_software_version"] == "1", r
+assert r["route"] == "bootstrap" and r["upstream_addr"].startswith(
+    "127.0.0.1:"), r
+assert "[%s 127.0.0.1:%d > bootstrap]" % (r["conn_id"], r["client_port"]) \
+    in log, "the log does not name " + r["conn_id"]
+assert [c for c in recs if c.get("event") == "open" and
+        c["conn_id"] == r["conn_id"]], "no open line for " + r["conn_id"]
+assert all(c["instance"] == "pipeline-test" for c in recs)
+print("Metadata line:", r["conn_id"], r["api_version"], "->",
+      r["upstream_version"], r["client_software_name"])
+PYEOF
 sed -i "s#^target = $W/audit.log\$#target = /dev/full#" "$W/krelay.ini"
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 60 grep -q "SIGHUP: reloaded" "$W/krelay.log" ||

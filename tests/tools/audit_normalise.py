@@ -4,17 +4,10 @@ runs of the same test (two builds, or one build twice) compare with diff.
 
     audit_normalise.py [--collapse-runs] [--drop-record-sizes] [FILE...]
 
-Input: audit files as krelay writes them (include/kr_audit.h, "Line
-formats"): one compact JSON object per line, in the order the writer
-thread got them, each either a request/response pair
-    {"time", "type": "request", "listener", "client_addr", "client_port",
-     "client_id", "api", "api_key", "api_version", "correlation_id",
-     "request_bytes", "response_bytes", "upstream_us", "total_us",
-     "topics", "errors", "actions", ["decode_error",] ["note",]
-     ["request_body",] ["response_body"]}
-or a connection event
-    {"time", "type": "connection", "listener", "client_addr",
-     "client_port", "event": "open"|"close", "client_id", "reason"}.
+Input: audit files as krelay writes them (doc/audit.md, the schema): one
+compact JSON object per line, in the order the writer thread got them,
+each either a request/response pair ("type": "request") or a connection
+event ("type": "connection", "event": "open"|"close").
 Each FILE is one krelay's sink (one test run); no FILE or "-" reads
 standard input.  Blank lines are skipped; a line that is not a JSON
 object is an error (exit 2, naming FILE:LINE): a refactoring must not
@@ -28,9 +21,14 @@ What is dropped or rewritten, and why (each varies between two runs of
 one build; found by running the audit-writing integration tests
 repeatedly, tests/tools/audit_compare.sh):
   - "time": the wall clock.
-  - every key ending in "_us" (upstream_us, total_us): durations.
-  - "client_port": the client's ephemeral port.  It is what tells the
-    connections of one run apart, so it is replaced by "conn" (below).
+  - every key ending in "_us" (upstream_us, total_us, duration_us):
+    durations.
+  - "client_port": the client's ephemeral port, and "conn_id" (c#W.N:
+    the order in which connections were accepted).  They tell the
+    connections of one run apart, so they are replaced by "conn"
+    (below).
+  - "instance": the host name by default (a baseline may come from
+    another machine).
   - a host:port inside a string (a close "reason", a "note", a
     "decode_error": "cannot rewrite ... response from 127.0.0.1:39819")
     becomes host:<port>: the tests pick free ports at random for the mock
@@ -61,11 +59,15 @@ into requests from the clock (a librdkafka producer's batches under
 linger.ms, a consumer's number of Fetches); audit_compare.sh names the
 tests that need them and why:
   --drop-record-sizes  drop "request_bytes" of Produce and
-                       "response_bytes" of Fetch: they carry records, and
-                       how many records one batch or one Fetch response
-                       holds is the clients' timing (record timestamps
-                       are varints too).  krelay never re-encodes
-                       records, so these sizes are not its doing.
+                       "response_bytes" of Fetch, and their topics'
+                       "records" and "record_bytes": they carry records,
+                       and how many records one batch or one Fetch
+                       response holds is the clients' timing (record
+                       timestamps are varints too).  krelay never
+                       re-encodes records, so these sizes are not its
+                       doing.  Close lines lose "bytes_from_client",
+                       "bytes_to_client" and "requests" (the sum of that
+                       traffic); so they do with --collapse-runs.
   --collapse-runs      within a connection, a run of consecutive request
                        lines that are equal but for "correlation_id" (and,
                        with --drop-record-sizes, the sizes already
@@ -100,6 +102,11 @@ CLIENT_CLOSED = "client closed the connection"
 BODY_KEYS = ("request_body", "response_body")
 # APIs whose request or response carries records, and which size that is.
 RECORD_SIZE = {"Produce": "request_bytes", "Fetch": "response_bytes"}
+# A topic's record figures (Produce, Fetch), and a close line's traffic.
+TOPIC_RECORDS = ("records", "record_bytes")
+CLOSE_TRAFFIC = ("bytes_from_client", "bytes_to_client", "requests")
+# Dropped from every line (see above); client_port too, by the caller.
+VARYING = ("time", "client_port", "conn_id", "instance")
 PHASE = {"open": 0, "close": 2}
 
 
@@ -124,11 +131,11 @@ def mask_body(node):
     return mask_text(node)
 
 
-def normalise_line(obj, drop_record_sizes):
+def normalise_line(obj, drop_record_sizes, collapse=False):
     """One line's fields, minus what varies between runs."""
     out = {}
     for key, value in obj.items():
-        if key in ("time", "client_port") or key.endswith("_us"):
+        if key in VARYING or key.endswith("_us"):
             continue
         if key in BODY_KEYS:
             out[key] = mask_body(value)
@@ -139,6 +146,14 @@ def normalise_line(obj, drop_record_sizes):
             out[key] = mask_text(value)
     if drop_record_sizes and out.get("type") == "request":
         out.pop(RECORD_SIZE.get(out.get("api"), ""), None)
+        if out.get("api") in RECORD_SIZE and \
+                isinstance(out.get("topics"), list):
+            out["topics"] = [
+                {k: v for k, v in t.items() if k not in TOPIC_RECORDS}
+                if isinstance(t, dict) else t for t in out["topics"]]
+    if (drop_record_sizes or collapse) and out.get("event") == "close":
+        for k in CLOSE_TRAFFIC:
+            out.pop(k, None)
     return out
 
 
@@ -209,7 +224,8 @@ def normalise(name, stream, collapse, drop_record_sizes):
     blocks = []
     for conn in split_connections(read_lines(name, stream)):
         conn.sort(key=order_key)
-        objs = [normalise_line(obj, drop_record_sizes) for _, obj in conn]
+        objs = [normalise_line(obj, drop_record_sizes, collapse)
+                for _, obj in conn]
         if collapse:
             objs = collapse_runs(objs)
         client_id = next((o["client_id"] for o in objs

@@ -41,25 +41,41 @@ def check(name, cond, detail=""):
         failed.append(name)
 
 
-def conn(event, port, t, listener="default", client_id=None, reason=None):
+def cid(port):
+    """The c#W.N of a made-up connection: from its port, so it differs
+    between runs as the accept order does."""
+    return "c#0.%d" % (port % 1000)
+
+
+def conn(event, port, t, listener="default", client_id=None, reason=None,
+         traffic=None):
     o = {"time": "2026-01-01T00:00:%02d.000000Z" % t, "type": "connection",
+         "instance": "host-%d" % (port // 1000), "conn_id": cid(port),
          "listener": listener, "client_addr": "127.0.0.1",
-         "client_port": port, "event": event}
+         "client_port": port, "route": "bootstrap",
+         "upstream_addr": "127.0.0.1:%d" % (port + 3), "event": event}
     if client_id:
         o["client_id"] = client_id
     if reason:
+        o["cause"] = "client"
         o["reason"] = reason
+        o["bytes_from_client"], o["bytes_to_client"], o["requests"] = \
+            traffic or (100, 200, 3)
+        o["duration_us"] = port * 7
     return o
 
 
 def req(port, corr, t, api="Metadata", client_id="c1", actions=None,
-        rsp=245, us=100, errors=None, req_bytes=30):
+        rsp=245, us=100, errors=None, req_bytes=30, topics=None):
     return {"time": "2026-01-01T00:00:%02d.000000Z" % t, "type": "request",
+            "instance": "host-%d" % (port // 1000), "conn_id": cid(port),
             "listener": "default", "client_addr": "127.0.0.1",
-            "client_port": port, "client_id": client_id, "api": api,
+            "client_port": port, "route": "bootstrap",
+            "upstream_addr": "127.0.0.1:%d" % (port + 3),
+            "client_id": client_id, "api": api,
             "api_key": 3, "api_version": 9, "correlation_id": corr,
             "request_bytes": req_bytes, "response_bytes": rsp,
-            "upstream_us": us, "total_us": us + 7, "topics": [],
+            "upstream_us": us, "total_us": us + 7, "topics": topics or [],
             "errors": errors or {}, "actions": actions or ["forwarded"]}
 
 
@@ -91,9 +107,11 @@ o2, rc2 = run(run2)
 check("exit 0", rc1 == 0 and rc2 == 0, (o1, o2))
 check("two runs that differ only in what varies: identical", o1 == o2,
       (o1, o2))
-check("no time, *_us or client_port left",
-      not any(k == "time" or k == "client_port" or k.endswith("_us")
-              for o in o1 for k in o), o1)
+check("no time, *_us, client_port, conn_id or instance left",
+      not any(k in ("time", "client_port", "conn_id", "instance") or
+              k.endswith("_us") for o in o1 for k in o), o1)
+check("host:port of the upstream masked",
+      all(o["upstream_addr"] == "127.0.0.1:<port>" for o in o1), o1)
 check("connections numbered, c1's first, open/requests/close in order",
       [(o["conn"], o.get("event"), o.get("correlation_id")) for o in o1]
       == [(1, "open", None), (1, None, 1), (1, None, 2), (1, "close", None),
@@ -108,6 +126,7 @@ check("the unanswered-requests close reason folded",
 for what, change in (("action", {"actions": ["forwarded"]}),
                      ("error", {"errors": {"NOT_LEADER_OR_FOLLOWER": 1}}),
                      ("response size", {"response_bytes": 246}),
+                     ("route", {"route": "node", "node_id": 2}),
                      ("api version", {"api_version": 8})):
     run3 = [dict(o) for o in run2]
     run3[3].update(change)
@@ -136,9 +155,12 @@ check("a port used again: two connections",
 def producer(sizes, port):
     lines = [conn("open", port, 1)]
     for i, n in enumerate(sizes):
-        lines.append(req(port, 3 + i, 2, api="Produce", req_bytes=n, rsp=55))
+        lines.append(req(port, 3 + i, 2, api="Produce", req_bytes=n, rsp=55,
+                         topics=[{"name": "t", "partitions": 1,
+                                  "records": n // 13, "record_bytes": n - 60}]))
     lines.append(req(port, 3 + len(sizes), 3, api="Metadata"))
-    lines.append(conn("close", port, 4, client_id="c1", reason=UNANS))
+    lines.append(conn("close", port, 4, client_id="c1", reason=UNANS,
+                      traffic=(sum(sizes), 55 * len(sizes), len(sizes) + 1)))
     return lines
 
 
@@ -157,6 +179,15 @@ check("... as open, one Produce (no size, no CorrelationId), Metadata, "
       == [("open", None, False, False), (None, "Produce", False, False),
           (None, "Metadata", False, True), ("close", None, False, False)],
       c1)
+check("... the Produce's topic without its record figures, the close "
+      "line without its traffic",
+      c1[1]["topics"] == [{"name": "t", "partitions": 1}] and
+      not any(k in c1[3] for k in ("bytes_from_client", "bytes_to_client",
+                                   "requests")) and
+      c1[3]["cause"] == "client", c1)
+check("strict: the record figures and the traffic stay",
+      s1[1]["topics"][0].get("records") == 10 and
+      s1[-1].get("requests") == 4, s1)
 p3 = producer([130, 130, 130, 130, 130], 7003)
 p3[2]["errors"] = {"NOT_LEADER_OR_FOLLOWER": 1}
 c3, _ = run(p3, "--collapse-runs", "--drop-record-sizes")

@@ -79,10 +79,13 @@ setup_rules(const char *rules)
     T.c.fetch_stale = &T.fetch_stale;
     T.c.rng = &T.rng;
     T.c.audit_sink = true;
-    T.c.name = "c#1 test";
-    T.c.listener = "default";
-    T.c.peer_host = "192.0.2.7";
-    T.c.peer_port = 50312;
+    T.c.name = "c#0.1 test";
+    T.c.peer.instance = "test-host";
+    T.c.peer.conn_id = "c#0.1";
+    T.c.peer.listener = "default";
+    T.c.peer.client_addr = "192.0.2.7";
+    T.c.peer.client_port = 50312;
+    T.c.peer.route = "bootstrap";
 }
 
 static void
@@ -374,7 +377,82 @@ START_TEST(test_audit_line)
     ck_assert(json_is_array(acts));
     ck_assert_str_eq(json_string_value(json_array_get(acts, 0)),
                      "forwarded");
+    /* who and where, as the connection gave them (issue 14) */
+    ck_assert_str_eq(json_string_value(json_object_get(j, "instance")),
+                     "test-host");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "conn_id")),
+                     "c#0.1");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "route")),
+                     "bootstrap");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "acks")), -1);
+    ck_assert_ptr_null(json_object_get(j, "upstream_version"));
     json_decref(j);
+}
+END_TEST
+
+/* audit with a clamp: the line says which version went upstream. */
+START_TEST(test_audit_clamped_version)
+{
+    struct kr_an_rsp_decision rd;
+    struct kr_msg rsp;
+    json_t *j;
+
+    setup_rules("[audit]\ntarget = syslog\n"
+                "[rule old]\napi = Produce\nclamp_max_version = 7\n"
+                "audit = true\n");
+    request(PRODUCE(9, -1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    build(PRODUCE_RSP(7), &rsp);
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    j = json_loads(T.d.req->audit_line, 0, NULL);
+    ck_assert_msg(j != NULL, "%s", T.d.req->audit_line);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "api_version")),
+                     9);
+    ck_assert_int_eq(json_integer_value(json_object_get(j,
+                                                        "upstream_version")),
+                     7);
+    json_decref(j);
+    kr_wbuf_free(&rd.w);
+}
+END_TEST
+
+/* Which responses may stream by for their audit line (issue 14): a
+   Fetch its rules only audit; not with bodies, a throttle, a clamp
+   that translates, nor another API. */
+START_TEST(test_rsp_scan_only)
+{
+    struct kr_an_req *req = kr_an_req_new();
+    struct kr_inflight e;
+
+    ck_assert_ptr_nonnull(req);
+    memset(&e, 0, sizeof(e));
+    e.api_key = KR_API_FETCH;
+    e.api_version = 11;
+    req->up_version = 11;
+    req->v.flags = KR_VF_AUDIT;
+    ck_assert(kr_analyse_rsp_scan_only(&e, req));
+    req->v.flags |= KR_VF_CLAMP;        /* clamped to its own version */
+    ck_assert(kr_analyse_rsp_scan_only(&e, req));
+    req->v.audit_body = true;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    req->v.audit_body = false;
+    req->up_version = 10;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    req->up_version = 11;
+    req->v.flags |= KR_VF_THROTTLE;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    req->v.flags = KR_VF_AUDIT | KR_VF_LATENCY;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    req->v.flags = KR_VF_DENY;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    req->v.flags = KR_VF_AUDIT;
+    e.api_key = KR_API_PRODUCE;
+    ck_assert(!kr_analyse_rsp_scan_only(&e, req));
+    ck_assert(!kr_analyse_rsp_scan_only(&e, NULL));
+    kr_an_req_free(req);
 }
 END_TEST
 
@@ -428,6 +506,8 @@ analyse_suite(void)
     tcase_add_test(tc, test_throttle_response);
     tcase_add_test(tc, test_throttle_enforce_holds);
     tcase_add_test(tc, test_audit_line);
+    tcase_add_test(tc, test_audit_clamped_version);
+    tcase_add_test(tc, test_rsp_scan_only);
     tcase_add_test(tc, test_undecodable_refused);
     tcase_add_test(tc, test_undecodable_observed);
     suite_add_tcase(s, tc);

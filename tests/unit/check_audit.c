@@ -20,6 +20,7 @@
 
 #include "kr_audit.h"
 #include "kr_json.h"
+#include "kr_scan.h"
 #include "kr_topics.h"
 #include "kr_test.h"
 #include "tree_fill.h"
@@ -67,9 +68,9 @@ base_info(struct kr_audit_info *info, const struct kr_msg *req)
 {
     memset(info, 0, sizeof(*info));
     info->time_us = INT64_C(1764460800123456);
-    info->listener = "plain";
-    info->client_addr = "10.0.0.7";
-    info->client_port = 51234;
+    info->peer.listener = "plain";
+    info->peer.client_addr = "10.0.0.7";
+    info->peer.client_port = 51234;
     info->api_key = req->api_key;
     info->api_version = req->api_version;
     info->correlation_id = req->correlation_id;
@@ -96,7 +97,7 @@ line_of(const char *req_json, const char *rsp_json)
     if (rsp_json != NULL) {
         build(rsp_json, &rsp);
     }
-    r = kr_audit_capture(&req, NULL, true);
+    r = kr_audit_capture(&req, NULL, NULL, true);
     ck_assert_ptr_nonnull(r);
     base_info(&info, &req);
     line = kr_audit_format(&info, r, rsp_json != NULL ? &rsp : NULL, true);
@@ -160,16 +161,25 @@ START_TEST(test_format_pair)
 
     build(produce_req, &req);
     build(produce_rsp, &rsp);
-    r = kr_audit_capture(&req, NULL, false);
+    r = kr_audit_capture(&req, NULL, NULL, false);
     ck_assert_ptr_nonnull(r);
     memset(&info, 0, sizeof(info));
     info.time_us = INT64_C(1764460800123456);
-    info.listener = "plain";
-    info.client_addr = "10.0.0.7";
-    info.client_port = 51234;
-    info.principal = "User:alice";
+    info.peer.instance = "proxy-1";
+    info.peer.conn_id = "c#1.42";
+    info.peer.listener = "plain";
+    info.peer.client_addr = "10.0.0.7";
+    info.peer.client_port = 51234;
+    info.peer.route = "node";
+    info.peer.node_id = 3;
+    info.peer.upstream_addr = "kafka-3:9092";
+    info.peer.client_sw_name = "librdkafka";
+    info.peer.client_sw_version = "2.0.2";
+    info.peer.principal = "User:alice";
     info.api_key = 0;
     info.api_version = 9;
+    info.translated = true;
+    info.upstream_version = 7;
     info.correlation_id = 17;
     info.req_bytes = 1200;
     info.rsp_bytes = 80;
@@ -181,13 +191,20 @@ START_TEST(test_format_pair)
     ck_assert_ptr_nonnull(line);
     ck_assert_str_eq(line,
         "{\"time\":\"2025-11-30T00:00:00.123456Z\",\"type\":\"request\","
+        "\"instance\":\"proxy-1\",\"conn_id\":\"c#1.42\","
         "\"listener\":\"plain\",\"client_addr\":\"10.0.0.7\","
-        "\"client_port\":51234,\"client_id\":\"rdk\","
+        "\"client_port\":51234,\"route\":\"node\",\"node_id\":3,"
+        "\"upstream_addr\":\"kafka-3:9092\",\"client_id\":\"rdk\","
+        "\"client_software_name\":\"librdkafka\","
+        "\"client_software_version\":\"2.0.2\","
         "\"principal\":\"User:alice\",\"api\":\"Produce\",\"api_key\":0,"
-        "\"api_version\":9,\"correlation_id\":17,\"request_bytes\":1200,"
+        "\"api_version\":9,\"upstream_version\":7,\"correlation_id\":17,"
+        "\"request_bytes\":1200,"
         "\"response_bytes\":80,\"upstream_us\":1500,\"total_us\":1720,"
-        "\"topics\":[{\"name\":\"orders\",\"partitions\":4},"
-        "{\"name\":\"payments\",\"partitions\":1}],"
+        "\"acks\":-1,"
+        "\"topics\":[{\"name\":\"orders\",\"partitions\":4,"
+        "\"record_bytes\":7},"
+        "{\"name\":\"payments\",\"partitions\":1,\"record_bytes\":3}],"
         "\"errors\":{\"UNKNOWN_TOPIC_OR_PARTITION\":1,"
         "\"NOT_LEADER_OR_FOLLOWER\":3},"
         "\"actions\":[\"forwarded\",\"rewritten\",\"throttled\"]}");
@@ -196,7 +213,9 @@ START_TEST(test_format_pair)
     /* No response (Acks=0), ClientId given by the session, no principal,
      * every action. */
     info.rsp_bytes = 0;
-    info.principal = NULL;
+    info.peer.principal = NULL;
+    info.peer.route = "bootstrap";
+    info.translated = false;
     info.client_id = "from-session";
     info.actions = 0x7f;
     line = kr_audit_format(&info, r, NULL, false);
@@ -206,6 +225,10 @@ START_TEST(test_format_pair)
     ck_assert_str_eq(json_string_value(json_object_get(j, "client_id")),
                      "from-session");
     ck_assert_ptr_null(json_object_get(j, "principal"));
+    ck_assert_str_eq(json_string_value(json_object_get(j, "route")),
+                     "bootstrap");
+    ck_assert_ptr_null(json_object_get(j, "node_id"));
+    ck_assert_ptr_null(json_object_get(j, "upstream_version"));
     ck_assert_ptr_null(json_object_get(j, "response_bytes"));
     ck_assert_ptr_null(json_object_get(j, "upstream_us"));
     ck_assert_int_eq(json_integer_value(json_object_get(j, "total_us")),
@@ -221,7 +244,7 @@ START_TEST(test_format_pair)
     kr_audit_req_free(r);
 
     /* With bodies: records shown as their size. */
-    r = kr_audit_capture(&req, NULL, true);
+    r = kr_audit_capture(&req, NULL, NULL, true);
     ck_assert_ptr_nonnull(r);
     info.rsp_bytes = 80;
     line = kr_audit_format(&info, r, &rsp, true);
@@ -253,6 +276,7 @@ START_TEST(test_format_ids_unknown_api_conn)
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
     };
     struct kr_audit_info info;
+    struct kr_audit_conn cl;
     struct kr_audit_req *r;
     struct kr_msg req;
     char *line;
@@ -264,7 +288,7 @@ START_TEST(test_format_ids_unknown_api_conn)
           " \"body\": {\"Topics\": ["
           "  {\"TopicId\": \"AAECAwQFBgcICQoLDA0ODw\", \"Partitions\": ["
           "    {\"Partition\": 0}, {\"Partition\": 1}]}]}}", &req);
-    r = kr_audit_capture(&req, map, false);
+    r = kr_audit_capture(&req, NULL, map, false);
     kr_topic_map_free(map);          /* the capture keeps its own copy */
     ck_assert_ptr_nonnull(r);
     base_info(&info, &req);
@@ -318,27 +342,631 @@ START_TEST(test_format_ids_unknown_api_conn)
     info.note = NULL;
 
     /* Connection lines. */
-    line = kr_audit_format_conn("open", INT64_C(1764460800000001), "tls",
-                                "::1", 9, NULL, NULL, NULL);
+    memset(&cl, 0, sizeof(cl));
+    cl.event = "open";
+    cl.time_us = INT64_C(1764460800000001);
+    cl.peer.instance = "proxy-1";
+    cl.peer.conn_id = "c#0.9";
+    cl.peer.listener = "tls";
+    cl.peer.client_addr = "::1";
+    cl.peer.client_port = 9;
+    cl.peer.route = "bootstrap";
+    cl.peer.client_sw_name = "";        /* empty: omitted */
+    line = kr_audit_format_conn(&cl);
     ck_assert_ptr_nonnull(line);
     ck_assert_str_eq(line,
         "{\"time\":\"2025-11-30T00:00:00.000001Z\",\"type\":\"connection\","
+        "\"instance\":\"proxy-1\",\"conn_id\":\"c#0.9\","
         "\"listener\":\"tls\",\"client_addr\":\"::1\",\"client_port\":9,"
-        "\"event\":\"open\"}");
+        "\"route\":\"bootstrap\",\"event\":\"open\"}");
     free(line);
-    line = kr_audit_format_conn("close", INT64_C(1764460801000000), "tls",
-                                "::1", 9, "rdk\n", "User:bob",
-                                "peer closed");
+    cl.event = "close";
+    cl.time_us = INT64_C(1764460801000000);
+    cl.peer.route = "node";
+    cl.peer.node_id = 0;
+    cl.peer.upstream_addr = "[::1]:9093";
+    cl.peer.client_sw_name = "kcat";
+    cl.peer.client_sw_version = "1.7.1";
+    cl.peer.principal = "User:bob";
+    cl.client_id = "rdk\n";
+    cl.cause = "client";
+    cl.reason = "client closed the connection";
+    cl.bytes_from_client = 4096;
+    cl.bytes_to_client = UINT64_C(5000000000);
+    cl.requests = 31;
+    cl.duration_us = 1000000;
+    line = kr_audit_format_conn(&cl);
     ck_assert_ptr_nonnull(line);
     ck_assert_str_eq(line,
         "{\"time\":\"2025-11-30T00:00:01.000000Z\",\"type\":\"connection\","
+        "\"instance\":\"proxy-1\",\"conn_id\":\"c#0.9\","
         "\"listener\":\"tls\",\"client_addr\":\"::1\",\"client_port\":9,"
-        "\"event\":\"close\",\"client_id\":\"rdk\\n\","
-        "\"principal\":\"User:bob\",\"reason\":\"peer closed\"}");
+        "\"route\":\"node\",\"node_id\":0,"
+        "\"upstream_addr\":\"[::1]:9093\",\"client_id\":\"rdk\\n\","
+        "\"client_software_name\":\"kcat\","
+        "\"client_software_version\":\"1.7.1\","
+        "\"principal\":\"User:bob\",\"event\":\"close\","
+        "\"cause\":\"client\",\"reason\":\"client closed the connection\","
+        "\"bytes_from_client\":4096,\"bytes_to_client\":5000000000,"
+        "\"requests\":31,\"duration_us\":1000000}");
     free(line);
+    cl.event = NULL;
+    ck_assert_ptr_null(kr_audit_format_conn(&cl));
+    /* the instance: as configured, else the host name */
+    ck_assert_str_eq(kr_audit_instance("mine"), "mine");
+    {
+        char hn[256];
+
+        ck_assert_int_eq(gethostname(hn, sizeof(hn)), 0);
+        ck_assert_str_eq(kr_audit_instance(NULL), hn);
+    }
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_CLAMPED), "clamped");
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_REFUSED), "refused");
     ck_assert_ptr_null(kr_audit_action_name(0x100));
+}
+END_TEST
+
+/* ---- per-API facts ------------------------------------------------------- */
+
+/* Base64 of a RecordBatch v2 header of count records and extra data
+   bytes (magic 1 message, compressed or not, with magic1). */
+static char *
+batch_b64(int32_t count, size_t extra, int magic1, bool compressed)
+{
+    uint8_t b[61 + 64];
+    size_t len;
+    char *out;
+
+    memset(b, 0, sizeof(b));
+    if (magic1) {
+        len = 12 + 14 + extra;
+        b[11] = (uint8_t)(14 + extra);
+        b[16] = 1;
+        b[17] = compressed ? 1 : 0;
+    } else {
+        len = 61 + extra;
+        b[11] = (uint8_t)(49 + extra);
+        b[16] = 2;
+        b[57] = (uint8_t)((uint32_t)count >> 24);
+        b[58] = (uint8_t)((uint32_t)count >> 16);
+        b[59] = (uint8_t)((uint32_t)count >> 8);
+        b[60] = (uint8_t)count;
+    }
+    ck_assert_uint_le(len, sizeof(b));
+    out = malloc(kr_base64_len(len));
+    ck_assert_ptr_nonnull(out);
+    kr_base64_encode(b, len, out);
+    return out;
+}
+
+/* The line's key (a string) or NULL, from a parsed line. */
+static const char *
+jget_str(json_t *j, const char *key)
+{
+    return json_string_value(json_object_get(j, key));
+}
+
+/* topics[i] of a parsed line. */
+static json_t *
+jtopic(json_t *j, size_t i)
+{
+    return json_array_get(json_object_get(j, "topics"), i);
+}
+
+static json_int_t
+jint(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    ck_assert_msg(json_is_integer(v), "%s is not an integer", key);
+    return json_integer_value(v);
+}
+
+/* The line of request text (captured with its payload, no response). */
+static json_t *
+req_line(const char *text)
+{
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    size_t len;
+    uint8_t *f;
+    char *line;
+    json_t *j;
+
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 0;
+    line = kr_audit_format(&info, r, NULL, false);
+    kr_audit_req_free(r);
+    ck_assert_ptr_nonnull(line);
+    j = json_loads(line, 0, NULL);
+    ck_assert_msg(j != NULL, "%s", line);
+    free(line);
+    return j;
+}
+
+/*
+ * Produce: Acks, TransactionalId, per topic the records from the batch
+ * headers (v2 RecordsCount; magic 1 messages one each; a compressed
+ * magic 1 wrapper hides it) and the record bytes.
+ */
+START_TEST(test_produce_records)
+{
+    char *b3 = batch_b64(3, 10, 0, false), *b5 = batch_b64(5, 0, 0, false);
+    char *b7 = batch_b64(7, 2, 0, false), *m1 = batch_b64(0, 4, 1, false);
+    char *mz = batch_b64(0, 4, 1, true), text[2048];
+    json_t *j, *t;
+
+    snprintf(text, sizeof(text),
+             "{\"header\": {\"RequestApiKey\": 0, \"RequestApiVersion\": 9,"
+             " \"CorrelationId\": 4, \"ClientId\": \"p\"},"
+             " \"body\": {\"TransactionalId\": \"txn-1\", \"Acks\": 1,"
+             " \"TimeoutMs\": 1000, \"TopicData\": ["
+             "  {\"Name\": \"orders\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": \"%s\"},"
+             "    {\"Index\": 1, \"Records\": \"%s\"}]},"
+             "  {\"Name\": \"empty\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": null}]},"
+             "  {\"Name\": \"orders\", \"PartitionData\": ["
+             "    {\"Index\": 2, \"Records\": \"%s\"}]}]}}", b3, b5, b7);
+    j = req_line(text);
+    ck_assert_int_eq(jint(j, "acks"), 1);
+    ck_assert_str_eq(jget_str(j, "transactional_id"), "txn-1");
+    t = jtopic(j, 0);
+    ck_assert_str_eq(jget_str(t, "name"), "orders");
+    ck_assert_int_eq(jint(t, "partitions"), 3);
+    ck_assert_int_eq(jint(t, "records"), 15);
+    ck_assert_int_eq(jint(t, "record_bytes"), (61 + 10) + 61 + (61 + 2));
+    t = jtopic(j, 1);
+    ck_assert_str_eq(jget_str(t, "name"), "empty");
+    ck_assert_int_eq(jint(t, "records"), 0);
+    ck_assert_int_eq(jint(t, "record_bytes"), 0);
+    ck_assert_ptr_null(json_object_get(j, "group_id"));
+    json_decref(j);
+
+    /* v2 (magic 1 messages): counted one each, unless compressed; no
+       TransactionalId before v3, acks 0 */
+    snprintf(text, sizeof(text),
+             "{\"header\": {\"RequestApiKey\": 0, \"RequestApiVersion\": 2,"
+             " \"CorrelationId\": 5, \"ClientId\": \"old\"},"
+             " \"body\": {\"Acks\": 0, \"TimeoutMs\": 1000, \"TopicData\": ["
+             "  {\"Name\": \"a\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": \"%s\"}]},"
+             "  {\"Name\": \"z\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": \"%s\"}]}]}}", m1, mz);
+    j = req_line(text);
+    ck_assert_int_eq(jint(j, "acks"), 0);
+    ck_assert_ptr_null(json_object_get(j, "transactional_id"));
+    ck_assert_int_eq(jint(jtopic(j, 0), "records"), 1);
+    ck_assert_int_eq(jint(jtopic(j, 0), "record_bytes"), 12 + 14 + 4);
+    ck_assert_ptr_null(json_object_get(jtopic(j, 1), "records"));
+    ck_assert_int_eq(jint(jtopic(j, 1), "record_bytes"), 12 + 14 + 4);
+    json_decref(j);
+    free(b3);
+    free(b5);
+    free(b7);
+    free(m1);
+    free(mz);
+}
+END_TEST
+
+/* GroupId and MemberId: top level, else the first entry's. */
+START_TEST(test_group_ids)
+{
+    json_t *j;
+
+    j = req_line("{\"header\": {\"RequestApiKey\": 11, "
+                 "\"RequestApiVersion\": 5,"
+                 " \"CorrelationId\": 1, \"ClientId\": \"c\"},"
+                 " \"body\": {\"GroupId\": \"billing\", \"SessionTimeoutMs\": "
+                 "10000, \"RebalanceTimeoutMs\": 300000, \"MemberId\": \"\","
+                 " \"GroupInstanceId\": null, \"ProtocolType\": \"consumer\","
+                 " \"Protocols\": []}}");
+    ck_assert_str_eq(jget_str(j, "group_id"), "billing");
+    ck_assert_str_eq(jget_str(j, "member_id"), "");
+    ck_assert_ptr_null(json_object_get(j, "acks"));
+    json_decref(j);
+    j = req_line("{\"header\": {\"RequestApiKey\": 12, \"RequestApiVersion\": 4,"
+                 " \"CorrelationId\": 2, \"ClientId\": \"c\"},"
+                 " \"body\": {\"GroupId\": \"billing\", \"GenerationId\": 3,"
+                 " \"MemberId\": \"c-1-uuid\", \"GroupInstanceId\": null}}");
+    ck_assert_str_eq(jget_str(j, "group_id"), "billing");
+    ck_assert_str_eq(jget_str(j, "member_id"), "c-1-uuid");
+    json_decref(j);
+    /* OffsetFetch v9: groups batched, the first one's ids */
+    j = req_line("{\"header\": {\"RequestApiKey\": 9, \"RequestApiVersion\": 9,"
+                 " \"CorrelationId\": 3, \"ClientId\": \"c\"},"
+                 " \"body\": {\"Groups\": ["
+                 "  {\"GroupId\": \"g1\", \"MemberId\": \"m1\", \"MemberEpoch\":"
+                 " 4, \"Topics\": null},"
+                 "  {\"GroupId\": \"g2\", \"MemberId\": \"m2\", \"MemberEpoch\":"
+                 " 5, \"Topics\": null}], \"RequireStable\": true}}");
+    ck_assert_str_eq(jget_str(j, "group_id"), "g1");
+    ck_assert_str_eq(jget_str(j, "member_id"), "m1");
+    json_decref(j);
+    /* LeaveGroup v3: GroupId on top, the first member's MemberId */
+    j = req_line("{\"header\": {\"RequestApiKey\": 13, \"RequestApiVersion\": 3,"
+                 " \"CorrelationId\": 4, \"ClientId\": \"c\"},"
+                 " \"body\": {\"GroupId\": \"billing\", \"Members\": ["
+                 "  {\"MemberId\": \"leaving-1\", \"GroupInstanceId\": null}]}}");
+    ck_assert_str_eq(jget_str(j, "group_id"), "billing");
+    ck_assert_str_eq(jget_str(j, "member_id"), "leaving-1");
+    json_decref(j);
+}
+END_TEST
+
+/* A Fetch v11 request for orders (2 partitions) and payments. */
+static const char fetch_req[] =
+    "{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 11,"
+    " \"CorrelationId\": 8, \"ClientId\": \"consumer\"},"
+    " \"body\": {\"ReplicaId\": -1, \"MaxWaitMs\": 500, \"MinBytes\": 1,"
+    " \"MaxBytes\": 52428800, \"IsolationLevel\": 0, \"SessionId\": 0,"
+    " \"SessionEpoch\": -1, \"Topics\": ["
+    "  {\"Topic\": \"orders\", \"Partitions\": ["
+    "    {\"Partition\": 0, \"CurrentLeaderEpoch\": -1, \"FetchOffset\": 0,"
+    "     \"LogStartOffset\": -1, \"PartitionMaxBytes\": 1048576},"
+    "    {\"Partition\": 1, \"CurrentLeaderEpoch\": -1, \"FetchOffset\": 0,"
+    "     \"LogStartOffset\": -1, \"PartitionMaxBytes\": 1048576}]},"
+    "  {\"Topic\": \"payments\", \"Partitions\": ["
+    "    {\"Partition\": 0, \"CurrentLeaderEpoch\": -1, \"FetchOffset\": 0,"
+    "     \"LogStartOffset\": -1, \"PartitionMaxBytes\": 1048576}]}],"
+    " \"ForgottenTopicsData\": [], \"RackId\": \"\"}}";
+
+/* Its response: orders 100 + 50 bytes (a partial batch counts too),
+   payments none (OFFSET_OUT_OF_RANGE), extra 10 bytes (the fetch
+   session's: not in the request). */
+static void
+fetch_rsp_text(char *out, size_t len)
+{
+    uint8_t raw[100];
+    char b100[160], b50[80], b10[20];
+
+    memset(raw, 0x5a, sizeof(raw));
+    kr_base64_encode(raw, 100, b100);
+    kr_base64_encode(raw, 50, b50);
+    kr_base64_encode(raw, 10, b10);
+    snprintf(out, len,
+             "{\"apiKey\": 1, \"apiVersion\": 11, \"header\": "
+             "{\"CorrelationId\": 8},"
+             " \"body\": {\"ThrottleTimeMs\": 0, \"ErrorCode\": 0,"
+             " \"SessionId\": 7, \"Responses\": ["
+             "  {\"Topic\": \"orders\", \"Partitions\": ["
+             "    {\"PartitionIndex\": 0, \"ErrorCode\": 0, \"HighWatermark\": 9,"
+             "     \"LastStableOffset\": 9, \"LogStartOffset\": 0,"
+             "     \"AbortedTransactions\": null, \"PreferredReadReplica\": -1,"
+             "     \"Records\": \"%s\"},"
+             "    {\"PartitionIndex\": 1, \"ErrorCode\": 0, \"HighWatermark\": 9,"
+             "     \"LastStableOffset\": 9, \"LogStartOffset\": 0,"
+             "     \"AbortedTransactions\": [], \"PreferredReadReplica\": -1,"
+             "     \"Records\": \"%s\"}]},"
+             "  {\"Topic\": \"payments\", \"Partitions\": ["
+             "    {\"PartitionIndex\": 0, \"ErrorCode\": 1, \"HighWatermark\": -1,"
+             "     \"LastStableOffset\": -1, \"LogStartOffset\": -1,"
+             "     \"AbortedTransactions\": null, \"PreferredReadReplica\": -1,"
+             "     \"Records\": null}]},"
+             "  {\"Topic\": \"extra\", \"Partitions\": ["
+             "    {\"PartitionIndex\": 3, \"ErrorCode\": 0, \"HighWatermark\": 9,"
+             "     \"LastStableOffset\": 9, \"LogStartOffset\": 0,"
+             "     \"AbortedTransactions\": null, \"PreferredReadReplica\": -1,"
+             "     \"Records\": \"%s\"}]}]}}", b100, b50, b10);
+}
+
+/* The Fetch figures of a line: orders 150 of 2 partitions, payments 0,
+   extra 10 with 0 partitions; errors OFFSET_OUT_OF_RANGE once. */
+static void
+assert_fetch_line(const char *line)
+{
+    json_t *j = json_loads(line, 0, NULL), *t;
+
+    ck_assert_msg(j != NULL, "%s", line);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 3);
+    t = jtopic(j, 0);
+    ck_assert_str_eq(jget_str(t, "name"), "orders");
+    ck_assert_int_eq(jint(t, "partitions"), 2);
+    ck_assert_int_eq(jint(t, "record_bytes"), 150);
+    ck_assert_ptr_null(json_object_get(t, "records"));
+    t = jtopic(j, 1);
+    ck_assert_str_eq(jget_str(t, "name"), "payments");
+    ck_assert_int_eq(jint(t, "partitions"), 1);
+    ck_assert_int_eq(jint(t, "record_bytes"), 0);
+    t = jtopic(j, 2);
+    ck_assert_str_eq(jget_str(t, "name"), "extra");
+    ck_assert_int_eq(jint(t, "partitions"), 0);
+    ck_assert_int_eq(jint(t, "record_bytes"), 10);
+    ck_assert_int_eq(jint(json_object_get(j, "errors"), "OFFSET_OUT_OF_RANGE"),
+                     1);
+    ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 1);
+    json_decref(j);
+}
+
+/*
+ * Fetch: the record bytes returned per topic, from the decoded response
+ * (kr_audit_note_response) and from the scanner as it streams by
+ * (kr_audit_scan_*), fed in pieces of every size: the same figures.
+ */
+START_TEST(test_fetch_bytes)
+{
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    char text[4096], *line, *first = NULL;
+    uint8_t *p;
+    size_t plen, piece;
+
+    build(fetch_req, &req);
+    fetch_rsp_text(text, sizeof(text));
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    p = frames[nframes++] = kr_test_build_len(&arena, text, &rsp, &plen);
+
+    /* the request alone: no record_bytes */
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 4 + plen;
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_msg(strstr(line, "record_bytes") == NULL &&
+                  strstr(line, "\"errors\":null") != NULL, "%s", line);
+    free(line);
+    /* held and decoded */
+    kr_audit_note_response(r, &rsp, NULL);
+    line = kr_audit_format(&info, r, &rsp, false);
+    assert_fetch_line(line);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* streamed: whole, byte by byte, in pieces of 7 */
+    for (piece = plen; piece > 0; piece = piece == plen ? 1
+                                          : piece == 1 ? 7 : 0) {
+        struct kr_audit_scan as;
+        struct kr_scan sc;
+        size_t at = 0, used;
+        int rc = KR_AGAIN;
+        char *l;
+
+        r = kr_audit_capture(&req, NULL, NULL, false);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(kr_scan_init(&sc, 1, 11, true, plen), KR_OK);
+        kr_audit_scan_start(&as, r, NULL);
+        kr_scan_watch(&sc, kr_audit_scan_event, &as);
+        while (rc == KR_AGAIN && at < plen) {
+            size_t n = plen - at < piece ? plen - at : piece;
+
+            rc = kr_scan_feed(&sc, p + at, n, &used);
+            at += used;
+        }
+        ck_assert_int_eq(rc, KR_OK);
+        l = kr_audit_format(&info, r, NULL, false);
+        assert_fetch_line(l);
+        if (first == NULL) {
+            first = l;
+        } else {
+            ck_assert_str_eq(l, first);
+            free(l);
+        }
+        kr_audit_req_free(r);
+    }
+    free(first);
+}
+END_TEST
+
+/* ---- the schema: doc/audit.md -------------------------------------------- */
+
+/* The keys doc/audit.md lists ("| `key` |" rows), '\n'-separated, each
+   followed by '\n'; malloc'd. */
+static char *
+doc_keys(void)
+{
+    const char *top = getenv("top_srcdir");
+    char path[512], row[2048], *keys;
+    size_t len = 0, cap = 8192;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/doc/audit.md", top != NULL ? top : "..");
+    f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    keys = calloc(1, cap);
+    ck_assert_ptr_nonnull(keys);
+    while (fgets(row, sizeof(row), f) != NULL) {
+        char *end;
+
+        if (strncmp(row, "| `", 3) != 0 ||
+            (end = strchr(row + 3, '`')) == NULL) {
+            continue;
+        }
+        *end = '\0';
+        ck_assert_uint_lt(len + strlen(row + 3) + 2, cap);
+        len += (size_t)sprintf(keys + len, "%s\n", row + 3);
+    }
+    fclose(f);
+    return keys;
+}
+
+/* Is key (a line's key, "topics[].x" for a topic entry's) in keys? */
+static bool
+key_in(const char *keys, const char *key)
+{
+    size_t n = strlen(key);
+    const char *p;
+
+    for (p = keys; (p = strstr(p, key)) != NULL; p += n) {
+        if ((p == keys || p[-1] == '\n') && p[n] == '\n') {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Add line's keys to seen (the same form), each not yet there; every one
+   must be documented. */
+static void
+collect_keys(const char *line, const char *doc, char *seen, size_t cap)
+{
+    json_t *j = json_loads(line, 0, NULL), *v, *t;
+    const char *k, *tk;
+    char key[128];
+    size_t i;
+
+    ck_assert_msg(j != NULL, "%s", line);
+    json_object_foreach(j, k, v) {
+        snprintf(key, sizeof(key), "%s", k);
+        ck_assert_msg(key_in(doc, key), "key %s is not in doc/audit.md "
+                      "(line %s)", key, line);
+        if (!key_in(seen, key)) {
+            ck_assert_uint_lt(strlen(seen) + strlen(key) + 2, cap);
+            strcat(strcat(seen, key), "\n");
+        }
+        if (strcmp(k, "topics") != 0) {
+            continue;
+        }
+        json_array_foreach(v, i, t) {
+            json_t *tv;
+
+            json_object_foreach(t, tk, tv) {
+                snprintf(key, sizeof(key), "topics[].%s", tk);
+                ck_assert_msg(key_in(doc, key), "key %s is not in "
+                              "doc/audit.md (line %s)", key, line);
+                if (!key_in(seen, key)) {
+                    ck_assert_uint_lt(strlen(seen) + strlen(key) + 2, cap);
+                    strcat(strcat(seen, key), "\n");
+                }
+            }
+        }
+    }
+    json_decref(j);
+}
+
+/*
+ * Every key of lines with every field set (a Produce with bodies and
+ * every fact, a Fetch with record bytes, a request of 4097 topics, a
+ * refused one with decode_error and note, open and close lines) is in
+ * doc/audit.md, and every key doc/audit.md lists is in one of them.
+ * (tests/audit_doc.sh checks the keys src/kr_audit.c can write.)
+ */
+START_TEST(test_doc_keys)
+{
+    char *doc = doc_keys(), *seen = calloc(1, 8192), *line, *text, *b3;
+    char ftext[4096];
+    struct kr_audit_info info;
+    struct kr_audit_conn cl;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    size_t len, i, off;
+    uint8_t *f;
+    const char *p;
+
+    ck_assert_ptr_nonnull(seen);
+    ck_assert_msg(key_in(doc, "conn_id") && key_in(doc, "topics[].name"),
+                  "doc/audit.md lists no keys?");
+    /* a Produce with every fact, bodies, a translated version */
+    b3 = batch_b64(3, 0, 0, false);
+    text = malloc(200000);
+    ck_assert_ptr_nonnull(text);
+    snprintf(text, 200000,
+             "{\"header\": {\"RequestApiKey\": 0, \"RequestApiVersion\": 9,"
+             " \"CorrelationId\": 4, \"ClientId\": \"p\"},"
+             " \"body\": {\"TransactionalId\": \"t\", \"Acks\": -1,"
+             " \"TimeoutMs\": 1000, \"TopicData\": ["
+             "  {\"Name\": \"orders\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": \"%s\"}]}]}}", b3);
+    free(b3);
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    build(produce_rsp, &rsp);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, true);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.peer.instance = "i";
+    info.peer.conn_id = "c#0.1";
+    info.peer.route = "node";
+    info.peer.upstream_addr = "h:1";
+    info.peer.client_sw_name = "n";
+    info.peer.client_sw_version = "v";
+    info.peer.principal = "User:p";
+    info.translated = true;
+    line = kr_audit_format(&info, r, &rsp, true);
+    ck_assert_ptr_nonnull(line);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* a JoinGroup's group ids */
+    build("{\"header\": {\"RequestApiKey\": 11, \"RequestApiVersion\": 5,"
+          " \"CorrelationId\": 1, \"ClientId\": \"c\"},"
+          " \"body\": {\"GroupId\": \"g\", \"SessionTimeoutMs\": 1,"
+          " \"RebalanceTimeoutMs\": 1, \"MemberId\": \"m\","
+          " \"GroupInstanceId\": null, \"ProtocolType\": \"consumer\","
+          " \"Protocols\": []}}", &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* more than 4096 topics: topics_truncated */
+    off = (size_t)sprintf(text, "{\"header\": {\"RequestApiKey\": 3, "
+                          "\"RequestApiVersion\": 4, \"CorrelationId\": 2, "
+                          "\"ClientId\": \"m\"}, \"body\": {\"Topics\": [");
+    for (i = 0; i < 4097; i++) {
+        off += (size_t)sprintf(text + off, "%s{\"Name\": \"t%zu\"}",
+                               i ? ", " : "", i);
+    }
+    sprintf(text + off, "], \"AllowAutoTopicCreation\": false}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_msg(strstr(line, "\"topics_truncated\":true") != NULL, "no "
+                  "topics_truncated");
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    free(text);
+    /* a Fetch's record bytes */
+    build(fetch_req, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    fetch_rsp_text(ftext, sizeof(ftext));
+    build(ftext, &rsp);
+    kr_audit_note_response(r, &rsp, NULL);
+    line = kr_audit_format(&info, r, &rsp, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* refused: decode_error and note */
+    info.decode_error = "why";
+    info.note = "note";
+    line = kr_audit_format(&info, NULL, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    /* open and close */
+    memset(&cl, 0, sizeof(cl));
+    cl.event = "close";
+    cl.peer = info.peer;
+    cl.client_id = "c";
+    cl.cause = "client";
+    cl.reason = "r";
+    line = kr_audit_format_conn(&cl);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    /* every documented key was written */
+    for (p = doc; *p != '\0'; p = strchr(p, '\n') + 1) {
+        char key[128];
+        size_t n = (size_t)(strchr(p, '\n') - p);
+
+        ck_assert_uint_lt(n, sizeof(key));
+        memcpy(key, p, n);
+        key[n] = '\0';
+        ck_assert_msg(key_in(seen, key), "doc/audit.md lists %s, but no "
+                      "line of this test has it", key);
+    }
+    free(seen);
+    free(doc);
 }
 END_TEST
 
@@ -597,7 +1225,7 @@ START_TEST(test_redact_all_apis)
             ck_assert_ptr_nonnull(rsp.body);
             ck_assert(tree_fill(&arena, req.body, "topic-xy", 0));
             ck_assert(tree_fill(&arena, rsp.body, "topic-xy", 0));
-            r = kr_audit_capture(&req, NULL, true);
+            r = kr_audit_capture(&req, NULL, NULL, true);
             ck_assert_ptr_nonnull(r);
             base_info(&info, &req);
             line = kr_audit_format(&info, r, &rsp, true);
@@ -952,6 +1580,10 @@ audit_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_format_pair);
     tcase_add_test(tc, test_format_ids_unknown_api_conn);
+    tcase_add_test(tc, test_produce_records);
+    tcase_add_test(tc, test_group_ids);
+    tcase_add_test(tc, test_fetch_bytes);
+    tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(tr, setup, teardown);
     tcase_add_test(tr, test_redact_sasl);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kr_codec.h"
+#include "kr_api_keys.h"
 #include "kr_scan.h"
 #include "kr_test.h"
 
@@ -1369,15 +1370,120 @@ END_TEST
 
 /* ---- the resumable scanner (kr_scan) ------------------------------------- */
 
+/* The values a scanner's observer was told (kr_scan_watch), in order. */
+struct wev {
+    uint8_t what;
+    int64_t val;
+    size_t n;
+    uint8_t buf[KR_SCAN_CAP_MAX];
+};
+struct wlog {
+    struct wev ev[512];
+    size_t n;
+    bool overflow;
+};
+
+static void
+wlog_cb(void *arg, enum kr_scan_what what, const uint8_t *p, size_t n,
+        int64_t val)
+{
+    struct wlog *wl = arg;
+    struct wev *e;
+
+    if (wl->n == KR_ARRAY_LEN(wl->ev)) {
+        wl->overflow = true;
+        return;
+    }
+    e = &wl->ev[wl->n++];
+    memset(e, 0, sizeof(*e));
+    e->what = (uint8_t)what;
+    e->val = val;
+    e->n = n;
+    KR_TEST_CHECK(n <= sizeof(e->buf), "n %zu", n);
+    if (p != NULL && n <= sizeof(e->buf)) {
+        memcpy(e->buf, p, n);
+    }
+}
+
+/*
+ * What the observer should be told for a decoded body node: its
+ * untagged fields in wire order (outside tagged values, not in arrays of
+ * strings), watched as kr_scan.c's watch_kind says.
+ */
+static void
+tree_events(const struct kr_node *n, struct wlog *wl)
+{
+    const struct kr_struct_desc *sd;
+    unsigned i;
+    uint32_t k;
+
+    if (n == NULL) {
+        return;
+    }
+    sd = &kr_structs[n->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        const struct kr_val *v = &n->vals[i];
+        struct wev e;
+
+        if (!kr_vrange_has(f->versions, n->version) ||
+            (f->tag >= 0 && kr_vrange_has(f->tagged, n->version))) {
+            continue;
+        }
+        memset(&e, 0, sizeof(e));
+        if ((f->flags & KR_FF_ERROR_CODE) && f->type == KR_T_INT16) {
+            e.what = KR_SCAN_ERROR_CODE;
+            e.val = v->u.i;
+        } else if (f->type == KR_T_RECORDS) {
+            e.what = KR_SCAN_RECORDS;
+            e.val = v->is_null ? -1 : v->u.rec.len;
+        } else if (f->entity == KR_E_TOPIC_NAME && f->type == KR_T_STRING) {
+            e.what = KR_SCAN_TOPIC;
+            e.val = v->is_null ? -1 : v->u.s.len;
+            e.n = v->is_null ? 0 : (size_t)v->u.s.len < sizeof(e.buf)
+                                       ? (size_t)v->u.s.len : sizeof(e.buf);
+            if (e.n > 0) {
+                memcpy(e.buf, v->u.s.p, e.n);
+            }
+        } else if (f->id == KR_FIELD_TOPIC_ID && f->type == KR_T_UUID) {
+            e.what = KR_SCAN_TOPIC_ID;
+            e.n = 16;
+            e.val = 16;
+            memcpy(e.buf, v->u.s.p, 16);
+        } else if (f->type == KR_T_STRUCT) {
+            if (!v->is_null) {
+                tree_events(v->u.node, wl);
+            }
+            continue;
+        } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT) {
+            for (k = 0; !v->is_null && v->u.arr != NULL && k < v->u.arr->n;
+                 k++) {
+                tree_events(v->u.arr->items[k].u.node, wl);
+            }
+            continue;
+        } else {
+            continue;
+        }
+        if (wl->n == KR_ARRAY_LEN(wl->ev)) {
+            wl->overflow = true;
+            return;
+        }
+        wl->ev[wl->n++] = e;
+    }
+}
+
 /*
  * Scan p[0..plen) fed in pieces of the sizes step() picks; returns the
  * status and the offset reached.  A piece after the scanner stopped is
- * never consumed.
+ * never consumed.  Mode 0: whole, 1: byte by byte, 2: random pieces, 3:
+ * random pieces, and every run the scanner says it skips passed with
+ * kr_scan_skip (as the session splices record data).  wl: watch the
+ * values into it (NULL: no observer).
  */
 static int
 scan_pieces(int16_t key, int16_t v, enum kr_dir d, const uint8_t *p,
             size_t plen, uint64_t limit, uint64_t *seed, int mode,
-            uint64_t *off)
+            uint64_t *off, struct wlog *wl)
 {
     struct kr_scan sc;
     size_t at = 0, used, n;
@@ -1385,7 +1491,25 @@ scan_pieces(int16_t key, int16_t v, enum kr_dir d, const uint8_t *p,
 
     rc = kr_scan_init(&sc, key, v, d == KR_DIR_RESPONSE, limit);
     KR_TEST_CHECK(rc == KR_OK, "%s", kr_status_str(rc));
+    if (wl != NULL) {
+        wl->n = 0;
+        wl->overflow = false;
+        kr_scan_watch(&sc, wlog_cb, wl);
+    }
     for (;;) {
+        uint64_t sk = kr_scan_skippable(&sc);
+
+        if (mode == 3 && sk > 0 && at < plen) {
+            n = sk < plen - at ? (size_t)sk : plen - at;
+            rc = kr_scan_skip(&sc, n);
+            at += n;
+            KR_TEST_CHECK(sc.off == at, "skip: off %llu, at %zu",
+                          (unsigned long long)sc.off, at);
+            if (rc != KR_AGAIN || at == plen) {
+                break;
+            }
+            continue;
+        }
         n = mode == 0 ? plen - at : mode == 1 ? 1
                       : 1 + rndn(seed, (uint32_t)(plen / 3 + 1));
         if (n > plen - at) {
@@ -1445,12 +1569,17 @@ START_TEST(test_scan_all)
 {
     const struct kr_api_desc *api = kr_api_get((int16_t)_i);
     struct kr_arena a;
+    struct wlog *exp, *got;
+    size_t nwatched = 0;
     int16_t v;
     int d, it, mode;
 
     if (api == NULL) {
         return;
     }
+    exp = calloc(1, sizeof(*exp));
+    got = calloc(1, sizeof(*got));
+    ck_assert(exp != NULL && got != NULL);
     kr_arena_init(&a, 0);
     for (v = api->valid.lo; v <= api->valid.hi; v++) {
         for (d = 0; d < 2; d++) {
@@ -1487,12 +1616,44 @@ START_TEST(test_scan_all)
 
                 for (mode = 0; mode < 3; mode++) {
                     rc = scan_pieces(api->key, v, (enum kr_dir)d, p, plen,
-                                     plen, &r.seed, mode, &off);
+                                     plen, &r.seed, mode, &off, NULL);
                     ck_assert_msg(rc == KR_OK && off == want, "%s, pieces "
                                   "%d: %s at %llu, expected %zu of %zu",
                                   what, mode, kr_status_str(rc),
                                   (unsigned long long)off, want, plen);
                 }
+                /* watched: the same walk, and the observer is told the
+                   tree's topic names, TopicIds, ErrorCodes and records
+                   lengths in order, also when records are skipped */
+                tree_events(m2.body, exp);
+                for (mode = 0; mode < 4 && !exp->overflow; mode++) {
+                    size_t e;
+
+                    rc = scan_pieces(api->key, v, (enum kr_dir)d, p, plen,
+                                     plen, &r.seed, mode, &off, got);
+                    ck_assert_msg(rc == KR_OK && off == want, "%s, watched "
+                                  "%d: %s at %llu, expected %zu", what, mode,
+                                  kr_status_str(rc), (unsigned long long)off,
+                                  want);
+                    ck_assert_msg(got->n == exp->n, "%s, watched %d: %zu "
+                                  "values told, %zu expected", what, mode,
+                                  got->n, exp->n);
+                    for (e = 0; e < exp->n; e++) {
+                        const struct wev *g = &got->ev[e], *x = &exp->ev[e];
+
+                        KR_TEST_CHECK(g->what == x->what && g->val == x->val &&
+                                      g->n == x->n &&
+                                      memcmp(g->buf, x->buf, x->n) == 0,
+                                      "%s, watched %d, value %zu: %u %lld "
+                                      "(%zu bytes), expected %u %lld (%zu)",
+                                      what, mode, e, g->what,
+                                      (long long)g->val, g->n, x->what,
+                                      (long long)x->val, x->n);
+                    }
+                    nwatched += exp->n;
+                }
+                exp->n = 0;
+                exp->overflow = false;
                 if (want < plen) {
                     /* the tail alone: decode and re-encode it */
                     struct iovec iov;
@@ -1515,7 +1676,7 @@ START_TEST(test_scan_all)
                 /* a frame that claims fewer bytes than the message needs */
                 for (k = 0; k < want; k += it == 0 ? 1 : 1 + want / 16) {
                     rc = scan_pieces(api->key, v, (enum kr_dir)d, p, k, k,
-                                     &r.seed, 2, &off);
+                                     &r.seed, 2, &off, NULL);
                     KR_TEST_CHECK(rc == KR_EPROTO, "%s cut at %zu: %s", what,
                                   k, kr_status_str(rc));
                     KR_TEST_CHECK(off <= k, "%s cut at %zu: at %llu", what,
@@ -1524,7 +1685,7 @@ START_TEST(test_scan_all)
                 /* the whole frame, but only part of it arrived yet */
                 for (k = 0; k < want; k += 1 + want / 8) {
                     rc = scan_pieces(api->key, v, (enum kr_dir)d, p, k, plen,
-                                     &r.seed, 2, &off);
+                                     &r.seed, 2, &off, k % 2 ? got : NULL);
                     ck_assert_msg(rc == KR_AGAIN && off == k, "%s: %zu of "
                                   "%zu arrived: %s", what, k, plen,
                                   kr_status_str(rc));
@@ -1538,7 +1699,8 @@ START_TEST(test_scan_all)
                     memcpy(bad, p, plen);
                     bad[at] = (uint8_t)rnd(&r.seed);
                     rc = scan_pieces(api->key, v, (enum kr_dir)d, bad, plen,
-                                     plen, &r.seed, 2, &off);
+                                     plen, &r.seed, 2, &off,
+                                     k % 2 ? got : NULL);
                     drc = decode_flat(&a, bad, plen, api->key, v,
                                       (enum kr_dir)d, KR_DEC_TAGS_EXACT, &m3,
                                       &err);
@@ -1580,6 +1742,87 @@ START_TEST(test_scan_all)
         }
     }
     kr_arena_free(&a);
+    free(exp);
+    free(got);
+    if (api->key == KR_API_FETCH || api->key == KR_API_PRODUCE) {
+        /* the test must have watched something where it matters */
+        ck_assert_uint_gt(nwatched, 0);
+    }
+}
+END_TEST
+
+/*
+ * kr_records_count: RecordsCount of v2 batches, 1 per uncompressed magic
+ * 0/1 message, a compressed magic 0/1 wrapper unknown, bad headers
+ * refused; over segments split anywhere.
+ */
+START_TEST(test_records_count)
+{
+    uint8_t buf[61 + 70 + 26 + 26 + 8];
+    struct iovec iov[3];
+    struct kr_rbuf rb;
+    uint64_t n;
+    size_t len = 0, cut;
+
+    /* v2 batch of 3 records (header only: the count is what is read) */
+    memcpy(buf, batch61, 61);
+    put_be(buf + 57, 3, 4);
+    len = 61;
+    /* v2 batch of 5 records with 9 bytes of record data */
+    memcpy(buf + len, batch61, 61);
+    put_be(buf + len + 8, 49 + 9, 4);
+    put_be(buf + len + 57, 5, 4);
+    memset(buf + len + 61, 0xab, 9);
+    len += 70;
+    kr_rbuf_init_flat(&rb, iov, buf, len);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len, &n), KR_OK);
+    ck_assert_uint_eq(n, 8);
+    ck_assert_int_eq(kr_records_count(&rb, 61, 70, &n), KR_OK);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 0, &n), KR_OK);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(kr_records_count(&rb, 0, -1, &n), KR_OK);
+    /* segmented anywhere: the same */
+    for (cut = 1; cut < len; cut++) {
+        iov[0].iov_base = buf;
+        iov[0].iov_len = cut;
+        iov[1].iov_base = buf + cut;
+        iov[1].iov_len = len - cut;
+        rb.seg = iov;
+        rb.nseg = 2;
+        rb.len = len;
+        KR_TEST_CHECK(kr_records_count(&rb, 0, (int32_t)len, &n) == KR_OK &&
+                      n == 8, "cut at %zu: %llu", cut,
+                      (unsigned long long)n);
+    }
+    /* a partial batch at the end (as a Fetch response may have) */
+    kr_rbuf_init_flat(&rb, iov, buf, len);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len - 1, &n),
+                     KR_EPROTO);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 30, &n), KR_EPROTO);
+    /* past the buffer */
+    ck_assert_int_eq(kr_records_count(&rb, 10, (int32_t)len, &n), KR_EPROTO);
+    /* magic 1 messages: uncompressed counts 1, compressed is unknown */
+    memset(buf + len, 0, 26 + 26);
+    put_be(buf + len + 8, 14, 4);
+    buf[len + 16] = 1;
+    put_be(buf + len + 26 + 8, 14, 4);
+    buf[len + 26 + 16] = 1;
+    kr_rbuf_init_flat(&rb, iov, buf, len + 52);
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n), KR_OK);
+    ck_assert_uint_eq(n, 10);
+    buf[len + 26 + 17] = 1;             /* gzip */
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n),
+                     KR_EUNSUPPORTED);
+    /* unknown magic, negative count, batchLength below the header */
+    buf[len + 26 + 16] = 7;
+    ck_assert_int_eq(kr_records_count(&rb, 0, (int32_t)len + 52, &n),
+                     KR_EPROTO);
+    put_be(buf + 57, 0xffffffffu, 4);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 61, &n), KR_EPROTO);
+    put_be(buf + 57, 3, 4);
+    put_be(buf + 8, 40, 4);
+    ck_assert_int_eq(kr_records_count(&rb, 0, 52, &n), KR_EPROTO);
 }
 END_TEST
 
@@ -2639,6 +2882,7 @@ codec_suite(void)
     tcase_add_test(tc, test_segmented_straddle);
     tcase_add_test(tc, test_encode_errors);
     tcase_add_test(tc, test_records_slices);
+    tcase_add_test(tc, test_records_count);
     tcase_add_test(tc, test_decode_struct);
     tcase_add_test(tc, test_node_new_defaults);
     tcase_add_test(tc, test_uuid);

@@ -1292,6 +1292,8 @@ static const struct reload_row reload_rows[] = {
       "target = audit.log", "target = audit2.log" },
     { "[audit]", "queue_bytes", KR_RELOAD_RESTART,
       "", "queue_bytes = 8192" },
+    { "[audit]", "instance", KR_RELOAD_APPLY,
+      "", "instance = proxy-eu-1" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
@@ -1723,6 +1725,7 @@ START_TEST(test_reload_diff_dump)
 {
     static const char rules[] =
         "[audit]\ntarget = syslog\nqueue_bytes = 8192\n"
+        "instance = proxy-eu-1\n"
         "[rule r1]\nlistener = a, b\nclient_address = 10.0.0.0/8, ::1\n"
         "client_id = x*\nprincipal = User:*\napi = Produce, Fetch\n"
         "versions = 3-9\ndirection = request\ntopic = t*, u?\n"
@@ -1746,6 +1749,7 @@ START_TEST(test_reload_diff_dump)
              rules);
     a = load_ok(text);
     ck_assert_int_eq(a->nrules, 3);
+    ck_assert_str_eq(a->audit.instance, "proxy-eu-1");
     f = open_memstream(&d, &len);
     ck_assert_ptr_nonnull(f);
     kr_conf_dump(a, f);

@@ -32,8 +32,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <jansson.h>
 
 #include "kr_api_keys.h"
+#include "kr_audit.h"
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conf.h"
@@ -2025,26 +2027,35 @@ END_TEST
 
 /* Fetch v16 request frame (codec-built body, header v2). */
 static void
-req_fetch16(struct bb *b, int32_t corr)
+req_fetch_ver(struct bb *b, int32_t corr, int16_t ver)
 {
     const struct kr_api_desc *a = kr_api_get(KR_API_FETCH);
     struct kr_arena ar;
     struct kr_node *body;
     struct kr_wbuf w;
-    size_t at = req_begin(b, KR_API_FETCH, 16, corr);
+    size_t at = req_begin(b, KR_API_FETCH, ver, corr);
     uint8_t zero = 0;
 
-    bput(b, &zero, 1);                  /* header tagged fields */
+    if (kr_api_flexible(a, ver)) {
+        bput(b, &zero, 1);              /* header tagged fields */
+    }
     kr_arena_init(&ar, 0);
-    body = kr_node_new(&ar, kr_api_root(a, false, 16), 16);
+    body = kr_node_new(&ar, kr_api_root(a, false, ver), ver);
     ck_assert_ptr_nonnull(body);
     memset(&w, 0, sizeof(w));
-    ck_assert_int_eq(kr_encode_struct(body, 16, true, &w, NULL), KR_OK);
+    ck_assert_int_eq(kr_encode_struct(body, ver, kr_api_flexible(a, ver), &w,
+                                      NULL), KR_OK);
     ck_assert_uint_eq(w.nrecs, 0);
     bput(b, w.buf, w.len);
     kr_wbuf_free(&w);
     kr_arena_free(&ar);
     bend(b, at);
+}
+
+static void
+req_fetch16(struct bb *b, int32_t corr)
+{
+    req_fetch_ver(b, corr, 16);
 }
 
 /*
@@ -2055,8 +2066,8 @@ req_fetch16(struct bb *b, int32_t corr)
  * be.
  */
 static void
-rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
-                  uint32_t nparts, const char *host, int32_t port, bool bad)
+rsp_fetch_ver(struct bb *out, int16_t ver, int32_t corr, size_t rlen,
+              uint32_t nparts, const char *host, int32_t port, bool bad)
 {
     static const uint8_t uuid[16] = { 0x42, 1, 2, 3 };
     const struct kr_api_desc *a = kr_api_get(KR_API_FETCH);
@@ -2077,11 +2088,11 @@ rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
     memset(&m, 0, sizeof(m));
     m.dir = KR_DIR_RESPONSE;
     m.api_key = KR_API_FETCH;
-    m.api_version = 16;
-    m.hdr_version = 1;
-    m.header = kr_node_new(&ar, kr_response_header_struct, 1);
+    m.api_version = ver;
+    m.hdr_version = kr_response_header_version(KR_API_FETCH, ver);
+    m.header = kr_node_new(&ar, kr_response_header_struct, m.hdr_version);
     kr_node_get(m.header, "CorrelationId")->u.i = corr;
-    m.body = kr_node_new(&ar, kr_api_root(a, true, 16), 16);
+    m.body = kr_node_new(&ar, kr_api_root(a, true, ver), ver);
     kr_node_get(m.body, "SessionId")->u.i = 99;
     v = kr_node_get(m.body, "Responses");
     v->u.arr = kr_array_new(&ar, KR_T_STRUCT,
@@ -2090,8 +2101,13 @@ rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
                                                       "Responses"))->struct_id,
                             1, 16);
     t = v->u.arr->items[0].u.node;
-    kr_node_get(t, "TopicId")->u.s.p = uuid;
-    kr_node_get(t, "TopicId")->u.s.len = 16;
+    if (ver >= 13) {
+        kr_node_get(t, "TopicId")->u.s.p = uuid;
+        kr_node_get(t, "TopicId")->u.s.len = 16;
+    } else {
+        kr_node_get(t, "Topic")->u.s.p = (const uint8_t *)"orders";
+        kr_node_get(t, "Topic")->u.s.len = 6;
+    }
     v = kr_node_get(t, "Partitions");
     v->u.arr = kr_array_new(&ar, KR_T_STRUCT,
                             kr_node_field(t, (unsigned)
@@ -2128,6 +2144,7 @@ rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
     ck_assert_ptr_nonnull(flat);
     b32(out, 0);
     bput(out, flat, w.total);
+    ck_assert(!bad || ver == 16);
     if (bad) {
         /* header 5, ThrottleTimeMs 4, ErrorCode 2, SessionId 4, Responses
            count 1, TopicId 16: then the Partitions count */
@@ -2138,6 +2155,13 @@ rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
     free(recs);
     kr_wbuf_free(&w);
     kr_arena_free(&ar);
+}
+
+static void
+rsp_fetch16_parts(struct bb *out, int32_t corr, size_t rlen,
+                  uint32_t nparts, const char *host, int32_t port, bool bad)
+{
+    rsp_fetch_ver(out, 16, corr, rlen, nparts, host, port, bad);
 }
 
 /* rsp_fetch16_parts with one partition. */
@@ -2639,6 +2663,247 @@ START_TEST(splice_fetch16_streamed)
     pipes_returned();
     free(rsp.b);
     free(exp.b);
+}
+END_TEST
+
+/* A rule that audits api; the [audit] sink is a file of the test
+   (audit_path, removed by audit_done). */
+static char audit_path[64];
+
+static void
+rule_audit(int16_t api)
+{
+    static struct kr_rule_conf r;
+    static int16_t apis[1];
+    char err[128] = "";
+    int fd;
+
+    snprintf(audit_path, sizeof(audit_path), "/tmp/check_session_audit."
+             "XXXXXX");
+    fd = mkstemp(audit_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    T.conf.audit.target = audit_path;
+    T.conf.audit.queue_bytes = 1 << 20;
+    memset(&r, 0, sizeof(r));
+    apis[0] = api;
+    r.name = (char *)"watch";
+    r.api = apis;
+    r.napi = 1;
+    r.versions_min = 0;
+    r.versions_max = INT16_MAX;
+    r.direction = KR_RDIR_BOTH;
+    r.clamp_min_version = r.clamp_max_version = -1;
+    r.throttle_ms = -1;
+    r.deny_error = -1;
+    r.fault_error = -1;
+    r.fault_error_probability = 1;
+    r.audit = true;
+    T.conf.rules = &r;
+    T.conf.nrules = 1;
+    T.conf.ruleset = kr_rule_compile(&T.conf, err, sizeof(err));
+    ck_assert_msg(T.conf.ruleset != NULL, "%s", err);
+}
+
+/* The audit lines written so far (the sink flushed), parsed; the
+   caller frees them (json_decref each) and the array. */
+static json_t **
+audit_lines(size_t *n)
+{
+    json_t **out = NULL;
+    char line[1 << 16];
+    FILE *f;
+
+    kr_audit_flush(T.w->audit);
+    f = fopen(audit_path, "r");
+    ck_assert_ptr_nonnull(f);
+    *n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        out = realloc(out, (*n + 1) * sizeof(*out));
+        ck_assert_ptr_nonnull(out);
+        out[*n] = json_loads(line, 0, NULL);
+        ck_assert_msg(out[*n] != NULL, "not JSON: %s", line);
+        (*n)++;
+    }
+    fclose(f);
+    return out;
+}
+
+static void
+audit_done(json_t **l, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        json_decref(l[i]);
+    }
+    free(l);
+    unlink(audit_path);
+    T.conf.audit.target = NULL;
+}
+
+static json_int_t
+jint(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+
+    ck_assert_msg(json_is_integer(v), "%s: not an integer", key);
+    return json_integer_value(v);
+}
+
+static const char *
+jstr(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+
+    ck_assert_msg(v != NULL, "%s: not a string", key);
+    return v;
+}
+
+/*
+ * issue 14: a Fetch response whose one rule audits it is not held: it
+ * streams to the client as it arrives (the client has the first piece
+ * before the broker sent the rest), and its audit line has the record
+ * bytes the scanner saw per topic; the connection's close line the bytes
+ * each way, one request, its cause.  _i 0: Fetch v16 with NodeEndpoints
+ * (the tail rewritten: "rewritten"); 1: v16 without tagged fields, record
+ * data spliced; 2: v11 (no tail: the walk ends with the spliced run); 3:
+ * v12 (a tail of tagged fields that passes as it is).
+ */
+START_TEST(audit_fetch_streamed)
+{
+    static const int16_t vers[] = { 16, 16, 11, 12 };
+    static const uint8_t uuid[16] = { 0x42, 1, 2, 3 };
+    struct bb req = { 0 }, rsp = { 0 }, exp = { 0 };
+    const size_t rlen = 300000;
+    int16_t ver = vers[_i];
+    bool endpoints = _i == 0;
+    json_t **l, *t, *acts;
+    char conn_id[32], idname[24];
+    size_t n, first;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = _i == 0 ? 0 : SPLICE_MIN;
+    rule_audit(KR_API_FETCH);
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch_ver(&req, 31, ver);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch_ver(&rsp, ver, 31, rlen, 2, endpoints ? "10.1.2.3." : NULL,
+                  9092, false);
+    fake_replace_pending(&rsp);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    snprintf(conn_id, sizeof(conn_id), "%s", T.w->sessions->conn_id);
+    ck_assert_msg(strncmp(conn_id, "c#0.", 4) == 0, "%s", conn_id);
+    ck_assert_msg(strncmp(T.w->sessions->name, conn_id, strlen(conn_id)) == 0,
+                  "log prefix %s", T.w->sessions->name);
+    first = rsp.n / 3;
+    fake_release_part(first);
+    ck_assert_msg(cli_has(c, first), "the client got %zu of the first %zu "
+                  "bytes: krelay held the response",
+                  evbuffer_get_length(c->in), first);
+    fake_release(&T.fb);
+    if (endpoints) {
+        rsp_fetch_ver(&exp, ver, 31, rlen, 2, "127.0.0.1", 0, false);
+    } else {
+        bput(&exp, rsp.b, rsp.n);
+    }
+    cli_expect(c, &exp);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 0);
+    if (_i > 0) {
+        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+    }
+    /* the client closes: its close line */
+    ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    wait_no_session();
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(jstr(l[0], "event"), "open");
+    ck_assert_str_eq(jstr(l[0], "conn_id"), conn_id);
+    ck_assert_str_eq(jstr(l[1], "type"), "request");
+    ck_assert_str_eq(jstr(l[1], "conn_id"), conn_id);
+    ck_assert_str_eq(jstr(l[1], "api"), "Fetch");
+    ck_assert_int_eq(jint(l[1], "api_version"), ver);
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 31);
+    ck_assert_str_eq(jstr(l[1], "route"), "bootstrap");
+    ck_assert_ptr_nonnull(strchr(jstr(l[1], "upstream_addr"), ':'));
+    ck_assert_int_eq(jint(l[1], "request_bytes"), (json_int_t)req.n);
+    ck_assert_int_eq(jint(l[1], "response_bytes"), (json_int_t)rsp.n);
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(l[1], "topics")), 1);
+    if (ver >= 13) {
+        kr_uuid_format(uuid, idname);
+        ck_assert_str_eq(jstr(t, "name"), idname);
+    } else {
+        ck_assert_str_eq(jstr(t, "name"), "orders");
+    }
+    ck_assert_int_eq(jint(t, "partitions"), 0);  /* not in the request */
+    ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)(2 * rlen));
+    ck_assert_uint_eq(json_object_size(json_object_get(l[1], "errors")), 0);
+    acts = json_object_get(l[1], "actions");
+    ck_assert_str_eq(json_string_value(json_array_get(acts, 0)),
+                     "forwarded");
+    ck_assert_uint_eq(json_array_size(acts), endpoints ? 2 : 1);
+    if (endpoints) {
+        ck_assert_str_eq(json_string_value(json_array_get(acts, 1)),
+                         "rewritten");
+    }
+    ck_assert_str_eq(jstr(l[2], "event"), "close");
+    ck_assert_str_eq(jstr(l[2], "conn_id"), conn_id);
+    ck_assert_str_eq(jstr(l[2], "cause"), "client");
+    ck_assert_int_eq(jint(l[2], "bytes_from_client"), (json_int_t)req.n);
+    ck_assert_int_eq(jint(l[2], "bytes_to_client"), (json_int_t)exp.n);
+    ck_assert_int_eq(jint(l[2], "requests"), 1);
+    ck_assert_int_ge(jint(l[2], "duration_us"), 0);
+    ck_assert_str_eq(jstr(l[2], "client_id"), "check");
+    audit_done(l, n);
+    free(req.b);
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The same Fetch with audit_body: held and decoded, as before; the line
+ * has the same record bytes (from the tree) and the body.
+ */
+START_TEST(audit_fetch_body_held)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    const size_t rlen = 5000;
+    json_t **l, *t;
+    size_t n;
+    struct cli *c;
+
+    rule_audit(KR_API_FETCH);
+    T.conf.rules[0].audit_body = true;
+    kr_rule_free(T.conf.ruleset);
+    T.conf.ruleset = kr_rule_compile(&T.conf, NULL, 0);
+    ck_assert_ptr_nonnull(T.conf.ruleset);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_fetch_ver(&req, 32, 11);
+    T.fb.hold = true;
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch_ver(&rsp, 11, 32, rlen, 3, NULL, 0, false);
+    fake_replace_pending(&rsp);
+    fake_release(&T.fb);
+    cli_expect(c, &rsp);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 0);
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 2);                /* open, the request */
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    ck_assert_str_eq(jstr(t, "name"), "orders");
+    ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)(3 * rlen));
+    ck_assert_ptr_nonnull(json_object_get(l[1], "response_body"));
+    audit_done(l, n);
+    free(req.b);
+    free(rsp.b);
 }
 END_TEST
 
@@ -3744,6 +4009,8 @@ session_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, splice_fetch16_streamed, 0, 4);
+    tcase_add_loop_test(tc, audit_fetch_streamed, 0, 4);
+    tcase_add_test(tc, audit_fetch_body_held);
     tcase_add_test(tc, splice_fetch16_partitions);
     tcase_add_test(tc, splice_below_min);
     tcase_add_test(tc, splice_cut_through);

@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <jansson.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -580,12 +581,16 @@ START_TEST(two_workers_two_threads)
     size_t hb0 = kr_stats_api_cell(KR_API_HEARTBEAT, 0);
     FILE *f;
     char line[8192];
-    uint64_t ids[64];
-    int nids = 0;
+    char ids[64][32];
+    bool seen[64] = { false };
+    int nids = 0, widx[NWORKERS], per_worker[NWORKERS] = { 0, 0 };
     /* static: the admin thread must not point into this stack if an
        assertion leaves the function early (Check's nofork longjmp) */
     static struct admin adm;
 
+    for (i = 0; i < NWORKERS; i++) {
+        widx[i] = T.w[i]->index;         /* the workers are freed below */
+    }
     memset(&adm, 0, sizeof(adm));
     atomic_init(&adm.stop, false);
     ck_assert_int_eq(pthread_create(&adm.th, NULL, admin_main, &adm), 0);
@@ -689,16 +694,48 @@ START_TEST(two_workers_two_threads)
 
         if (p != NULL && strstr(line, "] accepted") != NULL &&
             nids < 64) {
-            ids[nids++] = strtoull(p + 3, NULL, 10);
+            /* "c#W.N": the worker that accepted it, its count */
+            ck_assert_int_eq(sscanf(p + 1, "%31[c#0-9.]", ids[nids]), 1);
+            nids++;
         }
     }
     fclose(f);
     ck_assert_int_eq(nids, nclients[0] + nclients[1]);
     for (i = 0; i < nids; i++) {
+        int w = -1, n = -1;
+
+        ck_assert_int_eq(sscanf(ids[i], "c#%d.%d", &w, &n), 2);
+        ck_assert_msg((w == widx[0] || w == widx[1]) && widx[0] != widx[1] &&
+                      n >= 1 && n <= 4, "%s", ids[i]);
         for (k = 0; k < i; k++) {
-            ck_assert_msg(ids[i] != ids[k], "c#%llu twice",
-                          (unsigned long long)ids[i]);
+            ck_assert_msg(strcmp(ids[i], ids[k]) != 0, "%s twice", ids[i]);
         }
+        per_worker[w == widx[0] ? 0 : 1]++;
+    }
+    ck_assert_int_eq(per_worker[0], nclients[0]);
+    ck_assert_int_eq(per_worker[1], nclients[1]);
+    /* every audit line names its connection as the log does: each of
+       them, from both workers, and no other */
+    f = fopen(T.audit_path, "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        json_t *j = json_loads(line, 0, NULL);
+        const char *cid = json_string_value(json_object_get(j, "conn_id"));
+        bool known = false;
+
+        ck_assert_msg(cid != NULL, "no conn_id: %s", line);
+        for (i = 0; i < nids; i++) {
+            if (strcmp(cid, ids[i]) == 0) {
+                known = true;
+                seen[i] = true;
+            }
+        }
+        ck_assert_msg(known, "conn_id %s is not in the log", cid);
+        json_decref(j);
+    }
+    fclose(f);
+    for (i = 0; i < nids; i++) {
+        ck_assert_msg(seen[i], "no audit line of %s", ids[i]);
     }
 }
 END_TEST

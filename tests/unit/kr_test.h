@@ -127,10 +127,12 @@ kr_test_val_at(const struct kr_node *n, const char *path)
 /*
  * JSON text (krelay-codec's form) -> tree -> bytes -> strictly decoded
  * tree in *m, arena-owned and borrowing from the returned frame payload
- * (malloc'd: the caller frees it after the last use of *m).
+ * (malloc'd: the caller frees it after the last use of *m), of *len bytes
+ * (len may be NULL).
  */
 static KR_UNUSED uint8_t *
-kr_test_build(struct kr_arena *arena, const char *text, struct kr_msg *m)
+kr_test_build_len(struct kr_arena *arena, const char *text,
+                  struct kr_msg *m, size_t *len)
 {
     struct kr_arena tmp;
     struct kr_json_recbuf recs;
@@ -164,11 +166,21 @@ kr_test_build(struct kr_arena *arena, const char *text, struct kr_msg *m)
                                 built.api_version, KR_DEC_STRICT, m, &err);
     }
     ck_assert_msg(rc == KR_OK, "decode: %d %s at %s", rc, err.msg, err.path);
+    if (len != NULL) {
+        *len = w.total;
+    }
     kr_wbuf_free(&w);
     kr_json_recbuf_free(&recs);
     kr_arena_free(&tmp);
     json_decref(j);
     return out;
+}
+
+/* kr_test_build_len without the length. */
+static KR_UNUSED uint8_t *
+kr_test_build(struct kr_arena *arena, const char *text, struct kr_msg *m)
+{
+    return kr_test_build_len(arena, text, m, NULL);
 }
 
 #endif /* KR_TEST_H */
