@@ -80,6 +80,17 @@ struct kr_daemon {
     uint64_t reloads, reloads_refused;  /* kr_daemon_reload counts */
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
+    /* krelay --demo -c FILE: each config a reload reads passes here
+       before it is compared and applied (the demo points its upstreams
+       at its cluster again); false refuses the reload, with a message
+       in err.  NULL (the default): none. */
+    bool (*reload_adjust)(struct kr_conf *nc, void *arg, char *err,
+                          size_t errlen);
+    void *reload_adjust_arg;
+    bool no_conf_file;                  /* the config came from no file
+                                           (krelay --demo without -c):
+                                           SIGHUP only reopens the log
+                                           and audit files, and says so */
     bool started, stopping;
 };
 
