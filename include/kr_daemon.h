@@ -159,6 +159,8 @@ void kr_daemon_stop(struct kr_daemon *d);
  * is touched, and a socket on an unchanged address is handed over, not
  * bound again; if a bind fails only the new sockets are closed and the
  * reload is refused.  [upstream] changes need a restart (logged).
+ * With reload_adjust set, the new config passes through it first (and
+ * the reload is refused when it says false).
  * An invalid config is refused: every error is logged as FILE:LINE and
  * the old config stays.  Workers on d->base follow before this returns,
  * the others when their loop reads their mailbox.  Returns KR_OK or

@@ -8,9 +8,10 @@
 #      its stdin, PR_SET_PDEATHSIG): no orphan;
 #   3. the cluster dying stops krelay, with exit status 1 and a line
 #      saying what happened;
-#   4. --demo -c FILE: FILE's listener and rules ([audit]) with its
-#      upstream pointed at the demo cluster, at start and on SIGHUP
-#      (a reload with no "[upstream] changed" warning).
+#   4. --demo -c FILE, FILE as README.md's "Try rules on the demo"
+#      writes it: its listener, rules and [audit] with its upstream
+#      pointed at the demo cluster, at start and on SIGHUP (a reload
+#      with no "[upstream] changed" warning).
 # The missing program and krelay's ldd are krelay_cli.sh's (no librdkafka
 # needed).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -137,35 +138,48 @@ grep -q "error: the demo cluster ($top_builddir/krelay-demo-cluster) was killed 
     "$W/lost.out" || kr_fail "no line for the lost cluster: $(tail -n 4 "$W/lost.out")"
 kr_log "3. the demo cluster killed: krelay said so and stopped (status 1)"
 
-# 4. --demo -c FILE: FILE's listener, its [audit], the upstream retargeted
-DEMO_CONF=$W/rules.ini
+# 4. --demo -c FILE, FILE as README.md ("Try rules on the demo") writes
+# it (on this test's ports): its listener, its rules and [audit], the
+# upstream retargeted at start and on SIGHUP
+DEMO_CONF=$W/try.ini
+sed -n "/^cat >try.ini <<'END'\$/,/^END\$/p" "$top_srcdir/README.md" |
+    sed '1d;$d' >"$W/try.readme.ini"
+grep -q '^\[rule no-writes-to-demo\]$' "$W/try.readme.ini" ||
+    kr_fail "README.md: no try.ini example: $(cat "$W/try.readme.ini")"
 DEMO_CONF_WRITE() {
-    cat >"$DEMO_CONF" <<EOF
-[upstream]
-bootstrap_servers = 127.0.0.1:1         ; not reached: --demo retargets it
-[listener]
-listen = 127.0.0.1:$1
-advertised_host = 127.0.0.1
-broker_port_base = $1
-node_id_min = 1
-node_id_max = 3
-[log]
-level = info
-target = stderr
-[audit]
-target = $W/audit.log
-[rule audit-metadata]
-api = Metadata
-audit = true
-EOF
+    sed -e "s/^listen = 127\.0\.0\.1:9092 */listen = 127.0.0.1:$1 /" \
+        -e "s/^broker_port_base = 19092 */broker_port_base = $1 /" \
+        -e "s|^target = audit\.jsonl\$|target = $W/audit.jsonl|" \
+        "$W/try.readme.ini" >"$DEMO_CONF"
+    printf '[log]\nlevel = info\n' >>"$DEMO_CONF"
+    grep -q "^listen = 127.0.0.1:$1 " "$DEMO_CONF" &&
+        grep -q "^broker_port_base = $1 " "$DEMO_CONF" ||
+        kr_fail "README.md's try.ini changed: $(cat "$DEMO_CONF")"
 }
 start_demo file
 grep -q "^Rules and \[audit\] come from the -c file" "$W/file.out" ||
     kr_fail "no -c line in the banner: $(cat "$W/file.out")"
 metadata file
 check_brokers file
-kr_wait_for 10 grep -q '"api":"Metadata"' "$W/audit.log" ||
-    kr_fail "no Metadata audit line: $(cat "$W/audit.log" 2>/dev/null)"
+# a Produce to topic demo: refused by krelay (TOPIC_AUTHORIZATION_FAILED)
+produce_demo() {
+    local rec
+    rec=$("$KR_PY" "$top_srcdir/tests/integration/raw_client.py" batch hello)
+    printf '{"header":{"RequestApiKey":0,"RequestApiVersion":5,"CorrelationId":7,"ClientId":"demo-test"},"body":{"TransactionalId":null,"Acks":1,"TimeoutMs":5000,"TopicData":[{"Name":"demo","PartitionData":[{"Index":0,"Records":"%s"}]}]}}\n' "$rec" |
+        kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/raw_client.py" \
+            send "127.0.0.1:$PORT" "$CODEC" >"$W/$1.hex" ||
+        kr_fail "$1: no Produce response through krelay"
+    "$CODEC" decode --hex --response --api-key Produce --api-version 5 \
+        <"$W/$1.hex" | "$KR_PY" -c 'import json, sys
+r = json.load(sys.stdin)["body"]["Responses"][0]["PartitionResponses"][0]
+print(r["ErrorCode"])'
+}
+got=$(produce_demo produce1)
+[ "$got" = 29 ] || kr_fail "Produce to demo: ErrorCode $got, want 29 (the README's deny rule)"
+kr_wait_for 10 grep -q '"api":"Metadata"' "$W/audit.jsonl" ||
+    kr_fail "no Metadata audit line: $(cat "$W/audit.jsonl" 2>/dev/null)"
+kr_wait_for 10 grep -q '"api":"Produce".*"actions":\["denied"\]' "$W/audit.jsonl" ||
+    kr_fail "no Produce deny audit line: $(grep Produce "$W/audit.jsonl")"
 kill -HUP "$PID"
 kr_wait_for 30 grep -q "notice: SIGHUP: reloaded $DEMO_CONF: " "$W/file.out" ||
     kr_fail "SIGHUP with -c FILE: $(grep -i 'sighup\|reload' "$W/file.out")"
@@ -174,7 +188,10 @@ if grep -E ': (error|warn): ' "$W/file.out"; then
 fi
 metadata file2
 check_brokers file2
+got=$(produce_demo produce2)
+[ "$got" = 29 ] || kr_fail "after SIGHUP, Produce to demo: ErrorCode $got, want 29"
 kr_stop "$PID" krelay "$W/file.out"
 kr_gone "$CHILD" || kr_fail "-c FILE: the demo cluster still runs"
-kr_log "4. --demo -c FILE: audited, reloaded without an upstream warning"
+kr_log "4. --demo -c FILE (README's try.ini): denied, audited, reloaded" \
+    "without an upstream warning"
 kr_log "PASS"
