@@ -126,7 +126,7 @@ kr_demo_find(const char *const *dirs, int ndirs, char *path, size_t len,
     }
     snprintf(err, errlen, "%s not found (looked in %s): krelay was built "
              "without it; install librdkafka-dev (contrib/install-deps.sh "
-             "--build), then run configure and make again: it is built "
+             "--demo), then run configure and make again: it is built "
              "when configure finds librdkafka", KR_DEMO_PROGRAM,
              used > 0 ? looked : "no directory");
     return KR_ERROR;
