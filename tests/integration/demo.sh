@@ -95,6 +95,10 @@ start_demo term
 cmd=$(tr '\0' ' ' <"/proc/$CHILD/cmdline")
 [ "$cmd" = "krelay-demo-cluster -b 3 -t demo:3,events:6 -w " ] ||
     kr_fail "the child is not the demo cluster: '$cmd'"
+# in a process group of its own: a terminal's Ctrl-C reaches krelay
+# alone, which stops the cluster after its own connections
+[ "$(ps -o pgid= -p "$CHILD")" != "$(ps -o pgid= -p "$PID")" ] ||
+    kr_fail "the demo cluster is in krelay's process group"
 # its brokers listened before krelay said it was ready
 bs=$(sed -n 's/^krelay demo: a mock Kafka cluster (3 brokers at \([^ ]*\), topics .*/\1/p' \
      "$W/term.out")
