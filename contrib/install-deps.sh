@@ -1,17 +1,38 @@
 #!/bin/sh
-# install-deps.sh - install everything needed to build and test krelay on
-# Debian 12 (bookworm) or a close derivative.  Idempotent: run it again at
-# any time.
+# install-deps.sh - install what krelay needs on Debian 12 (bookworm) or
+# a close derivative, in sets.  Idempotent: run it again at any time.
 #
-#   1. Debian packages (apt-get; as root, or through sudo);
-#   2. npm packages for the integration tests, into
-#      ${KRELAY_DEPS_DIR:-$HOME/.cache/krelay} (outside the source tree):
-#      kafkajs 2.2.4, and node-rdkafka 3.6.1, whose build also leaves a
-#      librdkafka 2.12 prefix (headers, libraries, pkg-config) under
-#      node_modules/node-rdkafka/build/deps/ for the modern mock upstream.
+#   install-deps.sh --build   build and run krelay: compiler, autotools,
+#                             pkg-config, libevent, OpenSSL, inih, jansson
+#   install-deps.sh --demo    --build, plus librdkafka-dev (for the program
+#                             krelay-demo-cluster behind `krelay --demo`)
+#                             and kcat (the quickstart's Kafka client)
+#   install-deps.sh --tests   what only the tests (and `make bench`) use:
+#                             Debian packages (Check, the Python clients,
+#                             valgrind, HAProxy, Node.js and npm, the
+#                             headers node-rdkafka builds against), then
+#                             the npm packages (below)
+#   install-deps.sh --npm     the npm packages alone (node and npm must be
+#                             there)
+#   install-deps.sh [--all]   everything: --demo and --tests (what
+#                             `make check` and CI use)
+#   install-deps.sh --list SET   print the Debian packages of SET (build,
+#                             demo, tests or all), one a line, and exit
 #
-# Environment: KRELAY_DEPS_DIR as above; KRELAY_SKIP_APT=1 or
-# KRELAY_SKIP_NPM=1 to skip a step.
+# README.md ("Try it") says how much each set downloads.  Debian packages
+# are installed with apt-get (as root, or through sudo).  The npm packages
+# go into ${KRELAY_DEPS_DIR:-$HOME/.cache/krelay} (outside the source
+# tree): kafkajs 2.2.4, and node-rdkafka 3.6.1, whose build (a few minutes)
+# compiles librdkafka 2.12 and leaves its prefix (headers, libraries,
+# pkg-config) under node_modules/node-rdkafka/build/deps/ for the modern
+# mock upstream.  Only tests/integration/kafkajs.sh and modern.sh use
+# them (they skip without).
+#
+# Environment: KRELAY_DEPS_DIR as above; KRELAY_SKIP_APT=1 skips the
+# Debian packages, KRELAY_SKIP_NPM=1 the npm packages (e.g. behind a proxy
+# that re-signs TLS, or with no access to the npm registry).
+#
+# Exit status: 0 done, 1 failed (a message says what), 2 bad usage.
 set -eu
 
 DEPS_DIR=${KRELAY_DEPS_DIR:-${HOME:-/root}/.cache/krelay}
@@ -22,6 +43,55 @@ log() {
     echo "install-deps: $*" >&2
 }
 
+usage() {
+    sed -n '2,/^# Exit status/p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+# ---- the sets --------------------------------------------------------------
+# Build and run krelay (the runtime libraries come with the -dev packages).
+PKGS_BUILD="build-essential autoconf automake pkg-config
+            libevent-dev libssl-dev libinih-dev libjansson-dev"
+# krelay --demo (krelay-demo-cluster) and the quickstart's client.
+PKGS_DEMO="librdkafka-dev kcat"
+# Tests only: Check (unit tests), Python and its Kafka clients
+# (integration tests), valgrind (make check-valgrind), HAProxy (make
+# bench), git (tests/tools/audit_compare.sh, contrib/bench/ab.sh), the
+# compression and SASL headers librdkafka 2.12 builds against (npm
+# node-rdkafka).  (No libtool: configure.ac has no LT_INIT, autoreconf
+# never runs libtoolize.)  man-db: tests/install.sh renders the man pages.
+PKGS_TESTS="check python3 python3-kafka python3-confluent-kafka valgrind
+            haproxy git zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev man-db"
+# Keep a Node.js that is already there (it may be newer than Debian's 18);
+# otherwise take Debian's, with the headers node-gyp needs.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PKGS_TESTS="$PKGS_TESTS nodejs npm libnode-dev"
+fi
+
+if [ "${1:-}" = --list ]; then
+    case ${2:-} in
+    build) set -- $PKGS_BUILD ;;
+    demo) set -- $PKGS_BUILD $PKGS_DEMO ;;
+    tests) set -- $PKGS_TESTS ;;
+    all) set -- $PKGS_BUILD $PKGS_DEMO $PKGS_TESTS ;;
+    *) usage >&2; exit 2 ;;
+    esac
+    printf '%s\n' "$@"
+    exit 0
+fi
+
+apt_set=
+npm_set=no
+case ${1:---all} in
+--build) apt_set=$PKGS_BUILD ;;
+--demo) apt_set="$PKGS_BUILD $PKGS_DEMO" ;;
+--tests) apt_set=$PKGS_TESTS; npm_set=yes ;;
+--npm) npm_set=yes ;;
+--all) apt_set="$PKGS_BUILD $PKGS_DEMO $PKGS_TESTS"; npm_set=yes ;;
+-h | --help) usage; exit 0 ;;
+*) usage >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { usage >&2; exit 2; }
+
 if [ "$(id -u)" -eq 0 ]; then
     SUDO=
 elif command -v sudo >/dev/null 2>&1; then
@@ -31,20 +101,9 @@ else
 fi
 
 # ---- 1. Debian packages --------------------------------------------------
-PKGS="build-essential autoconf automake libtool pkg-config
-      libevent-dev libssl-dev libinih-dev check libjansson-dev
-      librdkafka-dev kcat python3 python3-kafka python3-confluent-kafka
-      haproxy zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev git
-      valgrind man-db"
-# Keep a Node.js that is already there (it may be newer than Debian's 18);
-# otherwise take Debian's, with the headers node-gyp needs.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    PKGS="$PKGS nodejs npm libnode-dev"
-fi
-
-if [ "${KRELAY_SKIP_APT:-0}" != 1 ]; then
+if [ -n "$apt_set" ] && [ "${KRELAY_SKIP_APT:-0}" != 1 ]; then
     missing=
-    for p in $PKGS; do
+    for p in $apt_set; do
         if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
              grep -q 'install ok installed'; then
             missing="$missing $p"
@@ -59,16 +118,17 @@ if [ "${KRELAY_SKIP_APT:-0}" != 1 ]; then
         $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
             --no-install-recommends $missing
     else
-        log "Debian packages: all installed"
+        log "Debian packages (${1:---all}): all installed"
     fi
 fi
 
 # ---- 2. npm packages -----------------------------------------------------
-if [ "${KRELAY_SKIP_NPM:-0}" = 1 ]; then
+if [ "$npm_set" != yes ] || [ "${KRELAY_SKIP_NPM:-0}" = 1 ]; then
     exit 0
 fi
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
-    { log "node and npm are needed for the npm packages"; exit 1; }
+    { log "node and npm are needed for the npm packages" \
+          "(install-deps.sh --tests installs them)"; exit 1; }
 
 # node-gyp must find Node's headers locally (no download): Debian's Node
 # 18 has them in libnode-dev, newer Node packages in <prefix>/include/node.

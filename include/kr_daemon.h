@@ -80,6 +80,17 @@ struct kr_daemon {
     uint64_t reloads, reloads_refused;  /* kr_daemon_reload counts */
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
+    /* krelay --demo -c FILE: each config a reload reads passes here
+       before it is compared and applied (the demo points its upstreams
+       at its cluster again); false refuses the reload, with a message
+       in err.  NULL (the default): none. */
+    bool (*reload_adjust)(struct kr_conf *nc, void *arg, char *err,
+                          size_t errlen);
+    void *reload_adjust_arg;
+    bool no_conf_file;                  /* the config came from no file
+                                           (krelay --demo without -c):
+                                           SIGHUP only reopens the log
+                                           and audit files, and says so */
     bool started, stopping;
 };
 
@@ -148,6 +159,8 @@ void kr_daemon_stop(struct kr_daemon *d);
  * is touched, and a socket on an unchanged address is handed over, not
  * bound again; if a bind fails only the new sockets are closed and the
  * reload is refused.  [upstream] changes need a restart (logged).
+ * With reload_adjust set, the new config passes through it first (and
+ * the reload is refused when it says false).
  * An invalid config is refused: every error is logged as FILE:LINE and
  * the old config stays.  Workers on d->base follow before this returns,
  * the others when their loop reads their mailbox.  Returns KR_OK or

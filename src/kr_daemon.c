@@ -503,6 +503,13 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
     case SIGHUP:
         /* one notice line, from reload: what was done */
         kr_daemon_reopen(d);
+        if (d->no_conf_file) {
+            kr_log_notice("SIGHUP: no configuration file to reread (krelay "
+                          "--demo without -c; --demo -c FILE reloads FILE); "
+                          "reopened the log%s", d->audit != NULL
+                          ? " and audit files" : " file");
+            break;
+        }
         (void)reload(d, d->cref->conf->path, "SIGHUP");
         break;
     case SIGUSR1:
@@ -866,6 +873,18 @@ reload(struct kr_daemon *d, const char *path, const char *by)
         return KR_ERROR;
     }
     free(errs);
+    if (d->reload_adjust != NULL) {
+        char err[512];
+
+        if (!d->reload_adjust(nc, d->reload_adjust_arg, err, sizeof(err))) {
+            kr_log_error("%s%sreload of %s refused: %s: the running "
+                         "configuration stays", by != NULL ? by : "",
+                         by != NULL ? ": " : "", path, err);
+            kr_conf_free(nc);
+            d->reloads_refused++;
+            return KR_ERROR;
+        }
+    }
     /* what `krelay -t` warns about, in the log (issue 14) */
     errs = NULL;
     elen = 0;

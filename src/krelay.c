@@ -1,6 +1,7 @@
 /*
  * krelay.c - main() of the daemon: options, config check (-t), the demo
- * cluster (--demo), logging, then kr_daemon in the foreground.
+ * (--demo: the program krelay-demo-cluster as a child process, kr_demo.h),
+ * logging, then kr_daemon in the foreground.
  */
 #include "config.h"
 
@@ -18,13 +19,17 @@
 #include "kr_conf.h"
 #include "kr_log.h"
 #include "kr_daemon.h"
+#include "kr_demo.h"
 #include "kr_rule.h"
-#ifdef HAVE_RDKAFKA
-#include "kr_mock.h"
-#endif
 
 #define DEMO_TOPICS "demo:3,events:6"
 #define DEMO_BROKERS 3
+/* How long krelay-demo-cluster may take to print its bootstrap list, and
+ * to stop on SIGTERM before it is killed. */
+#define DEMO_READY_MS 30000
+#define DEMO_STOP_MS 5000
+/* KR_PKGLIBEXECDIR: where `make install` puts krelay-demo-cluster
+ * ($(pkglibexecdir), from Makefile.am). */
 
 static void
 usage(FILE *f)
@@ -42,24 +47,26 @@ usage(FILE *f)
 "  -W, --strict             with -t: warnings are errors too (exit 1), for\n"
 "                           CI and ExecStartPre=\n"
 "  -v, --verbose            more logging (repeat for more)\n"
-"      --demo               start an in-process mock Kafka cluster (%d\n"
-"                           brokers, topics %s) behind krelay%s\n"
-"      --listen HOST:PORT   demo: bootstrap listener (default "
-"127.0.0.1:9092)\n"
-"      --broker-port-base N demo: NodeId n listens on N + n (default "
-"19092)\n"
+"      --demo               start a mock Kafka cluster (%d brokers, topics\n"
+"                           %s) behind krelay: the program\n"
+"                           " KR_DEMO_PROGRAM ", run as a child process\n"
+"                           and stopped with krelay\n"
+"      --demo -c FILE       the easiest way to try rules: FILE's listeners,\n"
+"                           rules and [audit], its upstreams pointed at the\n"
+"                           demo cluster (NodeIds 1..%d); SIGHUP rereads it\n"
+"      --listen HOST:PORT   demo without -c: bootstrap listener (default\n"
+"                           127.0.0.1:9092)\n"
+"      --broker-port-base N demo without -c: NodeId n listens on N + n\n"
+"                           (default 19092)\n"
 "  -V, --version            print the version and exit\n"
 "  -h, --help               print this help and exit\n"
 "\n"
 "Signals: SIGTERM/SIGINT stop, SIGHUP reloads the configuration (and\n"
-"reopens the log and audit files), SIGUSR1 reopens the log and audit files.\n",
-            DEMO_BROKERS, DEMO_TOPICS,
-#ifdef HAVE_RDKAFKA
-            ""
-#else
-            " (not in this build: no librdkafka)"
-#endif
-        );
+"reopens the log and audit files), SIGUSR1 reopens the log and audit files.\n"
+"\n"
+"--demo looks for " KR_DEMO_PROGRAM " beside krelay, then in\n"
+"%s; it is built only where configure finds librdkafka.\n",
+            DEMO_BROKERS, DEMO_TOPICS, DEMO_BROKERS, KR_PKGLIBEXECDIR);
 }
 
 /*
@@ -163,9 +170,8 @@ target_ok(const char *conf_path, const char *section, const char *target,
     return true;
 }
 
-#ifdef HAVE_RDKAFKA
 /*
- * Point every [upstream] of conf at the mock cluster's brokers
+ * Point every [upstream] of conf at the demo cluster's brokers
  * (bootstraps: "H:P,H:P,...").  Returns false on a parse error.
  */
 static bool
@@ -219,7 +225,48 @@ demo_retarget(struct kr_conf *conf, const char *bootstraps)
     free(hp);
     return true;
 }
-#endif
+
+/*
+ * kr_daemon's reload hook for --demo -c FILE: the reread FILE's upstreams
+ * are pointed at the demo cluster too (as at start), so a reload changes
+ * the rules, not where the demo's traffic goes.
+ */
+static bool
+demo_reload_adjust(struct kr_conf *nc, void *arg, char *err, size_t errlen)
+{
+    const struct kr_demo *dm = arg;
+
+    if (!demo_retarget(nc, dm->bootstraps)) {
+        snprintf(err, errlen, "cannot point its upstreams at the demo "
+                 "cluster (%s)", dm->bootstraps);
+        return false;
+    }
+    return true;
+}
+
+/* What main() watches while the daemon runs (--demo). */
+struct demo_watch {
+    struct kr_demo *dm;
+    struct kr_daemon *d;
+    bool gone;                          /* the cluster ended first */
+};
+
+/* The demo cluster's stdout: end of file means it is gone; krelay stops
+ * (a demo without its cluster serves nothing). */
+static void
+demo_out_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct demo_watch *w = arg;
+    char how[128];
+
+    (void)fd;
+    (void)what;
+    if (kr_demo_gone(w->dm, how, sizeof(how))) {
+        kr_log_error("the demo cluster (%s) %s: stopping", w->dm->path, how);
+        w->gone = true;
+        kr_daemon_stop(w->d);
+    }
+}
 
 int
 main(int argc, char **argv)
@@ -245,10 +292,9 @@ main(int argc, char **argv)
     struct kr_conf *conf = NULL;
     struct kr_daemon *p = NULL;
     char err[512];
-#ifdef HAVE_RDKAFKA
-    struct kr_mock *mock = NULL;
-    char bootstraps[1024];
-#endif
+    struct kr_demo dm = { .pid = 0, .ctl_fd = -1, .out_fd = -1 };
+    struct demo_watch watch = { .dm = &dm };
+    struct event *demo_ev = NULL;
 
     while ((c = getopt_long(argc, argv, "c:tWvVh", opts, NULL)) != -1) {
         switch (c) {
@@ -309,19 +355,18 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-#ifndef HAVE_RDKAFKA
-    if (demo) {
-        fprintf(stderr, "krelay: --demo needs librdkafka, which this build "
-                "does not have\n");
-        return 2;
-    }
-#else
     if (demo && !test) {
-        mock = kr_mock_start(DEMO_BROKERS, DEMO_TOPICS, bootstraps,
-                             sizeof(bootstraps), err, sizeof(err));
-        if (mock == NULL) {
-            fprintf(stderr, "krelay: cannot start the mock cluster: %s\n",
-                    err);
+        char exe_dir[4096];
+        const char *dirs[2];
+
+        if (kr_demo_exe_dir(exe_dir, sizeof(exe_dir)) != KR_OK) {
+            exe_dir[0] = '\0';
+        }
+        dirs[0] = exe_dir;
+        dirs[1] = KR_PKGLIBEXECDIR;
+        if (kr_demo_start(&dm, dirs, 2, DEMO_BROKERS, DEMO_TOPICS,
+                          DEMO_READY_MS, err, sizeof(err)) != KR_OK) {
+            fprintf(stderr, "krelay: --demo: %s\n", err);
             return 1;
         }
     }
@@ -336,13 +381,12 @@ main(int argc, char **argv)
                  "broker_port_base = %ld\n"
                  "node_id_min = 1\n"
                  "node_id_max = %d\n",
-                 mock != NULL ? bootstraps : "127.0.0.1:1", listen,
+                 dm.pid != 0 ? dm.bootstraps : "127.0.0.1:1", listen,
                  port_base, DEMO_BROKERS);
         if (load_conf("(demo)", text, &conf) != KR_OK) {
             goto out;
         }
     }
-#endif
     if (conf == NULL && load_conf(path, NULL, &conf) != KR_OK) {
         goto out;
     }
@@ -372,12 +416,11 @@ main(int argc, char **argv)
         rc = 0;
         goto out;
     }
-#ifdef HAVE_RDKAFKA
-    if (mock != NULL && path != NULL && !demo_retarget(conf, bootstraps)) {
-        fprintf(stderr, "krelay: bad mock bootstrap list '%s'\n", bootstraps);
+    if (dm.pid != 0 && path != NULL && !demo_retarget(conf, dm.bootstraps)) {
+        fprintf(stderr, "krelay: --demo: bad bootstrap list '%s' from %s\n",
+                dm.bootstraps, dm.path);
         goto out;
     }
-#endif
     level = conf->log.level + verbose;
     if (level > KR_LOG_TRACE) {
         level = KR_LOG_TRACE;
@@ -398,6 +441,12 @@ main(int argc, char **argv)
     }
     conf = NULL;                /* the daemon owns it */
     p->log_verbose = verbose;
+    if (demo && path == NULL) {
+        p->no_conf_file = true;
+    } else if (dm.pid != 0) {
+        p->reload_adjust = demo_reload_adjust;
+        p->reload_adjust_arg = &dm;
+    }
     if (kr_daemon_start(p, err, sizeof(err)) != KR_OK) {
         kr_log_error("cannot start: %s", err);
         if (conf_log_elsewhere) {
@@ -405,10 +454,16 @@ main(int argc, char **argv)
         }
         goto out;
     }
-#ifdef HAVE_RDKAFKA
-    if (mock != NULL) {
+    if (dm.pid != 0) {
         char addr[80];
 
+        watch.d = p;
+        demo_ev = event_new(p->base, dm.out_fd, EV_READ | EV_PERSIST,
+                            demo_out_cb, &watch);
+        if (demo_ev == NULL || event_add(demo_ev, NULL) != 0) {
+            kr_log_error("--demo: cannot watch the demo cluster");
+            goto out;
+        }
         snprintf(addr, sizeof(addr), "%s", p->sets[0]->g[0]->socks[0].addrstr);
         printf("krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
                "%s) is behind krelay.\n"
@@ -416,28 +471,33 @@ main(int argc, char **argv)
                "  kcat -b %s -L\n"
                "  echo hello | kcat -b %s -t demo -P\n"
                "  kcat -b %s -t demo -C -e\n"
+               "%s"
                "Stop with Ctrl-C.\n",
-               DEMO_BROKERS, bootstraps, DEMO_TOPICS, addr,
-               p->cref->conf->listeners[0].broker_port_base, addr, addr, addr);
+               DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, addr,
+               p->cref->conf->listeners[0].broker_port_base, addr, addr, addr,
+               path != NULL ? "Rules and [audit] come from the -c file; "
+               "edit it and send SIGHUP to reload.\n" : "");
         fflush(stdout);
     }
-#endif
     kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
                   p->cref->conf->nlisteners,
                   p->cref->conf->nlisteners == 1 ? "" : "s");
     kr_daemon_run(p);
     kr_log_notice("krelay stopped");
-    rc = 0;
+    rc = watch.gone ? 1 : 0;
 out:
+    if (demo_ev != NULL) {
+        event_free(demo_ev);
+    }
     kr_daemon_free(p);
     if (conf != NULL) {
         kr_conf_free(conf);
     }
-#ifdef HAVE_RDKAFKA
-    if (mock != NULL) {
-        kr_mock_stop(mock);
+    if ((dm.pid != 0 || dm.out_fd >= 0) &&
+        !kr_demo_stop(&dm, DEMO_STOP_MS)) {
+        kr_log_warn("the demo cluster (%s) did not stop cleanly on SIGTERM",
+                    dm.path);
     }
-#endif
     kr_log_close();
     libevent_global_shutdown();
     return rc;

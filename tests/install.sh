@@ -30,6 +30,8 @@ for v in KR_MAKE kr_bindir kr_sysconfdir kr_docdir kr_mandir; do
 done
 : "${kr_unitdir:=}"                     # empty: the unit is not installed
 : "${kr_bin_programs:=krelay krelay-codec}"
+: "${kr_pkglibexec_programs=}"          # krelay-demo-cluster, with librdkafka
+: "${kr_pkglibexecdir:=}"
 
 FAILS=0
 pass() { echo "PASS: $*"; }
@@ -73,6 +75,9 @@ want=()
 for p in $kr_bin_programs; do
     want+=("$D$kr_bindir/$p")
 done
+for p in $kr_pkglibexec_programs; do
+    want+=("$D$kr_pkglibexecdir/$p")
+done
 want+=("$CONF" "$D$kr_docdir/krelay.ini"
        "$D$kr_mandir/man1/krelay-codec.1" "$D$kr_mandir/man5/krelay.ini.5"
        "$D$kr_mandir/man8/krelay.8")
@@ -93,6 +98,10 @@ else
 fi
 for p in $kr_bin_programs; do
     [ -x "$D$kr_bindir/$p" ] || fail "$kr_bindir/$p is not executable"
+done
+for p in $kr_pkglibexec_programs; do
+    [ -x "$D$kr_pkglibexecdir/$p" ] ||
+        fail "$kr_pkglibexecdir/$p is not executable"
 done
 cmp -s "$top_srcdir/conf/krelay.ini" "$CONF" &&
     pass "the sample krelay.ini in $kr_sysconfdir/krelay" ||

@@ -2,10 +2,11 @@
 # The krelay command itself (no Kafka client, no mock): `krelay -t`
 # opens the [log] and [audit] files as the daemon will (FILE-level error
 # and a non-zero exit when it cannot, nothing left behind when it can),
-# config errors carry the "krelay: " prefix, and the daemon logs one
+# config errors carry the "krelay: " prefix, the daemon logs one
 # notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
 # -t -W exit codes, the reload's warning lines, the compiled table's
-# names, the stop report's "1 connection".
+# names, the stop report's "1 connection".  krelay does not link
+# librdkafka, and --demo without its cluster program says so.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -213,4 +214,55 @@ sed 's/^listen = .*/&\nadvertised_host = [::]/' "$W/warn.ini" >"$W/adv.ini"
     kr_fail "-t passed a wildcard advertised_host"
 grep -q "^krelay: $W/adv.ini:5: \[listener\]: advertised_host = \[::\] is a wildcard address" \
     "$W/t11.out" || kr_fail "wildcard advertised_host: $(cat "$W/t11.out")"
-kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal lines, warnings and -W"
+
+# 8. krelay never links librdkafka (the demo cluster is a program of its
+# own, krelay-demo-cluster): a production install does not need it
+ldd "$KR_KRELAY" >"$W/ldd.out" 2>&1 || kr_fail "ldd $KR_KRELAY: $(cat "$W/ldd.out")"
+grep -q 'libevent' "$W/ldd.out" || kr_fail "ldd lists no libevent: $(cat "$W/ldd.out")"
+if grep rdkafka "$W/ldd.out"; then
+    kr_fail "krelay links librdkafka (ldd above)"
+fi
+
+# 9. --demo without krelay-demo-cluster: a clear error, exit status 1.
+# A krelay copied alone into a directory looks there, then in the
+# install directory --help names (skipped when one is installed there).
+mkdir -p "$W/bin" "$W/bin2"
+cp "$KR_KRELAY" "$W/bin/krelay"
+cp "$KR_KRELAY" "$W/bin2/krelay"
+libexec=$("$KR_KRELAY" --help |
+          sed -n 's/^\(\/.*\); it is built only where configure finds librdkafka\.$/\1/p')
+[ -n "$libexec" ] || kr_fail "--help names no install directory: $("$KR_KRELAY" --help | tail -n 3)"
+if [ -e "$libexec/krelay-demo-cluster" ]; then
+    kr_log "9. skipped the missing case: $libexec/krelay-demo-cluster is installed"
+else
+    rc=0
+    "$W/bin/krelay" --demo --listen "127.0.0.1:$base" \
+        --broker-port-base "$base" >"$W/d8.out" 2>&1 || rc=$?
+    [ "$rc" -eq 1 ] || kr_fail "--demo without the program: status $rc: $(cat "$W/d8.out")"
+    WANT="krelay: --demo: krelay-demo-cluster not found (looked in $W/bin,"
+    WANT="$WANT $libexec): krelay was built without it; install librdkafka-dev"
+    grep -qF "$WANT" "$W/d8.out" ||
+        kr_fail "--demo without the program: $(cat "$W/d8.out")"
+    [ "$(wc -l <"$W/d8.out")" -eq 1 ] ||
+        kr_fail "--demo without the program: more than one line: $(cat "$W/d8.out")"
+    kr_listening "$base" && kr_fail "--demo without its cluster listens on $base"
+fi
+# -t checks the demo's configuration without starting the cluster
+"$W/bin/krelay" --demo -t >"$W/d8t.out" 2>&1 ||
+    kr_fail "--demo -t needs the program: $(cat "$W/d8t.out")"
+grep -q "^krelay: (demo): configuration OK$" "$W/d8t.out" ||
+    kr_fail "--demo -t: $(cat "$W/d8t.out")"
+# one that exits before it is ready: its status, exit status 1
+printf '#!/bin/sh\necho "cannot start: test" >&2\nexit 3\n' \
+    >"$W/bin2/krelay-demo-cluster"
+chmod 755 "$W/bin2/krelay-demo-cluster"
+rc=0
+"$W/bin2/krelay" --demo --listen "127.0.0.1:$base" \
+    --broker-port-base "$base" >"$W/d9.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || kr_fail "--demo, cluster exits 3: status $rc: $(cat "$W/d9.out")"
+grep -qx "krelay: --demo: $W/bin2/krelay-demo-cluster exited with status 3 before it was ready (no bootstrap list; its own messages, if any, are above)" \
+    "$W/d9.out" || kr_fail "--demo, cluster exits 3: $(cat "$W/d9.out")"
+grep -qx "cannot start: test" "$W/d9.out" ||
+    kr_fail "--demo: the cluster's own message is lost: $(cat "$W/d9.out")"
+kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
+    "lines, warnings and -W, no librdkafka in krelay, --demo without its cluster"

@@ -23,7 +23,12 @@ kr_setup 200
 # 1. krmock against librdkafka 2.12, rebuilt when the source is newer.
 MOCK212=$top_builddir/tests/mock/krmock-rdkafka212
 SRC=$top_srcdir/tests/mock/krmock.c
-if [ ! -x "$MOCK212" ] || [ "$SRC" -nt "$MOCK212" ]; then
+# krmock starts its cluster with src/kr_mock.c (shared with
+# krelay-demo-cluster); config.h is the build's.
+SRC_MOCK=$top_srcdir/src/kr_mock.c
+if [ ! -x "$MOCK212" ] || [ "$SRC" -nt "$MOCK212" ] ||
+   [ "$SRC_MOCK" -nt "$MOCK212" ] ||
+   [ "$top_srcdir/include/kr_mock.h" -nt "$MOCK212" ]; then
     mkdir -p "$top_builddir/tests/mock"
     # -isystem: librdkafka's own headers are not -Wextra clean.
     PKG_CONFIG_PATH=$PREFIX/pkgconfig
@@ -32,7 +37,8 @@ if [ ! -x "$MOCK212" ] || [ "$SRC" -nt "$MOCK212" ]; then
     LIBS212=$(pkg-config --libs rdkafka)
     # shellcheck disable=SC2086
     "${KRELAY_CC:-cc}" -std=gnu11 -O1 -g -Wall -Wextra $CFLAGS212 \
-        -o "$MOCK212.tmp" "$SRC" $LIBS212 -Wl,-rpath,"$PREFIX" \
+        -I"$top_srcdir/include" -I"$top_builddir" \
+        -o "$MOCK212.tmp" "$SRC" "$SRC_MOCK" $LIBS212 -Wl,-rpath,"$PREFIX" \
         -ldl -lpthread -rdynamic >"$KR_WORK/build212.log" 2>&1 ||
         kr_fail "cannot build krmock against $PREFIX: $(tail -n 5 "$KR_WORK/build212.log")"
     mv -f "$MOCK212.tmp" "$MOCK212"

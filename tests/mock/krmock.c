@@ -31,6 +31,10 @@
  * KIP-951 CurrentLeader and NodeEndpoints fields in Produce v10 and Fetch
  * v16 responses).  Each move prints "leaders moved N" on stdout.
  *
+ * The cluster is started and its topics created by src/kr_mock.c, as
+ * krelay-demo-cluster (krelay --demo's upstream) does; what this file adds
+ * is for tests only.
+ *
  * -A HOST (librdkafka >= 2.10) makes every broker advertise HOST instead
  * of 127.0.0.1 (rd_kafka_mock_broker_set_host_port).
  *
@@ -64,7 +68,10 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
-#define KR_TM_MAX_BROKERS 64
+#include "kr_common.h"
+#include "kr_mock.h"
+
+#define KR_TM_MAX_BROKERS KR_MOCK_MAX_BROKERS
 #define KR_TM_MAX_TOPICS 64
 #define KR_TM_MAX_APIVERSIONS 16
 
@@ -425,8 +432,7 @@ main(int argc, char **argv)
     int apiver[KR_TM_MAX_APIVERSIONS][3], napiver = 0;
     bool debug = false;
     char errstr[512];
-    rd_kafka_conf_t *conf;
-    rd_kafka_t *rk;
+    struct kr_mock *mock;
     rd_kafka_mock_cluster_t *mc;
     const char *bootstraps;
     sigset_t sigs;
@@ -568,22 +574,11 @@ main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    conf = rd_kafka_conf_new();
-    /* No bootstrap.servers: the handle only hosts the mock cluster. */
-    if (rd_kafka_conf_set(conf, "log_level", debug ? "7" : "3", errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK ||
-        (debug && rd_kafka_conf_set(conf, "debug", "mock,protocol", errstr,
-                                    sizeof(errstr)) != RD_KAFKA_CONF_OK)) {
+    mock = kr_mock_start(nbrokers, debug, errstr, sizeof(errstr));
+    if (mock == NULL) {
         kr_tm_die("%s", errstr);
     }
-    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (rk == NULL) {
-        kr_tm_die("rd_kafka_new: %s", errstr);
-    }
-    mc = rd_kafka_mock_cluster_new(rk, nbrokers);
-    if (mc == NULL) {
-        kr_tm_die("cannot start a mock cluster of %d brokers", nbrokers);
-    }
+    mc = kr_mock_cluster(mock);
     if (kr_tm_nports > 0 && kr_tm_next_port != kr_tm_nports) {
         kr_tm_die("only %d of %d broker ports were bound", kr_tm_next_port,
                   kr_tm_nports);
@@ -613,12 +608,9 @@ main(int argc, char **argv)
         }
     }
     for (int t = 0; t < ntopics; t++) {
-        rd_kafka_resp_err_t err;
-
-        err = rd_kafka_mock_topic_create(mc, topics[t].name,
-                                         topics[t].partitions, nbrokers);
-        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            kr_tm_die("topic %s: %s", topics[t].name, rd_kafka_err2str(err));
+        if (kr_mock_topic(mock, topics[t].name, topics[t].partitions,
+                          nbrokers, errstr, sizeof(errstr)) != KR_OK) {
+            kr_tm_die("%s", errstr);
         }
     }
     /* Every broker is a replica of every partition (replication factor
@@ -635,7 +627,7 @@ main(int argc, char **argv)
                                                 (size_t)push[i][2], errs);
     }
 
-    bootstraps = rd_kafka_mock_cluster_bootstraps(mc);
+    bootstraps = kr_mock_bootstraps(mock);
     if (ready != NULL) {
         kr_tm_write_ready(ready, bootstraps);
     }
@@ -661,8 +653,7 @@ main(int argc, char **argv)
         break;
     }
     fprintf(stderr, "krmock: signal %d, stopping\n", sig);
-    rd_kafka_mock_cluster_destroy(mc);
-    rd_kafka_destroy(rk);
+    kr_mock_stop(mock);
     if (kr_tm_accept_log != NULL) {
         fclose(kr_tm_accept_log);
     }
