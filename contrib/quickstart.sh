@@ -124,7 +124,7 @@ if [ "$n" -lt 5 ]; then
 fi
 # ... and through this krelay: it still runs and served the clients
 if ! kill -0 "$KRELAY_PID" 2>/dev/null ||
-   ! grep -q '\[c#[0-9]* 127\.0\.0\.1:' "$LOG"; then
+   ! grep -q '\[c#[0-9][0-9.]* 127\.0\.0\.1:' "$LOG"; then
     echo "FAILED: the messages did not go through this krelay (it exited" \
          "or accepted no client)" >&2
     exit 1
