@@ -2,14 +2,24 @@
  * kr_audit.c - the audit log: sink (queue + writer thread) and line
  * formatting (see kr_audit.h).
  *
- * Sink.  Producers append lines (plus '\n') to a byte ring of queue_bytes
- * under a mutex: a memcpy, never I/O.  The writer thread swaps the ring's
- * contents into its own buffer of the same size (so producers get the
- * space back at once), then writes that buffer with write(2) (file) or
- * one syslog(3) call per line, without the lock.  A file is reopened when
- * the atomic reopen flag is set (checked before each write and at least
- * every 100 ms); a failed reopen keeps the old descriptor.  The writer
- * blocks every signal, so SIGHUP and friends go to the event loops.
+ * Sink.  Producers append lines (plus '\n') to a buffer of queue_bytes
+ * under a mutex: a memcpy, never I/O, never a wake-up of the writer for
+ * each line.  The writer thread sleeps until a line arrives in an empty
+ * buffer (the one producer that sees the buffer empty and the writer
+ * idle signals it), then lingers up to KR_AUDIT_LINGER_MS for more lines
+ * (a producer cuts that short once the buffer holds a quarter of
+ * queue_bytes, or KR_AUDIT_WAKE_BYTES), swaps the buffer with its own
+ * (a pointer swap: producers get the space back at once and the lock is
+ * held for no copy) and writes the batch with one write(2) (file) or one
+ * syslog(3) call per line, without the lock.  So the writer wakes at
+ * most about 1000 / KR_AUDIT_LINGER_MS times a second however many
+ * lines come (before, once per line: a futex wake and a context switch
+ * each, half of an audit line's cost), and a line reaches the target
+ * within about KR_AUDIT_LINGER_MS.  kr_audit_flush and kr_audit_close
+ * end the linger at once.  A file is reopened when the atomic reopen
+ * flag is set (checked before each write and at least every 100 ms); a
+ * failed reopen keeps the old descriptor.  The writer blocks every
+ * signal, so SIGHUP and friends go to the event loops.
  */
 #include "config.h"
 
@@ -34,17 +44,33 @@
 
 /* ---- sink --------------------------------------------------------------- */
 
+/* How long the writer waits for more lines after the first of a batch. */
+#define KR_AUDIT_LINGER_MS 10
+/* Bytes after which a producer ends the linger (or a quarter of the
+   queue, when that is less). */
+#define KR_AUDIT_WAKE_BYTES (256u << 10)
+
+/* What the writer thread is doing (under mu). */
+enum kr_audit_wstate {
+    KR_AW_IDLE,                   /* waiting for a line: signal it */
+    KR_AW_LINGER,                 /* a batch started: signal it when full */
+    KR_AW_RUN                     /* writing, or signalled already */
+};
+
 struct kr_audit {
     pthread_mutex_t mu;
     pthread_cond_t wake;          /* producers -> writer */
     pthread_cond_t idle;          /* writer -> kr_audit_flush */
     pthread_t thread;
-    char *ring;                   /* cap bytes */
-    size_t cap, head, len;        /* bytes */
-    uint64_t nlines;              /* lines in the ring */
+    char *buf;                    /* lines waiting: cap bytes */
+    size_t cap, len;              /* bytes */
+    size_t wake_bytes;            /* len that ends the linger */
+    uint64_t nlines;              /* lines in buf */
     char *out;                    /* writer's buffer, cap bytes */
+    enum kr_audit_wstate wstate;
     bool busy;                    /* writer holds lines not yet written */
     bool stop;
+    bool flush;                   /* kr_audit_flush waits: no linger */
     bool syslog;
     int fd;                       /* file target */
     char *path;                   /* file target */
@@ -121,6 +147,18 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     atomic_fetch_add(&au->written, nlines);
 }
 
+/* abs = now (CLOCK_REALTIME, as the condition variables use) + ms. */
+static void
+audit_deadline(struct timespec *abs, long ms)
+{
+    clock_gettime(CLOCK_REALTIME, abs);
+    abs->tv_nsec += ms * 1000 * 1000;
+    while (abs->tv_nsec >= 1000000000L) {
+        abs->tv_sec++;
+        abs->tv_nsec -= 1000000000L;
+    }
+}
+
 static void *
 audit_writer(void *arg)
 {
@@ -128,49 +166,56 @@ audit_writer(void *arg)
 
     pthread_mutex_lock(&au->mu);
     for (;;) {
-        size_t len, first;
+        struct timespec ts;
+        size_t len;
         uint64_t nlines;
+        char *full;
 
         while (au->len == 0 && !au->stop) {
-            struct timespec ts;
-
             if (atomic_load(&au->reopen)) {
                 pthread_mutex_unlock(&au->mu);
                 audit_do_reopen(au);
                 pthread_mutex_lock(&au->mu);
                 continue;
             }
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            au->wstate = KR_AW_IDLE;
+            audit_deadline(&ts, 100);
             pthread_cond_timedwait(&au->wake, &au->mu, &ts);
         }
         if (au->len == 0) {
             break;                        /* stop, and everything written */
         }
+        /* A batch has begun: give it time to grow, unless it is big
+           already or someone waits for it. */
+        if (au->len < au->wake_bytes && !au->stop && !au->flush) {
+            au->wstate = KR_AW_LINGER;
+            audit_deadline(&ts, KR_AUDIT_LINGER_MS);
+            while (au->len < au->wake_bytes && !au->stop && !au->flush &&
+                   pthread_cond_timedwait(&au->wake, &au->mu, &ts) == 0) {
+            }
+        }
+        au->wstate = KR_AW_RUN;
+        full = au->buf;
+        au->buf = au->out;
+        au->out = full;
         len = au->len;
-        first = au->cap - au->head < len ? au->cap - au->head : len;
-        memcpy(au->out, au->ring + au->head, first);
-        memcpy(au->out + first, au->ring, len - first);
         nlines = au->nlines;
-        au->head = 0;
         au->len = 0;
         au->nlines = 0;
         au->busy = true;
         pthread_mutex_unlock(&au->mu);
 
-        audit_emit(au, au->out, len, nlines);
+        audit_emit(au, full, len, nlines);
 
         pthread_mutex_lock(&au->mu);
         au->busy = false;
         if (au->len == 0) {
+            au->flush = false;
             pthread_cond_broadcast(&au->idle);
         }
     }
     au->busy = false;
+    au->flush = false;
     pthread_cond_broadcast(&au->idle);
     pthread_mutex_unlock(&au->mu);
     return NULL;
@@ -185,7 +230,7 @@ audit_free(struct kr_audit *au)
     pthread_cond_destroy(&au->idle);
     pthread_cond_destroy(&au->wake);
     pthread_mutex_destroy(&au->mu);
-    free(au->ring);
+    free(au->buf);
     free(au->out);
     free(au->path);
     free(au);
@@ -219,11 +264,15 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     pthread_cond_init(&au->wake, NULL);
     pthread_cond_init(&au->idle, NULL);
     au->cap = queue_bytes;
-    au->ring = malloc(queue_bytes);
+    au->wake_bytes = queue_bytes / 4 < KR_AUDIT_WAKE_BYTES
+                         ? queue_bytes / 4
+                         : KR_AUDIT_WAKE_BYTES;
+    au->wstate = KR_AW_RUN;
+    au->buf = malloc(queue_bytes);
     au->out = malloc(queue_bytes);
     au->syslog = strcmp(target, "syslog") == 0;
     au->path = strdup(target);
-    if (au->ring == NULL || au->out == NULL || au->path == NULL) {
+    if (au->buf == NULL || au->out == NULL || au->path == NULL) {
         snprintf(err, errlen, "audit: out of memory");
         audit_free(au);
         return NULL;
@@ -275,7 +324,7 @@ kr_audit_close(struct kr_audit *au)
 bool
 kr_audit_write(struct kr_audit *au, const char *line, size_t len)
 {
-    size_t tail, first;
+    bool kick;
 
     if (au == NULL || line == NULL) {
         return false;
@@ -286,14 +335,18 @@ kr_audit_write(struct kr_audit *au, const char *line, size_t len)
         atomic_fetch_add(&au->dropped, 1);
         return false;
     }
-    tail = (au->head + au->len) % au->cap;
-    first = au->cap - tail < len ? au->cap - tail : len;
-    memcpy(au->ring + tail, line, first);
-    memcpy(au->ring, line + first, len - first);
-    au->ring[(tail + len) % au->cap] = '\n';
+    memcpy(au->buf + au->len, line, len);
+    au->buf[au->len + len] = '\n';
     au->len += len + 1;
     au->nlines++;
-    pthread_cond_signal(&au->wake);
+    /* Wake the writer for the first line of a batch and when the batch
+       is big enough, not for every line. */
+    kick = au->wstate == KR_AW_IDLE ||
+           (au->wstate == KR_AW_LINGER && au->len >= au->wake_bytes);
+    if (kick) {
+        au->wstate = au->wstate == KR_AW_IDLE ? KR_AW_LINGER : KR_AW_RUN;
+        pthread_cond_signal(&au->wake);
+    }
     pthread_mutex_unlock(&au->mu);
     return true;
 }
@@ -317,7 +370,10 @@ kr_audit_flush(struct kr_audit *au)
         return;
     }
     pthread_mutex_lock(&au->mu);
-    pthread_cond_signal(&au->wake);
+    if (au->len > 0 || au->busy) {
+        au->flush = true;
+        pthread_cond_signal(&au->wake);
+    }
     while (au->len > 0 || au->busy) {
         pthread_cond_wait(&au->idle, &au->mu);
     }

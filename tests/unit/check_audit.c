@@ -904,6 +904,39 @@ START_TEST(test_sink_threads)
 }
 END_TEST
 
+/*
+ * The writer batches lines (kr_audit.c: it lingers about 10 ms after the
+ * first line of a batch) but never keeps them: a line arrives without
+ * kr_audit_flush, and so does one written while a batch is being
+ * written.
+ */
+START_TEST(test_sink_unflushed)
+{
+    char path[128], err[256], *all;
+    struct kr_audit *au;
+    unsigned i;
+
+    snprintf(path, sizeof(path), "%s/audit.log", tmpdir);
+    au = kr_audit_open(path, 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    ck_assert(kr_audit_write(au, "one", 3));
+    for (i = 0; i < 500 && kr_audit_written(au) < 1; i++) {
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(kr_audit_written(au), 1);
+    ck_assert(kr_audit_write(au, "two", 3));
+    ck_assert(kr_audit_write(au, "three", 5));
+    for (i = 0; i < 500 && kr_audit_written(au) < 3; i++) {
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(kr_audit_written(au), 3);
+    all = slurp(path);                  /* written, not only counted */
+    ck_assert_str_eq(all, "one\ntwo\nthree\n");
+    free(all);
+    kr_audit_close(au);
+}
+END_TEST
+
 static Suite *
 audit_suite(void)
 {
@@ -932,6 +965,7 @@ audit_suite(void)
     tcase_add_test(ts, test_sink_reopen);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
+    tcase_add_test(ts, test_sink_unflushed);
     suite_add_tcase(s, ts);
     return s;
 }
