@@ -364,6 +364,26 @@ def summarize_codec(runs):
     return {"runs": len(rs), "benches": res}
 
 
+def summarize_auditline(runs):
+    """bench_audit: median ns per operation of each piece of an audit
+    line (and the sink's process-wide figure)."""
+    rs = [r for r in runs if r["workload"] == "auditline"
+          and r.get("rc") == 0 and r.get("client", {}).get("benches")]
+    out = {}
+    for r in rs:
+        for b in r["client"]["benches"]:
+            out.setdefault(b["name"], []).append(b)
+    res = {}
+    for name, bs in out.items():
+        res[name] = {k: median([b.get(k) for b in bs])
+                     for k in ("ns_per_op", "bytes", "process_ns_per_op",
+                               "dropped")
+                     if any(b.get(k) is not None for b in bs)}
+        res[name]["runs"] = len(bs)
+    lb = [r["client"].get("line_bytes") for r in rs]
+    return {"runs": len(rs), "line_bytes": median(lb), "benches": res}
+
+
 def is_ab(res):
     return res.get("meta", {}).get("ab") == "1"
 
@@ -738,6 +758,19 @@ def table(res):
                 name, fmt(b["payload_bytes"]), fmt(b["ops_per_s"]),
                 fmt(b["mb_per_s"]), fmt(b["decode_ops_per_s"]),
                 fmt(b["memcpy_mb_per_s"]), fmtr(b["ratio_to_memcpy"])))
+    if "auditline" in w and w["auditline"]["benches"]:
+        al = w["auditline"]
+        lines.append("")
+        lines.append("| audit line micro-benchmark (1 core, a %s-byte "
+                     "Produce line) | ns per line |" % fmt(al["line_bytes"]))
+        lines.append("|---|---:|")
+        for name, b in al["benches"].items():
+            extra = ""
+            if b.get("process_ns_per_op") is not None:
+                extra = " (process, writer thread too: %s)" % fmt(
+                    b["process_ns_per_op"], 0)
+            lines.append("| %s | %s%s |" % (name, fmt(b["ns_per_op"], 0),
+                                            extra))
     lines.extend(audit_table(res))
     notes = res.get("notes") or []
     if notes:
@@ -915,6 +948,8 @@ def main():
         w["idle_rss"] = summarize_idle(runs)
     if any(r["workload"] == "codec" for r in runs):
         w["codec"] = summarize_codec(runs)
+    if any(r["workload"] == "auditline" for r in runs):
+        w["auditline"] = summarize_auditline(runs)
     res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
            "runs": runs}
     res["notes"] = notes_for(res)

@@ -18,7 +18,7 @@
 #   --quick         smoke run: 1 repetition, short and small workloads
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
-#                   latency,idle,codec (default: all)
+#                   latency,idle,codec,auditline (default: all)
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit
 #                   (default: all).  krelay_audit is a second krelay, the
 #                   same binary, whose one rule audits every request to a
@@ -84,7 +84,7 @@ PY=/usr/bin/python3
 REPS=5
 QUICK=0
 OUT=$top_builddir/bench-results.json
-WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec
+WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
 TARGETS=direct,haproxy,krelay,krelay_audit
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
@@ -364,6 +364,7 @@ else
     KRELAYS=(krelay krelay_audit)
 fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
+BENCH_AUDIT=$top_builddir/tests/bench/bench_audit
 KRBENCH=$top_builddir/tests/bench/krbench
 PREFIX=$KRELAY_DEPS_DIR/node_modules/node-rdkafka/build/deps
 if [ ! -f "$PREFIX/pkgconfig/rdkafka.pc" ] &&
@@ -919,6 +920,22 @@ elif has "$WORKLOADS" codec; then
         printf '{"workload":"codec","target":"codec","rep":%d,"rc":%d,"client":%s}\n' \
             "$rep" "$rc" "$out" >>"$RUNS"
         log "codec (rep $rep): exit $rc"
+    done
+fi
+
+# ---- audit line micro-benchmarks (one core, nothing else running) ----------
+if has "$WORKLOADS" auditline && [ "$AB" = 1 ]; then
+    log "auditline: not in A/B mode (bench_audit is this build's)"
+elif has "$WORKLOADS" auditline; then
+    [ -x "$BENCH_AUDIT" ] || die "$BENCH_AUDIT not built (make bench builds it)"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        out=$(timeout -k 5 120 taskset -c "$CPU_MOCK" "$BENCH_AUDIT" \
+              -t "$CODEC_SECS" 2>>"$WORK/client.log" | tr -d '\n')
+        rc=$?
+        [ -n "$out" ] || out='{}'
+        printf '{"workload":"auditline","target":"auditline","rep":%d,"rc":%d,"client":%s}\n' \
+            "$rep" "$rc" "$out" >>"$RUNS"
+        log "auditline (rep $rep): exit $rc"
     done
 fi
 
