@@ -561,7 +561,10 @@ def audit_table(res):
              "audit | x (paired) | CPU µs per request krelay / audit | "
              "added µs (paired) | target | verdict |",
              "|---|---:|---:|---:|---:|---:|---:|---|---|"]
-    for key, e in au.items():
+    for key, _ in THROUGHPUT:
+        e = au.get(key)
+        if e is None:
+            continue
         mb = e.get("mb_per_s", {})
         cg = e.get("cpu_s_per_gib", {})
         us = e.get("cpu_us_per_request", {})
