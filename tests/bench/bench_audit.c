@@ -117,8 +117,25 @@ ba_time(ba_fn fn, void *arg, double secs, uint64_t *ops)
 
 /* ---- the line's inputs ---------------------------------------------------- */
 
+/* The representative line's values (what the session would give). */
+static const struct {
+    int64_t time_us;
+    const char *listener, *client_addr, *client_id;
+    uint16_t client_port;
+    int16_t api_version;
+    int32_t correlation_id;
+    uint64_t rsp_bytes;
+    int64_t upstream_us, total_us;
+} L = {
+    (int64_t)1764590400 * 1000000 + 123456, "default", "127.0.0.1",
+    "krbench", 33284, 9, 3, 55, 31, 33
+};
+
 struct ba_ctx {
     struct kr_arena arena;
+    struct kr_rbuf rb;              /* the request's payload */
+    struct iovec iov;
+    uint64_t req_bytes;
     struct kr_msg req, rsp;
     struct kr_audit_info info;
     struct kr_audit_req *cap;
@@ -129,6 +146,35 @@ struct ba_ctx {
     const char *line;               /* for sink_write */
 };
 
+/*
+ * The only two places that know kr_audit_info's fields and
+ * kr_audit_capture's arguments (both change with the audit line's
+ * content).
+ */
+static void
+ba_info(struct ba_ctx *c)
+{
+    memset(&c->info, 0, sizeof(c->info));
+    c->info.time_us = L.time_us;
+    c->info.listener = L.listener;
+    c->info.client_addr = L.client_addr;
+    c->info.client_port = L.client_port;
+    c->info.api_key = 0;
+    c->info.api_version = L.api_version;
+    c->info.correlation_id = L.correlation_id;
+    c->info.req_bytes = c->req_bytes;
+    c->info.rsp_bytes = L.rsp_bytes;
+    c->info.upstream_us = L.upstream_us;
+    c->info.total_us = L.total_us;
+    c->info.actions = KR_AUDIT_FORWARDED;
+}
+
+static struct kr_audit_req *
+ba_cap(struct ba_ctx *c)
+{
+    return kr_audit_capture(&c->req, NULL, false);
+}
+
 static void
 ba_inputs(struct ba_ctx *c)
 {
@@ -138,17 +184,16 @@ ba_inputs(struct ba_ctx *c)
         "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":42}]}],"
         "\"ThrottleTimeMs\":0}}";
     static struct kb_buf frame;
-    static struct iovec iov;
-    struct kr_rbuf rb;
     struct kr_codec_err err;
     json_t *j;
 
     kr_arena_init(&c->arena, 0);
-    kb_produce_frame(&frame, 9, "orders", 0, 1, 1, 100);
-    kb_set_i32(&frame, 8, 3);       /* CorrelationId */
-    kr_rbuf_init_flat(&rb, &iov, frame.p + 4, frame.len - 4);
+    kb_produce_frame(&frame, L.api_version, "orders", 0, 1, 1, 100);
+    kb_set_i32(&frame, 8, L.correlation_id);
+    kr_rbuf_init_flat(&c->rb, &c->iov, frame.p + 4, frame.len - 4);
+    c->req_bytes = frame.len;
     memset(&err, 0, sizeof(err));
-    if (kr_decode_request(&c->arena, &rb, 0, &c->req, &err) != KR_OK) {
+    if (kr_decode_request(&c->arena, &c->rb, 0, &c->req, &err) != KR_OK) {
         ba_die("the Produce request does not decode");
     }
     j = json_loads(rsp_json, 0, NULL);
@@ -157,20 +202,8 @@ ba_inputs(struct ba_ctx *c)
         ba_die("the Produce response does not build");
     }
     json_decref(j);
-    memset(&c->info, 0, sizeof(c->info));
-    c->info.time_us = (int64_t)1764590400 * 1000000 + 123456;
-    c->info.listener = "default";
-    c->info.client_addr = "127.0.0.1";
-    c->info.client_port = 33284;
-    c->info.api_key = 0;
-    c->info.api_version = 9;
-    c->info.correlation_id = 3;
-    c->info.req_bytes = frame.len;
-    c->info.rsp_bytes = 55;
-    c->info.upstream_us = 31;
-    c->info.total_us = 33;
-    c->info.actions = KR_AUDIT_FORWARDED;
-    c->cap = kr_audit_capture(&c->req, NULL, false);
+    ba_info(c);
+    c->cap = ba_cap(c);
     if (c->cap == NULL) {
         ba_die("kr_audit_capture failed");
     }
@@ -184,7 +217,7 @@ ba_capture(void *arg)
 {
     struct ba_ctx *c = arg;
 
-    kr_audit_req_free(kr_audit_capture(&c->req, NULL, false));
+    kr_audit_req_free(ba_cap(c));
 }
 
 static void
@@ -202,10 +235,11 @@ ba_format(void *arg)
 static void
 ba_time_only(void *arg)
 {
-    struct ba_ctx *c = arg;
     char ts[40];
 
-    kr_audit_time(c->info.time_us, ts, sizeof(ts));
+    (void)arg;
+
+    kr_audit_time(L.time_us, ts, sizeof(ts));
     __asm__ volatile("" : : "r"(ts) : "memory");
 }
 
@@ -214,32 +248,31 @@ ba_time_only(void *arg)
 static json_t *
 ba_tree(const struct ba_ctx *c)
 {
-    const struct kr_audit_info *in = &c->info;
     json_t *o = json_object(), *topics = json_array(), *t = json_object();
     json_t *actions = json_array();
     char ts[40];
 
-    kr_audit_time(in->time_us, ts, sizeof(ts));
+    kr_audit_time(L.time_us, ts, sizeof(ts));
     json_object_set_new(o, "time", json_string(ts));
     json_object_set_new(o, "type", json_string("request"));
-    json_object_set_new(o, "listener", json_stringn(in->listener,
-                                                    strlen(in->listener)));
+    json_object_set_new(o, "listener", json_stringn(L.listener,
+                                                    strlen(L.listener)));
     json_object_set_new(o, "client_addr",
-                        json_stringn(in->client_addr,
-                                     strlen(in->client_addr)));
-    json_object_set_new(o, "client_port", json_integer(in->client_port));
-    json_object_set_new(o, "client_id", json_stringn("krbench", 7));
+                        json_stringn(L.client_addr, strlen(L.client_addr)));
+    json_object_set_new(o, "client_port", json_integer(L.client_port));
+    json_object_set_new(o, "client_id",
+                        json_stringn(L.client_id, strlen(L.client_id)));
     json_object_set_new(o, "api", json_string("Produce"));
-    json_object_set_new(o, "api_key", json_integer(in->api_key));
-    json_object_set_new(o, "api_version", json_integer(in->api_version));
+    json_object_set_new(o, "api_key", json_integer(0));
+    json_object_set_new(o, "api_version", json_integer(L.api_version));
     json_object_set_new(o, "correlation_id",
-                        json_integer(in->correlation_id));
+                        json_integer(L.correlation_id));
     json_object_set_new(o, "request_bytes",
-                        json_integer((json_int_t)in->req_bytes));
+                        json_integer((json_int_t)c->req_bytes));
     json_object_set_new(o, "response_bytes",
-                        json_integer((json_int_t)in->rsp_bytes));
-    json_object_set_new(o, "upstream_us", json_integer(in->upstream_us));
-    json_object_set_new(o, "total_us", json_integer(in->total_us));
+                        json_integer((json_int_t)L.rsp_bytes));
+    json_object_set_new(o, "upstream_us", json_integer(L.upstream_us));
+    json_object_set_new(o, "total_us", json_integer(L.total_us));
     json_object_set_new(t, "name", json_stringn("orders", 6));
     json_object_set_new(t, "partitions", json_integer(1));
     json_array_append_new(topics, t);
@@ -268,27 +301,26 @@ ba_jansson_line(void *arg)
 static void
 ba_jsonw_write(struct ba_ctx *c)
 {
-    const struct kr_audit_info *in = &c->info;
     struct kr_jsonw *w = &c->w;
     char ts[40];
 
     kr_jsonw_reset(w);
-    kr_audit_time(in->time_us, ts, sizeof(ts));
+    kr_audit_time(L.time_us, ts, sizeof(ts));
     kr_jsonw_obj_open(w);
     kr_jsonw_kcstr(w, "time", ts);
     kr_jsonw_kcstr(w, "type", "request");
-    kr_jsonw_kcstr(w, "listener", in->listener);
-    kr_jsonw_kcstr(w, "client_addr", in->client_addr);
-    kr_jsonw_kint(w, "client_port", in->client_port);
-    kr_jsonw_kstr(w, "client_id", "krbench", 7);
+    kr_jsonw_kcstr(w, "listener", L.listener);
+    kr_jsonw_kcstr(w, "client_addr", L.client_addr);
+    kr_jsonw_kint(w, "client_port", L.client_port);
+    kr_jsonw_kcstr(w, "client_id", L.client_id);
     kr_jsonw_kcstr(w, "api", "Produce");
-    kr_jsonw_kint(w, "api_key", in->api_key);
-    kr_jsonw_kint(w, "api_version", in->api_version);
-    kr_jsonw_kint(w, "correlation_id", in->correlation_id);
-    kr_jsonw_kint(w, "request_bytes", (int64_t)in->req_bytes);
-    kr_jsonw_kint(w, "response_bytes", (int64_t)in->rsp_bytes);
-    kr_jsonw_kint(w, "upstream_us", in->upstream_us);
-    kr_jsonw_kint(w, "total_us", in->total_us);
+    kr_jsonw_kint(w, "api_key", 0);
+    kr_jsonw_kint(w, "api_version", L.api_version);
+    kr_jsonw_kint(w, "correlation_id", L.correlation_id);
+    kr_jsonw_kint(w, "request_bytes", (int64_t)c->req_bytes);
+    kr_jsonw_kint(w, "response_bytes", (int64_t)L.rsp_bytes);
+    kr_jsonw_kint(w, "upstream_us", L.upstream_us);
+    kr_jsonw_kint(w, "total_us", L.total_us);
     kr_jsonw_key(w, "topics");
     kr_jsonw_arr_open(w);
     kr_jsonw_obj_open(w);
