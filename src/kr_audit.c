@@ -3,23 +3,25 @@
  * formatting (see kr_audit.h).
  *
  * Sink.  Producers append lines (plus '\n') to a buffer of queue_bytes
- * under a mutex: a memcpy, never I/O, never a wake-up of the writer for
- * each line.  The writer thread sleeps until a line arrives in an empty
- * buffer (the one producer that sees the buffer empty and the writer
- * idle signals it), then lingers up to KR_AUDIT_LINGER_MS for more lines
- * (a producer cuts that short once the buffer holds a quarter of
- * queue_bytes, or KR_AUDIT_WAKE_BYTES), swaps the buffer with its own
- * (a pointer swap: producers get the space back at once and the lock is
- * held for no copy) and writes the batch with one write(2) (file) or one
- * syslog(3) call per line, without the lock.  So the writer wakes at
- * most about 1000 / KR_AUDIT_LINGER_MS times a second however many
- * lines come (before, once per line: a futex wake and a context switch
- * each, half of an audit line's cost), and a line reaches the target
- * within about KR_AUDIT_LINGER_MS.  kr_audit_flush and kr_audit_close
- * end the linger at once.  A file is reopened when the atomic reopen
- * flag is set (checked before each write and at least every 100 ms); a
- * failed reopen keeps the old descriptor.  The writer blocks every
- * signal, so SIGHUP and friends go to the event loops.
+ * under a mutex: a memcpy, never I/O.  The writer thread swaps the buffer's
+ * contents into its own buffer of the same size (so producers get the
+ * space back at once), then writes that buffer with write(2) (file) or
+ * one syslog(3) call per line, without the lock.  A file is reopened when
+ * the atomic reopen flag is set (checked before each write and at least
+ * every 100 ms); a failed reopen keeps the old descriptor.  The writer
+ * blocks every signal, so SIGHUP and friends go to the event loops.
+ *
+ * Batching.  The writer is not woken for every line: it sleeps until a
+ * line arrives in an empty buffer (the producer that sees the buffer
+ * empty and the writer idle signals it), then waits up to
+ * KR_AUDIT_LINGER_MS for more (a producer ends that once the buffer holds
+ * a quarter of queue_bytes, or KR_AUDIT_WAKE_BYTES), swaps buffers (a
+ * pointer swap: the lock is held for no copy) and writes the batch.  It
+ * wakes at most about 1000 / KR_AUDIT_LINGER_MS times a second however
+ * many lines come (a wake-up per line, a futex call and a context switch
+ * each, was half of an audit line's cost), and a line reaches the target
+ * within about KR_AUDIT_LINGER_MS; kr_audit_flush and kr_audit_close end
+ * the wait at once.
  */
 #include "config.h"
 
@@ -43,20 +45,23 @@
 #include "kr_kerr.h"
 #include "kr_log.h"
 
-/* ---- sink --------------------------------------------------------------- */
-
-/* How long the writer waits for more lines after the first of a batch. */
+/*
+ * The sink's writer batches (see the top of this file): how long it
+ * waits for more lines after the first of a batch, and the bytes after
+ * which a producer ends that wait (or a quarter of the queue, when that
+ * is less).
+ */
 #define KR_AUDIT_LINGER_MS 10
-/* Bytes after which a producer ends the linger (or a quarter of the
-   queue, when that is less). */
 #define KR_AUDIT_WAKE_BYTES (256u << 10)
 
-/* What the writer thread is doing (under mu). */
+/* What the sink's writer thread is doing (under its mutex). */
 enum kr_audit_wstate {
     KR_AW_IDLE,                   /* waiting for a line: signal it */
     KR_AW_LINGER,                 /* a batch started: signal it when full */
     KR_AW_RUN                     /* writing, or signalled already */
 };
+
+/* ---- sink --------------------------------------------------------------- */
 
 struct kr_audit {
     pthread_mutex_t mu;
@@ -69,9 +74,9 @@ struct kr_audit {
     uint64_t nlines;              /* lines in buf */
     char *out;                    /* writer's buffer, cap bytes */
     enum kr_audit_wstate wstate;
+    bool flush;                   /* kr_audit_flush waits: no linger */
     bool busy;                    /* writer holds lines not yet written */
     bool stop;
-    bool flush;                   /* kr_audit_flush waits: no linger */
     bool syslog;
     int fd;                       /* file target */
     char *path;                   /* file target */
