@@ -125,6 +125,18 @@ int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
  */
 bool kr_rewrite_streamable(int16_t api_key, int16_t api_version);
 
+/*
+ * For a response kr_rewrite_streamable says holds endpoints only in the
+ * body's top-level tagged fields: true when body, decoded from the frame
+ * as received with KR_DEC_TAGS_EXACT (as kr_rewrite_response decodes it),
+ * has none of those fields (or only empty ones), so that
+ * kr_rewrite_response would decode the frame again only to move it
+ * unchanged.  false for every other (api_key, api_version), and when
+ * body is NULL.  Reads the tree, changes nothing.
+ */
+bool kr_rewrite_tree_none(int16_t api_key, int16_t api_version,
+                          const struct kr_node *body);
+
 /* Tag of the unknown tagged field kr_rewrite_tail pads with. */
 #define KR_PAD_TAG 10000u
 

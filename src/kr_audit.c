@@ -2,8 +2,8 @@
  * kr_audit.c - the audit log: sink (queue + writer thread) and line
  * formatting (see kr_audit.h).
  *
- * Sink.  Producers append lines (plus '\n') to a byte ring of queue_bytes
- * under a mutex: a memcpy, never I/O.  The writer thread swaps the ring's
+ * Sink.  Producers append lines (plus '\n') to a buffer of queue_bytes
+ * under a mutex: a memcpy, never I/O.  The writer thread swaps the buffer's
  * contents into its own buffer of the same size (so producers get the
  * space back at once), then writes that buffer with write(2) (a file, or
  * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
@@ -11,6 +11,18 @@
  * the atomic reopen flag is set (checked before each write and at least
  * every 100 ms); a failed reopen keeps the old descriptor.  The writer
  * blocks every signal, so SIGHUP and friends go to the event loops.
+ *
+ * Batching.  The writer is not woken for every line: it sleeps until a
+ * line arrives in an empty buffer (the producer that sees the buffer
+ * empty and the writer idle signals it), then waits up to
+ * KR_AUDIT_LINGER_MS for more (a producer ends that once the buffer holds
+ * a quarter of queue_bytes, or KR_AUDIT_WAKE_BYTES), swaps buffers (a
+ * pointer swap: the lock is held for no copy) and writes the batch.  It
+ * wakes at most about 1000 / KR_AUDIT_LINGER_MS times a second however
+ * many lines come (a wake-up per line, a futex call and a context switch
+ * each, was half of an audit line's cost), and a line reaches the target
+ * within about KR_AUDIT_LINGER_MS; kr_audit_flush and kr_audit_close end
+ * the wait at once.
  */
 #include "config.h"
 
@@ -31,8 +43,25 @@
 #include "kr_api_keys.h"
 #include "kr_audit.h"
 #include "kr_json.h"
+#include "kr_jsonw.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+
+/*
+ * The sink's writer batches (see the top of this file): how long it
+ * waits for more lines after the first of a batch, and the bytes after
+ * which a producer ends that wait (or a quarter of the queue, when that
+ * is less).
+ */
+#define KR_AUDIT_LINGER_MS 10
+#define KR_AUDIT_WAKE_BYTES (256u << 10)
+
+/* What the sink's writer thread is doing (under its mutex). */
+enum kr_audit_wstate {
+    KR_AW_IDLE,                   /* waiting for a line: signal it */
+    KR_AW_LINGER,                 /* a batch started: signal it when full */
+    KR_AW_RUN                     /* writing, or signalled already */
+};
 
 /* ---- sink --------------------------------------------------------------- */
 
@@ -48,10 +77,13 @@ struct kr_audit {
     pthread_cond_t wake;          /* producers -> writer */
     pthread_cond_t idle;          /* writer -> kr_audit_flush */
     pthread_t thread;
-    char *ring;                   /* cap bytes */
-    size_t cap, head, len;        /* bytes */
-    uint64_t nlines;              /* lines in the ring */
+    char *buf;                    /* lines waiting: cap bytes */
+    size_t cap, len;              /* bytes */
+    size_t wake_bytes;            /* len that ends the linger */
+    uint64_t nlines;              /* lines in buf */
     char *out;                    /* writer's buffer, cap bytes */
+    enum kr_audit_wstate wstate;
+    bool flush;                   /* kr_audit_flush waits: no linger */
     bool busy;                    /* writer holds lines not yet written */
     bool stop;
     enum audit_kind kind;
@@ -130,6 +162,18 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     atomic_fetch_add(&au->written, nlines);
 }
 
+/* abs = now (CLOCK_REALTIME, as the condition variables use) + ms. */
+static void
+audit_deadline(struct timespec *abs, long ms)
+{
+    clock_gettime(CLOCK_REALTIME, abs);
+    abs->tv_nsec += ms * 1000 * 1000;
+    while (abs->tv_nsec >= 1000000000L) {
+        abs->tv_sec++;
+        abs->tv_nsec -= 1000000000L;
+    }
+}
+
 static void *
 audit_writer(void *arg)
 {
@@ -137,49 +181,56 @@ audit_writer(void *arg)
 
     pthread_mutex_lock(&au->mu);
     for (;;) {
-        size_t len, first;
+        struct timespec ts;
+        size_t len;
         uint64_t nlines;
+        char *full;
 
         while (au->len == 0 && !au->stop) {
-            struct timespec ts;
-
             if (atomic_load(&au->reopen)) {
                 pthread_mutex_unlock(&au->mu);
                 audit_do_reopen(au);
                 pthread_mutex_lock(&au->mu);
                 continue;
             }
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 100 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            au->wstate = KR_AW_IDLE;
+            audit_deadline(&ts, 100);
             pthread_cond_timedwait(&au->wake, &au->mu, &ts);
         }
         if (au->len == 0) {
             break;                        /* stop, and everything written */
         }
+        /* A batch has begun: give it time to grow, unless it is big
+           already or someone waits for it. */
+        if (au->len < au->wake_bytes && !au->stop && !au->flush) {
+            au->wstate = KR_AW_LINGER;
+            audit_deadline(&ts, KR_AUDIT_LINGER_MS);
+            while (au->len < au->wake_bytes && !au->stop && !au->flush &&
+                   pthread_cond_timedwait(&au->wake, &au->mu, &ts) == 0) {
+            }
+        }
+        au->wstate = KR_AW_RUN;
+        full = au->buf;
+        au->buf = au->out;
+        au->out = full;
         len = au->len;
-        first = au->cap - au->head < len ? au->cap - au->head : len;
-        memcpy(au->out, au->ring + au->head, first);
-        memcpy(au->out + first, au->ring, len - first);
         nlines = au->nlines;
-        au->head = 0;
         au->len = 0;
         au->nlines = 0;
         au->busy = true;
         pthread_mutex_unlock(&au->mu);
 
-        audit_emit(au, au->out, len, nlines);
+        audit_emit(au, full, len, nlines);
 
         pthread_mutex_lock(&au->mu);
         au->busy = false;
         if (au->len == 0) {
+            au->flush = false;
             pthread_cond_broadcast(&au->idle);
         }
     }
     au->busy = false;
+    au->flush = false;
     pthread_cond_broadcast(&au->idle);
     pthread_mutex_unlock(&au->mu);
     return NULL;
@@ -194,7 +245,7 @@ audit_free(struct kr_audit *au)
     pthread_cond_destroy(&au->idle);
     pthread_cond_destroy(&au->wake);
     pthread_mutex_destroy(&au->mu);
-    free(au->ring);
+    free(au->buf);
     free(au->out);
     free(au->path);
     free(au);
@@ -228,13 +279,17 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     pthread_cond_init(&au->wake, NULL);
     pthread_cond_init(&au->idle, NULL);
     au->cap = queue_bytes;
-    au->ring = malloc(queue_bytes);
+    au->wake_bytes = queue_bytes / 4 < KR_AUDIT_WAKE_BYTES
+                         ? queue_bytes / 4
+                         : KR_AUDIT_WAKE_BYTES;
+    au->wstate = KR_AW_RUN;
+    au->buf = malloc(queue_bytes);
     au->out = malloc(queue_bytes);
     au->kind = strcmp(target, "syslog") == 0   ? AUDIT_SYSLOG
                : strcmp(target, "stdout") == 0 ? AUDIT_STDOUT
                                                : AUDIT_FILE;
     au->path = strdup(target);
-    if (au->ring == NULL || au->out == NULL || au->path == NULL) {
+    if (au->buf == NULL || au->out == NULL || au->path == NULL) {
         snprintf(err, errlen, "audit: out of memory");
         audit_free(au);
         return NULL;
@@ -288,7 +343,7 @@ kr_audit_close(struct kr_audit *au)
 bool
 kr_audit_write(struct kr_audit *au, const char *line, size_t len)
 {
-    size_t tail, first;
+    bool kick;
 
     if (au == NULL || line == NULL) {
         return false;
@@ -299,14 +354,18 @@ kr_audit_write(struct kr_audit *au, const char *line, size_t len)
         atomic_fetch_add(&au->dropped, 1);
         return false;
     }
-    tail = (au->head + au->len) % au->cap;
-    first = au->cap - tail < len ? au->cap - tail : len;
-    memcpy(au->ring + tail, line, first);
-    memcpy(au->ring, line + first, len - first);
-    au->ring[(tail + len) % au->cap] = '\n';
+    memcpy(au->buf + au->len, line, len);
+    au->buf[au->len + len] = '\n';
     au->len += len + 1;
     au->nlines++;
-    pthread_cond_signal(&au->wake);
+    /* Wake the writer for the first line of a batch and when the batch
+       is big enough, not for every line. */
+    kick = au->wstate == KR_AW_IDLE ||
+           (au->wstate == KR_AW_LINGER && au->len >= au->wake_bytes);
+    if (kick) {
+        au->wstate = au->wstate == KR_AW_IDLE ? KR_AW_LINGER : KR_AW_RUN;
+        pthread_cond_signal(&au->wake);
+    }
     pthread_mutex_unlock(&au->mu);
     return true;
 }
@@ -330,7 +389,10 @@ kr_audit_flush(struct kr_audit *au)
         return;
     }
     pthread_mutex_lock(&au->mu);
-    pthread_cond_signal(&au->wake);
+    if (au->len > 0 || au->busy) {
+        au->flush = true;
+        pthread_cond_signal(&au->wake);
+    }
     while (au->len > 0 || au->busy) {
         pthread_cond_wait(&au->idle, &au->mu);
     }
@@ -360,22 +422,43 @@ kr_audit_action_name(unsigned bit)
 void
 kr_audit_time(int64_t t_us, char *out, size_t len)
 {
+    /* The date and time of day change once a second: formatted then, per
+       thread (gmtime_r, strftime and snprintf cost 100 ns a line). */
+    static _Thread_local int64_t last_sec = INT64_MIN;
+    static _Thread_local char date[24];
+    static _Thread_local size_t dlen;     /* 0: gmtime_r/strftime failed */
     int64_t sec = t_us / 1000000, us = t_us % 1000000;
-    time_t t;
-    struct tm tm;
-    char date[24];
+    int i;
 
     if (us < 0) {
         us += 1000000;
         sec--;
     }
-    t = (time_t)sec;
-    if (gmtime_r(&t, &tm) == NULL ||
-        strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+    if (sec != last_sec) {
+        time_t t = (time_t)sec;
+        struct tm tm;
+
+        dlen = gmtime_r(&t, &tm) != NULL
+                   ? strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm)
+                   : 0;
+        last_sec = sec;
+    }
+    if (dlen == 0) {
         snprintf(out, len, "1970-01-01T00:00:00.000000Z");
         return;
     }
-    snprintf(out, len, "%s.%06dZ", date, (int)us);
+    if (len < dlen + 9) {               /* ".uuuuuuZ" and the NUL */
+        snprintf(out, len, "%s.%06dZ", date, (int)us);
+        return;
+    }
+    memcpy(out, date, dlen);
+    out[dlen] = '.';
+    for (i = 6; i > 0; i--) {
+        out[dlen + (size_t)i] = (char)('0' + us % 10);
+        us /= 10;
+    }
+    out[dlen + 7] = 'Z';
+    out[dlen + 8] = '\0';
 }
 
 /*
@@ -1060,8 +1143,13 @@ errors_json(const struct kr_msg *rsp)
 static char *
 dump_line(json_t *o)
 {
-    char *s = json_dumps(o, JSON_COMPACT);
+    /* json_dumps' bytes, written directly: 4x faster (bench_audit) */
+    struct kr_jsonw w;
+    char *s;
 
+    kr_jsonw_init(&w);
+    kr_jsonw_json(&w, o);
+    s = kr_jsonw_take(&w, NULL);
     json_decref(o);
     return s;
 }

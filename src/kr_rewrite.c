@@ -259,6 +259,40 @@ kr_rewrite_streamable(int16_t api_key, int16_t api_version)
     return (tail_mask[api_key] >> api_version) & 1u;
 }
 
+bool
+kr_rewrite_tree_none(int16_t api_key, int16_t api_version,
+                     const struct kr_node *body)
+{
+    const struct kr_struct_desc *sd;
+    uint16_t i;
+
+    if (body == NULL || body->struct_id >= kr_nstructs ||
+        !kr_rewrite_streamable(api_key, api_version)) {
+        return false;
+    }
+    sd = &kr_structs[body->struct_id];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *f = kr_node_field(body, i);
+        const struct kr_val *v = &body->vals[i];
+
+        /* streamable: the root's other fields reach no endpoint */
+        if (!kr_vrange_has(f->versions, api_version) || f->tag < 0 ||
+            !kr_vrange_has(f->tagged, api_version) || !v->present ||
+            v->is_null) {
+            continue;
+        }
+        if (f->type == KR_T_STRUCT && reach_at(f->struct_id, api_version, 1)) {
+            return false;
+        }
+        if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+            v->u.arr != NULL && v->u.arr->n > 0 &&
+            reach_at(f->struct_id, api_version, 1)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- helpers ---------------------------------------------------------- */
 
 static void

@@ -1121,7 +1121,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     int64_t now_us = kr_clock_mono_us(), up_us = 0;
     uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
     char err[160], why[200];
-    bool decode;
+    bool decode, exact = false;
     int rc = KR_OK, ret = -1;
 
     if (rq == NULL) {
@@ -1147,7 +1147,23 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
              rq->a->up_version != e->api_version;
     if (decode) {
         rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
-        if (rc == KR_OK) {
+        /* Decoded as kr_rewrite_response would decode it, the tree also
+           says whether the frame has broker endpoints to rewrite (below:
+           not decoded a second time when it has none).  When that strict
+           decode fails, the rules get the tolerant one, as ever. */
+        if (rc == KR_OK && kr_rewrite_streamable(e->api_key, e->api_version) &&
+            rq->a->up_version == e->api_version) {
+            rc = kr_decode_response(&arena, &rb, e->api_key,
+                                    rq->a->up_version, KR_DEC_TAGS_EXACT,
+                                    &m, &ce);
+            exact = rc == KR_OK;
+            if (!exact) {
+                kr_arena_reset(&arena);
+                memset(&ce, 0, sizeof(ce));
+                rc = KR_OK;
+            }
+        }
+        if (rc == KR_OK && !exact) {
             rc = kr_decode_response(&arena, &rb, e->api_key,
                                     rq->a->up_version, 0, &m, &ce);
         }
@@ -1209,7 +1225,9 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     case KR_AN_DELIVER:
         break;
     }
-    if (kr_rewrite_wants(e->api_key, e->api_version)) {
+    if (kr_rewrite_wants(e->api_key, e->api_version) &&
+        !(exact && d.outcome == KR_AN_DELIVER &&
+          kr_rewrite_tree_none(e->api_key, e->api_version, m.body))) {
         struct kr_rewrite_result res;
 
         memset(&res, 0, sizeof(res));

@@ -12,6 +12,12 @@ the client's own JSON under "client").  The output format is described in
 contrib/bench/results/README.md.  The table goes to stdout as Markdown.
 Only the standard library is used.
 
+Audit (issue 14): the target krelay_audit is a second krelay of the same
+binary whose one rule audits every request to a file; the results gain an
+"audit" section comparing it with krelay in the same run (MB/s, CPU
+seconds per GiB, CPU microseconds per request, against the issue's
+targets: AUDIT_LIMITS).
+
 A/B mode (run.sh --ab, meta "ab" = "1"): the targets are two krelay
 binaries, krelay_a (the baseline) and krelay_b (the candidate), and the
 results gain an "ab" section: per case the medians of A and B, B/A and a
@@ -23,11 +29,12 @@ import json
 import statistics
 import sys
 
-TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b")
+TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b",
+           "krelay_audit")
 # The targets of an ordinary run, and of an A/B run (run.sh --ab).
-LEGACY = ("direct", "haproxy", "krelay")
+LEGACY = ("direct", "haproxy", "krelay", "krelay_audit")
 AB = ("krelay_a", "krelay_b")
-PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b")
+PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b", "krelay_audit")
 # A/B: the largest B/A - 1 each metric may show (the issue's thresholds:
 # CPU seconds per GiB within 3 %, latency p99 within 5 %), and the least
 # number of repetitions of each A and B for a verdict.
@@ -36,8 +43,15 @@ AB_MIN_RUNS = 5
 THROUGHPUT = (
     ("produce_1k", "produce 1 KiB records"),
     ("produce_100", "produce 100 B records"),
+    ("produce_1rec", "produce 100 B, one record per request"),
     ("fetch", "fetch 1 KiB records"),
 )
+# Issue 14's targets for the audit leg against krelay in the same run:
+# krelay CPU seconds per GiB at most 10 % more with normal batching (the
+# workloads other than produce_1rec), and at most 2 µs more krelay CPU
+# per audited request (produce_1rec: one record per request).
+AUDIT_LIMITS = {"cpu_s_per_gib_ratio": 1.10, "added_us_per_request": 2.0}
+AUDIT_BATCHED = ("produce_1k", "produce_100", "fetch")
 GIB = float(1 << 30)
 # A process that used at least this share of its CPU during the measured
 # window is called saturated (it is pinned to one CPU).
@@ -72,7 +86,30 @@ def ok_runs(runs, workload, target):
 
 
 # Order of the -C pids run.sh passes (peer_cpu_window_s).
-PEERS = {"mock": 0, "haproxy": 1, "krelay": 2, "krelay_a": 3, "krelay_b": 4}
+PEERS = {"mock": 0, "haproxy": 1, "krelay": 2, "krelay_a": 3, "krelay_b": 4,
+         "krelay_audit": 5}
+
+
+def cpu_us_per_request(r, t):
+    """The proxy t's CPU microseconds per request of one run: produce,
+    its CPU inside the window over the requests the producer sent in it
+    (its statistics' rate x the window); fetch, its CPU over the whole
+    run over the responses the consumer read.  None when unknown."""
+    c = r.get("client") or {}
+    if c.get("mode") == "produce":
+        peers = c.get("peer_cpu_window_s") or []
+        i = PEERS.get(t)
+        w = c.get("window_s") or 0
+        n = (c.get("requests_per_s") or 0) * w
+        if i is None or i >= len(peers) or peers[i] is None \
+                or peers[i] < 0 or n <= 0:
+            return None
+        return peers[i] / n * 1e6
+    n = c.get("responses") or 0
+    cpu = r.get(t + "_cpu_s")
+    if n <= 0 or cpu is None:
+        return None
+    return cpu / n * 1e6
 
 
 def summarize_throughput(runs, workload):
@@ -116,10 +153,15 @@ def summarize_throughput(runs, workload):
                 is not None and (r["client"].get("window_s") or 0) > 0]
         if ksys:
             entry["client_sys_util"] = round(median(ksys), 3)
-        for f in ("request_bytes_avg", "rtt_us_avg", "response_bytes_avg"):
+        for f in ("request_bytes_avg", "rtt_us_avg", "response_bytes_avg",
+                  "requests_per_s", "batch_records_avg"):
             v = [r["client"][f] for r in rs if r["client"].get(f)]
             if v:
                 entry[f] = median(v)
+        if t in PROXIES:
+            v = [cpu_us_per_request(r, t) for r in rs]
+            if any(x is not None for x in v):
+                entry["cpu_us_per_request"] = round(median(v), 3)
         # CPU seconds per GiB of record bytes, over the whole client run.
         cpg = {}
         for name in ("mock",) + PROXIES:
@@ -145,6 +187,9 @@ def summarize_throughput(runs, workload):
         "krelay_vs_direct": ratio(k, d),
         "haproxy_vs_direct": ratio(h, d),
     }
+    if "krelay_audit" in out:
+        res["ratios"]["krelay_audit_vs_krelay"] = ratio(
+            out["krelay_audit"].get("mb_per_s"), k)
     if "krelay_a" in out or "krelay_b" in out:
         res["ratios"] = {"krelay_b_vs_krelay_a": ratio(
             out.get("krelay_b", {}).get("mb_per_s"),
@@ -213,7 +258,8 @@ def summarize_latency(runs):
             if r.get("system_cpu_s") is None or not r.get("wall_s"):
                 continue
             mine = (r["client"].get("client_cpu_s", 0) + r.get("mock_cpu_s", 0)
-                    + r.get("haproxy_cpu_s", 0) + r.get("krelay_cpu_s", 0))
+                    + r.get("haproxy_cpu_s", 0) + r.get("krelay_cpu_s", 0)
+                    + r.get("krelay_audit_cpu_s", 0))
             others.append(max(0.0, r["system_cpu_s"] - mine) / r["wall_s"])
         out[t]["other_cpu_util"] = median(others)
         if method == "separate":
@@ -318,6 +364,26 @@ def summarize_codec(runs):
     return {"runs": len(rs), "benches": res}
 
 
+def summarize_auditline(runs):
+    """bench_audit: median ns per operation of each piece of an audit
+    line (and the sink's process-wide figure)."""
+    rs = [r for r in runs if r["workload"] == "auditline"
+          and r.get("rc") == 0 and r.get("client", {}).get("benches")]
+    out = {}
+    for r in rs:
+        for b in r["client"]["benches"]:
+            out.setdefault(b["name"], []).append(b)
+    res = {}
+    for name, bs in out.items():
+        res[name] = {k: median([b.get(k) for b in bs])
+                     for k in ("ns_per_op", "bytes", "process_ns_per_op",
+                               "dropped")
+                     if any(b.get(k) is not None for b in bs)}
+        res[name]["runs"] = len(bs)
+    lb = [r["client"].get("line_bytes") for r in rs]
+    return {"runs": len(rs), "line_bytes": median(lb), "benches": res}
+
+
 def is_ab(res):
     return res.get("meta", {}).get("ab") == "1"
 
@@ -418,6 +484,104 @@ def summarize_ab(res):
         "cases": cases,
         "verdict": verdict,
     }
+
+
+def summarize_audit(res):
+    """The audit section: krelay_audit against krelay, per throughput
+    workload, medians over repetitions and within each repetition
+    (paired: the two legs ran back to back in it)."""
+    runs = res["runs"]
+    out = {}
+    for key, _ in THROUGHPUT:
+        per = {}                        # metric -> target -> rep -> value
+        lines = []
+        for t in ("krelay", "krelay_audit"):
+            for r in ok_runs(runs, key, t):
+                c = r["client"]
+                b = c.get("total_bytes") or 0
+                cpu = r.get(t + "_cpu_s")
+                vals = {"mb_per_s": c.get("mb_per_s"),
+                        "cpu_s_per_gib": cpu / (b / GIB)
+                        if b > 0 and cpu is not None else None,
+                        "cpu_us_per_request": cpu_us_per_request(r, t)}
+                for m, v in vals.items():
+                    if v is not None:
+                        per.setdefault(m, {}).setdefault(t, {})[r["rep"]] = v
+                if t == "krelay_audit" and r.get("audit_lines") is not None:
+                    lines.append(r["audit_lines"])
+        per = {m: v for m, v in per.items()
+               if "krelay_audit" in v and "krelay" in v}
+        if not per:
+            continue
+        e = {"audit_lines": median(lines)}
+        for m, v in per.items():
+            k, a = v["krelay"], v["krelay_audit"]
+            mk, ma = median(list(k.values())), median(list(a.values()))
+            paired = [a[i] / k[i] for i in sorted(k) if i in a and k[i]]
+            e[m] = {
+                "krelay": round(mk, 3), "krelay_audit": round(ma, 3),
+                "ratio": None if ratio(ma, mk) is None
+                else round(ratio(ma, mk), 4),
+                "paired_ratio": round(median(paired), 4) if paired else None,
+                "krelay_all": [round(k[i], 3) for i in sorted(k)],
+                "krelay_audit_all": [round(a[i], 3) for i in sorted(a)],
+            }
+            if m == "cpu_us_per_request":
+                d = [a[i] - k[i] for i in sorted(k) if i in a]
+                e[m]["added"] = round(ma - mk, 3)
+                e[m]["paired_added"] = round(median(d), 3) if d else None
+        if key in AUDIT_BATCHED and "cpu_s_per_gib" in e:
+            r = e["cpu_s_per_gib"]["ratio"]
+            e["target"] = "CPU s per GiB at most %.2fx krelay's" % (
+                AUDIT_LIMITS["cpu_s_per_gib_ratio"])
+            e["verdict"] = ("no data" if r is None else "within"
+                            if r <= AUDIT_LIMITS["cpu_s_per_gib_ratio"]
+                            else "over")
+        elif key == "produce_1rec" and "cpu_us_per_request" in e:
+            a = e["cpu_us_per_request"]["added"]
+            e["target"] = "at most %g µs of CPU added per request" % (
+                AUDIT_LIMITS["added_us_per_request"])
+            e["verdict"] = ("no data" if a is None else "within"
+                            if a <= AUDIT_LIMITS["added_us_per_request"]
+                            else "over")
+        out[key] = e
+    return out
+
+
+def audit_table(res):
+    au = res.get("audit") or {}
+    if not au:
+        return []
+    names = dict(THROUGHPUT)
+    lines = ["", "Audit: krelay_audit (the same krelay, every request "
+             "audited to a file) against krelay, same run; medians over "
+             "repetitions, x = krelay_audit / krelay (paired: median of the "
+             "per-repetition ratios).", "",
+             "| workload | MB/s krelay / audit | x | CPU s per GiB krelay / "
+             "audit | x (paired) | CPU µs per request krelay / audit | "
+             "added µs (paired) | target | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for key, _ in THROUGHPUT:
+        e = au.get(key)
+        if e is None:
+            continue
+        mb = e.get("mb_per_s", {})
+        cg = e.get("cpu_s_per_gib", {})
+        us = e.get("cpu_us_per_request", {})
+        lines.append("| %s | %s / %s | %s | %s / %s | %s (%s) | %s / %s | "
+                     "%s (%s) | %s | %s |" % (
+                         names.get(key, key), fmt(mb.get("krelay"), 1),
+                         fmt(mb.get("krelay_audit"), 1),
+                         fmtr(mb.get("ratio")), fmt(cg.get("krelay"), 2),
+                         fmt(cg.get("krelay_audit"), 2),
+                         fmtr(cg.get("ratio")),
+                         fmtr(cg.get("paired_ratio")),
+                         fmt(us.get("krelay"), 2),
+                         fmt(us.get("krelay_audit"), 2),
+                         fmt(us.get("added"), 2),
+                         fmt(us.get("paired_added"), 2),
+                         e.get("target", ""), e.get("verdict", "")))
+    return lines
 
 
 AB_LABELS = {
@@ -597,6 +761,20 @@ def table(res):
                 name, fmt(b["payload_bytes"]), fmt(b["ops_per_s"]),
                 fmt(b["mb_per_s"]), fmt(b["decode_ops_per_s"]),
                 fmt(b["memcpy_mb_per_s"]), fmtr(b["ratio_to_memcpy"])))
+    if "auditline" in w and w["auditline"]["benches"]:
+        al = w["auditline"]
+        lines.append("")
+        lines.append("| audit line micro-benchmark (1 core, a %s-byte "
+                     "Produce line) | ns per line |" % fmt(al["line_bytes"]))
+        lines.append("|---|---:|")
+        for name, b in al["benches"].items():
+            extra = ""
+            if b.get("process_ns_per_op") is not None:
+                extra = " (process, writer thread too: %s)" % fmt(
+                    b["process_ns_per_op"], 0)
+            lines.append("| %s | %s%s |" % (name, fmt(b["ns_per_op"], 0),
+                                            extra))
+    lines.extend(audit_table(res))
     notes = res.get("notes") or []
     if notes:
         lines.append("")
@@ -773,9 +951,13 @@ def main():
         w["idle_rss"] = summarize_idle(runs)
     if any(r["workload"] == "codec" for r in runs):
         w["codec"] = summarize_codec(runs)
+    if any(r["workload"] == "auditline" for r in runs):
+        w["auditline"] = summarize_auditline(runs)
     res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
            "runs": runs}
     res["notes"] = notes_for(res)
+    if any(r["target"] == "krelay_audit" for r in runs):
+        res["audit"] = summarize_audit(res)
     if is_ab(res):
         res["ab"] = summarize_ab(res)
     with open(a.out, "w") as f:

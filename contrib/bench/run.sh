@@ -17,9 +17,13 @@
 #   --reps N        repetitions of each workload and target (default 5)
 #   --quick         smoke run: 1 repetition, short and small workloads
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
-#   --workloads L   comma list of produce1k,produce100,fetch,latency,idle,
-#                   codec (default: all)
-#   --targets L     comma list of direct,haproxy,krelay (default: all)
+#   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
+#                   latency,idle,codec,auditline (default: all)
+#   --targets L     comma list of direct,haproxy,krelay,krelay_audit
+#                   (default: all).  krelay_audit is a second krelay, the
+#                   same binary, whose one rule audits every request to a
+#                   file (issue 14: what an audit line costs); it runs the
+#                   throughput workloads, not latency or idle
 #   --latency-mode M  interleaved (default: one client, the targets'
 #                   requests interleaved in one run) or separate (one
 #                   run per target, the method before 2026-11-30)
@@ -80,8 +84,8 @@ PY=/usr/bin/python3
 REPS=5
 QUICK=0
 OUT=$top_builddir/bench-results.json
-WORKLOADS=produce1k,produce100,fetch,latency,idle,codec
-TARGETS=direct,haproxy,krelay
+WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
+TARGETS=direct,haproxy,krelay,krelay_audit
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
 NOTE=
@@ -343,8 +347,9 @@ TICK=$(getconf CLK_TCK)
 
 # ---- binaries --------------------------------------------------------------
 KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
-# The krelay instances, by target name: "krelay", or in A/B mode
-# "krelay_a" and "krelay_b".  Binary, pid (KR_PID, for /proc), pid to
+# The krelay instances, by target name: "krelay" and "krelay_audit" (the
+# same binary, auditing every request), or in A/B mode "krelay_a" and
+# "krelay_b".  Binary, pid (KR_PID, for /proc), pid to
 # stop (KR_TPID), client port and broker port base.
 declare -A KR_BIN=() KR_PID=() KR_TPID=() KR_PORT=() KR_BASE=()
 if [ "$AB" = 1 ]; then
@@ -355,9 +360,11 @@ if [ "$AB" = 1 ]; then
         log "A and B are the same file: an A/A run of one binary"
 else
     KR_BIN[krelay]=$KRELAY
-    KRELAYS=(krelay)
+    KR_BIN[krelay_audit]=$KRELAY
+    KRELAYS=(krelay krelay_audit)
 fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
+BENCH_AUDIT=$top_builddir/tests/bench/bench_audit
 KRBENCH=$top_builddir/tests/bench/krbench
 PREFIX=$KRELAY_DEPS_DIR/node_modules/node-rdkafka/build/deps
 if [ ! -f "$PREFIX/pkgconfig/rdkafka.pc" ] &&
@@ -537,6 +544,18 @@ splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
 level = notice
 target = $WORK/$n.log
 EOF
+    if [ "$n" = krelay_audit ]; then
+        # One rule without match keys: every request and response of
+        # every connection gets its audit line (no bodies), to a file.
+        cat >>"$WORK/$n.ini" <<EOF
+
+[audit]
+target = $WORK/$n.audit.jsonl
+
+[rule audit-all]
+audit = true
+EOF
+    fi
     bounded kpid ktpid "$CPU_PROXY" "${KR_BIN[$n]}" \
         -c "$WORK/$n.ini" >>"$WORK/$n.out" 2>&1
     KR_PID[$n]=$kpid
@@ -565,8 +584,8 @@ for k in "${KRELAYS[@]}"; do
     elif [ "$AB" = 1 ]; then
         die "$k did not start: no A/B comparison"
     else
-        log "krelay is not available: the krelay leg is skipped"
-        TARGETS=$(echo ",$TARGETS," | sed 's/,krelay,/,/; s/^,//; s/,$//')
+        log "$k is not available: the $k leg is skipped"
+        TARGETS=$(echo ",$TARGETS," | sed "s/,$k,/,/; s/^,//; s/,\$//")
     fi
 done
 IFS=, read -r -a TLIST <<<"$TARGETS"
@@ -602,13 +621,14 @@ proxy_pid_of() {
     esac
 }
 
-# peers: the -C list (CPU time inside the window): mock, haproxy, krelay;
-# in A/B mode mock, 0, 0, krelay_a, krelay_b (report.py's PEERS)
+# peers: the -C list (CPU time inside the window): mock, haproxy, krelay,
+# 0, 0, krelay_audit; in A/B mode mock, 0, 0, krelay_a, krelay_b
+# (report.py's PEERS)
 peers() {
     if [ "$AB" = 1 ]; then
         echo "$MOCK_PID,0,0,${KR_PID[krelay_a]:-0},${KR_PID[krelay_b]:-0}"
     else
-        echo "$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0}"
+        echo "$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0},0,0,${KR_PID[krelay_audit]:-0}"
     fi
 }
 
@@ -616,45 +636,51 @@ peers() {
 # the client CPU, record its JSON with the CPU time the mock and the
 # proxies used meanwhile.
 run_client() {
-    local wl=$1 tg=$2 rep=$3 limit=$4 out rc t0 t1 m0 m1 h0 h1 k0 k1 s0 s1
-    local n extra='' ns0=() ns1=() i
+    local wl=$1 tg=$2 rep=$3 limit=$4 out rc t0 t1 m0 m1 h0 h1 s0 s1
+    local n extra='' ns0=() ns1=() i alog
     shift 4
     advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
-    if [ "$AB" = 1 ]; then
-        for n in "${KRELAYS[@]}"; do
-            ns0+=("$(cpu_ns "${KR_PID[$n]:-}")")
-        done
-    fi
+    alog=$WORK/krelay_audit.audit.jsonl
+    # the audit leg's lines of this run only (the writer appends)
+    [ "$tg" = krelay_audit ] && [ -f "$alog" ] && : >"$alog"
+    for n in "${KRELAYS[@]}"; do
+        ns0+=("$(cpu_ns "${KR_PID[$n]:-}")")
+    done
     m0=$(cpu_ticks "$MOCK_PID"); h0=$(cpu_ticks "$HAPROXY_PID")
-    k0=$(cpu_ticks "${KR_PID[krelay]:-}"); s0=$(busy_ticks)
+    s0=$(busy_ticks)
     t0=$(date +%s.%N)
     out=$(timeout -k 5 "$limit" taskset -c "$CPU_CLIENT" "$@" \
           2>>"$WORK/client.log")
     rc=$?
     t1=$(date +%s.%N)
     m1=$(cpu_ticks "$MOCK_PID"); h1=$(cpu_ticks "$HAPROXY_PID")
-    k1=$(cpu_ticks "${KR_PID[krelay]:-}"); s1=$(busy_ticks)
-    if [ "$AB" = 1 ]; then
-        # "krelay_a_cpu_s", "krelay_b_cpu_s": each instance's CPU seconds
-        # over the run, at full precision
-        for n in "${KRELAYS[@]}"; do
-            ns1+=("$(cpu_ns "${KR_PID[$n]:-}")")
-        done
-        for i in "${!KRELAYS[@]}"; do
-            extra=$extra$(awk -v n="${KRELAYS[$i]}" -v a="${ns0[$i]}" \
-                -v b="${ns1[$i]}" 'BEGIN {
-                printf "\"%s_cpu_s\":%.4f,", n, (b - a) / 1e9 }')
-        done
+    s1=$(busy_ticks)
+    # "krelay_cpu_s", "krelay_audit_cpu_s" (A/B: "krelay_a_cpu_s",
+    # "krelay_b_cpu_s"): each instance's CPU seconds over the run, at
+    # full precision (schedstat, every thread: the audit writer too)
+    for n in "${KRELAYS[@]}"; do
+        ns1+=("$(cpu_ns "${KR_PID[$n]:-}")")
+    done
+    for i in "${!KRELAYS[@]}"; do
+        [ -n "${KR_PID[${KRELAYS[$i]}]:-}" ] || continue
+        extra=$extra$(awk -v n="${KRELAYS[$i]}" -v a="${ns0[$i]}" \
+            -v b="${ns1[$i]}" 'BEGIN {
+            printf "\"%s_cpu_s\":%.4f,", n, (b - a) / 1e9 }')
+    done
+    if [ "$tg" = krelay_audit ]; then
+        # lines the run wrote (those still in the writer's 10 ms batch
+        # at this moment are missed)
+        extra=$extra"\"audit_lines\":$(wc -l <"$alog" 2>/dev/null || echo 0),"
     fi
     out=$(printf '%s\n' "$out" | grep '^{' | tail -n 1)
     [ -n "$out" ] || out='{}'
     awk -v wl="$wl" -v tg="$tg" -v rep="$rep" -v rc="$rc" -v t0="$t0" \
         -v t1="$t1" -v m="$((m1 - m0))" -v h="$((h1 - h0))" \
-        -v k="$((k1 - k0))" -v s="$((s1 - s0))" -v tick="$TICK" \
+        -v s="$((s1 - s0))" -v tick="$TICK" \
         -v extra="$extra" -v out="$out" 'BEGIN {
         printf "{\"workload\":\"%s\",\"target\":\"%s\",\"rep\":%d,\"rc\":%d,", wl, tg, rep, rc
         printf "\"wall_s\":%.3f,\"mock_cpu_s\":%.2f,\"haproxy_cpu_s\":%.2f,", t1 - t0, m / tick, h / tick
-        printf "\"krelay_cpu_s\":%.2f,\"system_cpu_s\":%.2f,%s", k / tick, s / tick, extra
+        printf "\"system_cpu_s\":%.2f,%s", s / tick, extra
         printf "\"client\":%s}\n", out }' >>"$RUNS"
     if [ "$rc" -ne 0 ]; then
         log "$wl via $tg (rep $rep): client exit $rc; see client.log"
@@ -702,11 +728,13 @@ lat_prio() {
 }
 command -v chrt >/dev/null || LAT_PRIO=normal
 
-# order REP: the targets rotated by REP (alternating which goes first)
+# order REP [SKIP]: the targets rotated by REP (alternating which goes
+# first), without SKIP (latency and idle: krelay_audit)
 order() {
-    local n=${#TLIST[@]} i
+    local n=${#TLIST[@]} i t
     for ((i = 0; i < n; i++)); do
-        echo "${TLIST[$(((i + $1) % n))]}"
+        t=${TLIST[$(((i + $1) % n))]}
+        [ "$t" = "${2:-}" ] || echo "$t"
     done
 }
 
@@ -747,6 +775,18 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 -C "$(peers)" -s 100 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
         fi
     done
+    for tg in $(order "$rep"); do
+        # One 100-byte record per Produce request (batch.num.messages=1,
+        # linger.ms=0): what a request costs, as kcat sending one message
+        # at a time.
+        # shellcheck disable=SC2046
+        if has "$WORKLOADS" produce1rec; then
+            run_client produce_1rec "$tg" "$rep" 90 "$KRBENCH" produce \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t small -p 8 \
+                -C "$(peers)" -s 100 -b 1 -l 0 -d "$PRODUCE_SECS" \
+                -w "$PRODUCE_WARM"
+        fi
+    done
     [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
         { has "$WORKLOADS" fetch && place_proxies "$CPU_PROXY_FETCH"; }
     for tg in $(order "$rep"); do
@@ -764,7 +804,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         # lat/0 (NodeId 1): the targets' requests interleaved (order
         # drawn per round, seeded by the repetition).
         la= ln=
-        for tg in $(order "$rep"); do
+        for tg in $(order "$rep" krelay_audit); do
             la=$la${la:+,}$(broker_of "$tg" 1)
             ln=$ln${ln:+,}$tg
         done
@@ -776,7 +816,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
             -V "$LAT_VERSION" -C "$(peers)"
         lat_prio normal
     fi
-    for tg in $(order "$rep"); do
+    for tg in $(order "$rep" krelay_audit); do
         if has "$WORKLOADS" latency && [ "$LAT_MODE" = separate ]; then
             lat_prio rt
             run_client latency "$tg" "$rep" 120 \
@@ -861,7 +901,7 @@ run_idle() {
 }
 if has "$WORKLOADS" idle; then
     for ((rep = 1; rep <= REPS; rep++)); do
-        for tg in $(order "$rep"); do
+        for tg in $(order "$rep" krelay_audit); do
             run_idle "$tg" "$rep"
         done
     done
@@ -880,6 +920,22 @@ elif has "$WORKLOADS" codec; then
         printf '{"workload":"codec","target":"codec","rep":%d,"rc":%d,"client":%s}\n' \
             "$rep" "$rc" "$out" >>"$RUNS"
         log "codec (rep $rep): exit $rc"
+    done
+fi
+
+# ---- audit line micro-benchmarks (one core, nothing else running) ----------
+if has "$WORKLOADS" auditline && [ "$AB" = 1 ]; then
+    log "auditline: not in A/B mode (bench_audit is this build's)"
+elif has "$WORKLOADS" auditline; then
+    [ -x "$BENCH_AUDIT" ] || die "$BENCH_AUDIT not built (make bench builds it)"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        out=$(timeout -k 5 120 taskset -c "$CPU_MOCK" "$BENCH_AUDIT" \
+              -t "$CODEC_SECS" 2>>"$WORK/client.log" | tr -d '\n')
+        rc=$?
+        [ -n "$out" ] || out='{}'
+        printf '{"workload":"auditline","target":"auditline","rep":%d,"rc":%d,"client":%s}\n' \
+            "$rep" "$rc" "$out" >>"$RUNS"
+        log "auditline (rep $rep): exit $rc"
     done
 fi
 

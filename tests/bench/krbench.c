@@ -4,7 +4,7 @@
  *   krbench mock    -t NAME:PARTITIONS... [-b N] [-H PORT,...] [-r FILE]
  *   krbench produce -B BOOTSTRAP -t TOPIC -p PARTS -s SIZE
  *                   (-d SECONDS [-w WARMUP] | -n RECORDS) [-l LINGER_MS]
- *                   [-q] [-m MAP] [-C PID,...]
+ *                   [-b BATCH_RECORDS] [-q] [-m MAP] [-C PID,...]
  *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
  *                   [-C PID,...]
  *   krbench latency -a HOST:PORT[,HOST:PORT...] [-N NAME,...] -t TOPIC
@@ -32,7 +32,12 @@
  *   records of SIZE bytes round-robin over partitions 0..PARTS-1.  With
  *   -d, enqueues for WARMUP + SECONDS and reports the delivery rate in
  *   the SECONDS window; with -n, delivers RECORDS records (preloading).
- *   linger.ms is LINGER_MS (default 5).  -q (with -n): the partitions in
+ *   linger.ms is LINGER_MS (default 5); batch.num.messages is
+ *   BATCH_RECORDS (default 1000000: batches are cut by batch.size; 1:
+ *   one record per batch, and librdkafka sends a batch per request, so
+ *   one record per Produce request; below 100 the queue holds at most
+ *   10,000 x BATCH_RECORDS records, so that the flush after the window
+ *   is short).  -q (with -n): the partitions in
  *   turn, each filled before the next, so that batches reach batch.size
  *   (librdkafka's mock answers a Fetch with one batch per partition: a
  *   broker would send up to max.partition.fetch.bytes of batches).
@@ -797,6 +802,8 @@ static int
 kb_produce(int argc, char **argv)
 {
     const char *bootstrap = NULL, *topic = NULL, *linger = "5";
+    const char *batch_recs = "1000000";
+    char qmax[32];
     int parts = 1, opt;
     long size = 1024, nrec = 0;
     double dur = 0, warm = 1.0;
@@ -814,7 +821,7 @@ kb_produce(int argc, char **argv)
     uint64_t sent = 0;
     bool in_window = false, seq = false;
 
-    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:qm:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:b:qm:C:")) != -1) {
         switch (opt) {
         case 'q': seq = true; break;
         case 'B': bootstrap = optarg; break;
@@ -828,6 +835,9 @@ kb_produce(int argc, char **argv)
             break;
         case 'l': linger = optarg;
             (void)kb_parse_long(optarg, 0, 60000, "linger.ms");
+            break;
+        case 'b': batch_recs = optarg;
+            (void)kb_parse_long(optarg, 1, 1000000, "batch.num.messages");
             break;
         case 'm': kb_parse_map(optarg); break;
         case 'C': kb_parse_peers(optarg); break;
@@ -850,12 +860,19 @@ kb_produce(int argc, char **argv)
     conf = kb_conf_new(bootstrap);
     kb_conf_set(conf, "acks", "1");
     kb_conf_set(conf, "batch.size", "1048576");
-    kb_conf_set(conf, "batch.num.messages", "1000000");
+    kb_conf_set(conf, "batch.num.messages", batch_recs);
     kb_conf_set(conf, "message.max.bytes", "1200000");
     kb_conf_set(conf, "linger.ms", linger);
     kb_conf_set(conf, "compression.codec", "none");
     kb_conf_set(conf, "queue.buffering.max.kbytes", "65536");
-    kb_conf_set(conf, "queue.buffering.max.messages", "1000000");
+    /* Small batches: a short queue, or the flush after the window
+       (requests of one record each) takes many seconds. */
+    snprintf(qmax, sizeof(qmax), "%ld",
+             strtol(batch_recs, NULL, 10) >= 100 ? 1000000L
+                                                  : 10000L *
+                                                        strtol(batch_recs,
+                                                               NULL, 10));
+    kb_conf_set(conf, "queue.buffering.max.messages", qmax);
     kb_conf_set(conf, "message.timeout.ms", "30000");
     kb_conf_set(conf, "statistics.interval.ms", "500");
     rd_kafka_conf_set_stats_cb(conf, kb_stats_cb);

@@ -11,11 +11,13 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kr_audit.h"
@@ -1569,6 +1571,106 @@ START_TEST(test_sink_threads)
 }
 END_TEST
 
+/*
+ * The writer batches lines (kr_audit.c: it lingers about 10 ms after the
+ * first line of a batch) but never keeps them: a line arrives without
+ * kr_audit_flush, and so does one written while a batch is being
+ * written.
+ */
+START_TEST(test_sink_unflushed)
+{
+    char path[128], err[256], *all;
+    struct kr_audit *au;
+    unsigned i;
+
+    snprintf(path, sizeof(path), "%s/audit.log", tmpdir);
+    au = kr_audit_open(path, 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    ck_assert(kr_audit_write(au, "one", 3));
+    for (i = 0; i < 500 && kr_audit_written(au) < 1; i++) {
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(kr_audit_written(au), 1);
+    ck_assert(kr_audit_write(au, "two", 3));
+    ck_assert(kr_audit_write(au, "three", 5));
+    for (i = 0; i < 500 && kr_audit_written(au) < 3; i++) {
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(kr_audit_written(au), 3);
+    all = slurp(path);                  /* written, not only counted */
+    ck_assert_str_eq(all, "one\ntwo\nthree\n");
+    free(all);
+    kr_audit_close(au);
+}
+END_TEST
+
+/* kr_audit_time as it was written before its per-second cache. */
+static void
+time_ref(int64_t t_us, char *out, size_t len)
+{
+    int64_t sec = t_us / 1000000, us = t_us % 1000000;
+    time_t t;
+    struct tm tm;
+    char date[24];
+
+    if (us < 0) {
+        us += 1000000;
+        sec--;
+    }
+    t = (time_t)sec;
+    if (gmtime_r(&t, &tm) == NULL ||
+        strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(out, len, "1970-01-01T00:00:00.000000Z");
+        return;
+    }
+    snprintf(out, len, "%s.%06dZ", date, (int)us);
+}
+
+START_TEST(test_time)
+{
+    static const int64_t fixed[] = {
+        0, 1, 999999, 1000000, -1, -999999, -1000000, -1000001,
+        (int64_t)1764590400 * 1000000 + 123456,   /* 2025-12-01 */
+        (int64_t)951782400 * 1000000,             /* 2000-02-29 */
+        (int64_t)253402300799 * 1000000 + 999999, /* 9999-12-31 */
+        (int64_t)253402300800 * 1000000,          /* year 10000 */
+        INT64_MAX, INT64_MIN,
+    };
+    char got[40], want[40], small[12], small_want[12];
+    uint64_t x = 14;
+    unsigned i;
+
+    ck_assert(sizeof(got) >= 32);
+    for (i = 0; i < KR_ARRAY_LEN(fixed); i++) {
+        kr_audit_time(fixed[i], got, sizeof(got));
+        time_ref(fixed[i], want, sizeof(want));
+        ck_assert_msg(strcmp(got, want) == 0, "%" PRId64 ": %s, want %s",
+                      fixed[i], got, want);
+    }
+    kr_audit_time((int64_t)1764590400 * 1000000 + 7, got, sizeof(got));
+    ck_assert_str_eq(got, "2025-12-01T12:00:00.000007Z");
+    /* the same second again and again (the cache), the next, back */
+    for (i = 0; i < 100000; i++) {
+        int64_t t;
+
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t = (int64_t)1764590400 * 1000000 + (int64_t)(x >> 40) % 3000000 -
+            1000000;
+        if (i % 1000 == 0) {
+            t = (int64_t)(x >> 1) % ((int64_t)1 << 55);  /* any time */
+        }
+        kr_audit_time(t, got, sizeof(got));
+        time_ref(t, want, sizeof(want));
+        KR_TEST_CHECK(strcmp(got, want) == 0, "%" PRId64 ": %s, want %s",
+                      t, got, want);
+    }
+    /* a short buffer is cut as snprintf cuts */
+    kr_audit_time(1234567, small, sizeof(small));
+    time_ref(1234567, small_want, sizeof(small_want));
+    ck_assert_str_eq(small, small_want);
+}
+END_TEST
+
 static Suite *
 audit_suite(void)
 {
@@ -1602,6 +1704,8 @@ audit_suite(void)
     tcase_add_test(ts, test_sink_stdout);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
+    tcase_add_test(ts, test_sink_unflushed);
+    tcase_add_test(ts, test_time);
     suite_add_tcase(s, ts);
     return s;
 }

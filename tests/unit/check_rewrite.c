@@ -1116,6 +1116,38 @@ fetch16(const char *host, uint32_t n, int32_t node0, const uint8_t *recs,
     return encode(&m, recs, rlen, len);
 }
 
+/*
+ * kr_rewrite_tree_none: a streamable response's decoded body without
+ * endpoints (or with an empty NodeEndpoints) needs no rewrite; one with
+ * endpoints does; other APIs and versions are never "none".
+ */
+START_TEST(test_tree_none)
+{
+    uint8_t recs[10] = { 0 }, *p;
+    struct kr_msg m;
+    size_t len;
+
+    p = fetch16(NULL, 0, 0, recs, sizeof(recs), &len);
+    m = decode(p, len, 1, 16);
+    ck_assert(kr_rewrite_tree_none(1, 16, m.body));
+    ck_assert(!kr_rewrite_tree_none(1, 16, NULL));
+    ck_assert(!kr_rewrite_tree_none(1, 15, m.body));  /* not streamable */
+    ck_assert(!kr_rewrite_tree_none(3, 12, m.body));  /* Metadata */
+    free(p);
+    p = fetch16("broker-1", 1, 1, recs, sizeof(recs), &len);
+    m = decode(p, len, 1, 16);
+    ck_assert(fld(m.body, "NodeEndpoints")->present);
+    ck_assert(!kr_rewrite_tree_none(1, 16, m.body));
+    free(p);
+    p = fetch16("broker-1", 0, 1, recs, sizeof(recs), &len);
+    m = decode(p, len, 1, 16);
+    ck_assert(fld(m.body, "NodeEndpoints")->present);
+    ck_assert_uint_eq(fld(m.body, "NodeEndpoints")->u.arr->n, 0);
+    ck_assert(kr_rewrite_tree_none(1, 16, m.body));
+    free(p);
+}
+END_TEST
+
 /* Where kr_scan stops in payload p: the start of the tail. */
 static size_t
 scan_stop(const uint8_t *p, size_t len, int16_t key, int16_t ver)
@@ -1549,6 +1581,7 @@ rewrite_suite(void)
     tcase_add_test(tc, test_wants_table);
     tcase_add_test(tc, test_learn_from_metadata);
     tcase_add_test(tc, test_streamable_table);
+    tcase_add_test(tc, test_tree_none);
     tcase_add_test(tc, test_tail_unchanged);
     tcase_add_test(tc, test_tail_every_length);
     tcase_add_test(tc, test_tail_errors);

@@ -2451,6 +2451,97 @@ START_TEST(fetch16_whole_no_tags)
 }
 END_TEST
 
+/* The audit file of held_audited_fetch16 (removed by the test). */
+static char held_audit_path[64];
+
+/* One rule auditing Fetch with bodies (so its responses are held whole and
+   decoded), its lines to held_audit_path. */
+static void
+rule_audit_body_fetch(void)
+{
+    static struct kr_rule_conf r;
+    static int16_t apis[1] = { KR_API_FETCH };
+    char err[128] = "";
+    int fd;
+
+    snprintf(held_audit_path, sizeof(held_audit_path),
+             "/tmp/check_session_held.XXXXXX");
+    fd = mkstemp(held_audit_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    T.conf.audit.target = held_audit_path;
+    memset(&r, 0, sizeof(r));
+    r.name = (char *)"bodies";
+    r.api = apis;
+    r.napi = 1;
+    r.versions_min = 0;
+    r.versions_max = INT16_MAX;
+    r.direction = KR_RDIR_BOTH;
+    r.clamp_min_version = r.clamp_max_version = -1;
+    r.throttle_ms = -1;
+    r.deny_error = -1;
+    r.fault_error = -1;
+    r.fault_error_probability = 1;
+    r.audit = true;
+    r.audit_body = true;
+    T.conf.rules = &r;
+    T.conf.nrules = 1;
+    T.conf.ruleset = kr_rule_compile(&T.conf, err, sizeof(err));
+    ck_assert_msg(T.conf.ruleset != NULL, "%s", err);
+}
+
+/*
+ * A Fetch v16 response an audit rule holds whole and decodes: its broker
+ * endpoints are rewritten from that one decode when it has none (_i 0:
+ * the frame goes on byte for byte), through kr_rewrite_response when it
+ * has some (_i 1: rewritten), and a frame kr_rewrite_response refuses
+ * (_i 2: an unknown tagged field twice, which the tolerant decode the
+ * audit line uses accepts) still closes the connection, not delivered.
+ */
+START_TEST(held_audited_fetch16)
+{
+    static const uint8_t dup_tags[] = { 2, 5, 0, 5, 0 };
+    struct bb rsp = { 0 }, exp = { 0 };
+    struct cli *c;
+    char *log;
+
+    rule_audit_body_fetch();
+    log_capture();
+    c = fetch16_setup(31, 3000, _i == 1 ? "10.1.2.3." : NULL, 9092, false,
+                      &rsp);
+    if (_i == 2) {
+        /* the body's tagged-field count 0 (the last byte) becomes two
+           fields of tag 5, both empty */
+        rsp.n--;
+        bput(&rsp, dup_tags, sizeof(dup_tags));
+        bend(&rsp, 0);
+        fake_replace_pending(&rsp);
+    }
+    fake_release(&T.fb);
+    if (_i == 2) {
+        ck_assert(cli_wait_closed(c));
+        ck_assert_uint_lt(evbuffer_get_length(c->in), rsp.n);
+        log = log_text();
+        ck_assert_msg(strstr(log, "cannot rewrite Fetch v16 response") !=
+                      NULL && strstr(log, "duplicate tagged field 5") !=
+                      NULL, "%s", log);
+        free(log);
+    } else {
+        if (_i == 1) {
+            rsp_fetch16(&exp, 31, 3000, "127.0.0.1", 0, false);
+        } else {
+            bput(&exp, rsp.b, rsp.n);
+        }
+        cli_expect(c, &exp);
+        ck_assert(!c->closed);
+    }
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
+    unlink(held_audit_path);
+    free(rsp.b);
+    free(exp.b);
+}
+END_TEST
+
 /*
  * A streamed response that turns out malformed: the client connection is
  * closed (it got a partial frame it must not trust), with one log line
@@ -4000,6 +4091,7 @@ session_suite(void)
     tcase_add_test(tc, fetch16_whole_over_max);
     tcase_add_test(tc, held_response_slow_not_cut);
     tcase_add_test(tc, fetch16_streamed_malformed);
+    tcase_add_loop_test(tc, held_audited_fetch16, 0, 3);
     tcase_add_test(tc, max_inflight_held_response_resumes);
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
