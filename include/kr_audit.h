@@ -65,10 +65,11 @@ struct kr_audit *kr_audit_open(const char *target, size_t queue_bytes,
 /*
  * Ask the writer to reopen a file target before its next write
  * (async-signal-safe: sets a flag and wakes nothing; the writer checks
- * it at least every 100 ms and before each write).  No-op for syslog,
- * stdout or NULL.
+ * it at least every 100 ms and before each write; a failure is logged,
+ * and the lines keep going to the file opened before).  Returns true
+ * for a file target; false (nothing to do) for syslog, stdout or NULL.
  */
-void kr_audit_reopen(struct kr_audit *au);
+bool kr_audit_reopen(struct kr_audit *au);
 /*
  * Write every queued line, stop the writer, close the target, free au.
  * Not concurrent with writes on au.  NULL is a no-op.

@@ -46,8 +46,13 @@ extern _Atomic int kr_log_level_cur;
  * when the file cannot be opened (the previous sink stays).
  */
 int kr_log_open(const char *target, const char *ident) KR_MUST_CHECK;
-/* Reopen a file sink (log rotation); no-op for stderr and syslog. */
-void kr_log_reopen(void);
+/*
+ * Reopen a file sink (log rotation).  A failure is logged (to the file
+ * opened before, which lines keep going to).  Returns true when the sink
+ * is a file (reopened or not), false for stderr and syslog (nothing
+ * done).
+ */
+bool kr_log_reopen(void);
 /* Close the file or syslog sink and fall back to stderr.  Thread-safe. */
 void kr_log_close(void);
 

@@ -78,7 +78,8 @@ audit_do_reopen(struct kr_audit *au)
     }
     fd = audit_open_file(au->path);
     if (fd < 0) {
-        kr_log_rl(KR_LOG_ERROR, "audit: cannot reopen %s: %s", au->path,
+        kr_log_rl(KR_LOG_ERROR, "audit: cannot reopen %s: %s; audit lines "
+                  "keep going to the file opened before", au->path,
                   strerror(errno));
         return;
     }
@@ -263,12 +264,14 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     return au;
 }
 
-void
+bool
 kr_audit_reopen(struct kr_audit *au)
 {
     if (au != NULL && au->kind == AUDIT_FILE) {
         atomic_store(&au->reopen, 1);
+        return true;
     }
+    return false;
 }
 
 void

@@ -969,13 +969,14 @@ is_timestamp(const char *s)
 START_TEST(test_log_file_reopen)
 {
     char dir[] = "/tmp/check_log_XXXXXX";
-    char path[256], old[256], want[128];
+    char path[256], old[256], old2[256], want[512];
     char *text, *nl;
     struct stat sb;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/krelay.log", dir);
     snprintf(old, sizeof(old), "%s/krelay.log.1", dir);
+    snprintf(old2, sizeof(old2), "%s/krelay.log.2", dir);
 
     ck_assert_int_eq(kr_log_open(path, "ktest"), KR_OK);
     ck_assert_int_eq(stat(path, &sb), 0);
@@ -993,9 +994,18 @@ START_TEST(test_log_file_reopen)
     kr_log_level_cur = KR_LOG_NOTICE;
 
     ck_assert_int_eq(rename(path, old), 0);
-    kr_log_reopen();
+    ck_assert(kr_log_reopen());         /* a file sink: reopened */
     kr_log_warn("second");
+    /* a reopen that fails says so, in the file opened before, which
+       lines keep going to */
+    ck_assert_int_eq(rename(path, old2), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert(kr_log_reopen());
+    kr_log_warn("third");
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(rename(old2, path), 0);
     kr_log_close();
+    ck_assert(!kr_log_reopen());        /* stderr: nothing to reopen */
 
     text = slurp(old);
     ck_assert_int_eq(count_lines(text), 3);
@@ -1014,9 +1024,14 @@ START_TEST(test_log_file_reopen)
     free(text);
 
     text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 1);
+    ck_assert_int_eq(count_lines(text), 3);
     ck_assert(is_timestamp(text));
     ck_assert_ptr_nonnull(strstr(text, ": warn: second\n"));
+    snprintf(want, sizeof(want), ": error: cannot reopen the log file %s: "
+             "Is a directory; log lines keep going to the file opened "
+             "before\n", path);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, ": warn: third\n"));
     free(text);
 
     /* A file that cannot be opened keeps the old sink. */
