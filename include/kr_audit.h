@@ -11,10 +11,13 @@
  * writer thread reopens before its next write).  Target "syslog" writes
  * each line with syslog(3) at LOG_INFO, facility LOG_DAEMON (the process
  * calls openlog, or kr_log_open did; syslog daemons may cut long lines,
- * e.g. rsyslog at 8 KiB by default).  Target "stdout" writes the lines to
- * fd 1 (under systemd: the journal), never closed nor reopened; whatever
- * else the process prints to stdout could interleave with them (krelay
- * itself prints there only --demo's banner, before any client connects).
+ * e.g. rsyslog at 8 KiB by default); where there is no syslog socket
+ * (kr_log_syslog_present: containers) the writer counts the lines as
+ * dropped, as syslog(3) would lose them without a word.  Target "stdout"
+ * writes the lines to fd 1 (under systemd: the journal), never closed
+ * nor reopened; whatever else the process prints to stdout could
+ * interleave with them (krelay itself prints there only --demo's banner,
+ * before any client connects).
  * Every sink function is thread-safe: several worker threads may write to
  * one sink.
  *
@@ -81,7 +84,8 @@ void kr_audit_close(struct kr_audit *au);      /* flushes */
  * full (or au is NULL, which counts nothing).
  */
 bool kr_audit_write(struct kr_audit *au, const char *line, size_t len);
-/* Lines dropped so far (queue full, or a failed write to the target). */
+/* Lines dropped so far: the queue full, a failed write to the target, or
+   target syslog without a syslog socket (kr_log_syslog_present). */
 uint64_t kr_audit_dropped(const struct kr_audit *au);
 /* Lines written to the target so far (tests, stats). */
 uint64_t kr_audit_written(const struct kr_audit *au);

@@ -56,6 +56,23 @@ bool kr_log_reopen(void);
 /* Close the file or syslog sink and fall back to stderr.  Thread-safe. */
 void kr_log_close(void);
 
+/*
+ * The socket syslog(3) sends to: glibc's _PATH_LOG, "/dev/log".  Only
+ * kr_log_syslog_present reads it; unit tests point it elsewhere (set it
+ * before any thread calls kr_log_syslog_present).  syslog(3) itself
+ * always uses _PATH_LOG.
+ */
+extern const char *kr_log_syslog_path;
+
+/*
+ * Is kr_log_syslog_path a socket (a stat(2), following symlinks)?  When
+ * it is not (no syslog daemon: most containers, minimal hosts), glibc's
+ * syslog(3) drops every message without a word.  A socket nobody reads
+ * (a daemon that died) still counts as present: only the daemon's own
+ * socket tells, and syslog(3) hides that.  errno is preserved.
+ */
+bool kr_log_syslog_present(void);
+
 /* Parse "error".."trace" into *level; false when unknown. */
 bool kr_log_level_parse(const char *s, int *level);
 /* "error".."trace" for a kr_log_level, "unknown" otherwise (static). */

@@ -9,8 +9,12 @@
  * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
  * fd 1 is never closed nor reopened.  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
- * every 100 ms); a failed reopen keeps the old descriptor.  The writer
- * blocks every signal, so SIGHUP and friends go to the event loops.
+ * every 100 ms); a failed reopen keeps the old descriptor.  Before each
+ * syslog batch the writer looks for the syslog socket (one stat(2),
+ * kr_log_syslog_present): without one syslog(3) would drop the lines
+ * silently, so they are counted as dropped instead, and logged.  The
+ * writer blocks every signal, so SIGHUP and friends go to the event
+ * loops.
  */
 #include "config.h"
 
@@ -94,6 +98,14 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     size_t off = 0;
 
     audit_do_reopen(au);
+    if (au->kind == AUDIT_SYSLOG && !kr_log_syslog_present()) {
+        /* syslog(3) would drop them without a word: count them */
+        atomic_fetch_add(&au->dropped, nlines);
+        kr_log_rl(KR_LOG_ERROR, "audit: no syslog socket at %s (no syslog "
+                  "daemon): %llu line%s lost", kr_log_syslog_path,
+                  (unsigned long long)nlines, nlines == 1 ? "" : "s");
+        return;
+    }
     if (au->kind == AUDIT_SYSLOG) {
         while (off < len) {
             const char *nl = memchr(out + off, '\n', len - off);

@@ -419,8 +419,9 @@ audit_report(const struct kr_audit_ref *r, const char *when)
 
     if (n > 0) {
         kr_log_warn("audit: %" PRIu64 " line%s dropped since the audit "
-                    "target was opened (queue full or target not "
-                    "writable), at %s", n, n == 1 ? "" : "s", when);
+                    "target was opened (queue full, target not writable, "
+                    "or no syslog socket), at %s", n, n == 1 ? "" : "s",
+                    when);
     }
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <syslog.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,6 +188,19 @@ kr_log_reopen(void)
                      strerror(e));
     }
     return file;
+}
+
+const char *kr_log_syslog_path = "/dev/log";
+
+bool
+kr_log_syslog_present(void)
+{
+    struct stat st;
+    int e = errno;
+    bool ok = stat(kr_log_syslog_path, &st) == 0 && S_ISSOCK(st.st_mode);
+
+    errno = e;
+    return ok;
 }
 
 void

@@ -15,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "kr_audit.h"
 #include "kr_json.h"
+#include "kr_log.h"
 #include "kr_scan.h"
 #include "kr_topics.h"
 #include "kr_test.h"
@@ -1368,13 +1371,39 @@ START_TEST(test_sink_close_flushes)
     snprintf(path, sizeof(path), "%s/no/such/dir/audit.log", tmpdir);
     ck_assert_ptr_null(kr_audit_open(path, 0, err, sizeof(err)));
     ck_assert_msg(strstr(err, "no/such/dir") != NULL, "%s", err);
-    /* syslog target: accepted and counted (content goes to syslog) */
-    au = kr_audit_open("syslog", 0, err, sizeof(err));
-    ck_assert_msg(au != NULL, "%s", err);
-    ck_assert(kr_audit_write(au, "{\"check_audit\":1}", 17));
-    kr_audit_flush(au);
-    ck_assert_uint_eq(kr_audit_written(au), 1);
-    kr_audit_close(au);
+    /* syslog target: accepted and counted (content goes to syslog);
+       with no syslog socket (kr_log_syslog_path: nothing there, then a
+       socket) the lines are counted as dropped, as syslog(3) would lose
+       them without a word */
+    {
+        const char *saved = kr_log_syslog_path;
+        struct sockaddr_un sa;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/log", tmpdir);
+        kr_log_syslog_path = path;
+        au = kr_audit_open("syslog", 0, err, sizeof(err));
+        ck_assert_msg(au != NULL, "%s", err);
+        ck_assert(kr_audit_write(au, "{\"check_audit\":1}", 17));
+        ck_assert(kr_audit_write(au, "{\"check_audit\":2}", 17));
+        kr_audit_flush(au);
+        ck_assert_uint_eq(kr_audit_written(au), 0);
+        ck_assert_uint_eq(kr_audit_dropped(au), 2);
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        ck_assert(kr_audit_write(au, "{\"check_audit\":3}", 17));
+        kr_audit_flush(au);
+        ck_assert_uint_eq(kr_audit_written(au), 1);
+        ck_assert_uint_eq(kr_audit_dropped(au), 2);
+        kr_audit_close(au);
+        close(fd);
+        unlink(path);
+        kr_log_syslog_path = saved;
+    }
     ck_assert(!kr_audit_write(NULL, "x", 1));
     ck_assert_uint_eq(kr_audit_dropped(NULL), 0);
 }

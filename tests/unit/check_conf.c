@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "kr_conf.h"
@@ -334,6 +337,79 @@ START_TEST(test_warn_wildcard_listen)
         free(w);
         kr_conf_free(c);
     }
+}
+END_TEST
+
+/*
+ * [log] and [audit] target = syslog warn, naming what is lost, when
+ * there is no syslog socket (kr_log_syslog_path pointed at a path that
+ * does not exist, then at a plain file); quiet with a socket there, and
+ * for other targets.
+ */
+START_TEST(test_warn_syslog_socket)
+{
+    char dir[] = "/tmp/check_syslog_XXXXXX", sock[128], file[128];
+    char text[512], want[1024], *w;
+    const char *saved = kr_log_syslog_path;
+    struct sockaddr_un sa;
+    struct kr_conf *c;
+    unsigned n;
+    int fd, i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof(sock), "%s/log", dir);
+    snprintf(file, sizeof(file), "%s/file", dir);
+    fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* line 6 [log], 7 target; 8 [audit], 9 target */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "[log]\ntarget = syslog\n[audit]\ntarget = syslog\n");
+    for (i = 0; i < 2; i++) {
+        kr_log_syslog_path = i == 0 ? sock : file;
+        c = load_ok(text);
+        w = warnings_of(c, &n);
+        ck_assert_uint_eq(n, 2);
+        snprintf(want, sizeof(want),
+                 "t.ini:7: [log]: target = syslog, but there is no syslog "
+                 "socket at %s (no syslog daemon, as in most containers): "
+                 "syslog(3) drops krelay's log lines without a word; use "
+                 "stderr (under systemd: the journal) or a file\n"
+                 "t.ini:9: [audit]: target = syslog, but there is no syslog "
+                 "socket at %s (no syslog daemon, as in most containers): "
+                 "every audit line would be lost (krelay counts them as "
+                 "dropped and logs how many); use stdout or a file\n",
+                 kr_log_syslog_path, kr_log_syslog_path);
+        ck_assert_str_eq(w, want);
+        free(w);
+        kr_conf_free(c);
+    }
+    /* a socket there: no warning */
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    kr_log_syslog_path = sock;
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_msg(n == 0, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    close(fd);
+    /* no socket, other targets: no warning */
+    kr_log_syslog_path = file;
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[log]\ntarget = stderr\n"
+                "[audit]\ntarget = stdout\n");
+    w = warnings_of(c, &n);
+    ck_assert_msg(n == 0, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    kr_log_syslog_path = saved;
+    unlink(sock);
+    unlink(file);
+    rmdir(dir);
 }
 END_TEST
 
@@ -1795,6 +1871,7 @@ conf_suite(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_advertised_default);
     tcase_add_test(tc, test_warn_wildcard_listen);
+    tcase_add_test(tc, test_warn_syslog_socket);
     tcase_add_test(tc, test_err_wildcard_advertised);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_long_line_ok);
