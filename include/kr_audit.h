@@ -27,9 +27,10 @@
  * together).  In short: compact JSON, keys in the documented order,
  * snake_case; Kafka's names for Kafka things.  Request lines
  * (kr_audit_format): who and where (struct kr_audit_peer), the API,
- * sizes and times, Produce acks / TransactionalId / per-topic records,
- * group ids, topics, errors by name, actions, and optional decode_error,
- * note, bodies (secrets always "[redacted]").  Connection lines
+ * sizes and times, Produce acks and per-topic records, the
+ * TransactionalId (Produce and the transactional APIs), group ids,
+ * topics, errors by name, actions, and optional decode_error, note,
+ * bodies (secrets always "[redacted]").  Connection lines
  * (kr_audit_format_conn): who and where, the event, and on close the
  * cause, reason, bytes each way, requests and duration.
  * Strings from the wire that are not valid UTF-8 (possible only with
@@ -142,9 +143,11 @@ struct kr_audit_req;
 /*
  * Capture what the audit line needs from a decoded request: ClientId,
  * topics and partition counts (TopicIds resolved through map, may be
- * NULL); Produce: Acks, TransactionalId and per topic the records
- * (kr_records_count over payload, the frame req was decoded from; NULL:
- * records unknown) and record bytes; GroupId and MemberId; with
+ * NULL); Produce: Acks and per topic the records (kr_records_count over
+ * payload, the frame req was decoded from; NULL: records unknown) and
+ * record bytes; the TransactionalId (Produce, InitProducerId,
+ * AddPartitionsToTxn v0-3, AddOffsetsToTxn, EndTxn, TxnOffsetCommit);
+ * GroupId and MemberId; with
  * with_body its redacted JSON body (records as sizes).  req's tree and
  * payload may die afterwards.  NULL on ENOMEM (then log the line without
  * it: kr_audit_format accepts req NULL).

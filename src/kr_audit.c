@@ -516,7 +516,7 @@ struct kr_audit_req {
     json_t *body;                 /* redacted JSON body, or NULL */
     bool has_acks;                /* Produce */
     int64_t acks;
-    struct kr_audit_str txn_id;   /* Produce TransactionalId */
+    struct kr_audit_str txn_id;   /* TransactionalId (txn_id_val) */
     struct kr_audit_str group_id, member_id;
     bool scanned;                 /* the response was scanned, not
                                      decoded: its errors are serrs */
@@ -716,6 +716,23 @@ topic_name(const struct kr_node *tn, const struct kr_topic_map *map,
     return false;
 }
 
+/*
+ * The request's TransactionalId, at the top level of body: Produce v3+,
+ * InitProducerId, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+ * (TransactionalId) and AddPartitionsToTxn v0-3 (V3AndBelowTransactionalId;
+ * v4+, which brokers send, batches transactions: none).  NULL when none.
+ */
+static const struct kr_val *
+txn_id_val(const struct kr_node *body)
+{
+    const struct kr_val *v = kr_node_get_id(body, KR_FIELD_TRANSACTIONAL_ID);
+
+    if (v != NULL && v->present && !v->is_null) {
+        return v;
+    }
+    return kr_node_get_id(body, KR_FIELD_V3_AND_BELOW_TRANSACTIONAL_ID);
+}
+
 /* Produce: per topic the records and record bytes of its partitions. */
 static void
 capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
@@ -730,11 +747,6 @@ capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
     if (acks != NULL && acks->present) {
         r->has_acks = true;
         r->acks = acks->u.i;
-    }
-    if (!keep_str(kr_node_get_id(req->body, KR_FIELD_TRANSACTIONAL_ID),
-                  &r->txn_id)) {
-        r->failed = true;
-        return;
     }
     if (topics == NULL || topics->is_null || topics->u.arr == NULL) {
         return;
@@ -816,7 +828,8 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_rbuf *payload,
         capture_produce(r, req, payload, map);
     }
     if (!r->failed && req->body != NULL &&
-        (!keep_str(top_or_first(req->body, KR_FIELD_GROUP_ID),
+        (!keep_str(txn_id_val(req->body), &r->txn_id) ||
+         !keep_str(top_or_first(req->body, KR_FIELD_GROUP_ID),
                    &r->group_id) ||
          !keep_str(top_or_first(req->body, KR_FIELD_MEMBER_ID),
                    &r->member_id))) {

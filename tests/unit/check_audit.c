@@ -605,6 +605,85 @@ START_TEST(test_group_ids)
 }
 END_TEST
 
+/*
+ * TransactionalId beyond Produce: the transactional APIs' requests carry
+ * it at the top level (AddPartitionsToTxn v0-3 as
+ * V3AndBelowTransactionalId); a null one (an idempotent producer's
+ * InitProducerId) and AddPartitionsToTxn v4+ (brokers', batched) give
+ * none.
+ */
+START_TEST(test_txn_ids)
+{
+    static const struct {
+        const char *text, *txn, *group;
+    } cases[] = {
+        { "{\"header\": {\"RequestApiKey\": 22, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 1, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-init\","
+          " \"TransactionTimeoutMs\": 60000, \"ProducerId\": -1,"
+          " \"ProducerEpoch\": -1}}", "txn-init", NULL },
+        { "{\"header\": {\"RequestApiKey\": 22, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 2, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": null,"
+          " \"TransactionTimeoutMs\": 60000, \"ProducerId\": -1,"
+          " \"ProducerEpoch\": -1}}", NULL, NULL },
+        { "{\"header\": {\"RequestApiKey\": 24, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 3, \"ClientId\": \"p\"},"
+          " \"body\": {\"V3AndBelowTransactionalId\": \"txn-add\","
+          " \"V3AndBelowProducerId\": 7, \"V3AndBelowProducerEpoch\": 0,"
+          " \"V3AndBelowTopics\": [{\"Name\": \"orders\","
+          " \"Partitions\": [0, 1]}]}}", "txn-add", NULL },
+        { "{\"header\": {\"RequestApiKey\": 24, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 4, \"ClientId\": \"broker\"},"
+          " \"body\": {\"Transactions\": [{\"TransactionalId\": \"t1\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0, \"VerifyOnly\": true,"
+          " \"Topics\": []}]}}", NULL, NULL },
+        { "{\"header\": {\"RequestApiKey\": 25, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 5, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-offsets\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0,"
+          " \"GroupId\": \"billing\"}}", "txn-offsets", "billing" },
+        { "{\"header\": {\"RequestApiKey\": 26, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 6, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-end\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0,"
+          " \"Committed\": true}}", "txn-end", NULL },
+        { "{\"header\": {\"RequestApiKey\": 28, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 7, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-commit\","
+          " \"GroupId\": \"billing\", \"ProducerId\": 7,"
+          " \"ProducerEpoch\": 0, \"GenerationId\": 3,"
+          " \"MemberId\": \"m-1\", \"GroupInstanceId\": null,"
+          " \"Topics\": [{\"Name\": \"orders\", \"Partitions\":"
+          " [{\"PartitionIndex\": 0, \"CommittedOffset\": 42,"
+          " \"CommittedLeaderEpoch\": -1,"
+          " \"CommittedMetadata\": null}]}]}}", "txn-commit", "billing" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = req_line(cases[i].text);
+        json_t *t = json_object_get(j, "transactional_id");
+        json_t *g = json_object_get(j, "group_id");
+
+        if (cases[i].txn != NULL) {
+            ck_assert_msg(t != NULL, "case %zu: no transactional_id", i);
+            ck_assert_str_eq(json_string_value(t), cases[i].txn);
+        } else {
+            ck_assert_msg(t == NULL, "case %zu: transactional_id %s", i,
+                          json_string_value(t));
+        }
+        if (cases[i].group != NULL) {
+            ck_assert_str_eq(jget_str(j, "group_id"), cases[i].group);
+        } else {
+            ck_assert_ptr_null(g);
+        }
+        ck_assert_ptr_null(json_object_get(j, "acks"));
+        json_decref(j);
+    }
+}
+END_TEST
+
 /* A Fetch v11 request for orders (2 partitions) and payments. */
 static const char fetch_req[] =
     "{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 11,"
@@ -1611,6 +1690,7 @@ audit_suite(void)
     tcase_add_test(tc, test_format_ids_unknown_api_conn);
     tcase_add_test(tc, test_produce_records);
     tcase_add_test(tc, test_group_ids);
+    tcase_add_test(tc, test_txn_ids);
     tcase_add_test(tc, test_fetch_bytes);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
