@@ -212,14 +212,16 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LOG, "target", KR_CT_STRING, LOGC(target), 0, "stderr", 0, 0, 0,
       "stderr, syslog (needs a syslog daemon's socket, /dev/log: krelay "
       "-t warns without one), or the path of a file (reopened on SIGHUP "
-      "and SIGUSR1)", NULL },
+      "and SIGUSR1; a relative path is taken from krelay's working "
+      "directory, / under systemd, not from the config file's)", NULL },
 
     { KR_CS_AUDIT, "target", KR_CT_STRING, AUD(target), 0, NULL, 0, 0,
       KR_CF_REQUIRED, "where audit JSON lines go: syslog (needs a syslog "
       "daemon's socket, /dev/log: krelay -t warns without one, and the "
       "lines are counted as dropped), stdout (under systemd: the "
-      "journal), or the path of a file (reopened on SIGHUP and SIGUSR1)",
-      NULL },
+      "journal), or the path of a file (reopened on SIGHUP and SIGUSR1; "
+      "a relative path is taken from krelay's working directory, / under "
+      "systemd, not from the config file's)", NULL },
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
       4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
       "are dropped (and counted), in bytes", NULL },
