@@ -416,10 +416,11 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
         for (i = 0; i < nc->nlisteners && !rebound; i++) {
             rebound = strcmp(nc->listeners[i].name, g->lc->name) == 0;
         }
-        kr_log_notice("reload: [listener%s%s] %s: its %lld connection%s "
+        kr_log_notice("reload: [listener%s%s] %s its %lld connection%s "
                       "stay%s%s", g->lc->name[0] ? " " : "", g->lc->name,
-                      rebound ? "rebound" : "removed: its listeners are "
-                      "closed", (long long)g->nconn, plural(g->nconn),
+                      rebound ? "rebound:"
+                              : "removed: its listeners are closed,",
+                      (long long)g->nconn, plural(g->nconn),
                       g->nconn == 1 ? "s" : "",
                       rebound ? ", with the values they had" : "");
         if (g->nconn == 0) {
