@@ -196,7 +196,10 @@ wait_line3 "notice: SIGHUP: reloaded $W/run3.ini: 1 listener group (0 new), 0 ru
     kr_fail "queue_bytes: $(grep queue_bytes "$W/krelay3.log")"
 # the same file again: the running sink still differs, said again
 kill -HUP "$pid"
-kr_wait_for 60 test "$(grep -c "queue_bytes changed" "$W/krelay3.log")" -eq 2 ||
+two_restart_lines() {
+    [ "$(grep -c "queue_bytes changed" "$W/krelay3.log")" -eq 2 ]
+}
+kr_wait_for 60 two_restart_lines ||
     kr_fail "queue_bytes, second reload: $(grep reload "$W/krelay3.log")"
 rmdir "$W/audit3.jsonl"
 audit_conf "$W/run3.ini" 2 131072
