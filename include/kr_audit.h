@@ -11,10 +11,13 @@
  * writer thread reopens before its next write).  Target "syslog" writes
  * each line with syslog(3) at LOG_INFO, facility LOG_DAEMON (the process
  * calls openlog, or kr_log_open did; syslog daemons may cut long lines,
- * e.g. rsyslog at 8 KiB by default).  Target "stdout" writes the lines to
- * fd 1 (under systemd: the journal), never closed nor reopened; whatever
- * else the process prints to stdout could interleave with them (krelay
- * itself prints there only --demo's banner, before any client connects).
+ * e.g. rsyslog at 8 KiB by default); where there is no syslog socket
+ * (kr_log_syslog_present: containers) the writer counts the lines as
+ * dropped, as syslog(3) would lose them without a word.  Target "stdout"
+ * writes the lines to fd 1 (under systemd: the journal), never closed
+ * nor reopened; whatever else the process prints to stdout could
+ * interleave with them (krelay itself prints there only --demo's banner,
+ * before any client connects).
  * Every sink function is thread-safe: several worker threads may write to
  * one sink.
  *
@@ -24,9 +27,10 @@
  * together).  In short: compact JSON, keys in the documented order,
  * snake_case; Kafka's names for Kafka things.  Request lines
  * (kr_audit_format): who and where (struct kr_audit_peer), the API,
- * sizes and times, Produce acks / TransactionalId / per-topic records,
- * group ids, topics, errors by name, actions, and optional decode_error,
- * note, bodies (secrets always "[redacted]").  Connection lines
+ * sizes and times, Produce acks and per-topic records, the
+ * TransactionalId (Produce and the transactional APIs), group ids,
+ * topics, errors by name, actions, and optional decode_error, note,
+ * bodies (secrets always "[redacted]").  Connection lines
  * (kr_audit_format_conn): who and where, the event, and on close the
  * cause, reason, bytes each way, requests and duration.
  * Strings from the wire that are not valid UTF-8 (possible only with
@@ -65,10 +69,11 @@ struct kr_audit *kr_audit_open(const char *target, size_t queue_bytes,
 /*
  * Ask the writer to reopen a file target before its next write
  * (async-signal-safe: sets a flag and wakes nothing; the writer checks
- * it at least every 100 ms and before each write).  No-op for syslog,
- * stdout or NULL.
+ * it at least every 100 ms and before each write; a failure is logged,
+ * and the lines keep going to the file opened before).  Returns true
+ * for a file target; false (nothing to do) for syslog, stdout or NULL.
  */
-void kr_audit_reopen(struct kr_audit *au);
+bool kr_audit_reopen(struct kr_audit *au);
 /*
  * Write every queued line, stop the writer, close the target, free au.
  * Not concurrent with writes on au.  NULL is a no-op.
@@ -83,7 +88,8 @@ void kr_audit_close(struct kr_audit *au);      /* flushes */
  * on kr_audit_flush or kr_audit_close); it is not woken for every line.
  */
 bool kr_audit_write(struct kr_audit *au, const char *line, size_t len);
-/* Lines dropped so far (queue full, or a failed write to the target). */
+/* Lines dropped so far: the queue full, a failed write to the target, or
+   target syslog without a syslog socket (kr_log_syslog_present). */
 uint64_t kr_audit_dropped(const struct kr_audit *au);
 /* Lines written to the target so far (tests, stats). */
 uint64_t kr_audit_written(const struct kr_audit *au);
@@ -140,9 +146,11 @@ struct kr_audit_req;
 /*
  * Capture what the audit line needs from a decoded request: ClientId,
  * topics and partition counts (TopicIds resolved through map, may be
- * NULL); Produce: Acks, TransactionalId and per topic the records
- * (kr_records_count over payload, the frame req was decoded from; NULL:
- * records unknown) and record bytes; GroupId and MemberId; with
+ * NULL); Produce: Acks and per topic the records (kr_records_count over
+ * payload, the frame req was decoded from; NULL: records unknown) and
+ * record bytes; the TransactionalId (Produce, InitProducerId,
+ * AddPartitionsToTxn v0-3, AddOffsetsToTxn, EndTxn, TxnOffsetCommit);
+ * GroupId and MemberId; with
  * with_body its redacted JSON body (records as sizes).  req's tree and
  * payload may die afterwards.  NULL on ENOMEM (then log the line without
  * it: kr_audit_format accepts req NULL).

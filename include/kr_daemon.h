@@ -69,6 +69,11 @@ struct kr_daemon {
                                            built from: [upstream] changes
                                            need a restart */
     struct kr_audit_ref *audit;         /* [audit] sink, NULL when none */
+    struct kr_conf_ref *audit_cref;     /* the config the sink was opened
+                                           with: a reload logs the changes
+                                           of its [audit] keys that need a
+                                           restart (queue_bytes) against
+                                           it; NULL with no sink */
     struct kr_lset **sets;              /* [0] shared, then own ones */
     int nsets;
     struct kr_worker **workers;
@@ -177,8 +182,15 @@ int kr_daemon_reload(struct kr_daemon *d, const char *path);
  */
 int kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own);
 
-/* Reopen the log and the audit file (SIGUSR1, and SIGHUP). */
-void kr_daemon_reopen(struct kr_daemon *d);
+/*
+ * Reopen the log file (now: kr_log_reopen) and ask the audit writer to
+ * reopen the audit file (before its next write: kr_audit_reopen), for
+ * SIGUSR1 and SIGHUP.  A failure is logged when it happens (the lines
+ * keep going to the file opened before).  Returns what is being
+ * reopened: "the log and audit files", "the log file", "the audit
+ * file" (static strings), or NULL when neither target is a file.
+ */
+const char *kr_daemon_reopen(struct kr_daemon *d);
 
 /*
  * Stop (if needed) and free everything: the workers (those on other

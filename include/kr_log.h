@@ -46,10 +46,32 @@ extern _Atomic int kr_log_level_cur;
  * when the file cannot be opened (the previous sink stays).
  */
 int kr_log_open(const char *target, const char *ident) KR_MUST_CHECK;
-/* Reopen a file sink (log rotation); no-op for stderr and syslog. */
-void kr_log_reopen(void);
+/*
+ * Reopen a file sink (log rotation).  A failure is logged (to the file
+ * opened before, which lines keep going to).  Returns true when the sink
+ * is a file (reopened or not), false for stderr and syslog (nothing
+ * done).
+ */
+bool kr_log_reopen(void);
 /* Close the file or syslog sink and fall back to stderr.  Thread-safe. */
 void kr_log_close(void);
+
+/*
+ * The socket syslog(3) sends to: glibc's _PATH_LOG, "/dev/log".  Only
+ * kr_log_syslog_present reads it; unit tests point it elsewhere (set it
+ * before any thread calls kr_log_syslog_present).  syslog(3) itself
+ * always uses _PATH_LOG.
+ */
+extern const char *kr_log_syslog_path;
+
+/*
+ * Is kr_log_syslog_path a socket (a stat(2), following symlinks)?  When
+ * it is not (no syslog daemon: most containers, minimal hosts), glibc's
+ * syslog(3) drops every message without a word.  A socket nobody reads
+ * (a daemon that died) still counts as present: only the daemon's own
+ * socket tells, and syslog(3) hides that.  errno is preserved.
+ */
+bool kr_log_syslog_present(void);
 
 /* Parse "error".."trace" into *level; false when unknown. */
 bool kr_log_level_parse(const char *s, int *level);

@@ -153,7 +153,11 @@ struct kr_session {
     struct sockaddr_storage peer;       /* client address */
     char peer_host[48];
     uint16_t peer_port;
-    char client_id[64];                 /* last ClientId seen (audit) */
+    char client_id[64];                 /* the last non-null ClientId the
+                                           client sent (its printable
+                                           prefix, kr_req_hdr), kept while
+                                           there is an audit sink: close
+                                           lines */
     unsigned audited:1;                 /* open line written */
     unsigned enforce_wait:1;            /* a throttled (enforce) request
                                            is in flight: read no further

@@ -9,8 +9,12 @@
  * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
  * fd 1 is never closed nor reopened.  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
- * every 100 ms); a failed reopen keeps the old descriptor.  The writer
- * blocks every signal, so SIGHUP and friends go to the event loops.
+ * every 100 ms); a failed reopen keeps the old descriptor.  Before each
+ * syslog batch the writer looks for the syslog socket (one stat(2),
+ * kr_log_syslog_present): without one syslog(3) would drop the lines
+ * silently, so they are counted as dropped instead, and logged.  The
+ * writer blocks every signal, so SIGHUP and friends go to the event
+ * loops.
  *
  * Batching.  The writer is not woken for every line: it sleeps until a
  * line arrives in an empty buffer (the producer that sees the buffer
@@ -110,7 +114,8 @@ audit_do_reopen(struct kr_audit *au)
     }
     fd = audit_open_file(au->path);
     if (fd < 0) {
-        kr_log_rl(KR_LOG_ERROR, "audit: cannot reopen %s: %s", au->path,
+        kr_log_rl(KR_LOG_ERROR, "audit: cannot reopen %s: %s; audit lines "
+                  "keep going to the file opened before", au->path,
                   strerror(errno));
         return;
     }
@@ -125,6 +130,14 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     size_t off = 0;
 
     audit_do_reopen(au);
+    if (au->kind == AUDIT_SYSLOG && !kr_log_syslog_present()) {
+        /* syslog(3) would drop them without a word: count them */
+        atomic_fetch_add(&au->dropped, nlines);
+        kr_log_rl(KR_LOG_ERROR, "audit: no syslog socket at %s (no syslog "
+                  "daemon): %llu line%s lost", kr_log_syslog_path,
+                  (unsigned long long)nlines, nlines == 1 ? "" : "s");
+        return;
+    }
     if (au->kind == AUDIT_SYSLOG) {
         while (off < len) {
             const char *nl = memchr(out + off, '\n', len - off);
@@ -318,12 +331,14 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     return au;
 }
 
-void
+bool
 kr_audit_reopen(struct kr_audit *au)
 {
     if (au != NULL && au->kind == AUDIT_FILE) {
         atomic_store(&au->reopen, 1);
+        return true;
     }
+    return false;
 }
 
 void
@@ -584,7 +599,7 @@ struct kr_audit_req {
     json_t *body;                 /* redacted JSON body, or NULL */
     bool has_acks;                /* Produce */
     int64_t acks;
-    struct kr_audit_str txn_id;   /* Produce TransactionalId */
+    struct kr_audit_str txn_id;   /* TransactionalId (txn_id_val) */
     struct kr_audit_str group_id, member_id;
     bool scanned;                 /* the response was scanned, not
                                      decoded: its errors are serrs */
@@ -784,6 +799,23 @@ topic_name(const struct kr_node *tn, const struct kr_topic_map *map,
     return false;
 }
 
+/*
+ * The request's TransactionalId, at the top level of body: Produce v3+,
+ * InitProducerId, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+ * (TransactionalId) and AddPartitionsToTxn v0-3 (V3AndBelowTransactionalId;
+ * v4+, which brokers send, batches transactions: none).  NULL when none.
+ */
+static const struct kr_val *
+txn_id_val(const struct kr_node *body)
+{
+    const struct kr_val *v = kr_node_get_id(body, KR_FIELD_TRANSACTIONAL_ID);
+
+    if (v != NULL && v->present && !v->is_null) {
+        return v;
+    }
+    return kr_node_get_id(body, KR_FIELD_V3_AND_BELOW_TRANSACTIONAL_ID);
+}
+
 /* Produce: per topic the records and record bytes of its partitions. */
 static void
 capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
@@ -798,11 +830,6 @@ capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
     if (acks != NULL && acks->present) {
         r->has_acks = true;
         r->acks = acks->u.i;
-    }
-    if (!keep_str(kr_node_get_id(req->body, KR_FIELD_TRANSACTIONAL_ID),
-                  &r->txn_id)) {
-        r->failed = true;
-        return;
     }
     if (topics == NULL || topics->is_null || topics->u.arr == NULL) {
         return;
@@ -884,7 +911,8 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_rbuf *payload,
         capture_produce(r, req, payload, map);
     }
     if (!r->failed && req->body != NULL &&
-        (!keep_str(top_or_first(req->body, KR_FIELD_GROUP_ID),
+        (!keep_str(txn_id_val(req->body), &r->txn_id) ||
+         !keep_str(top_or_first(req->body, KR_FIELD_GROUP_ID),
                    &r->group_id) ||
          !keep_str(top_or_first(req->body, KR_FIELD_MEMBER_ID),
                    &r->member_id))) {

@@ -210,13 +210,18 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },
     { KR_CS_LOG, "target", KR_CT_STRING, LOGC(target), 0, "stderr", 0, 0, 0,
-      "stderr, syslog, or the path of a file (reopened on SIGHUP and "
-      "SIGUSR1)", NULL },
+      "stderr, syslog (needs a syslog daemon's socket, /dev/log: krelay "
+      "-t warns without one), or the path of a file (reopened on SIGHUP "
+      "and SIGUSR1; a relative path is taken from krelay's working "
+      "directory, / under systemd, not from the config file's)", NULL },
 
     { KR_CS_AUDIT, "target", KR_CT_STRING, AUD(target), 0, NULL, 0, 0,
-      KR_CF_REQUIRED, "where audit JSON lines go: syslog, stdout (under "
-      "systemd: the journal), or the path of a file (reopened on SIGHUP "
-      "and SIGUSR1)", NULL },
+      KR_CF_REQUIRED, "where audit JSON lines go: syslog (needs a syslog "
+      "daemon's socket, /dev/log: krelay -t warns without one, and the "
+      "lines are counted as dropped), stdout (under systemd: the "
+      "journal), or the path of a file (reopened on SIGHUP and SIGUSR1; "
+      "a relative path is taken from krelay's working directory, / under "
+      "systemd, not from the config file's)", NULL },
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
       4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
       "are dropped (and counted), in bytes", NULL },
@@ -1701,6 +1706,32 @@ kr_cf_key_given(const struct kr_cf_inst *in, const char *name)
     return i >= 0 && in->key_line[i] > 0;
 }
 
+/*
+ * [log] or [audit] target = syslog where there is no syslog socket
+ * (kr_log_syslog_present: containers, minimal hosts): glibc's syslog(3)
+ * would drop every line without a word.  A warning naming the effect.
+ */
+static void
+kr_cf_check_syslog(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    const char *target = in->kind == KR_CS_AUDIT
+                             ? ((struct kr_audit_conf *)in->obj)->target
+                             : ((struct kr_log_conf *)in->obj)->target;
+
+    if (target == NULL || strcmp(target, "syslog") != 0 ||
+        kr_log_syslog_present()) {
+        return;
+    }
+    kr_cf_warn(st, kr_cf_line_of(in, "target"), "[%s]: target = syslog, "
+               "but there is no syslog socket at %s (no syslog daemon, as "
+               "in most containers): %s", kr_cf_sect_names[in->kind],
+               kr_log_syslog_path, in->kind == KR_CS_AUDIT
+               ? "every audit line would be lost (krelay counts them as "
+                 "dropped and logs how many); use stdout or a file"
+               : "syslog(3) drops krelay's log lines without a word; use "
+                 "stderr (under systemd: the journal) or a file");
+}
+
 /* Defaults and required keys of one section. */
 static void
 kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
@@ -1749,6 +1780,9 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
                            (unsigned)l->listen.port);
             }
         }
+    }
+    if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
+        kr_cf_check_syslog(st, in);
     }
 }
 

@@ -419,8 +419,9 @@ audit_report(const struct kr_audit_ref *r, const char *when)
 
     if (n > 0) {
         kr_log_warn("audit: %" PRIu64 " line%s dropped since the audit "
-                    "target was opened (queue full or target not "
-                    "writable), at %s", n, n == 1 ? "" : "s", when);
+                    "target was opened (queue full, target not writable, "
+                    "or no syslog socket), at %s", n, n == 1 ? "" : "s",
+                    when);
     }
 }
 
@@ -464,6 +465,9 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
             return KR_ERROR;
         }
     }
+    if (d->audit != NULL && d->audit_cref == NULL) {
+        d->audit_cref = kr_conf_ref_get(d->cref);
+    }
     if (d->cref0 == NULL) {
         d->cref0 = kr_conf_ref_get(d->cref);
     }
@@ -491,31 +495,45 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
     return KR_OK;
 }
 
-static int reload(struct kr_daemon *d, const char *path, const char *by);
+static int reload(struct kr_daemon *d, const char *path, const char *by,
+                  const char *tail);
+
+/*
+ * kr_daemon_reopen, and what its notice line says in buf (len bytes):
+ * "reopening the log file" (an error line follows if it cannot be: the
+ * lines keep going to the file opened before), or that there is none.
+ */
+static const char *
+reopen_words(struct kr_daemon *d, char *buf, size_t len)
+{
+    const char *what = kr_daemon_reopen(d);
+
+    snprintf(buf, len, "%s%s", what != NULL ? "reopening " : "",
+             what != NULL ? what : "no log or audit file to reopen");
+    return buf;
+}
 
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     struct kr_daemon *d = arg;
+    char words[64];
 
     (void)what;
     switch (sig) {
     case SIGHUP:
         /* one notice line, from reload: what was done */
-        kr_daemon_reopen(d);
+        (void)reopen_words(d, words, sizeof(words));
         if (d->no_conf_file) {
             kr_log_notice("SIGHUP: no configuration file to reread (krelay "
                           "--demo without -c; --demo -c FILE reloads FILE); "
-                          "reopened the log%s", d->audit != NULL
-                          ? " and audit files" : " file");
+                          "%s", words);
             break;
         }
-        (void)reload(d, d->cref->conf->path, "SIGHUP");
+        (void)reload(d, d->cref->conf->path, "SIGHUP", words);
         break;
     case SIGUSR1:
-        kr_daemon_reopen(d);
-        kr_log_notice("SIGUSR1: reopened the log%s", d->audit != NULL
-                      ? " and audit files" : " file");
+        kr_log_notice("SIGUSR1: %s", reopen_words(d, words, sizeof(words)));
         break;
     default:
         kr_log_notice("signal %d: stopping", (int)sig);
@@ -644,6 +662,7 @@ kr_daemon_free(struct kr_daemon *d)
     }
     free(d->sets);
     kr_conf_ref_put(d->cref0);
+    kr_conf_ref_put(d->audit_cref);
     kr_conf_ref_put(d->cref);
     kr_audit_ref_put(d->audit);
     if (d->own_base) {
@@ -652,13 +671,16 @@ kr_daemon_free(struct kr_daemon *d)
     free(d);
 }
 
-void
+const char *
 kr_daemon_reopen(struct kr_daemon *d)
 {
-    kr_log_reopen();
-    if (d->audit != NULL) {
-        kr_audit_reopen(d->audit->au);
-    }
+    bool log = kr_log_reopen();
+    bool audit = d->audit != NULL && kr_audit_reopen(d->audit->au);
+
+    return log && audit ? "the log and audit files"
+           : log        ? "the log file"
+           : audit      ? "the audit file"
+                        : NULL;
 }
 
 uint16_t
@@ -740,11 +762,11 @@ log_lines(int level, const char *prefix, const char *text)
 int
 kr_daemon_reload(struct kr_daemon *d, const char *path)
 {
-    return reload(d, path, NULL);
+    return reload(d, path, NULL, NULL);
 }
 
 static int reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-                       const char *path, const char *by);
+                       const char *path, const char *by, const char *tail);
 
 int
 kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
@@ -756,7 +778,7 @@ kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
         return KR_ERROR;
     }
     return reload_conf(d, nc, own, nc->path != NULL ? nc->path : "(config)",
-                       NULL);
+                       NULL, NULL);
 }
 
 /* "s" when n is not 1: "1 rule", "2 rules". */
@@ -843,11 +865,12 @@ reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
 }
 
 /*
- * kr_daemon_reload; by names the signal that asked for it (its notice
- * line then says the log and audit files were reopened too).
+ * kr_daemon_reload; by names the signal that asked for it, tail (NULL:
+ * none) ends its notice line (reopen_words: what the signal reopens).
  */
 static int
-reload(struct kr_daemon *d, const char *path, const char *by)
+reload(struct kr_daemon *d, const char *path, const char *by,
+       const char *tail)
 {
     struct kr_conf *nc = NULL;
     char *errs = NULL;
@@ -895,13 +918,82 @@ reload(struct kr_daemon *d, const char *path, const char *by)
         log_lines(KR_LOG_WARN, "reload: warning: ", errs);
         free(errs);
     }
-    return reload_conf(d, nc, true, path, by);
+    return reload_conf(d, nc, true, path, by, tail);
+}
+
+/* kr_conf_listener_diff's callback: the keys that rebind, "a, b". */
+struct rebind_keys {
+    char s[256];
+    size_t n;
+};
+
+static void
+rebind_keys_cb(const struct kr_conf_change *ch, void *arg)
+{
+    struct rebind_keys *k = arg;
+    int r;
+
+    if (ch->key == NULL || ch->reload != KR_RELOAD_REBIND ||
+        k->n >= sizeof(k->s)) {
+        return;
+    }
+    r = snprintf(k->s + k->n, sizeof(k->s) - k->n, "%s%s",
+                 k->n > 0 ? ", " : "", ch->key);
+    k->n = r < 0 ? sizeof(k->s) : k->n + (size_t)r;
+}
+
+/*
+ * A new [listener] nl that no running group serves as is: when the
+ * running config oc has one of the same name, a key that rebinds changed
+ * (listen, broker_port_base, node_id_*): say which, and what the reload
+ * does (the workers then say how many connections stay).
+ */
+static void
+rebind_said(const struct kr_conf *oc, const struct kr_listener_conf *nl,
+            const char *path)
+{
+    struct rebind_keys k;
+    int j;
+
+    for (j = 0; j < oc->nlisteners; j++) {
+        if (same_str(oc->listeners[j].name, nl->name)) {
+            break;
+        }
+    }
+    if (j == oc->nlisteners) {
+        return;                         /* a new section */
+    }
+    memset(&k, 0, sizeof(k));
+    (void)kr_conf_listener_diff(&oc->listeners[j], nl, rebind_keys_cb, &k);
+    kr_log_notice("reload: %s:%d: [listener%s%s] %s changed: its listeners "
+                  "are rebound (new addresses bound, a socket whose address "
+                  "stays taken over with its accept queue, the others "
+                  "closed); its open connections stay, with the values they "
+                  "had",
+                  path, nl->line, nl->name[0] ? " " : "", nl->name,
+                  k.n > 0 ? k.s : "a key that rebinds");
+}
+
+/*
+ * kr_conf_reload_diff's callback for a kept audit sink: an [audit] key
+ * whose reload attribute is RESTART (queue_bytes) changed.  arg: the
+ * config's path.
+ */
+static void
+audit_restart_cb(const struct kr_conf_change *ch, void *arg)
+{
+    if (ch->key != NULL && ch->reload == KR_RELOAD_RESTART &&
+        strcmp(ch->section, "audit") == 0) {
+        kr_log_warn("reload: %s: [audit] %s changed: it needs a restart (or "
+                    "a new target): the running audit sink keeps the value "
+                    "it was opened with", (const char *)arg, ch->key);
+    }
 }
 
 /* reload, from the loaded config nc (freed at the end when own). */
 static int
 reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-            const char *path, const char *by)
+            const char *path, const char *by, const char *tail)
 {
     struct kr_conf_ref *nref = NULL, *old = d->cref;
     const struct kr_conf *oc = old->conf;
@@ -976,6 +1068,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         }
         if (keep[i] < 0) {
             opened++;
+            rebind_said(oc, &nc->listeners[i], path);
         } else if (kr_conf_listener_diff(&oc->listeners[keep[i]],
                                          &nc->listeners[i], NULL, NULL) &
                    KR_RELOAD_RESTART) {
@@ -1060,6 +1153,15 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         set->ng = nc->nlisteners;
         rs[s].ng = NULL;
     }
+    /* the config the sink runs with: a new one's, or the one it kept
+       (whose changes that need a restart are said) */
+    if (naref != NULL || d->audit == NULL) {
+        kr_conf_ref_put(d->audit_cref);
+        d->audit_cref = naref != NULL ? kr_conf_ref_get(nref) : NULL;
+    } else if (d->audit_cref != NULL) {
+        (void)kr_conf_reload_diff(d->audit_cref->conf, nc, audit_restart_cb,
+                                  (void *)path);
+    }
     /* the drops of the sink that was running */
     audit_report(oaref, "reload");
     kr_audit_ref_put(oaref);
@@ -1084,11 +1186,10 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
     free(kept);
     d->reloads++;
     kr_log_notice("%s%sreloaded %s: %d listener group%s (%d new), %d "
-                  "rule%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
+                  "rule%s%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
                   path, nc->nlisteners, plural(nc->nlisteners), opened,
-                  nc->nrules, plural(nc->nrules), by == NULL ? ""
-                  : d->audit != NULL ? "; log and audit files reopened"
-                  : "; log file reopened");
+                  nc->nrules, plural(nc->nrules), tail != NULL ? "; " : "",
+                  tail != NULL ? tail : "");
     /*
      * Only now: the old config (oc, and path, which may be its own
      * path string) is used up to the line above.  Sessions and workers

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <syslog.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -155,14 +156,17 @@ kr_log_open(const char *target, const char *ident)
     return KR_OK;
 }
 
-void
+bool
 kr_log_reopen(void)
 {
     int fd, e = 0;
-    bool failed = false;
+    bool failed = false, file;
+    char path[256];
 
     pthread_rwlock_wrlock(&kr_log_lock);
-    if (kr_log_sink == KR_SINK_FILE) {
+    file = kr_log_sink == KR_SINK_FILE;
+    if (file) {
+        snprintf(path, sizeof(path), "%s", kr_log_path);
         fd = kr_log_open_file(kr_log_path);
         if (fd < 0) {
             e = errno;
@@ -179,9 +183,24 @@ kr_log_reopen(void)
     pthread_rwlock_unlock(&kr_log_lock);
     if (failed) {
         /* Goes to the old file, which is still open. */
-        kr_log_write(KR_LOG_ERROR, "cannot reopen log file: %s",
+        kr_log_write(KR_LOG_ERROR, "cannot reopen the log file %s: %s; "
+                     "log lines keep going to the file opened before", path,
                      strerror(e));
     }
+    return file;
+}
+
+const char *kr_log_syslog_path = "/dev/log";
+
+bool
+kr_log_syslog_present(void)
+{
+    struct stat st;
+    int e = errno;
+    bool ok = stat(kr_log_syslog_path, &st) == 0 && S_ISSOCK(st.st_mode);
+
+    errno = e;
+    return ok;
 }
 
 void

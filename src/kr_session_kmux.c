@@ -356,6 +356,14 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         s->req_blocked = 1;
         return NREQ_WAIT;
     }
+    if (!h.client_id_null && *s->host->audit != NULL) {
+        /* the close line's client_id: the last one the connection sent,
+           whatever path its requests take (the header's printable
+           prefix; a copy of at most 49 bytes, with an audit sink only) */
+        _Static_assert(sizeof(s->client_id) > KR_FRAME_CLIENT_ID_MAX,
+                       "kr_session.client_id holds kr_req_hdr's");
+        memcpy(s->client_id, h.client_id, strlen(h.client_id) + 1);
+    }
     nf = h.known ? request_fields(h.api_key, f) : 0;
     for (;;) {
         if (nf == 0) {

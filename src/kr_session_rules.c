@@ -819,10 +819,6 @@ kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
     KR_STAT_INC_L(s->host->stats, api_requests,
                   kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
     KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
-    if (!nr->h.client_id_null) {
-        snprintf(s->client_id, sizeof(s->client_id), "%s",
-                 nr->h.client_id);
-    }
     if (nr->av_new) {
         /* KIP-511: answer as a broker does, v0 with our range */
         uint8_t f[KR_APIVERSIONS_UNSUPPORTED_LEN];

@@ -406,15 +406,23 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
     }
     for (j = 0; j < w->ngroups; j++) {
         struct kr_group *g = w->groups[j], **og;
+        bool rebound = false;
 
         if (kept[j] || g == NULL) {
             continue;
         }
-        kr_log_notice("reload: [listener%s%s] removed: its listeners are "
-                      "closed, its %lld connection%s stay%s",
-                      g->lc->name[0] ? " " : "", g->lc->name,
+        /* a section of the same name: rebound (a key that rebinds
+           changed, the daemon said which), not removed */
+        for (i = 0; i < nc->nlisteners && !rebound; i++) {
+            rebound = strcmp(nc->listeners[i].name, g->lc->name) == 0;
+        }
+        kr_log_notice("reload: [listener%s%s] %s its %lld connection%s "
+                      "stay%s%s", g->lc->name[0] ? " " : "", g->lc->name,
+                      rebound ? "rebound:"
+                              : "removed: its listeners are closed,",
                       (long long)g->nconn, plural(g->nconn),
-                      g->nconn == 1 ? "s" : "");
+                      g->nconn == 1 ? "s" : "",
+                      rebound ? ", with the values they had" : "");
         if (g->nconn == 0) {
             free_group(g);
             continue;

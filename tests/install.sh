@@ -2,6 +2,9 @@
 # install.sh - `make install DESTDIR=...` (issue 14), checked as a new
 # user would meet it:
 #   - each file where it belongs, none elsewhere; no @dir@ left unwritten;
+#     krelay(8) and krelay.ini(5) name the configuration and
+#     doc/audit.md where this installation put them; README.md's relative
+#     links lead to installed files;
 #   - every man page renders without a warning (man --warnings, groff -ww);
 #   - the installed sample krelay.ini and examples pass `krelay -t`, also
 #     as nobody (setpriv) when run as root;
@@ -81,7 +84,8 @@ done
 want+=("$CONF" "$D$kr_docdir/krelay.ini"
        "$D$kr_mandir/man1/krelay-codec.1" "$D$kr_mandir/man5/krelay.ini.5"
        "$D$kr_mandir/man8/krelay.8")
-for f in README.md ChangeLog HACKING.md LICENSE NOTICE audit.md; do
+# doc/audit.md where README.md's link finds it
+for f in README.md ChangeLog HACKING.md LICENSE NOTICE doc/audit.md; do
     want+=("$D$kr_docdir/$f")
 done
 for f in "$top_srcdir"/conf/examples/*.ini; do
@@ -111,7 +115,21 @@ for f in "$top_srcdir"/conf/examples/*.ini; do
         fail "examples/$(basename "$f") differs from the source"
 done
 grep -l '@[a-z_]*dir@\|@PACKAGE_VERSION@' "$D$kr_mandir/man8/krelay.8" \
-    ${UNIT:+"$UNIT"} && fail "a @...@ left unwritten in the files above"
+    "$D$kr_mandir/man5/krelay.ini.5" ${UNIT:+"$UNIT"} &&
+    fail "a @...@ left unwritten in the files above"
+# the pages name the files where this installation put them
+for page in man8/krelay.8 man5/krelay.ini.5; do
+    for f in "$kr_sysconfdir/krelay/krelay.ini" "$kr_docdir/doc/audit.md"; do
+        [ -f "$D$f" ] || fail "$f is not installed"
+        MANWIDTH=200 man -l "$D$kr_mandir/$page" 2>/dev/null | grep -qF "$f" ||
+            fail "$page does not name $f"
+    done
+done
+# README.md's relative links lead to installed files
+for l in $(grep -o '](\([^)#:]*\))' "$D$kr_docdir/README.md" |
+           sed 's/^](//; s/)$//'); do
+    [ -f "$D$kr_docdir/$l" ] || fail "README.md links $l: not installed"
+done
 
 # ---- man pages ---------------------------------------------------------------
 for page in "$D$kr_mandir"/man*/*; do

@@ -1,5 +1,7 @@
 #!/bin/bash
-# man_ini.sh - man/krelay.ini.5 is what tools/krmanini.py writes from the
+# man_ini.sh - man/krelay.ini.5.in (make writes the installation's
+# directories into it: man/krelay.ini.5) is what tools/krmanini.py writes
+# from the
 # key table (tools/krconfkeys: every key's type, unit, range, default and
 # reload attribute, as src/kr_conf.c has them) and its template: a key
 # added or changed without `make regen-man` fails here.  Also: every key
@@ -14,7 +16,7 @@ set -o pipefail
 : "${KRELAY_REQUIRE_ALL:=0}"
 
 KEYS=$top_builddir/tools/krconfkeys
-PAGE=$top_srcdir/man/krelay.ini.5
+PAGE=$top_srcdir/man/krelay.ini.5.in
 fail() { echo "FAIL: $*"; exit 1; }
 
 [ -x "$KEYS" ] || { echo "man_ini: $KEYS not built" >&2; exit 99; }
@@ -32,12 +34,12 @@ trap 'rm -rf "$WORK"' EXIT
     --out "$WORK/krelay.ini.5" || fail "krmanini.py failed"
 if ! cmp -s "$WORK/krelay.ini.5" "$PAGE"; then
     diff -u "$PAGE" "$WORK/krelay.ini.5" | head -40
-    fail "man/krelay.ini.5 is not what the key table gives: run" \
+    fail "man/krelay.ini.5.in is not what the key table gives: run" \
         "\`make regen-man\` and commit the page"
 fi
 nkeys=$(($(wc -l <"$WORK/keys.tsv") - 1))
 [ "$nkeys" -ge 40 ] || fail "only $nkeys keys in the table?"
-echo "PASS: man/krelay.ini.5 matches the key table ($nkeys keys)"
+echo "PASS: man/krelay.ini.5.in matches the key table ($nkeys keys)"
 
 missing=0
 while IFS=$'\t' read -r sect name _; do

@@ -1,7 +1,7 @@
 /*
  * krconfkeys.c - print krelay's config key table (src/kr_conf.c, through
  * kr_conf_key) as tab-separated lines, for tools/krmanini.py, which
- * writes man/krelay.ini.5 from it (`make regen-man`;
+ * writes man/krelay.ini.5.in from it (`make regen-man`;
  * tests/man_ini.sh fails when the committed page differs).
  *
  * Output: a header line, then one line per key in table order:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Write man/krelay.ini.5: the template with the key table in it.
+"""Write man/krelay.ini.5.in: the template with the key table in it.
 
     krconfkeys | python3 krmanini.py --template man/krelay.ini.5.tmpl \\
-        --out man/krelay.ini.5
+        --out man/krelay.ini.5.in
 
 The key table comes from the build's tools/krconfkeys (tab-separated, as
 src/kr_conf.c's kr_conf_key describes each key: section, name, type,

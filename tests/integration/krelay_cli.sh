@@ -86,9 +86,9 @@ wait_line() {
 }
 wait_line "notice: krelay .* started (1 listener group)$"
 kill -USR1 "$pid"
-wait_line "notice: SIGUSR1: reopened the log file$"
+wait_line "notice: SIGUSR1: reopening the log file$"
 kill -HUP "$pid"
-wait_line "notice: SIGHUP: reloaded $W/run.ini: 1 listener group (0 new), 0 rules; log file reopened$"
+wait_line "notice: SIGHUP: reloaded $W/run.ini: 1 listener group (0 new), 0 rules; reopening the log file$"
 # a second and a third reload with no connection open: each frees the
 # config the one before loaded (a use after free once, seen by ASan)
 reloads_at_least() {
@@ -149,6 +149,67 @@ WANT="$WANT a restart (upstream): its connections keep going to the running one"
 grep -q "$WANT" "$W/krelay2.log" ||
     kr_fail "no restart warning for the listener's upstream: $(grep reload "$W/krelay2.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay2.log"
+
+# 6b. the log to stderr, the audit log to a file: SIGUSR1 says what it
+# reopens as it happens ("reopening", before the audit writer has); a
+# reopen that fails says that the lines keep going to the file opened
+# before.  A reload changing [audit] queue_bytes (RESTART in the key
+# table) says that it needs a restart; one changing node_id_max (REBIND)
+# says that the listener is rebound, not removed.
+audit_conf() {
+    cat >"$1" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+[listener]
+listen = 127.0.0.1:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = $2
+[log]
+level = info
+[audit]
+target = $W/audit3.jsonl
+queue_bytes = $3
+EOF
+}
+audit_conf "$W/run3.ini" 1 65536
+"$KR_KRELAY" -c "$W/run3.ini" >"$W/krelay3.log" 2>&1 &
+pid=$!
+KR_PIDS+=("$pid")
+wait_line3() {
+    kr_wait_for 60 grep -q "$1" "$W/krelay3.log" ||
+        kr_fail "no line '$1' in krelay3.log: $(tail -5 "$W/krelay3.log")"
+}
+wait_line3 "notice: krelay .* started"
+mv "$W/audit3.jsonl" "$W/audit3.jsonl.1"
+mkdir "$W/audit3.jsonl"
+kill -USR1 "$pid"
+wait_line3 "notice: SIGUSR1: reopening the audit file$"
+wait_line3 "error: audit: cannot reopen $W/audit3.jsonl: Is a directory; audit lines keep going to the file opened before$"
+grep -q "reopened" "$W/krelay3.log" &&
+    kr_fail "a reopen said done: $(grep reopen "$W/krelay3.log")"
+audit_conf "$W/run3.ini" 1 131072
+kill -HUP "$pid"
+wait_line3 "warn: reload: $W/run3.ini: \[audit\] queue_bytes changed: it needs a restart (or a new target): the running audit sink keeps the value it was opened with$"
+wait_line3 "notice: SIGHUP: reloaded $W/run3.ini: 1 listener group (0 new), 0 rules; reopening the audit file$"
+[ "$(grep -c "queue_bytes changed" "$W/krelay3.log")" -eq 1 ] ||
+    kr_fail "queue_bytes: $(grep queue_bytes "$W/krelay3.log")"
+# the same file again: the running sink still differs, said again
+kill -HUP "$pid"
+two_restart_lines() {
+    [ "$(grep -c "queue_bytes changed" "$W/krelay3.log")" -eq 2 ]
+}
+kr_wait_for 60 two_restart_lines ||
+    kr_fail "queue_bytes, second reload: $(grep reload "$W/krelay3.log")"
+rmdir "$W/audit3.jsonl"
+audit_conf "$W/run3.ini" 2 131072
+kill -HUP "$pid"
+wait_line3 "notice: reload: $W/run3.ini:3: \[listener\] node_id_max changed: its listeners are rebound (new addresses bound, a socket whose address stays taken over with its accept queue, the others closed); its open connections stay, with the values they had$"
+wait_line3 "notice: reload: \[listener\] rebound: its 0 connections stay, with the values they had$"
+wait_line3 "reloaded $W/run3.ini: 1 listener group (1 new)"
+grep -q "removed" "$W/krelay3.log" &&
+    kr_fail "a rebound listener said removed: $(grep removed "$W/krelay3.log")"
+kr_stop "$pid" krelay "$W/krelay3.log"
 
 # 7. warnings (issue 14): "krelay: warning: FILE:LINE: " on stderr; -t
 # still exits 0, -t -W (--strict) exits 1; the table names what the

@@ -9,7 +9,8 @@
 # Produce requests that succeeded), the record bytes the Fetch responses
 # returned (streamed: equal to what the successful Produce requests
 # sent, which the mock stores as sent), and close lines with bytes,
-# requests and cause.
+# requests, cause and the connection's ClientId (also where no request
+# took the rules path).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -121,6 +122,9 @@ assert got == sent, "Fetch returned %d record bytes, Produce sent %d" % (
     got, sent)
 for c in closed.values():
     assert c["cause"] == "client", c
+    # the last ClientId the connection sent, whether its requests took
+    # the rules path or went cut-through (kcat's client.id: rdkafka)
+    assert c.get("client_id") == "rdkafka", c
     assert c["reason"].startswith("client closed"), c
     assert c["bytes_from_client"] > 0 and c["bytes_to_client"] > 0, c
     assert c["requests"] >= 1 and c["duration_us"] > 0, c

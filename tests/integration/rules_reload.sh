@@ -145,7 +145,8 @@ kr_listening "$CLASH_PORT" &&
 # group takes the running sockets over, none is closed and bound again
 sed 's/^\[listener extra\]$/[listener extra2]/' "$W/krelay-good.ini" >"$CONF"
 kill -HUP "$KR_KRELAY_PID"
-kr_wait_for 60 grep -q "\[listener extra\] removed" "$W/krelay.log"
+kr_wait_for 60 grep -q "\[listener extra\] removed: its listeners are closed, its [0-9]* connections\{0,1\} stays\{0,1\}$" \
+    "$W/krelay.log" || kr_fail "no removed line: $(grep 'listener extra' "$W/krelay.log")"
 TOOK="listening on 127.0.0.1:$EXTRA_PORT (extra2/bootstrap): the socket"
 TOOK="$TOOK of extra/bootstrap, kept open"
 grep -qF "$TOOK" "$W/krelay.log" ||

@@ -16,12 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kr_audit.h"
 #include "kr_json.h"
+#include "kr_log.h"
 #include "kr_scan.h"
 #include "kr_topics.h"
 #include "kr_test.h"
@@ -601,6 +604,85 @@ START_TEST(test_group_ids)
     ck_assert_str_eq(jget_str(j, "group_id"), "billing");
     ck_assert_str_eq(jget_str(j, "member_id"), "leaving-1");
     json_decref(j);
+}
+END_TEST
+
+/*
+ * TransactionalId beyond Produce: the transactional APIs' requests carry
+ * it at the top level (AddPartitionsToTxn v0-3 as
+ * V3AndBelowTransactionalId); a null one (an idempotent producer's
+ * InitProducerId) and AddPartitionsToTxn v4+ (brokers', batched) give
+ * none.
+ */
+START_TEST(test_txn_ids)
+{
+    static const struct {
+        const char *text, *txn, *group;
+    } cases[] = {
+        { "{\"header\": {\"RequestApiKey\": 22, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 1, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-init\","
+          " \"TransactionTimeoutMs\": 60000, \"ProducerId\": -1,"
+          " \"ProducerEpoch\": -1}}", "txn-init", NULL },
+        { "{\"header\": {\"RequestApiKey\": 22, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 2, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": null,"
+          " \"TransactionTimeoutMs\": 60000, \"ProducerId\": -1,"
+          " \"ProducerEpoch\": -1}}", NULL, NULL },
+        { "{\"header\": {\"RequestApiKey\": 24, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 3, \"ClientId\": \"p\"},"
+          " \"body\": {\"V3AndBelowTransactionalId\": \"txn-add\","
+          " \"V3AndBelowProducerId\": 7, \"V3AndBelowProducerEpoch\": 0,"
+          " \"V3AndBelowTopics\": [{\"Name\": \"orders\","
+          " \"Partitions\": [0, 1]}]}}", "txn-add", NULL },
+        { "{\"header\": {\"RequestApiKey\": 24, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": 4, \"ClientId\": \"broker\"},"
+          " \"body\": {\"Transactions\": [{\"TransactionalId\": \"t1\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0, \"VerifyOnly\": true,"
+          " \"Topics\": []}]}}", NULL, NULL },
+        { "{\"header\": {\"RequestApiKey\": 25, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 5, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-offsets\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0,"
+          " \"GroupId\": \"billing\"}}", "txn-offsets", "billing" },
+        { "{\"header\": {\"RequestApiKey\": 26, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 6, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-end\","
+          " \"ProducerId\": 7, \"ProducerEpoch\": 0,"
+          " \"Committed\": true}}", "txn-end", NULL },
+        { "{\"header\": {\"RequestApiKey\": 28, \"RequestApiVersion\": 3,"
+          " \"CorrelationId\": 7, \"ClientId\": \"p\"},"
+          " \"body\": {\"TransactionalId\": \"txn-commit\","
+          " \"GroupId\": \"billing\", \"ProducerId\": 7,"
+          " \"ProducerEpoch\": 0, \"GenerationId\": 3,"
+          " \"MemberId\": \"m-1\", \"GroupInstanceId\": null,"
+          " \"Topics\": [{\"Name\": \"orders\", \"Partitions\":"
+          " [{\"PartitionIndex\": 0, \"CommittedOffset\": 42,"
+          " \"CommittedLeaderEpoch\": -1,"
+          " \"CommittedMetadata\": null}]}]}}", "txn-commit", "billing" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = req_line(cases[i].text);
+        json_t *t = json_object_get(j, "transactional_id");
+        json_t *g = json_object_get(j, "group_id");
+
+        if (cases[i].txn != NULL) {
+            ck_assert_msg(t != NULL, "case %zu: no transactional_id", i);
+            ck_assert_str_eq(json_string_value(t), cases[i].txn);
+        } else {
+            ck_assert_msg(t == NULL, "case %zu: transactional_id %s", i,
+                          json_string_value(t));
+        }
+        if (cases[i].group != NULL) {
+            ck_assert_str_eq(jget_str(j, "group_id"), cases[i].group);
+        } else {
+            ck_assert_ptr_null(g);
+        }
+        ck_assert_ptr_null(json_object_get(j, "acks"));
+        json_decref(j);
+    }
 }
 END_TEST
 
@@ -1370,13 +1452,40 @@ START_TEST(test_sink_close_flushes)
     snprintf(path, sizeof(path), "%s/no/such/dir/audit.log", tmpdir);
     ck_assert_ptr_null(kr_audit_open(path, 0, err, sizeof(err)));
     ck_assert_msg(strstr(err, "no/such/dir") != NULL, "%s", err);
-    /* syslog target: accepted and counted (content goes to syslog) */
-    au = kr_audit_open("syslog", 0, err, sizeof(err));
-    ck_assert_msg(au != NULL, "%s", err);
-    ck_assert(kr_audit_write(au, "{\"check_audit\":1}", 17));
-    kr_audit_flush(au);
-    ck_assert_uint_eq(kr_audit_written(au), 1);
-    kr_audit_close(au);
+    /* syslog target: accepted and counted (content goes to syslog);
+       with no syslog socket (kr_log_syslog_path: nothing there, then a
+       socket) the lines are counted as dropped, as syslog(3) would lose
+       them without a word */
+    {
+        const char *saved = kr_log_syslog_path;
+        struct sockaddr_un sa;
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/log", tmpdir);
+        kr_log_syslog_path = path;
+        au = kr_audit_open("syslog", 0, err, sizeof(err));
+        ck_assert_msg(au != NULL, "%s", err);
+        ck_assert(kr_audit_write(au, "{\"check_audit\":1}", 17));
+        ck_assert(kr_audit_write(au, "{\"check_audit\":2}", 17));
+        kr_audit_flush(au);
+        ck_assert_uint_eq(kr_audit_written(au), 0);
+        ck_assert_uint_eq(kr_audit_dropped(au), 2);
+        fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        ck_assert(kr_audit_write(au, "{\"check_audit\":3}", 17));
+        kr_audit_flush(au);
+        ck_assert_uint_eq(kr_audit_written(au), 1);
+        ck_assert_uint_eq(kr_audit_dropped(au), 2);
+        kr_audit_close(au);
+        close(fd);
+        unlink(path);
+        kr_log_syslog_path = saved;
+    }
     ck_assert(!kr_audit_write(NULL, "x", 1));
     ck_assert_uint_eq(kr_audit_dropped(NULL), 0);
 }
@@ -1684,6 +1793,7 @@ audit_suite(void)
     tcase_add_test(tc, test_format_ids_unknown_api_conn);
     tcase_add_test(tc, test_produce_records);
     tcase_add_test(tc, test_group_ids);
+    tcase_add_test(tc, test_txn_ids);
     tcase_add_test(tc, test_fetch_bytes);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);

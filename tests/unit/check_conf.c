@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "kr_conf.h"
@@ -334,6 +337,80 @@ START_TEST(test_warn_wildcard_listen)
         free(w);
         kr_conf_free(c);
     }
+}
+END_TEST
+
+/*
+ * [log] and [audit] target = syslog warn, naming what is lost, when
+ * there is no syslog socket (kr_log_syslog_path pointed at a path that
+ * does not exist, then at a plain file); quiet with a socket there, and
+ * for other targets.
+ */
+START_TEST(test_warn_syslog_socket)
+{
+    char dir[] = "/tmp/check_syslog_XXXXXX", sock[128], file[128];
+    char text[512], want[1024], *w;
+    const char *saved = kr_log_syslog_path;
+    struct sockaddr_un sa;
+    struct kr_conf *c;
+    unsigned n;
+    int fd, i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sock, sizeof(sock), "%s/log", dir);
+    snprintf(file, sizeof(file), "%s/file", dir);
+    fd = open(file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    /* line 6 [log], 7 target; 8 [audit], 9 target */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "[log]\ntarget = syslog\n[audit]\ntarget = syslog\n");
+    for (i = 0; i < 2; i++) {
+        kr_log_syslog_path = i == 0 ? sock : file;
+        c = load_ok(text);
+        w = warnings_of(c, &n);
+        ck_assert_uint_eq(n, 2);
+        snprintf(want, sizeof(want),
+                 "t.ini:7: [log]: target = syslog, but there is no syslog "
+                 "socket at %s (no syslog daemon, as in most containers): "
+                 "syslog(3) drops krelay's log lines without a word; use "
+                 "stderr (under systemd: the journal) or a file\n"
+                 "t.ini:9: [audit]: target = syslog, but there is no syslog "
+                 "socket at %s (no syslog daemon, as in most containers): "
+                 "every audit line would be lost (krelay counts them as "
+                 "dropped and logs how many); use stdout or a file\n",
+                 kr_log_syslog_path, kr_log_syslog_path);
+        ck_assert_str_eq(w, want);
+        free(w);
+        kr_conf_free(c);
+    }
+    /* a socket there: no warning */
+    fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    ck_assert_uint_lt(strlen(sock), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    kr_log_syslog_path = sock;
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_msg(n == 0, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    close(fd);
+    /* no socket, other targets: no warning */
+    kr_log_syslog_path = file;
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[log]\ntarget = stderr\n"
+                "[audit]\ntarget = stdout\n");
+    w = warnings_of(c, &n);
+    ck_assert_msg(n == 0, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    kr_log_syslog_path = saved;
+    unlink(sock);
+    unlink(file);
+    rmdir(dir);
 }
 END_TEST
 
@@ -969,13 +1046,14 @@ is_timestamp(const char *s)
 START_TEST(test_log_file_reopen)
 {
     char dir[] = "/tmp/check_log_XXXXXX";
-    char path[256], old[256], want[128];
+    char path[256], old[256], old2[256], want[512];
     char *text, *nl;
     struct stat sb;
 
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/krelay.log", dir);
     snprintf(old, sizeof(old), "%s/krelay.log.1", dir);
+    snprintf(old2, sizeof(old2), "%s/krelay.log.2", dir);
 
     ck_assert_int_eq(kr_log_open(path, "ktest"), KR_OK);
     ck_assert_int_eq(stat(path, &sb), 0);
@@ -993,9 +1071,18 @@ START_TEST(test_log_file_reopen)
     kr_log_level_cur = KR_LOG_NOTICE;
 
     ck_assert_int_eq(rename(path, old), 0);
-    kr_log_reopen();
+    ck_assert(kr_log_reopen());         /* a file sink: reopened */
     kr_log_warn("second");
+    /* a reopen that fails says so, in the file opened before, which
+       lines keep going to */
+    ck_assert_int_eq(rename(path, old2), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    ck_assert(kr_log_reopen());
+    kr_log_warn("third");
+    ck_assert_int_eq(rmdir(path), 0);
+    ck_assert_int_eq(rename(old2, path), 0);
     kr_log_close();
+    ck_assert(!kr_log_reopen());        /* stderr: nothing to reopen */
 
     text = slurp(old);
     ck_assert_int_eq(count_lines(text), 3);
@@ -1014,9 +1101,14 @@ START_TEST(test_log_file_reopen)
     free(text);
 
     text = slurp(path);
-    ck_assert_int_eq(count_lines(text), 1);
+    ck_assert_int_eq(count_lines(text), 3);
     ck_assert(is_timestamp(text));
     ck_assert_ptr_nonnull(strstr(text, ": warn: second\n"));
+    snprintf(want, sizeof(want), ": error: cannot reopen the log file %s: "
+             "Is a directory; log lines keep going to the file opened "
+             "before\n", path);
+    ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, ": warn: third\n"));
     free(text);
 
     /* A file that cannot be opened keeps the old sink. */
@@ -1780,6 +1872,7 @@ conf_suite(void)
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_advertised_default);
     tcase_add_test(tc, test_warn_wildcard_listen);
+    tcase_add_test(tc, test_warn_syslog_socket);
     tcase_add_test(tc, test_err_wildcard_advertised);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_long_line_ok);
