@@ -221,6 +221,30 @@ int kr_conf_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
 /*
+ * What a caller changes about a load (kr_conf_load_with); NULL or
+ * zeroed: none, as kr_conf_load.
+ */
+struct kr_conf_load_opts {
+    const char *stand_in_upstream;      /* NULL, or a bootstrap_servers
+                                           value ("H:P,H:P"): a file with
+                                           no [upstream] section loads as
+                                           if it ended with an unnamed
+                                           [upstream] with these servers,
+                                           which its listeners without
+                                           `upstream =` use (krelay --demo
+                                           -c FILE: the demo cluster).  A
+                                           file with one keeps its own.
+                                           Borrowed for the call */
+};
+
+/* kr_conf_load and kr_conf_load_string with opts (may be NULL). */
+int kr_conf_load_with(const char *path, const struct kr_conf_load_opts *opts,
+                      FILE *errs, struct kr_conf **out) KR_MUST_CHECK;
+int kr_conf_load_string_with(const char *text, const char *name,
+                             const struct kr_conf_load_opts *opts,
+                             FILE *errs, struct kr_conf **out) KR_MUST_CHECK;
+
+/*
  * Free c and everything it owns (its ruleset too when ruleset_free is
  * set); NULL is a no-op.
  */
