@@ -493,6 +493,28 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
 
 static int reload(struct kr_daemon *d, const char *path, const char *by);
 
+/*
+ * What kr_daemon_reopen reopened, for a signal's notice line: "; reopened
+ * the log file", "...the audit file", "...the log and audit files", or ""
+ * when neither goes to a file (stderr, stdout, syslog: nothing to
+ * reopen).
+ */
+static const char *
+reopened_files(const struct kr_daemon *d)
+{
+    const struct kr_conf *c = d->cref->conf;
+    bool log_file = c->log.target != NULL &&
+                    strcmp(c->log.target, "stderr") != 0 &&
+                    strcmp(c->log.target, "syslog") != 0;
+    bool audit_file = d->audit != NULL && c->audit.target != NULL &&
+                      strcmp(c->audit.target, "stdout") != 0 &&
+                      strcmp(c->audit.target, "syslog") != 0;
+
+    return log_file && audit_file ? "; reopened the log and audit files"
+           : log_file ? "; reopened the log file"
+           : audit_file ? "; reopened the audit file" : "";
+}
+
 static void
 signal_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -505,9 +527,8 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
         kr_daemon_reopen(d);
         if (d->no_conf_file) {
             kr_log_notice("SIGHUP: no configuration file to reread (krelay "
-                          "--demo without -c; --demo -c FILE reloads FILE); "
-                          "reopened the log%s", d->audit != NULL
-                          ? " and audit files" : " file");
+                          "--demo without -c; --demo -c FILE reloads "
+                          "FILE)%s", reopened_files(d));
             break;
         }
         (void)reload(d, d->cref->conf->path, "SIGHUP");
