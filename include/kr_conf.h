@@ -258,6 +258,14 @@ void kr_conf_free(struct kr_conf *c);
  */
 bool kr_hostport_parse(const char *s, struct kr_hostport *hp);
 
+/*
+ * Is host (as kr_hostport_parse leaves it) a wildcard address, every
+ * address of the machine: "", 0.0.0.0, *, or any spelling of the IPv6
+ * unspecified address (with or without a %zone)?  What the loader takes
+ * as one for listen and advertised_host.
+ */
+bool kr_conf_is_wildcard(const char *host);
+
 /* Free a list's strings and array; leaves it empty. */
 void kr_strlist_free(struct kr_strlist *l);
 

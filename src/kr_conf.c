@@ -613,6 +613,12 @@ kr_cf_is_wildcard(const char *host)
            IN6_IS_ADDR_UNSPECIFIED(&a6);
 }
 
+bool
+kr_conf_is_wildcard(const char *host)
+{
+    return host != NULL && kr_cf_is_wildcard(host);
+}
+
 static void
 kr_cf_free_hostports(struct kr_hostport *hp, int n)
 {

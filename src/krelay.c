@@ -413,9 +413,9 @@ main(int argc, char **argv)
     const char *path = NULL, *listen = "127.0.0.1:9092";
     const char *demo_opt = NULL;        /* --listen or --broker-port-base */
     long port_base = 19092, listen_port = 9092;
-    bool test = false, strict = false, demo = false;
+    bool test = false, strict = false, demo = false, listen_wild = false;
     bool conf_log_elsewhere = false;
-    unsigned nwarn, ndemo_warn = 0;
+    unsigned nwarn, ndemo_warn = 0, nlisten_warn = 0;
     struct kr_conf_load_opts demo_opts = { NULL };
     int verbose = 0, c, rc = 1, level;
     struct kr_conf *conf = NULL;
@@ -459,6 +459,7 @@ main(int argc, char **argv)
             }
             listen = optarg;
             listen_port = hp.port;
+            listen_wild = kr_conf_is_wildcard(hp.host);
             free(hp.host);
             demo_opt = "--listen";
             break;
@@ -538,11 +539,23 @@ main(int argc, char **argv)
                  "listen = %s\n"
                  "broker_port_base = %ld\n"
                  "node_id_min = 1\n"
-                 "node_id_max = %d\n",
+                 "node_id_max = %d\n"
+                 "%s",
                  dm.pid != 0 ? dm.bootstraps : "127.0.0.1:1", listen,
-                 port_base, DEMO_BROKERS);
+                 port_base, DEMO_BROKERS,
+                 listen_wild ? "advertised_host = 127.0.0.1\n" : "");
         if (load_conf("(demo)", text, NULL, &conf) != KR_OK) {
             goto out;
+        }
+        /* what the loader would say of a line of "(demo)", said of the
+           option, with advice that fits it */
+        if (listen_wild) {
+            fprintf(stderr, "krelay: warning: --listen %s is a wildcard "
+                    "address: the demo tells every client that the brokers "
+                    "are at 127.0.0.1, so clients on other machines cannot "
+                    "connect (for them: --demo -c FILE, its listener with "
+                    "advertised_host)\n", listen);
+            nlisten_warn = 1;
         }
     }
     if (demo) {
@@ -555,7 +568,7 @@ main(int argc, char **argv)
         goto out;
     }
     /* to stderr at start too: a warning never stops krelay (-t -W does) */
-    nwarn = print_warnings(conf);
+    nwarn = print_warnings(conf) + nlisten_warn;
     if (demo && path != NULL) {
         char *text = NULL;
         size_t len = 0;

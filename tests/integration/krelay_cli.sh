@@ -342,6 +342,17 @@ usage_error "krelay: --listen 127.0.0.1:$((base + 2)): port $((base + 2)) is Nod
 usage_error "krelay: --broker-port-base 65533: expected a port 1-65532 (NodeId 3 listens on it + 3)" \
     --demo --broker-port-base 65533
 kr_listening "$base" && kr_fail "a refused --demo listens on $base"
+# a wildcard --listen: warned about as the option, not as "(demo):4"
+"$KR_KRELAY" --demo -t --listen "0.0.0.0:$base" --broker-port-base "$base" \
+    >"$W/d13.out" 2>"$W/d13.err" || kr_fail "--demo -t --listen 0.0.0.0: $(cat "$W/d13.err")"
+WANT="krelay: warning: --listen 0.0.0.0:$base is a wildcard address: the demo"
+WANT="$WANT tells every client that the brokers are at 127.0.0.1, so clients on"
+WANT="$WANT other machines cannot connect (for them: --demo -c FILE, its"
+WANT="$WANT listener with advertised_host)"
+[ "$(cat "$W/d13.err")" = "$WANT" ] ||
+    kr_fail "--demo -t --listen 0.0.0.0: $(cat "$W/d13.err")"
+grep -qx "krelay: (demo): configuration OK (1 warning)" "$W/d13.out" ||
+    kr_fail "--demo -t --listen 0.0.0.0: $(head -n 1 "$W/d13.out")"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
     "lines, warnings and -W, no librdkafka in krelay, --demo without its" \
     "cluster, --demo -t -c warnings, --listen refused with -c"
