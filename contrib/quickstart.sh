@@ -152,8 +152,33 @@ skipped_without() {
     valgrind) echo "nothing (\`make check-valgrind\` needs it)" ;;
     haproxy) echo "nothing (\`make bench\` needs it)" ;;
     git) echo "nothing (tests/tools/audit_compare.sh needs it)" ;;
-    *) echo "?" ;;
+    man-db) echo "tests/install.sh (it renders the installed man pages" \
+                 "with man)" ;;
+    *) echo "no test that we know of (contrib/install-deps.sh says why" \
+            "it is in --tests)" ;;
     esac
+}
+# npm_failed: what a failed `install-deps.sh --npm` costs, and the ways on.
+npm_failed() {
+    echo "WARNING: the npm packages were not installed (above: npm's own" \
+         "error; behind a proxy that re-signs TLS, npm needs its CA: npm" \
+         "config set cafile FILE).  Built and demo: fine." \
+         "\`make -C $BUILD check\` will skip tests/integration/kafkajs.sh" \
+         "(kafkajs) and tests/integration/modern.sh (node-rdkafka," \
+         "librdkafka 2.12)."
+    echo "  Retry: $SRC/contrib/install-deps.sh --npm"
+    echo "  Or leave npm out next time: KRELAY_SKIP_NPM=1 $0"
+}
+# closing_hints: how to go on, with the ports this run's demo used.
+closing_hints() {
+    local demo="$BUILD/krelay --demo"
+    if [ "$PORT" != 9092 ] || [ "$BASE" != 19092 ]; then
+        demo="$demo --listen 127.0.0.1:$PORT --broker-port-base $BASE"
+    fi
+    echo "Run it yourself:  $demo   (then: kcat -b 127.0.0.1:$PORT -L)"
+    echo "Try rules:        $BUILD/krelay --demo -c FILE   (README.md:" \
+         "\"Try rules on the demo\"; FILE's [listener] says the ports)"
+    echo "Run every test:   make -C $BUILD check"
 }
 # Never fatal under set -e: the build and the demo are done.  Each part
 # that fails says which tests `make check` will skip and how to retry.
@@ -189,21 +214,12 @@ if [ "${KRELAY_SKIP_DEPS:-0}" != 1 ] && [ "${KRELAY_SKIP_TEST_DEPS:-0}" != 1 ]; 
         say "Installing the npm packages the tests use (install-deps.sh --npm: kafkajs, node-rdkafka, which builds librdkafka 2.12: a few minutes)"
         if ! "$SRC/contrib/install-deps.sh" --npm; then
             test_deps_failed=1
-            echo "WARNING: the npm packages were not installed (above:" \
-                 "npm's own error; behind a proxy that re-signs TLS, npm" \
-                 "needs its CA: npm config set cafile FILE).  Built and" \
-                 "demo: fine.  \`make -C $BUILD check\` will skip" \
-                 "tests/integration/kafkajs.sh (kafkajs) and" \
-                 "tests/integration/modern.sh (node-rdkafka, librdkafka" \
-                 "2.12)." >&2
-            echo "  Retry: $SRC/contrib/install-deps.sh --npm" >&2
+            npm_failed >&2
         fi
     fi
 fi
 
-echo "Run it yourself:  $BUILD/krelay --demo   (then: kcat -b 127.0.0.1:9092 -L)"
-echo "Try rules:        $BUILD/krelay --demo -c FILE   (README.md: \"Try rules on the demo\")"
-echo "Run every test:   make -C $BUILD check"
+closing_hints
 if [ "$test_deps_failed" = 1 ] && [ "${KRELAY_REQUIRE_ALL:-0}" = 1 ]; then
     echo "FAILED (KRELAY_REQUIRE_ALL=1): what the tests need is not installed" >&2
     exit 1

@@ -221,6 +221,30 @@ int kr_conf_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
 /*
+ * What a caller changes about a load (kr_conf_load_with); NULL or
+ * zeroed: none, as kr_conf_load.
+ */
+struct kr_conf_load_opts {
+    const char *stand_in_upstream;      /* NULL, or a bootstrap_servers
+                                           value ("H:P,H:P"): a file with
+                                           no [upstream] section loads as
+                                           if it ended with an unnamed
+                                           [upstream] with these servers,
+                                           which its listeners without
+                                           `upstream =` use (krelay --demo
+                                           -c FILE: the demo cluster).  A
+                                           file with one keeps its own.
+                                           Borrowed for the call */
+};
+
+/* kr_conf_load and kr_conf_load_string with opts (may be NULL). */
+int kr_conf_load_with(const char *path, const struct kr_conf_load_opts *opts,
+                      FILE *errs, struct kr_conf **out) KR_MUST_CHECK;
+int kr_conf_load_string_with(const char *text, const char *name,
+                             const struct kr_conf_load_opts *opts,
+                             FILE *errs, struct kr_conf **out) KR_MUST_CHECK;
+
+/*
  * Free c and everything it owns (its ruleset too when ruleset_free is
  * set); NULL is a no-op.
  */
@@ -233,6 +257,14 @@ void kr_conf_free(struct kr_conf *c);
  * an IPv6 address without brackets, or ENOMEM.
  */
 bool kr_hostport_parse(const char *s, struct kr_hostport *hp);
+
+/*
+ * Is host (as kr_hostport_parse leaves it) a wildcard address, every
+ * address of the machine: "", 0.0.0.0, *, or any spelling of the IPv6
+ * unspecified address (with or without a %zone)?  What the loader takes
+ * as one for listen and advertised_host.
+ */
+bool kr_conf_is_wildcard(const char *host);
 
 /* Free a list's strings and array; leaves it empty. */
 void kr_strlist_free(struct kr_strlist *l);

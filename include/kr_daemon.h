@@ -92,6 +92,12 @@ struct kr_daemon {
     bool (*reload_adjust)(struct kr_conf *nc, void *arg, char *err,
                           size_t errlen);
     void *reload_adjust_arg;
+    const struct kr_conf_load_opts *load_opts;
+                                        /* how a reload reads the file
+                                           (kr_rule_load_with; --demo -c:
+                                           the demo cluster stands in for
+                                           a missing [upstream]); NULL:
+                                           plainly.  Borrowed */
     bool no_conf_file;                  /* the config came from no file
                                            (krelay --demo without -c):
                                            SIGHUP only reopens the log

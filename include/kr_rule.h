@@ -137,6 +137,11 @@ int kr_rule_load(const char *path, FILE *errs,
 int kr_rule_load_string(const char *text, const char *name, FILE *errs,
                         struct kr_conf **out) KR_MUST_CHECK;
 
+/* kr_rule_load with kr_conf_load_with's opts (may be NULL): krelay --demo
+ * -c FILE, where the demo cluster stands in for a missing [upstream]. */
+int kr_rule_load_with(const char *path, const struct kr_conf_load_opts *opts,
+                      FILE *errs, struct kr_conf **out) KR_MUST_CHECK;
+
 /*
  * Compile conf->rules into a new ruleset.  Returns NULL with a message in
  * err on ENOMEM (the loader has checked every value already).  Free with

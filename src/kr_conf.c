@@ -358,6 +358,7 @@ struct kr_cf_state {
     struct kr_cf_inst *cur;     /* NULL before any section or after a
                                    bad header */
     bool cur_bad;
+    const char *stand_in_upstream;  /* kr_conf_load_opts */
 };
 
 static void kr_cf_err(struct kr_cf_state *st, int line, const char *fmt, ...)
@@ -615,6 +616,12 @@ kr_cf_is_wildcard(const char *host)
     tmp[n] = '\0';
     return inet_pton(AF_INET6, tmp, &a6) == 1 &&
            IN6_IS_ADDR_UNSPECIFIED(&a6);
+}
+
+bool
+kr_conf_is_wildcard(const char *host)
+{
+    return host != NULL && kr_cf_is_wildcard(host);
 }
 
 static void
@@ -1385,6 +1392,76 @@ kr_cf_handler(void *user, const char *section, const char *name,
     return 1;
 }
 
+/*
+ * A new section of kind named name ("" unnamed) starting at line, with
+ * its object: appended to st->insts and returned (NULL, reported, when
+ * out of memory).  The pointer is good until the next one is added.
+ */
+static struct kr_cf_inst *
+kr_cf_inst_add(struct kr_cf_state *st, enum kr_cf_sect kind,
+               const char *name, int line)
+{
+    struct kr_cf_inst *in, *ni;
+
+    ni = realloc(st->insts, sizeof(*ni) * (size_t)(st->ninsts + 1));
+    if (ni == NULL) {
+        kr_cf_err(st, line, "out of memory");
+        return NULL;
+    }
+    st->insts = ni;
+    in = &st->insts[st->ninsts];
+    memset(in, 0, sizeof(*in));
+    in->kind = kind;
+    in->line = line;
+    switch (in->kind) {
+    case KR_CS_LISTENER:
+        in->obj = calloc(1, sizeof(struct kr_listener_conf));
+        break;
+    case KR_CS_UPSTREAM:
+        in->obj = calloc(1, sizeof(struct kr_upstream_conf));
+        break;
+    case KR_CS_RULE: {
+        struct kr_rule_conf *r = calloc(1, sizeof(*r));
+
+        if (r != NULL) {
+            /* "not set" values the key table has no default for */
+            r->clamp_min_version = r->clamp_max_version = -1;
+            r->throttle_ms = -1;
+            r->deny_error = r->fault_error = -1;
+        }
+        in->obj = r;
+        break;
+    }
+    case KR_CS_AUDIT:
+        in->obj = &st->conf->audit;
+        break;
+    default:
+        in->obj = &st->conf->log;
+        break;
+    }
+    in->name = strdup(name);
+    if (in->obj == NULL || in->name == NULL) {
+        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT) {
+            free(in->obj);
+        }
+        free(in->name);
+        kr_cf_err(st, line, "out of memory");
+        return NULL;
+    }
+    if (in->kind == KR_CS_LISTENER) {
+        ((struct kr_listener_conf *)in->obj)->name = in->name;
+        ((struct kr_listener_conf *)in->obj)->line = line;
+    } else if (in->kind == KR_CS_UPSTREAM) {
+        ((struct kr_upstream_conf *)in->obj)->name = in->name;
+        ((struct kr_upstream_conf *)in->obj)->line = line;
+    } else if (in->kind == KR_CS_RULE) {
+        ((struct kr_rule_conf *)in->obj)->name = in->name;
+        ((struct kr_rule_conf *)in->obj)->line = line;
+    }
+    st->ninsts++;
+    return in;
+}
+
 /* A new section header "[kind NAME]" at the current line. */
 static void
 kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
@@ -1395,7 +1472,7 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     char word[32], name[KR_CONF_MAX_NAME + 2];
     size_t wl = 0, nl = 0;
     int kind, i;
-    struct kr_cf_inst *in, *ni;
+    struct kr_cf_inst *in;
     char lbl[KR_CONF_MAX_NAME + 32];
 
     st->cur = NULL;
@@ -1468,62 +1545,10 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
         return;
     }
 
-    ni = realloc(st->insts, sizeof(*ni) * (size_t)(st->ninsts + 1));
-    if (ni == NULL) {
-        kr_cf_err(st, line, "out of memory");
+    in = kr_cf_inst_add(st, (enum kr_cf_sect)kind, name, line);
+    if (in == NULL) {
         return;
     }
-    st->insts = ni;
-    in = &st->insts[st->ninsts];
-    memset(in, 0, sizeof(*in));
-    in->kind = (enum kr_cf_sect)kind;
-    in->line = line;
-    switch (in->kind) {
-    case KR_CS_LISTENER:
-        in->obj = calloc(1, sizeof(struct kr_listener_conf));
-        break;
-    case KR_CS_UPSTREAM:
-        in->obj = calloc(1, sizeof(struct kr_upstream_conf));
-        break;
-    case KR_CS_RULE: {
-        struct kr_rule_conf *r = calloc(1, sizeof(*r));
-
-        if (r != NULL) {
-            /* "not set" values the key table has no default for */
-            r->clamp_min_version = r->clamp_max_version = -1;
-            r->throttle_ms = -1;
-            r->deny_error = r->fault_error = -1;
-        }
-        in->obj = r;
-        break;
-    }
-    case KR_CS_AUDIT:
-        in->obj = &st->conf->audit;
-        break;
-    default:
-        in->obj = &st->conf->log;
-        break;
-    }
-    in->name = strdup(name);
-    if (in->obj == NULL || in->name == NULL) {
-        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT) {
-            free(in->obj);
-        }
-        free(in->name);
-        kr_cf_err(st, line, "out of memory");
-        return;
-    }
-    if (in->kind == KR_CS_LISTENER) {
-        ((struct kr_listener_conf *)in->obj)->name = in->name;
-        ((struct kr_listener_conf *)in->obj)->line = line;
-    } else if (in->kind == KR_CS_UPSTREAM) {
-        ((struct kr_upstream_conf *)in->obj)->name = in->name;
-        ((struct kr_upstream_conf *)in->obj)->line = line;
-    } else if (in->kind == KR_CS_RULE) {
-        ((struct kr_rule_conf *)in->obj)->name = in->name;
-        ((struct kr_rule_conf *)in->obj)->line = line;
-    }
-    st->ninsts++;
 
     for (i = 0; i < st->ninsts - 1; i++) {
         if (st->insts[i].kind == in->kind &&
@@ -2261,6 +2286,42 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
     kr_cf_check_principal(st, in, lbl);
 }
 
+/*
+ * kr_conf_load_opts.stand_in_upstream: a file without any [upstream]
+ * section gets an unnamed one, as if it ended with "[upstream]" and
+ * "bootstrap_servers = LIST" (its line: the file's last, where problems
+ * with no line of their own are reported).
+ */
+static void
+kr_cf_stand_in(struct kr_cf_state *st, const char *list)
+{
+    int i, line = st->lineno > 0 ? st->lineno : 1;
+    size_t idx;
+    const struct kr_cf_key *k;
+    struct kr_cf_inst *in;
+    char buf[128];
+    const char *why;
+
+    for (i = 0; i < st->ninsts; i++) {
+        if (st->insts[i].kind == KR_CS_UPSTREAM) {
+            return;
+        }
+    }
+    in = kr_cf_inst_add(st, KR_CS_UPSTREAM, "", line);
+    k = kr_cf_find_key(KR_CS_UPSTREAM, "bootstrap_servers", &idx);
+    if (in == NULL || k == NULL) {
+        return;
+    }
+    why = kr_cf_set(k, in->obj, list, buf, sizeof(buf));
+    if (why != NULL) {
+        kr_cf_err(st, line, "the [upstream] standing in for the missing one: "
+                  "bootstrap_servers '%s': %s", list, why);
+        in->key_line[idx] = -line;
+        return;
+    }
+    in->key_line[idx] = line;
+}
+
 static void
 kr_cf_check_all(struct kr_cf_state *st)
 {
@@ -2433,7 +2494,8 @@ kr_cf_build(struct kr_cf_state *st)
 }
 
 static int
-kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
+kr_cf_load_buf(const char *text, size_t len, const char *name,
+               const struct kr_conf_load_opts *opts, FILE *errs,
                struct kr_conf **out)
 {
     struct kr_cf_state st;
@@ -2448,6 +2510,7 @@ kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
     st.errs = errs;
     st.text = text;
     st.len = len;
+    st.stand_in_upstream = opts != NULL ? opts->stand_in_upstream : NULL;
     c = calloc(1, sizeof(*c));
     if (c == NULL || (c->path = strdup(st.file)) == NULL) {
         free(c);
@@ -2483,6 +2546,9 @@ kr_cf_load_buf(const char *text, size_t len, const char *name, FILE *errs,
         kr_cf_err(&st, rc, "syntax error");
     }
 
+    if (st.stand_in_upstream != NULL) {
+        kr_cf_stand_in(&st, st.stand_in_upstream);
+    }
     kr_cf_check_all(&st);
     kr_cf_build(&st);
     if (st.nerr > 0) {
@@ -2497,14 +2563,29 @@ int
 kr_conf_load_string(const char *text, const char *name, FILE *errs,
                     struct kr_conf **out)
 {
+    return kr_conf_load_string_with(text, name, NULL, errs, out);
+}
+
+int
+kr_conf_load_string_with(const char *text, const char *name,
+                         const struct kr_conf_load_opts *opts, FILE *errs,
+                         struct kr_conf **out)
+{
     if (text == NULL || out == NULL) {
         return KR_ERROR;
     }
-    return kr_cf_load_buf(text, strlen(text), name, errs, out);
+    return kr_cf_load_buf(text, strlen(text), name, opts, errs, out);
 }
 
 int
 kr_conf_load(const char *path, FILE *errs, struct kr_conf **out)
+{
+    return kr_conf_load_with(path, NULL, errs, out);
+}
+
+int
+kr_conf_load_with(const char *path, const struct kr_conf_load_opts *opts,
+                  FILE *errs, struct kr_conf **out)
 {
     FILE *f;
     char *text;
@@ -2550,7 +2631,7 @@ kr_conf_load(const char *path, FILE *errs, struct kr_conf **out)
         free(text);
         return KR_ERROR;
     }
-    rc = kr_cf_load_buf(text, len, path, errs, out);
+    rc = kr_cf_load_buf(text, len, path, opts, errs, out);
     free(text);
     return rc;
 }

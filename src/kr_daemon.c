@@ -882,7 +882,7 @@ reload(struct kr_daemon *d, const char *path, const char *by,
         return KR_ERROR;
     }
     ef = open_memstream(&errs, &elen);
-    rc = kr_rule_load(path, ef, &nc);
+    rc = kr_rule_load_with(path, d->load_opts, ef, &nc);
     if (ef != NULL) {
         fclose(ef);
     }

@@ -345,8 +345,15 @@ load_compile(int rc, FILE *errs, struct kr_conf *c, struct kr_conf **out)
 int
 kr_rule_load(const char *path, FILE *errs, struct kr_conf **out)
 {
+    return kr_rule_load_with(path, NULL, errs, out);
+}
+
+int
+kr_rule_load_with(const char *path, const struct kr_conf_load_opts *opts,
+                  FILE *errs, struct kr_conf **out)
+{
     struct kr_conf *c = NULL;
-    int rc = kr_conf_load(path, errs, &c);
+    int rc = kr_conf_load_with(path, opts, errs, &c);
 
     return load_compile(rc, errs, c, out);
 }

@@ -1185,6 +1185,8 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
+    uint32_t n;
+
     if (s->client_eof && kr_inflight_expected(&s->fifo) == 0 &&
         !kr_s_rsp_mid(s) && client_owed(s) == 0) {
         /* the orderly end of client_eof(): both sides are done */
@@ -1202,24 +1204,27 @@ upstream_eof(struct kr_session *s, const char *why)
         kr_s_arm_timer(s);
         return;
     }
-    if (kr_inflight_expected(&s->fifo) == 0 && !kr_s_rsp_mid(s)) {
+    n = kr_inflight_expected(&s->fifo);
+    if (n == 0 && !kr_s_rsp_mid(s)) {
         kr_s_close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
     } else if (s->client_eof) {
         /*
          * The client left first; the broker, seeing the half-close, ends
          * too, as Kafka does on EOF, dropping what it still owed (a
-         * consumer's long-poll Fetch): the normal end of a connection.
+         * consumer's long-poll Fetch that `kcat -C -e` gave up on): the
+         * normal end of a connection, and worded as one (the client's
+         * close, not a fault of the broker's).
          */
-        kr_s_close_client(s, KR_LOG_INFO, "client closed the connection (the "
-                          "upstream then closed with %u requests unanswered)",
-                          kr_inflight_expected(&s->fifo));
+        kr_s_close_client(s, KR_LOG_INFO, "client closed the connection "
+                          "with %u request%s in flight", n,
+                          n == 1 ? "" : "s");
     } else if (kr_s_rsp_mid(s)) {
         kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s in the middle of a "
-                      "response (%u more requests in flight)", s->upname, why,
-                      kr_inflight_expected(&s->fifo));
+                      "response (%u more request%s in flight)", s->upname,
+                      why, n, n == 1 ? "" : "s");
     } else {
-        kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s with %u requests in "
-                      "flight", s->upname, why, kr_inflight_expected(&s->fifo));
+        kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s with %u request%s in "
+                      "flight", s->upname, why, n, n == 1 ? "" : "s");
     }
 }
 

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -12,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
 
 #include <event2/event.h>
 
@@ -52,19 +56,25 @@ usage(FILE *f)
 "                           " KR_DEMO_PROGRAM ", run as a child process\n"
 "                           and stopped with krelay\n"
 "      --demo -c FILE       the easiest way to try rules: FILE's listeners,\n"
-"                           rules and [audit], its upstreams pointed at the\n"
-"                           demo cluster (NodeIds 1..%d); SIGHUP rereads it\n"
-"      --listen HOST:PORT   demo without -c: bootstrap listener (default\n"
-"                           127.0.0.1:9092)\n"
-"      --broker-port-base N demo without -c: NodeId n listens on N + n\n"
-"                           (default 19092)\n"
+"                           rules, [log] and [audit] in front of the demo\n"
+"                           cluster, which stands in for FILE's [upstream]\n"
+"                           (may be left out); SIGHUP rereads FILE.  Its\n"
+"                           listeners must serve NodeIds 1..%d; their\n"
+"                           advertised_host is kept as written (warned about\n"
+"                           when clients here may not reach it: try a copy\n"
+"                           with advertised_host = 127.0.0.1)\n"
+"      --listen HOST:PORT   --demo without -c only: bootstrap listener\n"
+"                           (default 127.0.0.1:9092)\n"
+"      --broker-port-base N --demo without -c only: NodeId n listens on\n"
+"                           N + n (default 19092)\n"
 "  -V, --version            print the version and exit\n"
 "  -h, --help               print this help and exit\n"
 "\n"
 "Signals: SIGTERM/SIGINT stop, SIGHUP reloads the configuration (and\n"
 "reopens the log and audit files), SIGUSR1 reopens the log and audit files.\n"
 "\n"
-"--demo looks for " KR_DEMO_PROGRAM " beside krelay, then in\n"
+"--demo prints what to try on stderr.  It looks for " KR_DEMO_PROGRAM "\n"
+"beside krelay, then in\n"
 "%s; it is built only where configure finds librdkafka.\n",
             DEMO_BROKERS, DEMO_TOPICS, DEMO_BROKERS, KR_PKGLIBEXECDIR);
 }
@@ -110,11 +120,13 @@ print_warnings(const struct kr_conf *conf)
 }
 
 /*
- * Load the config from path (or text when not NULL) and compile its rules,
- * with its errors prefixed.  Returns KR_OK or the loader's error.
+ * Load the config from path (or text when not NULL; opts apply to a file)
+ * and compile its rules, with its errors prefixed.  Returns KR_OK or the
+ * loader's error.
  */
 static int
-load_conf(const char *path, const char *text, struct kr_conf **conf)
+load_conf(const char *path, const char *text,
+          const struct kr_conf_load_opts *opts, struct kr_conf **conf)
 {
     char *errs = NULL;
     size_t elen = 0;
@@ -123,10 +135,10 @@ load_conf(const char *path, const char *text, struct kr_conf **conf)
 
     if (ef == NULL) {
         return text != NULL ? kr_rule_load_string(text, path, stderr, conf)
-                            : kr_rule_load(path, stderr, conf);
+                            : kr_rule_load_with(path, opts, stderr, conf);
     }
     rc = text != NULL ? kr_rule_load_string(text, path, ef, conf)
-                      : kr_rule_load(path, ef, conf);
+                      : kr_rule_load_with(path, opts, ef, conf);
     fclose(ef);
     print_prefixed("", errs);
     free(errs);
@@ -227,21 +239,136 @@ demo_retarget(struct kr_conf *conf, const char *bootstraps)
 }
 
 /*
+ * Can a client of the demo on this machine reach host, a listener's
+ * advertised_host?  localhost, a loopback address (127.0.0.0/8, ::1,
+ * ::ffff:127.x.y.z), or the listener's own listen host (krelay binds it,
+ * so it is this machine's).
+ */
+static bool
+demo_host_local(const char *host, const char *listen_host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (strcasecmp(host, "localhost") == 0 ||
+        strcasecmp(host, "localhost.") == 0 ||
+        (listen_host != NULL && strcasecmp(host, listen_host) == 0)) {
+        return true;
+    }
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    }
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        return IN6_IS_ADDR_LOOPBACK(&a6) ||
+               (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/*
+ * What keeps conf's listeners from serving the demo cluster (--demo -c
+ * FILE, at start and at a reload), one line each to f, "FILE:LINE:
+ * [listener NAME]: ...": an advertised_host a client of the demo on this
+ * machine may not reach (--demo keeps it: the file is the user's, and a
+ * demo reached from other machines needs it), and a NodeId range that
+ * leaves out some of the demo cluster's NodeIds 1..DEMO_BROKERS.
+ * Returns how many.
+ */
+static unsigned
+demo_warnings(const struct kr_conf *conf, FILE *f)
+{
+    unsigned n = 0;
+    int i;
+
+    for (i = 0; i < conf->nlisteners; i++) {
+        const struct kr_listener_conf *l = &conf->listeners[i];
+        const char *adv = l->advertised_host;
+        const char *br = adv != NULL && strchr(adv, ':') != NULL ? "[" : "";
+        const char *ket = br[0] != '\0' ? "]" : "";
+        char lbl[128];
+
+        snprintf(lbl, sizeof(lbl), "%s:%d: [listener%s%s]", conf->path,
+                 l->line, l->name[0] != '\0' ? " " : "", l->name);
+        if (adv != NULL && !demo_host_local(adv, l->listen.host)) {
+            fprintf(f, "%s: advertised_host = %s: clients of the demo are "
+                    "told NodeId n is at %s%s%s:%u + n and must "
+                    "reach that name from where they run; to try this "
+                    "file on this machine, copy it with advertised_host = "
+                    "127.0.0.1 (--demo keeps it as written)\n", lbl, adv,
+                    br, adv, ket,
+                    (unsigned)l->broker_port_base);
+            n++;
+        }
+        if (l->node_id_min > 1 || l->node_id_max < DEMO_BROKERS) {
+            fprintf(f, "%s: node_id_min..node_id_max is %d..%d, but the "
+                    "demo cluster's brokers are NodeIds 1..%d: a client's "
+                    "connection closes at the first Metadata response "
+                    "naming one outside the range (set node_id_min = 1, "
+                    "node_id_max = %d)\n", lbl, (int)l->node_id_min,
+                    (int)l->node_id_max, DEMO_BROKERS, DEMO_BROKERS);
+            n++;
+        }
+    }
+    return n;
+}
+
+/*
  * kr_daemon's reload hook for --demo -c FILE: the reread FILE's upstreams
  * are pointed at the demo cluster too (as at start), so a reload changes
- * the rules, not where the demo's traffic goes.
+ * the rules, not where the demo's traffic goes; what demo_warnings finds
+ * is logged as the daemon logs the file's own warnings.
  */
 static bool
 demo_reload_adjust(struct kr_conf *nc, void *arg, char *err, size_t errlen)
 {
     const struct kr_demo *dm = arg;
+    char *text = NULL, *l, *nl;
+    size_t len = 0;
+    FILE *f;
 
     if (!demo_retarget(nc, dm->bootstraps)) {
         snprintf(err, errlen, "cannot point its upstreams at the demo "
                  "cluster (%s)", dm->bootstraps);
         return false;
     }
+    f = open_memstream(&text, &len);
+    if (f == NULL) {
+        return true;
+    }
+    (void)demo_warnings(nc, f);
+    fclose(f);
+    for (l = text; l != NULL && *l != '\0'; l = nl != NULL ? nl + 1 : NULL) {
+        nl = strchr(l, '\n');
+        kr_log_warn("reload: warning: %.*s",
+                    (int)(nl != NULL ? nl - l : (long)strlen(l)), l);
+    }
+    free(text);
     return true;
+}
+
+/*
+ * "HOST:PORT" a client of the demo connects to for the listening socket
+ * ls: its address, or 127.0.0.1 for a wildcard (0.0.0.0, [::]: krelay
+ * then advertises 127.0.0.1 too).
+ */
+static void
+demo_connect_addr(const struct kr_lsock *ls, char *buf, size_t len)
+{
+    const struct sockaddr *sa = (const struct sockaddr *)&ls->addr;
+
+    if (sa->sa_family == AF_INET &&
+        ((const struct sockaddr_in *)&ls->addr)->sin_addr.s_addr ==
+            htonl(INADDR_ANY)) {
+        snprintf(buf, len, "127.0.0.1:%u",
+                 ntohs(((const struct sockaddr_in *)&ls->addr)->sin_port));
+    } else if (sa->sa_family == AF_INET6 &&
+               IN6_IS_ADDR_UNSPECIFIED(
+                   &((const struct sockaddr_in6 *)&ls->addr)->sin6_addr)) {
+        snprintf(buf, len, "127.0.0.1:%u",
+                 ntohs(((const struct sockaddr_in6 *)&ls->addr)->sin6_port));
+    } else {
+        snprintf(buf, len, "%s", ls->addrstr);
+    }
 }
 
 /* What main() watches while the daemon runs (--demo). */
@@ -284,10 +411,12 @@ main(int argc, char **argv)
         { NULL, 0, NULL, 0 }
     };
     const char *path = NULL, *listen = "127.0.0.1:9092";
-    long port_base = 19092;
-    bool test = false, strict = false, demo = false;
+    const char *demo_opt = NULL;        /* --listen or --broker-port-base */
+    long port_base = 19092, listen_port = 9092;
+    bool test = false, strict = false, demo = false, listen_wild = false;
     bool conf_log_elsewhere = false;
-    unsigned nwarn;
+    unsigned nwarn, ndemo_warn = 0, nlisten_warn = 0;
+    struct kr_conf_load_opts demo_opts = { NULL };
     int verbose = 0, c, rc = 1, level;
     struct kr_conf *conf = NULL;
     struct kr_daemon *p = NULL;
@@ -319,20 +448,35 @@ main(int argc, char **argv)
         case 'D':
             demo = true;
             break;
-        case 'L':
+        case 'L': {
+            struct kr_hostport hp;
+
+            /* checked here, as the loader would check listen = */
+            if (!kr_hostport_parse(optarg, &hp)) {
+                fprintf(stderr, "krelay: --listen %s: expected HOST:PORT "
+                        "(IPv6 as [ADDR]:PORT, port 1-65535)\n", optarg);
+                return 2;
+            }
             listen = optarg;
+            listen_port = hp.port;
+            listen_wild = kr_conf_is_wildcard(hp.host);
+            free(hp.host);
+            demo_opt = "--listen";
             break;
+        }
         case 'B': {
             char *end;
 
             errno = 0;
             port_base = strtol(optarg, &end, 10);
             if (errno != 0 || *end != '\0' || port_base < 1 ||
-                port_base > 65535) {
-                fprintf(stderr, "krelay: --broker-port-base: bad port '%s'\n",
-                        optarg);
+                port_base > 65535 - DEMO_BROKERS) {
+                fprintf(stderr, "krelay: --broker-port-base %s: expected a "
+                        "port 1-%d (NodeId %d listens on it + %d)\n", optarg,
+                        65535 - DEMO_BROKERS, DEMO_BROKERS, DEMO_BROKERS);
                 return 2;
             }
+            demo_opt = "--broker-port-base";
             break;
         }
         default:
@@ -350,9 +494,24 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (demo_opt != NULL && (!demo || path != NULL)) {
+        fprintf(stderr, "krelay: %s applies to --demo without -c only (with "
+                "-c FILE, FILE's [listener] says where krelay listens)\n",
+                demo_opt);
+        usage(stderr);
+        return 2;
+    }
     if (path == NULL && !demo) {
         fprintf(stderr, "krelay: no configuration: use -c FILE (or --demo)\n");
         usage(stderr);
+        return 2;
+    }
+    if (demo && path == NULL && listen_port > port_base &&
+        listen_port <= port_base + DEMO_BROKERS) {
+        fprintf(stderr, "krelay: --listen %s: port %ld is NodeId %ld's "
+                "(--broker-port-base %ld: NodeId n listens on %ld + n)\n",
+                listen, listen_port, listen_port - port_base, port_base,
+                port_base);
         return 2;
     }
     if (demo && !test) {
@@ -380,18 +539,49 @@ main(int argc, char **argv)
                  "listen = %s\n"
                  "broker_port_base = %ld\n"
                  "node_id_min = 1\n"
-                 "node_id_max = %d\n",
+                 "node_id_max = %d\n"
+                 "%s",
                  dm.pid != 0 ? dm.bootstraps : "127.0.0.1:1", listen,
-                 port_base, DEMO_BROKERS);
-        if (load_conf("(demo)", text, &conf) != KR_OK) {
+                 port_base, DEMO_BROKERS,
+                 listen_wild ? "advertised_host = 127.0.0.1\n" : "");
+        if (load_conf("(demo)", text, NULL, &conf) != KR_OK) {
             goto out;
         }
+        /* what the loader would say of a line of "(demo)", said of the
+           option, with advice that fits it */
+        if (listen_wild) {
+            fprintf(stderr, "krelay: warning: --listen %s is a wildcard "
+                    "address: the demo tells every client that the brokers "
+                    "are at 127.0.0.1, so clients on other machines cannot "
+                    "connect (for them: --demo -c FILE, its listener with "
+                    "advertised_host)\n", listen);
+            nlisten_warn = 1;
+        }
     }
-    if (conf == NULL && load_conf(path, NULL, &conf) != KR_OK) {
+    if (demo) {
+        /* --demo -c FILE: a FILE without [upstream] loads too */
+        demo_opts.stand_in_upstream = dm.pid != 0 ? dm.bootstraps
+                                                  : "127.0.0.1:1";
+    }
+    if (conf == NULL && load_conf(path, NULL, demo ? &demo_opts : NULL,
+                                  &conf) != KR_OK) {
         goto out;
     }
     /* to stderr at start too: a warning never stops krelay (-t -W does) */
-    nwarn = print_warnings(conf);
+    nwarn = print_warnings(conf) + nlisten_warn;
+    if (demo && path != NULL) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        if (f != NULL) {
+            ndemo_warn = demo_warnings(conf, f);
+            fclose(f);
+            print_prefixed("warning: ", text);
+            free(text);
+            nwarn += ndemo_warn;
+        }
+    }
     if (test) {
         const char *cp = path ? path : "(demo)";
         bool ok_log = target_ok(cp, "log", conf->log.target, "stderr");
@@ -446,6 +636,7 @@ main(int argc, char **argv)
     } else if (dm.pid != 0) {
         p->reload_adjust = demo_reload_adjust;
         p->reload_adjust_arg = &dm;
+        p->load_opts = &demo_opts;
     }
     if (kr_daemon_start(p, err, sizeof(err)) != KR_OK) {
         kr_log_error("cannot start: %s", err);
@@ -464,20 +655,27 @@ main(int argc, char **argv)
             kr_log_error("--demo: cannot watch the demo cluster");
             goto out;
         }
-        snprintf(addr, sizeof(addr), "%s", p->sets[0]->g[0]->socks[0].addrstr);
-        printf("krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
-               "%s) is behind krelay.\n"
-               "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
-               "  kcat -b %s -L\n"
-               "  echo hello | kcat -b %s -t demo -P\n"
-               "  kcat -b %s -t demo -C -e\n"
-               "%s"
-               "Stop with Ctrl-C.\n",
-               DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, addr,
-               p->cref->conf->listeners[0].broker_port_base, addr, addr, addr,
-               path != NULL ? "Rules and [audit] come from the -c file; "
-               "edit it and send SIGHUP to reload.\n" : "");
-        fflush(stdout);
+        /* for people, not for what reads stdout ([audit] target =
+           stdout): on stderr, as the log */
+        demo_connect_addr(&p->sets[0]->g[0]->socks[0], addr, sizeof(addr));
+        fprintf(stderr,
+                "krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
+                "%s) is behind krelay.\n"
+                "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
+                "  kcat -b %s -L\n"
+                "  echo hello | kcat -b %s -t demo -P\n"
+                "  kcat -b %s -t demo -C -e\n"
+                "%s%s%s"
+                "Stop with Ctrl-C.\n",
+                DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, addr,
+                p->cref->conf->listeners[0].broker_port_base, addr, addr,
+                addr,
+                path != NULL ? "Rules and [audit] come from the -c file; "
+                "edit it and send SIGHUP to reload.\n" : "",
+                ndemo_warn > 0 ? "Read the warning" : "",
+                ndemo_warn > 1 ? "s above first: clients may not reach the "
+                "brokers.\n" : ndemo_warn == 1 ? " above first: clients may "
+                "not reach the brokers.\n" : "");
     }
     kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
                   p->cref->conf->nlisteners,

@@ -9,9 +9,18 @@
 #   3. the cluster dying stops krelay, with exit status 1 and a line
 #      saying what happened;
 #   4. --demo -c FILE, FILE as README.md's "Try rules on the demo"
-#      writes it: its listener, rules and [audit] with its upstream
-#      pointed at the demo cluster, at start and on SIGHUP (a reload
-#      with no "[upstream] changed" warning).
+#      writes it (no [upstream]: the demo cluster stands in): its
+#      listener, rules and [audit] in front of the demo cluster, at
+#      start and on SIGHUP (a reload with no "[upstream] changed"
+#      warning);
+#   5. --demo -c with conf/examples/audit-only.ini as a user copies it
+#      (issue 14): its [audit] target = stdout gets JSON lines only (the
+#      banner goes to stderr), the banner names a connectable address
+#      for its wildcard listen, and krelay warns at start about what
+#      keeps clients from the brokers (advertised_host, a NodeId range
+#      short of the demo's 1..3); a copy fixed as the warning says,
+#      reloaded, has none, and a reload that brings one back logs it.
+# Every banner goes to stderr, never to stdout.
 # The missing program and krelay's ldd are krelay_cli.sh's (no librdkafka
 # needed).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -25,9 +34,10 @@ W=$KR_WORK
 CODEC=$top_builddir/krelay-codec
 
 # start_demo NAME [ARGS...]: krelay --demo ARGS on free ports (without
-# -c: --listen P, --broker-port-base P, so NodeId n is at P + n), output
-# in $W/NAME.out; waits for the banner.  Sets PID (krelay), CHILD (the
-# cluster), PORT.  With -c the caller's file must use $PORT.
+# -c: --listen P, --broker-port-base P, so NodeId n is at P + n; with
+# DEMO_CONF set: -c DEMO_CONF, which DEMO_CONF_WRITE P writes), stderr
+# (log, banner) in $W/NAME.out, stdout in $W/NAME.stdout; waits for the
+# banner.  Sets PID (krelay), CHILD (the cluster), PORT.
 start_demo() {
     local name=$1 attempt
     shift
@@ -36,9 +46,10 @@ start_demo() {
         if [ -n "${DEMO_CONF:-}" ]; then
             DEMO_CONF_WRITE "$PORT"
             set -- -c "$DEMO_CONF"
+        else
+            set -- --listen "127.0.0.1:$PORT" --broker-port-base "$PORT"
         fi
-        "$KR_KRELAY" --demo --listen "127.0.0.1:$PORT" \
-            --broker-port-base "$PORT" "$@" >"$W/$name.out" 2>&1 &
+        "$KR_KRELAY" --demo "$@" >"$W/$name.stdout" 2>"$W/$name.out" &
         PID=$!
         KR_PIDS+=("$PID")
         if kr_wait_for 60 grep -q '^Stop with Ctrl-C\.$' "$W/$name.out"; then
@@ -66,7 +77,7 @@ gone_or_zombie() {
 }
 
 # metadata NAME: Metadata v1 through krelay; its brokers, one
-# "NODEID PORT" a line, into $W/NAME.brokers.
+# "NODEID PORT HOST" a line, into $W/NAME.brokers.
 metadata() {
     echo '{"header":{"RequestApiKey":3,"RequestApiVersion":1,"CorrelationId":1,"ClientId":"demo-test"},"body":{"Topics":null}}' |
         kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/raw_client.py" \
@@ -76,16 +87,19 @@ metadata() {
         <"$W/$1.hex" >"$W/$1.json" || kr_fail "$1: bad Metadata response"
     "$KR_PY" -c 'import json, sys
 for b in json.load(open(sys.argv[1]))["body"]["Brokers"]:
-    print(b["NodeId"], b["Port"])' "$W/$1.json" >"$W/$1.brokers"
+    print(b["NodeId"], b["Port"], b["Host"])' "$W/$1.json" >"$W/$1.brokers"
 }
 
-# check_brokers NAME: three brokers, NodeId n at krelay's PORT + n.
+# check_brokers NAME [HOST]: three brokers, NodeId n at krelay's
+# PORT + n on HOST (default 127.0.0.1).
 check_brokers() {
-    local id port n=0
-    while read -r id port; do
+    local id port host n=0
+    while read -r id port host; do
         n=$((n + 1))
         [ "$port" = $((PORT + id)) ] ||
             kr_fail "$1: NodeId $id at port $port, not krelay's $((PORT + id))"
+        [ "$host" = "${2:-127.0.0.1}" ] ||
+            kr_fail "$1: NodeId $id at host $host, not ${2:-127.0.0.1}"
     done <"$W/$1.brokers"
     [ "$n" -eq 3 ] || kr_fail "$1: $n brokers, want 3: $(cat "$W/$1.json")"
 }
@@ -110,6 +124,11 @@ done
 metadata term
 check_brokers term
 kr_log "1. demo cluster at $bs behind krelay; Metadata names krelay's ports"
+# the banner is for people: on stderr, whatever reads stdout
+[ -s "$W/term.stdout" ] && kr_fail "--demo wrote to stdout: $(cat "$W/term.stdout")"
+grep -q "^  kcat -b 127.0.0.1:$PORT -L\$" "$W/term.out" ||
+    kr_fail "banner: no kcat line for 127.0.0.1:$PORT: $(cat "$W/term.out")"
+# nothing to reread, and the log is on stderr: nothing reopened either
 kill -HUP "$PID"
 kr_wait_for 30 grep -q "notice: SIGHUP: no configuration file to reread (krelay --demo without -c; --demo -c FILE reloads FILE); no log or audit file to reopen$" \
     "$W/term.out" || kr_fail "SIGHUP: $(grep -i sighup "$W/term.out")"
@@ -150,6 +169,9 @@ sed -n "/^cat >try.ini <<'END'\$/,/^END\$/p" "$top_srcdir/README.md" |
     sed '1d;$d' >"$W/try.readme.ini"
 grep -q '^\[rule no-writes-to-demo\]$' "$W/try.readme.ini" ||
     kr_fail "README.md: no try.ini example: $(cat "$W/try.readme.ini")"
+# the README leaves [upstream] out: the demo cluster stands in
+grep -q '^\[upstream' "$W/try.readme.ini" &&
+    kr_fail "README.md's try.ini has an [upstream] again: $(cat "$W/try.readme.ini")"
 DEMO_CONF_WRITE() {
     sed -e "s/^listen = 127\.0\.0\.1:9092 */listen = 127.0.0.1:$1 /" \
         -e "s/^broker_port_base = 19092 */broker_port_base = $1 /" \
@@ -198,4 +220,92 @@ kr_stop "$PID" krelay "$W/file.out"
 kr_gone "$CHILD" || kr_fail "-c FILE: the demo cluster still runs"
 kr_log "4. --demo -c FILE (README's try.ini): denied, audited, reloaded" \
     "without an upstream warning"
+
+# 5. conf/examples/audit-only.ini as a user tries it: copied, on this
+# test's ports, its audit lines to stdout, its [upstream] dropped (the
+# demo cluster stands in), one NodeId short of the demo's.  Its listener
+# stays on 0.0.0.0 and advertises kafka-proxy.example.com.
+DEMO_CONF=$W/audit-only.ini
+DEMO_CONF_WRITE() {
+    sed -e '/^\[upstream\]$/,/^$/d' \
+        -e "s/^listen = 0\.0\.0\.0:19092\$/listen = 0.0.0.0:$1/" \
+        -e "s/^broker_port_base = 19100\$/broker_port_base = $1/" \
+        -e 's/^node_id_max = 3$/node_id_max = 2/' \
+        -e 's/^target = syslog$/;&/' -e 's/^;target = stdout$/target = stdout/' \
+        "$top_srcdir/conf/examples/audit-only.ini" >"$DEMO_CONF"
+    grep -q "^listen = 0.0.0.0:$1\$" "$DEMO_CONF" &&
+        grep -q "^broker_port_base = $1\$" "$DEMO_CONF" &&
+        grep -q "^advertised_host = kafka-proxy.example.com\$" "$DEMO_CONF" &&
+        grep -q '^node_id_max = 2$' "$DEMO_CONF" &&
+        grep -q '^target = stdout$' "$DEMO_CONF" ||
+        kr_fail "conf/examples/audit-only.ini changed: $(cat "$DEMO_CONF")"
+    grep -q '^\[upstream' "$DEMO_CONF" && kr_fail "[upstream] left in: $(cat "$DEMO_CONF")"
+    return 0
+}
+start_demo example
+WANT="krelay: warning: $DEMO_CONF:[0-9]*: \[listener\]: advertised_host ="
+WANT="$WANT kafka-proxy.example.com: clients of the demo are told NodeId n is"
+WANT="$WANT at kafka-proxy.example.com:$PORT + n and must reach that name"
+WANT="$WANT from where they run; to try this file on this machine, copy it"
+WANT="$WANT with advertised_host = 127.0.0.1 (--demo keeps it as written)\$"
+grep -q "^$WANT" "$W/example.out" ||
+    kr_fail "no advertised_host warning at start: $(cat "$W/example.out")"
+WANT="krelay: warning: $DEMO_CONF:[0-9]*: \[listener\]: node_id_min..node_id_max"
+WANT="$WANT is 1..2, but the demo cluster's brokers are NodeIds 1..3"
+grep -q "^$WANT" "$W/example.out" ||
+    kr_fail "no NodeId warning at start: $(cat "$W/example.out")"
+grep -q "^  kcat -b 127.0.0.1:$PORT -L\$" "$W/example.out" ||
+    kr_fail "banner: no connectable kcat line for 0.0.0.0:$PORT: $(cat "$W/example.out")"
+grep -q '^Read the warnings above first' "$W/example.out" ||
+    kr_fail "banner: no pointer to the warnings: $(cat "$W/example.out")"
+# as warned: a Metadata response naming NodeId 3 closes the connection
+echo '{"header":{"RequestApiKey":3,"RequestApiVersion":1,"CorrelationId":1,"ClientId":"demo-test"},"body":{"Topics":null}}' |
+    kr_run 30 "$KR_PY" "$top_srcdir/tests/integration/raw_client.py" \
+        send "127.0.0.1:$PORT" "$CODEC" >"$W/example1.hex" 2>&1 &&
+    kr_fail "Metadata went through a listener without NodeId 3"
+kr_wait_for 10 grep -q "names NodeId 3, outside this listener's node_id_min..node_id_max 1..2" \
+    "$W/example.out" || kr_fail "no NodeId 3 close: $(tail -n 3 "$W/example.out")"
+# (the mock answers Produce v5 without LogStartOffset: the decode fails;
+# only the audit line matters here)
+produce_demo eprod1 >/dev/null 2>&1
+kr_wait_for 10 grep -q '"api":"Produce"' "$W/example.stdout" ||
+    kr_fail "no Produce audit line on stdout: $(cat "$W/example.stdout")"
+"$KR_PY" -c 'import json, sys
+for n, line in enumerate(open(sys.argv[1]), 1):
+    try:
+        json.loads(line)
+    except ValueError:
+        sys.exit("stdout line %d is not JSON: %r" % (n, line))' \
+    "$W/example.stdout" || kr_fail "[audit] target = stdout: not JSON lines only"
+# the range fixed, reloaded: the advertised_host warning is logged again,
+# and clients are indeed sent to kafka-proxy.example.com
+sed -i 's/^node_id_max = 2$/node_id_max = 3/' "$DEMO_CONF"
+kill -HUP "$PID"
+kr_wait_for 30 grep -q "notice: SIGHUP: reloaded $DEMO_CONF: " "$W/example.out" ||
+    kr_fail "SIGHUP: $(grep -i 'sighup\|reload' "$W/example.out")"
+grep -q "warn: reload: warning: $DEMO_CONF:[0-9]*: \[listener\]: advertised_host = kafka-proxy.example.com: clients of the demo" \
+    "$W/example.out" || kr_fail "reload: no advertised_host warning: $(grep -i reload "$W/example.out")"
+grep -q "reload: warning: .*node_id_min" "$W/example.out" &&
+    kr_fail "reload: a NodeId warning for 1..3: $(grep -i reload "$W/example.out")"
+metadata example2
+check_brokers example2 kafka-proxy.example.com
+# and as the warning says, advertised_host = 127.0.0.1: no warning
+nwarn=$(grep -c 'reload: warning' "$W/example.out")
+sed -i 's/^advertised_host = .*/advertised_host = 127.0.0.1/' "$DEMO_CONF"
+kill -HUP "$PID"
+reloaded_twice() {
+    [ "$(grep -c "notice: SIGHUP: reloaded $DEMO_CONF: " "$W/example.out")" -ge 2 ]
+}
+kr_wait_for 30 reloaded_twice ||
+    kr_fail "SIGHUP: $(grep -i 'sighup\|reload' "$W/example.out")"
+[ "$(grep -c 'reload: warning' "$W/example.out")" -eq "$nwarn" ] ||
+    kr_fail "a warning at the reload of the fixed copy: $(grep warning "$W/example.out")"
+metadata example3
+check_brokers example3
+kr_stop "$PID" krelay "$W/example.out"
+kr_gone "$CHILD" || kr_fail "audit-only.ini: the demo cluster still runs"
+grep -q '^krelay demo\|^Stop with' "$W/example.stdout" &&
+    kr_fail "the banner went to stdout: $(cat "$W/example.stdout")"
+kr_log "5. audit-only.ini on the demo: warned at start, banner on stderr," \
+    "JSON alone on stdout, fixed copy reloaded without warnings"
 kr_log "PASS"

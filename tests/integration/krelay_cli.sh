@@ -6,7 +6,10 @@
 # notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
 # -t -W exit codes, the reload's warning lines, the compiled table's
 # names, the stop report's "1 connection".  krelay does not link
-# librdkafka, and --demo without its cluster program says so.
+# librdkafka, and --demo without its cluster program says so.  --demo -t
+# -c (no cluster needed): the warnings about what keeps the demo's
+# clients from the brokers, a file without [upstream]; --listen and
+# --broker-port-base refused with -c, checked as options.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -325,5 +328,103 @@ grep -qx "krelay: --demo: $W/bin2/krelay-demo-cluster exited with status 3 befor
     "$W/d9.out" || kr_fail "--demo, cluster exits 3: $(cat "$W/d9.out")"
 grep -qx "cannot start: test" "$W/d9.out" ||
     kr_fail "--demo: the cluster's own message is lost: $(cat "$W/d9.out")"
+
+# 10. --demo -c FILE checked with -t (the cluster is not started): an
+# example as shipped advertises a name the demo's clients may not reach
+# Without a syslog socket (no syslog daemon: this machine may have none)
+# a syslog target is warned about too (rules_examples.sh checks that);
+# here the examples' syslog targets become stdout, line for line.
+EXD=$top_srcdir/conf/examples
+if [ ! -S /dev/log ]; then
+    mkdir -p "$W/examples"
+    for ex in "$top_srcdir"/conf/examples/*.ini; do
+        sed 's/^target = syslog$/target = stdout/' "$ex" >"$W/examples/${ex##*/}"
+    done
+    EXD=$W/examples
+fi
+EX=$EXD/audit-only.ini
+"$KR_KRELAY" --demo -t -c "$EX" >"$W/d10.out" 2>"$W/d10.err" ||
+    kr_fail "--demo -t audit-only.ini: $(cat "$W/d10.err")"
+WANT="krelay: warning: $EX:10: \[listener\]: advertised_host ="
+WANT="$WANT kafka-proxy.example.com: clients of the demo are told NodeId n is"
+WANT="$WANT at kafka-proxy.example.com:19100 + n and must reach that name from"
+WANT="$WANT where they run; to try this file on this machine, copy it with"
+WANT="$WANT advertised_host = 127.0.0.1 (--demo keeps it as written)\$"
+grep -q "^$WANT" "$W/d10.err" || kr_fail "--demo -t: $(cat "$W/d10.err")"
+[ "$(wc -l <"$W/d10.err")" -eq 1 ] || kr_fail "--demo -t: $(cat "$W/d10.err")"
+grep -q "^krelay: $EX: configuration OK (1 warning)$" "$W/d10.out" ||
+    kr_fail "--demo -t: $(head -n 1 "$W/d10.out")"
+"$KR_KRELAY" --demo -t -W -c "$EX" >/dev/null 2>&1 &&
+    kr_fail "--demo -t -W passed audit-only.ini as shipped"
+# without --demo it is no warning (the name is right for production)
+"$KR_KRELAY" -t -W -c "$EX" >"$W/d10b.out" 2>&1 ||
+    kr_fail "-t -W audit-only.ini: $(cat "$W/d10b.out")"
+# the README's way to try an example: then every one passes, -W too
+for ex in "$EXD"/*.ini; do
+    sed 's/^advertised_host = .*/advertised_host = 127.0.0.1/' "$ex" \
+        >"$W/try-${ex##*/}"
+    "$KR_KRELAY" --demo -t -W -c "$W/try-${ex##*/}" >"$W/d10c.out" 2>&1 ||
+        kr_fail "--demo -t -W, ${ex##*/} with advertised_host = 127.0.0.1:" \
+            "$(grep -v '^  \|^rule\|^compiled' "$W/d10c.out")"
+done
+# a NodeId range short of the demo's, and no [upstream]: loads (the demo
+# cluster stands in) with the range warned about
+printf '[listener]\nlisten = 127.0.0.1:%s\nbroker_port_base = %s\nnode_id_min = 1\nnode_id_max = 2\n' \
+    "$base" "$base" >"$W/short.ini"
+"$KR_KRELAY" --demo -t -c "$W/short.ini" >"$W/d11.out" 2>"$W/d11.err" ||
+    kr_fail "--demo -t, no [upstream]: $(cat "$W/d11.err")"
+WANT="krelay: warning: $W/short.ini:1: \[listener\]: node_id_min..node_id_max is"
+WANT="$WANT 1..2, but the demo cluster's brokers are NodeIds 1..3: a client's"
+WANT="$WANT connection closes at the first Metadata response naming one"
+WANT="$WANT outside the range (set node_id_min = 1, node_id_max = 3)\$"
+grep -q "^$WANT" "$W/d11.err" || kr_fail "--demo -t, short range: $(cat "$W/d11.err")"
+[ "$(wc -l <"$W/d11.err")" -eq 1 ] || kr_fail "--demo -t: $(cat "$W/d11.err")"
+# ... and without --demo, [upstream] is required as always
+"$KR_KRELAY" -t -c "$W/short.ini" >"$W/d12.out" 2>&1 &&
+    kr_fail "-t passed a file without [upstream]"
+grep -qx "krelay: $W/short.ini:5: no \[upstream\] section" "$W/d12.out" ||
+    kr_fail "-t, no [upstream]: $(cat "$W/d12.out")"
+
+# 11. --listen and --broker-port-base: --demo without -c only (exit 2,
+# like -W without -t), checked as options, not as a line of a file
+usage_error() {
+    local want=$1 rc=0
+    shift
+    "$KR_KRELAY" "$@" >"$W/u.out" 2>&1 || rc=$?
+    [ "$rc" -eq 2 ] || kr_fail "krelay $*: exit $rc, want 2: $(cat "$W/u.out")"
+    [ "$(head -n 1 "$W/u.out")" = "$want" ] ||
+        kr_fail "krelay $*: $(head -n 1 "$W/u.out"), want $want"
+    if grep -q '(demo)' "$W/u.out"; then
+        kr_fail "krelay $*: names (demo): $(cat "$W/u.out")"
+    fi
+}
+WITH_C="applies to --demo without -c only (with -c FILE, FILE's [listener] says where krelay listens)"
+usage_error "krelay: --listen $WITH_C" -c "$W/ok.ini" --listen 127.0.0.1:9
+usage_error "krelay: --broker-port-base $WITH_C" -c "$W/ok.ini" \
+    --broker-port-base 19092
+usage_error "krelay: --listen $WITH_C" --demo -c "$W/ok.ini" \
+    --listen "127.0.0.1:$base"
+usage_error "krelay: --broker-port-base $WITH_C" --demo -t -c "$W/ok.ini" \
+    --broker-port-base 19092
+usage_error "krelay: --listen $WITH_C" --listen 127.0.0.1:9
+usage_error "krelay: --listen nonsense: expected HOST:PORT (IPv6 as [ADDR]:PORT, port 1-65535)" \
+    --demo --listen nonsense
+usage_error "krelay: --listen 127.0.0.1:$((base + 2)): port $((base + 2)) is NodeId 2's (--broker-port-base $base: NodeId n listens on $base + n)" \
+    --demo --listen "127.0.0.1:$((base + 2))" --broker-port-base "$base"
+usage_error "krelay: --broker-port-base 65533: expected a port 1-65532 (NodeId 3 listens on it + 3)" \
+    --demo --broker-port-base 65533
+kr_listening "$base" && kr_fail "a refused --demo listens on $base"
+# a wildcard --listen: warned about as the option, not as "(demo):4"
+"$KR_KRELAY" --demo -t --listen "0.0.0.0:$base" --broker-port-base "$base" \
+    >"$W/d13.out" 2>"$W/d13.err" || kr_fail "--demo -t --listen 0.0.0.0: $(cat "$W/d13.err")"
+WANT="krelay: warning: --listen 0.0.0.0:$base is a wildcard address: the demo"
+WANT="$WANT tells every client that the brokers are at 127.0.0.1, so clients on"
+WANT="$WANT other machines cannot connect (for them: --demo -c FILE, its"
+WANT="$WANT listener with advertised_host)"
+[ "$(cat "$W/d13.err")" = "$WANT" ] ||
+    kr_fail "--demo -t --listen 0.0.0.0: $(cat "$W/d13.err")"
+grep -qx "krelay: (demo): configuration OK (1 warning)" "$W/d13.out" ||
+    kr_fail "--demo -t --listen 0.0.0.0: $(head -n 1 "$W/d13.out")"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
-    "lines, warnings and -W, no librdkafka in krelay, --demo without its cluster"
+    "lines, warnings and -W, no librdkafka in krelay, --demo without its" \
+    "cluster, --demo -t -c warnings, --listen refused with -c"

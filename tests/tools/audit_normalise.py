@@ -35,8 +35,10 @@ repeatedly, tests/tools/audit_compare.sh):
     brokers and for krelay's listeners.  Likewise an integer "Port" inside
     request_body/response_body (audit_body = true; no integration test
     uses it today) becomes "<port>".
-  - the close reason "client closed the connection (the upstream then
-    closed with N requests unanswered)" becomes "client closed the
+  - the close reason "client closed the connection with N request(s) in
+    flight" (before issue 14: "client closed the connection (the
+    upstream then closed with N requests unanswered)", which a baseline
+    built from an older commit still writes) becomes "client closed the
     connection": both are the normal end of a connection
     (src/kr_session.c); which one a run gets depends on whether the
     client closed while its long-poll Fetch was in flight, a race.
@@ -96,8 +98,8 @@ import sys
 HOSTPORT_RE = re.compile(
     r"((?:\d{1,3}(?:\.\d{1,3}){3})|(?:\[[0-9A-Fa-f:.]+\])|localhost):\d{1,5}\b")
 UNANSWERED_RE = re.compile(
-    r"^client closed the connection \(the upstream then closed with \d+ "
-    r"requests? unanswered\)$")
+    r"^client closed the connection (?:with \d+ requests? in flight|"
+    r"\(the upstream then closed with \d+ requests? unanswered\))$")
 CLIENT_CLOSED = "client closed the connection"
 BODY_KEYS = ("request_body", "response_body")
 # APIs whose request or response carries records, and which size that is.

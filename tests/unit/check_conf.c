@@ -855,6 +855,85 @@ START_TEST(test_err_upstream_refs)
 }
 END_TEST
 
+/* Load text as "t.ini" with a stand-in [upstream]; *errs as load(). */
+static int
+load_stand_in(const char *text, const char *list, struct kr_conf **out,
+              char **errs)
+{
+    struct kr_conf_load_opts o = { .stand_in_upstream = list };
+    size_t len = 0;
+    FILE *f = open_memstream(errs, &len);
+    int rc;
+
+    ck_assert_ptr_nonnull(f);
+    *out = NULL;
+    rc = kr_conf_load_string_with(text, "t.ini", &o, f, out);
+    fclose(f);
+    return rc;
+}
+
+/*
+ * kr_conf_load_opts.stand_in_upstream (krelay --demo -c FILE, issue 14):
+ * a file without [upstream] loads with an unnamed one that its listener
+ * uses; a file with one keeps its own; a listener naming an upstream
+ * the file lacks is still an error; without the option nothing changes.
+ */
+START_TEST(test_stand_in_upstream)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+
+    ck_assert_int_eq(load_stand_in(MIN_LISTENER "[rule r]\naudit = true\n"
+                                   "[audit]\ntarget = stdout\n",
+                                   "127.0.0.1:1001,[::1]:1002", &c, &errs),
+                     KR_OK);
+    ck_assert_str_eq(errs, "");
+    free(errs);
+    ck_assert_int_eq(c->nupstreams, 1);
+    ck_assert_str_eq(c->upstreams[0].name, "");
+    ck_assert_int_eq(c->upstreams[0].line, 7);  /* the file's last line */
+    ck_assert_int_eq(c->upstreams[0].nbootstrap, 2);
+    ck_assert_str_eq(c->upstreams[0].bootstrap[0].host, "127.0.0.1");
+    ck_assert_uint_eq(c->upstreams[0].bootstrap[0].port, 1001);
+    ck_assert_str_eq(c->upstreams[0].bootstrap[1].host, "::1");
+    ck_assert_uint_eq(c->upstreams[0].bootstrap[1].port, 1002);
+    /* the key table's defaults, as for a written [upstream] */
+    ck_assert_int_eq(c->upstreams[0].connect_timeout_ms, 10000);
+    ck_assert_ptr_eq(c->listeners[0].up, &c->upstreams[0]);
+    ck_assert_int_eq(c->nrules, 1);
+    kr_conf_free(c);
+
+    /* the file's own [upstream] stays */
+    ck_assert_int_eq(load_stand_in("[upstream mine]\nbootstrap_servers = "
+                                   "k1:9092\n" MIN_LISTENER, "127.0.0.1:1",
+                                   &c, &errs), KR_OK);
+    free(errs);
+    ck_assert_int_eq(c->nupstreams, 1);
+    ck_assert_str_eq(c->upstreams[0].name, "mine");
+    ck_assert_str_eq(c->upstreams[0].bootstrap[0].host, "k1");
+    kr_conf_free(c);
+
+    /* a name the file does not have is still an error */
+    ck_assert_int_eq(load_stand_in(MIN_LISTENER "upstream = east\n",
+                                   "127.0.0.1:1", &c, &errs), KR_ERROR);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(errs, "t.ini:4: [listener]: no [upstream east] "
+                           "section\n");
+    free(errs);
+
+    /* a bad list is the caller's error, said as such */
+    ck_assert_int_eq(load_stand_in(MIN_LISTENER, "nonsense", &c, &errs),
+                     KR_ERROR);
+    ck_assert_msg(strstr(errs, "t.ini:3: the [upstream] standing in for the "
+                         "missing one: bootstrap_servers 'nonsense': ") ==
+                  errs && count_lines(errs) == 1, "%s", errs);
+    free(errs);
+
+    /* without the option: required, as always */
+    expect_one_error(MIN_LISTENER, "t.ini:3: no [upstream] section");
+}
+END_TEST
+
 START_TEST(test_err_duplicates)
 {
     expect_one_error(MIN_UPSTREAM MIN_LISTENER "\nlisten = h:2\n",
@@ -1890,6 +1969,7 @@ conf_suite(void)
     tcase_add_test(tc, test_err_ports);
     tcase_add_test(tc, test_err_listener_clash);
     tcase_add_test(tc, test_err_upstream_refs);
+    tcase_add_test(tc, test_stand_in_upstream);
     tcase_add_test(tc, test_err_duplicates);
     tcase_add_test(tc, test_err_all_collected);
     suite_add_tcase(s, tc);

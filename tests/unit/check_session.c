@@ -3446,6 +3446,63 @@ START_TEST(splice_upstream_closes_after_run)
 }
 END_TEST
 
+/*
+ * Requests in flight when a connection ends, the close line's words
+ * (issue 14).  _i 0, 1: the client ends with 1 or 2 unanswered
+ * requests (a consumer's long-poll Fetch that `kcat -C -e` gives up on),
+ * the broker, seeing the end, closes too: the normal end of a
+ * connection, the client's, worded as one ("client closed the
+ * connection with 1 request in flight").  _i 2, 3: the broker closes
+ * first with 1 or 2 unanswered: the upstream's fault, a warning.
+ */
+START_TEST(close_with_requests_in_flight)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log, want[128], level[16];
+    const char *at, *bol;
+    int i, n = _i % 2 + 1;
+    bool client_first = _i < 2;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    T.fb.mode = FB_SILENT;
+    start();
+    c = cli_open(boot_port(), 0);
+    for (i = 0; i < n; i++) {
+        req_heartbeat(&req, i + 1);
+    }
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    ck_assert_int_eq(shutdown(client_first ? c->fd : fake_conn()->fd,
+                              SHUT_WR), 0);
+    ck_assert(cli_wait_closed(c));
+    wait_no_session();
+    if (client_first) {
+        closed_by(1, 0, 0);
+    } else {
+        closed_by(0, 1, 0);
+    }
+    log = log_text();
+    /* info lines end with the bytes moved, warnings do not */
+    snprintf(want, sizeof(want), "%s with %d request%s in flight%s",
+             client_first ? "] client closed the connection"
+                          : ": closed the connection", n, n == 1 ? "" : "s",
+             client_first ? " (" : "\n");
+    at = strstr(log, want);
+    ck_assert_msg(at != NULL, "want '%s' in the log: %s", want, log);
+    for (bol = at; bol > log && bol[-1] != '\n'; bol--) {
+    }
+    snprintf(level, sizeof(level), "%s: [c#", client_first ? "info" : "warn");
+    ck_assert_msg(strstr(bol, level) != NULL && strstr(bol, level) < at,
+                  "want '%s' on the line: %s", level, log);
+    ck_assert_msg(strstr(log, "unanswered") == NULL, "log: %s", log);
+    kr_log_level_cur = KR_LOG_WARN;
+    free(log);
+    free(req.b);
+}
+END_TEST
+
 /* ---- krelay's own requests (KR_INF_INTERNAL) ---------------------------- */
 
 struct internal_got {
@@ -4057,6 +4114,7 @@ session_suite(void)
     tcase_add_test(tc, split_every_byte);
     tcase_add_test(tc, acks0_no_response);
     tcase_add_test(tc, bad_correlation_id);
+    tcase_add_loop_test(tc, close_with_requests_in_flight, 0, 4);
     tcase_add_loop_test(tc, bad_input_closes_only_that_connection, 0,
                         (int)KR_ARRAY_LEN(bad_inputs));
     tcase_add_test(tc, backpressure);
