@@ -319,6 +319,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     kr_s_rq_free(s->stream_rq);
+    kr_s_sw_put(s->sw);
     free(s->clamps);
     free(s->enforced);
     free(s->av);

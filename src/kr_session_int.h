@@ -43,7 +43,28 @@ struct kr_rq {
     struct evbuffer *out;               /* response frame with prefix */
     int64_t release_ms;                 /* monotonic ms it may go out */
     bool ready;                         /* out is complete */
+    struct kr_s_sw *sw;                 /* the client's software when the
+                                           request was read (a reference;
+                                           NULL: none known) */
 };
+
+/*
+ * The client's software (KIP-511) as its last ApiVersions v3+ named it:
+ * the session's current one (s->sw) and each request read since then
+ * (kr_rq.sw) share it, so a request's audit line names the software of
+ * the request's time, not of a later ApiVersions pipelined behind it.
+ * Reference-counted, one thread (the session's worker).
+ */
+struct kr_s_sw {
+    unsigned refs;
+    char name[128];                     /* ClientSoftwareName, cut at 127
+                                           bytes; "": none */
+    char version[128];                  /* ClientSoftwareVersion */
+};
+
+/* Another reference to sw (NULL: none); and letting one go. */
+struct kr_s_sw *kr_s_sw_ref(struct kr_s_sw *sw);
+void kr_s_sw_put(struct kr_s_sw *sw);
 
 /* Who takes the response to krelay's own request (KR_INF_INTERNAL). */
 struct kr_internal {
@@ -162,9 +183,11 @@ void kr_s_audit_conn(struct kr_session *s, const char *event,
 #define KR_SW_FRAME_MAX 1024
 
 /* Remember the ClientSoftwareName/Version of the whole ApiVersions v3+
-   request at offset off of in (flen payload bytes, at most
-   KR_SW_FRAME_MAX): the connection's later audit lines carry them.  A
-   request that does not decode changes nothing (forwarded as before). */
+   request at offset off of in (flen payload bytes): that request's and
+   the connection's later audit lines carry them.  A request above
+   KR_SW_FRAME_MAX is not read: the names become unknown (no older ones
+   stay).  A request that does not decode changes nothing (forwarded as
+   before). */
 void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
                                size_t off, size_t flen);
 

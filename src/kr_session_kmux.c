@@ -404,10 +404,10 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
 
         nr->av_new = ad != NULL && h.api_version > ad->valid.hi;
-        if (!nr->av_new && h.api_version >= 3 && *s->host->audit != NULL &&
-            flen <= KR_SW_FRAME_MAX) {
-            /* KIP-511: the client's software, for its audit lines */
-            if (avail - KR_FRAME_PREFIX < flen) {
+        if (!nr->av_new && h.api_version >= 3 && *s->host->audit != NULL) {
+            /* KIP-511: the client's software, for its audit lines (one
+               above KR_SW_FRAME_MAX is not read: names unknown) */
+            if (flen <= KR_SW_FRAME_MAX && avail - KR_FRAME_PREFIX < flen) {
                 return NREQ_WAIT;       /* small: wait for all of it */
             }
             kr_s_note_client_software(s, in, scan + KR_FRAME_PREFIX, flen);

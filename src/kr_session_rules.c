@@ -80,6 +80,7 @@ kr_s_rq_free(struct kr_rq *rq)
     if (rq == NULL) {
         return;
     }
+    kr_s_sw_put(rq->sw);
     kr_an_req_free(rq->a);
     if (rq->out != NULL) {
         evbuffer_free(rq->out);
@@ -140,7 +141,34 @@ listener_name(const struct kr_session *s)
                : "default";
 }
 
-/* Who and where, for this connection's audit lines (doc/audit.md). */
+struct kr_s_sw *
+kr_s_sw_ref(struct kr_s_sw *sw)
+{
+    if (sw != NULL) {
+        sw->refs++;
+    }
+    return sw;
+}
+
+void
+kr_s_sw_put(struct kr_s_sw *sw)
+{
+    if (sw != NULL && --sw->refs == 0) {
+        free(sw);
+    }
+}
+
+/* The client's software names sw (NULL: none) in p. */
+static void
+peer_sw(struct kr_audit_peer *p, const struct kr_s_sw *sw)
+{
+    p->client_sw_name = sw != NULL ? sw->name : NULL;
+    p->client_sw_version = sw != NULL ? sw->version : NULL;
+}
+
+/* Who and where, for this connection's audit lines (doc/audit.md); the
+   client's software as of now (a request's line: as of its reading,
+   peer_sw). */
 static void
 audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
 {
@@ -153,8 +181,7 @@ audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
     p->route = s->l->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
     p->node_id = s->l->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;
-    p->client_sw_name = s->sw_name;
-    p->client_sw_version = s->sw_version;
+    peer_sw(p, s->sw);
 }
 
 /* The cause label of "closes" (kr_stats.h), as close lines name it. */
@@ -214,12 +241,19 @@ kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
     struct evbuffer_ptr pos;
     struct kr_codec_err ce;
     struct kr_arena arena;
+    struct kr_s_sw *sw;
     struct iovec iov;
     struct kr_rbuf rb;
     struct kr_msg m;
 
-    if (flen > sizeof(buf) ||
-        evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0 ||
+    if (flen > sizeof(buf)) {
+        /* not read (no client's names are that long): unknown from now
+           on, rather than an older request's */
+        kr_s_sw_put(s->sw);
+        s->sw = NULL;
+        return;
+    }
+    if (evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0 ||
         evbuffer_copyout_from(in, &pos, buf, flen) != (ev_ssize_t)flen) {
         return;
     }
@@ -228,10 +262,17 @@ kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
     memset(&ce, 0, sizeof(ce));
     if (kr_decode_request(&arena, &rb, 0, &m, &ce) == KR_OK &&
         m.api_key == KR_API_API_VERSIONS) {
-        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_NAME),
-                s->sw_name, sizeof(s->sw_name));
-        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_VERSION),
-                s->sw_version, sizeof(s->sw_version));
+        /* a new record: requests read before keep theirs */
+        sw = calloc(1, sizeof(*sw));
+        if (sw != NULL) {
+            sw->refs = 1;
+            sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_NAME),
+                    sw->name, sizeof(sw->name));
+            sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_VERSION),
+                    sw->version, sizeof(sw->version));
+        }
+        kr_s_sw_put(s->sw);
+        s->sw = sw;                     /* out of memory: none known */
     }
     kr_arena_free(&arena);
 }
@@ -328,6 +369,7 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
     struct kr_an_conn c;
 
     an_conn(s, &c);
+    peer_sw(&c.peer, rq->sw);
     return kr_an_audit_line(&c, e, rq->a, rsp, rsp_bytes, upstream_us,
                             extra_us);
 }
@@ -698,7 +740,9 @@ take_rq(struct kr_session *s, struct kr_an_decision *d)
     if (rq == NULL) {
         kr_an_decision_free(d);
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return NULL;
     }
+    rq->sw = kr_s_sw_ref(s->sw);        /* its audit line's, later */
     return rq;
 }
 
@@ -1177,6 +1221,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         }
     }
     an_conn(s, &c);
+    peer_sw(&c.peer, rq->sw);           /* as of the request */
     if (decode && rc != KR_OK) {
         /* issue 13: observing rules fail open */
         snprintf(why, sizeof(why), "the response does not decode: %.100s"
