@@ -230,6 +230,10 @@ struct kr_session {
     struct kr_inflight stream_e;        /* its request's entry */
     struct kr_audit_scan stream_as;     /* the scanner's observer state */
     uint64_t stream_bytes;              /* its size with prefix */
+    uint64_t stream_first;              /* client.bytes_out when its first
+                                           byte goes out: the bytes the
+                                           client got of it are those
+                                           beyond */
     int64_t stream_up_us;               /* the upstream's time, to its
                                            first byte */
     unsigned stream_rewrite:1;          /* its tail is rewritten

@@ -43,6 +43,9 @@ struct kr_rq {
     struct evbuffer *out;               /* response frame with prefix */
     int64_t release_ms;                 /* monotonic ms it may go out */
     bool ready;                         /* out is complete */
+    bool logged;                        /* its audit line was written
+                                           while it stays in the FIFO
+                                           (the session then closes) */
     struct kr_s_sw *sw;                 /* the client's software when the
                                            request was read (a reference;
                                            NULL: none known) */
@@ -194,14 +197,23 @@ void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
 /* May e's response stream by with its audit line built from the
    scanner (kr_analyse_rsp_scan_only)?  Then, with s->scan initialised for
    it: its rule state moves from entry e (flen payload bytes) to the
-   session (stream_rq, stream_e) and the scanner watches for the line.
-   Once it went through, kr_s_stream_audit_end writes the line
-   (rewritten: its tail's endpoints were); a session closed before that
-   writes none (as for a held response). */
+   session (stream_rq, stream_e) and the scanner watches for the line;
+   ahead: the bytes still owed to the client before the response's first
+   (client.out, the splice lane, earlier frames in up.in).  Once it went
+   through, kr_s_stream_audit_end writes the line (rewritten: its tail's
+   endpoints were); a session closed before that writes it at close
+   (kr_s_audit_unfinished). */
 bool kr_s_rsp_scan_only(const struct kr_inflight *e);
 void kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
-                             size_t flen);
+                             size_t flen, uint64_t ahead);
 void kr_s_stream_audit_end(struct kr_session *s, bool rewritten);
+
+/* The connection closes (before its close line): every audited request
+   without a line gets one, marked "incomplete" (doc/audit.md): the
+   streamed response cut in the middle (what the scanner read, the bytes
+   the client got), then each request still waiting for its response or
+   for its turn to go out. */
+void kr_s_audit_unfinished(struct kr_session *s);
 
 /* The end of a streamed response whose tail passes as it is (the rest
    goes cut-through); its audit line (kmux). */

@@ -1050,7 +1050,7 @@ kr_s_rsp_scan_only(const struct kr_inflight *e)
 
 void
 kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
-                        size_t flen)
+                        size_t flen, uint64_t ahead)
 {
     struct kr_rq *rq = e->rq;
 
@@ -1059,6 +1059,7 @@ kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
     e->rq = NULL;
     s->stream_e = *e;
     s->stream_bytes = KR_FRAME_PREFIX + flen;
+    s->stream_first = s->client.bytes_out + ahead;
     s->stream_up_us = rq->a->t_read_us != 0
                           ? kr_clock_mono_us() - rq->a->t_read_us
                           : 0;
@@ -1083,6 +1084,54 @@ kr_s_stream_audit_end(struct kr_session *s, bool rewritten)
     audit_put(s, audit_line(s, &s->stream_e, rq, NULL, s->stream_bytes,
                             s->stream_up_us, 0));
     kr_s_rq_free(rq);
+}
+
+void
+kr_s_audit_unfinished(struct kr_session *s)
+{
+    struct kr_rq *rq = s->stream_rq;
+    struct kr_inflight *e;
+    uint64_t got;
+    uint32_t i;
+    char note[200];
+
+    if (audit_sink(s) == NULL) {
+        return;
+    }
+    if (rq != NULL) {
+        s->stream_rq = NULL;
+        got = s->client.bytes_out > s->stream_first
+                  ? s->client.bytes_out - s->stream_first
+                  : 0;
+        got = got < s->stream_bytes ? got : s->stream_bytes;
+        snprintf(note, sizeof(note), "connection closed after %" PRIu64
+                 " of the response's %" PRIu64 " bytes reached the client "
+                 "(topics and errors: as far as krelay read it)", got,
+                 s->stream_bytes);
+        free(rq->a->note);
+        rq->a->note = strdup(note);
+        rq->a->incomplete = true;
+        audit_put(s, audit_line(s, &s->stream_e, rq, NULL, got,
+                                s->stream_up_us, 0));
+        kr_s_rq_free(rq);
+    }
+    for (i = 0; i < s->fifo.len; i++) {
+        e = kr_s_fifo_at(s, i);
+        rq = e->rq;
+        if (rq == NULL || rq->logged || !(rq->a->v.flags & KR_VF_AUDIT)) {
+            continue;
+        }
+        rq->logged = true;
+        /* a response built but not yet sent (its release time, or behind
+           one that was not) did not reach the client either */
+        free(rq->a->audit_line);
+        rq->a->audit_line = NULL;
+        free(rq->a->note);
+        rq->a->note = strdup("connection closed before the response "
+                             "reached the client");
+        rq->a->incomplete = true;
+        audit_put(s, audit_line(s, e, rq, NULL, 0, 0, 0));
+    }
 }
 
 /* May e's response go on unheld (kr_analyse_rsp_may_stream)? */
@@ -1296,6 +1345,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
                 rq->a->audit_line = NULL;
                 audit_put(s, audit_line(s, e, rq, NULL, rsp_bytes, up_us,
                                         0));
+                rq->logged = true;
             }
             kr_s_close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from "
                           "%s: %s", kr_s_api_name(e->api_key), e->api_version,
@@ -1314,6 +1364,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         if (rq->a->audit_line != NULL) {
             audit_put(s, rq->a->audit_line);
             rq->a->audit_line = NULL;
+            rq->logged = true;
         }
         kr_session_close(s, KR_LOG_NOTICE, "closing the connection instead "
                          "of delivering the %s v%d response (CorrelationId "
