@@ -6,7 +6,9 @@
 # notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
 # -t -W exit codes, the reload's warning lines, the compiled table's
 # names, the stop report's "1 connection".  krelay does not link
-# librdkafka, and --demo without its cluster program says so.
+# librdkafka, and --demo without its cluster program says so.  Started
+# with fds 0-2 closed, krelay opens /dev/null on them (no audit line to
+# stdout lands in the log file).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -264,5 +266,28 @@ grep -qx "krelay: --demo: $W/bin2/krelay-demo-cluster exited with status 3 befor
     "$W/d9.out" || kr_fail "--demo, cluster exits 3: $(cat "$W/d9.out")"
 grep -qx "cannot start: test" "$W/d9.out" ||
     kr_fail "--demo: the cluster's own message is lost: $(cat "$W/d9.out")"
+# 10. started with fds 0, 1 and 2 closed (a supervisor's `krelay >&-`):
+# they are /dev/null before krelay opens anything, so the log file (or a
+# client's socket) cannot become fd 1 and get [audit] target = stdout's
+# lines
+conf "$W/closed.ini" "$W/closed.log" stdout
+printf '[rule a]\naudit = true\n' >>"$W/closed.ini"
+"$KR_KRELAY" -c "$W/closed.ini" 0<&- 1>&- 2>&- &
+pid=$!
+KR_PIDS+=("$pid")
+kr_wait_port "$base" 60 "$pid" || kr_fail "krelay (fds closed) did not listen"
+for fd in 0 1 2; do
+    [ "$(readlink "/proc/$pid/fd/$fd")" = /dev/null ] ||
+        kr_fail "krelay started with fd $fd closed: it is" \
+            "$(readlink "/proc/$pid/fd/$fd"), not /dev/null"
+done
+exec 3<>"/dev/tcp/127.0.0.1/$base" || kr_fail "cannot connect to $base"
+exec 3>&-
+kr_wait_for 60 grep -q "connect to upstream 127.0.0.1:1: " "$W/closed.log" ||
+    kr_fail "no connection line: $(tail -3 "$W/closed.log")"
+kr_stop "$pid" krelay "$W/closed.log"
+grep -q '"type":"connection"' "$W/closed.log" &&
+    kr_fail "audit lines in the log file: $(grep '"type"' "$W/closed.log")"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
-    "lines, warnings and -W, no librdkafka in krelay, --demo without its cluster"
+    "lines, warnings and -W, no librdkafka in krelay, --demo without its" \
+    "cluster, fds 0-2 closed at start"
