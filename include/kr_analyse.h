@@ -68,6 +68,9 @@ struct kr_an_req {
     /* issue 13: a frame krelay could not decode (audit line only) */
     char *decode_error;                 /* why (malloc'd), NULL: none */
     char *note;                         /* malloc'd, NULL: none */
+    bool incomplete;                    /* the connection closed before
+                                           the response reached the
+                                           client whole (audit line) */
     char *client_id;                    /* the request's ClientId when no
                                            capture has it (malloc'd, NULL:
                                            null or unknown) */

@@ -214,6 +214,10 @@ struct kr_audit_info {
                                         could) */
     const char *note;                /* anything else the line must say
                                         (NULL: nothing) */
+    bool incomplete;                 /* the connection closed before the
+                                        response reached the client
+                                        whole: rsp_bytes is what it got;
+                                        errors null unless scanned */
 };
 /*
  * One JSON line (malloc'd, no newline, caller frees) for a pair; req may

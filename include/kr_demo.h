@@ -91,10 +91,12 @@ bool kr_demo_gone(struct kr_demo *dm, char *what, size_t len);
 
 /*
  * Stop the child: close its stdin and send it SIGTERM, wait up to
- * grace_ms ms for it to exit, then SIGKILL it; reap it and close both
- * pipes.  Returns true when it exited by itself (status 0 or SIGTERM)
- * within grace_ms.  A dm with no child (pid 0) is a no-op that returns
- * true.
+ * grace_ms ms for it to exit, then SIGKILL its process group (what it
+ * left running) and it; reap it and close both pipes.  HUP, INT, QUIT,
+ * TERM, USR1 and USR2 are blocked meanwhile: one that comes ends the
+ * wait (the child is killed) and is delivered once the child is gone.
+ * Returns true when it exited by itself (status 0 or SIGTERM) within
+ * grace_ms.  A dm with no child (pid 0) is a no-op that returns true.
  */
 bool kr_demo_stop(struct kr_demo *dm, int grace_ms);
 

@@ -44,6 +44,7 @@ struct kr_listener;
 struct kr_conf_ref;
 struct kr_resolve;
 struct kr_rq;
+struct kr_s_sw;
 struct kr_scan;
 
 /*
@@ -223,9 +224,9 @@ struct kr_session {
     uint64_t nrequests;                 /* request frames read (SASL
                                            tokens not counted) */
     int64_t started_us;                 /* monotonic µs, accepted */
-    char sw_name[128];                  /* KIP-511 ClientSoftwareName of
-                                           its last ApiVersions v3+ */
-    char sw_version[128];               /* and ClientSoftwareVersion */
+    struct kr_s_sw *sw;                 /* KIP-511 software names of its
+                                           last ApiVersions v3+ (a
+                                           reference; NULL: none) */
     struct kr_rq *stream_rq;            /* the streamed response's rule
                                            state when its audit line is
                                            built from the scanner
@@ -233,6 +234,10 @@ struct kr_session {
     struct kr_inflight stream_e;        /* its request's entry */
     struct kr_audit_scan stream_as;     /* the scanner's observer state */
     uint64_t stream_bytes;              /* its size with prefix */
+    uint64_t stream_first;              /* client.bytes_out when its first
+                                           byte goes out: the bytes the
+                                           client got of it are those
+                                           beyond */
     int64_t stream_up_us;               /* the upstream's time, to its
                                            first byte */
     unsigned stream_rewrite:1;          /* its tail is rewritten

@@ -200,6 +200,7 @@ kr_an_audit_line(const struct kr_an_conn *c, const struct kr_inflight *e,
     info.actions = req->actions;
     info.decode_error = req->decode_error;
     info.note = req->note;
+    info.incomplete = req->incomplete;
     if (req->audit == NULL) {
         info.client_id = req->client_id;
         info.client_id_len = req->client_id_len;

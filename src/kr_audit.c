@@ -1331,8 +1331,9 @@ kr_audit_format(const struct kr_audit_info *info,
     if (rsp == NULL && req != NULL && req->scanned) {
         errs = errors_obj(req->serrs);
     } else {
-        errs = rsp == NULL && info->rsp_bytes > 0 ? json_null()
-                                                  : errors_json(rsp);
+        errs = rsp == NULL && (info->rsp_bytes > 0 || info->incomplete)
+                   ? json_null()
+                   : errors_json(rsp);
     }
     if (!jset(o, "errors", errs)) {
         goto fail;
@@ -1347,6 +1348,9 @@ kr_audit_format(const struct kr_audit_info *info,
                                   json_string(kr_audit_actions[i])) != 0) {
             goto fail;
         }
+    }
+    if (info->incomplete && !jset(o, "incomplete", json_true())) {
+        goto fail;
     }
     if ((info->decode_error != NULL &&
          !jset(o, "decode_error",

@@ -593,7 +593,8 @@ kr_cf_parse_int(const char *s, int64_t *out)
 /*
  * A wildcard address (every address of the machine): empty, 0.0.0.0, or
  * any spelling of the IPv6 unspecified address ("::", "0:0::0", with or
- * without a %zone).
+ * without a %zone) or of 0.0.0.0 mapped to IPv6 ("::ffff:0.0.0.0": Linux
+ * binds it as INADDR_ANY).
  */
 static bool
 kr_cf_is_wildcard(const char *host)
@@ -614,8 +615,13 @@ kr_cf_is_wildcard(const char *host)
     }
     memcpy(tmp, host, n);
     tmp[n] = '\0';
-    return inet_pton(AF_INET6, tmp, &a6) == 1 &&
-           IN6_IS_ADDR_UNSPECIFIED(&a6);
+    if (inet_pton(AF_INET6, tmp, &a6) != 1) {
+        return false;
+    }
+    return IN6_IS_ADDR_UNSPECIFIED(&a6) ||
+           (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 0 &&
+            a6.s6_addr[13] == 0 && a6.s6_addr[14] == 0 &&
+            a6.s6_addr[15] == 0);
 }
 
 bool

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,25 +362,76 @@ kr_demo_gone(struct kr_demo *dm, char *what, size_t len)
     return true;
 }
 
+/*
+ * Has the child exited within ms ms?  Not reaped (WNOWAIT), so that its
+ * pid, its group's id, cannot be another's yet.  Stops waiting early
+ * (false) when a signal of set is pending.
+ */
+static bool
+exited_within(pid_t pid, long ms, const sigset_t *set)
+{
+    long long end = now_ms() + ms;
+    sigset_t pend;
+    siginfo_t si;
+    int sig;
+
+    for (;;) {
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) ==
+            0 && si.si_pid == pid) {
+            return true;
+        }
+        if (sigpending(&pend) == 0) {
+            for (sig = 1; sig < NSIG; sig++) {
+                if (sigismember(set, sig) == 1 &&
+                    sigismember(&pend, sig) == 1) {
+                    return false;
+                }
+            }
+        }
+        if (now_ms() >= end) {
+            return false;
+        }
+        sleep_ms(10);
+    }
+}
+
 bool
 kr_demo_stop(struct kr_demo *dm, int grace_ms)
 {
-    bool clean = true;
+    bool clean = true, exited;
+    sigset_t stop, old;
     int status = 0;
 
     close_fd(&dm->ctl_fd);
     if (dm->pid > 0) {
+        /* A second signal (an impatient Ctrl-C; krelay's handlers are gone
+           by now) waits until the child is dealt with: it ends the grace
+           time, not krelay, which would leave a child that ignores
+           SIGTERM running. */
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGHUP);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGQUIT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGUSR1);
+        sigaddset(&stop, SIGUSR2);
+        (void)pthread_sigmask(SIG_BLOCK, &stop, &old);
         (void)kill(dm->pid, SIGTERM);
-        if (reap_within(dm, grace_ms, &status)) {
-            clean = (WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
-                    (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-        } else {
+        exited = exited_within(dm->pid, grace_ms, &stop);
+        /* always: what is left of its process group (its own children),
+           and the child when it did not exit */
+        (void)kill(-dm->pid, SIGKILL);
+        if (!exited) {
             (void)kill(dm->pid, SIGKILL);
-            while (waitpid(dm->pid, &status, 0) < 0 && errno == EINTR) {
-            }
-            dm->pid = 0;
-            clean = false;
         }
+        while (waitpid(dm->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        dm->pid = 0;
+        clean = exited &&
+                ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+                 (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM));
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
     close_fd(&dm->out_fd);
     return clean;

@@ -69,7 +69,9 @@
  *   hold), except a Fetch response its rules only audit (issue 14): at
  *   the FIFO head it streams as in (i), its rule state moved to the
  *   session (stream_rq) and its audit line built from what kr_scan's
- *   observer saw (kr_s_stream_audit_start/end); flush_ready moves ready
+ *   observer saw (kr_s_stream_audit_start/end; cut by the close: written
+ *   then, as are the lines of audited requests still in the FIFO,
+ *   kr_s_audit_unfinished); flush_ready moves ready
  *   entries from the FIFO head to client.out in order as their time
  *   comes (rtimer).  Throttle enforce:
  *   no further request is read while a throttled one is in flight
@@ -222,6 +224,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
         }
         level = level < s->close_level ? level : s->close_level;
     }
+    kr_s_audit_unfinished(s);       /* before the close line */
     if (s->audited) {
         kr_s_audit_conn(s, "close", cause, msg);
     }
@@ -319,6 +322,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     kr_s_rq_free(s->stream_rq);
+    kr_s_sw_put(s->sw);
     free(s->clamps);
     free(s->enforced);
     free(s->av);

@@ -43,7 +43,31 @@ struct kr_rq {
     struct evbuffer *out;               /* response frame with prefix */
     int64_t release_ms;                 /* monotonic ms it may go out */
     bool ready;                         /* out is complete */
+    bool logged;                        /* its audit line was written
+                                           while it stays in the FIFO
+                                           (the session then closes) */
+    struct kr_s_sw *sw;                 /* the client's software when the
+                                           request was read (a reference;
+                                           NULL: none known) */
 };
+
+/*
+ * The client's software (KIP-511) as its last ApiVersions v3+ named it:
+ * the session's current one (s->sw) and each request read since then
+ * (kr_rq.sw) share it, so a request's audit line names the software of
+ * the request's time, not of a later ApiVersions pipelined behind it.
+ * Reference-counted, one thread (the session's worker).
+ */
+struct kr_s_sw {
+    unsigned refs;
+    char name[128];                     /* ClientSoftwareName, cut at 127
+                                           bytes; "": none */
+    char version[128];                  /* ClientSoftwareVersion */
+};
+
+/* Another reference to sw (NULL: none); and letting one go. */
+struct kr_s_sw *kr_s_sw_ref(struct kr_s_sw *sw);
+void kr_s_sw_put(struct kr_s_sw *sw);
 
 /* Who takes the response to krelay's own request (KR_INF_INTERNAL). */
 struct kr_internal {
@@ -162,23 +186,34 @@ void kr_s_audit_conn(struct kr_session *s, const char *event,
 #define KR_SW_FRAME_MAX 1024
 
 /* Remember the ClientSoftwareName/Version of the whole ApiVersions v3+
-   request at offset off of in (flen payload bytes, at most
-   KR_SW_FRAME_MAX): the connection's later audit lines carry them.  A
-   request that does not decode changes nothing (forwarded as before). */
+   request at offset off of in (flen payload bytes): that request's and
+   the connection's later audit lines carry them.  A request above
+   KR_SW_FRAME_MAX is not read: the names become unknown (no older ones
+   stay).  A request that does not decode changes nothing (forwarded as
+   before). */
 void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
                                size_t off, size_t flen);
 
 /* May e's response stream by with its audit line built from the
    scanner (kr_analyse_rsp_scan_only)?  Then, with s->scan initialised for
    it: its rule state moves from entry e (flen payload bytes) to the
-   session (stream_rq, stream_e) and the scanner watches for the line.
-   Once it went through, kr_s_stream_audit_end writes the line
-   (rewritten: its tail's endpoints were); a session closed before that
-   writes none (as for a held response). */
+   session (stream_rq, stream_e) and the scanner watches for the line;
+   ahead: the bytes still owed to the client before the response's first
+   (client.out, the splice lane, earlier frames in up.in).  Once it went
+   through, kr_s_stream_audit_end writes the line (rewritten: its tail's
+   endpoints were); a session closed before that writes it at close
+   (kr_s_audit_unfinished). */
 bool kr_s_rsp_scan_only(const struct kr_inflight *e);
 void kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
-                             size_t flen);
+                             size_t flen, uint64_t ahead);
 void kr_s_stream_audit_end(struct kr_session *s, bool rewritten);
+
+/* The connection closes (before its close line): every audited request
+   without a line gets one, marked "incomplete" (doc/audit.md): the
+   streamed response cut in the middle (what the scanner read, the bytes
+   the client got), then each request still waiting for its response or
+   for its turn to go out. */
+void kr_s_audit_unfinished(struct kr_session *s);
 
 /* The end of a streamed response whose tail passes as it is (the rest
    goes cut-through); its audit line (kmux). */

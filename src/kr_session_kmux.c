@@ -412,10 +412,10 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
 
         nr->av_new = ad != NULL && h.api_version > ad->valid.hi;
-        if (!nr->av_new && h.api_version >= 3 && *s->host->audit != NULL &&
-            flen <= KR_SW_FRAME_MAX) {
-            /* KIP-511: the client's software, for its audit lines */
-            if (avail - KR_FRAME_PREFIX < flen) {
+        if (!nr->av_new && h.api_version >= 3 && *s->host->audit != NULL) {
+            /* KIP-511: the client's software, for its audit lines (one
+               above KR_SW_FRAME_MAX is not read: names unknown) */
+            if (flen <= KR_SW_FRAME_MAX && avail - KR_FRAME_PREFIX < flen) {
                 return NREQ_WAIT;       /* small: wait for all of it */
             }
             kr_s_note_client_software(s, in, scan + KR_FRAME_PREFIX, flen);
@@ -749,12 +749,13 @@ scanner(struct kr_session *s)
  * audit: a Fetch response whose rules only audit it (kr_s_rsp_scan_only)
  * streams the same way, any version, its audit line built from what the
  * scanner sees (kr_s_stream_audit_start); its tail is rewritten only
- * when it may hold endpoints.  Returns 0, -1 when closed, 1 (audit only)
- * when it cannot be scanned: hold it instead.
+ * when it may hold endpoints.  scan: the frame's offset in up.in (the
+ * earlier frames before it go to the client first).  Returns 0, -1 when
+ * closed, 1 (audit only) when it cannot be scanned: hold it instead.
  */
 static int
 stream_start(struct kr_session *s, struct kr_inflight *e, size_t flen,
-             bool audit)
+             bool audit, size_t scan)
 {
     if (scanner(s) == NULL) {
         return -1;
@@ -769,7 +770,11 @@ stream_start(struct kr_session *s, struct kr_inflight *e, size_t flen,
         return -1;
     }
     if (audit) {
-        kr_s_stream_audit_start(s, e, flen);
+        /* what goes to the client before it: its out buffer, the splice
+           lane, the frames before scan in up.in */
+        kr_s_stream_audit_start(s, e, flen,
+                                evbuffer_get_length(s->client.out) +
+                                    s->dn.queued + scan);
     }
     s->stream_rewrite = kr_rewrite_streamable(e->api_key, e->api_version);
     s->stream_key = e->api_key;
@@ -1130,7 +1135,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (idx == 0 && e->rq != NULL && kr_s_rsp_scan_only(e)) {
         /* issue 14: a Fetch response its rules only audit is not held:
            streamed, its audit line built from what the scanner sees */
-        rc = stream_start(s, e, flen, true);
+        rc = stream_start(s, e, flen, true, scan);
         if (rc <= 0) {
             return rc == 0 ? NRSP_STREAM : NRSP_CLOSED;
         }
@@ -1163,8 +1168,9 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         if (kr_rewrite_streamable(e->api_key, e->api_version)) {
             if (avail - KR_FRAME_PREFIX < flen) {
                 /* not all here yet: forward it as it arrives */
-                return stream_start(s, e, flen, false) == 0 ? NRSP_STREAM
-                                                        : NRSP_CLOSED;
+                return stream_start(s, e, flen, false, scan) == 0
+                           ? NRSP_STREAM
+                           : NRSP_CLOSED;
             }
             rc = no_tags(s, e, in, scan, flen);
             if (rc < 0) {
@@ -1181,8 +1187,9 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             if ((int64_t)flen > s->lc->max_frame_bytes) {
                 /* too big to hold: streamed, as when it arrives in
                    pieces (max_frame_bytes does not apply to these) */
-                return stream_start(s, e, flen, false) == 0 ? NRSP_STREAM
-                                                        : NRSP_CLOSED;
+                return stream_start(s, e, flen, false, scan) == 0
+                           ? NRSP_STREAM
+                           : NRSP_CLOSED;
             }
         }
         if ((int64_t)flen > s->lc->max_frame_bytes) {

@@ -80,6 +80,7 @@ kr_s_rq_free(struct kr_rq *rq)
     if (rq == NULL) {
         return;
     }
+    kr_s_sw_put(rq->sw);
     kr_an_req_free(rq->a);
     if (rq->out != NULL) {
         evbuffer_free(rq->out);
@@ -140,7 +141,34 @@ listener_name(const struct kr_session *s)
                : "default";
 }
 
-/* Who and where, for this connection's audit lines (doc/audit.md). */
+struct kr_s_sw *
+kr_s_sw_ref(struct kr_s_sw *sw)
+{
+    if (sw != NULL) {
+        sw->refs++;
+    }
+    return sw;
+}
+
+void
+kr_s_sw_put(struct kr_s_sw *sw)
+{
+    if (sw != NULL && --sw->refs == 0) {
+        free(sw);
+    }
+}
+
+/* The client's software names sw (NULL: none) in p. */
+static void
+peer_sw(struct kr_audit_peer *p, const struct kr_s_sw *sw)
+{
+    p->client_sw_name = sw != NULL ? sw->name : NULL;
+    p->client_sw_version = sw != NULL ? sw->version : NULL;
+}
+
+/* Who and where, for this connection's audit lines (doc/audit.md); the
+   client's software as of now (a request's line: as of its reading,
+   peer_sw). */
 static void
 audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
 {
@@ -153,8 +181,7 @@ audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
     p->route = s->l->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
     p->node_id = s->l->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;
-    p->client_sw_name = s->sw_name;
-    p->client_sw_version = s->sw_version;
+    peer_sw(p, s->sw);
 }
 
 /* The cause label of "closes" (kr_stats.h), as close lines name it. */
@@ -214,12 +241,19 @@ kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
     struct evbuffer_ptr pos;
     struct kr_codec_err ce;
     struct kr_arena arena;
+    struct kr_s_sw *sw;
     struct iovec iov;
     struct kr_rbuf rb;
     struct kr_msg m;
 
-    if (flen > sizeof(buf) ||
-        evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0 ||
+    if (flen > sizeof(buf)) {
+        /* not read (no client's names are that long): unknown from now
+           on, rather than an older request's */
+        kr_s_sw_put(s->sw);
+        s->sw = NULL;
+        return;
+    }
+    if (evbuffer_ptr_set(in, &pos, off, EVBUFFER_PTR_SET) != 0 ||
         evbuffer_copyout_from(in, &pos, buf, flen) != (ev_ssize_t)flen) {
         return;
     }
@@ -228,10 +262,17 @@ kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
     memset(&ce, 0, sizeof(ce));
     if (kr_decode_request(&arena, &rb, 0, &m, &ce) == KR_OK &&
         m.api_key == KR_API_API_VERSIONS) {
-        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_NAME),
-                s->sw_name, sizeof(s->sw_name));
-        sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_VERSION),
-                s->sw_version, sizeof(s->sw_version));
+        /* a new record: requests read before keep theirs */
+        sw = calloc(1, sizeof(*sw));
+        if (sw != NULL) {
+            sw->refs = 1;
+            sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_NAME),
+                    sw->name, sizeof(sw->name));
+            sw_copy(kr_node_get_id(m.body, KR_FIELD_CLIENT_SOFTWARE_VERSION),
+                    sw->version, sizeof(sw->version));
+        }
+        kr_s_sw_put(s->sw);
+        s->sw = sw;                     /* out of memory: none known */
     }
     kr_arena_free(&arena);
 }
@@ -328,6 +369,7 @@ audit_line(struct kr_session *s, const struct kr_inflight *e,
     struct kr_an_conn c;
 
     an_conn(s, &c);
+    peer_sw(&c.peer, rq->sw);
     return kr_an_audit_line(&c, e, rq->a, rsp, rsp_bytes, upstream_us,
                             extra_us);
 }
@@ -698,7 +740,9 @@ take_rq(struct kr_session *s, struct kr_an_decision *d)
     if (rq == NULL) {
         kr_an_decision_free(d);
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return NULL;
     }
+    rq->sw = kr_s_sw_ref(s->sw);        /* its audit line's, later */
     return rq;
 }
 
@@ -1002,7 +1046,7 @@ kr_s_rsp_scan_only(const struct kr_inflight *e)
 
 void
 kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
-                        size_t flen)
+                        size_t flen, uint64_t ahead)
 {
     struct kr_rq *rq = e->rq;
 
@@ -1011,6 +1055,7 @@ kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
     e->rq = NULL;
     s->stream_e = *e;
     s->stream_bytes = KR_FRAME_PREFIX + flen;
+    s->stream_first = s->client.bytes_out + ahead;
     s->stream_up_us = rq->a->t_read_us != 0
                           ? kr_clock_mono_us() - rq->a->t_read_us
                           : 0;
@@ -1035,6 +1080,54 @@ kr_s_stream_audit_end(struct kr_session *s, bool rewritten)
     audit_put(s, audit_line(s, &s->stream_e, rq, NULL, s->stream_bytes,
                             s->stream_up_us, 0));
     kr_s_rq_free(rq);
+}
+
+void
+kr_s_audit_unfinished(struct kr_session *s)
+{
+    struct kr_rq *rq = s->stream_rq;
+    struct kr_inflight *e;
+    uint64_t got;
+    uint32_t i;
+    char note[200];
+
+    if (audit_sink(s) == NULL) {
+        return;
+    }
+    if (rq != NULL) {
+        s->stream_rq = NULL;
+        got = s->client.bytes_out > s->stream_first
+                  ? s->client.bytes_out - s->stream_first
+                  : 0;
+        got = got < s->stream_bytes ? got : s->stream_bytes;
+        snprintf(note, sizeof(note), "connection closed after %" PRIu64
+                 " of the response's %" PRIu64 " bytes reached the client "
+                 "(topics and errors: as far as krelay read it)", got,
+                 s->stream_bytes);
+        free(rq->a->note);
+        rq->a->note = strdup(note);
+        rq->a->incomplete = true;
+        audit_put(s, audit_line(s, &s->stream_e, rq, NULL, got,
+                                s->stream_up_us, 0));
+        kr_s_rq_free(rq);
+    }
+    for (i = 0; i < s->fifo.len; i++) {
+        e = kr_s_fifo_at(s, i);
+        rq = e->rq;
+        if (rq == NULL || rq->logged || !(rq->a->v.flags & KR_VF_AUDIT)) {
+            continue;
+        }
+        rq->logged = true;
+        /* a response built but not yet sent (its release time, or behind
+           one that was not) did not reach the client either */
+        free(rq->a->audit_line);
+        rq->a->audit_line = NULL;
+        free(rq->a->note);
+        rq->a->note = strdup("connection closed before the response "
+                             "reached the client");
+        rq->a->incomplete = true;
+        audit_put(s, audit_line(s, e, rq, NULL, 0, 0, 0));
+    }
 }
 
 /* May e's response go on unheld (kr_analyse_rsp_may_stream)? */
@@ -1173,6 +1266,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         }
     }
     an_conn(s, &c);
+    peer_sw(&c.peer, rq->sw);           /* as of the request */
     if (decode && rc != KR_OK) {
         /* issue 13: observing rules fail open */
         snprintf(why, sizeof(why), "the response does not decode: %.100s"
@@ -1247,6 +1341,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
                 rq->a->audit_line = NULL;
                 audit_put(s, audit_line(s, e, rq, NULL, rsp_bytes, up_us,
                                         0));
+                rq->logged = true;
             }
             kr_s_close_up(s, KR_LOG_WARN, "cannot rewrite %s v%d response from "
                           "%s: %s", kr_s_api_name(e->api_key), e->api_version,
@@ -1265,6 +1360,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         if (rq->a->audit_line != NULL) {
             audit_put(s, rq->a->audit_line);
             rq->a->audit_line = NULL;
+            rq->logged = true;
         }
         kr_session_close(s, KR_LOG_NOTICE, "closing the connection instead "
                          "of delivering the %s v%d response (CorrelationId "

@@ -395,6 +395,37 @@ demo_out_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/*
+ * fds 0, 1 and 2 open before krelay opens anything: one a supervisor left
+ * closed (`krelay >&-`) would be the next descriptor krelay opens (the log
+ * file, a client's socket), and [audit] target = stdout or the stderr log
+ * would write into it.  A closed one becomes /dev/null, as daemons do.
+ * false when /dev/null cannot be opened (errno set).
+ */
+static bool
+std_fds_open(void)
+{
+    int fd, n;
+
+    for (fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
+            continue;
+        }
+        n = open("/dev/null", O_RDWR);
+        if (n < 0) {
+            return false;
+        }
+        if (n != fd) {                  /* the lowest free one: fd itself */
+            if (dup2(n, fd) < 0) {
+                close(n);
+                return false;
+            }
+            close(n);
+        }
+    }
+    return true;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -425,6 +456,11 @@ main(int argc, char **argv)
     struct demo_watch watch = { .dm = &dm };
     struct event *demo_ev = NULL;
 
+    if (!std_fds_open()) {
+        fprintf(stderr, "krelay: fd 0, 1 or 2 is closed and /dev/null "
+                "cannot be opened in its place: %s\n", strerror(errno));
+        return 1;
+    }
     while ((c = getopt_long(argc, argv, "c:tWvVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c':

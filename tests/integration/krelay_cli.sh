@@ -9,7 +9,9 @@
 # librdkafka, and --demo without its cluster program says so.  --demo -t
 # -c (no cluster needed): the warnings about what keeps the demo's
 # clients from the brokers, a file without [upstream]; --listen and
-# --broker-port-base refused with -c, checked as options.
+# --broker-port-base refused with -c, checked as options.  Started
+# with fds 0-2 closed, krelay opens /dev/null on them (no audit line to
+# stdout lands in the log file).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -425,6 +427,30 @@ WANT="$WANT listener with advertised_host)"
     kr_fail "--demo -t --listen 0.0.0.0: $(cat "$W/d13.err")"
 grep -qx "krelay: (demo): configuration OK (1 warning)" "$W/d13.out" ||
     kr_fail "--demo -t --listen 0.0.0.0: $(head -n 1 "$W/d13.out")"
+
+# 12. started with fds 0, 1 and 2 closed (a supervisor's `krelay >&-`):
+# they are /dev/null before krelay opens anything, so the log file (or a
+# client's socket) cannot become fd 1 and get [audit] target = stdout's
+# lines
+conf "$W/closed.ini" "$W/closed.log" stdout
+printf '[rule a]\naudit = true\n' >>"$W/closed.ini"
+"$KR_KRELAY" -c "$W/closed.ini" 0<&- 1>&- 2>&- &
+pid=$!
+KR_PIDS+=("$pid")
+kr_wait_port "$base" 60 "$pid" || kr_fail "krelay (fds closed) did not listen"
+for fd in 0 1 2; do
+    [ "$(readlink "/proc/$pid/fd/$fd")" = /dev/null ] ||
+        kr_fail "krelay started with fd $fd closed: it is" \
+            "$(readlink "/proc/$pid/fd/$fd"), not /dev/null"
+done
+exec 3<>"/dev/tcp/127.0.0.1/$base" || kr_fail "cannot connect to $base"
+exec 3>&-
+kr_wait_for 60 grep -q "connect to upstream 127.0.0.1:1: " "$W/closed.log" ||
+    kr_fail "no connection line: $(tail -3 "$W/closed.log")"
+kr_stop "$pid" krelay "$W/closed.log"
+grep -q '"type":"connection"' "$W/closed.log" &&
+    kr_fail "audit lines in the log file: $(grep '"type"' "$W/closed.log")"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
     "lines, warnings and -W, no librdkafka in krelay, --demo without its" \
-    "cluster, --demo -t -c warnings, --listen refused with -c"
+    "cluster, --demo -t -c warnings, --listen refused with -c, fds 0-2" \
+    "closed at start"

@@ -128,7 +128,10 @@ assert t["partitions"] == 1 and size < t["record_bytes"] < size + 200, b
 assert b["response_bytes"] - t["record_bytes"] < 200, b
 assert b["errors"] == {}, b
 small = [r for r in fetch if r is not b]
-assert all("note" not in r for r in small), small
+# a long poll kcat left when it closed has its line at the close (issue 14)
+assert all("note" not in r or (r.get("incomplete") and
+                               r["note"].startswith("connection closed "))
+           for r in small), small
 closes = [r for r in recs if r.get("type") == "connection"
           and r.get("event") == "close"]
 bad = [r for r in closes if not r.get("reason", "").startswith("client closed")]

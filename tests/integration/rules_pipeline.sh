@@ -12,7 +12,10 @@
 #    be written (target /dev/full after a reload) are reported at stop;
 #    issue 14: the clamped Metadata's line says the version sent
 #    upstream and carries the [audit] instance and the client's software
-#    from its ApiVersions v3 (KIP-511), on the connection the log names.
+#    from its ApiVersions v3 (KIP-511), on the connection the log names;
+#    with requests pipelined, each line names the software of the
+#    ApiVersions read before its request (not of a later one), and an
+#    ApiVersions above 1 KiB leaves the names unknown.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -169,6 +172,24 @@ av = dec(18, 0, recv_frame(s))
 print("av99", json.dumps([av["body"]["ErrorCode"],
       [[a["ApiKey"], a["MinVersion"], a["MaxVersion"]]
        for a in av["body"]["ApiKeys"]]]))
+# 4. pipelined in one write: each Metadata's audit line names the software
+#    of the ApiVersions before it, not of one read behind it; one above
+#    1 KiB is not read (its names unknown, not the older ones kept)
+s = conn()
+mdb = {"Topics": [{"Name": "open"}], "AllowAutoTopicCreation": True,
+       "IncludeClusterAuthorizedOperations": False,
+       "IncludeTopicAuthorizedOperations": False}
+s.sendall(b"".join([
+    enc(18, 3, 20, {"ClientSoftwareName": "pipe",
+                    "ClientSoftwareVersion": "1"}),
+    enc(3, 9, 21, mdb),
+    enc(18, 3, 22, {"ClientSoftwareName": "later",
+                    "ClientSoftwareVersion": "2"}),
+    enc(3, 9, 23, mdb),
+    enc(18, 3, 24, {"ClientSoftwareName": "x" * 2000,
+                    "ClientSoftwareVersion": "3"}),
+    enc(3, 9, 25, mdb)]))
+print("sw", json.dumps([recv_frame(s) is not None for _ in range(6)]))
 PYEOF
 cat "$W/out.txt"
 grep -qx 'pipeline \[\[0, 0\], \[1, 0\], \[2, 0\], \[3, 0\], \[4, 0\], \[5, 0\], \[6, 0\], \[7, 0\], \[8, 0\], \[9, 0\], "closed"\]' \
@@ -190,8 +211,10 @@ grep -q "Produce v7 CorrelationId 3 cannot be translated for \[rule pr\]: its cl
     "$W/krelay.log" || kr_fail "no log line for the refused translation"
 grep -qx 'av99 \[35, \[\[18, 0, 2\]\]\]' "$W/out.txt" ||
     kr_fail "ApiVersions v99 answer not within the ApiVersions clamp"
+grep -qx 'sw \[true, true, true, true, true, true\]' "$W/out.txt" ||
+    kr_fail "pipelined ApiVersions and Metadata not all answered"
 # audit lines come from a thread: wait (bounded) for the Metadata one
-kr_wait_for 60 grep -q '"api":"Metadata"' "$W/audit.log"
+kr_wait_for 60 grep -q '"api":"Metadata".*"correlation_id":25' "$W/audit.log"
 grep -q '"listener":"default"' "$W/audit.log" ||
     kr_fail "audit lines do not name the unnamed listener \"default\""
 grep -q '"listener":""' "$W/audit.log" && kr_fail "empty listener name"
@@ -200,8 +223,12 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 log = open(sys.argv[2]).read()
 md = [r for r in recs if r.get("api") == "Metadata"]
-assert len(md) == 1, md
-r = md[0]
+assert len(md) == 4, md
+sw = {r["correlation_id"]: (r.get("client_software_name"),
+                            r.get("client_software_version"))
+      for r in md if r["correlation_id"] > 20}
+assert sw == {21: ("pipe", "1"), 23: ("later", "2"), 25: (None, None)}, sw
+r = [r for r in md if r["correlation_id"] == 2][0]
 assert r["api_version"] == 9 and r["upstream_version"] == 2, r
 assert "clamped" in r["actions"] and "forwarded" in r["actions"], r
 assert r["instance"] == "pipeline-test", r

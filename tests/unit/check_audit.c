@@ -1028,6 +1028,16 @@ START_TEST(test_doc_keys)
     line = kr_audit_format(&info, NULL, NULL, false);
     collect_keys(line, doc, seen, 8192);
     free(line);
+    /* closed before its response: incomplete, errors unknown */
+    info.decode_error = NULL;
+    info.incomplete = true;
+    line = kr_audit_format(&info, NULL, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, "\"errors\":null,\"actions\":[") != NULL &&
+                  strstr(line, "],\"incomplete\":true,\"note\":") != NULL,
+                  "%s", line);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
     /* open and close */
     memset(&cl, 0, sizeof(cl));
     cl.event = "close";

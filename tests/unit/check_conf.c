@@ -288,12 +288,15 @@ START_TEST(test_warn_wildcard_listen)
         { "[::]:19092", "[::]:19092" },
         { "[0:0::0]:19092", "[0:0::0]:19092" },
         { ":19092", ":19092" },
+        { "[::ffff:0.0.0.0]:19092", "[::ffff:0.0.0.0]:19092" },
+        { "[::ffff:0:0]:19092", "[::ffff:0:0]:19092" },
     };
     static const char *const quiet[] = {
         "listen = 0.0.0.0:19092\nadvertised_host = proxy.example.com\n",
         "listen = [::]:19092\nadvertised_host = [fd00::7]\n",
         "listen = 10.1.2.3:19092\n",
         "listen = [::1]:19092\n",
+        "listen = [::ffff:10.1.2.3]:19092\n",
     };
     size_t i;
 
@@ -424,6 +427,7 @@ START_TEST(test_err_wildcard_advertised)
         { "[::]", "[::]" },
         { "::", "[::]" },
         { "[0::0]", "[0::0]" },
+        { "::ffff:0.0.0.0", "[::ffff:0.0.0.0]" },
     };
     size_t i;
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kr_common.h"
@@ -302,6 +304,94 @@ START_TEST(test_stop)
 }
 END_TEST
 
+static volatile sig_atomic_t got_term;
+
+static void
+on_term(int sig)
+{
+    (void)sig;
+    got_term = 1;
+}
+
+/* Milliseconds on the monotonic clock. */
+static long long
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * A second signal while the stop waits for a child that ignores SIGTERM
+ * (krelay's own handlers are gone by then: one ended krelay and left the
+ * child running): the wait ends at once, the child's whole process group
+ * (here a process it started) is killed, and the signal is delivered
+ * only after that.
+ */
+START_TEST(test_stop_second_signal)
+{
+    char d[256], err[1024], gc[32];
+    struct sigaction sa;
+    const char *dirs[1];
+    struct kr_demo dm;
+    long long t0;
+    pid_t pid, kid, grand;
+
+    tmpdir_new(d, sizeof(d));
+    script(d, KR_DEMO_PROGRAM, "trap '' TERM\nsleep 60 &\n"
+           "echo $! >\"$(dirname \"$0\")/grandchild\"\n"
+           "echo 127.0.0.1:1\nwhile :; do sleep 0.05; done", 0755);
+    dirs[0] = d;
+    ck_assert_int_eq(kr_demo_start(&dm, dirs, 1, 1, "t", 10000, err,
+                                   sizeof(err)), KR_OK);
+    pid = dm.pid;
+    read_file(d, "grandchild", gc, sizeof(gc));
+    grand = (pid_t)atoi(gc);
+    ck_assert_int_gt(grand, 0);
+    ck_assert_int_eq(kill(grand, 0), 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_term;
+    ck_assert_int_eq(sigaction(SIGTERM, &sa, NULL), 0);
+    got_term = 0;
+    kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        usleep(300 * 1000);
+        kill(getppid(), SIGTERM);
+        _exit(0);
+    }
+    t0 = mono_ms();
+    ck_assert(!kr_demo_stop(&dm, 3000));  /* Check's timeout: 4 s */
+    ck_assert_msg(mono_ms() - t0 < 2000, "the stop waited %lld ms",
+                  mono_ms() - t0);
+    ck_assert_int_eq(dm.pid, 0);
+    ck_assert_int_eq(kill(pid, 0), -1);
+    ck_assert(got_term);
+    ck_assert_int_eq(waitpid(kid, NULL, 0), kid);
+    /* the grandchild is not ours: gone, or a zombie for init to reap */
+    for (t0 = mono_ms(); kill(grand, 0) == 0 && mono_ms() - t0 < 5000;) {
+        char p[64], st[256] = "";
+        FILE *f;
+
+        snprintf(p, sizeof(p), "/proc/%d/stat", (int)grand);
+        f = fopen(p, "r");
+        if (f != NULL) {
+            (void)!fgets(st, sizeof(st), f);
+            fclose(f);
+        }
+        if (strstr(st, ") Z ") != NULL) {
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    ck_assert_msg(mono_ms() - t0 < 5000, "process %d of the child's group "
+                  "still runs", (int)grand);
+    tmpdir_free(d);
+}
+END_TEST
+
 static Suite *
 demo_suite(void)
 {
@@ -316,6 +406,7 @@ demo_suite(void)
     tcase_add_test(tc, test_ready_timeout);
     tcase_add_test(tc, test_gone_killed);
     tcase_add_test(tc, test_stop);
+    tcase_add_test(tc, test_stop_second_signal);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3025,6 +3025,120 @@ START_TEST(audit_fetch_body_held)
 END_TEST
 
 /*
+ * issue 14: an audited Fetch response streamed for its audit line and cut
+ * in the middle still gets its line, before the close line, marked
+ * "incomplete": the bytes the client got (its close line's
+ * bytes_to_client), the record bytes the scanner reached (the first of
+ * the two partitions), the errors it read.  _i 0: the upstream closes
+ * after a third of it (the client got all of that third); 1: the client
+ * stops reading, then closes (records through a splice lane).
+ */
+START_TEST(audit_fetch_streamed_cut)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    const size_t rlen = 300000;
+    json_t **l, *t;
+    char want[160];
+    size_t n, first;
+    struct cli *c;
+    int small = 4096;
+
+    T.lc.splice_min_bytes = _i == 1 ? SPLICE_MIN : 0;
+    rule_audit(KR_API_FETCH);
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), _i == 1 ? small : 0);
+    req_fetch_ver(&req, 33, 11);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    rsp_fetch_ver(&rsp, 11, 33, rlen, 2, NULL, 0, false);
+    fake_replace_pending(&rsp);
+    first = rsp.n / 3;
+    if (_i == 0) {
+        fake_release_part(first);
+        ck_assert(cli_has(c, first));
+        ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_RDWR), 0);
+    } else {
+        event_del(c->rev);              /* the client stops reading */
+        proxy_sndbuf(true, small);
+        fake_release_part(first);
+        pump_for(200);
+        ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    }
+    wait_no_session();
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_str_eq(jstr(l[1], "type"), "request");
+    ck_assert_str_eq(jstr(l[1], "api"), "Fetch");
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 33);
+    ck_assert(json_is_true(json_object_get(l[1], "incomplete")));
+    ck_assert_str_eq(jstr(l[2], "event"), "close");
+    ck_assert_str_eq(jstr(l[2], "cause"), _i == 0 ? "upstream" : "client");
+    if (_i == 0) {
+        ck_assert_int_eq(jint(l[1], "response_bytes"), (json_int_t)first);
+    } else {
+        ck_assert_int_gt(jint(l[1], "response_bytes"), 0);
+        ck_assert_int_lt(jint(l[1], "response_bytes"), (json_int_t)first);
+    }
+    ck_assert_int_eq(jint(l[1], "response_bytes"),
+                     jint(l[2], "bytes_to_client"));
+    snprintf(want, sizeof(want), "connection closed after %lld of "
+             "the response's %zu bytes reached the client",
+             (long long)jint(l[1], "response_bytes"), rsp.n);
+    ck_assert_msg(strstr(jstr(l[1], "note"), want) != NULL, "note: %s",
+                  jstr(l[1], "note"));
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)rlen);
+    ck_assert_uint_eq(json_object_size(json_object_get(l[1], "errors")), 0);
+    ck_assert(json_is_object(json_object_get(l[1], "errors")));
+    audit_done(l, n);
+    free(req.b);
+    free(rsp.b);
+}
+END_TEST
+
+/*
+ * issue 14: audited requests still in flight when the connection closes
+ * get their lines at close, in order, before the close line: no
+ * response_bytes, "errors": null, "incomplete" and a note.  The upstream
+ * holds both Heartbeat answers; the client closes.
+ */
+START_TEST(audit_inflight_at_close)
+{
+    struct bb req = { 0 };
+    json_t **l;
+    size_t n, i;
+    struct cli *c;
+
+    rule_audit(KR_API_HEARTBEAT);
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 41);
+    req_heartbeat(&req, 42);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    wait_no_session();
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 4);
+    for (i = 1; i <= 2; i++) {
+        ck_assert_str_eq(jstr(l[i], "api"), "Heartbeat");
+        ck_assert_int_eq(jint(l[i], "correlation_id"), 40 + (json_int_t)i);
+        ck_assert(json_is_true(json_object_get(l[i], "incomplete")));
+        ck_assert(json_is_null(json_object_get(l[i], "errors")));
+        ck_assert_ptr_null(json_object_get(l[i], "response_bytes"));
+        ck_assert_str_eq(jstr(l[i], "note"), "connection closed before the "
+                         "response reached the client");
+    }
+    ck_assert_str_eq(jstr(l[3], "event"), "close");
+    ck_assert_int_eq(jint(l[3], "requests"), 2);
+    audit_done(l, n);
+    free(req.b);
+}
+END_TEST
+
+/*
  * A streamed Fetch v16 response with four partitions of 200 KB records
  * each and NodeEndpoints, to a slow client (4 KiB socket buffers): one
  * lane per partition's records, and each partition's header, read
@@ -4187,6 +4301,8 @@ session_suite(void)
     tcase_add_loop_test(tc, splice_fetch16_streamed, 0, 4);
     tcase_add_loop_test(tc, audit_fetch_streamed, 0, 4);
     tcase_add_test(tc, audit_fetch_body_held);
+    tcase_add_loop_test(tc, audit_fetch_streamed_cut, 0, 2);
+    tcase_add_test(tc, audit_inflight_at_close);
     tcase_add_test(tc, splice_fetch16_partitions);
     tcase_add_test(tc, splice_below_min);
     tcase_add_test(tc, splice_cut_through);
