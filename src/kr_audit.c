@@ -461,47 +461,6 @@ kr_audit_time(int64_t t_us, char *out, size_t len)
     out[dlen + 8] = '\0';
 }
 
-/*
- * A JSON string of p[0..len): as is when valid UTF-8, else with every
- * byte >= 0x80 replaced by '?' (a peer's garbage stays one JSON string).
- */
-static json_t *
-jstr(const char *p, size_t len)
-{
-    char *tmp;
-    json_t *j;
-    size_t i;
-
-    if (kr_utf8_valid((const uint8_t *)p, len)) {
-        return json_stringn(p, len);
-    }
-    tmp = malloc(len > 0 ? len : 1);
-    if (tmp == NULL) {
-        return NULL;
-    }
-    for (i = 0; i < len; i++) {
-        tmp[i] = (unsigned char)p[i] >= 0x80 ? '?' : p[i];
-    }
-    j = json_stringn(tmp, len);
-    free(tmp);
-    return j;
-}
-
-/* Set key to v (a new reference, NULL = out of memory); false on failure. */
-static bool
-jset(json_t *o, const char *key, json_t *v)
-{
-    return v != NULL && json_object_set_new(o, key, v) == 0;
-}
-
-/* A topic entry's key (written through tset: doc/audit.md "Entries of
-   topics"; tests/audit_doc.sh reads these calls). */
-static bool
-tset(json_t *t, const char *key, json_t *v)
-{
-    return jset(t, key, v);
-}
-
 /* ---- instance ------------------------------------------------------------ */
 
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
@@ -1098,144 +1057,172 @@ cmp_code(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* {"NAME": count, ...} of ec, by code. */
-static json_t *
-errors_obj(const struct kr_errcount *ec)
+/* {"NAME": count, ...} of ec (NULL: none), by code. */
+static void
+errors_put(struct kr_jsonw *w, const struct kr_errcount *ec)
 {
     int16_t sorted[KR_AUDIT_ERRS_MAX];
-    json_t *o = json_object();
     unsigned i, k;
 
-    if (o == NULL || ec == NULL) {
-        return o;
+    kr_jsonw_obj_open(w);
+    if (ec != NULL) {
+        memcpy(sorted, ec->code, ec->used * sizeof(sorted[0]));
+        qsort(sorted, ec->used, sizeof(sorted[0]), cmp_code);
     }
-    memcpy(sorted, ec->code, ec->used * sizeof(sorted[0]));
-    qsort(sorted, ec->used, sizeof(sorted[0]), cmp_code);
-    for (i = 0; i < ec->used; i++) {
+    for (i = 0; ec != NULL && i < ec->used; i++) {
         char buf[KR_KERR_BUFLEN];
-        const char *name = kr_kerr_format(sorted[i], buf, sizeof(buf));
 
         for (k = 0; k < ec->used && ec->code[k] != sorted[i]; k++) {
         }
-        if (!jset(o, name, json_integer((json_int_t)ec->n[k]))) {
-            json_decref(o);
-            return NULL;
-        }
+        /* distinct codes have distinct names: no key twice */
+        kr_jsonw_key(w, kr_kerr_format(sorted[i], buf, sizeof(buf)));
+        kr_jsonw_int(w, (int64_t)ec->n[k]);
     }
-    return o;
+    kr_jsonw_obj_close(w);
 }
 
-static json_t *
-errors_json(const struct kr_msg *rsp)
+/* The error codes of a decoded response (NULL: none). */
+static void
+errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
 {
     struct kr_errcount ec;
 
-    if (rsp == NULL) {
-        return json_object();
-    }
     ec.used = 0;
-    err_walk(&ec, rsp->body, 0);
-    return errors_obj(&ec);
+    if (rsp != NULL) {
+        err_walk(&ec, rsp->body, 0);
+    }
+    errors_put(w, &ec);
 }
 
 /* ---- lines -------------------------------------------------------------- */
 
-static char *
-dump_line(json_t *o)
-{
-    /* json_dumps' bytes, written directly: 4x faster (bench_audit) */
-    struct kr_jsonw w;
-    char *s;
+/*
+ * Lines are written in document order with kr_jsonw (no tree): each key
+ * is written once, where the tables of doc/audit.md put it.  The keys of
+ * the line are written by kr_jsonw_k*, set_str and set_kept, those of a
+ * topic entry by tset_* (tests/tools/audit_keys.py reads these calls to
+ * hold the code and doc/audit.md together: keep the key a literal).
+ * Strings from the wire go through kr_jsonw_str (bytes >= 0x80 of a
+ * string that is not valid UTF-8 written as '?').
+ */
 
-    kr_jsonw_init(&w);
-    kr_jsonw_json(&w, o);
-    s = kr_jsonw_take(&w, NULL);
-    json_decref(o);
-    return s;
+/* Bytes reserved up front: most lines fit (one allocation a line). */
+#define KR_AUDIT_LINE_GUESS 500
+
+/* key: v, when v is not NULL. */
+static void
+set_str(struct kr_jsonw *w, const char *key, const char *v)
+{
+    if (v != NULL) {
+        kr_jsonw_kstr(w, key, v, strlen(v));
+    }
 }
 
-static bool
-set_str(json_t *o, const char *key, const char *v)
+/* key: the kept string v, when there is one. */
+static void
+set_kept(struct kr_jsonw *w, const char *key, const struct kr_audit_str *v)
 {
-    return v == NULL || jset(o, key, jstr(v, strlen(v)));
+    if (v->p != NULL) {
+        kr_jsonw_kstr(w, key, v->p, v->len);
+    }
+}
+
+/* A topic entry's string and integer members. */
+static void
+tset_str(struct kr_jsonw *w, const char *key, const char *p, size_t len)
+{
+    kr_jsonw_kstr(w, key, p, len);
+}
+
+static void
+tset_int(struct kr_jsonw *w, const char *key, int64_t v)
+{
+    kr_jsonw_kint(w, key, v);
 }
 
 /* time, type, and who and where up to the client's address and port, the
    route and the upstream (doc/audit.md "Keys of every line"). */
-static bool
-peer_head(json_t *o, int64_t time_us, const char *type,
+static void
+peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
           const struct kr_audit_peer *p)
 {
     char ts[40];
 
     kr_audit_time(time_us, ts, sizeof(ts));
-    return jset(o, "time", json_string(ts)) &&
-           jset(o, "type", json_string(type)) &&
-           set_str(o, "instance", p->instance) &&
-           set_str(o, "conn_id", p->conn_id) &&
-           set_str(o, "listener", p->listener) &&
-           set_str(o, "client_addr", p->client_addr) &&
-           jset(o, "client_port", json_integer(p->client_port)) &&
-           set_str(o, "route", p->route) &&
-           (p->route == NULL || strcmp(p->route, "node") != 0 ||
-            jset(o, "node_id", json_integer(p->node_id))) &&
-           set_str(o, "upstream_addr", p->upstream_addr);
+    kr_jsonw_kcstr(w, "time", ts);
+    kr_jsonw_kcstr(w, "type", type);
+    set_str(w, "instance", p->instance);
+    set_str(w, "conn_id", p->conn_id);
+    set_str(w, "listener", p->listener);
+    set_str(w, "client_addr", p->client_addr);
+    kr_jsonw_kint(w, "client_port", p->client_port);
+    set_str(w, "route", p->route);
+    if (p->route != NULL && strcmp(p->route, "node") == 0) {
+        kr_jsonw_kint(w, "node_id", p->node_id);
+    }
+    set_str(w, "upstream_addr", p->upstream_addr);
 }
 
 /* The keys after client_id: the client's software, the principal. */
-static bool
-peer_tail(json_t *o, const struct kr_audit_peer *p)
+static void
+peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
 {
-    return (p->client_sw_name == NULL || p->client_sw_name[0] == '\0' ||
-            set_str(o, "client_software_name", p->client_sw_name)) &&
-           (p->client_sw_version == NULL || p->client_sw_version[0] == '\0' ||
-            set_str(o, "client_software_version", p->client_sw_version)) &&
-           set_str(o, "principal", p->principal);
-}
-
-static bool
-set_kept(json_t *o, const char *key, const struct kr_audit_str *v)
-{
-    return v->p == NULL || jset(o, key, jstr(v->p, v->len));
+    if (p->client_sw_name != NULL && p->client_sw_name[0] != '\0') {
+        set_str(w, "client_software_name", p->client_sw_name);
+    }
+    if (p->client_sw_version != NULL && p->client_sw_version[0] != '\0') {
+        set_str(w, "client_software_version", p->client_sw_version);
+    }
+    set_str(w, "principal", p->principal);
 }
 
 /* The request's own keys after total_us: Produce, group ids. */
-static bool
-request_facts(json_t *o, const struct kr_audit_req *req)
+static void
+request_facts(struct kr_jsonw *w, const struct kr_audit_req *req)
 {
     if (req == NULL) {
-        return true;
+        return;
     }
-    return (!req->has_acks || jset(o, "acks", json_integer(req->acks))) &&
-           set_kept(o, "transactional_id", &req->txn_id) &&
-           set_kept(o, "group_id", &req->group_id) &&
-           set_kept(o, "member_id", &req->member_id);
+    if (req->has_acks) {
+        kr_jsonw_kint(w, "acks", req->acks);
+    }
+    set_kept(w, "transactional_id", &req->txn_id);
+    set_kept(w, "group_id", &req->group_id);
+    set_kept(w, "member_id", &req->member_id);
 }
 
-static bool
-topics_json(json_t *o, const struct kr_audit_req *req)
+static void
+topics_put(struct kr_jsonw *w, const struct kr_audit_req *req)
 {
-    json_t *topics = json_array();
     size_t i;
 
-    if (!jset(o, "topics", topics)) {
-        return false;
-    }
+    kr_jsonw_key(w, "topics");
+    kr_jsonw_arr_open(w);
     for (i = 0; req != NULL && i < req->ntopics; i++) {
         const struct kr_audit_topic *t = &req->topics[i];
-        json_t *e = json_object();
 
-        if (e == NULL || json_array_append_new(topics, e) != 0 ||
-            !tset(e, "name", jstr(t->name, t->len)) ||
-            !tset(e, "partitions", json_integer(t->partitions)) ||
-            (t->records >= 0 &&
-             !tset(e, "records", json_integer((json_int_t)t->records))) ||
-            (t->bytes >= 0 &&
-             !tset(e, "record_bytes", json_integer((json_int_t)t->bytes)))) {
-            return false;
+        kr_jsonw_obj_open(w);
+        tset_str(w, "name", t->name, t->len);
+        tset_int(w, "partitions", t->partitions);
+        if (t->records >= 0) {
+            tset_int(w, "records", t->records);
         }
+        if (t->bytes >= 0) {
+            tset_int(w, "record_bytes", t->bytes);
+        }
+        kr_jsonw_obj_close(w);
     }
-    return true;
+    kr_jsonw_arr_close(w);
+}
+
+/* The line of w, handed over (NULL when it failed: ENOMEM); w is freed. */
+static char *
+take_line(struct kr_jsonw *w)
+{
+    char *s = kr_jsonw_depth(w) == 0 ? kr_jsonw_take(w, NULL) : NULL;
+
+    kr_jsonw_free(w);           /* a failed writer keeps its buffer */
+    return s;
 }
 
 char *
@@ -1244,92 +1231,76 @@ kr_audit_format(const struct kr_audit_info *info,
                 bool with_body)
 {
     const struct kr_api_desc *api;
-    json_t *o, *actions, *errs;
+    struct kr_jsonw w;
     bool has_rsp;
     size_t i;
 
     if (info == NULL) {
         return NULL;
     }
-    o = json_object();
-    if (o == NULL) {
-        return NULL;
-    }
-    if (!peer_head(o, info->time_us, "request", &info->peer)) {
-        goto fail;
-    }
+    kr_jsonw_init(&w);
+    (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
+    kr_jsonw_obj_open(&w);
+    peer_head(&w, info->time_us, "request", &info->peer);
     if (info->client_id != NULL) {
-        if (!jset(o, "client_id",
-                  jstr(info->client_id,
-                       info->client_id_len > 0 ? info->client_id_len
-                                               : strlen(info->client_id)))) {
-            goto fail;
-        }
+        kr_jsonw_kstr(&w, "client_id", info->client_id,
+                      info->client_id_len > 0 ? info->client_id_len
+                                              : strlen(info->client_id));
     } else if (req != NULL && req->has_client_id) {
-        if (!jset(o, "client_id",
-                  req->client_id != NULL
-                      ? jstr(req->client_id, req->client_id_len)
-                      : json_null())) {
-            goto fail;
+        kr_jsonw_key(&w, "client_id");
+        if (req->client_id != NULL) {
+            kr_jsonw_str(&w, req->client_id, req->client_id_len);
+        } else {
+            kr_jsonw_null(&w);
         }
     }
-    if (!peer_tail(o, &info->peer)) {
-        goto fail;
-    }
+    peer_tail(&w, &info->peer);
     api = kr_api_get(info->api_key);
     has_rsp = rsp != NULL || info->rsp_bytes > 0;
-    if (!jset(o, "api", json_string(api != NULL ? api->name : "UNKNOWN")) ||
-        !jset(o, "api_key", json_integer(info->api_key)) ||
-        !jset(o, "api_version", json_integer(info->api_version)) ||
-        (info->translated &&
-         !jset(o, "upstream_version",
-               json_integer(info->upstream_version))) ||
-        !jset(o, "correlation_id", json_integer(info->correlation_id)) ||
-        !jset(o, "request_bytes", json_integer((json_int_t)info->req_bytes)) ||
-        (has_rsp && !jset(o, "response_bytes",
-                          json_integer((json_int_t)info->rsp_bytes))) ||
-        (has_rsp && (info->actions & KR_AUDIT_FORWARDED) &&
-         !jset(o, "upstream_us", json_integer(info->upstream_us))) ||
-        !jset(o, "total_us", json_integer(info->total_us)) ||
-        !request_facts(o, req) || !topics_json(o, req)) {
-        goto fail;
+    kr_jsonw_kcstr(&w, "api", api != NULL ? api->name : "UNKNOWN");
+    kr_jsonw_kint(&w, "api_key", info->api_key);
+    kr_jsonw_kint(&w, "api_version", info->api_version);
+    if (info->translated) {
+        kr_jsonw_kint(&w, "upstream_version", info->upstream_version);
     }
-    if (req != NULL && req->truncated &&
-        !jset(o, "topics_truncated", json_true())) {
-        goto fail;
+    kr_jsonw_kint(&w, "correlation_id", info->correlation_id);
+    kr_jsonw_kint(&w, "request_bytes", (int64_t)info->req_bytes);
+    if (has_rsp) {
+        kr_jsonw_kint(&w, "response_bytes", (int64_t)info->rsp_bytes);
+        if (info->actions & KR_AUDIT_FORWARDED) {
+            kr_jsonw_kint(&w, "upstream_us", info->upstream_us);
+        }
+    }
+    kr_jsonw_kint(&w, "total_us", info->total_us);
+    request_facts(&w, req);
+    topics_put(&w, req);
+    if (req != NULL && req->truncated) {
+        kr_jsonw_kbool(&w, "topics_truncated", true);
     }
     /* a response that came but was not decoded nor scanned: its errors
        are unknown */
+    kr_jsonw_key(&w, "errors");
     if (rsp == NULL && req != NULL && req->scanned) {
-        errs = errors_obj(req->serrs);
+        errors_put(&w, req->serrs);
+    } else if (rsp == NULL && info->rsp_bytes > 0) {
+        kr_jsonw_null(&w);
     } else {
-        errs = rsp == NULL && info->rsp_bytes > 0 ? json_null()
-                                                  : errors_json(rsp);
+        errors_rsp(&w, rsp);
     }
-    if (!jset(o, "errors", errs)) {
-        goto fail;
-    }
-    actions = json_array();
-    if (!jset(o, "actions", actions)) {
-        goto fail;
-    }
+    kr_jsonw_key(&w, "actions");
+    kr_jsonw_arr_open(&w);
     for (i = 0; i < KR_ARRAY_LEN(kr_audit_actions); i++) {
-        if ((info->actions & (1u << i)) &&
-            json_array_append_new(actions,
-                                  json_string(kr_audit_actions[i])) != 0) {
-            goto fail;
+        if (info->actions & (1u << i)) {
+            kr_jsonw_cstr(&w, kr_audit_actions[i]);
         }
     }
-    if ((info->decode_error != NULL &&
-         !jset(o, "decode_error",
-               jstr(info->decode_error, strlen(info->decode_error)))) ||
-        (info->note != NULL &&
-         !jset(o, "note", jstr(info->note, strlen(info->note))))) {
-        goto fail;
-    }
-    if (with_body && req != NULL && req->body != NULL &&
-        json_object_set(o, "request_body", req->body) != 0) {
-        goto fail;
+    kr_jsonw_arr_close(&w);
+    set_str(&w, "decode_error", info->decode_error);
+    set_str(&w, "note", info->note);
+    /* bodies are rare (audit_body): written from their redacted trees */
+    if (with_body && req != NULL && req->body != NULL) {
+        kr_jsonw_key(&w, "request_body");
+        kr_jsonw_json(&w, req->body);
     }
     if (with_body && rsp != NULL && rsp->body != NULL) {
         struct kr_codec_err err;
@@ -1339,42 +1310,42 @@ kr_audit_format(const struct kr_audit_info *info,
         b = kr_json_from_node_redact(rsp->body, NULL,
                                      KR_JSON_RECORDS_SIZE | KR_JSON_REDACT,
                                      NULL, NULL, &err);
-        if (!jset(o, "response_body", b)) {
-            goto fail;
+        if (b == NULL) {
+            kr_jsonw_free(&w);
+            return NULL;
         }
+        kr_jsonw_key(&w, "response_body");
+        kr_jsonw_json(&w, b);
+        json_decref(b);
     }
-    return dump_line(o);
-fail:
-    json_decref(o);
-    return NULL;
+    kr_jsonw_obj_close(&w);
+    return take_line(&w);
 }
 
 char *
 kr_audit_format_conn(const struct kr_audit_conn *c)
 {
-    json_t *o;
+    struct kr_jsonw w;
 
     if (c == NULL || c->event == NULL) {
         return NULL;
     }
-    o = json_object();
-    if (o == NULL) {
-        return NULL;
+    kr_jsonw_init(&w);
+    (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
+    kr_jsonw_obj_open(&w);
+    peer_head(&w, c->time_us, "connection", &c->peer);
+    set_str(&w, "client_id", c->client_id);
+    peer_tail(&w, &c->peer);
+    set_str(&w, "event", c->event);
+    if (c->cause != NULL) {
+        set_str(&w, "cause", c->cause);
+        set_str(&w, "reason", c->reason);
+        kr_jsonw_kint(&w, "bytes_from_client",
+                      (int64_t)c->bytes_from_client);
+        kr_jsonw_kint(&w, "bytes_to_client", (int64_t)c->bytes_to_client);
+        kr_jsonw_kint(&w, "requests", (int64_t)c->requests);
+        kr_jsonw_kint(&w, "duration_us", c->duration_us);
     }
-    if (!peer_head(o, c->time_us, "connection", &c->peer) ||
-        !set_str(o, "client_id", c->client_id) || !peer_tail(o, &c->peer) ||
-        !jset(o, "event", jstr(c->event, strlen(c->event))) ||
-        (c->cause != NULL &&
-         (!set_str(o, "cause", c->cause) ||
-          !set_str(o, "reason", c->reason) ||
-          !jset(o, "bytes_from_client",
-                json_integer((json_int_t)c->bytes_from_client)) ||
-          !jset(o, "bytes_to_client",
-                json_integer((json_int_t)c->bytes_to_client)) ||
-          !jset(o, "requests", json_integer((json_int_t)c->requests)) ||
-          !jset(o, "duration_us", json_integer(c->duration_us))))) {
-        json_decref(o);
-        return NULL;
-    }
-    return dump_line(o);
+    kr_jsonw_obj_close(&w);
+    return take_line(&w);
 }

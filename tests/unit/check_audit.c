@@ -83,6 +83,30 @@ base_info(struct kr_audit_info *info, const struct kr_msg *req)
     info->actions = KR_AUDIT_FORWARDED;
 }
 
+/*
+ * An audit line parsed, after checking that it is canonical: JSON whose
+ * keys each appear once (JSON_REJECT_DUPLICATES: kr_audit writes keys
+ * directly, a key written twice would be a bug a tree used to hide) and
+ * that jansson writes back byte for byte (json_dumps keeps the key
+ * order).  The caller json_decref's the result.
+ */
+static json_t *
+jload(const char *line)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &jerr);
+    char *back;
+
+    ck_assert_msg(j != NULL, "line is not JSON (or has a key twice): %s: "
+                  "%s", jerr.text, line);
+    back = json_dumps(j, JSON_COMPACT);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_msg(strcmp(back, line) == 0, "not jansson's bytes:\n%s\n%s",
+                  line, back);
+    free(back);
+    return j;
+}
+
 /* The audit line (with bodies) of a request and its response (may be
  * NULL); the caller frees it.  The line must parse as JSON. */
 static char *
@@ -91,8 +115,6 @@ line_of(const char *req_json, const char *rsp_json)
     struct kr_audit_info info;
     struct kr_audit_req *r;
     struct kr_msg req, rsp;
-    json_error_t jerr;
-    json_t *j;
     char *line;
 
     build(req_json, &req);
@@ -105,9 +127,7 @@ line_of(const char *req_json, const char *rsp_json)
     line = kr_audit_format(&info, r, rsp_json != NULL ? &rsp : NULL, true);
     kr_audit_req_free(r);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, &jerr);
-    ck_assert_msg(j != NULL, "line is not JSON: %s: %s", jerr.text, line);
-    json_decref(j);
+    json_decref(jload(line));
     return line;
 }
 
@@ -222,7 +242,7 @@ START_TEST(test_format_pair)
     info.actions = 0x7f;
     line = kr_audit_format(&info, r, NULL, false);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string_value(json_object_get(j, "client_id")),
                      "from-session");
@@ -251,7 +271,7 @@ START_TEST(test_format_pair)
     info.rsp_bytes = 80;
     line = kr_audit_format(&info, r, &rsp, true);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_ptr_nonnull(j);
     b = json_object_get(j, "request_body");
     ck_assert_int_eq(json_integer_value(json_object_get(b, "Acks")), -1);
@@ -488,7 +508,7 @@ req_line(const char *text)
     line = kr_audit_format(&info, r, NULL, false);
     kr_audit_req_free(r);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_msg(j != NULL, "%s", line);
     free(line);
     return j;
@@ -665,7 +685,7 @@ fetch_rsp_text(char *out, size_t len)
 static void
 assert_fetch_line(const char *line)
 {
-    json_t *j = json_loads(line, 0, NULL), *t;
+    json_t *j = jload(line), *t;
 
     ck_assert_msg(j != NULL, "%s", line);
     ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 3);
@@ -810,7 +830,7 @@ key_in(const char *keys, const char *key)
 static void
 collect_keys(const char *line, const char *doc, char *seen, size_t cap)
 {
-    json_t *j = json_loads(line, 0, NULL), *v, *t;
+    json_t *j = jload(line), *v, *t;
     const char *k, *tk;
     char key[128];
     size_t i;
@@ -1232,7 +1252,7 @@ START_TEST(test_redact_all_apis)
             base_info(&info, &req);
             line = kr_audit_format(&info, r, &rsp, true);
             ck_assert_ptr_nonnull(line);
-            j = json_loads(line, 0, NULL);
+            j = jload(line);
             ck_assert_msg(j != NULL, "not JSON: %s", line);
             ck_assert_str_eq(json_string_value(json_object_get(j, "api")),
                              api->name);
