@@ -154,6 +154,13 @@ struct kr_audit_req *kr_audit_capture(const struct kr_msg *req,
 /* Free a capture (kr_audit_capture); NULL is a no-op. */
 void kr_audit_req_free(struct kr_audit_req *r);
 /*
+ * Topic names compared and index slots visited so far in finding the
+ * entries of r's topics (capture, kr_audit_note_response, the scanner's
+ * events): at most a small constant per topic the request or response
+ * names, whatever the names (tests hold it to that; 0 for NULL).
+ */
+uint64_t kr_audit_req_probes(const struct kr_audit_req *r);
+/*
  * The record bytes a decoded Fetch response returned per topic, into the
  * capture r of its request (record_bytes of doc/audit.md; topics only
  * the response names are added with 0 partitions).  Other APIs, r NULL

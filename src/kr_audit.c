@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -538,6 +539,10 @@ struct kr_audit_req {
     bool has_client_id;           /* the header has a ClientId field */
     struct kr_audit_topic *topics;
     size_t ntopics, cap;
+    struct kr_audit_slot *slots;  /* the index of topics (see topic_entry);
+                                     NULL while they are few */
+    size_t nslots;                /* a power of two */
+    uint64_t probes;              /* names compared, slots visited */
     bool truncated;               /* more than KR_AUDIT_TOPICS_MAX */
     bool failed;                  /* out of memory while capturing */
     json_t *body;                 /* redacted JSON body, or NULL */
@@ -553,24 +558,193 @@ struct kr_audit_req {
 /* Distinct topics kept per line. */
 #define KR_AUDIT_TOPICS_MAX 4096
 
+/*
+ * Finding a topic's entry.  A request may name a topic many times (a
+ * Produce of 1,000,000 entries fits in 8 MB), so the entry is found in
+ * O(1): up to KR_AUDIT_TOPICS_SCAN topics by comparing each, then through
+ * an index of the kept topics: open addressing with linear probing over
+ * a keyed hash (SipHash-1-3 with a key drawn once per process, so that a
+ * client cannot choose names that collide), at most a quarter full.  A
+ * lookup visits at most KR_AUDIT_PROBES_MAX slots, so no entry costs more
+ * than that many comparisons whatever the names: a new topic that finds
+ * no free slot within them is not kept (topics_truncated), which a
+ * random key makes as likely as never.
+ */
+#define KR_AUDIT_TOPICS_SCAN 8
+#define KR_AUDIT_PROBES_MAX 32
+
+struct kr_audit_slot {
+    uint32_t hash;                /* the name's hash, low 32 bits */
+    uint32_t idx;                 /* topics[idx - 1]; 0: a free slot */
+};
+
+static pthread_once_t sip_once = PTHREAD_ONCE_INIT;
+static uint64_t sip_key[2];
+
+static void
+sip_key_read(void)
+{
+    struct timespec ts;
+
+    if (getrandom(sip_key, sizeof(sip_key), GRND_NONBLOCK) ==
+        (ssize_t)sizeof(sip_key)) {
+        return;
+    }
+    /* no entropy yet (early boot): weaker, still not the client's to
+       choose */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sip_key[0] = (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^
+                 (uint64_t)getpid();
+    sip_key[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+}
+
+static inline uint64_t
+sip_rotl(uint64_t x, unsigned b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+#define KR_SIP_ROUND(v0, v1, v2, v3)                                         \
+    do {                                                                     \
+        v0 += v1;                                                            \
+        v1 = sip_rotl(v1, 13);                                               \
+        v1 ^= v0;                                                            \
+        v0 = sip_rotl(v0, 32);                                               \
+        v2 += v3;                                                            \
+        v3 = sip_rotl(v3, 16);                                               \
+        v3 ^= v2;                                                            \
+        v0 += v3;                                                            \
+        v3 = sip_rotl(v3, 21);                                               \
+        v3 ^= v0;                                                            \
+        v2 += v1;                                                            \
+        v1 = sip_rotl(v1, 17);                                               \
+        v1 ^= v2;                                                            \
+        v2 = sip_rotl(v2, 32);                                               \
+    } while (0)
+
+/* SipHash-1-3 of p[0..len) under the process's key. */
+static uint64_t
+name_hash(const char *p, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t v0, v1, v2, v3, m;
+    size_t i, k;
+
+    pthread_once(&sip_once, sip_key_read);
+    v0 = sip_key[0] ^ UINT64_C(0x736f6d6570736575);
+    v1 = sip_key[1] ^ UINT64_C(0x646f72616e646f6d);
+    v2 = sip_key[0] ^ UINT64_C(0x6c7967656e657261);
+    v3 = sip_key[1] ^ UINT64_C(0x7465646279746573);
+    for (i = 0; i + 8 <= len; i += 8) {
+        for (m = 0, k = 0; k < 8; k++) {
+            m |= (uint64_t)b[i + k] << (8 * k);
+        }
+        v3 ^= m;
+        KR_SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    for (m = (uint64_t)len << 56, k = 0; i + k < len; k++) {
+        m |= (uint64_t)b[i + k] << (8 * k);
+    }
+    v3 ^= m;
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    v0 ^= m;
+    v2 ^= 0xff;
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* Put topics[idx - 1] (hash h) into the index's first free slot from
+   its place (rebuilding: every kept topic finds one, the index being at
+   most a quarter full). */
+static void
+index_put(struct kr_audit_slot *slots, size_t nslots, uint32_t h,
+          uint32_t idx)
+{
+    size_t i = h & (nslots - 1);
+
+    while (slots[i].idx != 0) {
+        i = (i + 1) & (nslots - 1);
+    }
+    slots[i].hash = h;
+    slots[i].idx = idx;
+}
+
+/* The index at nslots slots (at least 4 per kept topic), built anew;
+   false on ENOMEM (r->failed). */
+static bool
+index_build(struct kr_audit_req *r, size_t nslots)
+{
+    struct kr_audit_slot *ns = calloc(nslots, sizeof(*ns));
+    size_t i;
+
+    if (ns == NULL) {
+        r->failed = true;
+        return false;
+    }
+    if (r->slots != NULL) {
+        for (i = 0; i < r->nslots; i++) {
+            if (r->slots[i].idx != 0) {
+                index_put(ns, nslots, r->slots[i].hash, r->slots[i].idx);
+            }
+        }
+    } else {
+        for (i = 0; i < r->ntopics; i++) {
+            index_put(ns, nslots,
+                      (uint32_t)name_hash(r->topics[i].name,
+                                          r->topics[i].len),
+                      (uint32_t)i + 1);
+        }
+    }
+    free(r->slots);
+    r->slots = ns;
+    r->nslots = nslots;
+    return true;
+}
+
 /* The entry of topic name (len bytes), added when new and add; NULL when
-   absent, or past the cap, or out of memory (r->failed). */
+   absent, or not kept (past the cap, r->truncated), or out of memory
+   (r->failed).  O(1) comparisons (see above). */
 static struct kr_audit_topic *
 topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
 {
     struct kr_audit_topic *t;
-    size_t i;
+    size_t i, k, free_slot = SIZE_MAX;
+    uint32_t h = 0;
 
-    for (i = 0; i < r->ntopics; i++) {
-        t = &r->topics[i];
-        if (t->len == len && memcmp(t->name, name, len) == 0) {
-            return t;
+    if (r->slots == NULL) {
+        for (i = 0; i < r->ntopics; i++) {
+            t = &r->topics[i];
+            r->probes++;
+            if (t->len == len && memcmp(t->name, name, len) == 0) {
+                return t;
+            }
+        }
+    } else {
+        h = (uint32_t)name_hash(name, len);
+        for (k = 0, i = h & (r->nslots - 1); k < KR_AUDIT_PROBES_MAX;
+             k++, i = (i + 1) & (r->nslots - 1)) {
+            const struct kr_audit_slot *sl = &r->slots[i];
+
+            r->probes++;
+            if (sl->idx == 0) {
+                free_slot = i;
+                break;
+            }
+            t = &r->topics[sl->idx - 1];
+            if (sl->hash == h && t->len == len &&
+                memcmp(t->name, name, len) == 0) {
+                return t;
+            }
         }
     }
     if (!add) {
         return NULL;
     }
-    if (r->ntopics >= KR_AUDIT_TOPICS_MAX) {
+    if (r->ntopics >= KR_AUDIT_TOPICS_MAX ||
+        (r->slots != NULL && free_slot == SIZE_MAX)) {
         r->truncated = true;
         return NULL;
     }
@@ -597,7 +771,26 @@ topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
     t->records = -1;
     t->bytes = -1;
     r->ntopics++;
+    if (r->slots != NULL) {
+        r->slots[free_slot].hash = h;
+        r->slots[free_slot].idx = (uint32_t)r->ntopics;
+    }
+    /* index the topics once they are many; keep it a quarter full */
+    if ((r->slots == NULL && r->ntopics >= KR_AUDIT_TOPICS_SCAN) ||
+        (r->slots != NULL && r->ntopics * 4 > r->nslots)) {
+        if (!index_build(r, r->slots == NULL ? KR_AUDIT_TOPICS_SCAN * 8
+                                             : r->nslots * 2)) {
+            return NULL;
+        }
+        t = &r->topics[r->ntopics - 1];
+    }
     return t;
+}
+
+uint64_t
+kr_audit_req_probes(const struct kr_audit_req *r)
+{
+    return r != NULL ? r->probes : 0;
 }
 
 static bool
@@ -624,6 +817,7 @@ kr_audit_req_free(struct kr_audit_req *r)
         free(r->topics[i].name);
     }
     free(r->topics);
+    free(r->slots);
     free(r->client_id);
     free(r->txn_id.p);
     free(r->group_id.p);

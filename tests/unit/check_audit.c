@@ -778,6 +778,124 @@ START_TEST(test_fetch_bytes)
 }
 END_TEST
 
+/* ---- many topics --------------------------------------------------------- */
+
+/* Entries of the many-topics requests, and the distinct names among them
+   (each name t<k> comes back every MT_DISTINCT entries, scrambled). */
+#define MT_ENTRIES 100000
+#define MT_DISTINCT 10000
+
+static unsigned
+mt_name(unsigned i)
+{
+    return (unsigned)(((uint64_t)i * 7919u) % MT_DISTINCT);
+}
+
+/* A line's topics: the first 4096 distinct names in first-seen order,
+   each with partitions (when >= 0) as given; topics_truncated. */
+static void
+assert_mt_line(const char *line, int partitions)
+{
+    json_t *j = jload(line), *topics = json_object_get(j, "topics");
+    size_t k;
+
+    ck_assert_uint_eq(json_array_size(topics), 4096);
+    ck_assert(json_is_true(json_object_get(j, "topics_truncated")));
+    for (k = 0; k < 4096; k++) {
+        json_t *t = json_array_get(topics, k);
+        char want[16];
+
+        snprintf(want, sizeof(want), "t%u", mt_name((unsigned)k));
+        ck_assert_str_eq(jget_str(t, "name"), want);
+        if (partitions >= 0) {
+            ck_assert_int_eq(jint(t, "partitions"), partitions);
+        }
+    }
+    json_decref(j);
+}
+
+/*
+ * A request naming 100,000 topic entries (10,000 distinct names, each ten
+ * times) and a streamed response naming as many: every entry is found in
+ * a few comparisons (kr_audit_req_probes; a linear search over the 4096
+ * kept topics made about 4096 per entry, and one 8 MB Produce stalled
+ * the worker for seconds), and the line lists the first 4096 in order.
+ */
+START_TEST(test_many_topics)
+{
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    size_t len, off, cap = (size_t)MT_ENTRIES * 96 + 512;
+    char *text = malloc(cap), *line;
+    uint8_t *f;
+    unsigned i;
+
+    ck_assert_ptr_nonnull(text);
+    /* a Produce: its topics (kr_topics_each) and their records
+       (capture_produce) each look every entry up */
+    off = (size_t)snprintf(text, cap,
+                           "{\"header\": {\"RequestApiKey\": 0, "
+                           "\"RequestApiVersion\": 9, \"CorrelationId\": 1, "
+                           "\"ClientId\": \"p\"}, \"body\": {\"Acks\": 1, "
+                           "\"TimeoutMs\": 1000, \"TopicData\": [");
+    for (i = 0; i < MT_ENTRIES; i++) {
+        off += (size_t)snprintf(text + off, cap - off,
+                                "%s{\"Name\": \"t%u\", \"PartitionData\": "
+                                "[{\"Index\": 0, \"Records\": null}]}",
+                                i ? "," : "", mt_name(i));
+    }
+    snprintf(text + off, cap - off, "]}}");
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    free(text);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(kr_audit_req_probes(r) <= 4u * 2 * MT_ENTRIES,
+                  "%" PRIu64 " comparisons for %u lookups",
+                  kr_audit_req_probes(r), 2 * MT_ENTRIES);
+    base_info(&info, &req);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    assert_mt_line(line, 10);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* a Fetch response streaming by, naming them all (a request of none) */
+    build("{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 11,"
+          " \"CorrelationId\": 2, \"ClientId\": \"c\"},"
+          " \"body\": {\"ReplicaId\": -1, \"MaxWaitMs\": 1, \"MinBytes\": 1,"
+          " \"MaxBytes\": 1, \"IsolationLevel\": 0, \"SessionId\": 0,"
+          " \"SessionEpoch\": -1, \"Topics\": [], \"ForgottenTopicsData\": [],"
+          " \"RackId\": \"\"}}", &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    kr_audit_scan_start(&as, r, NULL);
+    for (i = 0; i < MT_ENTRIES; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof(name), "t%u", mt_name(i));
+
+        kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name,
+                            (size_t)n, n);
+        kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 3);
+    }
+    ck_assert_msg(kr_audit_req_probes(r) <= 4u * MT_ENTRIES,
+                  "%" PRIu64 " comparisons for %u lookups",
+                  kr_audit_req_probes(r), MT_ENTRIES);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    assert_mt_line(line, 0);
+    ck_assert_msg(strstr(line, "\"name\":\"t0\",\"partitions\":0,"
+                         "\"record_bytes\":30}") != NULL, "%.300s", line);
+    free(line);
+    kr_audit_req_free(r);
+}
+END_TEST
+
 /* ---- the schema: doc/audit.md -------------------------------------------- */
 
 /* The keys doc/audit.md lists ("| `key` |" rows), '\n'-separated, each
@@ -1705,6 +1823,7 @@ audit_suite(void)
     tcase_add_test(tc, test_produce_records);
     tcase_add_test(tc, test_group_ids);
     tcase_add_test(tc, test_fetch_bytes);
+    tcase_add_test(tc, test_many_topics);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(tr, setup, teardown);
