@@ -247,6 +247,16 @@ struct kr_audit_conn {
  */
 char *kr_audit_format_conn(const struct kr_audit_conn *c);
 /*
+ * What line (one kr_audit_format or kr_audit_format_conn wrote) is about,
+ * in a few words for a log message (a line that cannot be queued): "the
+ * Produce request line (correlation_id 7, 4400123 bytes)", "the
+ * connection close line (310 bytes)", "an audit line (N bytes)" when it
+ * says neither.  Never a string from the wire: the API and event names
+ * are krelay's (letters only), the CorrelationId digits.  Into out (len
+ * bytes, NUL-terminated; cut to fit).
+ */
+void kr_audit_line_about(const char *line, char *out, size_t len);
+/*
  * RFC 3339 UTC time with microseconds ("2026-11-30T12:00:00.123456Z")
  * of t_us (µs since the epoch) into out (len bytes, at least 32).
  */

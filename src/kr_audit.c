@@ -517,9 +517,46 @@ err_add(struct kr_errcount *ec, int16_t code)
 
 /* ---- request capture ------------------------------------------------- */
 
+/*
+ * Bytes of a string from the wire that a line keeps: a topic name's
+ * (Kafka allows 249; a streamed response's scanner keeps KR_SCAN_CAP_MAX
+ * bytes of one, and both paths must cut a name alike) and any other's
+ * (ClientId, TransactionalId, GroupId, MemberId: up to 32767 bytes each
+ * on the wire, 6 bytes each in JSON when they are control bytes).  A
+ * longer string is cut on a UTF-8 character boundary, and the line says
+ * so (doc/audit.md: "<key>_truncated"), so that no single string can make
+ * a line too long for the sink's queue.
+ */
+#define KR_AUDIT_NAME_MAX KR_SCAN_CAP_MAX
+#define KR_AUDIT_STR_MAX 1024
+
+/*
+ * The length to keep of a string of which p holds max bytes (at least)
+ * and that is longer than max: max, less the bytes of a UTF-8 character
+ * that would go past it.  Reads p[0..max) only.
+ */
+static size_t
+str_cut(const char *p, size_t max)
+{
+    size_t i = max, back;
+
+    for (back = 0; back < 4 && i > 0; back++) {
+        uint8_t c = (uint8_t)p[--i];
+        size_t need;
+
+        if ((c & 0xc0) == 0x80) {
+            continue;                   /* a continuation byte */
+        }
+        need = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        return i + need > max ? i : max;
+    }
+    return max;                         /* not UTF-8 there: as is */
+}
+
 struct kr_audit_topic {
     char *name;
     size_t len;
+    bool cut;                     /* name cut to KR_AUDIT_NAME_MAX */
     unsigned partitions;
     int64_t records;              /* Produce: records sent, -1: unknown or
                                      not a Produce */
@@ -527,15 +564,16 @@ struct kr_audit_topic {
                                      returned; -1: not known */
 };
 
-/* A string kept from the tree (NUL-terminated copy; NULL: absent). */
+/* A string kept from the tree (NUL-terminated copy, at most
+   KR_AUDIT_STR_MAX bytes; NULL: absent or null). */
 struct kr_audit_str {
     char *p;
     size_t len;
+    bool cut;                     /* the wire's was longer */
 };
 
 struct kr_audit_req {
-    char *client_id;              /* NULL: null or absent */
-    size_t client_id_len;
+    struct kr_audit_str client_id;     /* p NULL: null or absent */
     bool has_client_id;           /* the header has a ClientId field */
     struct kr_audit_topic *topics;
     size_t ntopics, cap;
@@ -704,21 +742,32 @@ index_build(struct kr_audit_req *r, size_t nslots)
     return true;
 }
 
-/* The entry of topic name (len bytes), added when new and add; NULL when
-   absent, or not kept (past the cap, r->truncated), or out of memory
-   (r->failed).  O(1) comparisons (see above). */
+/*
+ * The entry of topic name (len bytes; longer: the name goes on past them,
+ * a scanner's cut), added when new and add; NULL when absent, or not kept
+ * (past the cap, r->truncated), or out of memory (r->failed).  A name
+ * longer than KR_AUDIT_NAME_MAX is cut (str_cut), and its entry is that
+ * of every name cut alike.  O(1) comparisons (see above).
+ */
 static struct kr_audit_topic *
-topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
+topic_entry(struct kr_audit_req *r, const char *name, size_t len,
+            bool longer, bool add)
 {
     struct kr_audit_topic *t;
     size_t i, k, free_slot = SIZE_MAX;
     uint32_t h = 0;
+    bool cut = longer || len > KR_AUDIT_NAME_MAX;
 
+    if (cut) {
+        len = str_cut(name, len < KR_AUDIT_NAME_MAX ? len
+                                                    : KR_AUDIT_NAME_MAX);
+    }
     if (r->slots == NULL) {
         for (i = 0; i < r->ntopics; i++) {
             t = &r->topics[i];
             r->probes++;
-            if (t->len == len && memcmp(t->name, name, len) == 0) {
+            if (t->len == len && t->cut == cut &&
+                memcmp(t->name, name, len) == 0) {
                 return t;
             }
         }
@@ -734,7 +783,7 @@ topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
                 break;
             }
             t = &r->topics[sl->idx - 1];
-            if (sl->hash == h && t->len == len &&
+            if (sl->hash == h && t->len == len && t->cut == cut &&
                 memcmp(t->name, name, len) == 0) {
                 return t;
             }
@@ -767,6 +816,7 @@ topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
     }
     memcpy(t->name, name, len);
     t->len = len;
+    t->cut = cut;
     t->partitions = 0;
     t->records = -1;
     t->bytes = -1;
@@ -797,7 +847,7 @@ static bool
 capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
 {
     struct kr_audit_req *r = arg;
-    struct kr_audit_topic *t = topic_entry(r, topic, len, true);
+    struct kr_audit_topic *t = topic_entry(r, topic, len, false, true);
 
     if (t != NULL) {
         t->partitions += partitions;
@@ -818,7 +868,7 @@ kr_audit_req_free(struct kr_audit_req *r)
     }
     free(r->topics);
     free(r->slots);
-    free(r->client_id);
+    free(r->client_id.p);
     free(r->txn_id.p);
     free(r->group_id.p);
     free(r->member_id.p);
@@ -827,7 +877,8 @@ kr_audit_req_free(struct kr_audit_req *r)
     free(r);
 }
 
-/* Keep string value v (non-null, present) in *out; false on ENOMEM. */
+/* Keep string value v (non-null, present) in *out, cut to
+   KR_AUDIT_STR_MAX; false on ENOMEM. */
 static bool
 keep_str(const struct kr_val *v, struct kr_audit_str *out)
 {
@@ -838,6 +889,10 @@ keep_str(const struct kr_val *v, struct kr_audit_str *out)
         return true;
     }
     n = (size_t)v->u.s.len;
+    if (n > KR_AUDIT_STR_MAX) {
+        n = str_cut((const char *)v->u.s.p, KR_AUDIT_STR_MAX);
+        out->cut = true;
+    }
     out->p = malloc(n + 1);
     if (out->p == NULL) {
         return false;
@@ -970,7 +1025,7 @@ capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
 
         if (topics->u.arr->items[t].is_null ||
             !topic_name(tn, map, idbuf, &name, &len) ||
-            (e = topic_entry(r, name, len, false)) == NULL) {
+            (e = topic_entry(r, name, len, false, false)) == NULL) {
             continue;
         }
         if (e->bytes < 0) {
@@ -1018,18 +1073,9 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_rbuf *payload,
               : NULL;
     if (cid != NULL && cid->present) {
         r->has_client_id = true;
-        if (!cid->is_null && cid->u.s.len >= 0 &&
-            (cid->u.s.p != NULL || cid->u.s.len == 0)) {
-            r->client_id_len = (size_t)cid->u.s.len;
-            r->client_id = malloc(r->client_id_len + 1);
-            if (r->client_id == NULL) {
-                kr_audit_req_free(r);
-                return NULL;
-            }
-            if (r->client_id_len > 0) {
-                memcpy(r->client_id, cid->u.s.p, r->client_id_len);
-            }
-            r->client_id[r->client_id_len] = '\0';
+        if (!keep_str(cid, &r->client_id)) {
+            kr_audit_req_free(r);
+            return NULL;
         }
     }
     kr_topics_each(req, map, capture_topic, r);
@@ -1077,11 +1123,12 @@ rsp_seen(struct kr_audit_req *r)
     }
 }
 
-/* The entry of a topic the response names (added when new), or NULL. */
+/* The entry of a topic the response names (added when new), or NULL;
+   longer: see topic_entry. */
 static struct kr_audit_topic *
-rsp_topic(struct kr_audit_req *r, const char *name, size_t len)
+rsp_topic(struct kr_audit_req *r, const char *name, size_t len, bool longer)
 {
-    struct kr_audit_topic *t = topic_entry(r, name, len, true);
+    struct kr_audit_topic *t = topic_entry(r, name, len, longer, true);
 
     r->failed = false;              /* the line goes on without it */
     if (t != NULL && t->bytes < 0) {
@@ -1114,7 +1161,7 @@ kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
 
         if (resp->u.arr->items[t].is_null ||
             !topic_name(tn, map, idbuf, &name, &len) ||
-            (e = rsp_topic(r, name, len)) == NULL) {
+            (e = rsp_topic(r, name, len, false)) == NULL) {
             continue;
         }
         parts = kr_node_get_id(tn, KR_FIELD_PARTITIONS);
@@ -1170,8 +1217,9 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
         if (val < 0) {
             break;                      /* a null name names nothing */
         }
-        /* a name longer than the scanner keeps is cut there */
-        t = rsp_topic(r, p != NULL ? (const char *)p : "", n);
+        /* a name longer than the scanner keeps is cut (topic_entry) */
+        t = rsp_topic(r, p != NULL ? (const char *)p : "", n,
+                      val > (int64_t)n);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
     case KR_SCAN_TOPIC_ID: {
@@ -1186,7 +1234,7 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
             kr_uuid_format(p, idbuf);
             name = idbuf;
         }
-        t = rsp_topic(r, name, strlen(name));
+        t = rsp_topic(r, name, strlen(name), false);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
     }
@@ -1303,6 +1351,14 @@ errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
 /* Bytes reserved up front: most lines fit (one allocation a line). */
 #define KR_AUDIT_LINE_GUESS 500
 
+/*
+ * Bytes of topic entries a line holds at most: with the strings cut
+ * (KR_AUDIT_NAME_MAX, KR_AUDIT_STR_MAX), a line without bodies stays
+ * near 1 MiB, which the default queue (4 MiB) takes; 4096 topics of
+ * Kafka's longest names (249 bytes) take 1.2 MB.
+ */
+#define KR_AUDIT_TOPICS_BYTES (1u << 20)
+
 /* key: v, when v is not NULL. */
 static void
 set_str(struct kr_jsonw *w, const char *key, const char *v)
@@ -1312,13 +1368,34 @@ set_str(struct kr_jsonw *w, const char *key, const char *v)
     }
 }
 
-/* key: the kept string v, when there is one. */
+/* key: the kept string v, when there is one, then "<key>_truncated":
+   true when it was cut (audit_keys.py knows both keys). */
 static void
 set_kept(struct kr_jsonw *w, const char *key, const struct kr_audit_str *v)
 {
-    if (v->p != NULL) {
-        kr_jsonw_kstr(w, key, v->p, v->len);
+    char tkey[64];
+
+    if (v->p == NULL) {
+        return;
     }
+    kr_jsonw_kstr(w, key, v->p, v->len);
+    if (v->cut) {
+        snprintf(tkey, sizeof(tkey), "%s_truncated", key);
+        kr_jsonw_kbool(w, tkey, true);
+    }
+}
+
+/* A string the session gives (p, len bytes), cut as keep_str cuts. */
+static struct kr_audit_str
+given_str(const char *p, size_t len)
+{
+    struct kr_audit_str v = { (char *)p, len, false };
+
+    if (p != NULL && len > KR_AUDIT_STR_MAX) {
+        v.len = str_cut(p, KR_AUDIT_STR_MAX);
+        v.cut = true;
+    }
+    return v;
 }
 
 /* A topic entry's string and integer members. */
@@ -1332,6 +1409,12 @@ static void
 tset_int(struct kr_jsonw *w, const char *key, int64_t v)
 {
     kr_jsonw_kint(w, key, v);
+}
+
+static void
+tset_bool(struct kr_jsonw *w, const char *key, bool v)
+{
+    kr_jsonw_kbool(w, key, v);
 }
 
 /* time, type, and who and where up to the client's address and port, the
@@ -1385,18 +1468,29 @@ request_facts(struct kr_jsonw *w, const struct kr_audit_req *req)
     set_kept(w, "member_id", &req->member_id);
 }
 
-static void
+/*
+ * The topics' entries; false when they passed KR_AUDIT_TOPICS_BYTES of
+ * the line and the rest were left out.
+ */
+static bool
 topics_put(struct kr_jsonw *w, const struct kr_audit_req *req)
 {
-    size_t i;
+    size_t i, start = w->len;
 
     kr_jsonw_key(w, "topics");
     kr_jsonw_arr_open(w);
     for (i = 0; req != NULL && i < req->ntopics; i++) {
         const struct kr_audit_topic *t = &req->topics[i];
 
+        if (w->len - start > KR_AUDIT_TOPICS_BYTES) {
+            kr_jsonw_arr_close(w);
+            return false;
+        }
         kr_jsonw_obj_open(w);
         tset_str(w, "name", t->name, t->len);
+        if (t->cut) {
+            tset_bool(w, "name_truncated", true);
+        }
         tset_int(w, "partitions", t->partitions);
         if (t->records >= 0) {
             tset_int(w, "records", t->records);
@@ -1407,6 +1501,7 @@ topics_put(struct kr_jsonw *w, const struct kr_audit_req *req)
         kr_jsonw_obj_close(w);
     }
     kr_jsonw_arr_close(w);
+    return true;
 }
 
 /* The line of w, handed over (NULL when it failed: ENOMEM); w is freed. */
@@ -1426,7 +1521,8 @@ kr_audit_format(const struct kr_audit_info *info,
 {
     const struct kr_api_desc *api;
     struct kr_jsonw w;
-    bool has_rsp;
+    struct kr_audit_str cid;
+    bool has_rsp, all_topics;
     size_t i;
 
     if (info == NULL) {
@@ -1437,14 +1533,15 @@ kr_audit_format(const struct kr_audit_info *info,
     kr_jsonw_obj_open(&w);
     peer_head(&w, info->time_us, "request", &info->peer);
     if (info->client_id != NULL) {
-        kr_jsonw_kstr(&w, "client_id", info->client_id,
-                      info->client_id_len > 0 ? info->client_id_len
-                                              : strlen(info->client_id));
+        cid = given_str(info->client_id,
+                        info->client_id_len > 0 ? info->client_id_len
+                                                : strlen(info->client_id));
+        set_kept(&w, "client_id", &cid);
     } else if (req != NULL && req->has_client_id) {
-        kr_jsonw_key(&w, "client_id");
-        if (req->client_id != NULL) {
-            kr_jsonw_str(&w, req->client_id, req->client_id_len);
+        if (req->client_id.p != NULL) {
+            set_kept(&w, "client_id", &req->client_id);
         } else {
+            kr_jsonw_key(&w, "client_id");
             kr_jsonw_null(&w);
         }
     }
@@ -1467,8 +1564,8 @@ kr_audit_format(const struct kr_audit_info *info,
     }
     kr_jsonw_kint(&w, "total_us", info->total_us);
     request_facts(&w, req);
-    topics_put(&w, req);
-    if (req != NULL && req->truncated) {
+    all_topics = topics_put(&w, req);
+    if ((req != NULL && req->truncated) || !all_topics) {
         kr_jsonw_kbool(&w, "topics_truncated", true);
     }
     /* a response that came but was not decoded nor scanned: its errors
@@ -1519,6 +1616,7 @@ kr_audit_format(const struct kr_audit_info *info,
 char *
 kr_audit_format_conn(const struct kr_audit_conn *c)
 {
+    struct kr_audit_str cid;
     struct kr_jsonw w;
 
     if (c == NULL || c->event == NULL) {
@@ -1528,7 +1626,10 @@ kr_audit_format_conn(const struct kr_audit_conn *c)
     (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
     kr_jsonw_obj_open(&w);
     peer_head(&w, c->time_us, "connection", &c->peer);
-    set_str(&w, "client_id", c->client_id);
+    if (c->client_id != NULL) {
+        cid = given_str(c->client_id, strlen(c->client_id));
+        set_kept(&w, "client_id", &cid);
+    }
     peer_tail(&w, &c->peer);
     set_str(&w, "event", c->event);
     if (c->cause != NULL) {
@@ -1542,4 +1643,66 @@ kr_audit_format_conn(const struct kr_audit_conn *c)
     }
     kr_jsonw_obj_close(&w);
     return take_line(&w);
+}
+
+/*
+ * The value of top-level key at the first `,"key":` of line: within a
+ * JSON string every '"' is escaped, so that text is a key; bodies come
+ * last, after the keys looked for here.  The letters (quoted) or the
+ * digits that follow, at most max, into out (max + 1 bytes); their
+ * count.
+ */
+static size_t
+about_value(const char *line, const char *key, bool quoted, char *out,
+            size_t max)
+{
+    char pat[32];
+    const char *p;
+    size_t n = 0;
+
+    snprintf(pat, sizeof(pat), ",\"%s\":%s", key, quoted ? "\"" : "");
+    p = strstr(line, pat);
+    if (p == NULL) {
+        return 0;
+    }
+    for (p += strlen(pat); n < max; p++) {
+        char c = *p;
+
+        if (!(quoted ? (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                     : (c >= '0' && c <= '9') || (c == '-' && n == 0))) {
+            break;
+        }
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+void
+kr_audit_line_about(const char *line, char *out, size_t len)
+{
+    char api[48], event[16], cid[16];
+    size_t n;
+
+    if (out == NULL || len == 0) {
+        return;
+    }
+    if (line == NULL) {
+        snprintf(out, len, "an audit line");
+        return;
+    }
+    n = strlen(line);
+    if (about_value(line, "api", true, api, sizeof(api) - 1) > 0) {
+        if (about_value(line, "correlation_id", false, cid,
+                        sizeof(cid) - 1) == 0) {
+            snprintf(cid, sizeof(cid), "?");
+        }
+        snprintf(out, len, "the %s request line (correlation_id %s, %zu "
+                 "bytes)", api, cid, n);
+    } else if (about_value(line, "event", true, event,
+                           sizeof(event) - 1) > 0) {
+        snprintf(out, len, "the connection %s line (%zu bytes)", event, n);
+    } else {
+        snprintf(out, len, "an audit line (%zu bytes)", n);
+    }
 }

@@ -896,6 +896,205 @@ START_TEST(test_many_topics)
 }
 END_TEST
 
+/* ---- long strings -------------------------------------------------------- */
+
+/* n copies of the JSON text unit (e.g. "\\u0001", "é") at out; returns
+   the text's end. */
+static char *
+ls_rep(char *out, const char *unit, size_t n)
+{
+    size_t k = strlen(unit);
+
+    while (n-- > 0) {
+        memcpy(out, unit, k);
+        out += k;
+    }
+    *out = '\0';
+    return out;
+}
+
+/* How many times needle occurs in hay. */
+static size_t
+ls_count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle)) {
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Strings from the wire are cut (doc/audit.md, Format): ClientId,
+ * TransactionalId after 1024 bytes on a UTF-8 boundary, topic names after
+ * 255, each with its "_truncated" key; names cut alike are one entry,
+ * also when one comes cut from the scanner; topic entries stop at 1 MiB
+ * of line (topics_truncated).  A request of 22 topics whose 32767-byte
+ * names are control bytes (6 bytes each in JSON) made a 4.3 MB line,
+ * which the sink's default queue dropped whole.
+ */
+START_TEST(test_long_strings)
+{
+    size_t cap = 8u << 20, len, i;
+    char *text = malloc(cap), *o, *line, name255[256];
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    json_t *j, *t;
+    const char *cid;
+
+    ck_assert_ptr_nonnull(text);
+    /* ClientId "a" + 1000 "é" (2 bytes each): cut at 1023, not inside
+       a character; TransactionalId of 1024 bytes: as is; two topic names
+       of 300 control bytes alike in their first 255 (one entry), one of
+       255 (not cut: an entry of its own), one of 32767 */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 0, "
+                       "\"RequestApiVersion\": 9, \"CorrelationId\": 4, "
+                       "\"ClientId\": \"a");
+    o = ls_rep(o, "\u00e9", 1000);
+    o += sprintf(o, "\"}, \"body\": {\"TransactionalId\": \"");
+    o = ls_rep(o, "t", 1024);
+    o += sprintf(o, "\", \"Acks\": 1, \"TimeoutMs\": 1, \"TopicData\": [");
+    for (i = 0; i < 4; i++) {
+        o += sprintf(o, "%s{\"Name\": \"", i ? ", " : "");
+        o = ls_rep(o, "\\u0001", i == 3 ? 32766 : 255);
+        if (i < 2) {
+            o += sprintf(o, "%s", i == 0 ? "x-first-after-255" : "y-other");
+        } else if (i == 3) {
+            o += sprintf(o, "z");
+        }
+        o += sprintf(o, "\", \"PartitionData\": [{\"Index\": 0, "
+                     "\"Records\": null}]}");
+    }
+    sprintf(o, "]}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 0;
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_uint_lt(strlen(line), 8192);
+    j = jload(line);
+    cid = jget_str(j, "client_id");
+    ck_assert_uint_eq(strlen(cid), 1023);
+    ck_assert(strncmp(cid, "a\xc3\xa9", 3) == 0 &&
+              strcmp(cid + 1021, "\xc3\xa9") == 0);
+    ck_assert(json_is_true(json_object_get(j, "client_id_truncated")));
+    ck_assert_uint_eq(strlen(jget_str(j, "transactional_id")), 1024);
+    ck_assert_ptr_null(json_object_get(j, "transactional_id_truncated"));
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 2);
+    /* the three long names are one entry; the 255-byte one is another */
+    t = jtopic(j, 0);
+    ck_assert_uint_eq(strlen(jget_str(t, "name")), 255);
+    ck_assert(json_is_true(json_object_get(t, "name_truncated")));
+    ck_assert_int_eq(jint(t, "partitions"), 3);
+    t = jtopic(j, 1);
+    ck_assert_uint_eq(strlen(jget_str(t, "name")), 255);
+    ck_assert_ptr_null(json_object_get(t, "name_truncated"));
+    ck_assert_int_eq(jint(t, "partitions"), 1);
+    json_decref(j);
+    ck_assert_uint_eq(ls_count(line, "\\u0001"), 2 * 255);
+    /* where doc/audit.md puts it: right after its key */
+    ck_assert(strstr(line, "\xc3\xa9\",\"client_id_truncated\":true,"
+                     "\"api\":") != NULL);
+    free(line);
+    /* the scanner gives a name's first 255 bytes and its length: the
+       same entry as the request's cut name */
+    memset(name255, 1, 255);
+    kr_audit_scan_start(&as, r, NULL);
+    kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name255, 255,
+                        300);
+    kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 7);
+    kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name255, 255,
+                        255);
+    kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 5);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    j = jload(line);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 2);
+    ck_assert_int_eq(jint(jtopic(j, 0), "record_bytes"), 7);
+    ck_assert_int_eq(jint(jtopic(j, 1), "record_bytes"), 5);
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* 4096 topics of 255 control bytes: 6 MB of entries; the line stops
+       them at 1 MiB */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 3, "
+                       "\"RequestApiVersion\": 4, \"CorrelationId\": 2, "
+                       "\"ClientId\": \"m\"}, \"body\": {\"Topics\": [");
+    for (i = 0; i < 4096; i++) {
+        o += sprintf(o, "%s{\"Name\": \"%04zu", i ? ", " : "", i);
+        o = ls_rep(o, "\\u0001", 251);
+        o += sprintf(o, "\"}");
+        ck_assert_uint_lt((size_t)(o - text), cap - 64);
+    }
+    sprintf(o, "], \"AllowAutoTopicCreation\": false}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    len = strlen(line);
+    ck_assert_msg(len > (1u << 20) && len < (1u << 20) + 4096, "%zu", len);
+    j = jload(line);
+    ck_assert(json_is_true(json_object_get(j, "topics_truncated")));
+    i = json_array_size(json_object_get(j, "topics"));
+    ck_assert_msg(i > 600 && i < 4096, "%zu topics", i);
+    snprintf(name255, sizeof(name255), "%04zu", i - 1);
+    ck_assert(strncmp(jget_str(jtopic(j, i - 1), "name"), name255, 4) == 0);
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+    free(text);
+}
+END_TEST
+
+/* What a line is about, for the log when it cannot be queued: the API,
+   the CorrelationId, the event; never a string the client chose. */
+START_TEST(test_line_about)
+{
+    struct kr_audit_info info;
+    struct kr_audit_conn cl;
+    struct kr_msg req;
+    char out[128], tiny[8], num[24], *line;
+
+    build("{\"header\": {\"RequestApiKey\": 3, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": -5, \"ClientId\": \"x,\\\"api\\\":\\\"Evil\"},"
+          " \"body\": {\"Topics\": [{\"Name\": \",\\\"event\\\":\\\"x\"}],"
+          " \"AllowAutoTopicCreation\": false}}", &req);
+    base_info(&info, &req);
+    info.client_id = "x,\"api\":\"Evil";
+    line = kr_audit_format(&info, NULL, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    kr_audit_line_about(line, out, sizeof(out));
+    snprintf(num, sizeof(num), "%zu", strlen(line));
+    ck_assert_msg(strncmp(out, "the Metadata request line (correlation_id "
+                          "-5, ", 44) == 0 && strstr(out, num) != NULL,
+                  "%s", out);
+    kr_audit_line_about(line, tiny, sizeof(tiny));
+    ck_assert_str_eq(tiny, "the Met");
+    free(line);
+    memset(&cl, 0, sizeof(cl));
+    cl.event = "close";
+    cl.client_id = ",\"event\":\"open";
+    line = kr_audit_format_conn(&cl);
+    ck_assert_ptr_nonnull(line);
+    kr_audit_line_about(line, out, sizeof(out));
+    snprintf(num, sizeof(num), "%zu", strlen(line));
+    ck_assert_msg(strncmp(out, "the connection close line (", 27) == 0 &&
+                  strstr(out, num) != NULL, "%s", out);
+    free(line);
+    kr_audit_line_about("{\"x\":1}", out, sizeof(out));
+    ck_assert_str_eq(out, "an audit line (7 bytes)");
+    kr_audit_line_about(NULL, out, sizeof(out));
+    ck_assert_str_eq(out, "an audit line");
+}
+END_TEST
+
 /* ---- the schema: doc/audit.md -------------------------------------------- */
 
 /* The keys doc/audit.md lists ("| `key` |" rows), '\n'-separated, each
@@ -991,7 +1190,7 @@ collect_keys(const char *line, const char *doc, char *seen, size_t cap)
  */
 START_TEST(test_doc_keys)
 {
-    char *doc = doc_keys(), *seen = calloc(1, 8192), *line, *text, *b3;
+    char *doc = doc_keys(), *seen = calloc(1, 8192), *line, *text, *b3, *o;
     char ftext[4096];
     struct kr_audit_info info;
     struct kr_audit_conn cl;
@@ -1044,6 +1243,36 @@ START_TEST(test_doc_keys)
           " \"RebalanceTimeoutMs\": 1, \"MemberId\": \"m\","
           " \"GroupInstanceId\": null, \"ProtocolType\": \"consumer\","
           " \"Protocols\": []}}", &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* strings cut: every "_truncated" key */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 0, "
+                       "\"RequestApiVersion\": 9, \"CorrelationId\": 4, "
+                       "\"ClientId\": \"");
+    o = ls_rep(o, "c", 1025);
+    o += sprintf(o, "\"}, \"body\": {\"TransactionalId\": \"");
+    o = ls_rep(o, "t", 1025);
+    o += sprintf(o, "\", \"Acks\": 1, \"TimeoutMs\": 1, \"TopicData\": "
+                 "[{\"Name\": \"");
+    o = ls_rep(o, "n", 256);
+    sprintf(o, "\", \"PartitionData\": []}]}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 12, "
+                       "\"RequestApiVersion\": 4, \"CorrelationId\": 1, "
+                       "\"ClientId\": \"c\"}, \"body\": {\"GroupId\": \"");
+    o = ls_rep(o, "g", 1025);
+    o += sprintf(o, "\", \"GenerationId\": 1, \"MemberId\": \"");
+    o = ls_rep(o, "m", 1025);
+    sprintf(o, "\", \"GroupInstanceId\": null}}");
+    build(text, &req);
     r = kr_audit_capture(&req, NULL, NULL, false);
     line = kr_audit_format(&info, r, NULL, false);
     collect_keys(line, doc, seen, 8192);
@@ -1824,6 +2053,8 @@ audit_suite(void)
     tcase_add_test(tc, test_group_ids);
     tcase_add_test(tc, test_fetch_bytes);
     tcase_add_test(tc, test_many_topics);
+    tcase_add_test(tc, test_long_strings);
+    tcase_add_test(tc, test_line_about);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(tr, setup, teardown);
