@@ -15,6 +15,11 @@
  * fd 1 (under systemd: the journal), never closed nor reopened; whatever
  * else the process prints to stdout could interleave with them (krelay
  * itself prints there only --demo's banner, before any client connects).
+ * A target that is full and non-blocking (fd 1 a pipe another process
+ * made O_NONBLOCK: EAGAIN) is waited for with poll(2), never counted as
+ * failed, so no line is lost or cut in two; when the sink closes, the
+ * wait lasts at most about a second more, then the rest is counted as
+ * dropped.
  * Every sink function is thread-safe: several worker threads may write to
  * one sink.
  *

@@ -7,7 +7,8 @@
  * contents into its own buffer of the same size (so producers get the
  * space back at once), then writes that buffer with write(2) (a file, or
  * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
- * fd 1 is never closed nor reopened.  A file is reopened when
+ * fd 1 is never closed nor reopened; a full non-blocking target is
+ * waited for (audit_wait_writable).  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
  * every 100 ms); a failed reopen keeps the old descriptor.  The writer
  * blocks every signal, so SIGHUP and friends go to the event loops.
@@ -28,6 +29,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -56,6 +58,15 @@
  */
 #define KR_AUDIT_LINGER_MS 10
 #define KR_AUDIT_WAKE_BYTES (256u << 10)
+
+/*
+ * A target that takes no more bytes for now (fd 1 a full pipe that
+ * another process made non-blocking: EAGAIN) is waited for, however long,
+ * while krelay runs (producers drop lines once the queue is full); once
+ * the sink is closing, for at most this long more, then the rest is
+ * counted as lost.
+ */
+#define KR_AUDIT_STOP_GRACE_MS 1000
 
 /* What the sink's writer thread is doing (under its mutex). */
 enum kr_audit_wstate {
@@ -91,6 +102,8 @@ struct kr_audit {
     int fd;                       /* file target; 1 for stdout */
     char *path;                   /* the target as given */
     atomic_int reopen;
+    int64_t giveup_ms;            /* writer: closing, stop waiting for a
+                                     full target then (0: not yet) */
     _Atomic uint64_t dropped;
     _Atomic uint64_t written;
 };
@@ -119,6 +132,53 @@ audit_do_reopen(struct kr_audit *au)
     au->fd = fd;
 }
 
+/* Milliseconds on the monotonic clock. */
+static int64_t
+audit_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait until au->fd takes bytes again after EAGAIN (see
+ * KR_AUDIT_STOP_GRACE_MS; au->giveup_ms is set when closing is first
+ * seen, for every batch left).  true: write again; false: give
+ * up (closing and the grace is over, or poll failed).
+ */
+static bool
+audit_wait_writable(struct kr_audit *au)
+{
+    struct pollfd pfd;
+
+    for (;;) {
+        bool stop;
+        int r;
+
+        if (au->giveup_ms != 0 && audit_now_ms() >= au->giveup_ms) {
+            return false;
+        }
+        pfd.fd = au->fd;
+        pfd.events = POLLOUT;
+        pfd.revents = 0;
+        r = poll(&pfd, 1, 100);
+        if (r > 0) {
+            return true;            /* writable, or an error write reports */
+        }
+        if (r < 0 && errno != EINTR) {
+            return false;
+        }
+        pthread_mutex_lock(&au->mu);
+        stop = au->stop;
+        pthread_mutex_unlock(&au->mu);
+        if (stop && au->giveup_ms == 0) {
+            au->giveup_ms = audit_now_ms() + KR_AUDIT_STOP_GRACE_MS;
+        }
+    }
+}
+
 /* Write out[0..len) (nlines lines) to the target. */
 static void
 audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
@@ -143,6 +203,12 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
         if (w < 0 && errno == EINTR) {
             continue;
         }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (audit_wait_writable(au)) {
+                continue;
+            }
+            errno = EAGAIN;
+        }
         if (w <= 0) {
             uint64_t lost = 0;
             size_t i;
@@ -152,7 +218,9 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
             }
             kr_log_rl(KR_LOG_ERROR, "audit: write to %s failed: %s; %llu "
                       "lines lost", au->path,
-                      w < 0 ? strerror(errno) : "no progress",
+                      w == 0            ? "no progress"
+                      : errno == EAGAIN ? "not writable while closing"
+                                        : strerror(errno),
                       (unsigned long long)lost);
             atomic_fetch_add(&au->dropped, lost);
             atomic_fetch_add(&au->written, nlines - lost);

@@ -1813,6 +1813,103 @@ START_TEST(test_sink_stdout)
 }
 END_TEST
 
+/* The reading end of a pipe, read slowly by a thread into a buffer. */
+struct slow_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *
+slow_read(void *arg)
+{
+    struct slow_reader *sr = arg;
+    ssize_t n;
+
+    for (;;) {
+        struct timespec pause = { 0, 2 * 1000 * 1000 };
+
+        if (sr->len == sr->cap) {
+            break;
+        }
+        n = read(sr->fd, sr->buf + sr->len,
+                 sr->cap - sr->len < 4096 ? sr->cap - sr->len : 4096);
+        if (n <= 0) {
+            break;
+        }
+        sr->len += (size_t)n;
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/*
+ * Target "stdout" when fd 1 is a non-blocking pipe (a parent made it so)
+ * that fills up: the writer waits for the reader instead of losing the
+ * rest of a batch (and cutting a line in two); once closing, it waits a
+ * bounded time, then counts what it could not write as lost.
+ */
+START_TEST(test_sink_stdout_nonblock)
+{
+    enum { NLINES = 3000 };
+    struct slow_reader sr;
+    struct kr_audit *au;
+    char err[256], line[128];
+    int p[2], saved;
+    pthread_t th;
+    size_t i, off;
+
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK),
+                     0);
+    fflush(stdout);
+    saved = dup(STDOUT_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    close(p[1]);
+    au = kr_audit_open("stdout", 1u << 20, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    /* 3000 lines of 100 bytes: 300 KB, more than a pipe holds (64 KiB) */
+    memset(&sr, 0, sizeof(sr));
+    sr.fd = p[0];
+    sr.cap = (size_t)NLINES * 101;
+    sr.buf = malloc(sr.cap);
+    ck_assert_ptr_nonnull(sr.buf);
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &sr), 0);
+    for (i = 0; i < NLINES; i++) {
+        snprintf(line, sizeof(line), "{\"n\":%06zu,\"pad\":\"%-79s\"}", i,
+                 "x");
+        ck_assert_uint_eq(strlen(line), 100);
+        ck_assert(kr_audit_write(au, line, 100));
+    }
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_dropped(au), 0);
+    ck_assert_uint_eq(kr_audit_written(au), NLINES);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(sr.len, (size_t)NLINES * 101);
+    for (i = 0, off = 0; i < NLINES; i++, off += 101) {
+        char want[16];
+
+        snprintf(want, sizeof(want), "{\"n\":%06zu,", i);
+        ck_assert_msg(memcmp(sr.buf + off, want, strlen(want)) == 0 &&
+                      sr.buf[off + 100] == '\n', "line %zu: %.101s", i,
+                      sr.buf + off);
+    }
+    /* nobody reads any more: closing gives up after a while, and counts
+       the lines it could not write */
+    for (i = 0; i < NLINES; i++) {
+        snprintf(line, sizeof(line), "{\"n\":%06zu,\"pad\":\"%-79s\"}", i,
+                 "y");
+        ck_assert(kr_audit_write(au, line, 100));
+    }
+    kr_audit_close(au);
+    ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    close(p[0]);
+    free(sr.buf);
+}
+END_TEST
+
 START_TEST(test_sink_drops)
 {
     char path[128], err[256], line[200], buf[4096];
@@ -2072,6 +2169,7 @@ audit_suite(void)
     tcase_add_test(ts, test_sink_close_flushes);
     tcase_add_test(ts, test_sink_reopen);
     tcase_add_test(ts, test_sink_stdout);
+    tcase_add_test(ts, test_sink_stdout_nonblock);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
     tcase_add_test(ts, test_sink_unflushed);
