@@ -563,6 +563,8 @@ struct kr_errcount {
     int16_t code[KR_AUDIT_ERRS_MAX];
     uint64_t n[KR_AUDIT_ERRS_MAX];
     unsigned used;
+    bool more;                    /* codes past the first
+                                     KR_AUDIT_ERRS_MAX were left out */
 };
 
 static void
@@ -580,6 +582,8 @@ err_add(struct kr_errcount *ec, int16_t code)
         ec->code[ec->used] = code;
         ec->n[ec->used] = 1;
         ec->used++;
+    } else {
+        ec->more = true;
     }
 }
 
@@ -1391,17 +1395,20 @@ errors_put(struct kr_jsonw *w, const struct kr_errcount *ec)
     kr_jsonw_obj_close(w);
 }
 
-/* The error codes of a decoded response (NULL: none). */
-static void
+/* The error codes of a decoded response (NULL: none); true when some
+   were left out (more than KR_AUDIT_ERRS_MAX distinct). */
+static bool
 errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
 {
     struct kr_errcount ec;
 
     ec.used = 0;
+    ec.more = false;
     if (rsp != NULL) {
         err_walk(&ec, rsp->body, 0);
     }
     errors_put(w, &ec);
+    return ec.more;
 }
 
 /* ---- lines -------------------------------------------------------------- */
@@ -1590,7 +1597,7 @@ kr_audit_format(const struct kr_audit_info *info,
     const struct kr_api_desc *api;
     struct kr_jsonw w;
     struct kr_audit_str cid;
-    bool has_rsp, all_topics;
+    bool has_rsp, all_topics, errs_more = false;
     size_t i;
 
     if (info == NULL) {
@@ -1641,10 +1648,14 @@ kr_audit_format(const struct kr_audit_info *info,
     kr_jsonw_key(&w, "errors");
     if (rsp == NULL && req != NULL && req->scanned) {
         errors_put(&w, req->serrs);
+        errs_more = req->serrs != NULL && req->serrs->more;
     } else if (rsp == NULL && info->rsp_bytes > 0) {
         kr_jsonw_null(&w);
     } else {
-        errors_rsp(&w, rsp);
+        errs_more = errors_rsp(&w, rsp);
+    }
+    if (errs_more) {
+        kr_jsonw_kbool(&w, "errors_truncated", true);
     }
     kr_jsonw_key(&w, "actions");
     kr_jsonw_arr_open(&w);

@@ -1095,6 +1095,80 @@ START_TEST(test_line_about)
 }
 END_TEST
 
+/* A Produce response (v9) of n partitions of "orders", partition i with
+   ErrorCode i + 1, into text (cap bytes). */
+static void
+errs_rsp_text(char *text, size_t cap, unsigned n)
+{
+    size_t off;
+    unsigned i;
+
+    off = (size_t)snprintf(text, cap, "{\"apiKey\": 0, \"apiVersion\": 9, "
+                           "\"header\": {\"CorrelationId\": 17}, \"body\": "
+                           "{\"ThrottleTimeMs\": 0, \"Responses\": [{\"Name\":"
+                           " \"orders\", \"PartitionResponses\": [");
+    for (i = 0; i < n; i++) {
+        off += (size_t)snprintf(text + off, cap - off,
+                                "%s{\"Index\": %u, \"ErrorCode\": %u, "
+                                "\"BaseOffset\": -1}", i ? ", " : "", i,
+                                i + 1);
+        ck_assert_uint_lt(off, cap - 16);
+    }
+    snprintf(text + off, cap - off, "]}]}}");
+}
+
+/*
+ * A response with more distinct ErrorCodes than a line counts (64): the
+ * first 64 are counted and errors_truncated says so, from a decoded
+ * response and from a streamed one; with 64 exactly, no flag.
+ */
+START_TEST(test_errors_truncated)
+{
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    char text[16384], *line;
+    unsigned n, i;
+    json_t *j;
+
+    build(produce_req, &req);
+    base_info(&info, &req);
+    for (n = 64; n <= 65; n++) {
+        errs_rsp_text(text, sizeof(text), n);
+        build(text, &rsp);
+        r = kr_audit_capture(&req, NULL, NULL, false);
+        ck_assert_ptr_nonnull(r);
+        line = kr_audit_format(&info, r, &rsp, false);
+        ck_assert_ptr_nonnull(line);
+        j = jload(line);
+        ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 64);
+        ck_assert_int_eq(jint(json_object_get(j, "errors"),
+                              "OFFSET_OUT_OF_RANGE"), 1);
+        ck_assert(json_is_true(json_object_get(j, "errors_truncated")) ==
+                  (n == 65));
+        json_decref(j);
+        free(line);
+        /* the same codes seen by the scanner */
+        kr_audit_scan_start(&as, r, NULL);
+        for (i = 0; i < n; i++) {
+            kr_audit_scan_event(&as, KR_SCAN_ERROR_CODE, NULL, 0, i + 1);
+        }
+        line = kr_audit_format(&info, r, NULL, false);
+        ck_assert_ptr_nonnull(line);
+        j = jload(line);
+        ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 64);
+        ck_assert(json_is_true(json_object_get(j, "errors_truncated")) ==
+                  (n == 65));
+        ck_assert_msg(strstr(line, "},\"errors_truncated\":true,"
+                             "\"actions\":") != NULL || n == 64, "%s", line);
+        json_decref(j);
+        free(line);
+        kr_audit_req_free(r);
+    }
+}
+END_TEST
+
 /* ---- the schema: doc/audit.md -------------------------------------------- */
 
 /* The keys doc/audit.md lists ("| `key` |" rows), '\n'-separated, each
@@ -1275,6 +1349,15 @@ START_TEST(test_doc_keys)
     build(text, &req);
     r = kr_audit_capture(&req, NULL, NULL, false);
     line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* more than 64 distinct ErrorCodes: errors_truncated */
+    build(produce_req, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    errs_rsp_text(text, 200000, 65);
+    build(text, &rsp);
+    line = kr_audit_format(&info, r, &rsp, false);
     collect_keys(line, doc, seen, 8192);
     free(line);
     kr_audit_req_free(r);
@@ -2152,6 +2235,7 @@ audit_suite(void)
     tcase_add_test(tc, test_many_topics);
     tcase_add_test(tc, test_long_strings);
     tcase_add_test(tc, test_line_about);
+    tcase_add_test(tc, test_errors_truncated);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(tr, setup, teardown);
