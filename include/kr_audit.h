@@ -35,7 +35,11 @@
  * (kr_audit_format_conn): who and where, the event, and on close the
  * cause, reason, bytes each way, requests and duration.
  * Strings from the wire that are not valid UTF-8 (possible only with
- * tolerant decoding) have their bytes >= 0x80 written as '?'.
+ * tolerant decoding) have their bytes >= 0x80 written as '?'.  They are
+ * cut (topic names after 255 bytes, other strings after 1024, on a UTF-8
+ * boundary, with a "<key>_truncated" key) and topic entries stop after
+ * 1 MiB, so that a line without bodies stays near 1 MiB whatever the
+ * request (doc/audit.md, Format).
  */
 #ifndef KR_AUDIT_H
 #define KR_AUDIT_H
