@@ -232,9 +232,12 @@ print(json.dumps({"header": {"RequestApiKey": 3, "RequestApiVersion": 1,
         "$KR_BOOTSTRAP" "$top_builddir/krelay-codec" >"$W/big.jsonl" \
         2>"$W/big.log" || kr_fail "raw client failed (big Metadata)"
 grep -q '"CorrelationId": *8' "$W/big.jsonl" || kr_fail "no big Metadata answer"
-kr_wait_for 20 grep -Eq "\[c#[0-9]+\.[0-9]+ 127\.0\.0\.1:[0-9]+ > bootstrap\] audit: the Metadata request line \(correlation_id 8, [0-9]{4,} bytes\) was dropped" \
-    "$W/krelay.log" ||
-    kr_fail "no dropped line logged with its connection and API: $(grep audit "$W/krelay.log" | tail -n 3)"
+drop_re='\[c#[0-9]+\.[0-9]+ 127\.0\.0\.1:[0-9]+ > bootstrap\] audit: '
+drop_re+='the Metadata request line \(correlation_id 8, [0-9]{4,} bytes\) '
+drop_re+='was dropped'
+kr_wait_for 20 grep -Eq "$drop_re" "$W/krelay.log" ||
+    kr_fail "no dropped line logged with its connection and API:" \
+        "$(grep audit "$W/krelay.log" | tail -n 3)"
 sed -i "s#^target = $W/audit.log\$#target = /dev/full#" "$W/krelay.ini"
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 60 grep -q "SIGHUP: reloaded" "$W/krelay.log" ||
