@@ -16,8 +16,13 @@
  * dropped, as syslog(3) would lose them without a word.  Target "stdout"
  * writes the lines to fd 1 (under systemd: the journal), never closed
  * nor reopened; whatever else the process prints to stdout could
- * interleave with them (krelay itself prints there only --demo's banner,
- * before any client connects).
+ * interleave with them (krelay itself prints nothing there: --demo's
+ * banner goes to stderr).
+ * A target that is full and non-blocking (fd 1 a pipe another process
+ * made O_NONBLOCK: EAGAIN) is waited for with poll(2), never counted as
+ * failed, so no line is lost or cut in two; when the sink closes, the
+ * wait lasts at most about a second more, then the rest is counted as
+ * dropped.
  * Every sink function is thread-safe: several worker threads may write to
  * one sink.
  *
@@ -34,7 +39,11 @@
  * (kr_audit_format_conn): who and where, the event, and on close the
  * cause, reason, bytes each way, requests and duration.
  * Strings from the wire that are not valid UTF-8 (possible only with
- * tolerant decoding) have their bytes >= 0x80 written as '?'.
+ * tolerant decoding) have their bytes >= 0x80 written as '?'.  They are
+ * cut (topic names after 255 bytes, other strings after 1024, on a UTF-8
+ * boundary, with a "<key>_truncated" key) and topic entries stop after
+ * 1 MiB, so that a line without bodies stays near 1 MiB whatever the
+ * request (doc/audit.md, Format).
  */
 #ifndef KR_AUDIT_H
 #define KR_AUDIT_H
@@ -162,6 +171,13 @@ struct kr_audit_req *kr_audit_capture(const struct kr_msg *req,
 /* Free a capture (kr_audit_capture); NULL is a no-op. */
 void kr_audit_req_free(struct kr_audit_req *r);
 /*
+ * Topic names compared and index slots visited so far in finding the
+ * entries of r's topics (capture, kr_audit_note_response, the scanner's
+ * events): at most a small constant per topic the request or response
+ * names, whatever the names (tests hold it to that; 0 for NULL).
+ */
+uint64_t kr_audit_req_probes(const struct kr_audit_req *r);
+/*
  * The record bytes a decoded Fetch response returned per topic, into the
  * capture r of its request (record_bytes of doc/audit.md; topics only
  * the response names are added with 0 partitions).  Other APIs, r NULL
@@ -251,6 +267,16 @@ struct kr_audit_conn {
  * or without an event).  Strings are borrowed.
  */
 char *kr_audit_format_conn(const struct kr_audit_conn *c);
+/*
+ * What line (one kr_audit_format or kr_audit_format_conn wrote) is about,
+ * in a few words for a log message (a line that cannot be queued): "the
+ * Produce request line (correlation_id 7, 4400123 bytes)", "the
+ * connection close line (310 bytes)", "an audit line (N bytes)" when it
+ * says neither.  Never a string from the wire: the API and event names
+ * are krelay's (letters only), the CorrelationId digits.  Into out (len
+ * bytes, NUL-terminated; cut to fit).
+ */
+void kr_audit_line_about(const char *line, char *out, size_t len);
 /*
  * RFC 3339 UTC time with microseconds ("2026-11-30T12:00:00.123456Z")
  * of t_us (µs since the epoch) into out (len bytes, at least 32).

@@ -7,7 +7,8 @@
  * contents into its own buffer of the same size (so producers get the
  * space back at once), then writes that buffer with write(2) (a file, or
  * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
- * fd 1 is never closed nor reopened.  A file is reopened when
+ * fd 1 is never closed nor reopened; a full non-blocking target is
+ * waited for (audit_wait_writable).  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
  * every 100 ms); a failed reopen keeps the old descriptor.  Before each
  * syslog batch the writer looks for the syslog socket (one stat(2),
@@ -32,12 +33,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,6 +62,15 @@
  */
 #define KR_AUDIT_LINGER_MS 10
 #define KR_AUDIT_WAKE_BYTES (256u << 10)
+
+/*
+ * A target that takes no more bytes for now (fd 1 a full pipe that
+ * another process made non-blocking: EAGAIN) is waited for, however long,
+ * while krelay runs (producers drop lines once the queue is full); once
+ * the sink is closing, for at most this long more, then the rest is
+ * counted as lost.
+ */
+#define KR_AUDIT_STOP_GRACE_MS 1000
 
 /* What the sink's writer thread is doing (under its mutex). */
 enum kr_audit_wstate {
@@ -94,6 +106,8 @@ struct kr_audit {
     int fd;                       /* file target; 1 for stdout */
     char *path;                   /* the target as given */
     atomic_int reopen;
+    int64_t giveup_ms;            /* writer: closing, stop waiting for a
+                                     full target then (0: not yet) */
     _Atomic uint64_t dropped;
     _Atomic uint64_t written;
 };
@@ -121,6 +135,53 @@ audit_do_reopen(struct kr_audit *au)
     }
     close(au->fd);
     au->fd = fd;
+}
+
+/* Milliseconds on the monotonic clock. */
+static int64_t
+audit_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Wait until au->fd takes bytes again after EAGAIN (see
+ * KR_AUDIT_STOP_GRACE_MS; au->giveup_ms is set when closing is first
+ * seen, for every batch left).  true: write again; false: give
+ * up (closing and the grace is over, or poll failed).
+ */
+static bool
+audit_wait_writable(struct kr_audit *au)
+{
+    struct pollfd pfd;
+
+    for (;;) {
+        bool stop;
+        int r;
+
+        if (au->giveup_ms != 0 && audit_now_ms() >= au->giveup_ms) {
+            return false;
+        }
+        pfd.fd = au->fd;
+        pfd.events = POLLOUT;
+        pfd.revents = 0;
+        r = poll(&pfd, 1, 100);
+        if (r > 0) {
+            return true;            /* writable, or an error write reports */
+        }
+        if (r < 0 && errno != EINTR) {
+            return false;
+        }
+        pthread_mutex_lock(&au->mu);
+        stop = au->stop;
+        pthread_mutex_unlock(&au->mu);
+        if (stop && au->giveup_ms == 0) {
+            au->giveup_ms = audit_now_ms() + KR_AUDIT_STOP_GRACE_MS;
+        }
+    }
 }
 
 /* Write out[0..len) (nlines lines) to the target. */
@@ -155,6 +216,12 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
         if (w < 0 && errno == EINTR) {
             continue;
         }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (audit_wait_writable(au)) {
+                continue;
+            }
+            errno = EAGAIN;
+        }
         if (w <= 0) {
             uint64_t lost = 0;
             size_t i;
@@ -164,7 +231,9 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
             }
             kr_log_rl(KR_LOG_ERROR, "audit: write to %s failed: %s; %llu "
                       "lines lost", au->path,
-                      w < 0 ? strerror(errno) : "no progress",
+                      w == 0            ? "no progress"
+                      : errno == EAGAIN ? "not writable while closing"
+                                        : strerror(errno),
                       (unsigned long long)lost);
             atomic_fetch_add(&au->dropped, lost);
             atomic_fetch_add(&au->written, nlines - lost);
@@ -476,47 +545,6 @@ kr_audit_time(int64_t t_us, char *out, size_t len)
     out[dlen + 8] = '\0';
 }
 
-/*
- * A JSON string of p[0..len): as is when valid UTF-8, else with every
- * byte >= 0x80 replaced by '?' (a peer's garbage stays one JSON string).
- */
-static json_t *
-jstr(const char *p, size_t len)
-{
-    char *tmp;
-    json_t *j;
-    size_t i;
-
-    if (kr_utf8_valid((const uint8_t *)p, len)) {
-        return json_stringn(p, len);
-    }
-    tmp = malloc(len > 0 ? len : 1);
-    if (tmp == NULL) {
-        return NULL;
-    }
-    for (i = 0; i < len; i++) {
-        tmp[i] = (unsigned char)p[i] >= 0x80 ? '?' : p[i];
-    }
-    j = json_stringn(tmp, len);
-    free(tmp);
-    return j;
-}
-
-/* Set key to v (a new reference, NULL = out of memory); false on failure. */
-static bool
-jset(json_t *o, const char *key, json_t *v)
-{
-    return v != NULL && json_object_set_new(o, key, v) == 0;
-}
-
-/* A topic entry's key (written through tset: doc/audit.md "Entries of
-   topics"; tests/audit_doc.sh reads these calls). */
-static bool
-tset(json_t *t, const char *key, json_t *v)
-{
-    return jset(t, key, v);
-}
-
 /* ---- instance ------------------------------------------------------------ */
 
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
@@ -550,6 +578,8 @@ struct kr_errcount {
     int16_t code[KR_AUDIT_ERRS_MAX];
     uint64_t n[KR_AUDIT_ERRS_MAX];
     unsigned used;
+    bool more;                    /* codes past the first
+                                     KR_AUDIT_ERRS_MAX were left out */
 };
 
 static void
@@ -567,14 +597,53 @@ err_add(struct kr_errcount *ec, int16_t code)
         ec->code[ec->used] = code;
         ec->n[ec->used] = 1;
         ec->used++;
+    } else {
+        ec->more = true;
     }
 }
 
 /* ---- request capture ------------------------------------------------- */
 
+/*
+ * Bytes of a string from the wire that a line keeps: a topic name's
+ * (Kafka allows 249; a streamed response's scanner keeps KR_SCAN_CAP_MAX
+ * bytes of one, and both paths must cut a name alike) and any other's
+ * (ClientId, TransactionalId, GroupId, MemberId: up to 32767 bytes each
+ * on the wire, 6 bytes each in JSON when they are control bytes).  A
+ * longer string is cut on a UTF-8 character boundary, and the line says
+ * so (doc/audit.md: "<key>_truncated"), so that no single string can make
+ * a line too long for the sink's queue.
+ */
+#define KR_AUDIT_NAME_MAX KR_SCAN_CAP_MAX
+#define KR_AUDIT_STR_MAX 1024
+
+/*
+ * The length to keep of a string of which p holds max bytes (at least)
+ * and that is longer than max: max, less the bytes of a UTF-8 character
+ * that would go past it.  Reads p[0..max) only.
+ */
+static size_t
+str_cut(const char *p, size_t max)
+{
+    size_t i = max, back;
+
+    for (back = 0; back < 4 && i > 0; back++) {
+        uint8_t c = (uint8_t)p[--i];
+        size_t need;
+
+        if ((c & 0xc0) == 0x80) {
+            continue;                   /* a continuation byte */
+        }
+        need = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        return i + need > max ? i : max;
+    }
+    return max;                         /* not UTF-8 there: as is */
+}
+
 struct kr_audit_topic {
     char *name;
     size_t len;
+    bool cut;                     /* name cut to KR_AUDIT_NAME_MAX */
     unsigned partitions;
     int64_t records;              /* Produce: records sent, -1: unknown or
                                      not a Produce */
@@ -582,18 +651,23 @@ struct kr_audit_topic {
                                      returned; -1: not known */
 };
 
-/* A string kept from the tree (NUL-terminated copy; NULL: absent). */
+/* A string kept from the tree (NUL-terminated copy, at most
+   KR_AUDIT_STR_MAX bytes; NULL: absent or null). */
 struct kr_audit_str {
     char *p;
     size_t len;
+    bool cut;                     /* the wire's was longer */
 };
 
 struct kr_audit_req {
-    char *client_id;              /* NULL: null or absent */
-    size_t client_id_len;
+    struct kr_audit_str client_id;     /* p NULL: null or absent */
     bool has_client_id;           /* the header has a ClientId field */
     struct kr_audit_topic *topics;
     size_t ntopics, cap;
+    struct kr_audit_slot *slots;  /* the index of topics (see topic_entry);
+                                     NULL while they are few */
+    size_t nslots;                /* a power of two */
+    uint64_t probes;              /* names compared, slots visited */
     bool truncated;               /* more than KR_AUDIT_TOPICS_MAX */
     bool failed;                  /* out of memory while capturing */
     json_t *body;                 /* redacted JSON body, or NULL */
@@ -609,24 +683,204 @@ struct kr_audit_req {
 /* Distinct topics kept per line. */
 #define KR_AUDIT_TOPICS_MAX 4096
 
-/* The entry of topic name (len bytes), added when new and add; NULL when
-   absent, or past the cap, or out of memory (r->failed). */
-static struct kr_audit_topic *
-topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
+/*
+ * Finding a topic's entry.  A request may name a topic many times (a
+ * Produce of 1,000,000 entries fits in 8 MB), so the entry is found in
+ * O(1): up to KR_AUDIT_TOPICS_SCAN topics by comparing each, then through
+ * an index of the kept topics: open addressing with linear probing over
+ * a keyed hash (SipHash-1-3 with a key drawn once per process, so that a
+ * client cannot choose names that collide), at most a quarter full.  A
+ * lookup visits at most KR_AUDIT_PROBES_MAX slots, so no entry costs more
+ * than that many comparisons whatever the names: a new topic that finds
+ * no free slot within them is not kept (topics_truncated), which a
+ * random key makes as likely as never.
+ */
+#define KR_AUDIT_TOPICS_SCAN 8
+#define KR_AUDIT_PROBES_MAX 32
+
+struct kr_audit_slot {
+    uint32_t hash;                /* the name's hash, low 32 bits */
+    uint32_t idx;                 /* topics[idx - 1]; 0: a free slot */
+};
+
+static pthread_once_t sip_once = PTHREAD_ONCE_INIT;
+static uint64_t sip_key[2];
+
+static void
+sip_key_read(void)
 {
-    struct kr_audit_topic *t;
+    struct timespec ts;
+
+    if (getrandom(sip_key, sizeof(sip_key), GRND_NONBLOCK) ==
+        (ssize_t)sizeof(sip_key)) {
+        return;
+    }
+    /* no entropy yet (early boot): weaker, still not the client's to
+       choose */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sip_key[0] = (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^
+                 (uint64_t)getpid();
+    sip_key[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+}
+
+static inline uint64_t
+sip_rotl(uint64_t x, unsigned b)
+{
+    return (x << b) | (x >> (64 - b));
+}
+
+#define KR_SIP_ROUND(v0, v1, v2, v3)                                         \
+    do {                                                                     \
+        v0 += v1;                                                            \
+        v1 = sip_rotl(v1, 13);                                               \
+        v1 ^= v0;                                                            \
+        v0 = sip_rotl(v0, 32);                                               \
+        v2 += v3;                                                            \
+        v3 = sip_rotl(v3, 16);                                               \
+        v3 ^= v2;                                                            \
+        v0 += v3;                                                            \
+        v3 = sip_rotl(v3, 21);                                               \
+        v3 ^= v0;                                                            \
+        v2 += v1;                                                            \
+        v1 = sip_rotl(v1, 17);                                               \
+        v1 ^= v2;                                                            \
+        v2 = sip_rotl(v2, 32);                                               \
+    } while (0)
+
+/* SipHash-1-3 of p[0..len) under the process's key. */
+static uint64_t
+name_hash(const char *p, size_t len)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t v0, v1, v2, v3, m;
+    size_t i, k;
+
+    pthread_once(&sip_once, sip_key_read);
+    v0 = sip_key[0] ^ UINT64_C(0x736f6d6570736575);
+    v1 = sip_key[1] ^ UINT64_C(0x646f72616e646f6d);
+    v2 = sip_key[0] ^ UINT64_C(0x6c7967656e657261);
+    v3 = sip_key[1] ^ UINT64_C(0x7465646279746573);
+    for (i = 0; i + 8 <= len; i += 8) {
+        for (m = 0, k = 0; k < 8; k++) {
+            m |= (uint64_t)b[i + k] << (8 * k);
+        }
+        v3 ^= m;
+        KR_SIP_ROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    for (m = (uint64_t)len << 56, k = 0; i + k < len; k++) {
+        m |= (uint64_t)b[i + k] << (8 * k);
+    }
+    v3 ^= m;
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    v0 ^= m;
+    v2 ^= 0xff;
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    KR_SIP_ROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* Put topics[idx - 1] (hash h) into the index's first free slot from
+   its place (rebuilding: every kept topic finds one, the index being at
+   most a quarter full). */
+static void
+index_put(struct kr_audit_slot *slots, size_t nslots, uint32_t h,
+          uint32_t idx)
+{
+    size_t i = h & (nslots - 1);
+
+    while (slots[i].idx != 0) {
+        i = (i + 1) & (nslots - 1);
+    }
+    slots[i].hash = h;
+    slots[i].idx = idx;
+}
+
+/* The index at nslots slots (at least 4 per kept topic), built anew;
+   false on ENOMEM (r->failed). */
+static bool
+index_build(struct kr_audit_req *r, size_t nslots)
+{
+    struct kr_audit_slot *ns = calloc(nslots, sizeof(*ns));
     size_t i;
 
-    for (i = 0; i < r->ntopics; i++) {
-        t = &r->topics[i];
-        if (t->len == len && memcmp(t->name, name, len) == 0) {
-            return t;
+    if (ns == NULL) {
+        r->failed = true;
+        return false;
+    }
+    if (r->slots != NULL) {
+        for (i = 0; i < r->nslots; i++) {
+            if (r->slots[i].idx != 0) {
+                index_put(ns, nslots, r->slots[i].hash, r->slots[i].idx);
+            }
+        }
+    } else {
+        for (i = 0; i < r->ntopics; i++) {
+            index_put(ns, nslots,
+                      (uint32_t)name_hash(r->topics[i].name,
+                                          r->topics[i].len),
+                      (uint32_t)i + 1);
+        }
+    }
+    free(r->slots);
+    r->slots = ns;
+    r->nslots = nslots;
+    return true;
+}
+
+/*
+ * The entry of topic name (len bytes; longer: the name goes on past them,
+ * a scanner's cut), added when new and add; NULL when absent, or not kept
+ * (past the cap, r->truncated), or out of memory (r->failed).  A name
+ * longer than KR_AUDIT_NAME_MAX is cut (str_cut), and its entry is that
+ * of every name cut alike.  O(1) comparisons (see above).
+ */
+static struct kr_audit_topic *
+topic_entry(struct kr_audit_req *r, const char *name, size_t len,
+            bool longer, bool add)
+{
+    struct kr_audit_topic *t;
+    size_t i, k, free_slot = SIZE_MAX;
+    uint32_t h = 0;
+    bool cut = longer || len > KR_AUDIT_NAME_MAX;
+
+    if (cut) {
+        len = str_cut(name, len < KR_AUDIT_NAME_MAX ? len
+                                                    : KR_AUDIT_NAME_MAX);
+    }
+    if (r->slots == NULL) {
+        for (i = 0; i < r->ntopics; i++) {
+            t = &r->topics[i];
+            r->probes++;
+            if (t->len == len && t->cut == cut &&
+                memcmp(t->name, name, len) == 0) {
+                return t;
+            }
+        }
+    } else {
+        h = (uint32_t)name_hash(name, len);
+        for (k = 0, i = h & (r->nslots - 1); k < KR_AUDIT_PROBES_MAX;
+             k++, i = (i + 1) & (r->nslots - 1)) {
+            const struct kr_audit_slot *sl = &r->slots[i];
+
+            r->probes++;
+            if (sl->idx == 0) {
+                free_slot = i;
+                break;
+            }
+            t = &r->topics[sl->idx - 1];
+            if (sl->hash == h && t->len == len && t->cut == cut &&
+                memcmp(t->name, name, len) == 0) {
+                return t;
+            }
         }
     }
     if (!add) {
         return NULL;
     }
-    if (r->ntopics >= KR_AUDIT_TOPICS_MAX) {
+    if (r->ntopics >= KR_AUDIT_TOPICS_MAX ||
+        (r->slots != NULL && free_slot == SIZE_MAX)) {
         r->truncated = true;
         return NULL;
     }
@@ -649,18 +903,38 @@ topic_entry(struct kr_audit_req *r, const char *name, size_t len, bool add)
     }
     memcpy(t->name, name, len);
     t->len = len;
+    t->cut = cut;
     t->partitions = 0;
     t->records = -1;
     t->bytes = -1;
     r->ntopics++;
+    if (r->slots != NULL) {
+        r->slots[free_slot].hash = h;
+        r->slots[free_slot].idx = (uint32_t)r->ntopics;
+    }
+    /* index the topics once they are many; keep it a quarter full */
+    if ((r->slots == NULL && r->ntopics >= KR_AUDIT_TOPICS_SCAN) ||
+        (r->slots != NULL && r->ntopics * 4 > r->nslots)) {
+        if (!index_build(r, r->slots == NULL ? KR_AUDIT_TOPICS_SCAN * 8
+                                             : r->nslots * 2)) {
+            return NULL;
+        }
+        t = &r->topics[r->ntopics - 1];
+    }
     return t;
+}
+
+uint64_t
+kr_audit_req_probes(const struct kr_audit_req *r)
+{
+    return r != NULL ? r->probes : 0;
 }
 
 static bool
 capture_topic(void *arg, const char *topic, size_t len, unsigned partitions)
 {
     struct kr_audit_req *r = arg;
-    struct kr_audit_topic *t = topic_entry(r, topic, len, true);
+    struct kr_audit_topic *t = topic_entry(r, topic, len, false, true);
 
     if (t != NULL) {
         t->partitions += partitions;
@@ -680,7 +954,8 @@ kr_audit_req_free(struct kr_audit_req *r)
         free(r->topics[i].name);
     }
     free(r->topics);
-    free(r->client_id);
+    free(r->slots);
+    free(r->client_id.p);
     free(r->txn_id.p);
     free(r->group_id.p);
     free(r->member_id.p);
@@ -689,7 +964,8 @@ kr_audit_req_free(struct kr_audit_req *r)
     free(r);
 }
 
-/* Keep string value v (non-null, present) in *out; false on ENOMEM. */
+/* Keep string value v (non-null, present) in *out, cut to
+   KR_AUDIT_STR_MAX; false on ENOMEM. */
 static bool
 keep_str(const struct kr_val *v, struct kr_audit_str *out)
 {
@@ -700,6 +976,10 @@ keep_str(const struct kr_val *v, struct kr_audit_str *out)
         return true;
     }
     n = (size_t)v->u.s.len;
+    if (n > KR_AUDIT_STR_MAX) {
+        n = str_cut((const char *)v->u.s.p, KR_AUDIT_STR_MAX);
+        out->cut = true;
+    }
     out->p = malloc(n + 1);
     if (out->p == NULL) {
         return false;
@@ -844,7 +1124,7 @@ capture_produce(struct kr_audit_req *r, const struct kr_msg *req,
 
         if (topics->u.arr->items[t].is_null ||
             !topic_name(tn, map, idbuf, &name, &len) ||
-            (e = topic_entry(r, name, len, false)) == NULL) {
+            (e = topic_entry(r, name, len, false, false)) == NULL) {
             continue;
         }
         if (e->bytes < 0) {
@@ -892,18 +1172,9 @@ kr_audit_capture(const struct kr_msg *req, const struct kr_rbuf *payload,
               : NULL;
     if (cid != NULL && cid->present) {
         r->has_client_id = true;
-        if (!cid->is_null && cid->u.s.len >= 0 &&
-            (cid->u.s.p != NULL || cid->u.s.len == 0)) {
-            r->client_id_len = (size_t)cid->u.s.len;
-            r->client_id = malloc(r->client_id_len + 1);
-            if (r->client_id == NULL) {
-                kr_audit_req_free(r);
-                return NULL;
-            }
-            if (r->client_id_len > 0) {
-                memcpy(r->client_id, cid->u.s.p, r->client_id_len);
-            }
-            r->client_id[r->client_id_len] = '\0';
+        if (!keep_str(cid, &r->client_id)) {
+            kr_audit_req_free(r);
+            return NULL;
         }
     }
     kr_topics_each(req, map, capture_topic, r);
@@ -952,11 +1223,12 @@ rsp_seen(struct kr_audit_req *r)
     }
 }
 
-/* The entry of a topic the response names (added when new), or NULL. */
+/* The entry of a topic the response names (added when new), or NULL;
+   longer: see topic_entry. */
 static struct kr_audit_topic *
-rsp_topic(struct kr_audit_req *r, const char *name, size_t len)
+rsp_topic(struct kr_audit_req *r, const char *name, size_t len, bool longer)
 {
-    struct kr_audit_topic *t = topic_entry(r, name, len, true);
+    struct kr_audit_topic *t = topic_entry(r, name, len, longer, true);
 
     r->failed = false;              /* the line goes on without it */
     if (t != NULL && t->bytes < 0) {
@@ -989,7 +1261,7 @@ kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
 
         if (resp->u.arr->items[t].is_null ||
             !topic_name(tn, map, idbuf, &name, &len) ||
-            (e = rsp_topic(r, name, len)) == NULL) {
+            (e = rsp_topic(r, name, len, false)) == NULL) {
             continue;
         }
         parts = kr_node_get_id(tn, KR_FIELD_PARTITIONS);
@@ -1045,8 +1317,9 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
         if (val < 0) {
             break;                      /* a null name names nothing */
         }
-        /* a name longer than the scanner keeps is cut there */
-        t = rsp_topic(r, p != NULL ? (const char *)p : "", n);
+        /* a name longer than the scanner keeps is cut (topic_entry) */
+        t = rsp_topic(r, p != NULL ? (const char *)p : "", n,
+                      val > (int64_t)n);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
     case KR_SCAN_TOPIC_ID: {
@@ -1061,7 +1334,7 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
             kr_uuid_format(p, idbuf);
             name = idbuf;
         }
-        t = rsp_topic(r, name, strlen(name));
+        t = rsp_topic(r, name, strlen(name), false);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
     }
@@ -1126,144 +1399,222 @@ cmp_code(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* {"NAME": count, ...} of ec, by code. */
-static json_t *
-errors_obj(const struct kr_errcount *ec)
+/* {"NAME": count, ...} of ec (NULL: none), by code. */
+static void
+errors_put(struct kr_jsonw *w, const struct kr_errcount *ec)
 {
     int16_t sorted[KR_AUDIT_ERRS_MAX];
-    json_t *o = json_object();
     unsigned i, k;
 
-    if (o == NULL || ec == NULL) {
-        return o;
+    kr_jsonw_obj_open(w);
+    if (ec != NULL) {
+        memcpy(sorted, ec->code, ec->used * sizeof(sorted[0]));
+        qsort(sorted, ec->used, sizeof(sorted[0]), cmp_code);
     }
-    memcpy(sorted, ec->code, ec->used * sizeof(sorted[0]));
-    qsort(sorted, ec->used, sizeof(sorted[0]), cmp_code);
-    for (i = 0; i < ec->used; i++) {
+    for (i = 0; ec != NULL && i < ec->used; i++) {
         char buf[KR_KERR_BUFLEN];
-        const char *name = kr_kerr_format(sorted[i], buf, sizeof(buf));
 
         for (k = 0; k < ec->used && ec->code[k] != sorted[i]; k++) {
         }
-        if (!jset(o, name, json_integer((json_int_t)ec->n[k]))) {
-            json_decref(o);
-            return NULL;
-        }
+        /* distinct codes have distinct names: no key twice */
+        kr_jsonw_key(w, kr_kerr_format(sorted[i], buf, sizeof(buf)));
+        kr_jsonw_int(w, (int64_t)ec->n[k]);
     }
-    return o;
+    kr_jsonw_obj_close(w);
 }
 
-static json_t *
-errors_json(const struct kr_msg *rsp)
+/* The error codes of a decoded response (NULL: none); true when some
+   were left out (more than KR_AUDIT_ERRS_MAX distinct). */
+static bool
+errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
 {
     struct kr_errcount ec;
 
-    if (rsp == NULL) {
-        return json_object();
-    }
     ec.used = 0;
-    err_walk(&ec, rsp->body, 0);
-    return errors_obj(&ec);
+    ec.more = false;
+    if (rsp != NULL) {
+        err_walk(&ec, rsp->body, 0);
+    }
+    errors_put(w, &ec);
+    return ec.more;
 }
 
 /* ---- lines -------------------------------------------------------------- */
 
-static char *
-dump_line(json_t *o)
-{
-    /* json_dumps' bytes, written directly: 4x faster (bench_audit) */
-    struct kr_jsonw w;
-    char *s;
+/*
+ * Lines are written in document order with kr_jsonw (no tree): each key
+ * is written once, where the tables of doc/audit.md put it.  The keys of
+ * the line are written by kr_jsonw_k*, set_str and set_kept, those of a
+ * topic entry by tset_* (tests/tools/audit_keys.py reads these calls to
+ * hold the code and doc/audit.md together: keep the key a literal).
+ * Strings from the wire go through kr_jsonw_str (bytes >= 0x80 of a
+ * string that is not valid UTF-8 written as '?').
+ */
 
-    kr_jsonw_init(&w);
-    kr_jsonw_json(&w, o);
-    s = kr_jsonw_take(&w, NULL);
-    json_decref(o);
-    return s;
+/* Bytes reserved up front: most lines fit (one allocation a line). */
+#define KR_AUDIT_LINE_GUESS 500
+
+/*
+ * Bytes of topic entries a line holds at most: with the strings cut
+ * (KR_AUDIT_NAME_MAX, KR_AUDIT_STR_MAX), a line without bodies stays
+ * near 1 MiB, which the default queue (4 MiB) takes; 4096 topics of
+ * Kafka's longest names (249 bytes) take 1.2 MB.
+ */
+#define KR_AUDIT_TOPICS_BYTES (1u << 20)
+
+/* key: v, when v is not NULL. */
+static void
+set_str(struct kr_jsonw *w, const char *key, const char *v)
+{
+    if (v != NULL) {
+        kr_jsonw_kstr(w, key, v, strlen(v));
+    }
 }
 
-static bool
-set_str(json_t *o, const char *key, const char *v)
+/* key: the kept string v, when there is one, then "<key>_truncated":
+   true when it was cut (audit_keys.py knows both keys). */
+static void
+set_kept(struct kr_jsonw *w, const char *key, const struct kr_audit_str *v)
 {
-    return v == NULL || jset(o, key, jstr(v, strlen(v)));
+    char tkey[64];
+
+    if (v->p == NULL) {
+        return;
+    }
+    kr_jsonw_kstr(w, key, v->p, v->len);
+    if (v->cut) {
+        snprintf(tkey, sizeof(tkey), "%s_truncated", key);
+        kr_jsonw_kbool(w, tkey, true);
+    }
+}
+
+/* A string the session gives (p, len bytes), cut as keep_str cuts. */
+static struct kr_audit_str
+given_str(const char *p, size_t len)
+{
+    struct kr_audit_str v = { (char *)p, len, false };
+
+    if (p != NULL && len > KR_AUDIT_STR_MAX) {
+        v.len = str_cut(p, KR_AUDIT_STR_MAX);
+        v.cut = true;
+    }
+    return v;
+}
+
+/* A topic entry's string and integer members. */
+static void
+tset_str(struct kr_jsonw *w, const char *key, const char *p, size_t len)
+{
+    kr_jsonw_kstr(w, key, p, len);
+}
+
+static void
+tset_int(struct kr_jsonw *w, const char *key, int64_t v)
+{
+    kr_jsonw_kint(w, key, v);
+}
+
+static void
+tset_bool(struct kr_jsonw *w, const char *key, bool v)
+{
+    kr_jsonw_kbool(w, key, v);
 }
 
 /* time, type, and who and where up to the client's address and port, the
    route and the upstream (doc/audit.md "Keys of every line"). */
-static bool
-peer_head(json_t *o, int64_t time_us, const char *type,
+static void
+peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
           const struct kr_audit_peer *p)
 {
     char ts[40];
 
     kr_audit_time(time_us, ts, sizeof(ts));
-    return jset(o, "time", json_string(ts)) &&
-           jset(o, "type", json_string(type)) &&
-           set_str(o, "instance", p->instance) &&
-           set_str(o, "conn_id", p->conn_id) &&
-           set_str(o, "listener", p->listener) &&
-           set_str(o, "client_addr", p->client_addr) &&
-           jset(o, "client_port", json_integer(p->client_port)) &&
-           set_str(o, "route", p->route) &&
-           (p->route == NULL || strcmp(p->route, "node") != 0 ||
-            jset(o, "node_id", json_integer(p->node_id))) &&
-           set_str(o, "upstream_addr", p->upstream_addr);
+    kr_jsonw_kcstr(w, "time", ts);
+    kr_jsonw_kcstr(w, "type", type);
+    set_str(w, "instance", p->instance);
+    set_str(w, "conn_id", p->conn_id);
+    set_str(w, "listener", p->listener);
+    set_str(w, "client_addr", p->client_addr);
+    kr_jsonw_kint(w, "client_port", p->client_port);
+    set_str(w, "route", p->route);
+    if (p->route != NULL && strcmp(p->route, "node") == 0) {
+        kr_jsonw_kint(w, "node_id", p->node_id);
+    }
+    set_str(w, "upstream_addr", p->upstream_addr);
 }
 
 /* The keys after client_id: the client's software, the principal. */
-static bool
-peer_tail(json_t *o, const struct kr_audit_peer *p)
+static void
+peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
 {
-    return (p->client_sw_name == NULL || p->client_sw_name[0] == '\0' ||
-            set_str(o, "client_software_name", p->client_sw_name)) &&
-           (p->client_sw_version == NULL || p->client_sw_version[0] == '\0' ||
-            set_str(o, "client_software_version", p->client_sw_version)) &&
-           set_str(o, "principal", p->principal);
-}
-
-static bool
-set_kept(json_t *o, const char *key, const struct kr_audit_str *v)
-{
-    return v->p == NULL || jset(o, key, jstr(v->p, v->len));
+    if (p->client_sw_name != NULL && p->client_sw_name[0] != '\0') {
+        set_str(w, "client_software_name", p->client_sw_name);
+    }
+    if (p->client_sw_version != NULL && p->client_sw_version[0] != '\0') {
+        set_str(w, "client_software_version", p->client_sw_version);
+    }
+    set_str(w, "principal", p->principal);
 }
 
 /* The request's own keys after total_us: Produce, group ids. */
-static bool
-request_facts(json_t *o, const struct kr_audit_req *req)
+static void
+request_facts(struct kr_jsonw *w, const struct kr_audit_req *req)
 {
     if (req == NULL) {
-        return true;
+        return;
     }
-    return (!req->has_acks || jset(o, "acks", json_integer(req->acks))) &&
-           set_kept(o, "transactional_id", &req->txn_id) &&
-           set_kept(o, "group_id", &req->group_id) &&
-           set_kept(o, "member_id", &req->member_id);
+    if (req->has_acks) {
+        kr_jsonw_kint(w, "acks", req->acks);
+    }
+    set_kept(w, "transactional_id", &req->txn_id);
+    set_kept(w, "group_id", &req->group_id);
+    set_kept(w, "member_id", &req->member_id);
 }
 
+/*
+ * The topics' entries; false when they passed KR_AUDIT_TOPICS_BYTES of
+ * the line and the rest were left out.
+ */
 static bool
-topics_json(json_t *o, const struct kr_audit_req *req)
+topics_put(struct kr_jsonw *w, const struct kr_audit_req *req)
 {
-    json_t *topics = json_array();
-    size_t i;
+    size_t i, start = w->len;
 
-    if (!jset(o, "topics", topics)) {
-        return false;
-    }
+    kr_jsonw_key(w, "topics");
+    kr_jsonw_arr_open(w);
     for (i = 0; req != NULL && i < req->ntopics; i++) {
         const struct kr_audit_topic *t = &req->topics[i];
-        json_t *e = json_object();
 
-        if (e == NULL || json_array_append_new(topics, e) != 0 ||
-            !tset(e, "name", jstr(t->name, t->len)) ||
-            !tset(e, "partitions", json_integer(t->partitions)) ||
-            (t->records >= 0 &&
-             !tset(e, "records", json_integer((json_int_t)t->records))) ||
-            (t->bytes >= 0 &&
-             !tset(e, "record_bytes", json_integer((json_int_t)t->bytes)))) {
+        if (w->len - start > KR_AUDIT_TOPICS_BYTES) {
+            kr_jsonw_arr_close(w);
             return false;
         }
+        kr_jsonw_obj_open(w);
+        tset_str(w, "name", t->name, t->len);
+        if (t->cut) {
+            tset_bool(w, "name_truncated", true);
+        }
+        tset_int(w, "partitions", t->partitions);
+        if (t->records >= 0) {
+            tset_int(w, "records", t->records);
+        }
+        if (t->bytes >= 0) {
+            tset_int(w, "record_bytes", t->bytes);
+        }
+        kr_jsonw_obj_close(w);
     }
+    kr_jsonw_arr_close(w);
     return true;
+}
+
+/* The line of w, handed over (NULL when it failed: ENOMEM); w is freed. */
+static char *
+take_line(struct kr_jsonw *w)
+{
+    char *s = kr_jsonw_depth(w) == 0 ? kr_jsonw_take(w, NULL) : NULL;
+
+    kr_jsonw_free(w);           /* a failed writer keeps its buffer */
+    return s;
 }
 
 char *
@@ -1272,96 +1623,86 @@ kr_audit_format(const struct kr_audit_info *info,
                 bool with_body)
 {
     const struct kr_api_desc *api;
-    json_t *o, *actions, *errs;
-    bool has_rsp;
+    struct kr_jsonw w;
+    struct kr_audit_str cid;
+    bool has_rsp, all_topics, errs_more = false;
     size_t i;
 
     if (info == NULL) {
         return NULL;
     }
-    o = json_object();
-    if (o == NULL) {
-        return NULL;
-    }
-    if (!peer_head(o, info->time_us, "request", &info->peer)) {
-        goto fail;
-    }
+    kr_jsonw_init(&w);
+    (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
+    kr_jsonw_obj_open(&w);
+    peer_head(&w, info->time_us, "request", &info->peer);
     if (info->client_id != NULL) {
-        if (!jset(o, "client_id",
-                  jstr(info->client_id,
-                       info->client_id_len > 0 ? info->client_id_len
-                                               : strlen(info->client_id)))) {
-            goto fail;
-        }
+        cid = given_str(info->client_id,
+                        info->client_id_len > 0 ? info->client_id_len
+                                                : strlen(info->client_id));
+        set_kept(&w, "client_id", &cid);
     } else if (req != NULL && req->has_client_id) {
-        if (!jset(o, "client_id",
-                  req->client_id != NULL
-                      ? jstr(req->client_id, req->client_id_len)
-                      : json_null())) {
-            goto fail;
+        if (req->client_id.p != NULL) {
+            set_kept(&w, "client_id", &req->client_id);
+        } else {
+            kr_jsonw_key(&w, "client_id");
+            kr_jsonw_null(&w);
         }
     }
-    if (!peer_tail(o, &info->peer)) {
-        goto fail;
-    }
+    peer_tail(&w, &info->peer);
     api = kr_api_get(info->api_key);
     has_rsp = rsp != NULL || info->rsp_bytes > 0;
-    if (!jset(o, "api", json_string(api != NULL ? api->name : "UNKNOWN")) ||
-        !jset(o, "api_key", json_integer(info->api_key)) ||
-        !jset(o, "api_version", json_integer(info->api_version)) ||
-        (info->translated &&
-         !jset(o, "upstream_version",
-               json_integer(info->upstream_version))) ||
-        !jset(o, "correlation_id", json_integer(info->correlation_id)) ||
-        !jset(o, "request_bytes", json_integer((json_int_t)info->req_bytes)) ||
-        (has_rsp && !jset(o, "response_bytes",
-                          json_integer((json_int_t)info->rsp_bytes))) ||
-        (has_rsp && (info->actions & KR_AUDIT_FORWARDED) &&
-         !jset(o, "upstream_us", json_integer(info->upstream_us))) ||
-        !jset(o, "total_us", json_integer(info->total_us)) ||
-        !request_facts(o, req) || !topics_json(o, req)) {
-        goto fail;
+    kr_jsonw_kcstr(&w, "api", api != NULL ? api->name : "UNKNOWN");
+    kr_jsonw_kint(&w, "api_key", info->api_key);
+    kr_jsonw_kint(&w, "api_version", info->api_version);
+    if (info->translated) {
+        kr_jsonw_kint(&w, "upstream_version", info->upstream_version);
     }
-    if (req != NULL && req->truncated &&
-        !jset(o, "topics_truncated", json_true())) {
-        goto fail;
+    kr_jsonw_kint(&w, "correlation_id", info->correlation_id);
+    kr_jsonw_kint(&w, "request_bytes", (int64_t)info->req_bytes);
+    if (has_rsp) {
+        kr_jsonw_kint(&w, "response_bytes", (int64_t)info->rsp_bytes);
+        if (info->actions & KR_AUDIT_FORWARDED) {
+            kr_jsonw_kint(&w, "upstream_us", info->upstream_us);
+        }
+    }
+    kr_jsonw_kint(&w, "total_us", info->total_us);
+    request_facts(&w, req);
+    all_topics = topics_put(&w, req);
+    if ((req != NULL && req->truncated) || !all_topics) {
+        kr_jsonw_kbool(&w, "topics_truncated", true);
     }
     /* a response that came but was not decoded nor scanned: its errors
        are unknown */
+    kr_jsonw_key(&w, "errors");
     if (rsp == NULL && req != NULL && req->scanned) {
-        errs = errors_obj(req->serrs);
+        errors_put(&w, req->serrs);
+        errs_more = req->serrs != NULL && req->serrs->more;
+    } else if (rsp == NULL && (info->rsp_bytes > 0 || info->incomplete)) {
+        /* or no whole response reached the client */
+        kr_jsonw_null(&w);
     } else {
-        errs = rsp == NULL && (info->rsp_bytes > 0 || info->incomplete)
-                   ? json_null()
-                   : errors_json(rsp);
+        errs_more = errors_rsp(&w, rsp);
     }
-    if (!jset(o, "errors", errs)) {
-        goto fail;
+    if (errs_more) {
+        kr_jsonw_kbool(&w, "errors_truncated", true);
     }
-    actions = json_array();
-    if (!jset(o, "actions", actions)) {
-        goto fail;
-    }
+    kr_jsonw_key(&w, "actions");
+    kr_jsonw_arr_open(&w);
     for (i = 0; i < KR_ARRAY_LEN(kr_audit_actions); i++) {
-        if ((info->actions & (1u << i)) &&
-            json_array_append_new(actions,
-                                  json_string(kr_audit_actions[i])) != 0) {
-            goto fail;
+        if (info->actions & (1u << i)) {
+            kr_jsonw_cstr(&w, kr_audit_actions[i]);
         }
     }
-    if (info->incomplete && !jset(o, "incomplete", json_true())) {
-        goto fail;
+    kr_jsonw_arr_close(&w);
+    if (info->incomplete) {
+        kr_jsonw_kbool(&w, "incomplete", true);
     }
-    if ((info->decode_error != NULL &&
-         !jset(o, "decode_error",
-               jstr(info->decode_error, strlen(info->decode_error)))) ||
-        (info->note != NULL &&
-         !jset(o, "note", jstr(info->note, strlen(info->note))))) {
-        goto fail;
-    }
-    if (with_body && req != NULL && req->body != NULL &&
-        json_object_set(o, "request_body", req->body) != 0) {
-        goto fail;
+    set_str(&w, "decode_error", info->decode_error);
+    set_str(&w, "note", info->note);
+    /* bodies are rare (audit_body): written from their redacted trees */
+    if (with_body && req != NULL && req->body != NULL) {
+        kr_jsonw_key(&w, "request_body");
+        kr_jsonw_json(&w, req->body);
     }
     if (with_body && rsp != NULL && rsp->body != NULL) {
         struct kr_codec_err err;
@@ -1371,42 +1712,108 @@ kr_audit_format(const struct kr_audit_info *info,
         b = kr_json_from_node_redact(rsp->body, NULL,
                                      KR_JSON_RECORDS_SIZE | KR_JSON_REDACT,
                                      NULL, NULL, &err);
-        if (!jset(o, "response_body", b)) {
-            goto fail;
+        if (b == NULL) {
+            kr_jsonw_free(&w);
+            return NULL;
         }
+        kr_jsonw_key(&w, "response_body");
+        kr_jsonw_json(&w, b);
+        json_decref(b);
     }
-    return dump_line(o);
-fail:
-    json_decref(o);
-    return NULL;
+    kr_jsonw_obj_close(&w);
+    return take_line(&w);
 }
 
 char *
 kr_audit_format_conn(const struct kr_audit_conn *c)
 {
-    json_t *o;
+    struct kr_audit_str cid;
+    struct kr_jsonw w;
 
     if (c == NULL || c->event == NULL) {
         return NULL;
     }
-    o = json_object();
-    if (o == NULL) {
-        return NULL;
+    kr_jsonw_init(&w);
+    (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
+    kr_jsonw_obj_open(&w);
+    peer_head(&w, c->time_us, "connection", &c->peer);
+    if (c->client_id != NULL) {
+        cid = given_str(c->client_id, strlen(c->client_id));
+        set_kept(&w, "client_id", &cid);
     }
-    if (!peer_head(o, c->time_us, "connection", &c->peer) ||
-        !set_str(o, "client_id", c->client_id) || !peer_tail(o, &c->peer) ||
-        !jset(o, "event", jstr(c->event, strlen(c->event))) ||
-        (c->cause != NULL &&
-         (!set_str(o, "cause", c->cause) ||
-          !set_str(o, "reason", c->reason) ||
-          !jset(o, "bytes_from_client",
-                json_integer((json_int_t)c->bytes_from_client)) ||
-          !jset(o, "bytes_to_client",
-                json_integer((json_int_t)c->bytes_to_client)) ||
-          !jset(o, "requests", json_integer((json_int_t)c->requests)) ||
-          !jset(o, "duration_us", json_integer(c->duration_us))))) {
-        json_decref(o);
-        return NULL;
+    peer_tail(&w, &c->peer);
+    set_str(&w, "event", c->event);
+    if (c->cause != NULL) {
+        set_str(&w, "cause", c->cause);
+        set_str(&w, "reason", c->reason);
+        kr_jsonw_kint(&w, "bytes_from_client",
+                      (int64_t)c->bytes_from_client);
+        kr_jsonw_kint(&w, "bytes_to_client", (int64_t)c->bytes_to_client);
+        kr_jsonw_kint(&w, "requests", (int64_t)c->requests);
+        kr_jsonw_kint(&w, "duration_us", c->duration_us);
     }
-    return dump_line(o);
+    kr_jsonw_obj_close(&w);
+    return take_line(&w);
+}
+
+/*
+ * The value of top-level key at the first `,"key":` of line: within a
+ * JSON string every '"' is escaped, so that text is a key; bodies come
+ * last, after the keys looked for here.  The letters (quoted) or the
+ * digits that follow, at most max, into out (max + 1 bytes); their
+ * count.
+ */
+static size_t
+about_value(const char *line, const char *key, bool quoted, char *out,
+            size_t max)
+{
+    char pat[32];
+    const char *p;
+    size_t n = 0;
+
+    snprintf(pat, sizeof(pat), ",\"%s\":%s", key, quoted ? "\"" : "");
+    p = strstr(line, pat);
+    if (p == NULL) {
+        return 0;
+    }
+    for (p += strlen(pat); n < max; p++) {
+        char c = *p;
+
+        if (!(quoted ? (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                     : (c >= '0' && c <= '9') || (c == '-' && n == 0))) {
+            break;
+        }
+        out[n++] = c;
+    }
+    out[n] = '\0';
+    return n;
+}
+
+void
+kr_audit_line_about(const char *line, char *out, size_t len)
+{
+    char api[48], event[16], cid[16];
+    size_t n;
+
+    if (out == NULL || len == 0) {
+        return;
+    }
+    if (line == NULL) {
+        snprintf(out, len, "an audit line");
+        return;
+    }
+    n = strlen(line);
+    if (about_value(line, "api", true, api, sizeof(api) - 1) > 0) {
+        if (about_value(line, "correlation_id", false, cid,
+                        sizeof(cid) - 1) == 0) {
+            snprintf(cid, sizeof(cid), "?");
+        }
+        snprintf(out, len, "the %s request line (correlation_id %s, %zu "
+                 "bytes)", api, cid, n);
+    } else if (about_value(line, "event", true, event,
+                           sizeof(event) - 1) > 0) {
+        snprintf(out, len, "the connection %s line (%zu bytes)", event, n);
+    } else {
+        snprintf(out, len, "an audit line (%zu bytes)", n);
+    }
 }

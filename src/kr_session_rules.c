@@ -121,10 +121,13 @@ audit_put(struct kr_session *s, char *line)
     if (au != NULL && !kr_audit_write(au, line, strlen(line)) &&
         KR_LOG_WARN <= kr_log_level_cur) {
         static struct kr_ratelimit rl;
+        char about[128];
 
-        kr_log_write_rl(&rl, 1, KR_LOG_WARN, "audit: a line was dropped "
+        kr_audit_line_about(line, about, sizeof(about));
+        kr_log_write_rl(&rl, 1, KR_LOG_WARN, "[%s] audit: %s was dropped "
                         "(queue full or target not writable): %" PRIu64
-                        " dropped so far", kr_audit_dropped(au));
+                        " dropped so far", s->name, about,
+                        kr_audit_dropped(au));
     }
     free(line);
 }

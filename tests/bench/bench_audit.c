@@ -10,12 +10,12 @@
  * does).  Benchmarks, each in nanoseconds per operation:
  *   audit_capture    kr_audit_capture + kr_audit_req_free (what the
  *                    session keeps of a request until its response);
- *   audit_format     kr_audit_format + free (today's line: a jansson
- *                    tree, json_dumps);
+ *   audit_format     kr_audit_format + free (the line as krelay writes
+ *                    it: kr_jsonw, no tree);
  *   audit_time       kr_audit_time alone (part of both line benches);
  *   jansson_line     the same keys and values as a jansson tree, dumped
- *                    (json_dumps) and freed: what kr_audit_format does,
- *                    without the lookups, with this build's format;
+ *                    (json_dumps) and freed: how kr_audit_format wrote
+ *                    lines until issue 14, without the lookups;
  *   jsonw_line       the same text written by kr_jsonw into a writer
  *                    reused from line to line (no allocation);
  *   jsonw_line_take  the same, handed over as a malloc'd string and freed

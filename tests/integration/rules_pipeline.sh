@@ -15,7 +15,9 @@
 #    from its ApiVersions v3 (KIP-511), on the connection the log names;
 #    with requests pipelined, each line names the software of the
 #    ApiVersions read before its request (not of a later one), and an
-#    ApiVersions above 1 KiB leaves the names unknown.
+#    ApiVersions above 1 KiB leaves the names unknown;
+#    a line too long for the queue (queue_bytes 4096) is logged as dropped
+#    with the connection, the API and the CorrelationId.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -25,6 +27,7 @@ cat >"$W/rules.ini" <<EOR
 [audit]
 target = $W/audit.log
 instance = pipeline-test
+queue_bytes = 4096
 
 [rule secret]
 api = Produce
@@ -244,6 +247,24 @@ assert all(c["instance"] == "pipeline-test" for c in recs)
 print("Metadata line:", r["conn_id"], r["api_version"], "->",
       r["upstream_version"], r["client_software_name"])
 PYEOF
+# A Metadata request naming 40 topics of 200 bytes: its line (about 9 KB)
+# cannot fit in a queue of 4096 bytes; the log says which line it was.
+"$KR_PY" -c '
+import json
+print(json.dumps({"header": {"RequestApiKey": 3, "RequestApiVersion": 1,
+                             "CorrelationId": 8, "ClientId": "big"},
+                  "body": {"Topics": [{"Name": "%02d" % i + "t" * 198}
+                                      for i in range(40)]}}))' |
+    kr_run 20 "$KR_PY" "$top_srcdir/tests/integration/rules_client.py" \
+        "$KR_BOOTSTRAP" "$top_builddir/krelay-codec" >"$W/big.jsonl" \
+        2>"$W/big.log" || kr_fail "raw client failed (big Metadata)"
+grep -q '"CorrelationId": *8' "$W/big.jsonl" || kr_fail "no big Metadata answer"
+drop_re='\[c#[0-9]+\.[0-9]+ 127\.0\.0\.1:[0-9]+ > bootstrap\] audit: '
+drop_re+='the Metadata request line \(correlation_id 8, [0-9]{4,} bytes\) '
+drop_re+='was dropped'
+kr_wait_for 20 grep -Eq "$drop_re" "$W/krelay.log" ||
+    kr_fail "no dropped line logged with its connection and API:" \
+        "$(grep audit "$W/krelay.log" | tail -n 3)"
 sed -i "s#^target = $W/audit.log\$#target = /dev/full#" "$W/krelay.ini"
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 60 grep -q "SIGHUP: reloaded" "$W/krelay.log" ||

@@ -12,10 +12,14 @@ together.
 
 DOC's keys are the first backquoted word of its table rows ("| `key` |");
 a key of an entry of "topics" is "topics[].key".  SRC's keys are the
-string literals its line-building calls name: jset(o, "key", ...),
-set_str(o, "key", ...), set_kept(o, "key", ...), json_object_set(o,
-"key", ...), and tset(t, "key", ...) for the entries of "topics"
-(kr_audit.c writes those through tset so that they can be told apart).
+string literals its line-building calls name as their second argument:
+the kr_jsonw writer's member calls (kr_jsonw_key(w, "key"),
+kr_jsonw_kstr, kr_jsonw_kcstr, kr_jsonw_kint, kr_jsonw_kbool, ...),
+set_str(w, "key", ...) and set_kept(w, "key", ...) (which also writes
+"key_truncated" when it cut the string), and tset_*(w, "key", ...) for the
+entries of "topics" (kr_audit.c writes those through tset_* so that they
+can be told apart).  A key written through any other call,
+or not as a literal, is not seen: kr_audit.c keeps to these.
 The "errors" object's keys are Kafka's error names and the bodies' are the
 schema's field names: neither is a key of the line.
 
@@ -31,8 +35,8 @@ import sys
 
 ROW_RE = re.compile(r"^\| `([^`]+)` \|")
 CALL_RE = re.compile(
-    r"\b(jset|set_str|set_kept|json_object_set|tset)\(\s*\w+\s*,\s*"
-    r"\"([a-z0-9_]+)\"")
+    r"\b(kr_jsonw_key|kr_jsonw_k[a-z]+|set_str|set_kept|tset_[a-z]+)"
+    r"\(\s*&?\w+\s*,\s*\"([a-z0-9_]+)\"")
 
 
 def doc_keys(path):
@@ -52,7 +56,9 @@ def source_keys(path):
         text = f.read()
     keys = set()
     for call, key in CALL_RE.findall(text):
-        keys.add("topics[]." + key if call == "tset" else key)
+        keys.add("topics[]." + key if call.startswith("tset_") else key)
+        if call == "set_kept":
+            keys.add(key + "_truncated")
     if not keys:
         raise ValueError("%s: no line-building calls found" % path)
     return keys

@@ -86,6 +86,30 @@ base_info(struct kr_audit_info *info, const struct kr_msg *req)
     info->actions = KR_AUDIT_FORWARDED;
 }
 
+/*
+ * An audit line parsed, after checking that it is canonical: JSON whose
+ * keys each appear once (JSON_REJECT_DUPLICATES: kr_audit writes keys
+ * directly, a key written twice would be a bug a tree used to hide) and
+ * that jansson writes back byte for byte (json_dumps keeps the key
+ * order).  The caller json_decref's the result.
+ */
+static json_t *
+jload(const char *line)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &jerr);
+    char *back;
+
+    ck_assert_msg(j != NULL, "line is not JSON (or has a key twice): %s: "
+                  "%s", jerr.text, line);
+    back = json_dumps(j, JSON_COMPACT);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_msg(strcmp(back, line) == 0, "not jansson's bytes:\n%s\n%s",
+                  line, back);
+    free(back);
+    return j;
+}
+
 /* The audit line (with bodies) of a request and its response (may be
  * NULL); the caller frees it.  The line must parse as JSON. */
 static char *
@@ -94,8 +118,6 @@ line_of(const char *req_json, const char *rsp_json)
     struct kr_audit_info info;
     struct kr_audit_req *r;
     struct kr_msg req, rsp;
-    json_error_t jerr;
-    json_t *j;
     char *line;
 
     build(req_json, &req);
@@ -108,9 +130,7 @@ line_of(const char *req_json, const char *rsp_json)
     line = kr_audit_format(&info, r, rsp_json != NULL ? &rsp : NULL, true);
     kr_audit_req_free(r);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, &jerr);
-    ck_assert_msg(j != NULL, "line is not JSON: %s: %s", jerr.text, line);
-    json_decref(j);
+    json_decref(jload(line));
     return line;
 }
 
@@ -225,7 +245,7 @@ START_TEST(test_format_pair)
     info.actions = 0x7f;
     line = kr_audit_format(&info, r, NULL, false);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(json_string_value(json_object_get(j, "client_id")),
                      "from-session");
@@ -254,7 +274,7 @@ START_TEST(test_format_pair)
     info.rsp_bytes = 80;
     line = kr_audit_format(&info, r, &rsp, true);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_ptr_nonnull(j);
     b = json_object_get(j, "request_body");
     ck_assert_int_eq(json_integer_value(json_object_get(b, "Acks")), -1);
@@ -491,7 +511,7 @@ req_line(const char *text)
     line = kr_audit_format(&info, r, NULL, false);
     kr_audit_req_free(r);
     ck_assert_ptr_nonnull(line);
-    j = json_loads(line, 0, NULL);
+    j = jload(line);
     ck_assert_msg(j != NULL, "%s", line);
     free(line);
     return j;
@@ -747,7 +767,7 @@ fetch_rsp_text(char *out, size_t len)
 static void
 assert_fetch_line(const char *line)
 {
-    json_t *j = json_loads(line, 0, NULL), *t;
+    json_t *j = jload(line), *t;
 
     ck_assert_msg(j != NULL, "%s", line);
     ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 3);
@@ -840,6 +860,397 @@ START_TEST(test_fetch_bytes)
 }
 END_TEST
 
+/* ---- many topics --------------------------------------------------------- */
+
+/* Entries of the many-topics requests, and the distinct names among them
+   (each name t<k> comes back every MT_DISTINCT entries, scrambled). */
+#define MT_ENTRIES 100000
+#define MT_DISTINCT 10000
+
+static unsigned
+mt_name(unsigned i)
+{
+    return (unsigned)(((uint64_t)i * 7919u) % MT_DISTINCT);
+}
+
+/* A line's topics: the first 4096 distinct names in first-seen order,
+   each with partitions (when >= 0) as given; topics_truncated. */
+static void
+assert_mt_line(const char *line, int partitions)
+{
+    json_t *j = jload(line), *topics = json_object_get(j, "topics");
+    size_t k;
+
+    ck_assert_uint_eq(json_array_size(topics), 4096);
+    ck_assert(json_is_true(json_object_get(j, "topics_truncated")));
+    for (k = 0; k < 4096; k++) {
+        json_t *t = json_array_get(topics, k);
+        char want[16];
+
+        snprintf(want, sizeof(want), "t%u", mt_name((unsigned)k));
+        ck_assert_str_eq(jget_str(t, "name"), want);
+        if (partitions >= 0) {
+            ck_assert_int_eq(jint(t, "partitions"), partitions);
+        }
+    }
+    json_decref(j);
+}
+
+/*
+ * A request naming 100,000 topic entries (10,000 distinct names, each ten
+ * times) and a streamed response naming as many: every entry is found in
+ * a few comparisons (kr_audit_req_probes; a linear search over the 4096
+ * kept topics made about 4096 per entry, and one 8 MB Produce stalled
+ * the worker for seconds), and the line lists the first 4096 in order.
+ */
+START_TEST(test_many_topics)
+{
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    size_t len, off, cap = (size_t)MT_ENTRIES * 96 + 512;
+    char *text = malloc(cap), *line;
+    uint8_t *f;
+    unsigned i;
+
+    ck_assert_ptr_nonnull(text);
+    /* a Produce: its topics (kr_topics_each) and their records
+       (capture_produce) each look every entry up */
+    off = (size_t)snprintf(text, cap,
+                           "{\"header\": {\"RequestApiKey\": 0, "
+                           "\"RequestApiVersion\": 9, \"CorrelationId\": 1, "
+                           "\"ClientId\": \"p\"}, \"body\": {\"Acks\": 1, "
+                           "\"TimeoutMs\": 1000, \"TopicData\": [");
+    for (i = 0; i < MT_ENTRIES; i++) {
+        off += (size_t)snprintf(text + off, cap - off,
+                                "%s{\"Name\": \"t%u\", \"PartitionData\": "
+                                "[{\"Index\": 0, \"Records\": null}]}",
+                                i ? "," : "", mt_name(i));
+    }
+    snprintf(text + off, cap - off, "]}}");
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    free(text);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(kr_audit_req_probes(r) <= 4u * 2 * MT_ENTRIES,
+                  "%" PRIu64 " comparisons for %u lookups",
+                  kr_audit_req_probes(r), 2 * MT_ENTRIES);
+    base_info(&info, &req);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    assert_mt_line(line, 10);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* a Fetch response streaming by, naming them all (a request of none) */
+    build("{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 11,"
+          " \"CorrelationId\": 2, \"ClientId\": \"c\"},"
+          " \"body\": {\"ReplicaId\": -1, \"MaxWaitMs\": 1, \"MinBytes\": 1,"
+          " \"MaxBytes\": 1, \"IsolationLevel\": 0, \"SessionId\": 0,"
+          " \"SessionEpoch\": -1, \"Topics\": [], \"ForgottenTopicsData\": [],"
+          " \"RackId\": \"\"}}", &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    kr_audit_scan_start(&as, r, NULL);
+    for (i = 0; i < MT_ENTRIES; i++) {
+        char name[16];
+        int n = snprintf(name, sizeof(name), "t%u", mt_name(i));
+
+        kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name,
+                            (size_t)n, n);
+        kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 3);
+    }
+    ck_assert_msg(kr_audit_req_probes(r) <= 4u * MT_ENTRIES,
+                  "%" PRIu64 " comparisons for %u lookups",
+                  kr_audit_req_probes(r), MT_ENTRIES);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    assert_mt_line(line, 0);
+    ck_assert_msg(strstr(line, "\"name\":\"t0\",\"partitions\":0,"
+                         "\"record_bytes\":30}") != NULL, "%.300s", line);
+    free(line);
+    kr_audit_req_free(r);
+}
+END_TEST
+
+/* ---- long strings -------------------------------------------------------- */
+
+/* n copies of the JSON text unit (e.g. "\\u0001", "é") at out; returns
+   the text's end. */
+static char *
+ls_rep(char *out, const char *unit, size_t n)
+{
+    size_t k = strlen(unit);
+
+    while (n-- > 0) {
+        memcpy(out, unit, k);
+        out += k;
+    }
+    *out = '\0';
+    return out;
+}
+
+/* How many times needle occurs in hay. */
+static size_t
+ls_count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle)) {
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Strings from the wire are cut (doc/audit.md, Format): ClientId,
+ * TransactionalId after 1024 bytes on a UTF-8 boundary, topic names after
+ * 255, each with its "_truncated" key; names cut alike are one entry,
+ * also when one comes cut from the scanner; topic entries stop at 1 MiB
+ * of line (topics_truncated).  A request of 22 topics whose 32767-byte
+ * names are control bytes (6 bytes each in JSON) made a 4.3 MB line,
+ * which the sink's default queue dropped whole.
+ */
+START_TEST(test_long_strings)
+{
+    size_t cap = 8u << 20, len, i;
+    char *text = malloc(cap), *o, *line, name255[256];
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    json_t *j, *t;
+    const char *cid;
+
+    ck_assert_ptr_nonnull(text);
+    /* ClientId "a" + 1000 "é" (2 bytes each): cut at 1023, not inside
+       a character; TransactionalId of 1024 bytes: as is; two topic names
+       of 300 control bytes alike in their first 255 (one entry), one of
+       255 (not cut: an entry of its own), one of 32767 */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 0, "
+                       "\"RequestApiVersion\": 9, \"CorrelationId\": 4, "
+                       "\"ClientId\": \"a");
+    o = ls_rep(o, "\u00e9", 1000);
+    o += sprintf(o, "\"}, \"body\": {\"TransactionalId\": \"");
+    o = ls_rep(o, "t", 1024);
+    o += sprintf(o, "\", \"Acks\": 1, \"TimeoutMs\": 1, \"TopicData\": [");
+    for (i = 0; i < 4; i++) {
+        o += sprintf(o, "%s{\"Name\": \"", i ? ", " : "");
+        o = ls_rep(o, "\\u0001", i == 3 ? 32766 : 255);
+        if (i < 2) {
+            o += sprintf(o, "%s", i == 0 ? "x-first-after-255" : "y-other");
+        } else if (i == 3) {
+            o += sprintf(o, "z");
+        }
+        o += sprintf(o, "\", \"PartitionData\": [{\"Index\": 0, "
+                     "\"Records\": null}]}");
+    }
+    sprintf(o, "]}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 0;
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_uint_lt(strlen(line), 8192);
+    j = jload(line);
+    cid = jget_str(j, "client_id");
+    ck_assert_uint_eq(strlen(cid), 1023);
+    ck_assert(strncmp(cid, "a\xc3\xa9", 3) == 0 &&
+              strcmp(cid + 1021, "\xc3\xa9") == 0);
+    ck_assert(json_is_true(json_object_get(j, "client_id_truncated")));
+    ck_assert_uint_eq(strlen(jget_str(j, "transactional_id")), 1024);
+    ck_assert_ptr_null(json_object_get(j, "transactional_id_truncated"));
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 2);
+    /* the three long names are one entry; the 255-byte one is another */
+    t = jtopic(j, 0);
+    ck_assert_uint_eq(strlen(jget_str(t, "name")), 255);
+    ck_assert(json_is_true(json_object_get(t, "name_truncated")));
+    ck_assert_int_eq(jint(t, "partitions"), 3);
+    t = jtopic(j, 1);
+    ck_assert_uint_eq(strlen(jget_str(t, "name")), 255);
+    ck_assert_ptr_null(json_object_get(t, "name_truncated"));
+    ck_assert_int_eq(jint(t, "partitions"), 1);
+    json_decref(j);
+    ck_assert_uint_eq(ls_count(line, "\\u0001"), 2 * 255);
+    /* where doc/audit.md puts it: right after its key */
+    ck_assert(strstr(line, "\xc3\xa9\",\"client_id_truncated\":true,"
+                     "\"api\":") != NULL);
+    free(line);
+    /* the scanner gives a name's first 255 bytes and its length: the
+       same entry as the request's cut name */
+    memset(name255, 1, 255);
+    kr_audit_scan_start(&as, r, NULL);
+    kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name255, 255,
+                        300);
+    kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 7);
+    kr_audit_scan_event(&as, KR_SCAN_TOPIC, (const uint8_t *)name255, 255,
+                        255);
+    kr_audit_scan_event(&as, KR_SCAN_RECORDS, NULL, 0, 5);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    j = jload(line);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 2);
+    ck_assert_int_eq(jint(jtopic(j, 0), "record_bytes"), 7);
+    ck_assert_int_eq(jint(jtopic(j, 1), "record_bytes"), 5);
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+
+    /* 4096 topics of 255 control bytes: 6 MB of entries; the line stops
+       them at 1 MiB */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 3, "
+                       "\"RequestApiVersion\": 4, \"CorrelationId\": 2, "
+                       "\"ClientId\": \"m\"}, \"body\": {\"Topics\": [");
+    for (i = 0; i < 4096; i++) {
+        o += sprintf(o, "%s{\"Name\": \"%04zu", i ? ", " : "", i);
+        o = ls_rep(o, "\\u0001", 251);
+        o += sprintf(o, "\"}");
+        ck_assert_uint_lt((size_t)(o - text), cap - 64);
+    }
+    sprintf(o, "], \"AllowAutoTopicCreation\": false}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    line = kr_audit_format(&info, r, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    len = strlen(line);
+    ck_assert_msg(len > (1u << 20) && len < (1u << 20) + 4096, "%zu", len);
+    j = jload(line);
+    ck_assert(json_is_true(json_object_get(j, "topics_truncated")));
+    i = json_array_size(json_object_get(j, "topics"));
+    ck_assert_msg(i > 600 && i < 4096, "%zu topics", i);
+    snprintf(name255, sizeof(name255), "%04zu", i - 1);
+    ck_assert(strncmp(jget_str(jtopic(j, i - 1), "name"), name255, 4) == 0);
+    json_decref(j);
+    free(line);
+    kr_audit_req_free(r);
+    free(text);
+}
+END_TEST
+
+/* What a line is about, for the log when it cannot be queued: the API,
+   the CorrelationId, the event; never a string the client chose. */
+START_TEST(test_line_about)
+{
+    struct kr_audit_info info;
+    struct kr_audit_conn cl;
+    struct kr_msg req;
+    char out[128], tiny[8], num[24], *line;
+
+    build("{\"header\": {\"RequestApiKey\": 3, \"RequestApiVersion\": 4,"
+          " \"CorrelationId\": -5, \"ClientId\": \"x,\\\"api\\\":\\\"Evil\"},"
+          " \"body\": {\"Topics\": [{\"Name\": \",\\\"event\\\":\\\"x\"}],"
+          " \"AllowAutoTopicCreation\": false}}", &req);
+    base_info(&info, &req);
+    info.client_id = "x,\"api\":\"Evil";
+    line = kr_audit_format(&info, NULL, NULL, false);
+    ck_assert_ptr_nonnull(line);
+    kr_audit_line_about(line, out, sizeof(out));
+    snprintf(num, sizeof(num), "%zu", strlen(line));
+    ck_assert_msg(strncmp(out, "the Metadata request line (correlation_id "
+                          "-5, ", 44) == 0 && strstr(out, num) != NULL,
+                  "%s", out);
+    kr_audit_line_about(line, tiny, sizeof(tiny));
+    ck_assert_str_eq(tiny, "the Met");
+    free(line);
+    memset(&cl, 0, sizeof(cl));
+    cl.event = "close";
+    cl.client_id = ",\"event\":\"open";
+    line = kr_audit_format_conn(&cl);
+    ck_assert_ptr_nonnull(line);
+    kr_audit_line_about(line, out, sizeof(out));
+    snprintf(num, sizeof(num), "%zu", strlen(line));
+    ck_assert_msg(strncmp(out, "the connection close line (", 27) == 0 &&
+                  strstr(out, num) != NULL, "%s", out);
+    free(line);
+    kr_audit_line_about("{\"x\":1}", out, sizeof(out));
+    ck_assert_str_eq(out, "an audit line (7 bytes)");
+    kr_audit_line_about(NULL, out, sizeof(out));
+    ck_assert_str_eq(out, "an audit line");
+}
+END_TEST
+
+/* A Produce response (v9) of n partitions of "orders", partition i with
+   ErrorCode i + 1, into text (cap bytes). */
+static void
+errs_rsp_text(char *text, size_t cap, unsigned n)
+{
+    size_t off;
+    unsigned i;
+
+    off = (size_t)snprintf(text, cap, "{\"apiKey\": 0, \"apiVersion\": 9, "
+                           "\"header\": {\"CorrelationId\": 17}, \"body\": "
+                           "{\"ThrottleTimeMs\": 0, \"Responses\": [{\"Name\":"
+                           " \"orders\", \"PartitionResponses\": [");
+    for (i = 0; i < n; i++) {
+        off += (size_t)snprintf(text + off, cap - off,
+                                "%s{\"Index\": %u, \"ErrorCode\": %u, "
+                                "\"BaseOffset\": -1}", i ? ", " : "", i,
+                                i + 1);
+        ck_assert_uint_lt(off, cap - 16);
+    }
+    snprintf(text + off, cap - off, "]}]}}");
+}
+
+/*
+ * A response with more distinct ErrorCodes than a line counts (64): the
+ * first 64 are counted and errors_truncated says so, from a decoded
+ * response and from a streamed one; with 64 exactly, no flag.
+ */
+START_TEST(test_errors_truncated)
+{
+    struct kr_audit_info info;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    char text[16384], *line;
+    unsigned n, i;
+    json_t *j;
+
+    build(produce_req, &req);
+    base_info(&info, &req);
+    for (n = 64; n <= 65; n++) {
+        errs_rsp_text(text, sizeof(text), n);
+        build(text, &rsp);
+        r = kr_audit_capture(&req, NULL, NULL, false);
+        ck_assert_ptr_nonnull(r);
+        line = kr_audit_format(&info, r, &rsp, false);
+        ck_assert_ptr_nonnull(line);
+        j = jload(line);
+        ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 64);
+        ck_assert_int_eq(jint(json_object_get(j, "errors"),
+                              "OFFSET_OUT_OF_RANGE"), 1);
+        ck_assert(json_is_true(json_object_get(j, "errors_truncated")) ==
+                  (n == 65));
+        json_decref(j);
+        free(line);
+        /* the same codes seen by the scanner */
+        kr_audit_scan_start(&as, r, NULL);
+        for (i = 0; i < n; i++) {
+            kr_audit_scan_event(&as, KR_SCAN_ERROR_CODE, NULL, 0, i + 1);
+        }
+        line = kr_audit_format(&info, r, NULL, false);
+        ck_assert_ptr_nonnull(line);
+        j = jload(line);
+        ck_assert_uint_eq(json_object_size(json_object_get(j, "errors")), 64);
+        ck_assert(json_is_true(json_object_get(j, "errors_truncated")) ==
+                  (n == 65));
+        ck_assert_msg(strstr(line, "},\"errors_truncated\":true,"
+                             "\"actions\":") != NULL || n == 64, "%s", line);
+        json_decref(j);
+        free(line);
+        kr_audit_req_free(r);
+    }
+}
+END_TEST
+
 /* ---- the schema: doc/audit.md -------------------------------------------- */
 
 /* The keys doc/audit.md lists ("| `key` |" rows), '\n'-separated, each
@@ -892,7 +1303,7 @@ key_in(const char *keys, const char *key)
 static void
 collect_keys(const char *line, const char *doc, char *seen, size_t cap)
 {
-    json_t *j = json_loads(line, 0, NULL), *v, *t;
+    json_t *j = jload(line), *v, *t;
     const char *k, *tk;
     char key[128];
     size_t i;
@@ -935,7 +1346,7 @@ collect_keys(const char *line, const char *doc, char *seen, size_t cap)
  */
 START_TEST(test_doc_keys)
 {
-    char *doc = doc_keys(), *seen = calloc(1, 8192), *line, *text, *b3;
+    char *doc = doc_keys(), *seen = calloc(1, 8192), *line, *text, *b3, *o;
     char ftext[4096];
     struct kr_audit_info info;
     struct kr_audit_conn cl;
@@ -990,6 +1401,45 @@ START_TEST(test_doc_keys)
           " \"Protocols\": []}}", &req);
     r = kr_audit_capture(&req, NULL, NULL, false);
     line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* strings cut: every "_truncated" key */
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 0, "
+                       "\"RequestApiVersion\": 9, \"CorrelationId\": 4, "
+                       "\"ClientId\": \"");
+    o = ls_rep(o, "c", 1025);
+    o += sprintf(o, "\"}, \"body\": {\"TransactionalId\": \"");
+    o = ls_rep(o, "t", 1025);
+    o += sprintf(o, "\", \"Acks\": 1, \"TimeoutMs\": 1, \"TopicData\": "
+                 "[{\"Name\": \"");
+    o = ls_rep(o, "n", 256);
+    sprintf(o, "\", \"PartitionData\": []}]}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    o = text + sprintf(text, "{\"header\": {\"RequestApiKey\": 12, "
+                       "\"RequestApiVersion\": 4, \"CorrelationId\": 1, "
+                       "\"ClientId\": \"c\"}, \"body\": {\"GroupId\": \"");
+    o = ls_rep(o, "g", 1025);
+    o += sprintf(o, "\", \"GenerationId\": 1, \"MemberId\": \"");
+    o = ls_rep(o, "m", 1025);
+    sprintf(o, "\", \"GroupInstanceId\": null}}");
+    build(text, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    line = kr_audit_format(&info, r, NULL, false);
+    collect_keys(line, doc, seen, 8192);
+    free(line);
+    kr_audit_req_free(r);
+    /* more than 64 distinct ErrorCodes: errors_truncated */
+    build(produce_req, &req);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    errs_rsp_text(text, 200000, 65);
+    build(text, &rsp);
+    line = kr_audit_format(&info, r, &rsp, false);
     collect_keys(line, doc, seen, 8192);
     free(line);
     kr_audit_req_free(r);
@@ -1324,7 +1774,7 @@ START_TEST(test_redact_all_apis)
             base_info(&info, &req);
             line = kr_audit_format(&info, r, &rsp, true);
             ck_assert_ptr_nonnull(line);
-            j = json_loads(line, 0, NULL);
+            j = jload(line);
             ck_assert_msg(j != NULL, "not JSON: %s", line);
             ck_assert_str_eq(json_string_value(json_object_get(j, "api")),
                              api->name);
@@ -1562,6 +2012,103 @@ START_TEST(test_sink_stdout)
     all = slurp(path);
     ck_assert_str_eq(all, "{\"n\":1}\n{\"n\":2}\nafter\n");
     free(all);
+}
+END_TEST
+
+/* The reading end of a pipe, read slowly by a thread into a buffer. */
+struct slow_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *
+slow_read(void *arg)
+{
+    struct slow_reader *sr = arg;
+    ssize_t n;
+
+    for (;;) {
+        struct timespec pause = { 0, 2 * 1000 * 1000 };
+
+        if (sr->len == sr->cap) {
+            break;
+        }
+        n = read(sr->fd, sr->buf + sr->len,
+                 sr->cap - sr->len < 4096 ? sr->cap - sr->len : 4096);
+        if (n <= 0) {
+            break;
+        }
+        sr->len += (size_t)n;
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/*
+ * Target "stdout" when fd 1 is a non-blocking pipe (a parent made it so)
+ * that fills up: the writer waits for the reader instead of losing the
+ * rest of a batch (and cutting a line in two); once closing, it waits a
+ * bounded time, then counts what it could not write as lost.
+ */
+START_TEST(test_sink_stdout_nonblock)
+{
+    enum { NLINES = 3000 };
+    struct slow_reader sr;
+    struct kr_audit *au;
+    char err[256], line[128];
+    int p[2], saved;
+    pthread_t th;
+    size_t i, off;
+
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(fcntl(p[1], F_SETFL, fcntl(p[1], F_GETFL) | O_NONBLOCK),
+                     0);
+    fflush(stdout);
+    saved = dup(STDOUT_FILENO);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    close(p[1]);
+    au = kr_audit_open("stdout", 1u << 20, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    /* 3000 lines of 100 bytes: 300 KB, more than a pipe holds (64 KiB) */
+    memset(&sr, 0, sizeof(sr));
+    sr.fd = p[0];
+    sr.cap = (size_t)NLINES * 101;
+    sr.buf = malloc(sr.cap);
+    ck_assert_ptr_nonnull(sr.buf);
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &sr), 0);
+    for (i = 0; i < NLINES; i++) {
+        snprintf(line, sizeof(line), "{\"n\":%06zu,\"pad\":\"%-79s\"}", i,
+                 "x");
+        ck_assert_uint_eq(strlen(line), 100);
+        ck_assert(kr_audit_write(au, line, 100));
+    }
+    kr_audit_flush(au);
+    ck_assert_uint_eq(kr_audit_dropped(au), 0);
+    ck_assert_uint_eq(kr_audit_written(au), NLINES);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(sr.len, (size_t)NLINES * 101);
+    for (i = 0, off = 0; i < NLINES; i++, off += 101) {
+        char want[16];
+
+        snprintf(want, sizeof(want), "{\"n\":%06zu,", i);
+        ck_assert_msg(memcmp(sr.buf + off, want, strlen(want)) == 0 &&
+                      sr.buf[off + 100] == '\n', "line %zu: %.101s", i,
+                      sr.buf + off);
+    }
+    /* nobody reads any more: closing gives up after a while, and counts
+       the lines it could not write */
+    for (i = 0; i < NLINES; i++) {
+        snprintf(line, sizeof(line), "{\"n\":%06zu,\"pad\":\"%-79s\"}", i,
+                 "y");
+        ck_assert(kr_audit_write(au, line, 100));
+    }
+    kr_audit_close(au);
+    ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    close(p[0]);
+    free(sr.buf);
 }
 END_TEST
 
@@ -1805,6 +2352,10 @@ audit_suite(void)
     tcase_add_test(tc, test_group_ids);
     tcase_add_test(tc, test_txn_ids);
     tcase_add_test(tc, test_fetch_bytes);
+    tcase_add_test(tc, test_many_topics);
+    tcase_add_test(tc, test_long_strings);
+    tcase_add_test(tc, test_line_about);
+    tcase_add_test(tc, test_errors_truncated);
     tcase_add_test(tc, test_doc_keys);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(tr, setup, teardown);
@@ -1822,6 +2373,7 @@ audit_suite(void)
     tcase_add_test(ts, test_sink_close_flushes);
     tcase_add_test(ts, test_sink_reopen);
     tcase_add_test(ts, test_sink_stdout);
+    tcase_add_test(ts, test_sink_stdout_nonblock);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
     tcase_add_test(ts, test_sink_unflushed);
