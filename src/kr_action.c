@@ -1159,33 +1159,6 @@ kr_action_count_errors(const struct kr_msg *rsp,
 
 /* ---- produce policy ----------------------------------------------------- */
 
-/* Copy n bytes at payload offset off into out; false when out of range. */
-static bool
-rb_read(const struct kr_rbuf *rb, uint64_t off, uint8_t *out, size_t n)
-{
-    uint64_t base = 0;
-    int i;
-
-    if (off > rb->len || n > rb->len - off) {
-        return false;
-    }
-    for (i = 0; i < rb->nseg && n > 0; i++) {
-        size_t sl = rb->seg[i].iov_len;
-
-        if (off < base + sl) {
-            size_t in = (size_t)(off - base);
-            size_t take = sl - in < n ? sl - in : n;
-
-            memcpy(out, (const uint8_t *)rb->seg[i].iov_base + in, take);
-            out += take;
-            off += take;
-            n -= take;
-        }
-        base += sl;
-    }
-    return n == 0;
-}
-
 static const char *const kr_codec_names[] = {
     "none", "gzip", "snappy", "lz4", "zstd"
 };
@@ -1232,7 +1205,7 @@ policy_records(const struct kr_rbuf *payload, uint64_t off, int32_t len,
         int magic;
         unsigned codec;
 
-        if (end - pos < 17 || !rb_read(payload, pos, h, 17)) {
+        if (end - pos < 17 || !kr_rbuf_read(payload, pos, h, 17)) {
             snprintf(why, whylen, "truncated RecordBatch header at %llu "
                      "(%llu bytes left)", (unsigned long long)pos,
                      (unsigned long long)(end - pos));
@@ -1248,7 +1221,7 @@ policy_records(const struct kr_rbuf *payload, uint64_t off, int32_t len,
                          (int)blen);
                 return KR_EPROTO;
             }
-            if (end - pos < 23 || !rb_read(payload, pos, h, 23)) {
+            if (end - pos < 23 || !kr_rbuf_read(payload, pos, h, 23)) {
                 snprintf(why, whylen, "truncated RecordBatch header at %llu",
                          (unsigned long long)pos);
                 return KR_EPROTO;
@@ -1261,7 +1234,7 @@ policy_records(const struct kr_rbuf *payload, uint64_t off, int32_t len,
                          magic);
                 return KR_EPROTO;
             }
-            if (end - pos < 18 || !rb_read(payload, pos, h, 18)) {
+            if (end - pos < 18 || !kr_rbuf_read(payload, pos, h, 18)) {
                 snprintf(why, whylen, "truncated message header at %llu",
                          (unsigned long long)pos);
                 return KR_EPROTO;
