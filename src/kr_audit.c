@@ -108,6 +108,13 @@ struct kr_audit {
     atomic_int reopen;
     int64_t giveup_ms;            /* writer: closing, stop waiting for a
                                      full target then (0: not yet) */
+    /* writer: lines lost while the target fails, reported once when it
+       starts failing, then at most every KR_AUDIT_LOST_REPORT_MS, and
+       when it works again or the sink closes (audit_lost) */
+    bool failing;
+    char fail_why[160];
+    uint64_t lost_unreported;
+    int64_t lost_report_ms;       /* next report due (failing) */
     _Atomic uint64_t dropped;
     _Atomic uint64_t written;
 };
@@ -184,6 +191,54 @@ audit_wait_writable(struct kr_audit *au)
     }
 }
 
+/* A target that keeps failing is reported this often, not per batch. */
+#define KR_AUDIT_LOST_REPORT_MS 60000
+
+/* Report the lost lines not reported yet (writer thread). */
+static void
+audit_report_lost(struct kr_audit *au)
+{
+    if (au->lost_unreported > 0) {
+        kr_log_error("audit: %s: %llu line%s lost", au->fail_why,
+                     (unsigned long long)au->lost_unreported,
+                     au->lost_unreported == 1 ? "" : "s");
+        au->lost_unreported = 0;
+    }
+    au->lost_report_ms = audit_now_ms() + KR_AUDIT_LOST_REPORT_MS;
+}
+
+/*
+ * lost lines of a batch could not be written, because of why: counted as
+ * dropped; logged at once when the target starts failing, then in one
+ * line a minute while it goes on failing (a reader gone for good must not
+ * fill the log), and at close.
+ */
+static void
+audit_lost(struct kr_audit *au, uint64_t lost, const char *why)
+{
+    atomic_fetch_add(&au->dropped, lost);
+    if (au->failing && strcmp(au->fail_why, why) != 0) {
+        audit_report_lost(au);          /* another cause: the old one's */
+    }
+    snprintf(au->fail_why, sizeof(au->fail_why), "%s", why);
+    au->lost_unreported += lost;
+    if (!au->failing || audit_now_ms() >= au->lost_report_ms) {
+        au->failing = true;
+        audit_report_lost(au);
+    }
+}
+
+/* A batch went out whole: a failing target works again. */
+static void
+audit_ok(struct kr_audit *au)
+{
+    if (au->failing) {
+        audit_report_lost(au);
+        kr_log_notice("audit: writing to %s again", au->path);
+        au->failing = false;
+    }
+}
+
 /* Write out[0..len) (nlines lines) to the target. */
 static void
 audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
@@ -193,10 +248,11 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
     audit_do_reopen(au);
     if (au->kind == AUDIT_SYSLOG && !kr_log_syslog_present()) {
         /* syslog(3) would drop them without a word: count them */
-        atomic_fetch_add(&au->dropped, nlines);
-        kr_log_rl(KR_LOG_ERROR, "audit: no syslog socket at %s (no syslog "
-                  "daemon): %llu line%s lost", kr_log_syslog_path,
-                  (unsigned long long)nlines, nlines == 1 ? "" : "s");
+        char why[160];
+
+        snprintf(why, sizeof(why), "no syslog socket at %s (no syslog "
+                 "daemon)", kr_log_syslog_path);
+        audit_lost(au, nlines, why);
         return;
     }
     if (au->kind == AUDIT_SYSLOG) {
@@ -208,6 +264,7 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
             off += n + 1;
         }
         atomic_fetch_add(&au->written, nlines);
+        audit_ok(au);
         return;
     }
     while (off < len) {
@@ -225,23 +282,23 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
         if (w <= 0) {
             uint64_t lost = 0;
             size_t i;
+            char why[160];
 
             for (i = off; i < len; i++) {
                 lost += out[i] == '\n';
             }
-            kr_log_rl(KR_LOG_ERROR, "audit: write to %s failed: %s; %llu "
-                      "lines lost", au->path,
-                      w == 0            ? "no progress"
-                      : errno == EAGAIN ? "not writable while closing"
-                                        : strerror(errno),
-                      (unsigned long long)lost);
-            atomic_fetch_add(&au->dropped, lost);
+            snprintf(why, sizeof(why), "write to %s failed: %s", au->path,
+                     w == 0            ? "no progress"
+                     : errno == EAGAIN ? "not writable while closing"
+                                       : strerror(errno));
             atomic_fetch_add(&au->written, nlines - lost);
+            audit_lost(au, lost, why);
             return;
         }
         off += (size_t)w;
     }
     atomic_fetch_add(&au->written, nlines);
+    audit_ok(au);
 }
 
 /* abs = now (CLOCK_REALTIME, as the condition variables use) + ms. */
@@ -421,6 +478,7 @@ kr_audit_close(struct kr_audit *au)
     pthread_cond_signal(&au->wake);
     pthread_mutex_unlock(&au->mu);
     pthread_join(au->thread, NULL);
+    audit_report_lost(au);              /* the writer has ended */
     audit_free(au);
 }
 

@@ -524,9 +524,12 @@ kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
             }
         }
         matched = true;
-        if (r->audit && !(v->flags & KR_VF_AUDIT)) {
+        if (r->audit) {
+            /* no conflict to settle: audited if any matching rule says
+               so, with bodies if any of them asks (a narrow audit_body
+               rule after a broad audit rule still gets its bodies) */
             v->flags |= KR_VF_AUDIT;
-            v->audit_body = r->audit_body;
+            v->audit_body = v->audit_body || r->audit_body;
         }
         if (clampable && !clamp_seen) {
             clamp_seen = true;

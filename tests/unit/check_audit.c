@@ -2045,6 +2045,57 @@ slow_read(void *arg)
     return NULL;
 }
 
+/* Lines of path containing what (path a text file). */
+static int
+count_lines(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int n = 0;
+
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, what) != NULL;
+    }
+    fclose(f);
+    return n;
+}
+
+/*
+ * A target that keeps failing (/dev/full) is logged once when it starts
+ * failing, then not per batch (a reader gone for good must not fill the
+ * log): the rest is reported in one line at close, with the total.
+ */
+START_TEST(test_sink_failing_reported_once)
+{
+    char dir[] = "/tmp/check_audit.XXXXXX", logp[64], err[256] = "";
+    struct kr_audit *au;
+    int i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(logp, sizeof(logp), "%s/log", dir);
+    ck_assert_int_eq(kr_log_open(logp, "check"), KR_OK);
+    au = kr_audit_open("/dev/full", 0, err, sizeof(err));
+    ck_assert_msg(au != NULL, "%s", err);
+    for (i = 0; i < 5; i++) {           /* five batches */
+        ck_assert(kr_audit_write(au, "{\"n\":1}", 7));
+        kr_audit_flush(au);
+    }
+    ck_assert_uint_eq(kr_audit_dropped(au), 5);
+    ck_assert_int_eq(count_lines(logp, "audit: write to /dev/full failed: "
+                                       "No space left on device: 1 line "
+                                       "lost"), 1);
+    kr_audit_close(au);
+    ck_assert_int_eq(count_lines(logp, "audit: write to /dev/full failed: "
+                                       "No space left on device: 4 lines "
+                                       "lost"), 1);
+    ck_assert_int_eq(count_lines(logp, "audit: write to /dev/full"), 2);
+    kr_log_close();
+    ck_assert_int_eq(unlink(logp), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /*
  * Target "stdout" when fd 1 is a non-blocking pipe (a parent made it so)
  * that fills up: the writer waits for the reader instead of losing the
@@ -2374,6 +2425,7 @@ audit_suite(void)
     tcase_add_test(ts, test_sink_reopen);
     tcase_add_test(ts, test_sink_stdout);
     tcase_add_test(ts, test_sink_stdout_nonblock);
+    tcase_add_test(ts, test_sink_failing_reported_once);
     tcase_add_test(ts, test_sink_drops);
     tcase_add_test(ts, test_sink_threads);
     tcase_add_test(ts, test_sink_unflushed);

@@ -464,6 +464,41 @@ START_TEST(test_eval_topics_deny)
 }
 END_TEST
 
+/*
+ * audit_body from any matching audit rule, not only the first: a broad
+ * audit rule before a narrow one with bodies (conf/examples/audit-only.ini
+ * does this) still gives the narrow rule's requests their bodies.
+ */
+START_TEST(test_eval_audit_body_any)
+{
+    struct kr_conf *c = load_ok(BASE "[audit]\ntarget = syslog\n"
+                                "[rule broad]\napi = Produce\naudit = true\n"
+                                "[rule pay]\ntopic = pay-*\naudit = true\n"
+                                "audit_body = true\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    const struct kr_rule_slot *sl;
+    struct kr_rule_mask m;
+    struct kr_arena a;
+    struct kr_msg req;
+    struct kr_verdict v;
+
+    kr_arena_init(&a, 0);
+    kr_rule_conn_mask(rs, "a", NULL, NULL, &m);
+    sl = kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m);
+    ck_assert_ptr_nonnull(sl);
+    build_req(&a, PRODUCE(9, "app", TOPIC("pay-eu")), &req);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    ck_assert(v.flags & KR_VF_AUDIT);
+    ck_assert(v.audit_body);
+    build_req(&a, PRODUCE(9, "app", TOPIC("other")), &req);
+    ck_assert(kr_rule_eval(rs, sl, &m, &req, NULL, &v));
+    ck_assert(v.flags & KR_VF_AUDIT);
+    ck_assert(!v.audit_body);
+    kr_arena_free(&a);
+    kr_conf_free(c);
+}
+END_TEST
+
 START_TEST(test_eval_precedence)
 {
     struct kr_conf *c = load_ok(BASE
@@ -977,6 +1012,7 @@ rule_suite(void)
     tcase_add_test(tc, test_conn_mask);
     tcase_add_test(tc, test_eval_topics_deny);
     tcase_add_test(tc, test_eval_precedence);
+    tcase_add_test(tc, test_eval_audit_body_any);
     tcase_add_test(tc, test_conn_clamps);
     tcase_add_test(tc, test_print);
     tcase_add_test(tc, test_gate);
