@@ -35,6 +35,13 @@
 /* KR_PKGLIBEXECDIR: where `make install` puts krelay-demo-cluster
  * ($(pkglibexecdir), from Makefile.am). */
 
+/* After a usage error's own line: where the whole usage is. */
+static void
+try_help(void)
+{
+    fprintf(stderr, "Try 'krelay --help' for the options.\n");
+}
+
 static void
 usage(FILE *f)
 {
@@ -516,30 +523,30 @@ main(int argc, char **argv)
             break;
         }
         default:
-            usage(stderr);
+            try_help();
             return 2;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "krelay: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+        try_help();
         return 2;
     }
     if (strict && !test) {
         fprintf(stderr, "krelay: -W (--strict) applies to -t only\n");
-        usage(stderr);
+        try_help();
         return 2;
     }
     if (demo_opt != NULL && (!demo || path != NULL)) {
         fprintf(stderr, "krelay: %s applies to --demo without -c only (with "
                 "-c FILE, FILE's [listener] says where krelay listens)\n",
                 demo_opt);
-        usage(stderr);
+        try_help();
         return 2;
     }
     if (path == NULL && !demo) {
         fprintf(stderr, "krelay: no configuration: use -c FILE (or --demo)\n");
-        usage(stderr);
+        try_help();
         return 2;
     }
     if (demo && path == NULL && listen_port > port_base &&

@@ -396,6 +396,11 @@ usage_error() {
     [ "$rc" -eq 2 ] || kr_fail "krelay $*: exit $rc, want 2: $(cat "$W/u.out")"
     [ "$(head -n 1 "$W/u.out")" = "$want" ] ||
         kr_fail "krelay $*: $(head -n 1 "$W/u.out"), want $want"
+    # the error, then at most a pointer to --help (not the whole usage)
+    case "$(sed -n 2,\$p "$W/u.out")" in
+    "" | "Try 'krelay --help' for the options.") ;;
+    *) kr_fail "krelay $*: after the error: $(sed -n 2,\$p "$W/u.out")" ;;
+    esac
     if grep -q '(demo)' "$W/u.out"; then
         kr_fail "krelay $*: names (demo): $(cat "$W/u.out")"
     fi
