@@ -206,6 +206,30 @@ void kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
                          size_t n, int64_t val);
 
 /*
+ * A Produce request's capture built as the request streams to the broker
+ * (never held whole: kr_session_kmux.c, when every rule that matches it
+ * only audits it), the same as kr_audit_capture would build from the
+ * decoded request: kr_audit_stream_req_new starts it from the header's
+ * ClientId (client_id, len bytes, copied; NULL: null; has_client_id: the
+ * header has the field), kr_audit_produce_scan_start ties the observer
+ * state as to it (map: TopicIds, borrowed until the end),
+ * kr_audit_produce_scan_event is the observer (with
+ * kr_scan_count_records on: topics, partitions, record bytes and
+ * records, Acks, TransactionalId), kr_audit_produce_scan_end ends it and
+ * gives the capture back (NULL when memory ran out: log the line
+ * without it; freed then).  kr_audit_stream_req_new returns NULL on
+ * ENOMEM.
+ */
+struct kr_audit_req *kr_audit_stream_req_new(const char *client_id,
+                                             size_t len, bool has_client_id);
+void kr_audit_produce_scan_start(struct kr_audit_scan *as,
+                                 struct kr_audit_req *r,
+                                 const struct kr_topic_map *map);
+void kr_audit_produce_scan_event(void *arg, enum kr_scan_what what,
+                                 const uint8_t *p, size_t n, int64_t val);
+struct kr_audit_req *kr_audit_produce_scan_end(struct kr_audit_scan *as);
+
+/*
  * Facts the session knows about a request/response pair.  The strings are
  * borrowed for the kr_audit_format call; NULL ones are left out (see
  * doc/audit.md).

@@ -184,6 +184,31 @@ bool kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
                   const struct kr_rule_mask *conn, const struct kr_msg *req,
                   const struct kr_topic_map *map, struct kr_verdict *v);
 
+/* Whether a request's verdict needs its body (kr_rule_eval_header). */
+enum kr_rule_need {
+    KR_RULE_NEEDS_BODY = 0,             /* decode it: kr_rule_eval */
+    KR_RULE_HEADER_ENOUGH               /* *v is what kr_rule_eval would
+                                           give, from the header alone */
+};
+
+/*
+ * The verdict of slot's rules for a request of (api_key, api_version)
+ * from ClientId cid (cidlen bytes; NULL: null), when no matching rule
+ * looks at the body: every rule of conn that matches the header only
+ * audits it, without audit_body, and names no topic (no deny, produce
+ * policy, clamp of the API, throttle or fault).  Then *v (zeroed first)
+ * is kr_rule_eval's verdict (flags KR_VF_AUDIT, or 0 when no rule
+ * matches) and the session may stream the request past krelay (a
+ * Produce request's records are spliced, its audit line built by the
+ * scanner).  Otherwise KR_RULE_NEEDS_BODY: hold and decode it.
+ */
+enum kr_rule_need kr_rule_eval_header(const struct kr_ruleset *rs,
+                                      const struct kr_rule_slot *slot,
+                                      const struct kr_rule_mask *conn,
+                                      int16_t api_key, int16_t api_version,
+                                      const char *cid, size_t cidlen,
+                                      struct kr_verdict *v);
+
 /*
  * What the rules decide about a request krelay cannot decode (issue 13):
  * its (ApiKey, ApiVersion) is not in the schema tables, or its body does

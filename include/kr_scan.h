@@ -28,12 +28,17 @@
  * nothing it skips can be misread downstream by krelay.
  *
  * An observer (kr_scan_watch) may be told a few values of the body as
- * they pass: topic names, TopicIds, ErrorCodes and the length of each
- * records field (the audit log's Fetch figures, without holding the
- * frame).  Only those values are read; records stay skipped (and
- * skippable: splice(2) still moves them).
+ * they pass: topic names, TopicIds, ErrorCodes, the length of each
+ * records field, Acks and the top-level TransactionalId (the audit log's
+ * Fetch and Produce figures, without holding the frame).  Only those
+ * values are read; records stay skipped (and skippable: splice(2) still
+ * moves them).  Asked to count records (kr_scan_count_records), the
+ * scanner also reads each record batch's header inside a watched
+ * records field (61 bytes of a RecordBatch, 18 of a MessageSet entry)
+ * and skips the rest of the batch, so a Produce request's records are
+ * counted while they stream, most of their bytes still skippable.
  *
- * Memory: struct kr_scan is about 2.3 KiB, has no pointers to free and
+ * Memory: struct kr_scan is about 3.2 KiB, has no pointers to free and
  * may live anywhere; kr_scan_init resets it (and forgets the observer).
  */
 #ifndef KR_SCAN_H
@@ -48,8 +53,15 @@
 /* Frames on the scanner's stack: a struct or an array each (header too). */
 #define KR_SCAN_MAX_FRAMES 64
 
-/* Bytes of a watched topic name kept for the observer. */
-#define KR_SCAN_CAP_MAX 255
+/*
+ * Bytes of a watched string (a topic name, a TransactionalId) kept for
+ * the observer: the audit line's longest string (kr_audit.c).
+ */
+#define KR_SCAN_CAP_MAX 1024
+
+/* Bytes of a RecordBatch header up to its recordsCount (baseOffset ..
+   recordsCount, as kr_records_count reads them). */
+#define KR_SCAN_BATCH_HDR 61
 
 /* What an observer is told (kr_scan_watch_fn's what). */
 enum kr_scan_what {
@@ -63,15 +75,30 @@ enum kr_scan_what {
     KR_SCAN_RECORDS,            /* a records field: val its length in
                                    bytes, -1 when null (the records
                                    themselves are not read) */
-    KR_SCAN_ERROR_CODE          /* an int16 ErrorCode field (any struct):
+    KR_SCAN_ERROR_CODE,         /* an int16 ErrorCode field (any struct):
                                    val */
+    KR_SCAN_ACKS,               /* an int16 Acks field (Produce): val */
+    KR_SCAN_TRANSACTIONAL_ID,   /* the body's top-level TransactionalId
+                                   string: p, n its first bytes (at most
+                                   KR_SCAN_CAP_MAX), val its length; p
+                                   NULL and val -1 when null */
+    KR_SCAN_RECORD_COUNT        /* the end of a records field of length
+                                   > 0, with kr_scan_count_records: val
+                                   the records its batches hold (the sum
+                                   of RecordBatch recordsCount, one per
+                                   uncompressed MessageSet entry), -1
+                                   when they cannot be counted (what
+                                   kr_records_count refuses: malformed
+                                   batches, compressed magic 0/1) */
 };
 
 /*
  * Called for each watched value as the scanner passes it, in wire order;
  * p is valid for the call only.  Only untagged fields of the body's
  * structs are watched (not the header, not tagged fields, not the
- * elements of arrays of strings, nothing inside a tagged value).
+ * elements of arrays of strings, nothing inside a tagged value).  A
+ * records field is told twice with kr_scan_count_records: its length as
+ * it starts (KR_SCAN_RECORDS), its count as it ends.
  */
 typedef void (*kr_scan_watch_fn)(void *arg, enum kr_scan_what what,
                                  const uint8_t *p, size_t n, int64_t val);
@@ -126,6 +153,16 @@ struct kr_scan {
     uint16_t cap_len;           /* bytes kept in cap */
     int64_t cap_full;           /* the captured value's length */
     uint8_t cap[KR_SCAN_CAP_MAX];
+    /* counting records (kr_scan_count_records): the batch walk */
+    uint8_t count_records;      /* asked for */
+    uint8_t bw_on;              /* inside a watched records value */
+    uint8_t bw_bad;             /* cannot be counted: skipped to its end */
+    uint8_t bw_got;             /* header bytes of this batch in bw_h */
+    uint8_t bw_need;            /* header bytes wanted (18, then 61) */
+    uint64_t bw_end;            /* payload offset where the value ends */
+    uint64_t bw_start;          /* payload offset of this batch */
+    uint64_t bw_n;              /* records counted so far */
+    uint8_t bw_h[KR_SCAN_BATCH_HDR];
 };
 
 /*
@@ -159,6 +196,16 @@ int kr_scan_feed(struct kr_scan *sc, const uint8_t *p, size_t n,
  * after kr_scan_init, before the first feed).  fn NULL stops it.
  */
 void kr_scan_watch(struct kr_scan *sc, kr_scan_watch_fn fn, void *arg);
+
+/*
+ * With on, also count the records of each watched records field
+ * (KR_SCAN_RECORD_COUNT; call after kr_scan_watch, before the first
+ * feed).  Each batch's header is then fed (never skippable); the rest of
+ * the batch is skipped by its length and stays skippable.  Records the
+ * scanner cannot count never fail the frame: they are skipped to the end
+ * of the field, counted as -1.
+ */
+void kr_scan_count_records(struct kr_scan *sc, bool on);
 
 /*
  * Bytes the scanner will pass next without looking at them: the rest of

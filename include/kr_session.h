@@ -243,6 +243,22 @@ struct kr_session {
     unsigned stream_rewrite:1;          /* its tail is rewritten
                                            (kr_rewrite_streamable); else
                                            the tail passes as it is */
+    /* a Produce request streamed for its audit line (kr_s_rstream_*):
+       it goes cut-through (req_remain) while rscan walks it */
+    unsigned rstream:1;                 /* under way */
+    unsigned rstream_own:1;             /* rstream_req is the session's
+                                           (Acks=0: no entry holds it) */
+    uint32_t rstream_prefix;            /* size-prefix bytes still to pass
+                                           before the scanner's payload */
+    struct kr_scan *rscan;              /* its scanner (malloc'd at the
+                                           first use, NULL before) */
+    struct kr_an_req *rstream_req;      /* its rule state: its FIFO
+                                           entry's (borrowed), or its own */
+    struct kr_rq *rstream_rq;           /* the entry's record (NULL:
+                                           Acks=0) */
+    struct kr_inflight rstream_e;       /* the entry, for Acks=0's line */
+    struct kr_audit_scan rstream_as;    /* the observer; owns the capture
+                                           until the walk ends */
 };
 
 /*

@@ -128,6 +128,9 @@ enum kr_stat_labels {
       "Responses held whole and rewritten.")                                 \
     X(responses_streamed, COUNTER, NONE, 1,                                  \
       "Responses forwarded as they arrived, only their tail held.")          \
+    X(requests_streamed, COUNTER, NONE, 1,                                   \
+      "Audited Produce requests forwarded as they arrived, their audit "     \
+      "line taken by a scanner (not held whole).")                           \
     X(endpoints_dropped, COUNTER, NONE, 1,                                   \
       "Streamed responses whose endpoint fields did not fit the frame and "  \
       "were dropped.")                                                       \

@@ -664,16 +664,19 @@ err_add(struct kr_errcount *ec, int16_t code)
 
 /*
  * Bytes of a string from the wire that a line keeps: a topic name's
- * (Kafka allows 249; a streamed response's scanner keeps KR_SCAN_CAP_MAX
- * bytes of one, and both paths must cut a name alike) and any other's
+ * (Kafka allows 249; a scanner keeps KR_SCAN_CAP_MAX bytes of one, and
+ * the held and the streamed paths must cut a name alike) and any other's
  * (ClientId, TransactionalId, GroupId, MemberId: up to 32767 bytes each
  * on the wire, 6 bytes each in JSON when they are control bytes).  A
  * longer string is cut on a UTF-8 character boundary, and the line says
  * so (doc/audit.md: "<key>_truncated"), so that no single string can make
  * a line too long for the sink's queue.
  */
-#define KR_AUDIT_NAME_MAX KR_SCAN_CAP_MAX
+#define KR_AUDIT_NAME_MAX 255
 #define KR_AUDIT_STR_MAX 1024
+_Static_assert(KR_SCAN_CAP_MAX >= KR_AUDIT_STR_MAX &&
+               KR_SCAN_CAP_MAX >= KR_AUDIT_NAME_MAX,
+               "a scanner keeps what a line keeps of a string");
 
 /*
  * The length to keep of a string of which p holds max bytes (at least)
@@ -1022,20 +1025,16 @@ kr_audit_req_free(struct kr_audit_req *r)
     free(r);
 }
 
-/* Keep string value v (non-null, present) in *out, cut to
-   KR_AUDIT_STR_MAX; false on ENOMEM. */
+/*
+ * Keep a string of full bytes on the wire of which p holds n (n < full:
+ * a scanner's cut, n >= KR_AUDIT_STR_MAX then) as keep_str does.  false
+ * on ENOMEM.
+ */
 static bool
-keep_str(const struct kr_val *v, struct kr_audit_str *out)
+keep_bytes(const char *p, size_t n, size_t full, struct kr_audit_str *out)
 {
-    size_t n;
-
-    if (v == NULL || !v->present || v->is_null || v->u.s.len < 0 ||
-        (v->u.s.p == NULL && v->u.s.len > 0)) {
-        return true;
-    }
-    n = (size_t)v->u.s.len;
-    if (n > KR_AUDIT_STR_MAX) {
-        n = str_cut((const char *)v->u.s.p, KR_AUDIT_STR_MAX);
+    if (full > KR_AUDIT_STR_MAX) {
+        n = str_cut(p, KR_AUDIT_STR_MAX);
         out->cut = true;
     }
     out->p = malloc(n + 1);
@@ -1043,11 +1042,24 @@ keep_str(const struct kr_val *v, struct kr_audit_str *out)
         return false;
     }
     if (n > 0) {
-        memcpy(out->p, v->u.s.p, n);
+        memcpy(out->p, p, n);
     }
     out->p[n] = '\0';
     out->len = n;
     return true;
+}
+
+/* Keep string value v (non-null, present) in *out, cut to
+   KR_AUDIT_STR_MAX; false on ENOMEM. */
+static bool
+keep_str(const struct kr_val *v, struct kr_audit_str *out)
+{
+    if (v == NULL || !v->present || v->is_null || v->u.s.len < 0 ||
+        (v->u.s.p == NULL && v->u.s.len > 0)) {
+        return true;
+    }
+    return keep_bytes((const char *)v->u.s.p, (size_t)v->u.s.len,
+                      (size_t)v->u.s.len, out);
 }
 
 /*
@@ -1406,7 +1418,140 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
             err_add(r->serrs, (int16_t)val);
         }
         break;
+    case KR_SCAN_ACKS:
+    case KR_SCAN_TRANSACTIONAL_ID:
+    case KR_SCAN_RECORD_COUNT:
+        break;                          /* a request's */
     }
+}
+
+/* ---- a Produce request as it streams by --------------------------------- */
+
+struct kr_audit_req *
+kr_audit_stream_req_new(const char *client_id, size_t len, bool has_client_id)
+{
+    struct kr_audit_req *r = calloc(1, sizeof(*r));
+
+    if (r == NULL) {
+        return NULL;
+    }
+    r->has_client_id = has_client_id;
+    if (client_id != NULL && !keep_bytes(client_id, len, len, &r->client_id)) {
+        kr_audit_req_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void
+kr_audit_produce_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
+                            const struct kr_topic_map *map)
+{
+    as->req = r;
+    as->map = map;
+    as->cur = SIZE_MAX;
+}
+
+/* A topic the request names: its entry, new ones with 0 bytes and 0
+   records (capture_topic, then capture_produce, of the held path). */
+static void
+produce_topic(struct kr_audit_scan *as, const char *name, size_t len,
+              bool longer)
+{
+    struct kr_audit_req *r = as->req;
+    struct kr_audit_topic *t = topic_entry(r, name, len, longer, true);
+
+    as->cur = SIZE_MAX;
+    if (t == NULL) {
+        return;
+    }
+    if (t->bytes < 0) {
+        t->bytes = 0;
+        t->records = 0;
+    }
+    as->cur = (size_t)(t - r->topics);
+}
+
+void
+kr_audit_produce_scan_event(void *arg, enum kr_scan_what what,
+                            const uint8_t *p, size_t n, int64_t val)
+{
+    struct kr_audit_scan *as = arg;
+    struct kr_audit_req *r = as->req;
+    struct kr_audit_topic *t;
+    char idbuf[24];
+    const char *name;
+
+    if (r == NULL || r->failed) {
+        return;
+    }
+    t = as->cur < r->ntopics ? &r->topics[as->cur] : NULL;
+    switch (what) {
+    case KR_SCAN_TOPIC:
+        as->cur = SIZE_MAX;
+        if (val >= 0) {
+            produce_topic(as, p != NULL ? (const char *)p : "", n,
+                          val > (int64_t)n);
+        }
+        break;
+    case KR_SCAN_TOPIC_ID: {
+        static const uint8_t zero[16];
+
+        as->cur = SIZE_MAX;
+        if (p == NULL || n != 16 || memcmp(p, zero, 16) == 0) {
+            break;
+        }
+        name = kr_topic_map_name(as->map, p);
+        if (name == NULL) {
+            kr_uuid_format(p, idbuf);
+            name = idbuf;
+        }
+        produce_topic(as, name, strlen(name), false);
+        break;
+    }
+    case KR_SCAN_RECORDS:
+        /* one records field per partition entry */
+        if (t != NULL) {
+            t->partitions++;
+            if (val > 0) {
+                t->bytes += val;
+            }
+        }
+        break;
+    case KR_SCAN_RECORD_COUNT:
+        if (t != NULL && t->records >= 0) {
+            t->records = val >= 0 ? t->records + val
+                                  : -2;     /* unknown from here on */
+        }
+        break;
+    case KR_SCAN_ACKS:
+        r->has_acks = true;
+        r->acks = val;
+        break;
+    case KR_SCAN_TRANSACTIONAL_ID:
+        if (val >= 0 && r->txn_id.p == NULL &&
+            !keep_bytes(p != NULL ? (const char *)p : "", n, (size_t)val,
+                        &r->txn_id)) {
+            r->failed = true;
+        }
+        break;
+    case KR_SCAN_ERROR_CODE:
+        break;
+    }
+}
+
+struct kr_audit_req *
+kr_audit_produce_scan_end(struct kr_audit_scan *as)
+{
+    struct kr_audit_req *r = as->req;
+
+    as->req = NULL;
+    as->cur = SIZE_MAX;
+    if (r != NULL && r->failed) {
+        kr_audit_req_free(r);
+        return NULL;
+    }
+    return r;
 }
 
 /* ---- error codes in a response ------------------------------------------ */

@@ -346,6 +346,11 @@ kr_records_count(const struct kr_rbuf *rb, uint64_t off, int32_t len,
             }
             n += (uint64_t)c;
         } else if (magic == 0 || magic == 1) {
+            if (blen < 6) {
+                return KR_EPROTO;       /* no room for crc, magic and
+                                           attributes: h[16..17] are not
+                                           this entry's */
+            }
             /* attributes int8 at 17: compression in bits 0-2 */
             if (h[17] & 0x07u) {
                 hidden = true;

@@ -628,11 +628,13 @@ kr_daemon_stop(struct kr_daemon *d)
         uint64_t bd = total(d, KR_STAT_ID_bytes_down);
 
         kr_log_notice("totals: %" PRIu64 " connection%s, %" PRIu64
-                      " request%s, %" PRIu64 " response%s (%" PRIu64
+                      " request%s (%" PRIu64 " audited while streamed), %"
+                      PRIu64 " response%s (%" PRIu64
                       " held whole, %" PRIu64 " streamed), %" PRIu64
                       " byte%s up, %" PRIu64 " byte%s down (%" PRIu64
                       " of the two spliced)",
                       nc, plural((long long)nc), nq, plural((long long)nq),
+                      total(d, KR_STAT_ID_requests_streamed),
                       np, plural((long long)np),
                       total(d, KR_STAT_ID_responses_held),
                       total(d, KR_STAT_ID_responses_streamed),

@@ -591,6 +591,52 @@ kr_rule_eval(const struct kr_ruleset *rs, const struct kr_rule_slot *slot,
     return matched;
 }
 
+enum kr_rule_need
+kr_rule_eval_header(const struct kr_ruleset *rs,
+                    const struct kr_rule_slot *slot,
+                    const struct kr_rule_mask *conn, int16_t api_key,
+                    int16_t api_version, const char *cid, size_t cidlen,
+                    struct kr_verdict *v)
+{
+    int i;
+
+    memset(v, 0, sizeof(*v));
+    v->deny_rule = v->clamp_rule = v->policy_rule = v->throttle_rule =
+        v->fault_rule = -1;
+    if (rs == NULL || slot == NULL) {
+        return KR_RULE_NEEDS_BODY;
+    }
+    /* kr_rule_eval's walk, stopping at anything it needs the body for */
+    for (i = 0; i < rs->nrules; i++) {
+        const struct kr_rule_conf *r = &rs->conf->rules[i];
+        bool in_req = kr_rule_mask_has(&slot->req, i),
+             in_rsp = kr_rule_mask_has(&slot->rsp, i);
+        bool clampable = has_clamp(r) && (r->direction & KR_RDIR_REQUEST) &&
+                         names_api(r, api_key) &&
+                         api_version >= r->versions_min &&
+                         api_version <= r->versions_max;
+
+        if ((!in_req && !in_rsp && !clampable) ||
+            !kr_rule_mask_has(conn, i)) {
+            continue;
+        }
+        if (r->client_id.n > 0 &&
+            (cid == NULL || !globs_match(&r->client_id, cid, cidlen))) {
+            continue;
+        }
+        if (r->topic.n > 0 || clampable ||
+            (in_req && (r->deny || has_policy(r))) ||
+            (in_rsp && (r->throttle_ms >= 0 || has_fault(r)))) {
+            return KR_RULE_NEEDS_BODY;
+        }
+        if (r->audit) {
+            v->flags |= KR_VF_AUDIT;
+            v->audit_body = v->audit_body || r->audit_body;
+        }
+    }
+    return v->audit_body ? KR_RULE_NEEDS_BODY : KR_RULE_HEADER_ENOUGH;
+}
+
 /* ---- requests krelay cannot decode (issue 13) ----------------------- */
 
 /* Could rule r match (api_key, api_version) from what the header says? */

@@ -322,6 +322,8 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     kr_s_rq_free(s->stream_rq);
+    kr_s_rstream_drop(s);
+    free(s->rscan);
     kr_s_sw_put(s->sw);
     free(s->clamps);
     free(s->enforced);
@@ -780,6 +782,9 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     s->closing_ms = kr_clock_timer_ms();
     evbuffer_drain(s->client.in, evbuffer_get_length(s->client.in));
     s->req_remain = 0;
+    kr_s_rstream_abort(s, "the connection closes before krelay read the "
+                       "whole request (topics and records: as far as it "
+                       "read them)");
     if (closing_done(s)) {
         return -1;
     }
@@ -926,8 +931,16 @@ client_eof(struct kr_session *s)
 static void
 up_lane_try(struct kr_session *s)
 {
-    if (!s->dead && !s->opaque && !s->closing && s->req_remain > 0) {
-        (void)lane_begin(s, &s->upl, &s->client, &s->up, s->req_remain);
+    uint64_t run;
+
+    if (s->dead || s->opaque || s->closing || s->req_remain == 0) {
+        return;
+    }
+    /* a streamed request: the value its scanner skips next */
+    run = !s->rstream ? s->req_remain
+          : s->rstream_prefix == 0 ? kr_scan_skippable(s->rscan) : 0;
+    if (run > 0) {
+        (void)lane_begin(s, &s->upl, &s->client, &s->up, run);
     }
 }
 
@@ -1090,6 +1103,7 @@ client_read_once(struct kr_session *s)
         if (n > 0) {
             s->last_active_ms = kr_clock_timer_ms();
             s->req_remain -= (uint64_t)n;
+            kr_s_rstream_skipped(s, (uint64_t)n);
             KR_STAT_ADD(s->host->stats, bytes_up, (uint64_t)n);
             if (kr_s_conn_flush(s, &s->up) == 0) {
                 kr_s_update_io(s);

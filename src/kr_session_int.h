@@ -106,6 +106,26 @@ enum nreq_outcome {
                                            (*nr filled): never forwarded */
 };
 
+/*
+ * A Produce request of at least this many bytes whose rules only audit
+ * it streams to the broker as it arrives (its records spliced as an
+ * unaudited one's), its audit line built by a scanner (kr_s_rstream_*);
+ * a smaller one is held and decoded.
+ */
+#define KR_RSTREAM_MIN_BYTES (64 * 1024)
+
+/* What kr_s_rstream_begin decided for a request frame. */
+enum rstream_outcome {
+    RSTREAM_CLOSED = -1,                /* the session was closed */
+    RSTREAM_HOLD = 0,                   /* its rules need it whole: hold
+                                           and decode it (NREQ_RULES) */
+    RSTREAM_PASS,                       /* no rule matches it: forward it
+                                           as if none were there */
+    RSTREAM_STREAM                      /* forward it cut-through while
+                                           the scanner walks it; its entry
+                                           (*e) carries its rule state */
+};
+
 /* ---- kr_session.c: the pair, its FIFO, timers, flushing, closing ------ */
 
 /*
@@ -173,6 +193,42 @@ int kr_s_conn_flush(struct kr_session *s, struct kr_conn *c);
    ENOMEM; and its free. */
 struct kr_rq *kr_s_rq_wrap(struct kr_an_req *a);
 void kr_s_rq_free(struct kr_rq *rq);
+
+/*
+ * The Produce request frame at offset off of in (flen payload bytes,
+ * header h; expect: not Acks=0) has rule slot slot: may it stream
+ * (kr_rule_eval_header)?  With RSTREAM_STREAM, s->rscan is set up for
+ * its payload, entry *e gets its rule state (expect), s->rstream is on;
+ * the caller forwards the frame cut-through (req_remain), passing every
+ * byte of it through kr_s_rstream_feed or kr_s_rstream_skip.
+ */
+enum rstream_outcome kr_s_rstream_begin(struct kr_session *s,
+                                        struct evbuffer *in, size_t off,
+                                        const struct kr_req_hdr *h,
+                                        size_t flen, bool expect,
+                                        const struct kr_rule_slot *slot,
+                                        struct kr_inflight *e);
+/*
+ * The scanner of the streamed request ended (rc KR_OK: walked whole;
+ * KR_EPROTO: the request does not decode, s->rscan->msg says why): its
+ * capture goes to its rule state, an Acks=0 one's line is written.
+ * s->rstream is off after it.
+ */
+void kr_s_rstream_end(struct kr_session *s, int rc);
+/*
+ * n bytes of the streamed request were spliced (they were skippable):
+ * tell the scanner (kr_scan_skip) and end the walk when it ends.
+ */
+void kr_s_rstream_skipped(struct kr_session *s, uint64_t n);
+/*
+ * The streamed request will not be read to its end (the connection
+ * closes): its capture so far goes to its rule state with note (an
+ * Acks=0 one's line is written, marked incomplete).  No-op when none.
+ */
+void kr_s_rstream_abort(struct kr_session *s, const char *note);
+/* Forget the streamed request whose entry was never pushed (its rule
+   state is freed by the caller); its capture is freed. */
+void kr_s_rstream_drop(struct kr_session *s);
 
 /* Audit lines of the connection: "open" once a rule audits it, and
    "open"/"close" events (close: its cause and reason; open: cause

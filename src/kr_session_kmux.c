@@ -266,6 +266,30 @@ nreq_fill(struct kr_nreq *nr, const struct kr_req_hdr *h,
     nr->expect = expect;
 }
 
+static int scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off,
+                   size_t n, size_t *used);
+
+/*
+ * n bytes of the streamed request at offset off of in go upstream: the
+ * scanner walks them (its size prefix excepted).  Once the walk ends
+ * (the body's tagged fields, or a fault) the rest passes unscanned.
+ */
+static void
+rstream_feed(struct kr_session *s, struct evbuffer *in, size_t off, size_t n)
+{
+    size_t pre = min_sz(n, s->rstream_prefix), used;
+    int rc;
+
+    s->rstream_prefix -= (uint32_t)pre;
+    if (n == pre) {
+        return;
+    }
+    rc = scan_in(s->rscan, in, off + pre, n - pre, &used);
+    if (rc != KR_AGAIN) {
+        kr_s_rstream_end(s, rc);
+    }
+}
+
 /*
  * Look at the frame starting at offset scan of client.in (avail bytes
  * there, >= 4) and say what happens to it (enum nreq_outcome).
@@ -474,6 +498,21 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
     }
+    if (nr->slot != NULL && h.api_key == KR_API_PRODUCE &&
+        flen >= KR_RSTREAM_MIN_BYTES) {
+        /* a large Produce only audited: not held, streamed and scanned */
+        switch (kr_s_rstream_begin(s, in, scan, &h, flen, expect, nr->slot,
+                                   &e)) {
+        case RSTREAM_CLOSED:
+            return NREQ_CLOSED;
+        case RSTREAM_HOLD:
+            break;
+        case RSTREAM_PASS:
+        case RSTREAM_STREAM:
+            nr->slot = NULL;
+            break;
+        }
+    }
     if (nr->slot != NULL || nr->av_new) {
         if (avail - KR_FRAME_PREFIX < flen) {
             return NREQ_WAIT;           /* wait for the whole frame */
@@ -504,6 +543,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     e.kind = KR_INF_REQUEST;
     if (expect) {
         if (kr_s_fifo_push(s, &e) != KR_OK) {
+            kr_s_rstream_drop(s);       /* it borrows e.rq's state */
             kr_s_rq_free(e.rq);
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return NREQ_CLOSED;
@@ -564,6 +604,9 @@ kr_s_process_requests(struct kr_session *s)
         avail = total - scan;
         if (s->req_remain > 0) {
             take = min_sz(avail, s->req_remain);
+            if (s->rstream) {
+                rstream_feed(s, in, scan, take);
+            }
             scan += take;
             s->req_remain -= take;
             if (s->req_remain > 0) {
@@ -697,13 +740,13 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
  * (KR_AGAIN when it wants more than those n bytes).
  */
 static int
-scan_in(struct kr_session *s, struct evbuffer *in, size_t off, size_t n,
+scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off, size_t n,
         size_t *used)
 {
     struct evbuffer_iovec v[8];
     struct evbuffer_ptr ptr;
     size_t u;
-    int i, k, rc = s->scan->status;
+    int i, k, rc = sc->status;
 
     *used = 0;
     while (rc == KR_AGAIN && n > 0) {
@@ -716,8 +759,8 @@ scan_in(struct kr_session *s, struct evbuffer *in, size_t off, size_t n,
         }
         for (i = 0; i < k && i < (int)KR_ARRAY_LEN(v) && rc == KR_AGAIN &&
              n > 0; i++) {
-            rc = kr_scan_feed(s->scan, v[i].iov_base,
-                              min_sz(v[i].iov_len, n), &u);
+            rc = kr_scan_feed(sc, v[i].iov_base, min_sz(v[i].iov_len, n),
+                              &u);
             off += u;
             n -= u;
             *used += u;
@@ -809,7 +852,7 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
     }
     rc = kr_scan_init(s->scan, e->api_key, e->api_version, true, flen);
     if (rc == KR_OK) {
-        rc = scan_in(s, in, off, flen, &used);
+        rc = scan_in(s->scan, in, off, flen, &used);
     }
     if (rc == KR_AGAIN) {
         return 0;                       /* let the held path judge it */
@@ -845,8 +888,8 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     uint8_t last;
     int rc;
 
-    rc = scan_in(s, in, *scan, min_sz(total - *scan, (size_t)s->stream_left),
-                 &used);
+    rc = scan_in(s->scan, in, *scan,
+                 min_sz(total - *scan, (size_t)s->stream_left), &used);
     *scan += used;
     s->stream_left -= used;
     if (rc == KR_AGAIN) {
@@ -1086,6 +1129,15 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                       "CorrelationId %d", s->upname, corr,
                       kr_s_api_name(e->api_key), e->api_version,
                       e->correlation_id);
+        return NRSP_CLOSED;
+    }
+    if (s->rstream && e->rq != NULL && e->rq == s->rstream_rq) {
+        /* its audit line would lose what is still to come; a broker
+           answers a request only once it has all of it */
+        kr_s_close_up(s, KR_LOG_WARN, "upstream %s answered %s v%d "
+                      "CorrelationId %d before krelay had sent the whole "
+                      "request", s->upname, kr_s_api_name(e->api_key),
+                      e->api_version, e->correlation_id);
         return NRSP_CLOSED;
     }
     if (e->kind == KR_INF_INTERNAL) {

@@ -1040,6 +1040,194 @@ out:
     kr_arena_free(&arena);
 }
 
+/* ---- a Produce request streamed for its audit line ---------------------- */
+
+enum rstream_outcome
+kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
+                   const struct kr_req_hdr *h, size_t flen, bool expect,
+                   const struct kr_rule_slot *slot, struct kr_inflight *e)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    struct kr_an_request r;
+    struct kr_audit_req *cap;
+    struct kr_an_req *req;
+    struct kr_verdict v;
+    struct kr_rq *rq = NULL;
+    char *cid = NULL;
+    size_t cidlen = 0;
+    enum kr_rule_need need;
+
+    if (audit_sink(s) == NULL ||
+        !kr_s_request_client_id(in, off + KR_FRAME_PREFIX, h, &cid,
+                                &cidlen)) {
+        free(cid);
+        return RSTREAM_HOLD;            /* the held path says what fails */
+    }
+    need = kr_rule_eval_header(rs, slot, &s->rmask, h->api_key,
+                               h->api_version, cid, cidlen, &v);
+    if (need != KR_RULE_HEADER_ENOUGH) {
+        free(cid);
+        return RSTREAM_HOLD;
+    }
+    kr_stats_rule_hits(s->host->stats, &v);
+    if (v.flags == 0) {
+        free(cid);
+        return RSTREAM_PASS;
+    }
+    if (s->rscan == NULL && (s->rscan = malloc(sizeof(*s->rscan))) == NULL) {
+        free(cid);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory (request scanner)");
+        return RSTREAM_CLOSED;
+    }
+    if (kr_scan_init(s->rscan, h->api_key, h->api_version, false, flen) !=
+        KR_OK) {
+        free(cid);
+        return RSTREAM_HOLD;
+    }
+    memset(&r, 0, sizeof(r));
+    r.h = h;
+    r.flen = flen;
+    req = kr_an_req_from_header(&r, cid, cidlen, NULL, KR_AUDIT_FORWARDED);
+    cap = kr_audit_stream_req_new(cid, cidlen, true);
+    free(cid);
+    if (req == NULL || cap == NULL ||
+        (expect && (rq = kr_s_rq_wrap(req)) == NULL)) {
+        if (rq == NULL) {
+            kr_an_req_free(req);        /* kr_s_rq_wrap frees it itself */
+        }
+        kr_audit_req_free(cap);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return RSTREAM_CLOSED;
+    }
+    if (rq != NULL) {
+        rq->sw = kr_s_sw_ref(s->sw);    /* its audit line's, later */
+    }
+    req->v = v;
+    s->rstream = 1;
+    s->rstream_prefix = KR_FRAME_PREFIX;
+    s->rstream_req = req;
+    s->rstream_rq = rq;
+    s->rstream_own = !expect;
+    s->rstream_e = *e;
+    s->rstream_e.correlation_id = h->correlation_id;
+    s->rstream_e.api_key = h->api_key;
+    s->rstream_e.api_version = h->api_version;
+    kr_audit_produce_scan_start(&s->rstream_as, cap,
+                                s->g->up != NULL ? kr_upstream_topics(s->g->up)
+                                                 : NULL);
+    kr_scan_watch(s->rscan, kr_audit_produce_scan_event, &s->rstream_as);
+    kr_scan_count_records(s->rscan, true);
+    e->rq = rq;
+    KR_STAT_INC(s->host->stats, requests_streamed);
+    return RSTREAM_STREAM;
+}
+
+void
+kr_s_rstream_end(struct kr_session *s, int rc)
+{
+    struct kr_audit_req *cap = kr_audit_produce_scan_end(&s->rstream_as);
+    struct kr_an_req *req = s->rstream_req;
+    char why[200], text[300], abuf[24];
+
+    if (!s->rstream) {
+        kr_audit_req_free(cap);
+        return;
+    }
+    s->rstream = 0;
+    s->rstream_req = NULL;
+    s->rstream_rq = NULL;
+    /* the frame is read whole now, as a held one would be */
+    req->t_wall_us = kr_clock_wall_us();
+    req->t_read_us = kr_clock_mono_us();
+    if (rc == KR_OK) {
+        req->audit = cap;
+    } else {
+        /* as the held path words it (kr_s_rule_request) */
+        kr_audit_req_free(cap);
+        snprintf(why, sizeof(why), "request does not decode: %.150s",
+                 s->rscan->msg);
+        free(req->decode_error);
+        req->decode_error = strdup(why);
+        snprintf(text, sizeof(text), "%s v%d CorrelationId %d: %s",
+                 kr_analyse_api_label(s->rstream_e.api_key, abuf,
+                                      sizeof(abuf)),
+                 s->rstream_e.api_version, s->rstream_e.correlation_id, why);
+        kr_s_undecodable_note(s, text);
+    }
+    if (s->rstream_own) {
+        /* Acks=0: no response comes; the line is written now */
+        struct kr_an_conn c;
+
+        s->rstream_own = 0;
+        an_conn(s, &c);
+        audit_put(s, kr_an_audit_line(&c, &s->rstream_e, req, NULL, 0, 0,
+                                      0));
+        kr_an_req_free(req);
+    }
+}
+
+void
+kr_s_rstream_skipped(struct kr_session *s, uint64_t n)
+{
+    int rc;
+
+    if (!s->rstream) {
+        return;
+    }
+    if (s->rstream_prefix > 0) {
+        /* a lane starts only at a skippable run: never here */
+        kr_s_rstream_abort(s, "internal: spliced a size prefix");
+        return;
+    }
+    rc = kr_scan_skip(s->rscan, n);
+    if (rc == KR_ELIMIT) {
+        kr_s_rstream_abort(s, "internal: spliced more than the scanner "
+                           "skips");
+    } else if (rc != KR_AGAIN) {
+        kr_s_rstream_end(s, rc);
+    }
+}
+
+void
+kr_s_rstream_abort(struct kr_session *s, const char *note)
+{
+    struct kr_an_req *req = s->rstream_req;
+
+    if (!s->rstream) {
+        return;
+    }
+    s->rstream = 0;
+    s->rstream_req = NULL;
+    s->rstream_rq = NULL;
+    /* topics and records as far as krelay read them */
+    req->audit = kr_audit_produce_scan_end(&s->rstream_as);
+    free(req->note);
+    req->note = strdup(note);
+    if (s->rstream_own) {
+        struct kr_an_conn c;
+
+        s->rstream_own = 0;
+        req->incomplete = true;
+        an_conn(s, &c);
+        audit_put(s, kr_an_audit_line(&c, &s->rstream_e, req, NULL, 0, 0,
+                                      0));
+        kr_an_req_free(req);
+    }
+}
+
+void
+kr_s_rstream_drop(struct kr_session *s)
+{
+    kr_audit_req_free(kr_audit_produce_scan_end(&s->rstream_as));
+    if (s->rstream_own) {
+        kr_an_req_free(s->rstream_req);
+    }
+    s->rstream = 0;
+    s->rstream_own = 0;
+    s->rstream_req = NULL;
+    s->rstream_rq = NULL;
+}
+
 bool
 kr_s_rsp_scan_only(const struct kr_inflight *e)
 {
@@ -1097,6 +1285,9 @@ kr_s_audit_unfinished(struct kr_session *s)
     if (audit_sink(s) == NULL) {
         return;
     }
+    kr_s_rstream_abort(s, "connection closed before krelay read the whole "
+                       "request (topics and records: as far as it read "
+                       "them)");
     if (rq != NULL) {
         s->stream_rq = NULL;
         got = s->client.bytes_out > s->stream_first

@@ -117,7 +117,7 @@ exec 3>&-
 kr_wait_for 60 grep -q "connect to upstream 127.0.0.1:1: " "$W/krelay.log" ||
     kr_fail "no connection line: $(tail -3 "$W/krelay.log")"
 kr_stop "$pid" krelay "$W/krelay.out.log" "$W/krelay.log"
-grep -q "notice: totals: 1 connection, 0 requests, 0 responses (0 held whole, 0 streamed), 0 bytes up, 0 bytes down" \
+grep -q "notice: totals: 1 connection, 0 requests (0 audited while streamed), 0 responses (0 held whole, 0 streamed), 0 bytes up, 0 bytes down" \
     "$W/krelay.log" || kr_fail "stop report: $(grep totals "$W/krelay.log")"
 
 # 6. a reload changing a kept listener's upstream: it needs a restart (the

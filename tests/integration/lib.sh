@@ -496,15 +496,17 @@ kr_stop() {
     [ "$rc" -eq 0 ] || kr_fail "$name exited with status $rc on SIGTERM"
 }
 
-# kr_finish: the checks every test ends with, then PASS.  krelay still
-# runs, no mock broker accepted a connection from anything else, and
-# krelay and the mock stop cleanly on SIGTERM.
+# kr_finish [FN]: the checks every test ends with, then PASS.  krelay
+# still runs, no mock broker accepted a connection from anything else, and
+# krelay and the mock stop cleanly on SIGTERM; FN, when given, runs once
+# krelay stopped (its stop report is in $KR_WORK/krelay.log).
 kr_finish() {
     kr_check_alive
     kr_check_no_direct
     if ! kr_is_direct; then
         kr_stop "$KR_KRELAY_PID" krelay "$KR_WORK/krelay.out.log" \
             "$KR_WORK/krelay.log"
+        [ -z "${1:-}" ] || "$1"
     fi
     kr_stop "$KR_MOCK_PID" krmock "$KR_WORK/mock.log"
     kr_log "PASS"

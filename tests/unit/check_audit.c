@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kr_api_keys.h"
 #include "kr_audit.h"
 #include "kr_json.h"
 #include "kr_log.h"
@@ -487,6 +488,91 @@ jint(json_t *o, const char *key)
     return json_integer_value(v);
 }
 
+/*
+ * A Produce request's capture as the session builds it while the request
+ * streams (kr_audit_produce_scan_event over kr_scan with records
+ * counted), from its payload f (len bytes): fed in pieces of pseudo-random
+ * sizes from seed, and with every odd seed each run the scanner may skip
+ * passed by kr_scan_skip, as splice(2) passes it (*skipped: those bytes).
+ */
+static struct kr_audit_req *
+stream_capture(const struct kr_msg *req, const uint8_t *f, size_t len,
+               const struct kr_topic_map *map, uint64_t seed,
+               uint64_t *skipped)
+{
+    const struct kr_val *cid = kr_node_get_id(req->header,
+                                              KR_FIELD_CLIENT_ID);
+    bool has = cid != NULL && cid->present, null = !has || cid->is_null;
+    struct kr_audit_scan as;
+    struct kr_audit_req *r;
+    struct kr_scan sc;
+    size_t at = 0, n, used;
+    int rc = KR_AGAIN;
+
+    r = kr_audit_stream_req_new(null ? NULL : (const char *)cid->u.s.p,
+                                null ? 0 : (size_t)cid->u.s.len, has);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(kr_scan_init(&sc, req->api_key, req->api_version, false,
+                                  len), KR_OK);
+    kr_audit_produce_scan_start(&as, r, map);
+    kr_scan_watch(&sc, kr_audit_produce_scan_event, &as);
+    kr_scan_count_records(&sc, true);
+    *skipped = 0;
+    while (rc == KR_AGAIN && at < len) {
+        uint64_t sk = kr_scan_skippable(&sc);
+
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        if (sk > 0 && (seed & 1)) {
+            n = sk < len - at ? (size_t)sk : len - at;
+            rc = kr_scan_skip(&sc, n);
+            at += n;
+            *skipped += n;
+            continue;
+        }
+        n = 1 + (size_t)(seed % 97);
+        n = n < len - at ? n : len - at;
+        rc = kr_scan_feed(&sc, f + at, n, &used);
+        at += used;
+    }
+    ck_assert_msg(rc == KR_OK, "scan: %s %s", kr_status_str(rc), sc.msg);
+    return kr_audit_produce_scan_end(&as);
+}
+
+/*
+ * The line of a Produce request (payload f, len bytes) built from the
+ * streamed capture must be the held path's line, byte for byte, whatever
+ * pieces the bytes come in.
+ */
+static void
+assert_stream_line(const struct kr_msg *req, const uint8_t *f, size_t len,
+                   const struct kr_topic_map *map,
+                   const struct kr_audit_info *info, const char *held)
+{
+    uint64_t seed, skipped;
+
+    for (seed = 1; seed <= 4; seed++) {
+        struct kr_audit_req *r = stream_capture(req, f, len, map,
+                                                seed * 0x9e3779b97f4a7c15u,
+                                                &skipped);
+        char *line = kr_audit_format(info, r, NULL, false);
+
+        size_t d = 0;
+
+        ck_assert_ptr_nonnull(line);
+        while (line[d] != '\0' && line[d] == held[d]) {
+            d++;
+        }
+        d = d > 60 ? d - 60 : 0;
+        ck_assert_msg(strcmp(line, held) == 0, "streamed (seed %" PRIu64
+                      ") from byte %zu:\n%.300s\nheld:\n%.300s", seed, d,
+                      line + d, held + d);
+        free(line);
+        kr_audit_req_free(r);
+    }
+}
+
 /* The line of request text (captured with its payload, no response). */
 static json_t *
 req_line(const char *text)
@@ -511,6 +597,9 @@ req_line(const char *text)
     line = kr_audit_format(&info, r, NULL, false);
     kr_audit_req_free(r);
     ck_assert_ptr_nonnull(line);
+    if (req.api_key == KR_API_PRODUCE) {
+        assert_stream_line(&req, f, len, NULL, &info, line);
+    }
     j = jload(line);
     ck_assert_msg(j != NULL, "%s", line);
     free(line);
@@ -579,6 +668,154 @@ START_TEST(test_produce_records)
     free(b7);
     free(m1);
     free(mz);
+}
+END_TEST
+
+/* Base64 of n RecordBatch v2 of count records and extra data bytes each,
+   back to back. */
+static char *
+batches_b64(unsigned n, int32_t count, size_t extra)
+{
+    size_t one = 61 + extra, len = one * n, i;
+    uint8_t *b = calloc(1, len);
+    char *out = malloc(kr_base64_len(len));
+
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(out);
+    for (i = 0; i < n; i++) {
+        uint8_t *h = b + i * one;
+        uint32_t blen = (uint32_t)(49 + extra);
+
+        h[8] = (uint8_t)(blen >> 24);
+        h[9] = (uint8_t)(blen >> 16);
+        h[10] = (uint8_t)(blen >> 8);
+        h[11] = (uint8_t)blen;
+        h[16] = 2;
+        h[57] = (uint8_t)((uint32_t)count >> 24);
+        h[58] = (uint8_t)((uint32_t)count >> 16);
+        h[59] = (uint8_t)((uint32_t)count >> 8);
+        h[60] = (uint8_t)count;
+        memset(h + 61, 0xab, extra);
+    }
+    kr_base64_encode(b, len, out);
+    free(b);
+    return out;
+}
+
+/*
+ * A Produce request streamed past krelay (kr_session_kmux.c: its rules
+ * only audit it) gets the line the held path gives: v13 by TopicId
+ * (resolved, unknown, all zero), a null ClientId, a TransactionalId cut
+ * at 1024 bytes, records in several batches, records that cannot be
+ * counted (a batch cut short, a compressed magic 1 wrapper); v3 with a
+ * null TransactionalId and one large batch, whose records the scanner
+ * lets the caller skip (splice) but for each batch's 61-byte header.
+ */
+START_TEST(test_produce_streamed)
+{
+    struct kr_topic_map *map = kr_topic_map_new();
+    static const uint8_t id[16] = {
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    };
+    char *b2 = batches_b64(3, 4, 10), *cut = batch_b64(7, 0, 0, false);
+    char *mz = batch_b64(0, 4, 1, true), *big = batches_b64(1, 2000, 60000);
+    char *text = malloc(256 * 1024), *line;
+    struct kr_audit_info info;
+    struct kr_audit_req *r;
+    struct kr_msg req;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    uint64_t skipped;
+    size_t len, o;
+    uint8_t *f;
+    json_t *j, *t;
+
+    ck_assert_ptr_nonnull(map);
+    ck_assert_ptr_nonnull(text);
+    ck_assert(kr_topic_map_put(map, id, "orders", 6));
+    /* a batch header cut short: 30 of its 61 bytes (base64 of 32) */
+    cut[40] = '\0';
+    o = (size_t)sprintf(text, "{\"header\": {\"RequestApiKey\": 0, "
+                        "\"RequestApiVersion\": 13, \"CorrelationId\": 8, "
+                        "\"ClientId\": null}, \"body\": "
+                        "{\"TransactionalId\": \"");
+    memset(text + o, 'x', 2000);
+    o += 2000;
+    sprintf(text + o, "\", \"Acks\": -1, \"TimeoutMs\": 30000, "
+            "\"TopicData\": ["
+            " {\"TopicId\": \"AAECAwQFBgcICQoLDA0ODw\", \"PartitionData\": ["
+            "   {\"Index\": 0, \"Records\": \"%s\"},"
+            "   {\"Index\": 1, \"Records\": null}]},"
+            " {\"TopicId\": \"AAAAAAAAAAAAAAAAAAAAAA\", \"PartitionData\": ["
+            "   {\"Index\": 0, \"Records\": \"%s\"}]},"
+            " {\"TopicId\": \"8AECAwQFBgcICQoLDA0ODw\", \"PartitionData\": ["
+            "   {\"Index\": 3, \"Records\": \"%s\"},"
+            "   {\"Index\": 4, \"Records\": \"%s\"}]}]}}", b2, b2, cut, mz);
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, map, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 0;
+    line = kr_audit_format(&info, r, NULL, false);
+    kr_audit_req_free(r);
+    ck_assert_ptr_nonnull(line);
+    assert_stream_line(&req, f, len, map, &info, line);
+    /* and the values are the request's */
+    j = jload(line);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(jint(j, "acks"), -1);
+    ck_assert_uint_eq(strlen(jget_str(j, "transactional_id")), 1024);
+    ck_assert(json_is_true(json_object_get(j, "transactional_id_truncated")));
+    ck_assert(json_is_null(json_object_get(j, "client_id")));
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "topics")), 2);
+    t = jtopic(j, 0);
+    ck_assert_str_eq(jget_str(t, "name"), "orders");
+    ck_assert_int_eq(jint(t, "partitions"), 2);
+    ck_assert_int_eq(jint(t, "records"), 12);
+    ck_assert_int_eq(jint(t, "record_bytes"), 3 * (61 + 10));
+    t = jtopic(j, 1);
+    ck_assert_str_eq(jget_str(t, "name"), "8AECAwQFBgcICQoLDA0ODw");
+    ck_assert_int_eq(jint(t, "partitions"), 2);
+    ck_assert_ptr_null(json_object_get(t, "records"));
+    json_decref(j);
+    free(line);
+
+    /* v3: one batch of 60,061 bytes, all but its header skippable */
+    snprintf(text, 256 * 1024,
+             "{\"header\": {\"RequestApiKey\": 0, \"RequestApiVersion\": 3,"
+             " \"CorrelationId\": 9, \"ClientId\": \"big\"},"
+             " \"body\": {\"TransactionalId\": null, \"Acks\": 1,"
+             " \"TimeoutMs\": 1000, \"TopicData\": ["
+             "  {\"Name\": \"bulk\", \"PartitionData\": ["
+             "    {\"Index\": 0, \"Records\": \"%s\"}]}]}}", big);
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    base_info(&info, &req);
+    info.rsp_bytes = 0;
+    line = kr_audit_format(&info, r, NULL, false);
+    kr_audit_req_free(r);
+    ck_assert_ptr_nonnull(line);
+    assert_stream_line(&req, f, len, NULL, &info, line);
+    ck_assert_msg(strstr(line, "\"topics\":[{\"name\":\"bulk\",\"partitions\":1,"
+                         "\"records\":2000,\"record_bytes\":60061}]")
+                  != NULL, "%s", line);
+    free(line);
+    /* seed 1 (odd) skips every run it may: all but the header's bytes
+       and what came in the pieces before a run began */
+    r = stream_capture(&req, f, len, NULL, 1, &skipped);
+    kr_audit_req_free(r);
+    ck_assert_uint_ge(skipped, 60000 - 200);
+    kr_topic_map_free(map);
+    free(text);
+    free(b2);
+    free(cut);
+    free(mz);
+    free(big);
 }
 END_TEST
 
@@ -944,6 +1181,7 @@ START_TEST(test_many_topics)
     line = kr_audit_format(&info, r, NULL, false);
     ck_assert_ptr_nonnull(line);
     assert_mt_line(line, 10);
+    assert_stream_line(&req, f, len, NULL, &info, line);
     free(line);
     kr_audit_req_free(r);
 
@@ -1026,6 +1264,9 @@ START_TEST(test_long_strings)
     struct kr_msg req;
     json_t *j, *t;
     const char *cid;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    uint8_t *f;
 
     ck_assert_ptr_nonnull(text);
     /* ClientId "a" + 1000 "é" (2 bytes each): cut at 1023, not inside
@@ -1051,14 +1292,18 @@ START_TEST(test_long_strings)
                      "\"Records\": null}]}");
     }
     sprintf(o, "]}}");
-    build(text, &req);
-    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_uint_lt(nframes, KR_ARRAY_LEN(frames));
+    f = frames[nframes++] = kr_test_build_len(&arena, text, &req, &len);
+    kr_rbuf_init_flat(&rb, &iov, f, len);
+    r = kr_audit_capture(&req, &rb, NULL, false);
     ck_assert_ptr_nonnull(r);
     base_info(&info, &req);
     info.rsp_bytes = 0;
     line = kr_audit_format(&info, r, NULL, false);
     ck_assert_ptr_nonnull(line);
     ck_assert_uint_lt(strlen(line), 8192);
+    /* the scanner keeps what the line keeps of each string */
+    assert_stream_line(&req, f, len, NULL, &info, line);
     j = jload(line);
     cid = jget_str(j, "client_id");
     ck_assert_uint_eq(strlen(cid), 1023);
@@ -2400,6 +2645,7 @@ audit_suite(void)
     tcase_add_test(tc, test_format_pair);
     tcase_add_test(tc, test_format_ids_unknown_api_conn);
     tcase_add_test(tc, test_produce_records);
+    tcase_add_test(tc, test_produce_streamed);
     tcase_add_test(tc, test_group_ids);
     tcase_add_test(tc, test_txn_ids);
     tcase_add_test(tc, test_fetch_bytes);

@@ -2983,6 +2983,189 @@ START_TEST(audit_fetch_streamed)
 }
 END_TEST
 
+/* Produce v3 (TransactionalId null) of topic "t", one partition: nb
+   RecordBatch v2 of count records and body data bytes each (a 61-byte
+   header, then the data); bad: the records' length claims one byte more
+   than the frame holds (the scanner cannot walk it). */
+static void
+req_produce_batches(struct bb *b, int32_t corr, int16_t acks, int nb,
+                    int32_t count, size_t body, bool bad)
+{
+    size_t at = req_begin(b, KR_API_PRODUCE, 3, corr), i;
+    uint8_t h[61];
+    int k;
+
+    bstr(b, NULL);
+    b16(b, acks);
+    b32(b, 1000);
+    b32(b, 1);
+    bstr(b, "t");
+    b32(b, 1);
+    b32(b, 0);
+    b32(b, (int32_t)((size_t)nb * (61 + body)) + (bad ? 1 : 0));
+    for (k = 0; k < nb; k++) {
+        memset(h, 0, sizeof(h));
+        h[8] = (uint8_t)((49 + body) >> 24);
+        h[9] = (uint8_t)((49 + body) >> 16);
+        h[10] = (uint8_t)((49 + body) >> 8);
+        h[11] = (uint8_t)(49 + body);
+        h[16] = 2;
+        h[57] = (uint8_t)((uint32_t)count >> 24);
+        h[58] = (uint8_t)((uint32_t)count >> 16);
+        h[59] = (uint8_t)((uint32_t)count >> 8);
+        h[60] = (uint8_t)count;
+        bput(b, h, sizeof(h));
+        for (i = 0; i < body; i++) {
+            uint8_t x = (uint8_t)(i * 13 + (size_t)k);
+
+            bput(b, &x, 1);
+        }
+    }
+    bend(b, at);
+}
+
+/* The fake broker's connection holding part of a request frame (before
+   its first whole frame, when fake_conn cannot tell it yet), or NULL. */
+static struct fconn *
+fake_partial_conn(void)
+{
+    int i;
+
+    for (i = 0; i < T.fb.n; i++) {
+        if (!T.fb.c[i]->internal && evbuffer_get_length(T.fb.c[i]->in) > 0) {
+            return T.fb.c[i];
+        }
+    }
+    return NULL;
+}
+
+/* Bytes of the session's requests the fake broker read so far. */
+static size_t
+fake_read_bytes(void)
+{
+    struct fconn *fc = fake_partial_conn();
+
+    return evbuffer_get_length(T.fb.log) +
+           (fc != NULL ? evbuffer_get_length(fc->in) : 0);
+}
+
+/* Pump until the fake broker read n bytes of the session's requests
+   (whole frames or not). */
+static bool
+fake_has_read(size_t n)
+{
+    struct wait w = { 0 };
+
+    while (fake_read_bytes() < n && waiting(&w, progress())) {
+        pump_once();
+    }
+    return fake_read_bytes() >= n;
+}
+
+/*
+ * issue 14: a large Produce request whose one rule audits it is not held
+ * (KR_RSTREAM_MIN_BYTES): the broker has its first part before the client
+ * sent the rest, its records are spliced, the broker gets its bytes
+ * unchanged, and its audit line has what the scanner read: the topic, its
+ * partition, records (3 batches of 1,000) and record bytes, Acks.
+ * _i 0: Acks=1 (the line with the response); 1: Acks=0 (the line once the
+ * request passed); 2: records the scanner cannot walk (forwarded as they
+ * are, the line says the request does not decode); 3: the broker answers
+ * before it has the whole request (closed, one log line, the line marked
+ * incomplete with what was read); 4: splicing off (read through krelay,
+ * the same line).
+ */
+START_TEST(audit_produce_streamed)
+{
+    struct bb req = { 0 }, exp = { 0 }, early = { 0 };
+    const size_t body = 100000;
+    int16_t acks = _i == 1 ? 0 : 1;
+    json_t **l, *t, *acts;
+    size_t n, first;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = _i == 4 ? 0 : SPLICE_MIN;
+    rule_audit(KR_API_PRODUCE);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_batches(&req, 41, acks, 3, 1000, body, _i == 2);
+    first = 40000;
+    cli_send(c, req.b, first);
+    ck_assert_msg(fake_has_read(first - 4), "the broker got %zu of the first "
+                  "%zu bytes: krelay held the request", fake_read_bytes(),
+                  first);
+    if (_i == 3) {
+        /* an answer to the request before it is whole */
+        echo_response(&early, req.b, 64, 0, 0);
+        ck_assert_ptr_nonnull(fake_partial_conn());
+        evbuffer_add(fake_partial_conn()->out, early.b, early.n);
+        fconn_flush(fake_partial_conn());
+        ck_assert(cli_wait_closed(c));
+        wait_no_session();
+        l = audit_lines(&n);
+        ck_assert_uint_eq(n, 3);            /* open, request, close */
+        ck_assert(json_is_true(json_object_get(l[1], "incomplete")));
+        t = json_array_get(json_object_get(l[1], "topics"), 0);
+        ck_assert_str_eq(jstr(t, "name"), "t");
+        ck_assert_int_eq(jint(t, "partitions"), 1);
+        ck_assert_str_eq(jstr(l[2], "cause"), "upstream");
+        audit_done(l, n);
+        free(req.b);
+        free(early.b);
+        return;
+    }
+    cli_send(c, req.b + first, req.n - first);
+    fake_expect(&req);
+    if (acks != 0) {
+        expected_echo(&req, 0, &exp);
+        cli_expect(c, &exp);
+    }
+    ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
+    if (_i == 4) {
+        ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+    } else {
+        /* all but what came with the first reads and the batch headers */
+        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), req.n / 2);
+    }
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 2);                /* open, the request */
+    ck_assert_str_eq(jstr(l[1], "api"), "Produce");
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 41);
+    ck_assert_int_eq(jint(l[1], "request_bytes"), (json_int_t)req.n);
+    ck_assert_str_eq(jstr(l[1], "client_id"), "check");
+    acts = json_object_get(l[1], "actions");
+    ck_assert_str_eq(json_string_value(json_array_get(acts, 0)),
+                     "forwarded");
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    if (_i == 2) {
+        ck_assert_msg(strstr(jstr(l[1], "decode_error"), "records") != NULL,
+                      "%s", jstr(l[1], "decode_error"));
+        ck_assert_ptr_null(t);
+        /* the request (and the fake's echo, no Produce response) */
+        ck_assert_uint_ge(KR_STAT_GET(ST, frames_undecodable), 1);
+    } else {
+        ck_assert_int_eq(jint(l[1], "acks"), acks);
+        ck_assert_str_eq(jstr(t, "name"), "t");
+        ck_assert_int_eq(jint(t, "partitions"), 1);
+        ck_assert_int_eq(jint(t, "records"), 3000);
+        ck_assert_int_eq(jint(t, "record_bytes"),
+                         (json_int_t)(3 * (61 + body)));
+        /* the fake's echo is no Produce response: only that */
+        ck_assert_msg(json_object_get(l[1], "decode_error") == NULL ||
+                      strncmp(jstr(l[1], "decode_error"), "the response", 12) == 0,
+                      "%s", jstr(l[1], "decode_error"));
+    }
+    if (acks == 0) {
+        ck_assert_ptr_null(json_object_get(l[1], "response_bytes"));
+    } else {
+        ck_assert_int_eq(jint(l[1], "response_bytes"), (json_int_t)exp.n);
+    }
+    audit_done(l, n);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
 /*
  * The same Fetch with audit_body: held and decoded, as before; the line
  * has the same record bytes (from the tree) and the body.
@@ -4301,6 +4484,7 @@ session_suite(void)
     tcase_add_loop_test(tc, splice_fetch16_streamed, 0, 4);
     tcase_add_loop_test(tc, audit_fetch_streamed, 0, 4);
     tcase_add_test(tc, audit_fetch_body_held);
+    tcase_add_loop_test(tc, audit_produce_streamed, 0, 5);
     tcase_add_loop_test(tc, audit_fetch_streamed_cut, 0, 2);
     tcase_add_test(tc, audit_inflight_at_close);
     tcase_add_test(tc, splice_fetch16_partitions);
