@@ -171,18 +171,47 @@ kr_fuzz_node_has_nan(const struct kr_node *n)
     return false;
 }
 
+/* What the scanner's observer saw of records fields (kr_fuzz_scan). */
+struct kr_fuzz_recs {
+    const struct kr_scan *sc;
+    uint64_t off[64];               /* a records field's payload offset */
+    int64_t len[64];                /* its length (> 0 only) */
+    int64_t cnt[64];                /* its count (KR_SCAN_RECORD_COUNT) */
+    unsigned nrec, ncnt;
+};
+
+static void
+kr_fuzz_recs_cb(void *arg, enum kr_scan_what what, const uint8_t *p,
+                size_t n, int64_t val)
+{
+    struct kr_fuzz_recs *fr = arg;
+
+    (void)p;
+    (void)n;
+    if (what == KR_SCAN_RECORDS && val > 0 && fr->nrec < 64) {
+        fr->off[fr->nrec] = fr->sc->off;    /* the value starts here */
+        fr->len[fr->nrec++] = val;
+    } else if (what == KR_SCAN_RECORD_COUNT && fr->ncnt < 64) {
+        fr->cnt[fr->ncnt++] = val;
+    }
+}
+
 /*
  * The resumable scanner (kr_scan) against the tolerant decoder, on the
  * same payload fed in pieces drawn from seed: it never reads past a
  * piece (ASan), never consumes more than it is given, and where the
  * decoder accepts the payload the scanner stops exactly where the body's
  * tagged fields start (they decode with kr_decode_tags up to the
- * decoder's end of body), or at the end of a classic body.
+ * decoder's end of body), or at the end of a classic body.  Every other
+ * seed counts records (kr_scan_count_records): each count it gives is
+ * kr_records_count's over the same records field.
  */
 static void
 kr_fuzz_scan(enum kr_dir dir, int16_t key, int16_t ver, uint32_t seed,
              const uint8_t *p, size_t len, int drc, const struct kr_msg *m)
 {
+    struct kr_fuzz_recs fr;
+    unsigned i;
     struct kr_scan sc;
     struct kr_codec_err err;
     struct kr_arena a;
@@ -204,6 +233,12 @@ kr_fuzz_scan(enum kr_dir dir, int16_t key, int16_t ver, uint32_t seed,
         KR_FUZZ_ASSERT(drc != KR_OK, "the decoder knows ApiKey %d v%d, the "
                        "scanner does not", key, ver);
         return;
+    }
+    memset(&fr, 0, sizeof(fr));
+    fr.sc = &sc;
+    if (seed & 1) {
+        kr_scan_watch(&sc, kr_fuzz_recs_cb, &fr);
+        kr_scan_count_records(&sc, true);
     }
     do {
         x ^= x << 13;
@@ -243,6 +278,20 @@ kr_fuzz_scan(enum kr_dir dir, int16_t key, int16_t ver, uint32_t seed,
     } while (rc == KR_AGAIN && at < len);
     KR_FUZZ_ASSERT(rc == KR_OK || rc == KR_EPROTO, "scanner status %d at "
                    "the end of the frame", rc);
+    KR_FUZZ_ASSERT(fr.ncnt <= fr.nrec, "%u counts for %u records fields",
+                   fr.ncnt, fr.nrec);
+    for (i = 0; i < fr.ncnt; i++) {
+        uint64_t want;
+        int64_t w;
+
+        kr_rbuf_init_flat(&rb, &iov, p, len);
+        w = kr_records_count(&rb, fr.off[i], (int32_t)fr.len[i], &want) ==
+                    KR_OK ? (int64_t)want : -1;
+        KR_FUZZ_ASSERT(fr.cnt[i] == w, "records field at %llu (%lld bytes): "
+                       "scanner counted %lld, kr_records_count %lld",
+                       (unsigned long long)fr.off[i], (long long)fr.len[i],
+                       (long long)fr.cnt[i], (long long)w);
+    }
     if (drc != KR_OK) {
         return;
     }
