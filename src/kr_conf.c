@@ -2349,7 +2349,8 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_err(st, eof_line, "no [listener] section");
     }
     if (nu == 0) {
-        kr_cf_err(st, eof_line, "no [upstream] section");
+        kr_cf_err(st, eof_line, "no [upstream] section (to try this file "
+                  "on the demo cluster: krelay --demo -c FILE)");
     }
     {
         int nr = 0;

@@ -381,10 +381,11 @@ WANT="$WANT connection closes at the first Metadata response naming one"
 WANT="$WANT outside the range (set node_id_min = 1, node_id_max = 3)\$"
 grep -q "^$WANT" "$W/d11.err" || kr_fail "--demo -t, short range: $(cat "$W/d11.err")"
 [ "$(wc -l <"$W/d11.err")" -eq 1 ] || kr_fail "--demo -t: $(cat "$W/d11.err")"
-# ... and without --demo, [upstream] is required as always
+# ... and without --demo, [upstream] is required as always (the error
+# says how to try the file on the demo)
 "$KR_KRELAY" -t -c "$W/short.ini" >"$W/d12.out" 2>&1 &&
     kr_fail "-t passed a file without [upstream]"
-grep -qx "krelay: $W/short.ini:5: no \[upstream\] section" "$W/d12.out" ||
+grep -qx "krelay: $W/short.ini:5: no \[upstream\] section (to try this file on the demo cluster: krelay --demo -c FILE)" "$W/d12.out" ||
     kr_fail "-t, no [upstream]: $(cat "$W/d12.out")"
 
 # 11. --listen and --broker-port-base: --demo without -c only (exit 2,

@@ -779,7 +779,9 @@ START_TEST(test_err_missing_required)
 
     ck_assert_int_eq(load("", &c, &errs), KR_ERROR);
     ck_assert_str_eq(errs, "t.ini:1: no [listener] section\n"
-                           "t.ini:1: no [upstream] section\n");
+                           "t.ini:1: no [upstream] section (to try this "
+                           "file on the demo cluster: krelay --demo -c "
+                           "FILE)\n");
     free(errs);
 }
 END_TEST
