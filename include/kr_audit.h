@@ -278,6 +278,8 @@ struct kr_audit_conn {
     int64_t time_us;                 /* wall clock, µs since the epoch */
     struct kr_audit_peer peer;
     const char *client_id;           /* the last one seen, NULL: none */
+    bool client_id_cut;              /* client_id is the first bytes of a
+                                        longer one (client_id_truncated) */
     /* close: cause not NULL */
     const char *cause;               /* named (krelay_closes_total's
                                         cause label) */

@@ -159,6 +159,8 @@ struct kr_session {
                                            prefix, kr_req_hdr), kept while
                                            there is an audit sink: close
                                            lines */
+    unsigned client_id_cut:1;           /* client_id is a prefix of a
+                                           longer ClientId */
     unsigned audited:1;                 /* open line written */
     unsigned enforce_wait:1;            /* a throttled (enforce) request
                                            is in flight: read no further

@@ -1942,6 +1942,7 @@ kr_audit_format_conn(const struct kr_audit_conn *c)
     peer_head(&w, c->time_us, "connection", &c->peer);
     if (c->client_id != NULL) {
         cid = given_str(c->client_id, strlen(c->client_id));
+        cid.cut = cid.cut || c->client_id_cut;
         set_kept(&w, "client_id", &cid);
     }
     peer_tail(&w, &c->peer);

@@ -387,6 +387,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         _Static_assert(sizeof(s->client_id) > KR_FRAME_CLIENT_ID_MAX,
                        "kr_session.client_id holds kr_req_hdr's");
         memcpy(s->client_id, h.client_id, strlen(h.client_id) + 1);
+        s->client_id_cut = h.client_id_len > KR_FRAME_CLIENT_ID_MAX;
     }
     nf = h.known ? request_fields(h.api_key, f) : 0;
     for (;;) {

@@ -205,6 +205,7 @@ kr_s_audit_conn(struct kr_session *s, const char *event,
     c.time_us = kr_clock_wall_us();
     audit_peer(s, &c.peer);
     c.client_id = s->client_id[0] ? s->client_id : NULL;
+    c.client_id_cut = s->client_id_cut;
     if (reason != NULL) {
         c.cause = (unsigned)cause < KR_CLOSE__N ? close_causes[cause]
                                                 : "other";

@@ -416,6 +416,14 @@ START_TEST(test_format_ids_unknown_api_conn)
         "\"bytes_from_client\":4096,\"bytes_to_client\":5000000000,"
         "\"requests\":31,\"duration_us\":1000000}");
     free(line);
+    /* the session keeps the first 48 bytes of a longer ClientId */
+    cl.client_id_cut = true;
+    line = kr_audit_format_conn(&cl);
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(strstr(line, "\"client_id\":\"rdk\\n\","
+                         "\"client_id_truncated\":true,\"client_software_name\"")
+                  != NULL, "%s", line);
+    free(line);
     cl.event = NULL;
     ck_assert_ptr_null(kr_audit_format_conn(&cl));
     /* the instance: as configured, else the host name */
