@@ -77,6 +77,9 @@ struct kr_listener_conf {
 struct kr_log_conf {
     int level;                          /* enum kr_log_level, default notice */
     char *target;                       /* "stderr", "syslog" or a path */
+    int target_line;                    /* line of `target` in the file
+                                           (the section's when defaulted);
+                                           0: no [log] section */
 };
 
 /* A comma-separated list of strings (names or globs), each malloc'd. */
@@ -146,6 +149,8 @@ struct kr_rule_conf {
 /* [audit] */
 struct kr_audit_conf {
     char *target;                       /* path or "syslog"; NULL: none */
+    int target_line;                    /* line of `target` in the file;
+                                           0: no [audit] section */
     int64_t queue_bytes;                /* default 4 MiB */
     char *instance;                     /* the lines' "instance"; NULL:
                                            the host name
@@ -199,6 +204,14 @@ struct kr_conf {
     struct kr_conf_warning *warnings;
     int nwarnings;
 };
+
+/*
+ * "FILE:LINE" of line (> 0) of the file c was read from, "FILE" for line
+ * 0, "(no config file)" without one: where a message about a key points,
+ * into buf (n bytes, cut to fit).  Returns buf.
+ */
+const char *kr_conf_where(const struct kr_conf *c, int line, char *buf,
+                          size_t n);
 
 /*
  * Read and check path.  The rules are checked, not compiled: *out has no

@@ -1812,6 +1812,13 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
             }
         }
     }
+    if (in->kind == KR_CS_LOG) {
+        ((struct kr_log_conf *)in->obj)->target_line =
+            kr_cf_line_of(in, "target");
+    } else if (in->kind == KR_CS_AUDIT) {
+        ((struct kr_audit_conf *)in->obj)->target_line =
+            kr_cf_line_of(in, "target");
+    }
     if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
         kr_cf_check_syslog(st, in);
     }
@@ -3447,4 +3454,17 @@ kr_conf_ref_put(struct kr_conf_ref *r)
         kr_conf_free(r->conf);
     }
     free(r);
+}
+
+const char *
+kr_conf_where(const struct kr_conf *c, int line, char *buf, size_t n)
+{
+    if (c == NULL || c->path == NULL) {
+        snprintf(buf, n, "(no config file)");
+    } else if (line > 0) {
+        snprintf(buf, n, "%s:%d", c->path, line);
+    } else {
+        snprintf(buf, n, "%s", c->path);
+    }
+    return buf;
 }

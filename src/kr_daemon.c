@@ -59,6 +59,23 @@ kr_daemon_worker(const struct kr_daemon *d, int i)
     return i >= 0 && i < d->nworkers ? d->workers[i] : NULL;
 }
 
+/* Room for kr_conf_where's "FILE:LINE". */
+#define KR_PATH_WHERE 4160
+
+/* Put the config's FILE:LINE of [audit] target before err (errlen). */
+static void
+audit_err_where(const struct kr_conf *c, char *err, size_t errlen)
+{
+    char where[KR_PATH_WHERE], *copy = strdup(err);
+
+    if (copy != NULL) {
+        snprintf(err, errlen, "%s: %s",
+                 kr_conf_where(c, c->audit.target_line, where,
+                               sizeof(where)), copy);
+        free(copy);
+    }
+}
+
 /* ---- the listening sockets --------------------------------------------- */
 
 /*
@@ -456,6 +473,7 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
         au = kr_audit_open(conf->audit.target,
                            (size_t)conf->audit.queue_bytes, err, errlen);
         if (au == NULL) {
+            audit_err_where(conf, err, errlen);
             return KR_ERROR;
         }
         d->audit = kr_audit_ref_new(au);
@@ -1038,6 +1056,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
                             (size_t)nc->audit.queue_bytes, err,
                             sizeof(err));
         if (nau == NULL) {
+            audit_err_where(nc, err, sizeof(err));
             goto refuse;
         }
         naref = kr_audit_ref_new(nau);
@@ -1175,8 +1194,12 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         if (nc->log.target != NULL &&
             strcmp(nc->log.target, "stderr") != 0 &&
             kr_log_open(nc->log.target, "krelay") != KR_OK) {
-            kr_log_error("reload: cannot open log %s: logging to stderr",
-                         nc->log.target);
+            char where[KR_PATH_WHERE];
+
+            kr_log_error("reload: %s: cannot open log %s: %s; logging to "
+                         "stderr", kr_conf_where(nc, nc->log.target_line,
+                                                 where, sizeof(where)),
+                         nc->log.target, strerror(errno));
         }
     }
     for (s = 0; s < nsets; s++) {

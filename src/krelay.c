@@ -157,11 +157,12 @@ load_conf(const char *path, const char *text,
  * daemon will?  Opened without truncating and closed again; a file this
  * check had to create is removed.  syslog and the section's stream
  * ("stderr" for [log], "stdout" for [audit]) need no check.  Prints a
- * FILE-level error and returns false when it cannot.
+ * FILE:LINE error (line: the key's, 0: none) and returns false when it
+ * cannot.
  */
 static bool
-target_ok(const char *conf_path, const char *section, const char *target,
-          const char *stream)
+target_ok(const char *conf_path, int line, const char *section,
+          const char *target, const char *stream)
 {
     bool created = false;
     int fd;
@@ -177,8 +178,13 @@ target_ok(const char *conf_path, const char *section, const char *target,
         created = fd >= 0;
     }
     if (fd < 0) {
-        fprintf(stderr, "krelay: %s: [%s] target %s: cannot open for "
-                "append: %s\n", conf_path, section, target,
+        char where[32] = "";
+
+        if (line > 0) {
+            snprintf(where, sizeof(where), ":%d", line);
+        }
+        fprintf(stderr, "krelay: %s%s: [%s] target %s: cannot open for "
+                "append: %s\n", conf_path, where, section, target,
                 strerror(errno));
         return false;
     }
@@ -627,9 +633,10 @@ main(int argc, char **argv)
     }
     if (test) {
         const char *cp = path ? path : "(demo)";
-        bool ok_log = target_ok(cp, "log", conf->log.target, "stderr");
-        bool ok_audit = target_ok(cp, "audit", conf->audit.target,
-                                  "stdout");
+        bool ok_log = target_ok(cp, conf->log.target_line, "log",
+                                conf->log.target, "stderr");
+        bool ok_audit = target_ok(cp, conf->audit.target_line, "audit",
+                                  conf->audit.target, "stdout");
 
         if (!ok_log || !ok_audit) {
             goto out;
@@ -661,8 +668,12 @@ main(int argc, char **argv)
     kr_log_level_cur = level;
     if (conf->log.target != NULL && strcmp(conf->log.target, "stderr") != 0
         && kr_log_open(conf->log.target, "krelay") != KR_OK) {
-        fprintf(stderr, "krelay: cannot open log %s: %s\n", conf->log.target,
-                strerror(errno));
+        char where[4160];
+
+        fprintf(stderr, "krelay: %s: cannot open log %s: %s\n",
+                kr_conf_where(conf, conf->log.target_line, where,
+                              sizeof(where)),
+                conf->log.target, strerror(errno));
         goto out;
     }
     conf_log_elsewhere = conf->log.target != NULL &&

@@ -44,7 +44,7 @@ conf "$W/nolog.ini" "$W/missing/krelay.log"
 if "$KR_KRELAY" -t -c "$W/nolog.ini" >"$W/t1.out" 2>&1; then
     kr_fail "-t passed with an unopenable [log] target: $(cat "$W/t1.out")"
 fi
-grep -q "^krelay: $W/nolog.ini: \[log\] target $W/missing/krelay.log: cannot open for append: No such file or directory$" \
+grep -q "^krelay: $W/nolog.ini:10: \[log\] target $W/missing/krelay.log: cannot open for append: No such file or directory$" \
     "$W/t1.out" || kr_fail "-t [log] error: $(cat "$W/t1.out")"
 grep -q "configuration OK" "$W/t1.out" && kr_fail "-t said OK: $(cat "$W/t1.out")"
 
@@ -53,8 +53,18 @@ conf "$W/noaudit.ini" stderr "$W/missing/audit.log"
 if "$KR_KRELAY" -t -c "$W/noaudit.ini" >"$W/t2.out" 2>&1; then
     kr_fail "-t passed with an unopenable [audit] target: $(cat "$W/t2.out")"
 fi
-grep -q "^krelay: $W/noaudit.ini: \[audit\] target $W/missing/audit.log: cannot open for append" \
+grep -q "^krelay: $W/noaudit.ini:12: \[audit\] target $W/missing/audit.log: cannot open for append" \
     "$W/t2.out" || kr_fail "-t [audit] error: $(cat "$W/t2.out")"
+
+# ... and at start (without -t) the same errors name FILE:LINE too
+timeout 10 "$KR_KRELAY" -c "$W/nolog.ini" >"$W/t1s.out" 2>&1 &&
+    kr_fail "krelay started with an unopenable [log] target"
+grep -q "^krelay: $W/nolog.ini:10: cannot open log $W/missing/krelay.log: No such file or directory$" \
+    "$W/t1s.out" || kr_fail "start, [log] error: $(cat "$W/t1s.out")"
+timeout 10 "$KR_KRELAY" -c "$W/noaudit.ini" >"$W/t2s.out" 2>&1 &&
+    kr_fail "krelay started with an unopenable [audit] target"
+grep -q "error: cannot start: $W/noaudit.ini:12: audit: cannot open $W/missing/audit.log: No such file or directory$" \
+    "$W/t2s.out" || kr_fail "start, [audit] error: $(cat "$W/t2s.out")"
 
 # 3. openable targets: OK; a missing file is not left behind, an
 # existing one is not truncated
