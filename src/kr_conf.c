@@ -1813,11 +1813,24 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
         }
     }
     if (in->kind == KR_CS_LOG) {
-        ((struct kr_log_conf *)in->obj)->target_line =
-            kr_cf_line_of(in, "target");
+        struct kr_log_conf *lg = in->obj;
+
+        lg->target_line = kr_cf_line_of(in, "target");
+        if (lg->target != NULL && strcmp(lg->target, "stdout") == 0) {
+            /* it would be a file named "stdout" */
+            kr_cf_err(st, lg->target_line, "[log] target = stdout: the log "
+                      "goes to stderr, syslog or a file (stdout is for audit "
+                      "lines: [audit] target = stdout)");
+        }
     } else if (in->kind == KR_CS_AUDIT) {
-        ((struct kr_audit_conf *)in->obj)->target_line =
-            kr_cf_line_of(in, "target");
+        struct kr_audit_conf *au = in->obj;
+
+        au->target_line = kr_cf_line_of(in, "target");
+        if (au->target != NULL && strcmp(au->target, "stderr") == 0) {
+            kr_cf_err(st, au->target_line, "[audit] target = stderr: audit "
+                      "lines go to stdout, syslog or a file (stderr is the "
+                      "log's)");
+        }
     }
     if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
         kr_cf_check_syslog(st, in);

@@ -629,6 +629,20 @@ END_TEST
 
 /* ---- errors ------------------------------------------------------------- */
 
+/* The other section's stream as a target: it would be a file named so. */
+START_TEST(test_err_target_stream)
+{
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[log]\nlevel = info\n"
+                     "target = stdout\n",
+                     "t.ini:8: [log] target = stdout: the log goes to "
+                     "stderr, syslog or a file");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[audit]\ntarget = stderr\n"
+                     "[rule a]\naudit = true\n",
+                     "t.ini:7: [audit] target = stderr: audit lines go to "
+                     "stdout, syslog or a file");
+}
+END_TEST
+
 START_TEST(test_err_unknown_section)
 {
     expect_one_error(MIN_UPSTREAM MIN_LISTENER "[cluster]\nfoo = 1\n",
@@ -1967,6 +1981,7 @@ conf_suite(void)
     tcase_add_test(tc, test_load_missing_file);
     tcase_add_test(tc, test_load_file_errors);
     tcase_add_test(tc, test_err_unknown_section);
+    tcase_add_test(tc, test_err_target_stream);
     tcase_add_test(tc, test_err_unknown_key);
     tcase_add_test(tc, test_err_values);
     tcase_add_test(tc, test_err_hostport);
