@@ -243,6 +243,17 @@ struct kr_session {
     unsigned stream_rewrite:1;          /* its tail is rewritten
                                            (kr_rewrite_streamable); else
                                            the tail passes as it is */
+    /* issue 8: TLS (appended) */
+    unsigned client_tls:1;              /* the client speaks TLS (a
+                                           listener with ssl): the upstream
+                                           is dialled once its handshake
+                                           is done, within
+                                           ssl_handshake_timeout_ms */
+    int64_t up_started_ms;              /* the upstream's resolution began
+                                           (connect_timeout_ms from it) */
+    char *principal;                    /* mTLS: the verified client
+                                           certificate's subject,
+                                           "User:..." (malloc'd), NULL */
 };
 
 /*
