@@ -18,7 +18,8 @@
 # fails the upstream handshake with one log line and the client gets a
 # clean end; plaintext Kafka and HTTP on a TLS port are closed at once
 # with one line each; a stalled handshake is closed at the timeout;
-# krelay -t names a certificate file that does not load with FILE:LINE.
+# krelay -t and a reload name a certificate file that does not load with
+# FILE:LINE; a reload with another CA's certificates applies them.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -150,17 +151,20 @@ kc() {          # kc LISTENER HOST: KC=(kcat and options for that listener)
 }
 
 # ---- 1. the four combinations: produce, consume back
+ROUND=0
 roundtrip() {   # roundtrip LISTENER HOST kcat-options...
-    local l=$1 h=$2
+    local l=$1 h=$2 t
     shift 2
-    kr_payloads "$W/in-$l.txt" 30 "tls-$l"
+    ROUND=$((ROUND + 1))
+    t=tls$ROUND-$l
+    kr_payloads "$W/in-$t.txt" 30 "$t"
     kc "$l" "$h"
-    kr_run 30 "${KC[@]}" "$@" -P -t tls -X linger.ms=5 <"$W/in-$l.txt" \
-        2>"$W/kcat-P-$l.log" || kr_fail "$l: kcat -P failed: $(tail -3 "$W/kcat-P-$l.log")"
+    kr_run 30 "${KC[@]}" "$@" -P -t tls -X linger.ms=5 <"$W/in-$t.txt" \
+        2>"$W/kcat-P-$t.log" || kr_fail "$l: kcat -P failed: $(tail -3 "$W/kcat-P-$t.log")"
     kr_run 30 "${KC[@]}" "$@" -C -t tls -o beginning -e -q -f '%s\n' \
-        >"$W/out-$l.txt" 2>"$W/kcat-C-$l.log" ||
-        kr_fail "$l: kcat -C failed: $(tail -3 "$W/kcat-C-$l.log")"
-    cmp -s <(sort "$W/in-$l.txt") <(grep "^tls-$l-" "$W/out-$l.txt" | sort) ||
+        >"$W/out-$t.txt" 2>"$W/kcat-C-$t.log" ||
+        kr_fail "$l: kcat -C failed: $(tail -3 "$W/kcat-C-$t.log")"
+    cmp -s <(sort "$W/in-$t.txt") <(grep "^$t-" "$W/out-$t.txt" | sort) ||
         kr_fail "$l: consumed messages differ"
     kr_log "$l: 30 messages produced and consumed back"
 }
@@ -255,6 +259,35 @@ grep -q "> tp/bootstrap\] HTTP request on a TLS listener" "$W/krelay.log" ||
 grep -q "ssl_handshake_timeout_ms 1500 (stalled in the handshake after 3 bytes" \
     "$W/krelay.log" || kr_fail "no stalled-handshake line"
 kr_log "plaintext Kafka and HTTP refused at once, stalled handshakes closed at 1.5 s"
+
+# ---- 5. reload: a file that does not load is refused at its line, the
+# running contexts stay; then another CA's certificates for tt: new
+# handshakes use them, the upstream's (reloaded too) still work
+cp "$W/krelay.ini" "$W/good.ini"
+cp "$W/bad.ini" "$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q "reload of $W/krelay.ini refused" "$W/krelay.log" ||
+    kr_fail "the broken reload was not refused"
+grep -q "reload refused: $W/krelay.ini:$line: \[listener tp\]: ssl_certificate: cannot open" \
+    "$W/krelay.log" || kr_fail "reload: no FILE:LINE for the certificate"
+bash "$top_srcdir/tests/tools/tls_certs.sh" "$W/certs2" || kr_fail "tls_certs.sh (2)"
+sed -e "/^\[listener tt\]/,/^\[/s|^ssl_certificate = .*|ssl_certificate = $W/certs2/server-full.pem|" \
+    -e "/^\[listener tt\]/,/^\[/s|^ssl_client_ca = .*|ssl_client_ca = $W/certs2/ca.pem|" \
+    "$W/good.ini" >"$W/krelay.ini"
+grep -q "certs2/server-full.pem" "$W/krelay.ini" || kr_fail "sed: no new certificate"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q "reloaded $W/krelay.ini" "$W/krelay.log" ||
+    kr_fail "the reload with new certificates did not happen"
+roundtrip tt 127.0.0.1 -X security.protocol=ssl \
+    -X "ssl.ca.location=$W/certs2/ca.pem" \
+    -X "ssl.certificate.location=$W/certs2/client.pem" \
+    -X "ssl.key.location=$W/certs2/client.key"
+kc tt 127.0.0.1
+if kr_run 20 "${KC[@]}" "${SSL[@]}" "${CERT[@]}" -L -m 3 >"$W/oldca.txt" \
+        2>"$W/kcat-oldca.log"; then
+    kr_fail "tt after the reload: the old CA's client still got in"
+fi
+kr_log "reload: a broken certificate refused at its line; new ones used"
 
 # ---- the end: no secret in the log, krelay and the others stop cleanly
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&
