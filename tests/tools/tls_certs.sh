@@ -14,8 +14,20 @@
 #   *-full.pem              certificate, then its key (HAProxy's crt)
 # Valid for two days from now.  Keys (and *-full.pem) are mode 600, the
 # rest 644.  Exits non-zero when openssl fails.
+#
+# tls_certs.sh --examples DIR: the same, plus the files the shipped
+# configurations name under /etc/krelay/tls/ (conf/examples/tls.ini, the
+# README), all readable by anyone (krelay -t runs as nobody on them):
+#   krelay.pem krelay.key              server.pem server.key
+#   kafka-ca.pem clients-ca.pem        ca.pem
+#   krelay-client.pem krelay-client.key  client.pem client.key
 set -eu
-[ $# -eq 1 ] || { echo "usage: tls_certs.sh DIR" >&2; exit 2; }
+EXAMPLES=0
+if [ "${1:-}" = --examples ]; then
+    EXAMPLES=1
+    shift
+fi
+[ $# -eq 1 ] || { echo "usage: tls_certs.sh [--examples] DIR" >&2; exit 2; }
 D=$1
 mkdir -p "$D"
 cd "$D"
@@ -65,3 +77,13 @@ extendedKeyUsage=clientAuth" rogue-ca
 rm -f ./*.srl
 chmod 644 ./*.pem
 chmod 600 ./*.key ./*-full.pem
+if [ "$EXAMPLES" = 1 ]; then
+    cp server.pem krelay.pem
+    cp server.key krelay.key
+    cp ca.pem kafka-ca.pem
+    cp ca.pem clients-ca.pem
+    cp client.pem krelay-client.pem
+    cp client.key krelay-client.key
+    chmod 755 .
+    chmod 644 ./*.pem ./*.key
+fi
