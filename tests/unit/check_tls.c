@@ -653,7 +653,7 @@ START_TEST(plaintext_refused)
     } t[] = {
         { "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, "http request" },
         /* ApiVersions v3 request, as a Kafka client starts */
-        { "\0\0\0\x16\0\x12\0\x03\0\0\0\x01\0\x06kcat-1\0\0", 26,
+        { "\0\0\0\x12\0\x12\0\x03\0\0\0\x01\0\x06kcat-1\0\0", 22,
           "wrong version number" },
     };
     struct kr_tls_ctx *st = server_ctx(NULL, NULL);
