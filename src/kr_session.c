@@ -147,8 +147,9 @@
  * connect_timeout_ms).  A TLS client's upstream is dialled only once its
  * handshake is done (client_secured: a port scan or a stalled handshake
  * costs no broker connection), and the whole of the sniff and handshake
- * has ssl_handshake_timeout_ms (T_HANDSHAKE).  A read may ask for the write event and
- * a write for the read event (kr_conn rd_want / wr_want): each event
+ * has ssl_handshake_timeout_ms (T_HANDSHAKE).  A read may ask for the
+ * write event and a write for the read event (kr_conn rd_want /
+ * wr_want): each event
  * callback runs the step waiting for the event that fired, and a write
  * waiting for readability is retried after every read.  Bytes the
  * transport holds are read without a socket event (kr_conn_kick: after

@@ -2004,7 +2004,7 @@ START_TEST(test_reload_diff_dump)
 }
 END_TEST
 
-/* ---- issue 8: TLS keys ---------------------------------------------------- */
+/* ---- issue 8: TLS keys -------------------------------------------------- */
 
 /* printf into a malloc'd string (the test fails on ENOMEM). */
 static char *
