@@ -141,12 +141,19 @@ bio_ctrl(BIO *b, int cmd, long num, void *ptr)
     struct tls_conn *x = BIO_get_data(b);
 
     (void)num;
-    (void)ptr;
     switch (cmd) {
     case BIO_CTRL_FLUSH:
         return 1;                       /* nothing is buffered here */
     case BIO_CTRL_EOF:
         return x != NULL && x->eof && x->opre >= x->npre;
+    case BIO_C_GET_FD:                  /* SSL_get_fd: the socket */
+        if (x == NULL) {
+            return -1;
+        }
+        if (ptr != NULL) {
+            *(int *)ptr = x->fd;
+        }
+        return x->fd;
     default:
         return 0;
     }
