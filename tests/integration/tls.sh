@@ -181,7 +181,7 @@ for n in 1 2 3; do
     grep -q "connecting to upstream localhost:$((HP + n - 1)) (host name \"127.0.0.1\", tls transport)" \
         "$W/krelay.log" || kr_fail "broker $n: not dialled at dial.$n, or not named as it advertises itself"
 done
-grep -q "client certificate: User:CN=krelay-test-client,O=krelay tests" \
+grep -q "client certificate: .*krelay-test-client" \
     "$W/krelay.log" || kr_fail "mTLS: no client certificate subject logged"
 
 # ---- 2. mTLS without a client certificate: refused, one line each
