@@ -1181,7 +1181,7 @@ tls_sniff(struct kr_session *s, const uint8_t *p, size_t n)
     what = kr_frame_sniff(p, n);
     if (what == NULL && n >= 8 && p[0] == 0 && kr_frame_i32(p) >= 8) {
         /* a size prefix, an ApiKey and a version: a Kafka request */
-        snprintf(desc, sizeof(desc), "plaintext Kafka (a %s v%d request of "
+        snprintf(desc, sizeof(desc), "plaintext Kafka (%s v%d request, "
                  "%d bytes)", kr_s_api_name(kr_frame_i16(p + 4)),
                  kr_frame_i16(p + 6), kr_frame_i32(p));
         what = desc;

@@ -226,7 +226,7 @@ kc tp 127.0.0.1
 if kr_run 20 "${KC[@]}" -L -m 2 >"$W/plain.txt" 2>"$W/kcat-plain.log"; then
     kr_fail "plaintext kcat -L on the TLS listener succeeded"
 fi
-grep -Eq "> tp/bootstrap\] plaintext Kafka \(a ApiVersions v[0-9]+ request of [0-9]+ bytes\) on a TLS listener" \
+grep -Eq "> tp/bootstrap\] plaintext Kafka \(ApiVersions v[0-9]+ request, [0-9]+ bytes\) on a TLS listener" \
     "$W/krelay.log" || kr_fail "no plaintext Kafka line"
 "$KR_PY" - "$(port tp)" "$(port tt)" <<'PYEOF' || kr_fail "HTTP / stall checks failed"
 import socket, sys, time
