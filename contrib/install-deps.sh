@@ -54,13 +54,16 @@ PKGS_BUILD="build-essential autoconf automake pkg-config
 # krelay --demo (krelay-demo-cluster) and the quickstart's client.
 PKGS_DEMO="librdkafka-dev kcat"
 # Tests only: Check (unit tests), Python and its Kafka clients
-# (integration tests), valgrind (make check-valgrind), HAProxy (make
-# bench), git (tests/tools/audit_compare.sh, contrib/bench/ab.sh), the
+# (integration tests), valgrind (make check-valgrind), HAProxy (TLS
+# brokers in front of the mock, make bench), the openssl program (test
+# certificates, tests/tools/tls_certs.sh), git
+# (tests/tools/audit_compare.sh, contrib/bench/ab.sh), the
 # compression and SASL headers librdkafka 2.12 builds against (npm
 # node-rdkafka).  (No libtool: configure.ac has no LT_INIT, autoreconf
 # never runs libtoolize.)  man-db: tests/install.sh renders the man pages.
 PKGS_TESTS="check python3 python3-kafka python3-confluent-kafka valgrind
-            haproxy git zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev man-db"
+            haproxy openssl git zlib1g-dev libzstd-dev liblz4-dev
+            libsasl2-dev man-db"
 # Keep a Node.js that is already there (it may be newer than Debian's 18);
 # otherwise take Debian's, with the headers node-gyp needs.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

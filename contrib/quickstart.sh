@@ -150,7 +150,11 @@ skipped_without() {
         echo "tests/integration/kafkajs.sh, modern.sh (the npm packages" \
              "need it)" ;;
     valgrind) echo "nothing (\`make check-valgrind\` needs it)" ;;
-    haproxy) echo "nothing (\`make bench\` needs it)" ;;
+    haproxy) echo "tests/integration/tls.sh (and \`make bench\` needs" \
+                  "it)" ;;
+    openssl) echo "tests/integration/tls.sh, rules_examples.sh," \
+                  "krelay_cli.sh, tests/install.sh (they make test" \
+                  "certificates with it)" ;;
     git) echo "nothing (tests/tools/audit_compare.sh needs it)" ;;
     man-db) echo "tests/install.sh (it renders the installed man pages" \
                  "with man)" ;;

@@ -19,6 +19,8 @@
 
 #include "kr_common.h"
 
+struct kr_tls_ctx;                      /* TLS contexts: kr_tls_ctx.h */
+
 /* Most dial.NODEID overrides in one [upstream] section. */
 #define KR_CONF_MAX_DIAL 256
 
@@ -46,6 +48,17 @@ struct kr_upstream_conf {
     struct kr_dial_override *dial;
     int ndial;
     int line;                           /* where the section starts */
+    /* issue 8: TLS to the brokers (appended) */
+    bool ssl;                           /* default false */
+    char *ssl_ca;                       /* PEM CA bundle; NULL: the
+                                           system's store */
+    bool ssl_verify_hostname;           /* default true */
+    char *ssl_certificate;              /* client certificate, NULL: none */
+    char *ssl_key;                      /* NULL: in ssl_certificate */
+    int ssl_min_protocol;               /* enum kr_tls_version */
+    struct kr_tls_ctx *tls;             /* with ssl: the context the loader
+                                           built (kr_tls_ctx.h; this
+                                           config's reference), else NULL */
 };
 
 /* [listener NAME] */
@@ -71,6 +84,20 @@ struct kr_listener_conf {
                                            many opaque bytes (record data),
                                            0: never; default 65536 */
     int line;
+    /* issue 8: TLS with the clients (appended) */
+    bool ssl;                           /* default false */
+    char *ssl_certificate;              /* PEM chain; required with ssl */
+    char *ssl_key;                      /* NULL: in ssl_certificate */
+    char *ssl_client_ca;                /* mTLS CAs; NULL: no client
+                                           certificate asked for */
+    char *ssl_crl;                      /* PEM CRLs; NULL: none */
+    int ssl_min_protocol;               /* enum kr_tls_version */
+    char *ssl_ciphers;                  /* TLS 1.2 list; NULL: OpenSSL's */
+    char *ssl_ciphersuites;             /* TLS 1.3; NULL: OpenSSL's */
+    int64_t ssl_handshake_timeout_ms;   /* default 10000 */
+    struct kr_tls_ctx *tls;             /* with ssl: the context the loader
+                                           built (kr_tls_ctx.h; this
+                                           config's reference), else NULL */
 };
 
 /* [log] */

@@ -1,6 +1,6 @@
 /*
  * kr_conn.h - the transport of one socket: how bytes get from the socket
- * into an evbuffer and back (plain TCP today, TLS next), its event
+ * into an evbuffer and back (plain TCP here, TLS in kr_tls.h), its event
  * interest, and the splice(2) lanes and pipe pool of the plain-TCP
  * transport.
  *
@@ -76,10 +76,10 @@ enum kr_conn_want {
  *              real client; no listener accepts one yet: skipped.
  *   SNIFF      the first bytes name what speaks: a TLS ClientHello or
  *              HTTP on a plaintext listener is refused with one log line
- *              (kr_frame_sniff); plaintext Kafka or HTTP on a TLS
- *              listener, later.  They are read (ops->read) into c->in
- *              and stay there for what follows (a TLS transport will
- *              read them raw and take them into its handshake).
+ *              (kr_frame_sniff), and so are plaintext Kafka or HTTP on a
+ *              TLS listener.  They are read (ops->read) into c->in and
+ *              stay there for what follows (the TLS transport reads them
+ *              raw and takes them into its handshake).
  *   HANDSHAKE  ops->handshake is called until it is done; events follow
  *              what it asks for (hs_want), not the owner's interest.
  *   FRAMES     ops->read / ops->write carry the Kafka bytes.
@@ -131,15 +131,21 @@ enum kr_conn_stage {
  *              write event.
  *   close      release the transport's own state (c->xprt, may be NULL
  *              when open failed), not the fd.  Called once.
+ *   why        optional (NULL: strerror(errno) says all).  After a step
+ *              failed (-1, not again): what went wrong in the
+ *              transport's terms (TLS: OpenSSL's reason, the certificate
+ *              check that failed), one line, or NULL when errno says it.
+ *              Valid until the next step (kr_conn_strerror).
  */
 struct kr_conn_ops {
-    const char *name;                   /* "tcp", later "tls" */
+    const char *name;                   /* "tcp", "tls" */
     int (*open)(struct kr_conn *c);
     int (*handshake)(struct kr_conn *c);
     ssize_t (*read)(struct kr_conn *c, struct evbuffer *in, size_t max);
     ssize_t (*write)(struct kr_conn *c, struct evbuffer *out);
     size_t (*pending)(const struct kr_conn *c);
     void (*close)(struct kr_conn *c);
+    const char *(*why)(const struct kr_conn *c);
     bool splice;                        /* the fd carries the Kafka bytes
                                            themselves (no record layer):
                                            splice(2) may move them */
@@ -247,10 +253,26 @@ struct kr_conn {
                                            bootstrap or dial.N host; no
                                            port, no brackets), for SNI and
                                            certificate checks; "" none */
+    /* issue 8 (appended) */
+    void *xprt_ctx;                     /* what the owner gives the
+                                           transport before kr_conn_open
+                                           (TLS: its struct kr_tls_ctx,
+                                           borrowed); NULL: none */
+    uint64_t copied;                    /* bytes the transport copied to
+                                           send them (TLS: small chains
+                                           coalesced into one record); the
+                                           owner takes and zeroes it */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
 bool kr_conn_again(int e);
+
+/*
+ * Why c's last step failed with errno e: the transport's own words
+ * (ops->why) when it has them, else strerror(e).  Static or c's; valid
+ * until c's next step.
+ */
+const char *kr_conn_strerror(const struct kr_conn *c, int e);
 
 /*
  * A closed conn on the plain TCP transport with empty in/out buffers

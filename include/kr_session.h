@@ -261,6 +261,17 @@ struct kr_session {
     struct kr_inflight rstream_e;       /* the entry, for Acks=0's line */
     struct kr_audit_scan rstream_as;    /* the observer; owns the capture
                                            until the walk ends */
+    /* issue 8: TLS (appended) */
+    unsigned client_tls:1;              /* the client speaks TLS (a
+                                           listener with ssl): the upstream
+                                           is dialled once its handshake
+                                           is done, within
+                                           ssl_handshake_timeout_ms */
+    int64_t up_started_ms;              /* the upstream's resolution began
+                                           (connect_timeout_ms from it) */
+    char *principal;                    /* mTLS: the verified client
+                                           certificate's subject,
+                                           "User:..." (malloc'd), NULL */
 };
 
 /*

@@ -166,7 +166,10 @@ enum kr_stat_labels {
       "space (included in bytes_up and bytes_down).")                        \
     X(bytes_copied, COUNTER, NONE, 1,                                        \
       "Debug: forwarded bytes copied in user space on the cut-through "      \
-      "path (header peeks and re-encoded frames are not counted).")
+      "path (header peeks and re-encoded frames are not counted).")         \
+    X(bytes_tls_coalesced, COUNTER, NONE, 1,                                 \
+      "Bytes copied to send small evbuffer chains as one TLS record (TLS "   \
+      "connections only; not in bytes_copied).")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {

@@ -34,11 +34,12 @@ struct kr_node;
  * Called once per kr_upstream_resolve: status KR_OK with a resolved
  * address (valid only during the call), or KR_ERROR (unknown NodeId
  * after a metadata refresh, DNS failure, timeout) with addr NULL.
- * host: the name that was looked up, as configured or advertised (a
- * broker's advertised Host, a dial.N or bootstrap host; no port, no
- * brackets, maybe a numeric address): what a TLS upstream sends as SNI
- * and checks the certificate against.  Valid during the call; NULL when
- * no name was looked up (unknown NodeId, out of memory).
+ * host: the broker's name, as configured or advertised (a broker's
+ * advertised Host, also for a broker with a dial.N override once krelay
+ * has seen what it advertises, else the dial.N host; a bootstrap host;
+ * no port, no brackets, maybe a numeric address): what a TLS upstream
+ * sends as SNI and checks the certificate against.  Valid during the
+ * call; NULL when no name was looked up (unknown NodeId, out of memory).
  * what: "HOST:PORT" (or "node N") for log lines; valid during the call.
  */
 typedef void (*kr_resolve_cb)(void *arg, int status,
@@ -111,5 +112,23 @@ bool kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
 
 /* Number of brokers currently known (tests, logs). */
 int kr_upstream_nbrokers(const struct kr_upstream *u);
+
+/*
+ * The TLS context of u's new connections (kr_tls_ctx.h): its
+ * [upstream]'s when that has ssl = true (as it was at start), else NULL
+ * (plain TCP).  Owned by u, valid on u's thread until the next
+ * kr_upstream_set_tls or kr_upstream_free; a connection takes its own
+ * reference (kr_tls.h does).
+ */
+struct kr_tls_ctx;
+struct kr_tls_ctx *kr_upstream_tls(const struct kr_upstream *u);
+
+/*
+ * A reload's context for u's new connections (t: the new config's
+ * [upstream] of the same name, borrowed; u takes a reference): only when
+ * u speaks TLS already (whether it does is fixed at start).  Connections
+ * open keep theirs.  t NULL is a no-op.
+ */
+void kr_upstream_set_tls(struct kr_upstream *u, struct kr_tls_ctx *t);
 
 #endif /* KR_UPSTREAM_H */

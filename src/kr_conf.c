@@ -44,6 +44,7 @@
 #include "kr_kerr.h"
 #include "kr_log.h"
 #include "kr_schema.h"
+#include "kr_tls_ctx.h"
 
 /*
  * Debian's libinih exports its compile-time settings as variables; raise
@@ -82,6 +83,7 @@ enum kr_cf_type {
     KR_CT_HOST,             /* char *: host name or IP address */
     KR_CT_NAME,             /* char *: a section name */
     KR_CT_STRING,           /* char *: free text, not empty */
+    KR_CT_PATH,             /* char *: a file's path, not empty */
     KR_CT_PORT,             /* uint16_t */
     KR_CT_I32,              /* int32_t */
     KR_CT_I64,              /* int64_t: counts, _ms, _bytes */
@@ -130,6 +132,10 @@ static const char *const kr_cf_tmode_choices[] = {
     "inject", "enforce", NULL
 };
 static const char *const kr_cf_top_choices[] = { "set", "add", NULL };
+/* ssl_min_protocol: enum kr_tls_version's order. */
+static const char *const kr_cf_tls_choices[] = {
+    "TLSv1.2", "TLSv1.3", NULL
+};
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
     "error", "warn", "notice", "info", "debug", "trace", NULL
@@ -188,6 +194,39 @@ static const struct kr_cf_key kr_conf_keys[] = {
       0, "65536", 0, INT32_MAX, 0,
       "move runs of at least this many bytes krelay does not read (record "
       "data) socket to socket with splice(2), in bytes (0: never)", NULL },
+    /* issue 8: TLS with the clients */
+    { KR_CS_LISTENER, "ssl", KR_CT_BOOL, LST(ssl), 0, "false", 0, 0, 0,
+      "TLS on every port of this listener (bootstrap and brokers): clients "
+      "must start with a TLS handshake (one that sends plaintext Kafka or "
+      "HTTP is refused and logged); needs ssl_certificate", NULL },
+    { KR_CS_LISTENER, "ssl_certificate", KR_CT_PATH, LST(ssl_certificate),
+      0, NULL, 0, 0, 0, "PEM file: the listener's certificate, then the "
+      "intermediate CA certificates clients need (a chain); read at start "
+      "and by each reload", NULL },
+    { KR_CS_LISTENER, "ssl_key", KR_CT_PATH, LST(ssl_key), 0, NULL, 0, 0, 0,
+      "PEM file with the certificate's private key, not encrypted (make it "
+      "readable by krelay only); its contents are never logged", NULL },
+    { KR_CS_LISTENER, "ssl_client_ca", KR_CT_PATH, LST(ssl_client_ca), 0,
+      NULL, 0, 0, 0, "PEM file of the CAs client certificates must chain "
+      "to: with it every client must present a valid certificate (mutual "
+      "TLS) or its handshake fails", NULL },
+    { KR_CS_LISTENER, "ssl_crl", KR_CT_PATH, LST(ssl_crl), 0, NULL, 0, 0, 0,
+      "PEM file of certificate revocation lists: a revoked client "
+      "certificate is refused (needs ssl_client_ca; the CRL of the "
+      "client certificate's issuer must be in it)", NULL },
+    { KR_CS_LISTENER, "ssl_min_protocol", KR_CT_CHOICE,
+      LST(ssl_min_protocol), 0, "TLSv1.2", 0, 0, 0,
+      "lowest TLS version accepted: TLSv1.2 or TLSv1.3", kr_cf_tls_choices },
+    { KR_CS_LISTENER, "ssl_ciphers", KR_CT_STRING, LST(ssl_ciphers), 0, NULL,
+      0, 0, 0, "TLS 1.2 ciphers, in OpenSSL's cipher list syntax (openssl "
+      "ciphers -v LIST shows what a list means)", NULL },
+    { KR_CS_LISTENER, "ssl_ciphersuites", KR_CT_STRING,
+      LST(ssl_ciphersuites), 0, NULL, 0, 0, 0,
+      "TLS 1.3 ciphersuites, separated by colons", NULL },
+    { KR_CS_LISTENER, "ssl_handshake_timeout_ms", KR_CT_I64,
+      LST(ssl_handshake_timeout_ms), 0, "10000", 100, 3600000, 0,
+      "close a client connection whose TLS handshake is not done this "
+      "long after it was accepted, in ms", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -206,6 +245,29 @@ static const struct kr_cf_key kr_conf_keys[] = {
       0, INT32_MAX, KR_CF_RESTART,
       "dial.NODEID = HOST:PORT: connect there instead of the address "
       "the broker advertises", NULL },
+    /* issue 8: TLS to the brokers */
+    { KR_CS_UPSTREAM, "ssl", KR_CT_BOOL, UPS(ssl), 0, "false", 0, 0,
+      KR_CF_RESTART, "TLS on every connection to the brokers: the "
+      "clients' and krelay's own metadata connection", NULL },
+    { KR_CS_UPSTREAM, "ssl_ca", KR_CT_PATH, UPS(ssl_ca), 0, NULL, 0, 0, 0,
+      "PEM file of the CAs the brokers' certificates must chain to", NULL },
+    { KR_CS_UPSTREAM, "ssl_verify_hostname", KR_CT_BOOL,
+      UPS(ssl_verify_hostname), 0, "true", 0, 0, 0,
+      "a broker's certificate must name the host krelay was given for it: "
+      "the host the broker advertises (also with dial.NODEID, which only "
+      "changes where krelay connects), or the bootstrap_servers host; an "
+      "IP address is checked against the certificate's IP addresses. "
+      "false: any certificate the CAs signed", NULL },
+    { KR_CS_UPSTREAM, "ssl_certificate", KR_CT_PATH, UPS(ssl_certificate), 0,
+      NULL, 0, 0, 0, "PEM file: a client certificate (then its chain) "
+      "krelay presents to the brokers", NULL },
+    { KR_CS_UPSTREAM, "ssl_key", KR_CT_PATH, UPS(ssl_key), 0, NULL, 0, 0, 0,
+      "PEM file with the client certificate's private key, not encrypted; "
+      "its contents are never logged", NULL },
+    { KR_CS_UPSTREAM, "ssl_min_protocol", KR_CT_CHOICE,
+      UPS(ssl_min_protocol), 0, "TLSv1.2", 0, 0, 0,
+      "lowest TLS version krelay accepts from a broker: TLSv1.2 or "
+      "TLSv1.3", kr_cf_tls_choices },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },
@@ -312,6 +374,17 @@ static const struct {
       "the listen host; 127.0.0.1 for a wildcard" },
     { KR_CS_LISTENER, "upstream", "the only [upstream]" },
     { KR_CS_UPSTREAM, "dial.", "none" },
+    { KR_CS_LISTENER, "ssl_certificate", "none (required with ssl = true)" },
+    { KR_CS_LISTENER, "ssl_key", "the ssl_certificate file" },
+    { KR_CS_LISTENER, "ssl_client_ca",
+      "none: no client certificate is asked for" },
+    { KR_CS_LISTENER, "ssl_crl", "none" },
+    { KR_CS_LISTENER, "ssl_ciphers", "OpenSSL's default list" },
+    { KR_CS_LISTENER, "ssl_ciphersuites", "OpenSSL's default suites" },
+    { KR_CS_UPSTREAM, "ssl_ca",
+      "the system's CA store (OpenSSL's default paths)" },
+    { KR_CS_UPSTREAM, "ssl_certificate", "none: no client certificate" },
+    { KR_CS_UPSTREAM, "ssl_key", "the ssl_certificate file" },
     { KR_CS_AUDIT, "instance", "the host name (gethostname)" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
@@ -1016,7 +1089,8 @@ kr_cf_clear(const struct kr_cf_key *k, void *obj)
     }
     case KR_CT_HOST:
     case KR_CT_NAME:
-    case KR_CT_STRING: {
+    case KR_CT_STRING:
+    case KR_CT_PATH: {
         char **s = (void *)(base + k->off);
 
         free(*s);
@@ -1092,7 +1166,8 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
     }
     case KR_CT_HOST:
     case KR_CT_NAME:
-    case KR_CT_STRING: {
+    case KR_CT_STRING:
+    case KR_CT_PATH: {
         size_t n = strlen(v);
         const char *s = v;
         char *copy;
@@ -1658,6 +1733,13 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->listen.host);
     free(l->advertised_host);
     free(l->upstream);
+    free(l->ssl_certificate);
+    free(l->ssl_key);
+    free(l->ssl_client_ca);
+    free(l->ssl_crl);
+    free(l->ssl_ciphers);
+    free(l->ssl_ciphersuites);
+    kr_tls_ctx_put(l->tls);
 }
 
 static void
@@ -1671,6 +1753,10 @@ kr_cf_free_upstream(struct kr_upstream_conf *u)
         free(u->dial[i].addr.host);
     }
     free(u->dial);
+    free(u->ssl_ca);
+    free(u->ssl_certificate);
+    free(u->ssl_key);
+    kr_tls_ctx_put(u->tls);
 }
 
 static void
@@ -2214,6 +2300,122 @@ kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
                r->listener.n > 0 ? "the rule names " : "");
 }
 
+/* The keys of kind's TLS settings besides `ssl`. */
+static const char *const kr_cf_tls_keys[2][9] = {
+    { "ssl_certificate", "ssl_key", "ssl_client_ca", "ssl_crl",
+      "ssl_min_protocol", "ssl_ciphers", "ssl_ciphersuites",
+      "ssl_handshake_timeout_ms", NULL },
+    { "ssl_ca", "ssl_verify_hostname", "ssl_certificate", "ssl_key",
+      "ssl_min_protocol", NULL }
+};
+
+/* The key a context option of kind is set by. */
+static const char *
+kr_cf_tls_key(enum kr_cf_sect kind, enum kr_tls_opt o)
+{
+    switch (o) {
+    case KR_TLS_OPT_CERTIFICATE:
+        return "ssl_certificate";
+    case KR_TLS_OPT_KEY:
+        return "ssl_key";
+    case KR_TLS_OPT_CA:
+        return kind == KR_CS_LISTENER ? "ssl_client_ca" : "ssl_ca";
+    case KR_TLS_OPT_CRL:
+        return "ssl_crl";
+    case KR_TLS_OPT_CIPHERS:
+        return "ssl_ciphers";
+    case KR_TLS_OPT_CIPHERSUITES:
+        return "ssl_ciphersuites";
+    case KR_TLS_OPT_NONE:
+        break;
+    }
+    return "ssl";
+}
+
+/*
+ * The TLS keys of a [listener] or [upstream]: what must go together, and
+ * with ssl = true the context, built now from the files (kr_tls_ctx.h),
+ * so that a file that does not load is an error at its key's line, here
+ * as at a reload.  ssl_* keys without ssl = true are not used: a warning.
+ */
+static void
+kr_cf_check_tls(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    bool listener = in->kind == KR_CS_LISTENER;
+    const char *const *keys = kr_cf_tls_keys[listener ? 0 : 1];
+    struct kr_listener_conf *l = listener ? in->obj : NULL;
+    struct kr_upstream_conf *u = listener ? NULL : in->obj;
+    struct kr_tls_ctx **out = listener ? &l->tls : &u->tls;
+    char lbl[KR_CONF_MAX_NAME + 32], why[512];
+    struct kr_tls_opts o;
+    enum kr_tls_opt bad;
+    const char *k;
+    bool ok = true;
+    int i;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (!(listener ? l->ssl : u->ssl)) {
+        for (i = 0; keys[i] != NULL; i++) {
+            if (kr_cf_key_given(in, keys[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, keys[i]), "%s: %s is set "
+                           "but ssl is not true: no TLS %s, the key is not "
+                           "used", lbl, keys[i], listener ? "on this listener"
+                                                          : "to the brokers");
+            }
+        }
+        return;
+    }
+    for (i = 0; keys[i] != NULL; i++) {
+        ok = ok && !kr_cf_key_line_bad(in, keys[i]);
+    }
+    memset(&o, 0, sizeof(o));
+    if (listener) {
+        if (!kr_cf_key_given(in, "ssl_certificate") &&
+            !kr_cf_key_line_bad(in, "ssl_certificate")) {
+            kr_cf_err(st, kr_cf_line_of(in, "ssl"), "%s: ssl = true needs "
+                      "ssl_certificate (and ssl_key, unless the key is in "
+                      "that file)", lbl);
+            ok = false;
+        }
+        if (kr_cf_key_given(in, "ssl_crl") &&
+            !kr_cf_key_given(in, "ssl_client_ca")) {
+            kr_cf_err(st, kr_cf_line_of(in, "ssl_crl"), "%s: ssl_crl needs "
+                      "ssl_client_ca (revocation lists are for client "
+                      "certificates)", lbl);
+            ok = false;
+        }
+        o.server = true;
+        o.certificate = l->ssl_certificate;
+        o.key = l->ssl_key;
+        o.ca = l->ssl_client_ca;
+        o.crl = l->ssl_crl;
+        o.min_version = (enum kr_tls_version)l->ssl_min_protocol;
+        o.ciphers = l->ssl_ciphers;
+        o.ciphersuites = l->ssl_ciphersuites;
+        o.id = in->name;
+    } else {
+        o.certificate = u->ssl_certificate;
+        o.key = u->ssl_key;
+        o.ca = u->ssl_ca;
+        o.min_version = (enum kr_tls_version)u->ssl_min_protocol;
+        o.verify_hostname = u->ssl_verify_hostname;
+    }
+    if (kr_cf_key_given(in, "ssl_key") &&
+        !kr_cf_key_given(in, "ssl_certificate")) {
+        kr_cf_err(st, kr_cf_line_of(in, "ssl_key"), "%s: ssl_key without "
+                  "ssl_certificate", lbl);
+        ok = false;
+    }
+    if (!ok) {
+        return;
+    }
+    *out = kr_tls_ctx_new(&o, &bad, why, sizeof(why));
+    if (*out == NULL) {
+        k = kr_cf_tls_key(in->kind, bad);
+        kr_cf_err(st, kr_cf_line_of(in, k), "%s: %s: %s", lbl, k, why);
+    }
+}
+
 /* Keys of one [rule] that only make sense together. */
 static void
 kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -2397,6 +2599,9 @@ kr_cf_check_all(struct kr_cf_state *st)
                         in->kind != KR_CS_UPSTREAM)) {
             continue;
         }
+        if (in->kind == KR_CS_UPSTREAM) {
+            kr_cf_check_tls(st, in);
+        }
         if (count > 1 && in->name[0] == '\0') {
             kr_cf_err(st, in->line, "there are %d [%s] sections: each needs "
                       "a name, as in [%s NAME]", count,
@@ -2413,6 +2618,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         }
         kr_cf_inst_label(in, lbl, sizeof(lbl));
         kr_cf_check_listener(st, in);
+        kr_cf_check_tls(st, in);
         if (l->upstream != NULL) {
             bool found = false;
 
@@ -2799,6 +3005,7 @@ kr_cf_same_value(const struct kr_cf_key *k, const void *a, const void *b)
     case KR_CT_HOST:
     case KR_CT_NAME:
     case KR_CT_STRING:
+    case KR_CT_PATH:
         return kr_cf_same_str(*(char *const *)(const void *)pa,
                               *(char *const *)(const void *)pb);
     case KR_CT_PORT:
@@ -3101,6 +3308,8 @@ kr_cf_type_doc(enum kr_cf_type t)
         return "section name";
     case KR_CT_STRING:
         return "string";
+    case KR_CT_PATH:
+        return "file path";
     case KR_CT_PORT:
         return "port";
     case KR_CT_I32:
@@ -3269,7 +3478,8 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             break;
         }
         case KR_CT_NAME:
-        case KR_CT_STRING: {
+        case KR_CT_STRING:
+        case KR_CT_PATH: {
             const char *s = *(char *const *)p;
 
             if (s == NULL) {

@@ -86,6 +86,15 @@ kr_conn_again(int e)
     return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
 
+const char *
+kr_conn_strerror(const struct kr_conn *c, int e)
+{
+    const char *w = c->ops != NULL && c->ops->why != NULL ? c->ops->why(c)
+                                                          : NULL;
+
+    return w != NULL ? w : strerror(e);
+}
+
 /*
  * Add or remove rev and wev as the owner's interest, the stage and the
  * transport's last requests say.  In the handshake only the event its

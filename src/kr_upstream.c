@@ -16,7 +16,16 @@
  *   - resolutions in flight: waiting for a fetch, or for evdns.
  *
  * The fetch uses a bufferevent: it is a few small frames every few
- * minutes, not the hot path.
+ * minutes, not the hot path.  With [upstream] ssl it is an OpenSSL
+ * bufferevent with an SSL of the upstream's TLS context
+ * (kr_tls_ssl_new: SNI and the certificate checked against the bootstrap
+ * host).  That context is the upstream's, replaced by a reload
+ * (kr_upstream_set_tls); connections keep the one they started with.
+ *
+ * TLS names: a broker is checked against the host it advertises.  With a
+ * dial.NODEID override krelay connects elsewhere, but the name is still
+ * the advertised one (learned from the metadata; the dial host until it
+ * is known): the override changes where, not whom.
  */
 #include "config.h"
 
@@ -30,15 +39,20 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
 
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_schema.h"
+#include "kr_tls_ctx.h"
 #include "kr_topics.h"
 #include "kr_upstream.h"
 
@@ -76,6 +90,9 @@ struct kr_ubroker {
     int32_t node_id;
     uint8_t src;                        /* enum kr_up_src */
     struct kr_uaddr a;
+    char *adv;                          /* a dial override's: the host the
+                                           broker advertises (its TLS
+                                           name), NULL until seen */
 };
 
 enum kr_fetch_state {
@@ -99,6 +116,9 @@ struct kr_resolve {
     bool in_dns;                        /* in u->dns_list */
     bool cancelled;
     char *host;                         /* while resolving */
+    char *name;                         /* the TLS name when not host (a
+                                           dial override's advertised
+                                           host), NULL */
     uint16_t port;
     struct kr_resolve *prev, *next;
     char what[288];
@@ -146,6 +166,9 @@ struct kr_upstream {
         int16_t min, max;
     } api[KR_UP_API_KEYS];
     bool have_api;
+    struct kr_tls_ctx *tls;             /* [upstream] ssl: the context of
+                                           new connections (a reference),
+                                           NULL: plain TCP */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -202,7 +225,15 @@ static void
 resolve_free(struct kr_resolve *r)
 {
     free(r->host);
+    free(r->name);
     free(r);
+}
+
+/* The name the callback gets (TLS: SNI and the certificate check). */
+static const char *
+tls_name(const struct kr_resolve *r)
+{
+    return r->name != NULL ? r->name : r->host;
 }
 
 /* ---- broker map ------------------------------------------------------- */
@@ -253,6 +284,16 @@ broker_set(struct kr_upstream *u, int32_t node_id, const char *host,
     b = broker_find(u, node_id);
     if (b != NULL) {
         if (b->src == SRC_DIAL && src != SRC_DIAL) {
+            /* where it is stays the override's; whom: its TLS name */
+            if (b->adv == NULL || strlen(b->adv) != hlen ||
+                memcmp(b->adv, host, hlen) != 0) {
+                char *adv = strndup(host, hlen);
+
+                if (adv != NULL) {
+                    free(b->adv);
+                    b->adv = adv;
+                }
+            }
             return false;
         }
         if (b->a.port == (uint16_t)port && strlen(b->a.host) == hlen &&
@@ -500,11 +541,11 @@ dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
     if (result != 0 || ai == NULL) {
         kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: %s", u->label,
                   r->what, evutil_gai_strerror(result));
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, tls_name(r), r->what);
     } else {
         cache_store(u, r, ai->ai_addr, (socklen_t)ai->ai_addrlen);
         r->cb(r->arg, KR_OK, ai->ai_addr, (socklen_t)ai->ai_addrlen,
-              r->host, r->what);
+              tls_name(r), r->what);
     }
     if (ai != NULL) {
         evutil_freeaddrinfo(ai);
@@ -531,7 +572,7 @@ lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
     r->host = strdup(host);
     r->port = port;
     if (r->host == NULL) {
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, tls_name(r), r->what);
         resolve_free(r);
         return NULL;
     }
@@ -540,21 +581,22 @@ lookup(struct kr_upstream *u, struct kr_resolve *r, const char *host,
     if (a != NULL && a->salen > 0 &&
         kr_clock_mono_ms() - a->resolved_ms < KR_UP_DNS_TTL_MS) {
         memcpy(&ss, &a->sa, a->salen);
-        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, r->host,
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, a->salen, tls_name(r),
               r->what);
         resolve_free(r);
         return NULL;
     }
     if (parse_numeric(host, port, &ss, &len)) {
         cache_store(u, r, (struct sockaddr *)&ss, len);
-        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, len, r->host, r->what);
+        r->cb(r->arg, KR_OK, (struct sockaddr *)&ss, len, tls_name(r),
+              r->what);
         resolve_free(r);
         return NULL;
     }
     if (u->dns == NULL) {
         kr_log_rl(KR_LOG_WARN, "%s: cannot resolve %s: no DNS resolver",
                   u->label, r->what);
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, tls_name(r), r->what);
         resolve_free(r);
         return NULL;
     }
@@ -652,6 +694,12 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
     }
     b = broker_find(u, node_id);
     if (b != NULL) {
+        if (b->src == SRC_DIAL && b->adv != NULL &&
+            (r->name = strdup(b->adv)) == NULL) {
+            cb(arg, KR_ERROR, NULL, 0, NULL, "out of memory");
+            resolve_free(r);
+            return NULL;
+        }
         return lookup(u, r, b->a.host, b->a.port);
     }
     if (neg_find(u, node_id)) {
@@ -659,7 +707,7 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
         kr_log_rl(KR_LOG_WARN, "%s: NodeId %d is not in the cluster's "
                   "metadata (checked less than %d ms ago)", u->label,
                   node_id, KR_UP_NEG_TTL_MS);
-        r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
+        r->cb(r->arg, KR_ERROR, NULL, 0, tls_name(r), r->what);
         resolve_free(r);
         return NULL;
     }
@@ -988,11 +1036,33 @@ fetch_read_cb(struct bufferevent *bev, void *arg)
     }
 }
 
+/* Why a TLS fetch connection failed: the certificate check, or OpenSSL's
+   first error, or the socket's. */
+static void
+fetch_tls_why(struct bufferevent *bev, char *why, size_t len)
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+    long vr = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
+    unsigned long e = bufferevent_get_openssl_error(bev);
+
+    while (bufferevent_get_openssl_error(bev) != 0) {
+    }
+    if (vr != X509_V_OK) {
+        snprintf(why, len, "TLS: certificate verify failed: %s",
+                 X509_verify_cert_error_string(vr));
+    } else if (e != 0 && ERR_reason_error_string(e) != NULL) {
+        snprintf(why, len, "TLS: %s", ERR_reason_error_string(e));
+    } else {
+        snprintf(why, len, "%s",
+                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    }
+}
+
 static void
 fetch_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct kr_upstream *u = arg;
-    char why[160];
+    char why[300];
 
     if (bev != u->bev) {
         return;
@@ -1008,6 +1078,8 @@ fetch_event_cb(struct bufferevent *bev, short what, void *arg)
     }
     if (what & BEV_EVENT_EOF) {
         snprintf(why, sizeof(why), "connection closed by the broker");
+    } else if (u->tls != NULL) {
+        fetch_tls_why(bev, why, sizeof(why));
     } else {
         snprintf(why, sizeof(why), "%s",
                  evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -1037,7 +1109,26 @@ fetch_resolved(void *arg, int status, const struct sockaddr *addr,
         fetch_fail(u, "cannot resolve the address");
         return;
     }
-    u->bev = bufferevent_socket_new(u->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (u->tls != NULL) {
+        char err[200];
+        SSL *ssl = kr_tls_ssl_new(u->tls, host, err, sizeof(err));
+
+        if (ssl == NULL) {
+            fetch_fail(u, err);
+            return;
+        }
+        /* the SSL is the bufferevent's (BEV_OPT_CLOSE_ON_FREE) */
+        u->bev = bufferevent_openssl_socket_new(u->base, -1, ssl,
+                                                BUFFEREVENT_SSL_CONNECTING,
+                                                BEV_OPT_CLOSE_ON_FREE);
+        if (u->bev == NULL) {
+            SSL_free(ssl);
+        } else {
+            bufferevent_openssl_set_allow_dirty_shutdown(u->bev, 1);
+        }
+    } else {
+        u->bev = bufferevent_socket_new(u->base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
     if (u->bev == NULL) {
         fetch_fail(u, "out of memory");
         return;
@@ -1054,7 +1145,6 @@ fetch_resolved(void *arg, int status, const struct sockaddr *addr,
                  evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
         fetch_fail(u, why);
     }
-    (void)host;
     (void)what;
 }
 
@@ -1163,7 +1253,7 @@ fetch_done(struct kr_upstream *u, bool ok)
             if (ok) {
                 neg_add(u, r->node_id);
             }
-            r->cb(r->arg, KR_ERROR, NULL, 0, r->host, r->what);
+            r->cb(r->arg, KR_ERROR, NULL, 0, tls_name(r), r->what);
             resolve_free(r);
         }
     }
@@ -1188,6 +1278,7 @@ kr_upstream_new(struct event_base *base, struct evdns_base *dns,
     u->base = base;
     u->dns = dns;
     u->uc = uc;
+    u->tls = uc->ssl && uc->tls != NULL ? kr_tls_ctx_ref(uc->tls) : NULL;
     if (uc->name != NULL && uc->name[0] != '\0') {
         snprintf(u->label, sizeof(u->label), "upstream %s", uc->name);
     } else {
@@ -1255,8 +1346,10 @@ kr_upstream_free(struct kr_upstream *u)
     }
     for (i = 0; i < u->nbrokers; i++) {
         free(u->brokers[i].a.host);
+        free(u->brokers[i].adv);
     }
     free(u->brokers);
+    kr_tls_ctx_put(u->tls);
     if (u->bs != NULL) {
         for (i = 0; i < u->uc->nbootstrap; i++) {
             free(u->bs[i].host);
@@ -1265,4 +1358,20 @@ kr_upstream_free(struct kr_upstream *u)
     free(u->bs);
     kr_topic_map_free(u->topics);
     free(u);
+}
+
+struct kr_tls_ctx *
+kr_upstream_tls(const struct kr_upstream *u)
+{
+    return u != NULL ? u->tls : NULL;
+}
+
+void
+kr_upstream_set_tls(struct kr_upstream *u, struct kr_tls_ctx *t)
+{
+    if (u == NULL || u->tls == NULL || t == NULL || t == u->tls) {
+        return;
+    }
+    kr_tls_ctx_put(u->tls);
+    u->tls = kr_tls_ctx_ref(t);
 }

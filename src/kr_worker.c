@@ -439,6 +439,17 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
         w->old_groups = og;
         w->old_groups[w->nold_groups++] = g;
     }
+    /* issue 8: a running upstream's new connections use the TLS files of
+       its section in the new config (whether it speaks TLS stays as it
+       was at start: [upstream] ssl is RESTART) */
+    for (i = 0; i < w->nups && i < w->cref0->conf->nupstreams; i++) {
+        for (j = 0; j < nc->nupstreams; j++) {
+            if (same_str(w->cref0->conf->upstreams[i].name,
+                         nc->upstreams[j].name)) {
+                kr_upstream_set_tls(w->ups[i], nc->upstreams[j].tls);
+            }
+        }
+    }
     /* a section whose group could not be made stays NULL: the indexes
        are the daemon's (kr_wgen_group.keep) */
     free(w->groups);

@@ -25,6 +25,7 @@
 #include "kr_daemon.h"
 #include "kr_demo.h"
 #include "kr_rule.h"
+#include "kr_tls_ctx.h"
 
 #define DEMO_TOPICS "demo:3,events:6"
 #define DEMO_BROKERS 3
@@ -197,7 +198,9 @@ target_ok(const char *conf_path, int line, const char *section,
 
 /*
  * Point every [upstream] of conf at the demo cluster's brokers
- * (bootstraps: "H:P,H:P,...").  Returns false on a parse error.
+ * (bootstraps: "H:P,H:P,..."), in plaintext (the demo cluster has no
+ * TLS: an [upstream] ssl = true is dropped with its context).  Returns
+ * false on a parse error.
  */
 static bool
 demo_retarget(struct kr_conf *conf, const char *bootstraps)
@@ -243,6 +246,9 @@ demo_retarget(struct kr_conf *conf, const char *bootstraps)
             uc->bootstrap[j].port = hp[j].port;
         }
         uc->nbootstrap = n;
+        uc->ssl = false;
+        kr_tls_ctx_put(uc->tls);
+        uc->tls = NULL;
     }
     for (i = 0; i < n; i++) {
         free(hp[i].host);

@@ -166,8 +166,22 @@ if [ -x "$top_builddir/tools/krconfkeys" ]; then
 fi
 
 # ---- krelay -t on what was installed ------------------------------------------
+# (an example with TLS names its files under /etc/krelay/tls/: they are
+# made here, tests/tools/tls_certs.sh, and the copy checked names them)
 KRELAY=$D$kr_bindir/krelay
+TLSDIR=
 for c in "$CONF" "$D$kr_docdir"/examples/*.ini; do
+    if grep -q '^ssl_[a-z_]* = /etc/krelay/tls/' "$c"; then
+        if [ -z "$TLSDIR" ]; then
+            command -v openssl >/dev/null 2>&1 || missing "openssl"
+            TLSDIR=$WORK/tls
+            bash "$top_srcdir/tests/tools/tls_certs.sh" --examples \
+                "$TLSDIR" || die "tls_certs.sh failed"
+        fi
+        sed "/^ssl_[a-z_]* = /s|/etc/krelay/tls/|$TLSDIR/|" "$c" \
+            >"$WORK/$(basename "$c")" || die "cannot copy $c"
+        c=$WORK/$(basename "$c")
+    fi
     "$KRELAY" -t -c "$c" >"$WORK/t.out" 2>&1 &&
         grep -q 'configuration OK' "$WORK/t.out" ||
         fail "krelay -t -c ${c#"$D"}: $(cat "$WORK/t.out")"

@@ -372,8 +372,13 @@ grep -q "^krelay: $EX: configuration OK (1 warning)$" "$W/d10.out" ||
 "$KR_KRELAY" -t -W -c "$EX" >"$W/d10b.out" 2>&1 ||
     kr_fail "-t -W audit-only.ini: $(cat "$W/d10b.out")"
 # the README's way to try an example: then every one passes, -W too
+# (with the TLS files tls.ini names: made here, as rules_examples.sh does)
+command -v openssl >/dev/null 2>&1 || kr_skip "openssl (TLS files)"
+bash "$top_srcdir/tests/tools/tls_certs.sh" --examples "$W/tls" ||
+    kr_fail "tls_certs.sh could not make the TLS files"
 for ex in "$EXD"/*.ini; do
-    sed 's/^advertised_host = .*/advertised_host = 127.0.0.1/' "$ex" \
+    sed -e 's/^advertised_host = .*/advertised_host = 127.0.0.1/' \
+        -e "/^ssl_[a-z_]* = /s|/etc/krelay/tls/|$W/tls/|" "$ex" \
         >"$W/try-${ex##*/}"
     "$KR_KRELAY" --demo -t -W -c "$W/try-${ex##*/}" >"$W/d10c.out" 2>&1 ||
         kr_fail "--demo -t -W, ${ex##*/} with advertised_host = 127.0.0.1:" \

@@ -1,13 +1,19 @@
 #!/bin/bash
 # conf/krelay.ini, conf/examples/*.ini and the README's ini blocks pass
-# `krelay -t` as shipped (no path changed), as this user and, when run as
-# root, as an unprivileged one (nobody, through setpriv): no [log] or
+# `krelay -t` as shipped (no path changed, but for TLS files: below), as
+# this user and, when run as root, as an unprivileged one (nobody,
+# through setpriv): no [log] or
 # [audit] target needs a directory a new machine lacks.  -t prints the
 # compiled rule table, and no warning but the one for a syslog target
 # where there is no syslog socket; a config with rule errors is refused
 # with FILE:LINE.  The audit file is audit.jsonl everywhere the docs name
 # one, and the file targets given as commented alternatives sit in
 # /var/log/krelay, the systemd unit's LogsDirectory.
+# TLS files: a config with ssl = true names certificates and keys that
+# `krelay -t` reads, and no machine has them as shipped; the shipped ones
+# name them under /etc/krelay/tls/, which is made here (tests/tools/
+# tls_certs.sh --examples: every file they name) and put in its place, the
+# one change made to them.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -15,11 +21,21 @@ kr_setup 30
 W=$KR_WORK
 [ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
 
-# Byte-for-byte copies of krelay and each config in a directory anyone
-# may enter (the build tree may sit in a home nobody cannot enter).
+# Copies of krelay and each config (byte for byte, but for TLS files) in a
+# directory anyone may enter (the build tree may sit in a home nobody
+# cannot enter).
 U=$(mktemp -d "${TMPDIR:-/tmp}/krelay-examples.XXXXXX") || exit 99
 trap 'rc=$?; rm -rf "$U"; (exit "$rc"); kr_cleanup' EXIT
 chmod 755 "$U" && install -m 755 "$KR_KRELAY" "$U/krelay" || exit 99
+command -v openssl >/dev/null 2>&1 || kr_skip "openssl (TLS files)"
+bash "$top_srcdir/tests/tools/tls_certs.sh" --examples "$U/tls" ||
+    kr_fail "tls_certs.sh could not make the TLS files"
+# shipped F DST: F copied to DST, /etc/krelay/tls/ in its TLS keys made
+# $U/tls/
+shipped() {
+    sed "/^ssl_[a-z_]* = /s|/etc/krelay/tls/|$U/tls/|" "$1" >"$2" &&
+        chmod 644 "$2"
+}
 AS_NOBODY=()
 if [ "$(id -u)" = 0 ]; then
     command -v setpriv >/dev/null 2>&1 || kr_skip "setpriv (util-linux)"
@@ -42,7 +58,7 @@ no_warnings() {
 n=0
 for f in "$top_srcdir/conf/krelay.ini" "$top_srcdir"/conf/examples/*.ini; do
     b=$(basename "$f")
-    install -m 644 "$f" "$U/$b" || exit 99
+    shipped "$f" "$U/$b" || exit 99
     "$U/krelay" -t -c "$U/$b" >"$W/t.out" 2>&1 ||
         kr_fail "$b: krelay -t: $(cat "$W/t.out")"
     grep -q "configuration OK" "$W/t.out" || kr_fail "$b: no OK line"
@@ -63,7 +79,9 @@ for f in "$top_srcdir/conf/krelay.ini" "$top_srcdir"/conf/examples/*.ini; do
         kr_fail "$b: a file target outside /var/log/krelay, or not commented"
     n=$((n + 1))
 done
-[ "$n" -ge 5 ] || kr_fail "expected at least 5 configs, found $n"
+[ "$n" -ge 6 ] || kr_fail "expected at least 6 configs, found $n"
+grep -q "^ssl_certificate = $U/tls/krelay.pem" "$U/tls.ini" ||
+    kr_fail "tls.ini: its TLS files were not put in place"
 # the README's ```ini blocks: each with a [listener] is a whole config, the
 # others (rules, [audit]) go after the first whole one; each passes too
 "$KR_PY" - "$top_srcdir/README.md" "$U" <<'PYEOF' || kr_fail "README: no ini blocks"
@@ -78,6 +96,7 @@ for i, b in enumerate(whole):
         b + ''.join('\n' + p for p in parts) if i == 0 else b)
 PYEOF
 for f in "$U"/readme-*.ini; do
+    shipped "$f" "$f.tmp" && mv "$f.tmp" "$f" || exit 99
     chmod 644 "$f"
     "${AS_NOBODY[@]}" "$U/krelay" -t -c "$f" >"$W/r.out" 2>&1 ||
         kr_fail "README's ini blocks ($(basename "$f")): $(cat "$W/r.out")"

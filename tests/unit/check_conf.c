@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@
 #include <unistd.h>
 
 #include "kr_conf.h"
+#include "kr_test_certs.h"
+#include "kr_tls_ctx.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
 
@@ -1430,6 +1433,23 @@ static const char *const reload_base[] = {
  *     new queue_bytes (RESTART otherwise); log level and target apply;
  *   - the new config's rules replace the old ones (APPLY).
  */
+/* Test certificates (kr_test_certs.h) for the reload and tls cases. */
+static char *certs;
+
+static void
+certs_setup(void)
+{
+    certs = kr_test_certs_dir();
+    ck_assert_ptr_nonnull(certs);
+}
+
+static void
+certs_teardown(void)
+{
+    kr_test_certs_rm(certs);
+    certs = NULL;
+}
+
 struct reload_row {
     const char *sect;                   /* the base section's header */
     const char *key;
@@ -1463,6 +1483,27 @@ static const struct reload_row reload_rows[] = {
       "", "tcp_nodelay = false" },
     { "[listener a]", "splice_min_bytes", KR_RELOAD_APPLY,
       "", "splice_min_bytes = 0" },
+    /* issue 8: new connections (their handshakes) use the new context;
+       with ssl false the other keys load, unused (a warning) */
+    { "[listener a]", "ssl", KR_RELOAD_APPLY,
+      "ssl_certificate = @D@/server-full.pem",
+      "ssl = true\nssl_certificate = @D@/server-full.pem" },
+    { "[listener a]", "ssl_certificate", KR_RELOAD_APPLY,
+      "", "ssl_certificate = /etc/krelay/a.pem" },
+    { "[listener a]", "ssl_key", KR_RELOAD_APPLY,
+      "", "ssl_key = /etc/krelay/a.key" },
+    { "[listener a]", "ssl_client_ca", KR_RELOAD_APPLY,
+      "", "ssl_client_ca = /etc/krelay/ca.pem" },
+    { "[listener a]", "ssl_crl", KR_RELOAD_APPLY,
+      "", "ssl_crl = /etc/krelay/crl.pem" },
+    { "[listener a]", "ssl_min_protocol", KR_RELOAD_APPLY,
+      "", "ssl_min_protocol = TLSv1.3" },
+    { "[listener a]", "ssl_ciphers", KR_RELOAD_APPLY,
+      "", "ssl_ciphers = HIGH" },
+    { "[listener a]", "ssl_ciphersuites", KR_RELOAD_APPLY,
+      "", "ssl_ciphersuites = TLS_AES_128_GCM_SHA256" },
+    { "[listener a]", "ssl_handshake_timeout_ms", KR_RELOAD_APPLY,
+      "", "ssl_handshake_timeout_ms = 500" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -1475,6 +1516,20 @@ static const struct reload_row reload_rows[] = {
       "", "metadata_refresh_ms = 1000" },
     { "[upstream u1]", "dial.", KR_RELOAD_RESTART,
       "dial.1 = 127.0.0.1:9095", "dial.1 = 127.0.0.1:9096" },
+    /* issue 8: TLS or not is the running upstream's (as the brokers it
+       dials); its files and checks apply to connections made after the
+       reload (the worker gives the running upstream the new context) */
+    { "[upstream u1]", "ssl", KR_RELOAD_RESTART, "", "ssl = true" },
+    { "[upstream u1]", "ssl_ca", KR_RELOAD_APPLY,
+      "", "ssl_ca = /etc/krelay/ca.pem" },
+    { "[upstream u1]", "ssl_verify_hostname", KR_RELOAD_APPLY,
+      "", "ssl_verify_hostname = false" },
+    { "[upstream u1]", "ssl_certificate", KR_RELOAD_APPLY,
+      "", "ssl_certificate = /etc/krelay/c.pem" },
+    { "[upstream u1]", "ssl_key", KR_RELOAD_APPLY,
+      "", "ssl_key = /etc/krelay/c.key" },
+    { "[upstream u1]", "ssl_min_protocol", KR_RELOAD_APPLY,
+      "", "ssl_min_protocol = TLSv1.3" },
 
     { "[log]", "level", KR_RELOAD_APPLY, "", "level = debug" },
     { "[log]", "target", KR_RELOAD_APPLY, "", "target = krelay.log" },
@@ -1569,6 +1624,7 @@ reload_load(const struct reload_row *row, bool after)
     ck_assert_ptr_nonnull(f);
     for (; *l != NULL; l++) {
         bool mine = strcmp(*l, row->sect) == 0;
+        const char *lines = after ? row->after : row->before, *at;
 
         fprintf(f, "%s\n", *l);
         for (l++; *l != NULL; l++) {
@@ -1577,8 +1633,13 @@ reload_load(const struct reload_row *row, bool after)
                 fprintf(f, "%s\n", *l);
             }
         }
-        if (mine && (after ? row->after : row->before)[0] != '\0') {
-            fprintf(f, "%s\n", after ? row->after : row->before);
+        if (mine && lines[0] != '\0') {
+            /* @D@: the test certificates' directory */
+            for (; (at = strstr(lines, "@D@")) != NULL; lines = at + 3) {
+                ck_assert_ptr_nonnull(certs);
+                fprintf(f, "%.*s%s", (int)(at - lines), lines, certs);
+            }
+            fprintf(f, "%s\n", lines);
         }
     }
     fclose(f);
@@ -1808,9 +1869,11 @@ START_TEST(test_reload_as_today)
                   set & KR_RELOAD_REBIND);
     set = kr_conf_upstream_diff(&a->upstreams[0], &b->upstreams[0], NULL,
                                 NULL);
-    if (strcmp(r->key, "metadata_refresh_ms") == 0) {
-        /* the one difference: kept without a warning today, kept with
-           one once the reload warns for RESTART */
+    if (strcmp(r->key, "metadata_refresh_ms") == 0 ||
+        (strcmp(r->sect, "[upstream u1]") == 0 &&
+         strcmp(r->key, "ssl") == 0)) {
+        /* the differences: kept without a warning today, kept with
+           one once the reload warns for RESTART (ssl: issue 8) */
         ck_assert(today_same_upstream(&a->upstreams[0], &b->upstreams[0]));
         ck_assert_uint_eq(set, KR_RELOAD_RESTART);
     } else {
@@ -1957,6 +2020,160 @@ START_TEST(test_reload_diff_dump)
 }
 END_TEST
 
+/* ---- issue 8: TLS keys -------------------------------------------------- */
+
+/* printf into a malloc'd string (the test fails on ENOMEM). */
+static char *
+fmt(const char *f, ...) KR_PRINTF(1, 2);
+
+static char *
+fmt(const char *f, ...)
+{
+    va_list ap;
+    char *out = NULL;
+    int n;
+
+    va_start(ap, f);
+    n = vasprintf(&out, f, ap);
+    va_end(ap);
+    ck_assert_int_ge(n, 0);
+    return out;
+}
+
+/*
+ * A TLS listener and a TLS upstream load with their contexts built from
+ * the files; the dump loads back the same; a key that no section with
+ * ssl = true uses is a warning at its line.
+ */
+START_TEST(test_tls_keys)
+{
+    char *text = fmt(
+        "[upstream]\n"                                        /* 1 */
+        "bootstrap_servers = localhost:9093\n"                /* 2 */
+        "ssl = true\n"                                        /* 3 */
+        "ssl_ca = %s/ca.pem\n"                                /* 4 */
+        "ssl_certificate = %s/client.pem\n"                   /* 5 */
+        "ssl_key = %s/client.key\n"                           /* 6 */
+        "[listener]\n"                                        /* 7 */
+        "listen = 127.0.0.1:19092\n"                          /* 8 */
+        "broker_port_base = 19100\n"                          /* 9 */
+        "ssl = true\n"                                        /* 10 */
+        "ssl_certificate = %s/server.pem\n"                   /* 11 */
+        "ssl_key = %s/server.key\n"                           /* 12 */
+        "ssl_client_ca = %s/ca.pem\n"                         /* 13 */
+        "ssl_crl = %s/crl.pem\n"                              /* 14 */
+        "ssl_min_protocol = TLSv1.3\n"                        /* 15 */
+        "ssl_ciphersuites = TLS_AES_128_GCM_SHA256\n"         /* 16 */
+        "ssl_ciphers = ECDHE+AESGCM\n"                        /* 17 */
+        "ssl_handshake_timeout_ms = 2500\n",                  /* 18 */
+        certs, certs, certs, certs, certs, certs, certs);
+    struct kr_conf *c = load_ok(text), *d;
+    const struct kr_listener_conf *l = &c->listeners[0];
+    const struct kr_upstream_conf *u = &c->upstreams[0];
+    char *dump = NULL, *w;
+    size_t len = 0;
+    unsigned nw;
+    FILE *f;
+
+    ck_assert(l->ssl);
+    ck_assert_ptr_nonnull(l->tls);
+    ck_assert(l->tls->server && l->tls->verify_peer);
+    ck_assert_int_eq(l->ssl_min_protocol, KR_TLS_V1_3);
+    ck_assert_int_eq(SSL_CTX_get_min_proto_version(l->tls->ssl),
+                     TLS1_3_VERSION);
+    ck_assert_int_eq(l->ssl_handshake_timeout_ms, 2500);
+    ck_assert(u->ssl && u->ssl_verify_hostname);
+    ck_assert_ptr_nonnull(u->tls);
+    ck_assert(!u->tls->server && u->tls->verify_hostname);
+    ck_assert_int_eq(u->ssl_min_protocol, KR_TLS_V1_2);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 0, "%s", w);
+    free(w);
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "ssl_min_protocol = TLSv1.3"));
+    d = load_ok(dump);
+    ck_assert_ptr_nonnull(d->listeners[0].tls);
+    ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
+    kr_conf_free(c);
+    kr_conf_free(d);
+    free(dump);
+    free(text);
+
+    /* the defaults: no TLS, nothing built */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert(!c->listeners[0].ssl && c->listeners[0].tls == NULL);
+    ck_assert(!c->upstreams[0].ssl && c->upstreams[0].tls == NULL);
+    ck_assert(c->upstreams[0].ssl_verify_hostname);
+    ck_assert_int_eq(c->listeners[0].ssl_handshake_timeout_ms, 10000);
+    kr_conf_free(c);
+
+    /* keys without ssl = true: loaded, unused, said so */
+    c = load_ok(MIN_UPSTREAM "ssl_ca = /nonexistent/ca.pem\n"
+                MIN_LISTENER "ssl_certificate = /nonexistent/a.pem\n");
+    ck_assert_ptr_null(c->listeners[0].tls);
+    w = warnings_of(c, &nw);
+    ck_assert_uint_eq(nw, 2);
+    ck_assert_msg(strstr(w, "t.ini:3: [upstream]: ssl_ca is set but ssl "
+                         "is not true") != NULL, "%s", w);
+    ck_assert_msg(strstr(w, "t.ini:7: [listener]: ssl_certificate is set") !=
+                  NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+}
+END_TEST
+
+/* Files that do not load and keys that go together: FILE:LINE errors. */
+START_TEST(test_tls_errors)
+{
+    char *t;
+
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/nope.pem\n", certs);
+    expect_one_error(t, "t.ini:7: [listener]: ssl_certificate: cannot open ");
+    expect_one_error(t, "nope.pem: No such file or directory");
+    free(t);
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server.pem\n"
+            "ssl_key = %s/other.key\n", certs, certs);
+    expect_one_error(t, "t.ini:8: [listener]: ssl_key: ");
+    expect_one_error(t, "does not match the certificate");
+    free(t);
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_client_ca = %s/server.key\n", certs, certs);
+    expect_one_error(t, "t.ini:8: [listener]: ssl_client_ca: ");
+    free(t);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "ssl = true\n",
+                     "t.ini:6: [listener]: ssl = true needs ssl_certificate");
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_crl = %s/crl.pem\n", certs, certs);
+    expect_one_error(t, "t.ini:8: [listener]: ssl_crl needs ssl_client_ca");
+    free(t);
+    t = fmt(MIN_UPSTREAM "ssl = true\nssl_key = %s/client.key\n"
+            MIN_LISTENER, certs);
+    expect_one_error(t, "t.ini:4: [upstream]: ssl_key without "
+                        "ssl_certificate");
+    free(t);
+    t = fmt(MIN_UPSTREAM "ssl = true\nssl_ca = %s/nope.pem\n" MIN_LISTENER,
+            certs);
+    expect_one_error(t, "t.ini:4: [upstream]: ssl_ca: cannot open ");
+    free(t);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "ssl_min_protocol = TLSv1.1\n",
+                     "t.ini:6: 'ssl_min_protocol': bad value 'TLSv1.1': "
+                     "expected TLSv1.2 TLSv1.3");
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_ciphers = NOPE\n", certs);
+    expect_one_error(t, "t.ini:8: [listener]: ssl_ciphers: no cipher matches "
+                        "'NOPE'");
+    free(t);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -1993,8 +2210,12 @@ conf_suite(void)
     tcase_add_test(tc, test_stand_in_upstream);
     tcase_add_test(tc, test_err_duplicates);
     tcase_add_test(tc, test_err_all_collected);
+    tcase_add_unchecked_fixture(tc, certs_setup, certs_teardown);
+    tcase_add_test(tc, test_tls_keys);
+    tcase_add_test(tc, test_tls_errors);
     suite_add_tcase(s, tc);
 
+    tcase_add_unchecked_fixture(tr, certs_setup, certs_teardown);
     tcase_add_test(tr, test_reload_attributes);
     tcase_add_test(tr, test_key_docs);
     tcase_add_loop_test(tr, test_reload_diff_key, 0, nrows);

@@ -455,6 +455,10 @@ START_TEST(test_dial_override_wins)
     ck_assert_int_eq(fk.n_metadata, 1);
     ck_assert_ptr_null(kr_upstream_resolve(u, 2, answer_cb, &a));
     assert_v4(&a, "10.9.8.7", 1234);
+    /* issue 8: reached at the override, named as it advertises itself
+       (TLS: SNI and the certificate check) */
+    ck_assert_str_eq(a.host, "127.0.0.2");
+    ck_assert_str_eq(a.what, "10.9.8.7:1234");
     a.calls = 0;
     ck_assert_ptr_null(kr_upstream_resolve(u, 1, answer_cb, &a));
     assert_v4(&a, "127.0.0.1", 40001);
@@ -663,7 +667,8 @@ END_TEST
 /*
  * The callback gets the name that was looked up, not only its address:
  * a broker's advertised host, a dial.N host (from /etc/hosts here: the
- * name differs from the address), an IPv6 one without brackets, a
+ * name differs from the address; the cluster does not advertise these
+ * NodeIds, so the dial host stands in), an IPv6 one without brackets, a
  * bootstrap server's; none for a NodeId the cluster does not have.
  */
 START_TEST(test_resolve_host_name)

@@ -1,0 +1,887 @@
+/*
+ * check_tls.c - the TLS transport (kr_tls) and its contexts (kr_tls_ctx)
+ * over socketpairs: handshakes (server and client side, mTLS, CRL,
+ * host name and IP checks, SNI), round trips of large and small data
+ * with partial writes, coalesced small chains, pending bytes, a refused
+ * renegotiation, plaintext on a TLS connection, and files that do not
+ * load.  The certificates are made at run time (kr_test_certs.h).  No
+ * event loop: the steps are called in turn until both sides are done.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "kr_conn.h"
+#include "kr_test_certs.h"
+#include "kr_tls.h"
+#include "kr_tls_ctx.h"
+
+static char *D;                         /* the certificates' directory */
+
+static void
+certs_setup(void)
+{
+    D = kr_test_certs_dir();
+    ck_assert_ptr_nonnull(D);
+}
+
+static void
+certs_teardown(void)
+{
+    kr_test_certs_rm(D);
+    D = NULL;
+}
+
+/* D/name, in one of 16 buffers used in turn. */
+static const char *
+F(const char *name)
+{
+    static char buf[16][4096];
+    static int i;
+
+    i = (i + 1) % 16;
+    snprintf(buf[i], sizeof(buf[i]), "%s/%s", D, name);
+    return buf[i];
+}
+
+/* A listener's context: ca (mTLS) and crl may be NULL. */
+static struct kr_tls_ctx *
+server_ctx(const char *ca, const char *crl)
+{
+    struct kr_tls_opts o;
+    struct kr_tls_ctx *t;
+    enum kr_tls_opt bad;
+    char err[512];
+
+    memset(&o, 0, sizeof(o));
+    o.server = true;
+    o.certificate = F("server.pem");
+    o.key = F("server.key");
+    o.ca = ca != NULL ? F(ca) : NULL;
+    o.crl = crl != NULL ? F(crl) : NULL;
+    o.id = "test";
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_msg(t != NULL, "server context: %s", err);
+    return t;
+}
+
+/* An upstream's context trusting ca, with client certificate cert. */
+static struct kr_tls_ctx *
+client_ctx(const char *ca, const char *cert, bool verify_hostname)
+{
+    struct kr_tls_opts o;
+    struct kr_tls_ctx *t;
+    enum kr_tls_opt bad;
+    char err[512], key[64];
+
+    memset(&o, 0, sizeof(o));
+    o.ca = F(ca);
+    if (cert != NULL) {
+        snprintf(key, sizeof(key), "%.*s.key", (int)strcspn(cert, "."),
+                 cert);
+        o.certificate = F(cert);
+        o.key = F(key);
+    }
+    o.verify_hostname = verify_hostname;
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_msg(t != NULL, "client context: %s", err);
+    return t;
+}
+
+/* Nonblocking socketpair with small buffers (writes come short). */
+static void
+pair(int sv[2])
+{
+    int sz = 4096, i;
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+                     0);
+    for (i = 0; i < 2; i++) {
+        setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        setsockopt(sv[i], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+    }
+}
+
+/* c on fd with t (host for a client), at stage. */
+static void
+conn_new(struct kr_conn *c, int fd, struct kr_tls_ctx *t, const char *host,
+         enum kr_conn_stage stage)
+{
+    memset(c, 0, sizeof(*c));
+    kr_conn_init(c);
+    ck_assert_ptr_nonnull(c->in);
+    snprintf(c->host, sizeof(c->host), "%s", host != NULL ? host : "");
+    c->xprt_ctx = t;
+    ck_assert_int_eq(kr_conn_open(c, fd, &kr_tls_ops), KR_OK);
+    c->stage = (uint8_t)stage;
+}
+
+static void
+conn_free(struct kr_conn *c)
+{
+    kr_conn_close(c);
+    kr_conn_free_buffers(c);
+}
+
+/* The result of both handshakes. */
+struct hs {
+    int rc[2];                          /* 0 done, -1 failed, 1 still
+                                           waiting (the other failed) */
+    int err[2];                         /* its errno */
+    char why[2][300];
+};
+
+/*
+ * Step both handshakes until each is done or failed; once one failed,
+ * the other gets 50 more steps (to read the alert).
+ */
+static struct hs
+handshake(struct kr_conn *a, struct kr_conn *b)
+{
+    struct kr_conn *c[2] = { a, b };
+    struct hs h;
+    bool done[2] = { false, false };
+    int i, k, after = 0;
+
+    memset(&h, 0, sizeof(h));
+    for (i = 0; i < 4000 && !(done[0] && done[1]); i++) {
+        for (k = 0; k < 2; k++) {
+            if (done[k]) {
+                continue;
+            }
+            if (kr_conn_handshake(c[k]) == 0) {
+                done[k] = true;
+            } else if (!kr_conn_again(errno)) {
+                h.rc[k] = -1;
+                h.err[k] = errno;
+                snprintf(h.why[k], sizeof(h.why[k]), "%s",
+                         kr_conn_strerror(c[k], errno));
+                done[k] = true;
+            }
+        }
+        if ((h.rc[0] < 0 || h.rc[1] < 0) && ++after > 50) {
+            break;
+        }
+    }
+    for (k = 0; k < 2; k++) {
+        if (!done[k]) {
+            ck_assert_msg(h.rc[1 - k] < 0, "handshake did not end");
+            h.rc[k] = 1;
+        }
+    }
+    return h;
+}
+
+/* Both sides connected (client, server) on a new pair. */
+static void
+connected(struct kr_conn *cl, struct kr_conn *sv, struct kr_tls_ctx *ct,
+          struct kr_tls_ctx *st, const char *host)
+{
+    int fds[2];
+    struct hs h;
+
+    pair(fds);
+    conn_new(cl, fds[0], ct, host, KR_STAGE_HANDSHAKE);
+    conn_new(sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    h = handshake(cl, sv);
+    ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "handshake: client %s, "
+                  "server %s", h.why[0], h.why[1]);
+    ck_assert_int_eq(cl->stage, KR_STAGE_FRAMES);
+    ck_assert_int_eq(sv->stage, KR_STAGE_FRAMES);
+}
+
+/*
+ * Move src->out to dst->in until src->out is empty and want bytes
+ * arrived (or no progress for many rounds).  Returns the number of
+ * writes that left bytes behind (short writes and "again").
+ */
+static int
+pump(struct kr_conn *src, struct kr_conn *dst, size_t want)
+{
+    int shorts = 0, idle = 0;
+
+    while (idle < 1000 && (evbuffer_get_length(src->out) > 0 ||
+                           evbuffer_get_length(dst->in) < want)) {
+        bool moved = false;
+
+        if (evbuffer_get_length(src->out) > 0) {
+            ssize_t n = kr_conn_write(src);
+
+            ck_assert_msg(n > 0 || kr_conn_again(errno), "write: %s",
+                          kr_conn_strerror(src, errno));
+            moved = n > 0;
+            if (evbuffer_get_length(src->out) > 0) {
+                shorts++;
+            }
+        }
+        for (;;) {
+            ssize_t n = kr_conn_read(dst);
+
+            if (n <= 0) {
+                ck_assert_msg(n < 0 && kr_conn_again(errno), "read %zd: %s",
+                              n, kr_conn_strerror(dst, errno));
+                break;
+            }
+            moved = true;
+        }
+        idle = moved ? 0 : idle + 1;
+    }
+    ck_assert_uint_eq(evbuffer_get_length(src->out), 0);
+    ck_assert_uint_ge(evbuffer_get_length(dst->in), want);
+    return shorts;
+}
+
+/* n bytes of a pattern from seed. */
+static void
+fill(uint8_t *p, size_t n, unsigned seed)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        p[i] = (uint8_t)((i * 131u + seed * 7u + (i >> 9)) & 0xff);
+    }
+}
+
+/* ---- handshakes ---------------------------------------------------------- */
+
+START_TEST(handshake_and_roundtrip)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    size_t big = 3 * 1024 * 1024 + 777, i;
+    uint8_t *src = malloc(big), *dst = malloc(big);
+    char desc[128];
+    int shorts;
+
+    ck_assert_ptr_nonnull(src);
+    ck_assert_ptr_nonnull(dst);
+    connected(&cl, &sv, ct, st, "localhost");
+    kr_tls_describe(&cl, desc, sizeof(desc));
+    ck_assert_msg(strncmp(desc, "TLSv1.3 ", 8) == 0, "%s", desc);
+    /* no client certificate asked for: no subject */
+    ck_assert_ptr_null(kr_tls_peer_subject(&sv));
+    ck_assert_ptr_nonnull(kr_tls_peer_subject(&cl));
+
+    /* large: 3 MiB in 64 KiB chains, through 4 KiB socket buffers */
+    fill(src, big, 1);
+    for (i = 0; i < big; i += 65536) {
+        ck_assert_int_eq(evbuffer_add(cl.out, src + i, big - i < 65536
+                                                            ? big - i
+                                                            : 65536), 0);
+    }
+    shorts = pump(&cl, &sv, big);
+    ck_assert_int_gt(shorts, 0);        /* partial writes happened */
+    ck_assert_uint_eq(cl.copied, 0);    /* big chains: written in place */
+    ck_assert_uint_eq(evbuffer_get_length(sv.in), big);
+    ck_assert_int_eq(evbuffer_remove(sv.in, dst, big), (int)big);
+    ck_assert(memcmp(src, dst, big) == 0);
+
+    /* the other way, small writes one after the other */
+    for (i = 0; i < 200; i++) {
+        fill(src, 37, (unsigned)i);
+        ck_assert_int_eq(evbuffer_add(sv.out, src, 37), 0);
+        pump(&sv, &cl, 37 * (i + 1));
+    }
+    ck_assert_uint_eq(evbuffer_get_length(cl.in), 200 * 37);
+    for (i = 0; i < 200; i++) {
+        fill(src, 37, (unsigned)i);
+        ck_assert_int_eq(evbuffer_remove(cl.in, dst, 37), 37);
+        ck_assert(memcmp(src, dst, 37) == 0);
+    }
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+    free(src);
+    free(dst);
+}
+END_TEST
+
+/* Free callback of evbuffer_add_reference (the data is static). */
+static void
+no_free(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    (void)arg;
+}
+
+/*
+ * Many small chains become few records: their bytes are copied (and
+ * counted), once each unless a write had to be retried; the stream
+ * arrives intact, also with big chains among them.
+ */
+START_TEST(small_chains_coalesced)
+{
+    static uint8_t pieces[300][100];
+    static uint8_t big[40000];
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    uint8_t *all = malloc(300 * 100 + sizeof(big)), *got;
+    size_t n = 0, len;
+    int i;
+
+    ck_assert_ptr_nonnull(all);
+    connected(&cl, &sv, ct, st, "localhost");
+    for (i = 0; i < 300; i++) {
+        fill(pieces[i], sizeof(pieces[i]), (unsigned)i + 5);
+        /* each its own chain, as moved chains of small frames are */
+        ck_assert_int_eq(evbuffer_add_reference(cl.out, pieces[i],
+                                                sizeof(pieces[i]), no_free,
+                                                NULL), 0);
+        memcpy(all + n, pieces[i], sizeof(pieces[i]));
+        n += sizeof(pieces[i]);
+        if (i == 150) {
+            fill(big, sizeof(big), 99);
+            ck_assert_int_eq(evbuffer_add_reference(cl.out, big, sizeof(big),
+                                                    no_free, NULL), 0);
+            memcpy(all + n, big, sizeof(big));
+            n += sizeof(big);
+        }
+    }
+    ck_assert_int_ge(evbuffer_peek(cl.out, -1, NULL, NULL, 0), 300);
+    pump(&cl, &sv, n);
+    /* the small chains were copied, the big one was not */
+    ck_assert_uint_ge(cl.copied, 300 * 100 - 100);
+    ck_assert_uint_lt(cl.copied, 3 * 300 * 100);
+    len = evbuffer_get_length(sv.in);
+    ck_assert_uint_eq(len, n);
+    got = evbuffer_pullup(sv.in, -1);
+    ck_assert(memcmp(got, all, n) == 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+    free(all);
+}
+END_TEST
+
+/*
+ * Decrypted bytes a read did not take are pending (no socket event will
+ * come for them); a read that takes them all leaves none.
+ */
+START_TEST(pending_bytes)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    uint8_t buf[10000];
+    ssize_t n;
+    size_t total = 0;
+    int i;
+
+    connected(&cl, &sv, ct, st, "localhost");
+    ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    fill(buf, sizeof(buf), 3);
+    ck_assert_int_eq(evbuffer_add(cl.out, buf, sizeof(buf)), 0);
+    while (evbuffer_get_length(cl.out) > 0) {
+        n = kr_conn_write(&cl);
+        ck_assert(n > 0 || kr_conn_again(errno));
+        /* room in the socket: the reader takes 100 bytes at a time */
+        n = kr_tls_ops.read(&sv, sv.in, 100);
+        if (n > 0) {
+            total += (size_t)n;
+        }
+    }
+    for (i = 0; i < 1000 && total < sizeof(buf); i++) {
+        n = kr_tls_ops.read(&sv, sv.in, 100);
+        if (n > 0) {
+            ck_assert_int_le(n, 100);
+            total += (size_t)n;
+            if (total < sizeof(buf)) {
+                /* the rest of the record is inside OpenSSL, or another
+                   record may be: pending says so */
+                ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+            }
+        }
+    }
+    ck_assert_uint_eq(total, sizeof(buf));
+    /* one more read finds nothing: no more pending */
+    n = kr_tls_ops.read(&sv, sv.in, 100);
+    ck_assert(n < 0 && kr_conn_again(errno));
+    ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
+/* A failed handshake between a client context and a server context. */
+static struct hs
+try_handshake(struct kr_tls_ctx *ct, struct kr_tls_ctx *st, const char *host,
+              struct kr_conn *cl, struct kr_conn *sv)
+{
+    int fds[2];
+
+    pair(fds);
+    conn_new(cl, fds[0], ct, host, KR_STAGE_HANDSHAKE);
+    conn_new(sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    return handshake(cl, sv);
+}
+
+/*
+ * The broker's certificate is checked against the host dialled: a DNS
+ * name against its DNS SANs, an IP literal against its IP SANs; a
+ * certificate of another name, or of another CA, fails with one reason.
+ * Without verify_hostname only the chain counts.
+ */
+START_TEST(host_names)
+{
+    static const struct {
+        const char *host;
+        const char *ca;
+        bool verify;
+        const char *fails;              /* NULL: succeeds */
+    } t[] = {
+        { "localhost", "ca.pem", true, NULL },
+        { "127.0.0.1", "ca.pem", true, NULL },
+        { "LOCALHOST", "ca.pem", true, NULL },
+        { "other.example", "ca.pem", true, "hostname mismatch" },
+        { "127.0.0.2", "ca.pem", true, "IP address mismatch" },
+        { "::1", "ca.pem", true, "IP address mismatch" },
+        { "other.example", "ca.pem", false, NULL },
+        { "localhost", "rogue-ca.pem", true, "unable to" },
+    };
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    size_t i;
+
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct kr_tls_ctx *ct = client_ctx(t[i].ca, NULL, t[i].verify);
+        struct kr_conn cl, sv;
+        struct hs h = try_handshake(ct, st, t[i].host, &cl, &sv);
+
+        if (t[i].fails == NULL) {
+            ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "%s: %s / %s",
+                          t[i].host, h.why[0], h.why[1]);
+        } else {
+            ck_assert_msg(h.rc[0] < 0, "%s: client succeeded", t[i].host);
+            ck_assert_int_eq(h.err[0], EPROTO);
+            ck_assert_msg(strstr(h.why[0], "certificate verify failed") &&
+                          strstr(h.why[0], t[i].fails), "%s: '%s'",
+                          t[i].host, h.why[0]);
+            /* the server is told (an alert), never left waiting */
+            ck_assert_int_lt(h.rc[1], 0);
+        }
+        conn_free(&cl);
+        conn_free(&sv);
+        kr_tls_ctx_put(ct);
+    }
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/* SNI: the broker's host name, never an IP literal (RFC 6066). */
+START_TEST(sni)
+{
+    static const char *const hosts[] = { "localhost", "127.0.0.1", "::1" };
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, false);
+    size_t i;
+
+    for (i = 0; i < 3; i++) {
+        struct kr_conn cl;
+        SSL *raw = SSL_new(st->ssl);
+        int fds[2], k, rc = -1;
+        const char *name;
+
+        ck_assert_ptr_nonnull(raw);
+        pair(fds);
+        conn_new(&cl, fds[0], ct, hosts[i], KR_STAGE_HANDSHAKE);
+        SSL_set_fd(raw, fds[1]);
+        SSL_set_accept_state(raw);
+        for (k = 0; k < 2000 && (cl.stage != KR_STAGE_FRAMES || rc != 1);
+             k++) {
+            if (cl.stage != KR_STAGE_FRAMES) {
+                ck_assert(kr_conn_handshake(&cl) == 0 ||
+                          kr_conn_again(errno));
+            }
+            if (rc != 1) {
+                rc = SSL_do_handshake(raw);
+            }
+        }
+        ck_assert_int_eq(rc, 1);
+        name = SSL_get_servername(raw, TLSEXT_NAMETYPE_host_name);
+        if (i == 0) {
+            ck_assert_ptr_nonnull(name);
+            ck_assert_str_eq(name, "localhost");
+        } else {
+            ck_assert_msg(name == NULL, "SNI %s for %s", name, hosts[i]);
+        }
+        SSL_free(raw);
+        close(fds[1]);
+        conn_free(&cl);
+    }
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
+/*
+ * mTLS: a client certificate of the CA gives the subject; none, one of
+ * another CA or a revoked one fails the handshake on the server with the
+ * reason.
+ */
+START_TEST(client_certificates)
+{
+    static const struct {
+        const char *cert;
+        const char *fails;              /* NULL: succeeds */
+    } t[] = {
+        { "client.pem", NULL },
+        { NULL, "did not return a certificate" },
+        { "rogue.pem", "certificate verify failed" },
+        { "revoked.pem", "certificate revoked" },
+    };
+    struct kr_tls_ctx *st = server_ctx("ca.pem", "crl.pem");
+    size_t i;
+
+    ck_assert(st->verify_peer);
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        struct kr_tls_ctx *ct = client_ctx("ca.pem", t[i].cert, true);
+        struct kr_conn cl, sv;
+        struct hs h = try_handshake(ct, st, "localhost", &cl, &sv);
+
+        if (t[i].fails == NULL) {
+            const X509_NAME *sub;
+            char cn[128];
+
+            ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "%s: %s / %s",
+                          t[i].cert, h.why[0], h.why[1]);
+            sub = kr_tls_peer_subject(&sv);
+            ck_assert_ptr_nonnull(sub);
+            ck_assert_int_gt(X509_NAME_get_text_by_NID(
+                                 (X509_NAME *)sub, NID_commonName, cn,
+                                 sizeof(cn)), 0);
+            ck_assert_str_eq(cn, "krelay-test-client");
+        } else {
+            ck_assert_msg(h.rc[1] < 0, "%s: the server accepted it",
+                          t[i].cert);
+            ck_assert_msg(strstr(h.why[1], t[i].fails) != NULL, "%s: '%s'",
+                          t[i].cert ? t[i].cert : "none", h.why[1]);
+            ck_assert_ptr_null(kr_tls_peer_subject(&sv));
+        }
+        conn_free(&cl);
+        conn_free(&sv);
+        kr_tls_ctx_put(ct);
+    }
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/*
+ * A client asking to renegotiate (TLS 1.2) is refused: its handshake
+ * fails with "no renegotiation", the connection's certificate stays.
+ * (OpenSSL 3 servers refuse client-initiated renegotiation unless
+ * SSL_OP_ALLOW_CLIENT_RENEGOTIATION; SSL_OP_NO_RENEGOTIATION also covers
+ * a broker asking krelay to renegotiate.)
+ */
+START_TEST(renegotiation_refused)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    SSL_CTX *cx = SSL_CTX_new(TLS_client_method());
+    struct kr_conn sv;
+    SSL *cl;
+    int fds[2], k, rc = -1, e;
+    unsigned long err;
+
+    ck_assert_ptr_nonnull(cx);
+    SSL_CTX_set_max_proto_version(cx, TLS1_2_VERSION);
+    cl = SSL_new(cx);
+    pair(fds);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    SSL_set_fd(cl, fds[0]);
+    SSL_set_connect_state(cl);
+    for (k = 0; k < 2000 && (sv.stage != KR_STAGE_FRAMES || rc != 1); k++) {
+        if (sv.stage != KR_STAGE_FRAMES) {
+            ck_assert(kr_conn_handshake(&sv) == 0 || kr_conn_again(errno));
+        }
+        if (rc != 1) {
+            rc = SSL_do_handshake(cl);
+        }
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_str_eq(SSL_get_version(cl), "TLSv1.2");
+    ck_assert_int_eq(SSL_renegotiate(cl), 1);
+    rc = SSL_do_handshake(cl);
+    ck_assert_int_le(rc, 0);
+    for (k = 0; k < 200; k++) {
+        ssize_t n = kr_conn_read(&sv);
+
+        ck_assert(n < 0);               /* no data; refused or failed */
+        rc = SSL_do_handshake(cl);
+        e = SSL_get_error(cl, rc);
+        if (rc == 1 || e != SSL_ERROR_WANT_READ) {
+            break;
+        }
+    }
+    ck_assert_msg(rc != 1, "renegotiation accepted");
+    err = ERR_peek_error();
+    ck_assert_msg(ERR_GET_REASON(err) == SSL_R_NO_RENEGOTIATION,
+                  "client: %s", ERR_reason_error_string(err));
+    ERR_clear_error();
+    SSL_free(cl);
+    SSL_CTX_free(cx);
+    close(fds[0]);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/*
+ * Bytes that are not TLS: the sniff reads at most KR_TLS_SNIFF_MAX of
+ * them raw, the handshake takes them in and fails with OpenSSL's reason;
+ * a peer that closes in the handshake is an ECONNRESET.
+ */
+START_TEST(plaintext_refused)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        const char *why;
+    } t[] = {
+        { "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27, "http request" },
+        /* ApiVersions v3 request, as a Kafka client starts */
+        { "\0\0\0\x12\0\x12\0\x03\0\0\0\x01\0\x06kcat-1\0\0", 22,
+          "wrong version number" },
+    };
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    size_t i;
+
+    for (i = 0; i < 2; i++) {
+        struct kr_conn sv;
+        int fds[2], rc;
+        ssize_t n;
+
+        pair(fds);
+        conn_new(&sv, fds[1], st, NULL, KR_STAGE_SNIFF);
+        ck_assert_int_eq(write(fds[0], t[i].bytes, t[i].len),
+                         (ssize_t)t[i].len);
+        n = kr_conn_read(&sv);
+        ck_assert_int_eq(n, KR_TLS_SNIFF_MAX);
+        ck_assert_uint_eq(evbuffer_get_length(sv.in), KR_TLS_SNIFF_MAX);
+        ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+        sv.stage = KR_STAGE_HANDSHAKE;
+        rc = kr_conn_handshake(&sv);
+        ck_assert_int_eq(rc, -1);
+        ck_assert_int_eq(errno, EPROTO);
+        ck_assert_msg(strstr(kr_conn_strerror(&sv, errno), t[i].why) != NULL,
+                      "%s", kr_conn_strerror(&sv, errno));
+        /* the sniffed bytes went into the handshake */
+        ck_assert_uint_eq(evbuffer_get_length(sv.in), 0);
+        close(fds[0]);
+        conn_free(&sv);
+    }
+    /* the client goes away in the middle */
+    {
+        struct kr_conn sv;
+        int fds[2], rc;
+
+        pair(fds);
+        conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+        ck_assert_int_eq(write(fds[0], "\x16\x03\x01\x02", 4), 4);
+        rc = kr_conn_handshake(&sv);
+        ck_assert(rc < 0 && kr_conn_again(errno));
+        close(fds[0]);
+        rc = kr_conn_handshake(&sv);
+        ck_assert_int_eq(rc, -1);
+        ck_assert_int_eq(errno, ECONNRESET);
+        ck_assert_msg(strstr(kr_conn_strerror(&sv, errno), "closed") != NULL,
+                      "%s", kr_conn_strerror(&sv, errno));
+        conn_free(&sv);
+    }
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/* After close_notify a read is the end (0), as after a TCP FIN. */
+START_TEST(orderly_end)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    ssize_t n;
+    int i;
+
+    connected(&cl, &sv, ct, st, "localhost");
+    ck_assert_int_eq(evbuffer_add(cl.out, "last words", 10), 0);
+    pump(&cl, &sv, 10);
+    kr_conn_close(&cl);                 /* sends close_notify */
+    for (i = 0; i < 100; i++) {
+        n = kr_conn_read(&sv);
+        if (n == 0) {
+            break;
+        }
+        ck_assert(n < 0 && kr_conn_again(errno));
+    }
+    ck_assert_int_eq(n, 0);
+    ck_assert_uint_eq(evbuffer_get_length(sv.in), 10);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
+/* ---- contexts ------------------------------------------------------------ */
+
+/* Files that do not load: the option named, the reason given. */
+START_TEST(context_errors)
+{
+    struct kr_tls_opts o;
+    struct kr_tls_ctx *t;
+    enum kr_tls_opt bad;
+    char err[512], path[4096];
+    FILE *f;
+
+    memset(&o, 0, sizeof(o));
+    o.server = true;
+    o.certificate = F("nope.pem");
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CERTIFICATE);
+    ck_assert_msg(strstr(err, "No such file") != NULL, "%s", err);
+
+    /* the key in the certificate's file, or not */
+    o.certificate = F("server-full.pem");
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_msg(t != NULL, "%s", err);
+    kr_tls_ctx_put(t);
+    o.certificate = F("server.pem");
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CERTIFICATE);
+    ck_assert_msg(strstr(err, "ssl_key") != NULL, "%s", err);
+
+    o.key = F("other.key");
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_KEY);
+    ck_assert_msg(strstr(err, "does not match") != NULL, "%s", err);
+
+    o.key = F("ca.pem");                /* a certificate, no key */
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_KEY);
+
+    snprintf(path, sizeof(path), "%s/garbage.pem", D);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("not a certificate\n", f);
+    fclose(f);
+    o.key = F("server.key");
+    o.ca = path;
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CA);
+    ck_assert_msg(strstr(err, "garbage.pem") != NULL, "%s", err);
+
+    o.ca = F("ca.pem");
+    o.crl = path;
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CRL);
+
+    o.crl = NULL;
+    o.ciphers = "NO-SUCH-CIPHER";
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CIPHERS);
+    o.ciphers = NULL;
+    o.ciphersuites = "TLS_NOPE";
+    t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_null(t);
+    ck_assert_int_eq(bad, KR_TLS_OPT_CIPHERSUITES);
+    ck_assert_int_eq(ERR_peek_error(), 0);
+}
+END_TEST
+
+/* TLS 1.3 minimum on one side and 1.2 maximum on the other: no handshake;
+   the reference counts let a context outlive the config (the conn's). */
+START_TEST(min_protocol)
+{
+    struct kr_tls_opts o;
+    struct kr_tls_ctx *st, *ct;
+    enum kr_tls_opt bad;
+    struct kr_conn cl, sv;
+    struct hs h;
+    char err[256];
+
+    memset(&o, 0, sizeof(o));
+    o.server = true;
+    o.certificate = F("server.pem");
+    o.key = F("server.key");
+    o.min_version = KR_TLS_V1_3;
+    st = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_ptr_nonnull(st);
+    ct = client_ctx("ca.pem", NULL, true);
+    SSL_CTX_set_max_proto_version(ct->ssl, TLS1_2_VERSION);
+    h = try_handshake(ct, st, "localhost", &cl, &sv);
+    ck_assert_int_lt(h.rc[1], 0);
+    ck_assert_msg(strstr(h.why[1], "protocol") != NULL, "%s", h.why[1]);
+    conn_free(&cl);
+    conn_free(&sv);
+    /* dropped by their owner while a connection holds them */
+    SSL_CTX_set_max_proto_version(ct->ssl, 0);
+    {
+        int fds[2];
+
+        pair(fds);
+        conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+        conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+        kr_tls_ctx_put(st);
+        kr_tls_ctx_put(ct);
+        h = handshake(&cl, &sv);
+        ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "%s / %s", h.why[0],
+                      h.why[1]);
+        conn_free(&cl);
+        conn_free(&sv);
+    }
+}
+END_TEST
+
+static Suite *
+tls_suite(void)
+{
+    Suite *s = suite_create("tls");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_unchecked_fixture(tc, certs_setup, certs_teardown);
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, handshake_and_roundtrip);
+    tcase_add_test(tc, small_chains_coalesced);
+    tcase_add_test(tc, pending_bytes);
+    tcase_add_test(tc, host_names);
+    tcase_add_test(tc, sni);
+    tcase_add_test(tc, client_certificates);
+    tcase_add_test(tc, renegotiation_refused);
+    tcase_add_test(tc, plaintext_refused);
+    tcase_add_test(tc, orderly_end);
+    tcase_add_test(tc, context_errors);
+    tcase_add_test(tc, min_protocol);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(tls_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
