@@ -16,7 +16,8 @@
 #   2. reload with RULE:^CN=([^,]+),.*$/$1/L (and no DEFAULT), the deny
 #      rule on User:alice: the mapped names are matched and audited; a
 #      client whose subject no rule maps (CN=carol) is refused with one
-#      log line.
+#      log line; a resumed TLS session has its first handshake's
+#      principal.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -49,7 +50,7 @@ leaf alice "/emailAddress=alice@example.com/O=Exämple, Zürich/UID=a1+OU=ops/CN
 leaf bob "/emailAddress=bob@example.com/O=Exämple, Zürich/CN=bob"
 leaf carol "/CN=carol"
 
-# The JDK's names (hex of their UTF-8), committed from OpenJDK 17:
+# The JDK's names (hex of their UTF-8), committed from OpenJDK 17.0.21:
 #   alice  CN=alice,OU=ops+UID=a1,O=Exämple\, Zürich,1.2.840.113549.1.9.1=#16116...
 #   bob    CN=bob,O=Exämple\, Zürich,1.2.840.113549.1.9.1=#160f...
 #   carol  CN=carol
@@ -183,13 +184,41 @@ id=$(printf '%s\n' "$refused" | grep -o '\[c#[0-9.]* ' | tr -d '[ ')
     kr_fail "$id: more than one line above debug"
 kr_log "mapped: User:alice denied, User:bob passes; carol refused, one line"
 
+# a resumed TLS session: the principal of its first, verified handshake
+# (ApiVersions v0 twice, the second time in the first one's session)
+"$KR_PY" - "$KR_PORT" "$C" <<'PYEOF' || kr_fail "bob: no resumed session"
+import socket, ssl, struct, sys
+ctx = ssl.create_default_context(cafile=sys.argv[2] + "/ca.pem")
+ctx.load_cert_chain(sys.argv[2] + "/bob.pem", sys.argv[2] + "/bob.key")
+sess = None
+for _ in range(2):
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1",
+                                                  int(sys.argv[1])),
+                                                 timeout=10),
+                        server_hostname="localhost", session=sess)
+    s.sendall(b"\0\0\0\x15\0\x12\0\0\0\0\0\x01\0\x0bbob-resumed")
+    n = struct.unpack(">i", s.recv(4))[0]
+    while n > 0:
+        n -= len(s.recv(n))
+    resumed, sess = s.session_reused, s.session
+    s.close()
+assert resumed, "not resumed"
+PYEOF
+id=$(grep "\] tls handshake with the client done: .* resumed$" "$W/krelay.log" |
+    tail -1 | grep -o '\[c#[0-9.]* ' | tr -d '[ ')
+[ -n "$id" ] || kr_fail "no resumed handshake logged"
+grep -F "[$id " "$W/krelay.log" | grep -qF "] client certificate: User:bob" ||
+    kr_fail "$id (resumed): no principal User:bob"
+kr_log "a resumed session ($id) has its first handshake's principal"
+
 # ---- the audit log: each connection's lines carry its principal exactly
 kr_check_alive
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
 "$KR_PY" - "$W/audit.log" "${P[alice]}" "${P[bob]}" <<'PYEOF' ||
 import json, sys
 want = {"alice-default": sys.argv[2], "bob-default": sys.argv[3],
-        "alice-mapped": "User:alice", "bob-mapped": "User:bob"}
+        "alice-mapped": "User:alice", "bob-mapped": "User:bob",
+        "bob-resumed": "User:bob"}
 conns = {}
 for l in open(sys.argv[1], encoding="utf-8"):
     r = json.loads(l)
