@@ -20,6 +20,7 @@
 #include "kr_common.h"
 
 struct kr_tls_ctx;                      /* TLS contexts: kr_tls_ctx.h */
+struct kr_principal_rules;              /* mapping rules: kr_principal.h */
 
 /* Most dial.NODEID overrides in one [upstream] section. */
 #define KR_CONF_MAX_DIAL 256
@@ -98,6 +99,12 @@ struct kr_listener_conf {
     struct kr_tls_ctx *tls;             /* with ssl: the context the loader
                                            built (kr_tls_ctx.h; this
                                            config's reference), else NULL */
+    char *ssl_principal_mapping_rules;  /* Kafka's syntax, as written;
+                                           NULL: not given (DEFAULT) */
+    struct kr_principal_rules *principal_rules; /* the loader's parse of
+                                           it (kr_principal.h; owned by
+                                           this config, immutable); NULL:
+                                           not given, Kafka's DEFAULT */
 };
 
 /* [log] */

@@ -269,9 +269,13 @@ struct kr_session {
                                            ssl_handshake_timeout_ms */
     int64_t up_started_ms;              /* the upstream's resolution began
                                            (connect_timeout_ms from it) */
-    char *principal;                    /* mTLS: the verified client
-                                           certificate's subject,
-                                           "User:..." (malloc'd), NULL */
+    char *principal;                    /* mTLS: "User:" and the verified
+                                           client certificate's subject
+                                           as Kafka writes it, through
+                                           the listener's mapping rules
+                                           (malloc'd, set once after the
+                                           handshake, kept across
+                                           reloads); NULL: none */
 };
 
 /*

@@ -43,6 +43,7 @@
 #include "kr_conf.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_principal.h"
 #include "kr_schema.h"
 #include "kr_tls_ctx.h"
 
@@ -227,6 +228,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       LST(ssl_handshake_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client connection whose TLS handshake is not done this "
       "long after it was accepted, in ms", NULL },
+    { KR_CS_LISTENER, "ssl_principal_mapping_rules", KR_CT_STRING,
+      LST(ssl_principal_mapping_rules), 0, NULL, 0, 0, 0,
+      "Kafka's ssl.principal.mapping.rules: how a client certificate's "
+      "subject becomes the connection's principal (User:NAME), a comma "
+      "separated list of DEFAULT and RULE:pattern/replacement/[LU]; a "
+      "client no rule maps is refused (needs ssl_client_ca)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -300,7 +307,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_RULE, "client_id", KR_CT_GLOBS, RUL(client_id), 0, NULL, 0, 0, 0,
       "ClientId globs (default: any)", NULL },
     { KR_CS_RULE, "principal", KR_CT_GLOBS, RUL(principal), 0, NULL, 0, 0, 0,
-      "principal globs; matches only once TLS or SASL give one", NULL },
+      "principal globs (User:NAME); only a listener with ssl and "
+      "ssl_client_ca gives a principal, from the client certificate", NULL },
     { KR_CS_RULE, "api", KR_CT_APIS, RUL(api), RUL(napi), NULL, 0, 0, 0,
       "Kafka API names (Produce, Fetch...) or ApiKeys (default: all)", NULL },
     { KR_CS_RULE, "versions", KR_CT_VRANGE, RUL(versions_min),
@@ -381,6 +389,8 @@ static const struct {
     { KR_CS_LISTENER, "ssl_crl", "none" },
     { KR_CS_LISTENER, "ssl_ciphers", "OpenSSL's default list" },
     { KR_CS_LISTENER, "ssl_ciphersuites", "OpenSSL's default suites" },
+    { KR_CS_LISTENER, "ssl_principal_mapping_rules",
+      "DEFAULT (Kafka's: the subject as it is)" },
     { KR_CS_UPSTREAM, "ssl_ca",
       "the system's CA store (OpenSSL's default paths)" },
     { KR_CS_UPSTREAM, "ssl_certificate", "none: no client certificate" },
@@ -1740,6 +1750,8 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->ssl_ciphers);
     free(l->ssl_ciphersuites);
     kr_tls_ctx_put(l->tls);
+    free(l->ssl_principal_mapping_rules);
+    kr_principal_mapping_rules_free(l->principal_rules);
 }
 
 static void
@@ -2257,15 +2269,15 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
 
 /*
  * Can a connection on listener l have a principal (what a rule's
- * `principal` matches)?  Not yet: no listener terminates TLS with client
- * certificates or SASL, so kr_rule_conn_mask is always given NULL.  HOOK
- * (issue 14): when a listener key brings either, answer from it here.
+ * `principal` matches)?  With TLS and client certificates (ssl and
+ * ssl_client_ca): the session gives the connection its certificate's
+ * principal once the handshake is done.  HOOK (issue 14): when SASL
+ * brings principals to other listeners, answer for those here too.
  */
 static bool
 kr_cf_listener_gives_principal(const struct kr_listener_conf *l)
 {
-    (void)l;
-    return false;
+    return l->ssl && l->ssl_client_ca != NULL;
 }
 
 /* A rule matching on principal where no listener it covers gives one. */
@@ -2294,17 +2306,17 @@ kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
         }
     }
     kr_cf_warn(st, kr_cf_line_of(in, "principal"), "%s: principal never "
-               "matches: no listener %sgives a principal (krelay does not "
-               "terminate TLS with client certificates or SASL yet), so "
-               "this rule never applies", lbl,
+               "matches: no listener %sgives a principal (only one with "
+               "ssl = true and ssl_client_ca does: krelay does not follow "
+               "SASL identities yet), so this rule never applies", lbl,
                r->listener.n > 0 ? "the rule names " : "");
 }
 
 /* The keys of kind's TLS settings besides `ssl`. */
-static const char *const kr_cf_tls_keys[2][9] = {
+static const char *const kr_cf_tls_keys[2][10] = {
     { "ssl_certificate", "ssl_key", "ssl_client_ca", "ssl_crl",
       "ssl_min_protocol", "ssl_ciphers", "ssl_ciphersuites",
-      "ssl_handshake_timeout_ms", NULL },
+      "ssl_handshake_timeout_ms", "ssl_principal_mapping_rules", NULL },
     { "ssl_ca", "ssl_verify_hostname", "ssl_certificate", "ssl_key",
       "ssl_min_protocol", NULL }
 };
@@ -2413,6 +2425,42 @@ kr_cf_check_tls(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (*out == NULL) {
         k = kr_cf_tls_key(in->kind, bad);
         kr_cf_err(st, kr_cf_line_of(in, k), "%s: %s: %s", lbl, k, why);
+    }
+}
+
+/*
+ * A listener's ssl_principal_mapping_rules, parsed now (kr_principal.h),
+ * so that a rule that does not compile is an error at the key's line with
+ * kr_principal's reason, at start as at a reload.  Parsed whenever given;
+ * where no client certificate is asked for (it is then never used) and
+ * where no rule is left (every client refused, as Kafka does) a warning.
+ */
+static void
+kr_cf_check_mapping(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    struct kr_listener_conf *l = in->obj;
+    const char *k = "ssl_principal_mapping_rules";
+    char lbl[KR_CONF_MAX_NAME + 32], why[512];
+    int line = kr_cf_line_of(in, k);
+
+    if (l->ssl_principal_mapping_rules == NULL) {
+        return;
+    }
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (kr_principal_mapping_rules_parse(l->ssl_principal_mapping_rules,
+                                         &l->principal_rules, why,
+                                         sizeof(why)) != KR_OK) {
+        kr_cf_err(st, line, "%s: %s: %s", lbl, k, why);
+        return;
+    }
+    if (kr_principal_mapping_rules_count(l->principal_rules) == 0) {
+        kr_cf_warn(st, line, "%s: %s holds no rule: no client certificate "
+                   "maps to a principal, every client is refused (Kafka's "
+                   "default is DEFAULT)", lbl, k);
+    } else if (l->ssl && l->ssl_client_ca == NULL) {
+        kr_cf_warn(st, line, "%s: %s is set but ssl_client_ca is not: no "
+                   "client certificate is asked for, the key is not used",
+                   lbl, k);
     }
 }
 
@@ -2619,6 +2667,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_inst_label(in, lbl, sizeof(lbl));
         kr_cf_check_listener(st, in);
         kr_cf_check_tls(st, in);
+        kr_cf_check_mapping(st, in);
         if (l->upstream != NULL) {
             bool found = false;
 

@@ -147,7 +147,11 @@
  * connect_timeout_ms).  A TLS client's upstream is dialled only once its
  * handshake is done (client_secured: a port scan or a stalled handshake
  * costs no broker connection), and the whole of the sniff and handshake
- * has ssl_handshake_timeout_ms (T_HANDSHAKE).  A read may ask for the
+ * has ssl_handshake_timeout_ms (T_HANDSHAKE).  With a client certificate
+ * the handshake gives the connection its principal there too
+ * (client_principal: Kafka's form, the listener's mapping rules; a client
+ * no rule maps is refused), and the rules that match it (kr_rule_conn_mask
+ * again) before any request is read.  A read may ask for the
  * write event and a write for the read event (kr_conn rd_want /
  * wr_want): each event
  * callback runs the step waiting for the event that fired, and a write
@@ -183,6 +187,7 @@
 #include "kr_kerr.h"
 #include "kr_listener.h"
 #include "kr_log.h"
+#include "kr_principal.h"
 #include "kr_rewrite.h"
 #include "kr_sasl.h"
 #include "kr_scan.h"
@@ -1098,48 +1103,125 @@ conn_handshake(struct kr_session *s, struct kr_conn *c)
 }
 
 /*
- * The principal of a client whose certificate the handshake verified, as
- * "User:" and the subject.  TEMPORARY (issue 8): OpenSSL's RFC 2253
- * printing stands in for Kafka's form (Java's X500Principal.getName(),
- * kr_principal_from_x509_name, coming), which differs for emailAddress,
- * other OIDs, escaping and multi-valued RDNs; nothing matches on it yet
- * (no rule, no audit key): replace this function, then pass s->principal
- * to kr_rule_conn_mask here and in kr_s_conf_refresh.
+ * OpenSSL's RFC 2253 printing of a subject into buf (len bytes), for a
+ * log line about a subject Java's form cannot be given for; "" when it
+ * cannot be printed.  Returns buf.
  */
-static char *
-tls_principal(const struct kr_conn *c)
+static const char *
+subject_openssl(const X509_NAME *sub, char *buf, size_t len)
 {
-    const X509_NAME *sub = kr_tls_peer_subject(c);
-    BIO *b;
-    char *p = NULL, *out = NULL;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *p = NULL;
     long n;
 
-    if (sub == NULL || (b = BIO_new(BIO_s_mem())) == NULL) {
-        return NULL;
-    }
-    if (BIO_puts(b, "User:") > 0 &&
-        X509_NAME_print_ex(b, sub, 0, XN_FLAG_RFC2253) >= 0 &&
+    buf[0] = '\0';
+    if (b != NULL && X509_NAME_print_ex(b, sub, 0, XN_FLAG_RFC2253) >= 0 &&
         (n = BIO_get_mem_data(b, &p)) > 0) {
-        out = strndup(p, (size_t)n);
+        snprintf(buf, len, "%.*s", (int)n, p);
     }
     BIO_free(b);
-    return out;
+    return buf;
+}
+
+/*
+ * The principal of a client whose certificate the handshake verified
+ * (kr_tls_peer_subject: for a resumed session, its first handshake's), as
+ * Kafka's default principal builder makes it: "User:" and the subject as
+ * Java's X500Principal.getName() writes it, through the listener's
+ * ssl_principal_mapping_rules (kr_principal.h; the generation of the
+ * context the handshake used: s->lc changes only once frames are read).
+ * 0 with s->principal set (or left NULL: no verified certificate, a
+ * context without ssl_client_ca); -1 when the client is refused, as Kafka
+ * refuses it (no rule maps the subject, a rule too costly, a subject the
+ * JDK refuses), closed with one line naming the subject and why.
+ */
+static int
+client_principal(struct kr_session *s)
+{
+    const X509_NAME *sub = kr_tls_peer_subject(&s->client);
+    enum kr_principal_map_outcome o;
+    char *name = NULL, *mapped = NULL, buf[256];
+    const char *why = NULL;
+    size_t len = 0, mlen = 0;
+    int rc;
+
+    if (sub == NULL) {
+        return 0;
+    }
+    rc = kr_principal_x500_name(sub, &name, &len, &why);
+    if (rc == KR_ENOMEM) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (rc != KR_OK) {
+        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: its "
+                       "subject (\"%s\" as OpenSSL prints it) has no "
+                       "principal: %s (%s)",
+                       subject_openssl(sub, buf, sizeof(buf)),
+                       why != NULL ? why : "malformed",
+                       rc == KR_EPROTO ? "Kafka refuses it too"
+                                       : "not supported by krelay");
+        return -1;
+    }
+    o = kr_principal_map(s->lc->principal_rules, name, len, &mapped, &mlen);
+    switch (o) {
+    case KR_PRINCIPAL_MAPPED:
+        s->principal = malloc(sizeof("User:") + mlen);
+        if (s->principal != NULL) {
+            memcpy(s->principal, "User:", sizeof("User:") - 1);
+            memcpy(s->principal + sizeof("User:") - 1, mapped, mlen + 1);
+        }
+        break;
+    case KR_PRINCIPAL_NO_RULE:
+        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: no "
+                       "ssl_principal_mapping_rules rule maps its subject "
+                       "\"%s\" (Kafka refuses such a client too)", name);
+        break;
+    case KR_PRINCIPAL_TOO_COSTLY:
+        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: mapping "
+                       "its subject \"%s\" through "
+                       "ssl_principal_mapping_rules took more than %u "
+                       "matcher steps (a pattern that backtracks too much)",
+                       name, KR_PRINCIPAL_MATCH_STEPS);
+        break;
+    case KR_PRINCIPAL_ENOMEM:
+        break;
+    }
+    free(name);
+    free(mapped);
+    if (o == KR_PRINCIPAL_MAPPED && s->principal != NULL) {
+        return 0;
+    }
+    if (!s->dead) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+    }
+    return -1;
 }
 
 static void up_start(struct kr_session *s);
 
 /*
- * The client's handshake is done (stage FRAMES): its principal, and the
- * upstream when it waited for this.  Returns 0, or -1 when closed.
+ * The client's handshake is done (stage FRAMES): its principal, the rules
+ * that match it (before any request is read: requests come only after
+ * the handshake), and the upstream when it waited for this.  Returns 0,
+ * or -1 when closed.
  */
 static int
 client_secured(struct kr_session *s)
 {
     s->client.connected = 1;
-    if (s->client_tls && s->lc->ssl_client_ca != NULL) {
-        s->principal = tls_principal(&s->client);
-        kr_log_debug("[%s] client certificate: %s", s->name,
-                     s->principal != NULL ? s->principal : "(none)");
+    if (s->client_tls) {
+        if (client_principal(s) < 0) {
+            return -1;
+        }
+        if (s->principal != NULL) {
+            kr_log_debug("[%s] client certificate: %s", s->name,
+                         s->principal);
+            kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
+                              (const struct sockaddr *)&s->peer,
+                              s->principal, &s->rmask);
+            kr_s_audit_open(s);
+        }
     }
     if (s->client_tls && s->resolve == NULL && s->up.fd < 0) {
         up_start(s);

@@ -185,6 +185,7 @@ audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
     p->node_id = s->l->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;
     peer_sw(p, s->sw);
+    p->principal = s->principal;
 }
 
 /* The cause label of "closes" (kr_stats.h), as close lines name it. */
@@ -315,7 +316,8 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     kr_rule_conn_mask(cur->conf->ruleset, s->lc->name,
-                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
+                      (const struct sockaddr *)&s->peer, s->principal,
+                      &s->rmask);
     s->rw.clamps = NULL;
     s->rw.pass_unknown_apis = false;
     s->rw.enforced = NULL;

@@ -25,6 +25,7 @@
 #include "kr_tls_ctx.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_principal.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -1504,6 +1505,8 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_ciphersuites = TLS_AES_128_GCM_SHA256" },
     { "[listener a]", "ssl_handshake_timeout_ms", KR_RELOAD_APPLY,
       "", "ssl_handshake_timeout_ms = 500" },
+    { "[listener a]", "ssl_principal_mapping_rules", KR_RELOAD_APPLY,
+      "", "ssl_principal_mapping_rules = RULE:^CN=([^,]+).*$/$1/, DEFAULT" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -2174,6 +2177,190 @@ START_TEST(test_tls_errors)
 }
 END_TEST
 
+/* The name rules map name to (kr_principal_map; "!" when none applies). */
+static char *
+mapped(const struct kr_principal_rules *rules, const char *name)
+{
+    char *out = NULL;
+    size_t len;
+
+    if (kr_principal_map(rules, name, strlen(name), &out, &len) !=
+        KR_PRINCIPAL_MAPPED) {
+        return strdup("!");
+    }
+    return out;
+}
+
+/*
+ * ssl_principal_mapping_rules (issue 8): parsed at load into the
+ * listener's rule list (Kafka's syntax, kr_principal.h), dumped and
+ * loaded back the same; a rule that does not parse is an error at the
+ * key's line with kr_principal's reason; warnings where no client
+ * certificate is asked for and where the list holds no rule; a listener
+ * with ssl and ssl_client_ca gives principals, so a rule on principal it
+ * covers is no longer warned about.
+ */
+START_TEST(test_principal_rules)
+{
+    char *text = fmt(MIN_UPSTREAM MIN_LISTENER                /* 1-5 */
+                     "ssl = true\n"                            /* 6 */
+                     "ssl_certificate = %s/server-full.pem\n"  /* 7 */
+                     "ssl_client_ca = %s/ca.pem\n"             /* 8 */
+                     "ssl_principal_mapping_rules = "
+                     "RULE:^CN=([^,]+),O=(.*)$/$2-$1/L ,"
+                     " , RULE:^CN=([^,]+)$/$1/U,DEFAULT\n"     /* 9 */
+                     "[rule r]\nprincipal = User:bob*\n"        /* 10-11 */
+                     "deny = true\n", certs, certs);
+    struct kr_conf *c = load_ok(text), *d;
+    const struct kr_listener_conf *l = &c->listeners[0];
+    char *dump = NULL, *w, *m, *t;
+    size_t len = 0;
+    unsigned nw;
+    FILE *f;
+
+    ck_assert_ptr_nonnull(l->principal_rules);
+    ck_assert_uint_eq(kr_principal_mapping_rules_count(l->principal_rules),
+                      3);
+    m = mapped(l->principal_rules, "CN=Bob,O=Acme");
+    ck_assert_str_eq(m, "acme-bob");
+    free(m);
+    m = mapped(l->principal_rules, "CN=bob");
+    ck_assert_str_eq(m, "BOB");
+    free(m);
+    m = mapped(l->principal_rules, "OU=x,CN=bob");
+    ck_assert_str_eq(m, "OU=x,CN=bob");
+    free(m);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 0, "%s", w);
+    free(w);
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "ssl_principal_mapping_rules = "
+                                       "RULE:^CN=([^,]+),O=(.*)$/$2-$1/L"));
+    d = load_ok(dump);
+    ck_assert_ptr_nonnull(d->listeners[0].principal_rules);
+    ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
+    kr_conf_free(c);
+    kr_conf_free(d);
+    free(dump);
+    free(text);
+
+    /* not given: Kafka's DEFAULT (no list) */
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_client_ca = %s/ca.pem\n", certs, certs);
+    c = load_ok(t);
+    ck_assert_ptr_null(c->listeners[0].principal_rules);
+    kr_conf_free(c);
+    free(t);
+
+    /* errors at the key's line, with kr_principal's reason */
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_client_ca = %s/ca.pem\n"
+            "ssl_principal_mapping_rules = DEFAULT, RULE:abc\n", certs,
+            certs);
+    expect_one_error(t, "t.ini:9: [listener]: ssl_principal_mapping_rules: "
+                        "rule 2 (\"RULE:abc\"), column 15: no '/' after the "
+                        "pattern");
+    free(t);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "ssl_principal_mapping_rules = NOPE\n",
+                     "t.ini:6: [listener]: ssl_principal_mapping_rules: "
+                     "rule 1 (\"NOPE\"), column 1: ");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "ssl_principal_mapping_rules = RULE:^CN=(.*/x/\n",
+                     "t.ini:6: [listener]: ssl_principal_mapping_rules: "
+                     "rule 1 (\"RULE:^CN=(.*/x/\"), column ");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "ssl_principal_mapping_rules =\n",
+                     "t.ini:6: 'ssl_principal_mapping_rules': ");
+
+    /* warnings: nothing to map (no client certificate), no rule at all,
+       no TLS; a principal rule on a listener without ssl_client_ca */
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_principal_mapping_rules = DEFAULT\n"
+            "[rule r]\nprincipal = User:bob*\ndeny = true\n", certs);
+    c = load_ok(t);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 2, "%s", w);
+    ck_assert_msg(strstr(w, "t.ini:8: [listener]: ssl_principal_mapping_rules"
+                         " is set but ssl_client_ca is not: no client "
+                         "certificate is asked for, the key is not used\n")
+                  != NULL, "%s", w);
+    ck_assert_msg(strstr(w, "t.ini:10: [rule r]: principal never matches: "
+                         "no listener gives a principal") != NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    free(t);
+    t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+            "ssl_certificate = %s/server-full.pem\n"
+            "ssl_client_ca = %s/ca.pem\n"
+            "ssl_principal_mapping_rules = , ,\n", certs, certs);
+    c = load_ok(t);
+    ck_assert_uint_eq(
+        kr_principal_mapping_rules_count(c->listeners[0].principal_rules), 0);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 1 && strstr(w, "t.ini:9: [listener]: "
+                                       "ssl_principal_mapping_rules holds no "
+                                       "rule: no client certificate maps to "
+                                       "a principal, every client is "
+                                       "refused") != NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    free(t);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER
+                "ssl_principal_mapping_rules = DEFAULT\n");
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 1 && strstr(w, "t.ini:6: [listener]: "
+                                       "ssl_principal_mapping_rules is set "
+                                       "but ssl is not true") != NULL,
+                  "%s", w);
+    free(w);
+    kr_conf_free(c);
+}
+END_TEST
+
+/*
+ * `principal` rules (issue 14's warning): quiet when a listener the rule
+ * covers has ssl and ssl_client_ca, warned when the rule names only
+ * listeners that do not.
+ */
+START_TEST(test_principal_warning)
+{
+    char *t = fmt(MIN_UPSTREAM
+                  "[listener m]\nlisten = 127.0.0.1:19092\n"   /* 3-4 */
+                  "broker_port_base = 19100\nssl = true\n"     /* 5-6 */
+                  "ssl_certificate = %s/server-full.pem\n"     /* 7 */
+                  "ssl_client_ca = %s/ca.pem\n"                /* 8 */
+                  "[listener p]\nlisten = 127.0.0.1:29092\n"   /* 9-10 */
+                  "broker_port_base = 29100\nssl = true\n"     /* 11-12 */
+                  "ssl_certificate = %s/server-full.pem\n"     /* 13 */
+                  "[rule any]\nprincipal = User:a*\n"          /* 14-15 */
+                  "deny = true\n"                              /* 16 */
+                  "[rule on-m]\nlistener = m\n"                /* 17-18 */
+                  "principal = User:a*\ndeny = true\n"         /* 19-20 */
+                  "[rule on-p]\nlistener = p\n"                /* 21-22 */
+                  "principal = User:a*\ndeny = true\n",        /* 23-24 */
+                  certs, certs, certs);
+    struct kr_conf *c = load_ok(t);
+    unsigned nw;
+    char *w = warnings_of(c, &nw);
+
+    ck_assert_msg(nw == 1, "%s", w);
+    ck_assert_msg(strstr(w, "t.ini:23: [rule on-p]: principal never "
+                         "matches: no listener the rule names gives a "
+                         "principal (only one with ssl = true and "
+                         "ssl_client_ca does") == w, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    free(t);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -2213,6 +2400,8 @@ conf_suite(void)
     tcase_add_unchecked_fixture(tc, certs_setup, certs_teardown);
     tcase_add_test(tc, test_tls_keys);
     tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_principal_rules);
+    tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);
 
     tcase_add_unchecked_fixture(tr, certs_setup, certs_teardown);

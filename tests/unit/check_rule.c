@@ -938,7 +938,9 @@ START_TEST(test_warn_clamp_kafka4)
 }
 END_TEST
 
-/* issue 14: no listener gives a principal yet: such a rule warns */
+/* issue 14: no listener these rules cover gives a principal (none has
+   ssl_client_ca): such a rule warns; check_conf's principal_rules case
+   has listeners that do */
 START_TEST(test_warn_principal)
 {
     unsigned n;
@@ -949,17 +951,18 @@ START_TEST(test_warn_principal)
                       "principal = User:bob, User:al*\n", &n);
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
-                     "no listener gives a principal (krelay does not "
-                     "terminate TLS with client certificates or SASL yet), "
-                     "so this rule never applies\n");
+                     "no listener gives a principal (only one with ssl = "
+                     "true and ssl_client_ca does: krelay does not follow "
+                     "SASL identities yet), so this rule never applies\n");
     free(out);
     out = warnings_of(BASE "[rule who]\nlistener = b\n"
                       "principal = User:bob\nthrottle_ms = 5\n", &n);
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
-                     "no listener the rule names gives a principal (krelay "
-                     "does not terminate TLS with client certificates or "
-                     "SASL yet), so this rule never applies\n");
+                     "no listener the rule names gives a principal (only "
+                     "one with ssl = true and ssl_client_ca does: krelay "
+                     "does not follow SASL identities yet), so this rule "
+                     "never applies\n");
     free(out);
     out = warnings_of(BASE "[rule any]\nlistener = b\ndeny = true\n", &n);
     ck_assert_uint_eq(n, 0);
