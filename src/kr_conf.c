@@ -227,6 +227,13 @@ static const struct kr_cf_key kr_conf_keys[] = {
       LST(ssl_handshake_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client connection whose TLS handshake is not done this "
       "long after it was accepted, in ms", NULL },
+    { KR_CS_LISTENER, "ssl_resumption", KR_CT_BOOL, LST(ssl_resumption), 0,
+      "true", 0, 0, 0, "clients may resume a TLS session (tickets and "
+      "the session cache) made since the last reload: a reload, whatever "
+      "it changed, makes every client's next handshake a full one, "
+      "checked against the CA and CRL then loaded; a resumed session "
+      "keeps the client certificate its first handshake verified. false: "
+      "no tickets, no cache, every handshake a full one", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -2301,10 +2308,10 @@ kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
 }
 
 /* The keys of kind's TLS settings besides `ssl`. */
-static const char *const kr_cf_tls_keys[2][9] = {
+static const char *const kr_cf_tls_keys[2][10] = {
     { "ssl_certificate", "ssl_key", "ssl_client_ca", "ssl_crl",
       "ssl_min_protocol", "ssl_ciphers", "ssl_ciphersuites",
-      "ssl_handshake_timeout_ms", NULL },
+      "ssl_handshake_timeout_ms", "ssl_resumption", NULL },
     { "ssl_ca", "ssl_verify_hostname", "ssl_certificate", "ssl_key",
       "ssl_min_protocol", NULL }
 };
@@ -2393,6 +2400,7 @@ kr_cf_check_tls(struct kr_cf_state *st, struct kr_cf_inst *in)
         o.ciphers = l->ssl_ciphers;
         o.ciphersuites = l->ssl_ciphersuites;
         o.id = in->name;
+        o.resumption = l->ssl_resumption;
     } else {
         o.certificate = u->ssl_certificate;
         o.key = u->ssl_key;
