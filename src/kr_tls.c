@@ -306,6 +306,10 @@ tls_handshake(struct kr_conn *c)
     ERR_clear_error();
     r = SSL_do_handshake(x->ssl);
     if (r == 1) {
+        /* the peer's first records may have come with its last handshake
+           message, and read ahead took them off the socket: no event
+           will tell (a client that writes at once after its Finished) */
+        x->more = SSL_has_pending(x->ssl) == 1;
         return 0;
     }
     r = ssl_outcome(c, x, r);

@@ -428,6 +428,51 @@ START_TEST(pending_bytes)
 }
 END_TEST
 
+/*
+ * A client that writes at once after its Finished (TLS 1.3: its
+ * handshake ends before the server's): read ahead takes the request off
+ * the socket with the Finished, so no socket event will come for it;
+ * the transport says it is pending, and the next read has it.
+ */
+START_TEST(first_bytes_with_finished)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    bool cdone = false, sdone = false;
+    int fds[2], k;
+    char got[8];
+
+    pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    for (k = 0; k < 1000 && !sdone; k++) {
+        if (!cdone && kr_conn_handshake(&cl) == 0) {
+            cdone = true;
+            /* the request right behind the Finished */
+            ck_assert_int_eq(evbuffer_add(cl.out, "request", 7), 0);
+            ck_assert_int_eq(kr_conn_write(&cl), 7);
+        } else if (!cdone) {
+            ck_assert(kr_conn_again(errno));
+        }
+        if (kr_conn_handshake(&sv) == 0) {
+            sdone = true;
+        } else {
+            ck_assert(kr_conn_again(errno));
+        }
+    }
+    ck_assert(cdone && sdone);
+    ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+    ck_assert_int_eq(kr_conn_read(&sv), 7);
+    ck_assert_int_eq(evbuffer_remove(sv.in, got, sizeof(got)), 7);
+    ck_assert(memcmp(got, "request", 7) == 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
 /* A failed handshake between a client context and a server context. */
 static struct hs
 try_handshake(struct kr_tls_ctx *ct, struct kr_tls_ctx *st, const char *host,
@@ -1203,6 +1248,7 @@ tls_suite(void)
     tcase_add_test(tc, handshake_and_roundtrip);
     tcase_add_test(tc, small_chains_coalesced);
     tcase_add_test(tc, pending_bytes);
+    tcase_add_test(tc, first_bytes_with_finished);
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, client_certificates);
