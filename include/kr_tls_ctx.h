@@ -102,8 +102,12 @@ enum kr_tls_opt {
  * or by id, is not resumed: the client gets a full handshake, verified
  * against this context's CA and CRL.  A resumed session's peer
  * certificate is the one its first handshake verified (kr_tls.h:
- * kr_tls_peer_subject).  With resumption false: no tickets (none sent,
- * SSL_OP_NO_TICKET, num_tickets 0) and no cache (SSL_SESS_CACHE_OFF).
+ * kr_tls_peer_subject).  TLS 1.3 tickets are not sent with the
+ * handshake: kr_tls sends one just before the first bytes krelay writes
+ * on the connection (a response), as a Kafka client reads only when it
+ * waits for one (kafka-python 2.0.2 takes unasked-for bytes for a dead
+ * connection and reconnects).  With resumption false: no tickets (none
+ * sent, SSL_OP_NO_TICKET) and no cache (SSL_SESS_CACHE_OFF).
  * Early data offered by a client is refused (rejected and skipped: the
  * handshake goes on without it).  A client's context keeps no sessions:
  * each connection to a broker is a full handshake.

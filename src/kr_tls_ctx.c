@@ -265,7 +265,12 @@ server_sessions(SSL_CTX *ctx, const struct kr_tls_opts *o)
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
         return SSL_CTX_set_num_tickets(ctx, 0) == 1;
     }
+    /* TLS 1.3 tickets: none with the handshake; kr_tls sends one with
+       the first response (SSL_new_session_ticket) */
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    if (SSL_CTX_set_num_tickets(ctx, 0) != 1) {
+        return false;
+    }
     ok = RAND_priv_bytes(keys, sizeof(keys)) == 1 &&
          SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof(keys)) == 1;
     OPENSSL_cleanse(keys, sizeof(keys));

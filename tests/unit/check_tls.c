@@ -831,6 +831,10 @@ struct visit {
                                            gives, "" none */
     int early;                          /* the client's
                                            SSL_get_early_data_status */
+    bool resumable_before;              /* the client's session could be
+                                           resumed before the server
+                                           wrote (a ticket or an id came
+                                           with the handshake) */
     char got[64];                       /* what the server read after the
                                            handshake */
     SSL_SESSION *sess;                  /* the client's session after it
@@ -914,6 +918,11 @@ visit(SSL_CTX *cx, SSL_SESSION *sess, struct kr_tls_ctx *st,
                                  (X509_NAME *)sub, NID_commonName, v.cn,
                                  sizeof(v.cn)), 0);
         }
+        /* whatever the server sent with its handshake is read now */
+        ck_assert_int_eq(SSL_read_ex(cl, buf, sizeof(buf), &n), 0);
+        ck_assert_int_eq(SSL_get_error(cl, 0), SSL_ERROR_WANT_READ);
+        v.resumable_before =
+            SSL_SESSION_is_resumable(SSL_get0_session(cl)) == 1;
         /* "hi" to the client, after the tickets */
         ck_assert_int_eq(evbuffer_add(sv.out, "hi", 2), 0);
         for (k = 0; k < 1000; k++) {
@@ -977,6 +986,12 @@ START_TEST(resumption)
     a = visit(cx, NULL, st, NULL);
     ck_assert_msg(a.ok, "%s: %s", kinds[kind].name, a.why);
     ck_assert(!a.reused && !a.srv_resumed);
+    /* TLS 1.3: the ticket comes with the first bytes the server writes,
+       never alone after the handshake; TLS 1.2: in the handshake */
+    ck_assert_msg(a.resumable_before == (on && kinds[kind].max != 0),
+                  "%s: resumable before the first response: %d",
+                  kinds[kind].name, a.resumable_before);
+    ck_assert(SSL_SESSION_is_resumable(a.sess) == on);
     ck_assert_str_eq(a.cn, "krelay-test-client");
     ck_assert_ptr_nonnull(a.sess);
     b = visit(cx, a.sess, st, NULL);
