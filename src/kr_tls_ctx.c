@@ -245,7 +245,8 @@ server_sessions(SSL_CTX *ctx, const struct kr_tls_opts *o)
     bool ok;
 
     /* unique per context of the process (the section's name after it is
-       for people; cut at OpenSSL's 32 bytes) */
+       for people; cut at OpenSSL's 32 bytes); with client certificates
+       OpenSSL needs one, or a resumed handshake fails */
     n = (size_t)snprintf(sid, sizeof(sid), "krelay#%" PRIuFAST64 " %s",
                          serial, o->id != NULL ? o->id : "");
     if (n > SSL_MAX_SID_CTX_LENGTH) {
