@@ -96,6 +96,9 @@ struct kr_listener_conf {
     char *ssl_ciphers;                  /* TLS 1.2 list; NULL: OpenSSL's */
     char *ssl_ciphersuites;             /* TLS 1.3; NULL: OpenSSL's */
     int64_t ssl_handshake_timeout_ms;   /* default 10000 */
+    bool ssl_resumption;                /* sessions resumed (within one
+                                           config generation), default
+                                           true */
     struct kr_tls_ctx *tls;             /* with ssl: the context the loader
                                            built (kr_tls_ctx.h; this
                                            config's reference), else NULL */

@@ -24,6 +24,12 @@
  * counted in c->copied.  A step that must wait for the opposite event
  * (SSL_ERROR_WANT_WRITE on a read, WANT_READ on a write) says so in
  * c->want.  splice is off.  Knows no Kafka.
+ *
+ * After the handshake, what read ahead took off the socket with the
+ * peer's last handshake message (a client writing its first request right
+ * behind its Finished) is pending.  On a listener with session resumption
+ * (kr_tls_ctx.h), a TLS 1.3 connection's session ticket is sent with the
+ * first write, not after the handshake.
  */
 #ifndef KR_TLS_H
 #define KR_TLS_H

@@ -62,9 +62,14 @@ struct kr_tls_opts {
                                            must name the host dialled (its
                                            DNS name, or its IP address in
                                            an IP SAN) */
-    const char *id;                     /* server: a name unique to the
-                                           section (its session id
+    const char *id;                     /* server: the section's name
+                                           (put in its session id
                                            context); NULL: "" */
+    bool resumption;                    /* server: clients may resume
+                                           sessions (tickets and the
+                                           session cache, both of this
+                                           context only); false: every
+                                           handshake is a full one */
 };
 
 /* Which of the options a failure is about (for the key's line). */
@@ -89,6 +94,23 @@ enum kr_tls_opt {
  * as an EOF (Kafka's frames carry their length), partial writes and
  * moving write buffers (kr_tls writes straight from evbuffer chains),
  * read ahead, buffers released while idle (SSL_MODE_RELEASE_BUFFERS).
+ *
+ * A server's sessions belong to its context, so to one config generation
+ * (a reload builds new contexts): ticket keys drawn at random for it, its
+ * own session cache, and a session id context unique to it in the
+ * process ("krelay#N NAME").  A session of an older generation, by ticket
+ * or by id, is not resumed: the client gets a full handshake, verified
+ * against this context's CA and CRL.  A resumed session's peer
+ * certificate is the one its first handshake verified (kr_tls.h:
+ * kr_tls_peer_subject).  TLS 1.3 tickets are not sent with the
+ * handshake: kr_tls sends one just before the first bytes krelay writes
+ * on the connection (a response), as a Kafka client reads only when it
+ * waits for one (kafka-python 2.0.2 takes unasked-for bytes for a dead
+ * connection and reconnects).  With resumption false: no tickets (none
+ * sent, SSL_OP_NO_TICKET) and no cache (SSL_SESS_CACHE_OFF).
+ * Early data offered by a client is refused (rejected and skipped: the
+ * handshake goes on without it).  A client's context keeps no sessions:
+ * each connection to a broker is a full handshake.
  */
 struct kr_tls_ctx {
     SSL_CTX *ssl;
@@ -97,6 +119,8 @@ struct kr_tls_ctx {
     unsigned verify_hostname:1;         /* client: check the host name */
     unsigned verify_peer:1;             /* server: a client certificate
                                            is required and verified */
+    unsigned resumption:1;              /* server: sessions may be
+                                           resumed */
 };
 
 /*

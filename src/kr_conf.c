@@ -234,6 +234,13 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "subject becomes the connection's principal (User:NAME), a comma "
       "separated list of DEFAULT and RULE:pattern/replacement/[LU]; a "
       "client no rule maps is refused (needs ssl_client_ca)", NULL },
+    { KR_CS_LISTENER, "ssl_resumption", KR_CT_BOOL, LST(ssl_resumption), 0,
+      "true", 0, 0, 0, "clients may resume a TLS session (tickets and "
+      "the session cache) made since the last reload: a reload, whatever "
+      "it changed, makes every client's next handshake a full one, "
+      "checked against the CA and CRL then loaded; a resumed session "
+      "keeps the client certificate its first handshake verified. false: "
+      "no tickets, no cache, every handshake a full one", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -2313,10 +2320,11 @@ kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
 }
 
 /* The keys of kind's TLS settings besides `ssl`. */
-static const char *const kr_cf_tls_keys[2][10] = {
+static const char *const kr_cf_tls_keys[2][11] = {
     { "ssl_certificate", "ssl_key", "ssl_client_ca", "ssl_crl",
       "ssl_min_protocol", "ssl_ciphers", "ssl_ciphersuites",
-      "ssl_handshake_timeout_ms", "ssl_principal_mapping_rules", NULL },
+      "ssl_handshake_timeout_ms", "ssl_principal_mapping_rules",
+      "ssl_resumption", NULL },
     { "ssl_ca", "ssl_verify_hostname", "ssl_certificate", "ssl_key",
       "ssl_min_protocol", NULL }
 };
@@ -2405,6 +2413,7 @@ kr_cf_check_tls(struct kr_cf_state *st, struct kr_cf_inst *in)
         o.ciphers = l->ssl_ciphers;
         o.ciphersuites = l->ssl_ciphersuites;
         o.id = in->name;
+        o.resumption = l->ssl_resumption;
     } else {
         o.certificate = u->ssl_certificate;
         o.key = u->ssl_key;

@@ -69,6 +69,9 @@ struct tls_conn {
                                            write event */
     unsigned failed:1;                  /* a fatal TLS error: no
                                            close_notify */
+    unsigned done:1;                    /* the handshake is done */
+    unsigned ticket_owed:1;             /* a TLS 1.3 session ticket goes
+                                           with the first write */
     char why[256];                      /* the last failure, "" none */
 };
 
@@ -306,6 +309,13 @@ tls_handshake(struct kr_conn *c)
     ERR_clear_error();
     r = SSL_do_handshake(x->ssl);
     if (r == 1) {
+        /* the peer's first records may have come with its last handshake
+           message, and read ahead took them off the socket: no event
+           will tell (a client that writes at once after its Finished) */
+        x->more = SSL_has_pending(x->ssl) == 1;
+        x->done = 1;
+        x->ticket_owed = x->ctx->server && x->ctx->resumption &&
+                         SSL_version(x->ssl) >= TLS1_3_VERSION;
         return 0;
     }
     r = ssl_outcome(c, x, r);
@@ -464,6 +474,15 @@ tls_write(struct kr_conn *c, struct evbuffer *out)
         errno = ENOTCONN;
         return -1;
     }
+    if (x->ticket_owed && evbuffer_get_length(out) > 0) {
+        /* the client's session ticket, just before the first response:
+           a Kafka client reads only when it waits for one (kafka-python
+           2.0.2 takes bytes it did not ask for as a dead connection) */
+        x->ticket_owed = 0;
+        if (SSL_new_session_ticket(x->ssl) != 1) {
+            ERR_clear_error();          /* no ticket: no resumption */
+        }
+    }
     while (evbuffer_get_length(out) > 0) {
         n = evbuffer_peek(out, -1, NULL, v, KR_TLS_PEEK);
         if (n > KR_TLS_PEEK) {
@@ -543,7 +562,7 @@ tls_close(struct kr_conn *c)
         return;
     }
     if (x->ssl != NULL) {
-        if (!x->failed && SSL_is_init_finished(x->ssl)) {
+        if (!x->failed && x->done) {
             /* close_notify, if the socket takes it now: a peer on
                OpenSSL 3 reports an EOF without one as an error */
             (void)SSL_shutdown(x->ssl);
@@ -582,7 +601,7 @@ kr_tls_peer_subject(const struct kr_conn *c)
     const struct tls_conn *x = c->ops == &kr_tls_ops ? c->xprt : NULL;
     X509 *cert;
 
-    if (x == NULL || x->ssl == NULL || !SSL_is_init_finished(x->ssl) ||
+    if (x == NULL || x->ssl == NULL || !x->done ||
         (x->ctx->server && !x->ctx->verify_peer) ||
         SSL_get_verify_result(x->ssl) != X509_V_OK) {
         return NULL;
@@ -599,7 +618,7 @@ kr_tls_describe(const struct kr_conn *c, char *buf, size_t len)
     if (len == 0) {
         return buf;
     }
-    if (x == NULL || x->ssl == NULL || !SSL_is_init_finished(x->ssl)) {
+    if (x == NULL || x->ssl == NULL || !x->done) {
         buf[0] = '\0';
         return buf;
     }

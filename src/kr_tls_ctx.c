@@ -11,12 +11,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
@@ -209,6 +213,71 @@ load_ca(SSL_CTX *ctx, const struct kr_tls_opts *o, char *err, size_t errlen)
     return KR_TLS_OPT_NONE;
 }
 
+/* Server contexts made by this process: each one's session id context
+   carries its number (server_sessions). */
+static atomic_uint_fast64_t server_serial;
+
+/* Early data is never accepted, whatever the session would allow. */
+static int
+refuse_early_data(SSL *ssl, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    return 0;
+}
+
+/*
+ * A server context's session resumption (kr_tls_ctx.h): off (no tickets,
+ * no cache), or tickets and the cache of this context only.  OpenSSL
+ * would already give each SSL_CTX its own random ticket keys and cache;
+ * both are set here so that nothing depends on that: ticket keys drawn
+ * now, a session id context naming this very context (a session of
+ * another context, even one presented to this one's cache, is a miss).
+ * False when OpenSSL fails (memory, randomness).
+ */
+static bool
+server_sessions(SSL_CTX *ctx, const struct kr_tls_opts *o)
+{
+    uint_fast64_t serial = atomic_fetch_add(&server_serial, 1) + 1;
+    char sid[SSL_MAX_SID_CTX_LENGTH + 1];
+    unsigned char keys[80];             /* name 16, HMAC 32, AES 32 */
+    size_t n;
+    bool ok;
+
+    /* unique per context of the process (the section's name after it is
+       for people; cut at OpenSSL's 32 bytes); with client certificates
+       OpenSSL needs one, or a resumed handshake fails */
+    n = (size_t)snprintf(sid, sizeof(sid), "krelay#%" PRIuFAST64 " %s",
+                         serial, o->id != NULL ? o->id : "");
+    if (n > SSL_MAX_SID_CTX_LENGTH) {
+        n = SSL_MAX_SID_CTX_LENGTH;
+    }
+    if (SSL_CTX_set_session_id_context(ctx, (const unsigned char *)sid,
+                                       (unsigned)n) != 1) {
+        return false;
+    }
+    /* TLS 1.3 early data: none (a replayed Produce would be applied
+       twice).  Tickets never allow it (max_early_data 0, kr_tls_ctx_new),
+       and an offer is refused by the callback as well: OpenSSL rejects
+       it, skips its records unread, and the handshake goes on */
+    SSL_CTX_set_allow_early_data_cb(ctx, refuse_early_data, NULL);
+    if (!o->resumption) {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+        return SSL_CTX_set_num_tickets(ctx, 0) == 1;
+    }
+    /* TLS 1.3 tickets: none with the handshake; kr_tls sends one with
+       the first response (SSL_new_session_ticket) */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    if (SSL_CTX_set_num_tickets(ctx, 0) != 1) {
+        return false;
+    }
+    ok = RAND_priv_bytes(keys, sizeof(keys)) == 1 &&
+         SSL_CTX_set_tlsext_ticket_keys(ctx, keys, sizeof(keys)) == 1;
+    OPENSSL_cleanse(keys, sizeof(keys));
+    return ok;
+}
+
 struct kr_tls_ctx *
 kr_tls_ctx_new(const struct kr_tls_opts *o, enum kr_tls_opt *bad, char *err,
                size_t errlen)
@@ -280,26 +349,20 @@ kr_tls_ctx_new(const struct kr_tls_opts *o, enum kr_tls_opt *bad, char *err,
                                           : SSL_VERIFY_PEER, NULL);
         t->verify_peer = o->server;
     }
-    if (o->server) {
-        /* sessions resumed only by the context (config generation and
-           section) that made them: OpenSSL requires one with client
-           certificates */
-        char sid[SSL_MAX_SID_CTX_LENGTH + 1];
-        size_t n = (size_t)snprintf(sid, sizeof(sid), "krelay %s",
-                                    o->id != NULL ? o->id : "");
+    if (!o->server) {
+        /* no session is kept: kr_tls never offers one to a broker */
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    } else if (!server_sessions(ctx, o)) {
+        char why[200];
 
-        if (n > SSL_MAX_SID_CTX_LENGTH) {
-            n = SSL_MAX_SID_CTX_LENGTH;
-        }
-        if (SSL_CTX_set_session_id_context(ctx, (const unsigned char *)sid,
-                                           (unsigned)n) != 1) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
+        snprintf(err, errlen, "TLS session settings: %s",
+                 kr_tls_err_str(NULL, why, sizeof(why)));
+        goto fail;
     }
     t->ssl = ctx;
     atomic_init(&t->refs, 1);
     t->server = o->server;
+    t->resumption = o->server && o->resumption;
     t->verify_hostname = !o->server && o->verify_hostname;
     ERR_clear_error();
     return t;

@@ -1,7 +1,8 @@
-"""kafka-python client for tests/integration/kafka_python.sh.
+"""kafka-python client for tests/integration/kafka_python.sh (and tls_kafka_python.sh).
 
-usage: kafka_python_client.py BOOTSTRAP TOPIC COUNT BROKERS_OUT API_VERSION [EXPECT]
+usage: kafka_python_client.py BOOTSTRAP TOPIC COUNT BROKERS_OUT [API_VERSION [EXPECT]]
 
+API_VERSION: auto (the default) or one such as 0.10.
 Produces COUNT distinct messages to TOPIC (unless API_VERSION is 0.10,
 whose producer sends magic 1 message sets the mock refuses: then it only
 consumes what is there), consumes TOPIC from the beginning in a consumer
@@ -11,6 +12,10 @@ broker the client learned from Metadata to BROKERS_OUT as
 When it only consumes, it reads until it has at least EXPECT messages
 (default 1) and then nothing more arrives for 2 seconds.  Waits end on
 success; their bounds are generous (a busy CI machine is slow).
+
+TLS (tests/integration/tls_*.sh): with KR_TLS_CA set (a CA file) the
+client speaks TLS and checks the brokers' certificates against it (and
+their host names); KR_TLS_CERT and KR_TLS_KEY add a client certificate.
 """
 import logging
 import os
@@ -21,13 +26,20 @@ from kafka import KafkaConsumer, KafkaProducer
 
 
 def main():
-    bootstrap, topic, count, brokers_out, api = sys.argv[1:6]
+    bootstrap, topic, count, brokers_out = sys.argv[1:5]
+    api = sys.argv[5] if len(sys.argv) > 5 else "auto"
     count = int(count)
     expect = max(int(sys.argv[6]) if len(sys.argv) > 6 else 1, 1)
     api_version = None if api == "auto" else tuple(int(x) for x in api.split("."))
     logging.basicConfig(level=logging.WARNING)
     common = dict(bootstrap_servers=bootstrap, api_version=api_version,
                   request_timeout_ms=20000, api_version_auto_timeout_ms=10000)
+    if os.environ.get("KR_TLS_CA"):
+        common.update(security_protocol="SSL",
+                      ssl_cafile=os.environ["KR_TLS_CA"],
+                      ssl_check_hostname=True,
+                      ssl_certfile=os.environ.get("KR_TLS_CERT") or None,
+                      ssl_keyfile=os.environ.get("KR_TLS_KEY") or None)
 
     tag = "kpy-%s-%d" % (api, os.getpid())
     sent = []

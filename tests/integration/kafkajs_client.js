@@ -1,4 +1,4 @@
-// kafkajs 2.2.4 client for tests/integration/kafkajs.sh.
+// kafkajs 2.2.4 client for tests/integration/kafkajs.sh (and tls_kafkajs.sh).
 //
 // usage: node kafkajs_client.js BOOTSTRAP TOPIC COUNT BROKERS_OUT
 //
@@ -6,6 +6,9 @@
 // BROKERS_OUT, produces COUNT distinct messages to TOPIC, consumes TOPIC
 // from the beginning in a consumer group and checks that exactly those
 // messages came back.  Exit 0 on success, 1 with a message on failure.
+// TLS (tests/integration/tls_*.sh): with KR_TLS_CA set (a CA file) the
+// client speaks TLS and checks the brokers' certificates against it;
+// KR_TLS_CERT and KR_TLS_KEY add a client certificate.
 'use strict';
 
 const fs = require('fs');
@@ -14,9 +17,17 @@ const { Kafka, logLevel } = require('kafkajs');
 const [bootstrap, topic, countArg, brokersOut] = process.argv.slice(2);
 const count = parseInt(countArg, 10);
 
+const env = process.env;
+const ssl = env.KR_TLS_CA ? {
+    ca: [fs.readFileSync(env.KR_TLS_CA)],
+    ...(env.KR_TLS_CERT ? { cert: fs.readFileSync(env.KR_TLS_CERT),
+                            key: fs.readFileSync(env.KR_TLS_KEY) } : {}),
+} : undefined;
+
 const kafka = new Kafka({
     clientId: 'krelay-kafkajs',
     brokers: bootstrap.split(','),
+    ssl,
     logLevel: logLevel.WARN,
     connectionTimeout: 10000,
     requestTimeout: 20000,

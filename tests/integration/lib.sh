@@ -531,3 +531,118 @@ kr_payloads() {
         printf '%s-%05d-%05d%05d\n' "$3" "$i" "$RANDOM" "$RANDOM"
     done >"$1"
 }
+
+# ---- TLS clients (issue 8's client matrix, tests/integration/tls_*.sh,
+# make check-long) --------------------------------------------------------
+
+# kr_start_krelay_tls: krelay in front of the mock with two TLS listeners,
+# the CA and certificates made now (tests/tools/tls_certs.sh) in
+# KR_CERTS:
+#   tls   the server certificate only: port KR_TLS_PORT, NodeId n at
+#         KR_TLS_BROKER_BASE+n
+#   mtls  a client certificate of ca.pem required: KR_MTLS_PORT,
+#         KR_MTLS_BROKER_BASE+n
+# Clients bootstrap at localhost:PORT (a host name check), brokers are
+# advertised as 127.0.0.1 (the certificate's IP SAN).  Sets
+# KR_KRELAY_PID.  Skips with KRELAY_TEST_DIRECT=1 (the mock has no TLS).
+kr_start_krelay_tls() {
+    local attempt base n=$((KR_NODEIDS + 2))
+    kr_is_direct && kr_skip "a TLS listener (KRELAY_TEST_DIRECT=1: none)"
+    kr_need_cmd openssl
+    [ -x "$KR_KRELAY" ] || kr_fail "$KR_KRELAY not built"
+    KR_CERTS=$KR_WORK/certs
+    bash "$top_srcdir/tests/tools/tls_certs.sh" "$KR_CERTS" ||
+        kr_fail "tests/tools/tls_certs.sh could not make the certificates"
+    for attempt in 1 2 3; do
+        base=$(kr_free_ports $((2 * n))) || exit 99
+        KR_TLS_PORT=$base
+        KR_TLS_BROKER_BASE=$((base + 1))
+        KR_MTLS_PORT=$((base + n))
+        KR_MTLS_BROKER_BASE=$((base + n + 1))
+        cat >"$KR_WORK/krelay.ini" <<EOC
+; written by tests/integration/lib.sh (kr_start_krelay_tls) for $KR_TEST_NAME
+[upstream]
+bootstrap_servers = $KR_MOCK_BOOTSTRAP
+
+[listener tls]
+listen = 127.0.0.1:$KR_TLS_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $KR_TLS_BROKER_BASE
+node_id_min = 1
+node_id_max = $KR_NODEIDS
+ssl = true
+ssl_certificate = $KR_CERTS/server-full.pem
+
+[listener mtls]
+listen = 127.0.0.1:$KR_MTLS_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $KR_MTLS_BROKER_BASE
+node_id_min = 1
+node_id_max = $KR_NODEIDS
+ssl = true
+ssl_certificate = $KR_CERTS/server.pem
+ssl_key = $KR_CERTS/server.key
+ssl_client_ca = $KR_CERTS/ca.pem
+
+[log]
+level = $KRELAY_LOG_LEVEL
+target = $KR_WORK/krelay.log
+EOC
+        : >"$KR_WORK/krelay.log"
+        "$KR_KRELAY" -c "$KR_WORK/krelay.ini" \
+            >>"$KR_WORK/krelay.out.log" 2>&1 &
+        KR_KRELAY_PID=$!
+        KR_PIDS+=("$KR_KRELAY_PID")
+        if kr_wait_port $((KR_MTLS_BROKER_BASE + KR_NODEIDS)) 60 \
+               "$KR_KRELAY_PID" &&
+           kr_wait_port "$KR_TLS_PORT" 5 "$KR_KRELAY_PID"; then
+            kr_log "krelay (pid $KR_KRELAY_PID): TLS at $KR_TLS_PORT," \
+                "mTLS at $KR_MTLS_PORT"
+            return 0
+        fi
+        kill "$KR_KRELAY_PID" 2>/dev/null
+        wait "$KR_KRELAY_PID" 2>/dev/null
+        kr_log "krelay did not start (attempt $attempt)"
+    done
+    kr_fail "krelay did not start; see krelay.out.log / krelay.log"
+}
+
+# kr_tls_matrix NAME COUNT CMD...: run the client CMD... BOOTSTRAP TOPIC
+# COUNT BROKERS_OUT (it produces COUNT messages and consumes them back,
+# exit 0 when all came back: kafka_python_client.py, kafkajs_client.js,
+# confluent_kafka_client.py) through kr_start_krelay_tls's listeners:
+# topic tls with KR_TLS_CA (the CA file only), topic mtls with a client
+# certificate too (KR_TLS_CERT, KR_TLS_KEY).  Its output goes to
+# $KR_WORK/NAME-LISTENER.log.  Checked: each run passed, its Metadata
+# named only that listener's addresses, krelay logged a TLS handshake on
+# each listener and the client certificate's subject on mtls.
+kr_tls_matrix() {
+    local name=$1 count=$2 l port log
+    shift 2
+    for l in tls mtls; do
+        export KR_TLS_CA=$KR_CERTS/ca.pem
+        if [ "$l" = tls ]; then
+            port=$KR_TLS_PORT
+            KR_BROKER_BASE=$KR_TLS_BROKER_BASE
+            unset KR_TLS_CERT KR_TLS_KEY
+        else
+            port=$KR_MTLS_PORT
+            KR_BROKER_BASE=$KR_MTLS_BROKER_BASE
+            export KR_TLS_CERT=$KR_CERTS/client.pem
+            export KR_TLS_KEY=$KR_CERTS/client.key
+        fi
+        log=$KR_WORK/$name-$l.log
+        kr_run 90 "$@" "localhost:$port" "$l" "$count" \
+            "$KR_WORK/brokers-$l.txt" >"$log" 2>&1 ||
+            kr_fail "$name on $l: $(tail -n 5 "$log")"
+        kr_log "$name on $l: $(tail -n 1 "$log")"
+        kr_check_brokers "$KR_WORK/brokers-$l.txt"
+        grep -Eq "> $l/(bootstrap|NodeId [0-9]+)\] tls handshake with the client done: TLSv1\.[23] " \
+            "$KR_WORK/krelay.log" ||
+            kr_fail "$name on $l: no TLS handshake logged"
+    done
+    unset KR_TLS_CA KR_TLS_CERT KR_TLS_KEY
+    grep -Eq "> mtls/(bootstrap|NodeId [0-9]+)\] client certificate: .*CN=krelay-test-client" \
+        "$KR_WORK/krelay.log" ||
+        kr_fail "$name on mtls: no client certificate subject logged"
+}

@@ -12,6 +12,7 @@
 #   pt  plain -> TLS          tt  TLS with client certificates -> TLS
 #   bn  plain -> a broker whose certificate names another host
 #   bi  plain -> the same broker dialled by IP (no IP SAN)
+#   tn  TLS -> plain, ssl_resumption = false
 # Checked: kcat produces and consumes real messages through each of the
 # four combinations (TLS with and without a client certificate); without
 # one the mTLS listener refuses the handshake; a wrong host name or IP
@@ -19,7 +20,9 @@
 # clean end; plaintext Kafka and HTTP on a TLS port are closed at once
 # with one line each; a stalled handshake is closed at the timeout;
 # krelay -t and a reload name a certificate file that does not load with
-# FILE:LINE; a reload with another CA's certificates applies them.
+# FILE:LINE; a reload with another CA's certificates applies them;
+# sessions (Python's ssl module) resume on tt with the client
+# certificate's subject, never on tn, and not after a reload.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -58,7 +61,7 @@ kr_wait_port $((HP + 3)) 30 "$HAPROXY_PID" ||
     kr_fail "HAProxy did not start: $(cat "$W/haproxy.log")"
 
 # ---- krelay
-L=(pp tp pt tt bn bi)
+L=(pp tp pt tt bn bi tn)
 write_conf() {
     local i=0 l
     cat <<EOF
@@ -104,6 +107,9 @@ EOF
             echo "ssl_client_ca = $C/ca.pem" ;;
         bn) echo "upstream = badname" ;;
         bi) echo "upstream = badip" ;;
+        tn) printf 'upstream = plain\nssl = true\nssl_certificate = %s\n' \
+                "$C/server-full.pem"
+            echo "ssl_resumption = false" ;;
         esac
         i=$((i + 1))
     done
@@ -260,7 +266,71 @@ grep -q "ssl_handshake_timeout_ms 1500 (stalled in the handshake after 3 bytes" 
     "$W/krelay.log" || kr_fail "no stalled-handshake line"
 kr_log "plaintext Kafka and HTTP refused at once, stalled handshakes closed at 1.5 s"
 
-# ---- 5. reload: a file that does not load is refused at its line, the
+# ---- 5. session resumption: resumed on tt with the subject its first
+# handshake verified; never on tn (ssl_resumption = false); after a reload
+# (the same files) a full handshake.  One ApiVersions round trip each
+# (TLS 1.3 tickets come after the handshake).
+"$KR_PY" - "$(port tt)" "$(port tn)" "$C" "$KR_KRELAY_PID" "$W/krelay.log" \
+    >"$W/resume.txt" 2>&1 <<'PYEOF' || kr_fail "resumption: $(cat "$W/resume.txt")"
+import os, signal, socket, ssl, struct, sys, time
+tt, tn, cdir, pid, log = int(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:]
+def recvn(s, n):
+    b = b""
+    while len(b) < n:
+        k = s.recv(n - len(b))
+        assert k, "closed"
+        b += k
+    return b
+def context(cert):
+    c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    c.load_verify_locations(cdir + "/ca.pem")
+    if cert:
+        c.load_cert_chain(cdir + "/client.pem", cdir + "/client.key")
+    return c
+ctx = {True: context(True), False: context(False)}
+def visit(port, cert, sess=None):
+    s = ctx[cert].wrap_socket(socket.create_connection(("127.0.0.1", port), 10),
+                      server_hostname="localhost", session=sess)
+    req = struct.pack(">hhih", 18, 0, 7, 6) + b"resume"   # ApiVersions v0
+    s.sendall(struct.pack(">i", len(req)) + req)
+    n, = struct.unpack(">i", recvn(s, 4))
+    assert struct.unpack(">i", recvn(s, n)[:4]) == (7,), "correlation id"
+    out = (s.session_reused, s.session, s.version())
+    s.unwrap()
+    s.close()
+    return out
+r, sess, v = visit(tt, True)
+assert not r and v == "TLSv1.3", (r, v)
+r, sess2, _ = visit(tt, True, sess)
+assert r, "tt: not resumed"
+print("tt: resumed")
+r, s, _ = visit(tn, False)
+r2, _, _ = visit(tn, False, s)
+assert not r and not r2, "tn: resumed"
+print("tn: not resumed")
+n0 = open(log).read().count("reloaded ")
+os.kill(int(pid), signal.SIGHUP)
+t0 = time.monotonic()
+while open(log).read().count("reloaded ") == n0:
+    assert time.monotonic() - t0 < 20, "no reload"
+    time.sleep(0.1)
+r, _, _ = visit(tt, True, sess2)
+assert not r, "tt: resumed after a reload"
+print("tt after a reload: a full handshake")
+PYEOF
+kr_log "resumption: $(tr '\n' ';' <"$W/resume.txt")"
+# krelay says so, and the resumed connection has the first one's subject
+id=$(grep -o "\[c#[0-9.]* [0-9.:]* > tt/bootstrap\] tls handshake with the client done: TLSv1\.3 [A-Z0-9_]* resumed" \
+    "$W/krelay.log" | head -n 1 | grep -o 'c#[0-9.]*')
+[ -n "$id" ] || kr_fail "tt: no resumed handshake logged"
+grep -q "\[$id .*\] client certificate: .*krelay-test-client" "$W/krelay.log" ||
+    kr_fail "tt: the resumed connection has no client subject: $(grep "\[$id " "$W/krelay.log")"
+grep -q "> tn/bootstrap\] tls handshake with the client done: .* resumed" \
+    "$W/krelay.log" && kr_fail "tn: a resumed handshake logged"
+[ "$(grep -c "> tt/bootstrap\] tls handshake with the client done: .* resumed" "$W/krelay.log")" = 1 ] ||
+    kr_fail "tt: want exactly one resumed handshake"
+
+# ---- 6. reload: a file that does not load is refused at its line, the
 # running contexts stay; then another CA's certificates for tt: new
 # handshakes use them, the upstream's (reloaded too) still work
 cp "$W/krelay.ini" "$W/good.ini"

@@ -1507,6 +1507,8 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_handshake_timeout_ms = 500" },
     { "[listener a]", "ssl_principal_mapping_rules", KR_RELOAD_APPLY,
       "", "ssl_principal_mapping_rules = RULE:^CN=([^,]+).*$/$1/, DEFAULT" },
+    { "[listener a]", "ssl_resumption", KR_RELOAD_APPLY,
+      "", "ssl_resumption = false" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -2085,6 +2087,11 @@ START_TEST(test_tls_keys)
     ck_assert_int_eq(SSL_CTX_get_min_proto_version(l->tls->ssl),
                      TLS1_3_VERSION);
     ck_assert_int_eq(l->ssl_handshake_timeout_ms, 2500);
+    /* resumption by default: the server's cache, tickets */
+    ck_assert(l->ssl_resumption && l->tls->resumption);
+    ck_assert_int_eq(SSL_CTX_get_session_cache_mode(l->tls->ssl),
+                     SSL_SESS_CACHE_SERVER);
+    ck_assert((SSL_CTX_get_options(l->tls->ssl) & SSL_OP_NO_TICKET) == 0);
     ck_assert(u->ssl && u->ssl_verify_hostname);
     ck_assert_ptr_nonnull(u->tls);
     ck_assert(!u->tls->server && u->tls->verify_hostname);
@@ -2111,7 +2118,22 @@ START_TEST(test_tls_keys)
     ck_assert(!c->upstreams[0].ssl && c->upstreams[0].tls == NULL);
     ck_assert(c->upstreams[0].ssl_verify_hostname);
     ck_assert_int_eq(c->listeners[0].ssl_handshake_timeout_ms, 10000);
+    ck_assert(c->listeners[0].ssl_resumption);
     kr_conf_free(c);
+
+    /* ssl_resumption = false: no tickets (none sent), no cache */
+    text = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+               "ssl_certificate = %s/server-full.pem\n"
+               "ssl_resumption = false\n", certs);
+    c = load_ok(text);
+    l = &c->listeners[0];
+    ck_assert(!l->ssl_resumption && !l->tls->resumption);
+    ck_assert_int_eq(SSL_CTX_get_session_cache_mode(l->tls->ssl),
+                     SSL_SESS_CACHE_OFF);
+    ck_assert((SSL_CTX_get_options(l->tls->ssl) & SSL_OP_NO_TICKET) != 0);
+    ck_assert_uint_eq(SSL_CTX_get_num_tickets(l->tls->ssl), 0);
+    kr_conf_free(c);
+    free(text);
 
     /* keys without ssl = true: loaded, unused, said so */
     c = load_ok(MIN_UPSTREAM "ssl_ca = /nonexistent/ca.pem\n"

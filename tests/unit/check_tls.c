@@ -3,9 +3,11 @@
  * over socketpairs: handshakes (server and client side, mTLS, CRL,
  * host name and IP checks, SNI), round trips of large and small data
  * with partial writes, coalesced small chains, pending bytes, a refused
- * renegotiation, plaintext on a TLS connection, and files that do not
- * load.  The certificates are made at run time (kr_test_certs.h).  No
- * event loop: the steps are called in turn until both sides are done.
+ * renegotiation, plaintext on a TLS connection, session resumption
+ * (within a context only, the peer's subject kept, none with resumption
+ * off), refused early data, and files that do not load.  The
+ * certificates are made at run time (kr_test_certs.h).  No event loop:
+ * the steps are called in turn until both sides are done.
  */
 #include "config.h"
 
@@ -55,7 +57,7 @@ F(const char *name)
 
 /* A listener's context: ca (mTLS) and crl may be NULL. */
 static struct kr_tls_ctx *
-server_ctx(const char *ca, const char *crl)
+server_ctx_r(const char *ca, const char *crl, bool resumption)
 {
     struct kr_tls_opts o;
     struct kr_tls_ctx *t;
@@ -69,9 +71,17 @@ server_ctx(const char *ca, const char *crl)
     o.ca = ca != NULL ? F(ca) : NULL;
     o.crl = crl != NULL ? F(crl) : NULL;
     o.id = "test";
+    o.resumption = resumption;
     t = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
     ck_assert_msg(t != NULL, "server context: %s", err);
     return t;
+}
+
+/* A listener's context as configured by default (resumption on). */
+static struct kr_tls_ctx *
+server_ctx(const char *ca, const char *crl)
+{
+    return server_ctx_r(ca, crl, true);
 }
 
 /* An upstream's context trusting ca, with client certificate cert. */
@@ -418,6 +428,51 @@ START_TEST(pending_bytes)
 }
 END_TEST
 
+/*
+ * A client that writes at once after its Finished (TLS 1.3: its
+ * handshake ends before the server's): read ahead takes the request off
+ * the socket with the Finished, so no socket event will come for it;
+ * the transport says it is pending, and the next read has it.
+ */
+START_TEST(first_bytes_with_finished)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    bool cdone = false, sdone = false;
+    int fds[2], k;
+    char got[8];
+
+    pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    for (k = 0; k < 1000 && !sdone; k++) {
+        if (!cdone && kr_conn_handshake(&cl) == 0) {
+            cdone = true;
+            /* the request right behind the Finished */
+            ck_assert_int_eq(evbuffer_add(cl.out, "request", 7), 0);
+            ck_assert_int_eq(kr_conn_write(&cl), 7);
+        } else if (!cdone) {
+            ck_assert(kr_conn_again(errno));
+        }
+        if (kr_conn_handshake(&sv) == 0) {
+            sdone = true;
+        } else {
+            ck_assert(kr_conn_again(errno));
+        }
+    }
+    ck_assert(cdone && sdone);
+    ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+    ck_assert_int_eq(kr_conn_read(&sv), 7);
+    ck_assert_int_eq(evbuffer_remove(sv.in, got, sizeof(got)), 7);
+    ck_assert(memcmp(got, "request", 7) == 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
 /* A failed handshake between a client context and a server context. */
 static struct hs
 try_handshake(struct kr_tls_ctx *ct, struct kr_tls_ctx *st, const char *host,
@@ -734,6 +789,352 @@ START_TEST(orderly_end)
 }
 END_TEST
 
+/* ---- session resumption, early data ------------------------------------- */
+
+/*
+ * An OpenSSL client of the test's own (kr_tls keeps no client sessions):
+ * trusting ca.pem, with client certificate cert (NULL: none), at most
+ * TLS version max (0: any), without session tickets if no_ticket.
+ */
+static SSL_CTX *
+ossl_client(const char *cert, int max, bool no_ticket)
+{
+    SSL_CTX *cx = SSL_CTX_new(TLS_client_method());
+    char key[64];
+
+    ck_assert_ptr_nonnull(cx);
+    ck_assert_int_eq(SSL_CTX_load_verify_file(cx, F("ca.pem")), 1);
+    SSL_CTX_set_verify(cx, SSL_VERIFY_PEER, NULL);
+    if (cert != NULL) {
+        snprintf(key, sizeof(key), "%.*s.key", (int)strcspn(cert, "."),
+                 cert);
+        ck_assert_int_eq(SSL_CTX_use_certificate_chain_file(cx, F(cert)), 1);
+        ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(cx, F(key),
+                                                     SSL_FILETYPE_PEM), 1);
+    }
+    if (max != 0) {
+        SSL_CTX_set_max_proto_version(cx, max);
+    }
+    if (no_ticket) {
+        SSL_CTX_set_options(cx, SSL_OP_NO_TICKET);
+    }
+    return cx;
+}
+
+/* What one connection of the test's client to a kr_tls server saw. */
+struct visit {
+    bool ok;                            /* both handshakes done */
+    bool reused;                        /* the client resumed its session */
+    bool srv_resumed;                   /* kr_tls_describe says "resumed" */
+    char why[300];                      /* the server's failure, "" none */
+    char cn[128];                       /* the CN kr_tls_peer_subject
+                                           gives, "" none */
+    int early;                          /* the client's
+                                           SSL_get_early_data_status */
+    bool resumable_before;              /* the client's session could be
+                                           resumed before the server
+                                           wrote (a ticket or an id came
+                                           with the handshake) */
+    char got[64];                       /* what the server read after the
+                                           handshake */
+    SSL_SESSION *sess;                  /* the client's session after it
+                                           (the caller frees it) */
+};
+
+/*
+ * One connection on a new pair: a client of cx offering sess (NULL: a
+ * new session), with early (NULL: none) as TLS 1.3 early data, to a
+ * server of st.  After the handshakes the server sends "hi" (the client
+ * takes the TLS 1.3 tickets with it) and the client "late"; the client
+ * then closes with close_notify (its session stays resumable).
+ */
+static struct visit
+visit(SSL_CTX *cx, SSL_SESSION *sess, struct kr_tls_ctx *st,
+      const char *early)
+{
+    struct visit v;
+    struct kr_conn sv;
+    const X509_NAME *sub;
+    SSL *cl = SSL_new(cx);
+    int fds[2], k, rc = 0, srv = 1, e;
+    bool early_sent = early == NULL;
+    char buf[16];
+    size_t n;
+
+    memset(&v, 0, sizeof(v));
+    ck_assert_ptr_nonnull(cl);
+    pair(fds);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    ck_assert_int_eq(SSL_set_fd(cl, fds[0]), 1);
+    SSL_set_connect_state(cl);
+    if (sess != NULL) {
+        ck_assert_int_eq(SSL_set_session(cl, sess), 1);
+    }
+    /* srv: 1 going on, 0 done, -1 failed; rc: the client's */
+    for (k = 0; k < 4000 && (srv == 1 || rc == 0); k++) {
+        if (srv == 1) {
+            if (kr_conn_handshake(&sv) == 0) {
+                srv = 0;
+            } else if (!kr_conn_again(errno)) {
+                snprintf(v.why, sizeof(v.why), "%s",
+                         kr_conn_strerror(&sv, errno));
+                srv = -1;
+            }
+        }
+        if (!early_sent) {
+            e = SSL_write_early_data(cl, early, strlen(early), &n);
+            ck_assert_msg(e == 1 || SSL_get_error(cl, e) ==
+                                        SSL_ERROR_WANT_READ ||
+                                    SSL_get_error(cl, e) ==
+                                        SSL_ERROR_WANT_WRITE,
+                          "SSL_write_early_data: %s",
+                          ERR_reason_error_string(ERR_peek_error()));
+            early_sent = e == 1;
+        } else if (rc == 0) {
+            e = SSL_do_handshake(cl);
+            if (e == 1) {
+                rc = 1;
+            } else if (SSL_get_error(cl, e) != SSL_ERROR_WANT_READ &&
+                       SSL_get_error(cl, e) != SSL_ERROR_WANT_WRITE) {
+                rc = -1;
+            }
+        }
+        if (srv < 0 && rc == 0 && k > 3000) {
+            break;                      /* the client still waits */
+        }
+    }
+    ERR_clear_error();
+    v.ok = srv == 0 && rc == 1;
+    if (v.ok) {
+        char desc[128];
+
+        v.reused = SSL_session_reused(cl) == 1;
+        kr_tls_describe(&sv, desc, sizeof(desc));
+        v.srv_resumed = strstr(desc, " resumed") != NULL;
+        v.early = SSL_get_early_data_status(cl);
+        sub = kr_tls_peer_subject(&sv);
+        if (sub != NULL) {
+            ck_assert_int_gt(X509_NAME_get_text_by_NID(
+                                 (X509_NAME *)sub, NID_commonName, v.cn,
+                                 sizeof(v.cn)), 0);
+        }
+        /* whatever the server sent with its handshake is read now */
+        ck_assert_int_eq(SSL_read_ex(cl, buf, sizeof(buf), &n), 0);
+        ck_assert_int_eq(SSL_get_error(cl, 0), SSL_ERROR_WANT_READ);
+        v.resumable_before =
+            SSL_SESSION_is_resumable(SSL_get0_session(cl)) == 1;
+        /* "hi" to the client, after the tickets */
+        ck_assert_int_eq(evbuffer_add(sv.out, "hi", 2), 0);
+        for (k = 0; k < 1000; k++) {
+            if (evbuffer_get_length(sv.out) > 0) {
+                ck_assert(kr_conn_write(&sv) > 0 || kr_conn_again(errno));
+            }
+            e = SSL_read_ex(cl, buf, sizeof(buf), &n);
+            if (e == 1) {
+                break;
+            }
+            ck_assert_int_eq(SSL_get_error(cl, 0), SSL_ERROR_WANT_READ);
+        }
+        ck_assert_int_eq(e, 1);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(SSL_write_ex(cl, "late", 4, &n), 1);
+        for (k = 0; k < 1000 && evbuffer_get_length(sv.in) < 4; k++) {
+            ck_assert(kr_conn_read(&sv) > 0 || kr_conn_again(errno));
+        }
+        n = evbuffer_copyout(sv.in, v.got, sizeof(v.got) - 1) > 0
+                ? evbuffer_get_length(sv.in)
+                : 0;
+        v.got[n < sizeof(v.got) ? n : sizeof(v.got) - 1] = '\0';
+        v.sess = SSL_get1_session(cl);
+        (void)SSL_shutdown(cl);         /* or the session is not resumable */
+    }
+    ERR_clear_error();
+    SSL_free(cl);
+    close(fds[0]);
+    conn_free(&sv);
+    return v;
+}
+
+/* The TLS versions and session kinds the resumption tests go through. */
+static const struct {
+    const char *name;
+    int max;                            /* the client's highest version */
+    bool no_ticket;                     /* TLS 1.2: the server's session
+                                           cache (session ids) */
+} kinds[] = {
+    { "TLS 1.3 tickets", 0, false },
+    { "TLS 1.2 tickets", TLS1_2_VERSION, false },
+    { "TLS 1.2 session ids", TLS1_2_VERSION, true },
+};
+
+/*
+ * Resumption on (the default): the second connection resumes, and the
+ * server reports the subject of the client certificate the first one
+ * verified; a context built anew (a reload, even of the same files)
+ * resumes nothing: a full handshake.  Resumption off: nothing resumed.
+ */
+START_TEST(resumption)
+{
+    int kind = _i / 2;
+    bool on = _i % 2 == 0;
+    struct kr_tls_ctx *st = server_ctx_r("ca.pem", NULL, on);
+    struct kr_tls_ctx *st2 = server_ctx_r("ca.pem", NULL, on);
+    SSL_CTX *cx = ossl_client("client.pem", kinds[kind].max,
+                              kinds[kind].no_ticket);
+    struct visit a, b, c;
+
+    a = visit(cx, NULL, st, NULL);
+    ck_assert_msg(a.ok, "%s: %s", kinds[kind].name, a.why);
+    ck_assert(!a.reused && !a.srv_resumed);
+    /* TLS 1.3: the ticket comes with the first bytes the server writes,
+       never alone after the handshake; TLS 1.2: in the handshake */
+    ck_assert_msg(a.resumable_before == (on && kinds[kind].max != 0),
+                  "%s: resumable before the first response: %d",
+                  kinds[kind].name, a.resumable_before);
+    ck_assert(SSL_SESSION_is_resumable(a.sess) == on);
+    ck_assert_str_eq(a.cn, "krelay-test-client");
+    ck_assert_ptr_nonnull(a.sess);
+    b = visit(cx, a.sess, st, NULL);
+    ck_assert_msg(b.ok, "%s: %s", kinds[kind].name, b.why);
+    ck_assert_msg(b.reused == on && b.srv_resumed == on, "%s, resumption "
+                  "%s: resumed %d (server: %d)", kinds[kind].name,
+                  on ? "on" : "off", b.reused, b.srv_resumed);
+    ck_assert_str_eq(b.cn, "krelay-test-client");
+    ck_assert_str_eq(b.got, "late");
+    /* the same files, another context: a full handshake */
+    c = visit(cx, a.sess, st2, NULL);
+    ck_assert_msg(c.ok, "%s: %s", kinds[kind].name, c.why);
+    ck_assert_msg(!c.reused && !c.srv_resumed, "%s: resumed in another "
+                  "context", kinds[kind].name);
+    ck_assert_str_eq(c.cn, "krelay-test-client");
+    SSL_SESSION_free(a.sess);
+    SSL_SESSION_free(b.sess);
+    SSL_SESSION_free(c.sess);
+    SSL_CTX_free(cx);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(st2);
+}
+END_TEST
+
+/* dst = a then b (PEM files of D). */
+static void
+cat2(const char *dst, const char *a, const char *b)
+{
+    const char *in[2] = { a, b };
+    FILE *o = fopen(F(dst), "w");
+    char buf[4096];
+    size_t n;
+    int i;
+
+    ck_assert_ptr_nonnull(o);
+    for (i = 0; i < 2; i++) {
+        FILE *f = fopen(F(in[i]), "r");
+
+        ck_assert_ptr_nonnull(f);
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+            ck_assert_uint_eq(fwrite(buf, 1, n, o), n);
+        }
+        fclose(f);
+    }
+    ck_assert_int_eq(fclose(o), 0);
+}
+
+/*
+ * mTLS and a reload that changes the trust: a session made under the old
+ * client CA or CRL is not resumed.  The client gets a full handshake
+ * checked against the new files: refused when its certificate is of a CA
+ * no longer trusted, or revoked; accepted, not resumed, with its verified
+ * subject, when the new CA file still has its CA.
+ */
+START_TEST(resumption_after_reload)
+{
+    int kind = _i;
+    struct kr_tls_ctx *old = server_ctx("ca.pem", NULL);
+    struct kr_tls_ctx *rogue = server_ctx("rogue-ca.pem", NULL);
+    struct kr_tls_ctx *both, *crl;
+    SSL_CTX *cx = ossl_client("client.pem", kinds[kind].max,
+                              kinds[kind].no_ticket);
+    SSL_CTX *rx = ossl_client("revoked.pem", kinds[kind].max,
+                              kinds[kind].no_ticket);
+    struct visit a, b, r, rb;
+
+    cat2("both-ca.pem", "rogue-ca.pem", "ca.pem");
+    both = server_ctx("both-ca.pem", NULL);
+    crl = server_ctx("ca.pem", "crl.pem");
+    a = visit(cx, NULL, old, NULL);
+    ck_assert_msg(a.ok, "%s", a.why);
+    b = visit(cx, a.sess, old, NULL);
+    ck_assert_msg(b.ok && b.reused, "%s: not resumed (%s)",
+                  kinds[kind].name, b.why);
+    ck_assert_str_eq(b.cn, "krelay-test-client");
+    SSL_SESSION_free(b.sess);
+
+    /* another client CA: the full handshake fails */
+    b = visit(cx, a.sess, rogue, NULL);
+    ck_assert_msg(!b.ok, "%s: the old CA's session got in",
+                  kinds[kind].name);
+    ck_assert_msg(strstr(b.why, "certificate verify failed") != NULL, "%s",
+                  b.why);
+    /* a CA file that still has the client's CA: full, verified */
+    b = visit(cx, a.sess, both, NULL);
+    ck_assert_msg(b.ok && !b.reused && !b.srv_resumed, "%s: %s (resumed "
+                  "%d)", kinds[kind].name, b.why, b.reused);
+    ck_assert_str_eq(b.cn, "krelay-test-client");
+    SSL_SESSION_free(b.sess);
+
+    /* a CRL revoking the client's certificate, added by a reload */
+    r = visit(rx, NULL, old, NULL);
+    ck_assert_msg(r.ok, "%s", r.why);
+    rb = visit(rx, r.sess, old, NULL);
+    ck_assert_msg(rb.ok && rb.reused, "revoked, before: %s", rb.why);
+    ck_assert_str_eq(rb.cn, "krelay-revoked-client");
+    SSL_SESSION_free(rb.sess);
+    rb = visit(rx, r.sess, crl, NULL);
+    ck_assert_msg(!rb.ok, "%s: a revoked client resumed after the CRL "
+                  "came", kinds[kind].name);
+    ck_assert_msg(strstr(rb.why, "certificate revoked") != NULL, "%s",
+                  rb.why);
+
+    SSL_SESSION_free(a.sess);
+    SSL_SESSION_free(r.sess);
+    SSL_CTX_free(cx);
+    SSL_CTX_free(rx);
+    kr_tls_ctx_put(old);
+    kr_tls_ctx_put(rogue);
+    kr_tls_ctx_put(both);
+    kr_tls_ctx_put(crl);
+}
+END_TEST
+
+/*
+ * TLS 1.3 early data: a client offering it (its session made to allow
+ * it, which krelay's tickets never do) is not accepted: rejected, its
+ * bytes never read; the session still resumes and the bytes the client
+ * sends after the handshake arrive.
+ */
+START_TEST(early_data_refused)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    SSL_CTX *cx = ossl_client(NULL, 0, false);
+    struct visit a, b;
+
+    a = visit(cx, NULL, st, NULL);
+    ck_assert_msg(a.ok, "%s", a.why);
+    ck_assert_ptr_nonnull(a.sess);
+    ck_assert_uint_eq(SSL_SESSION_get_max_early_data(a.sess), 0);
+    ck_assert_int_eq(SSL_SESSION_set_max_early_data(a.sess, 16384), 1);
+    b = visit(cx, a.sess, st, "PRODUCE-REPLAYED");
+    ck_assert_msg(b.ok, "%s", b.why);
+    ck_assert_int_eq(b.early, SSL_EARLY_DATA_REJECTED);
+    ck_assert_str_eq(b.got, "late");
+    ck_assert(b.reused && b.srv_resumed);
+    SSL_SESSION_free(a.sess);
+    SSL_SESSION_free(b.sess);
+    SSL_CTX_free(cx);
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
 /* ---- contexts ------------------------------------------------------------ */
 
 /* Files that do not load: the option named, the reason given. */
@@ -862,6 +1263,7 @@ tls_suite(void)
     tcase_add_test(tc, handshake_and_roundtrip);
     tcase_add_test(tc, small_chains_coalesced);
     tcase_add_test(tc, pending_bytes);
+    tcase_add_test(tc, first_bytes_with_finished);
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, client_certificates);
@@ -870,6 +1272,11 @@ tls_suite(void)
     tcase_add_test(tc, orderly_end);
     tcase_add_test(tc, context_errors);
     tcase_add_test(tc, min_protocol);
+    tcase_add_loop_test(tc, resumption, 0, 2 * (int)(sizeof(kinds) /
+                                                    sizeof(kinds[0])));
+    tcase_add_loop_test(tc, resumption_after_reload, 0,
+                        (int)(sizeof(kinds) / sizeof(kinds[0])));
+    tcase_add_test(tc, early_data_refused);
     suite_add_tcase(s, tc);
     return s;
 }
