@@ -592,6 +592,17 @@ kr_tls_peer_subject(const struct kr_conn *c)
 }
 
 const char *
+kr_tls_sni(const struct kr_conn *c)
+{
+    const struct tls_conn *x = c->ops == &kr_tls_ops ? c->xprt : NULL;
+
+    if (x == NULL || x->ssl == NULL || !x->ctx->server) {
+        return NULL;
+    }
+    return kr_tls_ssl_sni(x->ssl);
+}
+
+const char *
 kr_tls_describe(const struct kr_conn *c, char *buf, size_t len)
 {
     const struct tls_conn *x = c->ops == &kr_tls_ops ? c->xprt : NULL;
