@@ -272,6 +272,11 @@ struct kr_session {
     char *principal;                    /* mTLS: the verified client
                                            certificate's subject,
                                            "User:..." (malloc'd), NULL */
+    int32_t node_id;                    /* its route: the listener's
+                                           (KR_NODE_BOOTSTRAP or a NodeId),
+                                           or with SNI routing the one the
+                                           client's SNI name chose once
+                                           its handshake is done */
 };
 
 /*
