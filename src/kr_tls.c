@@ -63,8 +63,9 @@ struct tls_conn {
     unsigned fail_pending:1;            /* ... there is one */
     unsigned eof:1;                     /* read(2) saw the end */
     unsigned more:1;                    /* the last read filled the space
-                                           given: records may wait inside
-                                           OpenSSL (read ahead) */
+                                           given, or the handshake ended
+                                           with bytes read ahead: records
+                                           may wait inside OpenSSL */
     unsigned rd_wants_write:1;          /* the last read asked for the
                                            write event */
     unsigned failed:1;                  /* a fatal TLS error: no
@@ -306,6 +307,9 @@ tls_handshake(struct kr_conn *c)
     ERR_clear_error();
     r = SSL_do_handshake(x->ssl);
     if (r == 1) {
+        /* the peer's first records may have come with its last flight
+           (read ahead took them in): no socket event will say so */
+        x->more = SSL_has_pending(x->ssl) == 1;
         return 0;
     }
     r = ssl_outcome(c, x, r);

@@ -629,6 +629,58 @@ START_TEST(sni_of_each_hello)
 END_TEST
 
 /*
+ * A client that sends its first request with its last handshake flight
+ * (TLS 1.3: Finished, then application data, in one read): OpenSSL reads
+ * both (read ahead), so no socket event comes for the request; the
+ * transport says it holds bytes once the handshake is done.
+ */
+START_TEST(data_with_the_handshake)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    struct kr_conn sv;
+    SSL *c;
+    int fds[2], k, rc = -1;
+    size_t w;
+    char buf[16];
+
+    ck_assert_ptr_nonnull(cctx);
+    c = SSL_new(cctx);
+    pair(fds);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    SSL_set_fd(c, fds[0]);
+    SSL_set_connect_state(c);
+    /* the client finishes first (TLS 1.3), the server has not read its
+       Finished yet */
+    for (k = 0; k < 2000 && rc != 1; k++) {
+        rc = SSL_do_handshake(c);
+        if (rc != 1) {
+            ck_assert(kr_conn_handshake(&sv) == 0 || kr_conn_again(errno));
+            ck_assert_int_ne(sv.stage, KR_STAGE_FRAMES);
+        }
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(SSL_write_ex(c, "request", 7, &w), 1);
+    for (k = 0; k < 2000 && sv.stage != KR_STAGE_FRAMES; k++) {
+        ck_assert(kr_conn_handshake(&sv) == 0 || kr_conn_again(errno));
+    }
+    ck_assert_int_eq(sv.stage, KR_STAGE_FRAMES);
+    ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+    ck_assert_int_eq(kr_conn_read(&sv), 7);
+    ck_assert_int_eq(evbuffer_remove(sv.in, buf, sizeof(buf)), 7);
+    ck_assert(memcmp(buf, "request", 7) == 0);
+    /* nothing more held: no read without a socket event */
+    ck_assert(kr_conn_read(&sv) < 0 && kr_conn_again(errno));
+    ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    SSL_free(c);
+    close(fds[0]);
+    conn_free(&sv);
+    SSL_CTX_free(cctx);
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/*
  * mTLS: a client certificate of the CA gives the subject; none, one of
  * another CA or a revoked one fails the handshake on the server with the
  * reason.
@@ -965,6 +1017,7 @@ tls_suite(void)
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, sni_of_each_hello);
+    tcase_add_test(tc, data_with_the_handshake);
     tcase_add_test(tc, client_certificates);
     tcase_add_test(tc, renegotiation_refused);
     tcase_add_test(tc, plaintext_refused);
