@@ -65,6 +65,14 @@ sni_fallback = bootstrap
 [log]
 level = $KRELAY_LOG_LEVEL
 target = $W/krelay.log
+
+[audit]
+target = $W/audit.log
+
+[rule audit-s]
+listener = s
+api = ApiVersions
+audit = true
 EOF
 }
 for attempt in 1 2 3; do
@@ -149,6 +157,18 @@ for v in TLSv1.2 TLSv1.3; do
         "$W/krelay.log" || kr_fail "$v: the resumed session was not routed by its new name"
     grep -q "127.0.0.1:$port > s/NodeId 3 by SNI\] connected to upstream 127.0.0.1:$((KR_MOCK_BASE + 3))\$" \
         "$W/krelay.log" || kr_fail "$v: the resumed session's broker 3 was not dialled"
+    # its audit lines: the route its name chose, from the open line on
+    id=$(grep -o "\[c#[0-9.]* 127.0.0.1:$port > s/NodeId 3 by SNI\] routed" \
+        "$W/krelay.log" | grep -o 'c#[0-9.]*')
+    kr_wait_for 10 "$KR_PY" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+mine = [e for e in ev if e["conn_id"] == sys.argv[2]]
+kinds = sorted(e.get("event", e["type"]) for e in mine)
+assert kinds == ["close", "open", "request"], kinds
+assert all(e["route"] == "node" and e["node_id"] == 3 for e in mine), mine
+' "$W/audit.log" "$id" ||
+        kr_fail "$v: audit lines of $id: $(grep "\"$id\"" "$W/audit.log")"
 done
 kr_log "TLS 1.2 and 1.3 sessions resumed under another name: routed by the new name"
 
