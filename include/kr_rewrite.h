@@ -7,7 +7,8 @@
  *      broker id + Host + Port) in a client-facing response gets Host =
  *      the listener's advertised_host and Port = broker_port_base +
  *      NodeId; with SNI routing (ctx->sni) Host = the NodeId's name
- *      (broker-3.kafka.example.com) and Port = the listener's own.  Covers Metadata Brokers, FindCoordinator (top level and
+ *      (broker-3.kafka.example.com) and Port = the listener's own.
+ *      Covers Metadata Brokers, FindCoordinator (top level and
  *      Coordinators[]), DescribeCluster Brokers, and the KIP-951
  *      NodeEndpoints tagged fields of Produce, Fetch, ShareFetch and
  *      ShareAcknowledge responses.  A NodeId outside [node_id_min,

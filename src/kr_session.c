@@ -147,7 +147,11 @@
  * connect_timeout_ms).  A TLS client's upstream is dialled only once its
  * handshake is done (client_secured: a port scan or a stalled handshake
  * costs no broker connection), and the whole of the sniff and handshake
- * has ssl_handshake_timeout_ms (T_HANDSHAKE).  A read may ask for the
+ * has ssl_handshake_timeout_ms (T_HANDSHAKE).  On a listener with SNI
+ * routing (sni_broker_name) the route itself waits for it: sni_route
+ * maps the ClientHello's name to a NodeId or the bootstrap (s->node_id,
+ * where other sessions take their listener's), and the session's audit
+ * lines start then.  A read may ask for the
  * write event and a write for the read event (kr_conn rd_want /
  * wr_want): each event
  * callback runs the step waiting for the event that fired, and a write
