@@ -102,9 +102,11 @@ struct kr_an_conn {
                          int16_t *max);
     void *broker_arg;
     /* the broker addresses of a decoded response as the client gets
-       them (kr_rewrite_tree): KR_OK and *changed; may be NULL */
+       them (kr_rewrite_tree; new hosts may be written in arena, the
+       tree's): KR_OK and *changed; may be NULL */
     int (*rewrite_tree)(void *arg, int16_t key, int16_t ver,
-                        struct kr_node *body, bool *changed);
+                        struct kr_node *body, struct kr_arena *arena,
+                        bool *changed);
     void *rewrite_arg;
     struct kr_sasl *sasl;               /* the connection's SASL state */
     bool *fetch_stale;                  /* the config changed since the

@@ -21,6 +21,7 @@
 
 struct kr_tls_ctx;                      /* TLS contexts: kr_tls_ctx.h */
 struct kr_principal_rules;              /* mapping rules: kr_principal.h */
+struct kr_sni;                          /* SNI routing names: kr_sni.h */
 
 /* Most dial.NODEID overrides in one [upstream] section. */
 #define KR_CONF_MAX_DIAL 256
@@ -60,6 +61,12 @@ struct kr_upstream_conf {
     struct kr_tls_ctx *tls;             /* with ssl: the context the loader
                                            built (kr_tls_ctx.h; this
                                            config's reference), else NULL */
+};
+
+/* sni_fallback: a client with no SNI name, or one that routes nowhere. */
+enum kr_sni_fallback {
+    KR_SNI_FALLBACK_CLOSE = 0,          /* "close" (the default) */
+    KR_SNI_FALLBACK_BOOTSTRAP           /* "bootstrap": the bootstrap route */
 };
 
 /* [listener NAME] */
@@ -108,6 +115,17 @@ struct kr_listener_conf {
                                            it (kr_principal.h; owned by
                                            this config, immutable); NULL:
                                            not given, Kafka's DEFAULT */
+    /* issue 8: SNI routing (appended) */
+    char *sni_broker_name;              /* "broker-$(node_id).example.com";
+                                           NULL: no SNI routing (a port per
+                                           NodeId, broker_port_base) */
+    char *sni_bootstrap_name;           /* NULL: none */
+    int sni_fallback;                   /* enum kr_sni_fallback */
+    struct kr_sni *sni;                 /* with sni_broker_name: the names
+                                           the loader built (kr_sni.h;
+                                           owned by this config), else
+                                           NULL.  broker_port_base is 0 and
+                                           advertised_host NULL then */
 };
 
 /* [log] */

@@ -6,7 +6,9 @@
  *   1. Broker addresses: every endpoint-shaped struct (KR_SF_ENDPOINT: a
  *      broker id + Host + Port) in a client-facing response gets Host =
  *      the listener's advertised_host and Port = broker_port_base +
- *      NodeId.  Covers Metadata Brokers, FindCoordinator (top level and
+ *      NodeId; with SNI routing (ctx->sni) Host = the NodeId's name
+ *      (broker-3.kafka.example.com) and Port = the listener's own.
+ *      Covers Metadata Brokers, FindCoordinator (top level and
  *      Coordinators[]), DescribeCluster Brokers, and the KIP-951
  *      NodeEndpoints tagged fields of Produce, Fetch, ShareFetch and
  *      ShareAcknowledge responses.  A NodeId outside [node_id_min,
@@ -34,8 +36,10 @@
 
 struct kr_upstream;
 
+struct kr_arena;
 struct kr_clamp;
 struct kr_node;
+struct kr_sni;
 
 /*
  * What a listener advertises to its clients.
@@ -58,7 +62,8 @@ struct kr_node;
  * precedence of every step.
  */
 struct kr_rewrite_ctx {
-    const char *advertised_host;    /* Host written (borrowed) */
+    const char *advertised_host;    /* Host written (borrowed); unused
+                                       with sni */
     uint16_t broker_port_base;      /* Port written: this + NodeId */
     int32_t node_id_min, node_id_max; /* NodeIds allowed, inclusive */
     struct kr_upstream *upstream;   /* learns broker addresses; may be NULL */
@@ -70,6 +75,11 @@ struct kr_rewrite_ctx {
                                        API above the tables' max */
     bool enforced_unknown;          /* an enforcing rule could match an
                                        ApiKey the tables do not know */
+    /* issue 8: SNI routing (appended) */
+    const struct kr_sni *sni;       /* non-NULL: Host written is NodeId's
+                                       name (kr_sni_broker_name), Port
+                                       sni_port; borrowed */
+    uint16_t sni_port;              /* the listener's own port */
 };
 
 /* Result details of one rewrite (for logs, metrics and tests). */
@@ -170,10 +180,11 @@ int kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
  * are left alone (KR_OK, nothing changed).  Returns what
  * kr_rewrite_response would for the same tree (KR_ELIMIT with
  * res->bad_node_id, KR_ERROR...); the tree's hosts then borrow
- * ctx->advertised_host.  Learns nothing (kr_upstream).
+ * ctx->advertised_host, or with ctx->sni live in arena (the tree's: a
+ * NodeId's name is written there).  Learns nothing (kr_upstream).
  */
 int kr_rewrite_tree(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                     int16_t api_version, struct kr_node *body,
-                    struct kr_rewrite_result *res);
+                    struct kr_arena *arena, struct kr_rewrite_result *res);
 
 #endif /* KR_REWRITE_H */

@@ -276,6 +276,11 @@ struct kr_session {
                                            (malloc'd, set once after the
                                            handshake, kept across
                                            reloads); NULL: none */
+    int32_t node_id;                    /* its route: the listener's
+                                           (KR_NODE_BOOTSTRAP or a NodeId),
+                                           or with SNI routing the one the
+                                           client's SNI name chose once
+                                           its handshake is done */
 };
 
 /*

@@ -58,6 +58,14 @@ extern const struct kr_conn_ops kr_tls_ops;
 const X509_NAME *kr_tls_peer_subject(const struct kr_conn *c);
 
 /*
+ * The host name c's client sent in its ClientHello (SNI: kr_tls_ssl_sni,
+ * this handshake's, also when it resumed a session), or NULL (none sent,
+ * not TLS, not a server's connection, no ClientHello read yet).  Owned by
+ * c's SSL: valid until c is closed.
+ */
+const char *kr_tls_sni(const struct kr_conn *c);
+
+/*
  * "TLSv1.3 TLS_AES_128_GCM_SHA256" (and " resumed") of c's TLS
  * connection into buf, or "" when it has none yet.  Returns buf.
  */

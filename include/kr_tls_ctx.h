@@ -111,6 +111,7 @@ enum kr_tls_opt {
  * Early data offered by a client is refused (rejected and skipped: the
  * handshake goes on without it).  A client's context keeps no sessions:
  * each connection to a broker is a full handshake.
+ * A server's keeps the name each ClientHello sent (kr_tls_ssl_sni).
  */
 struct kr_tls_ctx {
     SSL_CTX *ssl;
@@ -152,6 +153,18 @@ void kr_tls_ctx_put(struct kr_tls_ctx *t);
  */
 SSL *kr_tls_ssl_new(const struct kr_tls_ctx *t, const char *host, char *err,
                     size_t errlen);
+
+/*
+ * The host name (SNI, RFC 6066) the latest ClientHello on ssl, an SSL of
+ * a server's context, sent: 1 to 255 bytes, no NUL, as sent (not lower
+ * cased, not checked to be a host name), or NULL when it sent none (or
+ * ssl is a client's, or no ClientHello came yet).  Read from the
+ * ClientHello itself by the context's ClientHello callback: for a
+ * resumed session too, the name this handshake sent, never the one the
+ * session was made under.  A malformed server_name extension fails the
+ * handshake (decode_error).  Owned by ssl.
+ */
+const char *kr_tls_ssl_sni(const SSL *ssl);
 
 /*
  * One line for what OpenSSL's error queue of this thread says (its first

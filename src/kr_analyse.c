@@ -892,7 +892,7 @@ kr_analyse_response(const struct kr_an_conn *c, const struct kr_inflight *e,
                (the frame itself is rewritten by the caller) */
             if (c->rewrite_tree != NULL &&
                 c->rewrite_tree(c->rewrite_arg, e->api_key, e->api_version,
-                                m->body, &rewritten) == KR_OK &&
+                                m->body, a, &rewritten) == KR_OK &&
                 rewritten) {
                 req->actions |= KR_AUDIT_REWRITTEN;
             }

@@ -45,6 +45,7 @@
 #include "kr_log.h"
 #include "kr_principal.h"
 #include "kr_schema.h"
+#include "kr_sni.h"
 #include "kr_tls_ctx.h"
 
 /*
@@ -137,6 +138,10 @@ static const char *const kr_cf_top_choices[] = { "set", "add", NULL };
 static const char *const kr_cf_tls_choices[] = {
     "TLSv1.2", "TLSv1.3", NULL
 };
+/* sni_fallback: enum kr_sni_fallback's order. */
+static const char *const kr_cf_sni_fallback_choices[] = {
+    "close", "bootstrap", NULL
+};
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
     "error", "warn", "notice", "info", "debug", "trace", NULL
@@ -162,12 +167,15 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "or 127.0.0.1 when listening on a wildcard); a wildcard address "
       "here is an error", NULL },
     { KR_CS_LISTENER, "broker_port_base", KR_CT_PORT, LST(broker_port_base),
-      0, NULL, 1, 65535, KR_CF_REQUIRED | KR_CF_REBIND,
-      "NodeId n is reached at port broker_port_base + n", NULL },
+      0, NULL, 1, 65535, KR_CF_REBIND,
+      "NodeId n is reached at port broker_port_base + n (required, except "
+      "with sni_broker_name, where it is an error)", NULL },
     { KR_CS_LISTENER, "node_id_min", KR_CT_I32, LST(node_id_min), 0, "0",
-      0, 65534, KR_CF_REBIND, "lowest NodeId given a port", NULL },
+      0, 65534, KR_CF_REBIND, "lowest NodeId given a port (with "
+      "sni_broker_name: a name)", NULL },
     { KR_CS_LISTENER, "node_id_max", KR_CT_I32, LST(node_id_max), 0, "15",
-      0, 65534, KR_CF_REBIND, "highest NodeId given a port", NULL },
+      0, 65534, KR_CF_REBIND, "highest NodeId given a port (with "
+      "sni_broker_name: a name)", NULL },
     { KR_CS_LISTENER, "upstream", KR_CT_NAME, LST(upstream), 0, NULL,
       0, 0, KR_CF_RESTART, "name of the [upstream] behind this listener "
       "(default: the only one)", NULL },
@@ -241,6 +249,28 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "checked against the CA and CRL then loaded; a resumed session "
       "keeps the client certificate its first handshake verified. false: "
       "no tickets, no cache, every handshake a full one", NULL },
+    /* issue 8: SNI routing */
+    { KR_CS_LISTENER, "sni_broker_name", KR_CT_STRING, LST(sni_broker_name),
+      0, NULL, 0, 0, KR_CF_REBIND,
+      "SNI routing: the listen port alone serves the bootstrap route and "
+      "every broker, and the host name a client sends in its TLS handshake "
+      "(SNI) says which.  This name, with $(node_id) in place of a NodeId "
+      "(broker-$(node_id).kafka.example.com: broker-3.kafka.example.com is "
+      "NodeId 3), routes to that broker, and responses advertise each "
+      "broker as its name on the listen port.  Needs ssl = true and a "
+      "certificate for every name (*.kafka.example.com); "
+      "broker_port_base and advertised_host do not go with it", NULL },
+    { KR_CS_LISTENER, "sni_bootstrap_name", KR_CT_STRING,
+      LST(sni_bootstrap_name), 0, NULL, 0, 0, 0,
+      "with sni_broker_name: the host name that routes to the bootstrap "
+      "route (the one clients are given as bootstrap servers)", NULL },
+    { KR_CS_LISTENER, "sni_fallback", KR_CT_CHOICE, LST(sni_fallback), 0,
+      "close", 0, 0, 0,
+      "with sni_broker_name: a client that sends no host name, or one that "
+      "is neither sni_bootstrap_name nor a broker's name in node_id_min.."
+      "node_id_max, is closed after its handshake (close) or given the "
+      "bootstrap route (bootstrap); either way one log line names the "
+      "client and the name", kr_cf_sni_fallback_choices },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -398,6 +428,12 @@ static const struct {
     { KR_CS_LISTENER, "ssl_ciphersuites", "OpenSSL's default suites" },
     { KR_CS_LISTENER, "ssl_principal_mapping_rules",
       "DEFAULT (Kafka's: the subject as it is)" },
+    { KR_CS_LISTENER, "broker_port_base",
+      "none: required without sni_broker_name" },
+    { KR_CS_LISTENER, "sni_broker_name",
+      "none: a port per NodeId (broker_port_base)" },
+    { KR_CS_LISTENER, "sni_bootstrap_name",
+      "none: only sni_fallback = bootstrap reaches the bootstrap route" },
     { KR_CS_UPSTREAM, "ssl_ca",
       "the system's CA store (OpenSSL's default paths)" },
     { KR_CS_UPSTREAM, "ssl_certificate", "none: no client certificate" },
@@ -1759,6 +1795,9 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     kr_tls_ctx_put(l->tls);
     free(l->ssl_principal_mapping_rules);
     kr_principal_mapping_rules_free(l->principal_rules);
+    free(l->sni_broker_name);
+    free(l->sni_bootstrap_name);
+    kr_sni_free(l->sni);
 }
 
 static void
@@ -1895,7 +1934,9 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (in->kind == KR_CS_LISTENER) {
         struct kr_listener_conf *l = in->obj;
 
-        if (l->advertised_host == NULL && l->listen.host != NULL) {
+        if (l->advertised_host == NULL && l->listen.host != NULL &&
+            !kr_cf_key_given(in, "sni_broker_name") &&
+            !kr_cf_key_line_bad(in, "sni_broker_name")) {
             bool wild = kr_cf_is_wildcard(l->listen.host);
 
             l->advertised_host = strdup(wild ? "127.0.0.1" : l->listen.host);
@@ -1965,7 +2006,8 @@ kr_cf_listener_ports(const struct kr_cf_inst *in)
 
     p.ok = kr_cf_key_ok(in, "listen") && l->listen.host != NULL;
     p.listen = l->listen.port;
-    p.range_ok = kr_cf_key_ok(in, "broker_port_base") &&
+    p.range_ok = l->sni_broker_name == NULL &&
+                 kr_cf_key_ok(in, "broker_port_base") &&
                  kr_cf_key_ok(in, "node_id_min") &&
                  kr_cf_key_ok(in, "node_id_max") &&
                  l->node_id_min <= l->node_id_max &&
@@ -2473,6 +2515,93 @@ kr_cf_check_mapping(struct kr_cf_state *st, struct kr_cf_inst *in)
     }
 }
 
+/*
+ * SNI routing (sni_broker_name): TLS on, one port (no broker_port_base,
+ * no advertised_host: each broker is advertised as its name), and the
+ * names built (l->sni).  Without it, broker_port_base is required and
+ * the other sni_* keys are not used (a warning, as ssl_* without ssl).
+ */
+static void
+kr_cf_check_sni(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    static const char *const opt[] = { "sni_bootstrap_name", "sni_fallback",
+                                       NULL };
+    struct kr_listener_conf *l = in->obj;
+    char lbl[KR_CONF_MAX_NAME + 32], why[256];
+    struct kr_sni *m;
+    bool ok = true;
+    int i;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (!kr_cf_key_given(in, "sni_broker_name")) {
+        if (kr_cf_key_line_bad(in, "sni_broker_name")) {
+            return;
+        }
+        if (!kr_cf_key_given(in, "broker_port_base") &&
+            !kr_cf_key_line_bad(in, "broker_port_base")) {
+            kr_cf_err(st, in->line, "%s: missing required key "
+                      "'broker_port_base' (or sni_broker_name: SNI routing, "
+                      "every broker on the listen port)", lbl);
+        }
+        for (i = 0; opt[i] != NULL; i++) {
+            if (kr_cf_key_given(in, opt[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, opt[i]), "%s: %s is set "
+                           "but sni_broker_name is not: no SNI routing, the "
+                           "key is not used", lbl, opt[i]);
+            }
+        }
+        return;
+    }
+    if (!l->ssl && !kr_cf_key_line_bad(in, "ssl")) {
+        kr_cf_err(st, kr_cf_line_of(in, "sni_broker_name"), "%s: "
+                  "sni_broker_name needs ssl = true: the name comes from the "
+                  "client's TLS handshake (SNI)", lbl);
+        ok = false;
+    }
+    if (kr_cf_key_given(in, "broker_port_base")) {
+        kr_cf_err(st, kr_cf_line_of(in, "broker_port_base"), "%s: "
+                  "broker_port_base does not go with sni_broker_name: with "
+                  "SNI routing every broker is reached on the listen port "
+                  "(remove broker_port_base)", lbl);
+        ok = false;
+    }
+    if (kr_cf_key_given(in, "advertised_host")) {
+        kr_cf_err(st, kr_cf_line_of(in, "advertised_host"), "%s: "
+                  "advertised_host does not go with sni_broker_name: each "
+                  "broker is advertised as its name (sni_broker_name) on "
+                  "the listen port", lbl);
+        ok = false;
+    }
+    if (!ok || kr_cf_key_line_bad(in, "node_id_min") ||
+        kr_cf_key_line_bad(in, "node_id_max") ||
+        kr_cf_key_line_bad(in, "sni_bootstrap_name") ||
+        l->node_id_min > l->node_id_max) {
+        return;
+    }
+    if (l->sni_bootstrap_name != NULL &&
+        !kr_sni_host_ok(l->sni_bootstrap_name, why, sizeof(why))) {
+        kr_cf_err(st, kr_cf_line_of(in, "sni_bootstrap_name"), "%s: "
+                  "sni_bootstrap_name = %s is not a host name: %s", lbl,
+                  l->sni_bootstrap_name, why);
+        return;
+    }
+    m = kr_sni_new(l->sni_broker_name, NULL, l->node_id_min, l->node_id_max,
+                   why, sizeof(why));
+    if (m == NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "sni_broker_name"), "%s: "
+                  "sni_broker_name = %s: %s", lbl, l->sni_broker_name, why);
+        return;
+    }
+    kr_sni_free(m);
+    l->sni = kr_sni_new(l->sni_broker_name, l->sni_bootstrap_name,
+                        l->node_id_min, l->node_id_max, why, sizeof(why));
+    if (l->sni == NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "sni_bootstrap_name"), "%s: "
+                  "sni_bootstrap_name = %s: %s", lbl, l->sni_bootstrap_name,
+                  why);
+    }
+}
+
 /* Keys of one [rule] that only make sense together. */
 static void
 kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -2677,6 +2806,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_check_listener(st, in);
         kr_cf_check_tls(st, in);
         kr_cf_check_mapping(st, in);
+        kr_cf_check_sni(st, in);
         if (l->upstream != NULL) {
             bool found = false;
 
@@ -3503,6 +3633,10 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
         if (kind == KR_CS_RULE && !kr_cf_rule_key_dumped(obj, k->name)) {
             continue;
         }
+        if (kind == KR_CS_LISTENER && strcmp(k->name, "sni_fallback") == 0 &&
+            ((const struct kr_listener_conf *)obj)->sni_broker_name == NULL) {
+            continue;
+        }
         switch (k->type) {
         case KR_CT_HOSTPORT:
             if (((const struct kr_hostport *)p)->host == NULL) {
@@ -3547,6 +3681,9 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             break;
         }
         case KR_CT_PORT:
+            if (*(const uint16_t *)p == 0) {
+                continue;               /* not set (sni_broker_name) */
+            }
             fprintf(f, "%s = %u", k->name, (unsigned)*(const uint16_t *)p);
             break;
         case KR_CT_I32:

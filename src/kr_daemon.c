@@ -90,8 +90,8 @@ listener_slot(const struct kr_listener_conf *lc, int i, int32_t *n,
 
     if (i == 0) {
         *n = KR_NODE_BOOTSTRAP;
-        snprintf(label, len, "%s%sbootstrap", pre ? pre : "",
-                 pre ? "/" : "");
+        snprintf(label, len, "%s%s%s", pre ? pre : "", pre ? "/" : "",
+                 lc->sni != NULL ? "SNI routing" : "bootstrap");
         return lc->listen.port;
     }
     *n = lc->node_id_min + (i - 1);
@@ -200,7 +200,10 @@ bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
         snprintf(err, errlen, "out of memory");
         return KR_ERROR;
     }
-    lg->nsocks = 1 + (lc->node_id_max - lc->node_id_min + 1);
+    /* SNI routing: the bootstrap port serves every broker */
+    lg->nsocks = lc->sni != NULL ? 1
+                                 : 1 + (lc->node_id_max - lc->node_id_min +
+                                        1);
     lg->socks = calloc((size_t)lg->nsocks, sizeof(*lg->socks));
     if (take != NULL) {
         *take = calloc((size_t)lg->nsocks, sizeof(**take));

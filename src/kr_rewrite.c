@@ -35,6 +35,7 @@
 #include "kr_evcodec.h"
 #include "kr_rewrite.h"
 #include "kr_schema.h"
+#include "kr_sni.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
 
@@ -326,7 +327,33 @@ struct walk {
     const struct kr_rewrite_ctx *ctx;
     struct kr_rewrite_result *res;
     size_t host_len;
+    struct kr_arena *arena;             /* the tree's: SNI names */
 };
+
+/*
+ * With SNI routing: the name of NodeId node into wk's arena (it lives as
+ * long as the tree), its length into *len.  NULL with res->err.
+ */
+static const char *
+sni_host(struct walk *wk, int64_t node, size_t *len)
+{
+    char buf[KR_SNI_NAME_MAX + 16];
+    char *p;
+
+    *len = kr_sni_broker_name(wk->ctx->sni, (int32_t)node, buf, sizeof(buf));
+    if (*len == 0) {
+        snprintf(wk->res->err, sizeof(wk->res->err), "NodeId %lld has no "
+                 "name under sni_broker_name", (long long)node);
+        return NULL;
+    }
+    p = kr_arena_alloc(wk->arena, *len);
+    if (p == NULL) {
+        snprintf(wk->res->err, sizeof(wk->res->err), "out of memory");
+        return NULL;
+    }
+    memcpy(p, buf, *len);
+    return p;
+}
 
 static int
 rewrite_endpoint(struct walk *wk, struct kr_node *n,
@@ -361,7 +388,8 @@ rewrite_endpoint(struct walk *wk, struct kr_node *n,
         want_port = -1;
     } else {
         if (node < ctx->node_id_min || node > ctx->node_id_max ||
-            (int64_t)ctx->broker_port_base + node > 65535) {
+            (ctx->sni == NULL &&
+             (int64_t)ctx->broker_port_base + node > 65535)) {
             wk->res->bad_node_id = (int32_t)node;
             if (node < 0) {
                 /* -1 is "no node" (above); no broker has another one */
@@ -371,15 +399,24 @@ rewrite_endpoint(struct walk *wk, struct kr_node *n,
             } else {
                 snprintf(wk->res->err, sizeof(wk->res->err),
                          "NodeId %lld outside the listener's range %d-%d: "
-                         "set node_id_min/node_id_max (and "
-                         "broker_port_base) to cover it", (long long)node,
-                         ctx->node_id_min, ctx->node_id_max);
+                         "set node_id_min/node_id_max%s to cover it",
+                         (long long)node, ctx->node_id_min,
+                         ctx->node_id_max,
+                         ctx->sni == NULL ? " (and broker_port_base)" : "");
             }
             return KR_ELIMIT;
         }
-        want_host = ctx->advertised_host;
-        want_len = wk->host_len;
-        want_port = (int64_t)ctx->broker_port_base + node;
+        if (ctx->sni != NULL) {
+            want_host = sni_host(wk, node, &want_len);
+            if (want_host == NULL) {
+                return KR_ENOMEM;
+            }
+            want_port = ctx->sni_port;
+        } else {
+            want_host = ctx->advertised_host;
+            want_len = wk->host_len;
+            want_port = (int64_t)ctx->broker_port_base + node;
+        }
     }
     wk->res->endpoints++;
     if (!host->is_null && host->u.s.len >= 0 &&
@@ -460,23 +497,31 @@ walk_node(struct walk *wk, struct kr_node *n, int depth)
 }
 
 /*
- * Rewrite every endpoint struct below n (depth: n's nesting) for ctx.
- * KR_OK (res->changed says whether anything changed), KR_ELIMIT,
- * KR_EPROTO or KR_ERROR (no advertised host), with res->err set.
+ * Rewrite every endpoint struct below n (depth: n's nesting) for ctx;
+ * SNI names are written in arena (n's).  KR_OK (res->changed says
+ * whether anything changed), KR_ELIMIT, KR_EPROTO, KR_ENOMEM or
+ * KR_ERROR (no advertised host), with res->err set.
  */
 static int
 rewrite_endpoints(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                   int16_t api_version, struct kr_node *n, int depth,
-                  struct kr_rewrite_result *res)
+                  struct kr_arena *arena, struct kr_rewrite_result *res)
 {
     struct walk wk;
     int rc;
 
     wk.ctx = ctx;
     wk.res = res;
+    wk.arena = arena;
     wk.host_len = ctx->advertised_host != NULL ?
                   strlen(ctx->advertised_host) : 0;
-    if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
+    if (ctx->sni != NULL) {
+        if (arena == NULL) {
+            set_err(res, api_key, api_version, NULL,
+                    "no arena for SNI names");
+            return KR_ERROR;
+        }
+    } else if (ctx->advertised_host == NULL || wk.host_len > INT16_MAX) {
         set_err(res, api_key, api_version, NULL,
                 "no advertised host to write");
         return KR_ERROR;
@@ -491,7 +536,7 @@ rewrite_endpoints(const struct kr_rewrite_ctx *ctx, int16_t api_key,
 int
 kr_rewrite_tree(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                 int16_t api_version, struct kr_node *body,
-                struct kr_rewrite_result *res)
+                struct kr_arena *arena, struct kr_rewrite_result *res)
 {
     memset(res, 0, sizeof(*res));
     res->bad_node_id = -1;
@@ -502,7 +547,8 @@ kr_rewrite_tree(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         !kr_rewrite_wants(api_key, api_version)) {
         return KR_OK;
     }
-    return rewrite_endpoints(ctx, api_key, api_version, body, 0, res);
+    return rewrite_endpoints(ctx, api_key, api_version, body, 0, arena,
+                             res);
 }
 
 /* ---- ApiVersions ------------------------------------------------------ */
@@ -653,7 +699,8 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         if (api_key == KR_METADATA_KEY && ctx->upstream != NULL) {
             kr_upstream_learn(ctx->upstream, m.body, api_key, api_version);
         }
-        rc = rewrite_endpoints(ctx, api_key, api_version, m.body, 0, res);
+        rc = rewrite_endpoints(ctx, api_key, api_version, m.body, 0,
+                               &arena, res);
         if (rc != KR_OK) {
             goto done;
         }
@@ -899,7 +946,7 @@ kr_rewrite_tail(const struct kr_rewrite_ctx *ctx, int16_t api_key,
         goto done;
     }
     res->trailing = len - off;
-    rc = rewrite_endpoints(ctx, api_key, api_version, node, 1, res);
+    rc = rewrite_endpoints(ctx, api_key, api_version, node, 1, &arena, res);
     if (rc != KR_OK || !res->changed) {
         if (rc == KR_OK) {
             rc = evbuffer_remove_buffer(tail, out, len) == (int)len

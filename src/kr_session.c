@@ -151,10 +151,13 @@
  * the handshake gives the connection its principal there too
  * (client_principal: Kafka's form, the listener's mapping rules; a client
  * no rule maps is refused), and the rules that match it (kr_rule_conn_mask
- * again) before any request is read.  A read may ask for the
- * write event and a write for the read event (kr_conn rd_want /
- * wr_want): each event
- * callback runs the step waiting for the event that fired, and a write
+ * again) before any request is read.  On a listener with SNI routing
+ * (sni_broker_name) the route itself waits for it: sni_route maps the
+ * ClientHello's name to a NodeId or the bootstrap (s->node_id, where
+ * other sessions take their listener's), and the session's audit lines
+ * start then.  A read may ask for the write event and a write for the
+ * read event (kr_conn rd_want / wr_want): each event callback runs the
+ * step waiting for the event that fired, and a write
  * waiting for readability is retried after every read.  Bytes the
  * transport holds are read without a socket event (kr_conn_kick: after
  * each read, and when update_io lets reading resume after backpressure).
@@ -192,6 +195,7 @@
 #include "kr_sasl.h"
 #include "kr_scan.h"
 #include "kr_session.h"
+#include "kr_sni.h"
 #include "kr_stats.h"
 #include "kr_tls.h"
 #include "kr_topics.h"
@@ -1201,10 +1205,90 @@ client_principal(struct kr_session *s)
 static void up_start(struct kr_session *s);
 
 /*
- * The client's handshake is done (stage FRAMES): its principal, the rules
- * that match it (before any request is read: requests come only after
- * the handshake), and the upstream when it waited for this.  Returns 0,
- * or -1 when closed.
+ * SNI routing (the listener's sni_broker_name): the name the client's
+ * ClientHello sent (this handshake's, also when it resumed a session)
+ * picks the route, s->node_id, and the session's name says it.  No name,
+ * or one that routes nowhere: one line naming the client and the name,
+ * then the bootstrap route (sni_fallback = bootstrap) or the close.
+ * Returns 0, or -1 when closed.
+ */
+static int
+sni_route(struct kr_session *s)
+{
+    const struct kr_listener_conf *lc = s->lc;
+    const char *name = kr_tls_sni(&s->client);
+    int32_t node;
+    enum kr_sni_route r = kr_sni_route(lc->sni, name,
+                                       name != NULL ? strlen(name) : 0,
+                                       &node);
+    char what[400], *gt;
+
+    switch (r) {
+    case KR_SNI_BROKER:
+        s->node_id = node;
+        break;
+    case KR_SNI_BOOTSTRAP:
+        s->node_id = KR_NODE_BOOTSTRAP;
+        break;
+    case KR_SNI_NONE:
+    case KR_SNI_UNKNOWN:
+    case KR_SNI_OUT_OF_RANGE:
+        if (r == KR_SNI_NONE) {
+            snprintf(what, sizeof(what), "no SNI name (a client that dials "
+                     "an IP address sends none)");
+        } else if (r == KR_SNI_UNKNOWN) {
+            snprintf(what, sizeof(what), "SNI name \"%s\", neither %s%s%s "
+                     "nor a broker's name (sni_broker_name = %s)", name,
+                     lc->sni_bootstrap_name != NULL ? "the bootstrap name "
+                                                    : "a bootstrap name",
+                     lc->sni_bootstrap_name != NULL ? lc->sni_bootstrap_name
+                                                    : "",
+                     lc->sni_bootstrap_name != NULL ? "" : " (none is set)",
+                     lc->sni_broker_name);
+        } else {
+            snprintf(what, sizeof(what), "SNI name \"%s\" of NodeId %s%d, "
+                     "outside node_id_min..node_id_max %d..%d", name,
+                     node < 0 ? "above " : "", node < 0 ? INT32_MAX : node,
+                     (int)lc->node_id_min, (int)lc->node_id_max);
+        }
+        if (lc->sni_fallback != KR_SNI_FALLBACK_BOOTSTRAP) {
+            kr_s_close_bad(s, KR_LOG_WARN, "TLS client sent %s: closed "
+                           "(sni_fallback = close)", what);
+            return -1;
+        }
+        kr_log_rl(KR_LOG_NOTICE, "[%s] TLS client sent %s: the bootstrap "
+                  "route (sni_fallback = bootstrap)", s->name, what);
+        s->node_id = KR_NODE_BOOTSTRAP;
+        break;
+    }
+    /* "c#0.7 10.0.0.7:51234 > NodeId 2 by SNI" */
+    gt = strstr(s->name, " > ");
+    if (gt != NULL) {
+        size_t off = (size_t)(gt + 3 - s->name);
+
+        if (s->node_id == KR_NODE_BOOTSTRAP) {
+            snprintf(s->name + off, sizeof(s->name) - off, "%s%sbootstrap by "
+                     "SNI", lc->name[0] != '\0' ? lc->name : "",
+                     lc->name[0] != '\0' ? "/" : "");
+        } else {
+            snprintf(s->name + off, sizeof(s->name) - off, "%s%sNodeId %d by "
+                     "SNI", lc->name[0] != '\0' ? lc->name : "",
+                     lc->name[0] != '\0' ? "/" : "", (int)s->node_id);
+        }
+    }
+    if (r == KR_SNI_BROKER || r == KR_SNI_BOOTSTRAP) {
+        kr_log_info("[%s] routed by SNI name \"%s\"", s->name, name);
+    }
+    kr_s_audit_open(s);
+    return 0;
+}
+
+/*
+ * The client's handshake is done (stage FRAMES): its principal and the
+ * rules that match it (before any request is read: requests come only
+ * after the handshake), its route when the listener routes by SNI, the
+ * connection's open audit line, and the upstream when it waited for this.
+ * Returns 0, or -1 when closed.
  */
 static int
 client_secured(struct kr_session *s)
@@ -1220,6 +1304,13 @@ client_secured(struct kr_session *s)
             kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
                               (const struct sockaddr *)&s->peer,
                               s->principal, &s->rmask);
+        }
+        /* the open line once route and principal are known (sni_route
+           writes it; idempotent) */
+        if (s->lc->sni != NULL && sni_route(s) != 0) {
+            return -1;
+        }
+        if (s->principal != NULL) {
             kr_s_audit_open(s);
         }
     }
@@ -1783,16 +1874,16 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
     s->depth++;
     snprintf(s->upname, sizeof(s->upname), "%s", what ? what : "?");
     if (status != KR_OK || addr == NULL) {
-        if (s->l->node_id == KR_NODE_BOOTSTRAP) {
+        if (s->node_id == KR_NODE_BOOTSTRAP) {
             kr_s_close_up(s, KR_LOG_WARN, "no bootstrap server reachable (%s)",
                           s->upname);
         } else if (strncmp(s->upname, "node ", 5) == 0) {
             /* not in the cluster's metadata (kr_upstream logged why) */
             kr_s_close_up(s, KR_LOG_WARN, "upstream has no address for NodeId "
-                          "%d", s->l->node_id);
+                          "%d", s->node_id);
         } else {
             kr_s_close_up(s, KR_LOG_WARN, "upstream has no address for NodeId "
-                          "%d (%s)", s->l->node_id, s->upname);
+                          "%d (%s)", s->node_id, s->upname);
         }
     } else {
         /* the name, not only the address: SNI and certificate checks */
@@ -1943,6 +2034,9 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->rw.broker_port_base = s->lc->broker_port_base;
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
+    s->rw.sni = s->lc->sni;
+    s->rw.sni_port = kr_listener_port(l);
+    s->node_id = l->node_id;
     s->rw.upstream = g->up;
     s->rw.who = s->name;
     s->started_ms = s->last_active_ms = kr_clock_timer_ms();
@@ -1978,7 +2072,9 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     kr_log_debug("[%s] accepted", s->name);
     kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
                       (const struct sockaddr *)&s->peer, NULL, &s->rmask);
-    kr_s_audit_open(s);
+    if (s->lc->sni == NULL || !s->client_tls) {
+        kr_s_audit_open(s);             /* SNI routing: once routed */
+    }
     kr_s_update_io(s);
     kr_s_arm_timer(s);
     if (g->up == NULL) {
@@ -2000,7 +2096,6 @@ up_start(struct kr_session *s)
         kr_session_close(s, KR_LOG_ERROR, "listener has no upstream");
         return;
     }
-    s->resolve = kr_upstream_resolve(s->g->up, s->l->node_id, resolved_cb,
-                                     s);
+    s->resolve = kr_upstream_resolve(s->g->up, s->node_id, resolved_cb, s);
     kr_s_arm_timer(s);
 }

@@ -181,8 +181,8 @@ audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
     p->listener = listener_name(s);
     p->client_addr = s->peer_host;
     p->client_port = s->peer_port;
-    p->route = s->l->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
-    p->node_id = s->l->node_id;
+    p->route = s->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
+    p->node_id = s->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;
     peer_sw(p, s->sw);
     p->principal = s->principal;
@@ -315,6 +315,7 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.broker_port_base = s->lc->broker_port_base;
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
+    s->rw.sni = s->lc->sni;
     kr_rule_conn_mask(cur->conf->ruleset, s->lc->name,
                       (const struct sockaddr *)&s->peer, s->principal,
                       &s->rmask);
@@ -336,10 +337,10 @@ broker_range(void *arg, int16_t key, int16_t *min, int16_t *max)
 
 static int
 rewrite_tree(void *arg, int16_t key, int16_t ver, struct kr_node *body,
-             bool *changed)
+             struct kr_arena *arena, bool *changed)
 {
     struct kr_rewrite_result rr;
-    int rc = kr_rewrite_tree(arg, key, ver, body, &rr);
+    int rc = kr_rewrite_tree(arg, key, ver, body, arena, &rr);
 
     *changed = rc == KR_OK && rr.changed;
     return rc;

@@ -63,8 +63,9 @@ struct tls_conn {
     unsigned fail_pending:1;            /* ... there is one */
     unsigned eof:1;                     /* read(2) saw the end */
     unsigned more:1;                    /* the last read filled the space
-                                           given: records may wait inside
-                                           OpenSSL (read ahead) */
+                                           given, or the handshake ended
+                                           with bytes read ahead: records
+                                           may wait inside OpenSSL */
     unsigned rd_wants_write:1;          /* the last read asked for the
                                            write event */
     unsigned failed:1;                  /* a fatal TLS error: no
@@ -608,6 +609,17 @@ kr_tls_peer_subject(const struct kr_conn *c)
     }
     cert = SSL_get0_peer_certificate(x->ssl);
     return cert != NULL ? X509_get_subject_name(cert) : NULL;
+}
+
+const char *
+kr_tls_sni(const struct kr_conn *c)
+{
+    const struct tls_conn *x = c->ops == &kr_tls_ops ? c->xprt : NULL;
+
+    if (x == NULL || x->ssl == NULL || !x->ctx->server) {
+        return NULL;
+    }
+    return kr_tls_ssl_sni(x->ssl);
 }
 
 const char *

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,110 @@ err_is_passphrase(void)
             (ERR_GET_REASON(e) == PEM_R_BAD_PASSWORD_READ ||
              ERR_GET_REASON(e) == PEM_R_PROBLEMS_GETTING_PASSWORD ||
              ERR_GET_REASON(e) == PEM_R_BAD_DECRYPT));
+}
+
+/* ---- the server name of the ClientHello -------------------------------- */
+
+/*
+ * SNI routing (kr_tls_ssl_sni) needs the name of this handshake's own
+ * ClientHello: for a TLS 1.2 session resumed, OpenSSL ties the name to
+ * the session (SSL_get_servername gives the session's, or on 3.0 NULL),
+ * and a client may resume under another name.  The ClientHello callback
+ * keeps the name it sent in the SSL's ex_data (malloc'd, freed with the
+ * SSL).
+ */
+static int sni_index = -1;
+static pthread_once_t sni_once = PTHREAD_ONCE_INIT;
+
+static void
+sni_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+         void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    free(ptr);
+}
+
+static void
+sni_index_make(void)
+{
+    sni_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, sni_free);
+}
+
+/*
+ * The host_name of a server_name extension's body (p, n bytes), into
+ * *name (malloc'd, NUL-terminated).  RFC 6066: a list (2-byte length) of
+ * one entry, type host_name (0), 1 to 255 bytes without NUL.  Returns 1,
+ * 0 when malformed, -1 out of memory.
+ */
+static int
+sni_parse(const unsigned char *p, size_t n, char **name)
+{
+    size_t list, len;
+
+    if (n < 5) {
+        return 0;
+    }
+    list = (size_t)p[0] << 8 | p[1];
+    len = (size_t)p[3] << 8 | p[4];
+    if (list != n - 2 || p[2] != TLSEXT_NAMETYPE_host_name ||
+        len != list - 3 || len == 0 || len > 255 ||
+        memchr(p + 5, '\0', len) != NULL) {
+        return 0;
+    }
+    *name = malloc(len + 1);
+    if (*name == NULL) {
+        return -1;
+    }
+    memcpy(*name, p + 5, len);
+    (*name)[len] = '\0';
+    return 1;
+}
+
+/* SSL_CTX_set_client_hello_cb's callback of server contexts. */
+static int
+sni_hello_cb(SSL *ssl, int *al, void *arg)
+{
+    const unsigned char *p;
+    size_t n;
+    char *name = NULL;
+    int r;
+
+    (void)arg;
+    if (sni_index < 0) {
+        *al = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    /* a second ClientHello (after a HelloRetryRequest) replaces it */
+    free(SSL_get_ex_data(ssl, sni_index));
+    (void)SSL_set_ex_data(ssl, sni_index, NULL);
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
+                                  &n) != 1) {
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
+    r = sni_parse(p, n, &name);
+    if (r <= 0) {
+        *al = r == 0 ? SSL_AD_DECODE_ERROR : SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    if (SSL_set_ex_data(ssl, sni_index, name) != 1) {
+        free(name);
+        *al = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+const char *
+kr_tls_ssl_sni(const SSL *ssl)
+{
+    if (ssl == NULL || sni_index < 0) {
+        return NULL;
+    }
+    return SSL_get_ex_data(ssl, sni_index);
 }
 
 /* The certificate chain and its key. */
@@ -348,6 +453,14 @@ kr_tls_ctx_new(const struct kr_tls_opts *o, enum kr_tls_opt *bad, char *err,
                                             SSL_VERIFY_CLIENT_ONCE
                                           : SSL_VERIFY_PEER, NULL);
         t->verify_peer = o->server;
+    }
+    if (o->server) {
+        pthread_once(&sni_once, sni_index_make);
+        if (sni_index < 0) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        SSL_CTX_set_client_hello_cb(ctx, sni_hello_cb, NULL);
     }
     if (!o->server) {
         /* no session is kept: kr_tls never offers one to a broker */

@@ -6,6 +6,9 @@
 #   server.pem, server.key  CN=localhost, SAN DNS:localhost, IP:127.0.0.1,
 #                           IP:::1 (serverAuth)
 #   other.pem, other.key    CN=other.example, SAN DNS:other.example only
+#   sni.pem, sni.key        CN=kafka.test, SAN DNS:kafka.test,
+#                           DNS:*.kafka.test (SNI routing: the bootstrap
+#                           name and every broker's)
 #   client.pem, client.key  CN=krelay-test-client, O=krelay tests
 #                           (clientAuth)
 #   rogue-ca.pem, rogue.pem, rogue.key
@@ -68,6 +71,10 @@ leaf other "/CN=other.example" "basicConstraints=CA:false
 keyUsage=critical,digitalSignature
 extendedKeyUsage=serverAuth
 subjectAltName=DNS:other.example" ca
+leaf sni "/CN=kafka.test" "basicConstraints=CA:false
+keyUsage=critical,digitalSignature
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:kafka.test,DNS:*.kafka.test" ca
 leaf client "/O=krelay tests/CN=krelay-test-client" "basicConstraints=CA:false
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth" ca

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kr_conf.h"
+#include "kr_sni.h"
 #include "kr_test_certs.h"
 #include "kr_tls_ctx.h"
 #include "kr_kerr.h"
@@ -1013,7 +1014,8 @@ START_TEST(test_err_all_collected)
         "notice, info, debug or trace\n"
         "t.ini:9: unknown section [extra] (expected listener, upstream, "
         "log, rule or audit)\n"
-        "t.ini:4: [listener]: missing required key 'broker_port_base'\n");
+        "t.ini:4: [listener]: missing required key 'broker_port_base' (or "
+        "sni_broker_name: SNI routing, every broker on the listen port)\n");
     free(errs);
     /* errs may be NULL. */
     ck_assert_int_eq(kr_conf_load_string(text, "t.ini", NULL, &c), KR_ERROR);
@@ -1419,7 +1421,7 @@ static const char *const reload_base[] = {
  * What the reload (src/kr_daemon.c, reload(); kr_proxy.c before issue
  * 11) did with each key before the reload attribute, read from its code, and one change of it: the key's lines in its section
  * before and after ("": the key is not written).  A base line of the same
- * key is left out.
+ * key is left out; a line "-KEY" only leaves out the base's KEY.
  *   - a running listener group is kept when same_listeners() holds: name,
  *     listen, broker_port_base, node_id_min, node_id_max equal (REBIND
  *     otherwise); a kept group takes the new section (g->lc) but keeps
@@ -1457,6 +1459,10 @@ struct reload_row {
     enum kr_conf_reload want;
     const char *before, *after;
 };
+
+/* An SNI routing listener's lines: TLS, no broker_port_base. */
+#define SNI_ROW "ssl = true\nssl_certificate = @D@/server-full.pem\n" \
+                "-broker_port_base\n"
 
 static const struct reload_row reload_rows[] = {
     { "[listener a]", "listen", KR_RELOAD_REBIND,
@@ -1509,6 +1515,20 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_principal_mapping_rules = RULE:^CN=([^,]+).*$/$1/, DEFAULT" },
     { "[listener a]", "ssl_resumption", KR_RELOAD_APPLY,
       "", "ssl_resumption = false" },
+    /* issue 8: SNI routing binds one port instead of one per NodeId (a
+       new pattern: new connections only, as a new broker_port_base);
+       the bootstrap name and the fallback apply to new connections */
+    { "[listener a]", "sni_broker_name", KR_RELOAD_REBIND,
+      SNI_ROW "sni_broker_name = b-$(node_id).kafka.test",
+      SNI_ROW "sni_broker_name = broker-$(node_id).kafka.test" },
+    { "[listener a]", "sni_bootstrap_name", KR_RELOAD_APPLY,
+      SNI_ROW "sni_broker_name = b-$(node_id).kafka.test",
+      SNI_ROW "sni_broker_name = b-$(node_id).kafka.test\n"
+      "sni_bootstrap_name = kafka.test" },
+    { "[listener a]", "sni_fallback", KR_RELOAD_APPLY,
+      SNI_ROW "sni_broker_name = b-$(node_id).kafka.test",
+      SNI_ROW "sni_broker_name = b-$(node_id).kafka.test\n"
+      "sni_fallback = bootstrap" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -1598,7 +1618,10 @@ sect_kind(const char *hdr, char *buf, size_t len)
     return buf;
 }
 
-/* Does one of the lines of text set the key of line ("key = value")? */
+/*
+ * Does one of the lines of text set the key of line ("key = value"), or
+ * leave it out ("-key")?
+ */
 static bool
 sets_key(const char *text, const char *line)
 {
@@ -1607,6 +1630,10 @@ sets_key(const char *text, const char *line)
 
     for (p = text; *p != '\0'; p += strcspn(p, "\n"), p += *p == '\n') {
         if (strncmp(p, line, klen) == 0 && strchr(" =", p[klen]) != NULL) {
+            return true;
+        }
+        if (p[0] == '-' && strncmp(p + 1, line, klen) == 0 &&
+            strchr("\n", p[1 + klen]) != NULL) {
             return true;
         }
     }
@@ -1638,13 +1665,20 @@ reload_load(const struct reload_row *row, bool after)
                 fprintf(f, "%s\n", *l);
             }
         }
-        if (mine && lines[0] != '\0') {
+        for (; mine && lines[0] != '\0'; lines += strcspn(lines, "\n"),
+                                        lines += *lines == '\n') {
+            size_t n = strcspn(lines, "\n");
+
+            if (lines[0] == '-') {
+                continue;               /* "-KEY": left out */
+            }
             /* @D@: the test certificates' directory */
-            for (; (at = strstr(lines, "@D@")) != NULL; lines = at + 3) {
+            for (; (at = strstr(lines, "@D@")) != NULL && at < lines + n;
+                 n -= (size_t)(at + 3 - lines), lines = at + 3) {
                 ck_assert_ptr_nonnull(certs);
                 fprintf(f, "%.*s%s", (int)(at - lines), lines, certs);
             }
-            fprintf(f, "%s\n", lines);
+            fprintf(f, "%.*s\n", (int)n, lines);
         }
     }
     fclose(f);
@@ -1830,7 +1864,9 @@ today_same_listeners(const struct kr_listener_conf *a,
            a->listen.port == b->listen.port &&
            a->broker_port_base == b->broker_port_base &&
            a->node_id_min == b->node_id_min &&
-           a->node_id_max == b->node_id_max;
+           a->node_id_max == b->node_id_max &&
+           /* issue 8: one socket, or one per NodeId */
+           today_same_str(a->sni_broker_name, b->sni_broker_name);
 }
 
 static bool
@@ -2383,6 +2419,161 @@ START_TEST(test_principal_warning)
 }
 END_TEST
 
+/* A TLS listener (lines 3-8), and one routing by SNI (3-9). */
+#define SNI_BASE                                                             \
+    "[listener s]\n"                                    /* 3 */              \
+    "listen = 127.0.0.1:19093\n"                        /* 4 */              \
+    "ssl = true\n"                                      /* 5 */              \
+    "ssl_certificate = %s/server-full.pem\n"            /* 6 */              \
+    "node_id_min = 1\n"                                 /* 7 */              \
+    "node_id_max = 3\n"                                 /* 8 */
+#define SNI_LISTENER                                                         \
+    SNI_BASE "sni_broker_name = Broker-$(node_id).Kafka.test\n" /* 9 */
+
+/*
+ * SNI routing: one port, the names built; no broker ports to clash with
+ * another listener's, no advertised_host; its dump loads the same.
+ */
+START_TEST(test_sni_keys)
+{
+    char *text = fmt(MIN_UPSTREAM SNI_LISTENER
+                     "sni_bootstrap_name = kafka.test\n"      /* 10 */
+                     "sni_fallback = bootstrap\n"              /* 11 */
+                     /* NodeIds 1..3 on ports 0 + n, were there any */
+                     "[listener p]\nlisten = 127.0.0.1:2\n"
+                     "broker_port_base = 19100\n", certs);
+    struct kr_conf *c = load_ok(text), *d;
+    const struct kr_listener_conf *l = &c->listeners[0];
+    char *dump = NULL, *w;
+    size_t len = 0;
+    unsigned nw;
+    int32_t id;
+    FILE *f;
+
+    ck_assert_str_eq(l->name, "s");
+    ck_assert_ptr_nonnull(l->sni);
+    ck_assert_str_eq(l->sni_broker_name, "Broker-$(node_id).Kafka.test");
+    ck_assert_str_eq(l->sni->prefix, "broker-");
+    ck_assert_str_eq(l->sni->bootstrap, "kafka.test");
+    ck_assert_int_eq(l->sni->node_id_min, 1);
+    ck_assert_int_eq(l->sni->node_id_max, 3);
+    ck_assert_int_eq(l->sni_fallback, KR_SNI_FALLBACK_BOOTSTRAP);
+    ck_assert_uint_eq(l->broker_port_base, 0);
+    ck_assert_ptr_null(l->advertised_host);
+    ck_assert_int_eq(kr_sni_route(l->sni, "broker-2.kafka.test", 19, &id),
+                     KR_SNI_BROKER);
+    ck_assert_int_eq(id, 2);
+    ck_assert_ptr_null(c->listeners[1].sni);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 0, "%s", w);
+    free(w);
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_null(strstr(dump, "broker_port_base = 0"));
+    ck_assert_ptr_nonnull(strstr(dump, "sni_fallback = bootstrap"));
+    d = load_ok(dump);
+    ck_assert_ptr_nonnull(d->listeners[0].sni);
+    ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
+    kr_conf_free(d);
+    free(dump);
+    kr_conf_free(c);
+    free(text);
+
+    /* the defaults: close; no bootstrap name; not dumped without SNI */
+    text = fmt(MIN_UPSTREAM SNI_LISTENER, certs);
+    c = load_ok(text);
+    ck_assert_int_eq(c->listeners[0].sni_fallback, KR_SNI_FALLBACK_CLOSE);
+    ck_assert_ptr_null(c->listeners[0].sni->bootstrap);
+    kr_conf_free(c);
+    free(text);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_ptr_null(c->listeners[0].sni);
+    dump = NULL;
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_null(strstr(dump, "sni_"));
+    free(dump);
+    kr_conf_free(c);
+
+    /* sni_* without sni_broker_name: loaded, unused, said so */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "sni_bootstrap_name = k.test\n"
+                "sni_fallback = bootstrap\n");
+    ck_assert_ptr_null(c->listeners[0].sni);
+    w = warnings_of(c, &nw);
+    ck_assert_uint_eq(nw, 2);
+    ck_assert_msg(strstr(w, "t.ini:6: [listener]: sni_bootstrap_name is set "
+                         "but sni_broker_name is not") != NULL, "%s", w);
+    ck_assert_msg(strstr(w, "t.ini:7: [listener]: sni_fallback is set") !=
+                  NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+}
+END_TEST
+
+/* What does not go with SNI routing, and names that are no names. */
+START_TEST(test_sni_errors)
+{
+    static const struct {
+        const char *extra;              /* lines 10.. (9.. with a pattern
+                                           of its own) */
+        const char *want;
+    } t[] = {
+        { "broker_port_base = 19100\n",
+          "t.ini:10: [listener s]: broker_port_base does not go with "
+          "sni_broker_name" },
+        { "advertised_host = kafka.test\n",
+          "t.ini:10: [listener s]: advertised_host does not go with "
+          "sni_broker_name" },
+        { "sni_broker_name = broker.kafka.test\n",
+          "t.ini:9: [listener s]: sni_broker_name = broker.kafka.test: no "
+          "$(node_id) in it" },
+        { "sni_broker_name = b$(node_id)$(node_id).kafka.test\n",
+          "t.ini:9: [listener s]: sni_broker_name = "
+          "b$(node_id)$(node_id).kafka.test: $(node_id) twice" },
+        { "sni_broker_name = b*$(node_id).kafka.test\n",
+          "'*' at offset 1: a host name has letters" },
+        { "sni_bootstrap_name = kafka_test\n",
+          "t.ini:10: [listener s]: sni_bootstrap_name = kafka_test is not a "
+          "host name: '_' at offset 5" },
+        { "sni_bootstrap_name = broker-12.kafka.test\n",
+          "t.ini:10: [listener s]: sni_bootstrap_name = broker-12.kafka.test: "
+          "the bootstrap name broker-12.kafka.test has the form of a "
+          "broker's name (NodeId 12)" },
+        { "sni_fallback = nowhere\n",
+          "t.ini:10: 'sni_fallback': bad value 'nowhere': expected close "
+          "bootstrap" },
+        { "sni_broker_name = "
+          "ab123456789012345678901234567890123456789012345678901234567890-"
+          "$(node_id).kafka.test\n",
+          "NodeId 3's name would be no host name: the label at offset 0 "
+          "has 64 characters" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        char *text = strstr(t[i].extra, "sni_broker_name") != NULL
+                         ? fmt(MIN_UPSTREAM SNI_BASE "%s", certs, t[i].extra)
+                         : fmt(MIN_UPSTREAM SNI_LISTENER "%s", certs,
+                               t[i].extra);
+
+        expect_one_error(text, t[i].want);
+        free(text);
+    }
+    expect_one_error(MIN_UPSTREAM "[listener s]\nlisten = 127.0.0.1:19093\n"
+                     "sni_broker_name = b-$(node_id).kafka.test\n",
+                     "t.ini:5: [listener s]: sni_broker_name needs ssl = "
+                     "true: the name comes from the client's TLS handshake");
+    /* without SNI routing, a port per NodeId */
+    expect_one_error(MIN_UPSTREAM "[listener x]\nlisten = h:1\n",
+                     "t.ini:3: [listener x]: missing required key "
+                     "'broker_port_base' (or sni_broker_name");
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -2422,6 +2613,8 @@ conf_suite(void)
     tcase_add_unchecked_fixture(tc, certs_setup, certs_teardown);
     tcase_add_test(tc, test_tls_keys);
     tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_sni_keys);
+    tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);

@@ -20,6 +20,7 @@
 #include "kr_rewrite.h"
 #include "kr_scan.h"
 #include "kr_schema.h"
+#include "kr_sni.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
 #include "kr_test.h"
@@ -1320,6 +1321,162 @@ START_TEST(test_tail_every_length)
 }
 END_TEST
 
+/* ---- SNI routing: each broker its name, the listener's own port ------- */
+
+#define SNI_PORT 9093
+
+/* A context advertising broker-N.kafka.test:SNI_PORT (NodeIds 0..15). */
+static struct kr_rewrite_ctx
+sni_ctx(struct kr_sni **m)
+{
+    struct kr_rewrite_ctx c = ctx;
+    char err[160];
+
+    *m = kr_sni_new("broker-$(node_id).kafka.test", "kafka.test", 0, 15, err,
+                    sizeof(err));
+    ck_assert_msg(*m != NULL, "%s", err);
+    c.advertised_host = NULL;           /* not used */
+    c.broker_port_base = 0;
+    c.sni = *m;
+    c.sni_port = SNI_PORT;
+    return c;
+}
+
+/*
+ * Metadata (every version tried above), Produce's KIP-951 endpoints and
+ * the tree for audit lines: each NodeId's name on the listener's port;
+ * names already there pass unchanged; a NodeId outside the range fails.
+ */
+START_TEST(test_sni_names)
+{
+    static const int32_t ids[] = { 1, 2, 13 };
+    struct kr_sni *sni;
+    struct kr_rewrite_ctx c = sni_ctx(&sni);
+    int16_t ver = md_versions[_i];
+    struct kr_msg m = metadata(ver, ids, 3, "10.0.0.1", 9092);
+    struct kr_rewrite_result res;
+    struct evbuffer *in = evbuffer_new(), *out = evbuffer_new();
+    struct kr_array *b;
+    uint8_t *p, *q;
+    size_t len, qlen;
+    char name[64];
+    uint32_t i;
+
+    p = encode(&m, NULL, 0, &len);
+    evbuffer_add(in, p, len);
+    ck_assert_int_eq(kr_rewrite_response(&c, 3, ver, in, out, &res), KR_OK);
+    ck_assert(res.changed);
+    ck_assert_uint_eq(res.endpoints, 3);
+    q = out_payload(out, &qlen);
+    evbuffer_drain(out, evbuffer_get_length(out));
+    m = decode(q, qlen, 3, ver);
+    b = fld(m.body, "Brokers")->u.arr;
+    for (i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "broker-%d.kafka.test", (int)ids[i]);
+        ck_assert_int_eq(fld(elem(b, i), "NodeId")->u.i, ids[i]);
+        assert_str(fld(elem(b, i), "Host"), name);
+        ck_assert_int_eq(fld(elem(b, i), "Port")->u.i, SNI_PORT);
+    }
+    /* krelay's own answer again: moved as it is */
+    evbuffer_add(in, q, qlen);
+    ck_assert_int_eq(kr_rewrite_response(&c, 3, ver, in, out, &res), KR_OK);
+    ck_assert(!res.changed);
+    ck_assert_uint_eq(res.endpoints, 3);
+    free(q);
+    q = out_payload(out, &qlen);
+    evbuffer_drain(out, evbuffer_get_length(out));
+    free(q);
+    free(p);
+
+    /* the tree, as audit lines show it: hosts in the arena */
+    m = metadata(ver, ids, 3, "10.0.0.1", 9092);
+    ck_assert_int_eq(kr_rewrite_tree(&c, 3, ver, m.body, &arena, &res),
+                     KR_OK);
+    ck_assert(res.changed);
+    assert_str(fld(elem(fld(m.body, "Brokers")->u.arr, 2), "Host"),
+               "broker-13.kafka.test");
+    ck_assert_int_eq(kr_rewrite_tree(&c, 3, ver, m.body, NULL, &res),
+                     KR_ERROR);
+
+    /* NodeId 16: outside 0..15, never leaked; no broker_port_base to
+       widen */
+    m = metadata(ver, (const int32_t[]){ 1, 16 }, 2, "10.0.0.1", 9092);
+    p = encode(&m, NULL, 0, &len);
+    evbuffer_add(in, p, len);
+    ck_assert_int_eq(kr_rewrite_response(&c, 3, ver, in, out, &res),
+                     KR_ELIMIT);
+    ck_assert_int_eq(res.bad_node_id, 16);
+    ck_assert_uint_eq(evbuffer_get_length(out), 0);
+    ck_assert_ptr_null(strstr(res.err, "broker_port_base"));
+    ck_assert_ptr_nonnull(strstr(res.err, "0-15"));
+    free(p);
+    evbuffer_free(in);
+    evbuffer_free(out);
+    kr_sni_free(sni);
+}
+END_TEST
+
+/*
+ * A streamed Fetch v16's tail: names longer than the broker's host drop
+ * the endpoints (the client refreshes its metadata), shorter ones are
+ * written and padded.
+ */
+START_TEST(test_sni_tail)
+{
+    struct kr_sni *sni;
+    struct kr_rewrite_ctx c = sni_ctx(&sni);
+    static const char *const hosts[] = {
+        "10.0.0.1", "kafka-broker-1.internal.example.com"
+    };
+    uint8_t recs[40];
+    int k;
+
+    memset(recs, 0x33, sizeof(recs));
+    for (k = 0; k < 2; k++) {
+        struct evbuffer *tail = evbuffer_new(), *out = evbuffer_new();
+        struct kr_rewrite_result res;
+        struct kr_codec_err ce;
+        struct kr_rbuf rb;
+        struct iovec iov;
+        struct kr_msg m;
+        struct kr_val *e;
+        uint8_t *p, *q;
+        size_t len, at;
+
+        p = fetch16(hosts[k], 2, 1, recs, sizeof(recs), &len);
+        at = scan_stop(p, len, 1, 16);
+        q = malloc(len);
+        memcpy(q, p, at);
+        evbuffer_add(tail, p + at, len - at);
+        ck_assert_int_eq(kr_rewrite_tail(&c, 1, 16, tail, out, &res), KR_OK);
+        ck_assert(res.changed);
+        ck_assert_uint_eq(evbuffer_get_length(out), len - at);
+        evbuffer_copyout(out, q + at, len - at);
+        kr_rbuf_init_flat(&rb, &iov, q, len);
+        ck_assert_msg(kr_decode_response(&arena, &rb, 1, 16, KR_DEC_STRICT,
+                                         &m, &ce) == KR_OK, "%s at %s",
+                      ce.msg, ce.path);
+        e = fld(m.body, "NodeEndpoints");
+        ck_assert(memmem(q, len, hosts[k], strlen(hosts[k])) == NULL);
+        if (k == 0) {
+            ck_assert_uint_eq(res.dropped, 1);
+            ck_assert_int_eq(e->present, 0);
+        } else {
+            ck_assert_uint_eq(res.dropped, 0);
+            ck_assert_uint_eq(e->u.arr->n, 2);
+            assert_str(fld(elem(e->u.arr, 0), "Host"), "broker-1.kafka.test");
+            assert_str(fld(elem(e->u.arr, 1), "Host"), "broker-2.kafka.test");
+            ck_assert_int_eq(fld(elem(e->u.arr, 1), "Port")->u.i, SNI_PORT);
+        }
+        free(p);
+        free(q);
+        evbuffer_free(tail);
+        evbuffer_free(out);
+    }
+    kr_sni_free(sni);
+}
+END_TEST
+
 /*
  * NodeEndpoints twice in the tagged fields, the first with a broker's
  * address (NodeId 9, outside the range), the second already krelay's: a
@@ -1586,6 +1743,9 @@ rewrite_suite(void)
     tcase_add_test(tc, test_tail_every_length);
     tcase_add_test(tc, test_tail_errors);
     tcase_add_test(tc, test_duplicate_endpoint_tag);
+    tcase_add_loop_test(tc, test_sni_names, 0,
+                        (int)(sizeof(md_versions) / sizeof(md_versions[0])));
+    tcase_add_test(tc, test_sni_tail);
     tcase_add_test(tc, test_tail_padding_free_tags);
     tcase_add_test(tc, test_scan_nested_tag_exact);
     suite_add_tcase(s, tc);

@@ -567,6 +567,7 @@ START_TEST(sni)
             }
         }
         ck_assert_int_eq(rc, 1);
+        ck_assert_ptr_null(kr_tls_sni(&cl));
         name = SSL_get_servername(raw, TLSEXT_NAMETYPE_host_name);
         if (i == 0) {
             ck_assert_ptr_nonnull(name);
@@ -580,6 +581,165 @@ START_TEST(sni)
     }
     kr_tls_ctx_put(st);
     kr_tls_ctx_put(ct);
+}
+END_TEST
+
+/*
+ * A raw OpenSSL client (version ver at most, SNI name, resuming sess when
+ * not NULL) against a listener's kr_conn sv on a new pair: both
+ * handshakes done, the client's tickets read.  Returns the client's SSL
+ * (the caller frees it and closes its fd, *cfd).
+ */
+static SSL *
+raw_client(SSL_CTX *cctx, const char *name, SSL_SESSION *sess,
+           struct kr_conn *sv, struct kr_tls_ctx *st, int *cfd)
+{
+    SSL *c = SSL_new(cctx);
+    int fds[2], k, rc = -1;
+    char b[1];
+
+    ck_assert_ptr_nonnull(c);
+    pair(fds);
+    conn_new(sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    SSL_set_fd(c, fds[0]);
+    SSL_set_connect_state(c);
+    if (name != NULL) {
+        ck_assert_int_eq(SSL_set_tlsext_host_name(c, name), 1);
+    }
+    if (sess != NULL) {
+        ck_assert_int_eq(SSL_set_session(c, sess), 1);
+    }
+    for (k = 0; k < 2000 && (sv->stage != KR_STAGE_FRAMES || rc != 1); k++) {
+        if (sv->stage != KR_STAGE_FRAMES) {
+            ck_assert_msg(kr_conn_handshake(sv) == 0 || kr_conn_again(errno),
+                          "server: %s", kr_conn_strerror(sv, errno));
+        }
+        if (rc != 1) {
+            rc = SSL_do_handshake(c);
+        }
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(sv->stage, KR_STAGE_FRAMES);
+    /* TLS 1.3: the server's ticket goes with its first bytes (kr_tls:
+       a response), so it writes one, which the client reads */
+    ck_assert_int_eq(evbuffer_add(sv->out, "!", 1), 0);
+    rc = 0;
+    for (k = 0; k < 1000 && rc != 1; k++) {
+        if (evbuffer_get_length(sv->out) > 0) {
+            ck_assert(kr_conn_write(sv) > 0 || kr_conn_again(errno));
+        }
+        rc = SSL_read(c, b, 1);
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(b[0], '!');
+    ERR_clear_error();
+    *cfd = fds[0];
+    return c;
+}
+
+/*
+ * The name of each ClientHello (SNI routing's input): a client that
+ * resumes its session under another name is seen with the new name, in
+ * TLS 1.2 (where SSL_get_servername, on OpenSSL 3.0, gives NULL then) and
+ * 1.3; none sent: NULL.  Upstream connections have none.
+ */
+START_TEST(sni_of_each_hello)
+{
+    static const int vers[] = { TLS1_2_VERSION, TLS1_3_VERSION };
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    int v;
+
+    for (v = 0; v < 2; v++) {
+        SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+        struct kr_conn sv;
+        SSL_SESSION *sess;
+        SSL *c;
+        int cfd;
+
+        ck_assert_ptr_nonnull(cctx);
+        SSL_CTX_set_max_proto_version(cctx, vers[v]);
+        c = raw_client(cctx, "broker-1.kafka.test", NULL, &sv, st, &cfd);
+        ck_assert_ptr_nonnull(kr_tls_sni(&sv));
+        ck_assert_str_eq(kr_tls_sni(&sv), "broker-1.kafka.test");
+        ck_assert(!SSL_session_reused(c));
+        sess = SSL_get1_session(c);
+        ck_assert_ptr_nonnull(sess);
+        (void)SSL_shutdown(c);          /* else the session is dropped */
+        SSL_free(c);
+        ck_assert(SSL_SESSION_is_resumable(sess));
+        close(cfd);
+        conn_free(&sv);
+
+        c = raw_client(cctx, "Broker-2.Kafka.test", sess, &sv, st, &cfd);
+        ck_assert_msg(SSL_session_reused(c), "TLS 0x%x: not resumed",
+                      vers[v]);
+        ck_assert_str_eq(kr_tls_sni(&sv), "Broker-2.Kafka.test");
+        (void)SSL_shutdown(c);
+        SSL_free(c);
+        close(cfd);
+        conn_free(&sv);
+
+        c = raw_client(cctx, NULL, sess, &sv, st, &cfd);
+        ck_assert_ptr_null(kr_tls_sni(&sv));
+        SSL_free(c);
+        close(cfd);
+        conn_free(&sv);
+        SSL_SESSION_free(sess);
+        SSL_CTX_free(cctx);
+    }
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/*
+ * A client that sends its first request with its last handshake flight
+ * (TLS 1.3: Finished, then application data, in one read): OpenSSL reads
+ * both (read ahead), so no socket event comes for the request; the
+ * transport says it holds bytes once the handshake is done.
+ */
+START_TEST(data_with_the_handshake)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    struct kr_conn sv;
+    SSL *c;
+    int fds[2], k, rc = -1;
+    size_t w;
+    char buf[16];
+
+    ck_assert_ptr_nonnull(cctx);
+    c = SSL_new(cctx);
+    pair(fds);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    SSL_set_fd(c, fds[0]);
+    SSL_set_connect_state(c);
+    /* the client finishes first (TLS 1.3), the server has not read its
+       Finished yet */
+    for (k = 0; k < 2000 && rc != 1; k++) {
+        rc = SSL_do_handshake(c);
+        if (rc != 1) {
+            ck_assert(kr_conn_handshake(&sv) == 0 || kr_conn_again(errno));
+            ck_assert_int_ne(sv.stage, KR_STAGE_FRAMES);
+        }
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(SSL_write_ex(c, "request", 7, &w), 1);
+    for (k = 0; k < 2000 && sv.stage != KR_STAGE_FRAMES; k++) {
+        ck_assert(kr_conn_handshake(&sv) == 0 || kr_conn_again(errno));
+    }
+    ck_assert_int_eq(sv.stage, KR_STAGE_FRAMES);
+    ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+    ck_assert_int_eq(kr_conn_read(&sv), 7);
+    ck_assert_int_eq(evbuffer_remove(sv.in, buf, sizeof(buf)), 7);
+    ck_assert(memcmp(buf, "request", 7) == 0);
+    /* nothing more held: no read without a socket event */
+    ck_assert(kr_conn_read(&sv) < 0 && kr_conn_again(errno));
+    ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    SSL_free(c);
+    close(fds[0]);
+    conn_free(&sv);
+    SSL_CTX_free(cctx);
+    kr_tls_ctx_put(st);
 }
 END_TEST
 
@@ -1266,6 +1426,8 @@ tls_suite(void)
     tcase_add_test(tc, first_bytes_with_finished);
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
+    tcase_add_test(tc, sni_of_each_hello);
+    tcase_add_test(tc, data_with_the_handshake);
     tcase_add_test(tc, client_certificates);
     tcase_add_test(tc, renegotiation_refused);
     tcase_add_test(tc, plaintext_refused);
