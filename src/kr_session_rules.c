@@ -1314,12 +1314,15 @@ kr_s_audit_unfinished(struct kr_session *s)
         }
         rq->logged = true;
         /* a response built but not yet sent (its release time, or behind
-           one that was not) did not reach the client either */
+           one that was not) did not reach the client either; a request
+           cut while it streamed (kr_s_rstream_abort) keeps its note,
+           which says so: the only note an unlogged entry can have */
         free(rq->a->audit_line);
         rq->a->audit_line = NULL;
-        free(rq->a->note);
-        rq->a->note = strdup("connection closed before the response "
-                             "reached the client");
+        if (rq->a->note == NULL) {
+            rq->a->note = strdup("connection closed before the response "
+                                 "reached the client");
+        }
         rq->a->incomplete = true;
         audit_put(s, audit_line(s, e, rq, NULL, 0, 0, 0));
     }

@@ -3167,6 +3167,51 @@ START_TEST(audit_produce_streamed)
 END_TEST
 
 /*
+ * The client closes in the middle of a streamed Produce request (issue 14,
+ * doc/audit.md): its line is written at the close, marked incomplete,
+ * and its note says krelay did not read the whole request.  _i 0: Acks=1
+ * (the request's entry waits in the FIFO; the close's generic note, "the
+ * response did not reach the client", replaced that one); 1: Acks=0 (the
+ * line is the session's own).
+ */
+START_TEST(audit_produce_streamed_cut)
+{
+    struct bb req = { 0 };
+    const size_t body = 100000;
+    int16_t acks = _i == 1 ? 0 : 1;
+    json_t **l, *t;
+    size_t n, first = 40000;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    rule_audit(KR_API_PRODUCE);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_batches(&req, 41, acks, 3, 1000, body, false);
+    cli_send(c, req.b, first);
+    ck_assert_msg(fake_has_read(first - 4), "the broker got %zu of the first "
+                  "%zu bytes", fake_read_bytes(), first);
+    ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    wait_no_session();
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 3);                /* open, the request, close */
+    ck_assert_str_eq(jstr(l[1], "api"), "Produce");
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 41);
+    ck_assert(json_is_true(json_object_get(l[1], "incomplete")));
+    ck_assert_str_eq(jstr(l[1], "note"), "connection closed before krelay "
+                     "read the whole request (topics and records: as far "
+                     "as it read them)");
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    ck_assert_str_eq(jstr(t, "name"), "t");
+    ck_assert_int_eq(jint(t, "partitions"), 1);
+    ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)(3 * (61 + body)));
+    ck_assert_str_eq(jstr(l[2], "event"), "close");
+    audit_done(l, n);
+    free(req.b);
+}
+END_TEST
+
+/*
  * The same Fetch with audit_body: held and decoded, as before; the line
  * has the same record bytes (from the tree) and the body.
  */
@@ -4485,6 +4530,7 @@ session_suite(void)
     tcase_add_loop_test(tc, audit_fetch_streamed, 0, 4);
     tcase_add_test(tc, audit_fetch_body_held);
     tcase_add_loop_test(tc, audit_produce_streamed, 0, 5);
+    tcase_add_loop_test(tc, audit_produce_streamed_cut, 0, 2);
     tcase_add_loop_test(tc, audit_fetch_streamed_cut, 0, 2);
     tcase_add_test(tc, audit_inflight_at_close);
     tcase_add_test(tc, splice_fetch16_partitions);
