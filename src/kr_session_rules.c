@@ -1118,6 +1118,7 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
                                                  : NULL);
     kr_scan_watch(s->rscan, kr_audit_produce_scan_event, &s->rstream_as);
     kr_scan_count_records(s->rscan, true);
+    kr_scan_body_tags(s->rscan, true);  /* the held decode checks them */
     e->rq = rq;
     KR_STAT_INC(s->host->stats, requests_streamed);
     return RSTREAM_STREAM;
