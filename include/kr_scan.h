@@ -211,6 +211,16 @@ void kr_scan_watch(struct kr_scan *sc, kr_scan_watch_fn fn, void *arg);
 void kr_scan_count_records(struct kr_scan *sc, bool on);
 
 /*
+ * The records counted so far in the records field the walk is in
+ * (kr_scan_count_records), for a walk that will not go on (its
+ * connection closed): the RecordsCount of the batches whose headers it
+ * read (one per MessageSet entry), -1 when they cannot be counted; -2
+ * when it is in no counted records field (KR_SCAN_RECORD_COUNT said each
+ * one it left).
+ */
+int64_t kr_scan_records_so_far(const struct kr_scan *sc);
+
+/*
  * With on, also walk the body's top-level tagged fields (flexible
  * versions; call before the first feed) and check them as the decoder
  * does (their count and sizes within the frame, a known tag's value

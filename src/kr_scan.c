@@ -696,6 +696,15 @@ kr_scan_count_records(struct kr_scan *sc, bool on)
     sc->count_records = on;
 }
 
+int64_t
+kr_scan_records_so_far(const struct kr_scan *sc)
+{
+    if (!sc->bw_on) {
+        return -2;
+    }
+    return sc->bw_bad ? -1 : (int64_t)sc->bw_n;
+}
+
 void
 kr_scan_body_tags(struct kr_scan *sc, bool on)
 {

@@ -1194,6 +1194,7 @@ void
 kr_s_rstream_abort(struct kr_session *s, const char *note)
 {
     struct kr_an_req *req = s->rstream_req;
+    int64_t sofar;
 
     if (!s->rstream) {
         return;
@@ -1201,7 +1202,14 @@ kr_s_rstream_abort(struct kr_session *s, const char *note)
     s->rstream = 0;
     s->rstream_req = NULL;
     s->rstream_rq = NULL;
-    /* topics and records as far as krelay read them */
+    /* topics and records as far as krelay read them: in the records field
+       it was in, the batches whose headers it read (their bytes are its
+       length prefix's, as every field's) */
+    sofar = kr_scan_records_so_far(s->rscan);
+    if (sofar >= -1) {
+        kr_audit_produce_scan_event(&s->rstream_as, KR_SCAN_RECORD_COUNT,
+                                    NULL, 0, sofar);
+    }
     req->audit = kr_audit_produce_scan_end(&s->rstream_as);
     free(req->note);
     req->note = strdup(note);

@@ -3224,7 +3224,9 @@ END_TEST
  * and its note says krelay did not read the whole request.  _i 0: Acks=1
  * (the request's entry waits in the FIFO; the close's generic note, "the
  * response did not reach the client", replaced that one); 1: Acks=0 (the
- * line is the session's own).
+ * line is the session's own).  Its records are those of the batches whose
+ * headers krelay read (the first of three), its record bytes the field's
+ * length prefix.
  */
 START_TEST(audit_produce_streamed_cut)
 {
@@ -3257,6 +3259,8 @@ START_TEST(audit_produce_streamed_cut)
     ck_assert_str_eq(jstr(t, "name"), "t");
     ck_assert_int_eq(jint(t, "partitions"), 1);
     ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)(3 * (61 + body)));
+    /* the first batch's header was read, the others' were not */
+    ck_assert_int_eq(jint(t, "records"), 1000);
     ck_assert_str_eq(jstr(l[2], "event"), "close");
     audit_done(l, n);
     free(req.b);
