@@ -163,6 +163,8 @@ struct kr_scan {
     uint64_t bw_start;          /* payload offset of this batch */
     uint64_t bw_n;              /* records counted so far */
     uint8_t bw_h[KR_SCAN_BATCH_HDR];
+    uint8_t body_tags;          /* walk the body's tagged fields too
+                                   (kr_scan_body_tags) */
 };
 
 /*
@@ -180,9 +182,10 @@ int kr_scan_init(struct kr_scan *sc, int16_t api_key, int16_t api_version,
  * *used gets how many of them the scanner consumed.  Returns:
  *   KR_AGAIN  every byte was consumed; feed more;
  *   KR_OK     the scanner reached the start of the body's top-level
- *             tagged fields (flexible versions), or the end of the body
- *             (classic versions): .off is that payload offset and *used
- *             stops there; the rest of the frame is the tail;
+ *             tagged fields (flexible versions, unless kr_scan_body_tags),
+ *             or the end of the body (classic versions): .off is that
+ *             payload offset and *used stops there; the rest of the frame
+ *             is the tail;
  *   KR_EPROTO the bytes are not a valid message (.msg says why and at
  *             which offset); nothing after .off was consumed.
  * After KR_OK or KR_EPROTO further calls return the same and consume
@@ -206,6 +209,29 @@ void kr_scan_watch(struct kr_scan *sc, kr_scan_watch_fn fn, void *arg);
  * of the field, counted as -1.
  */
 void kr_scan_count_records(struct kr_scan *sc, bool on);
+
+/*
+ * The records counted so far in the records field the walk is in
+ * (kr_scan_count_records), for a walk that will not go on (its
+ * connection closed): the RecordsCount of the batches whose headers it
+ * read (one per MessageSet entry), -1 when they cannot be counted; -2
+ * when it is in no counted records field (KR_SCAN_RECORD_COUNT said each
+ * one it left).
+ */
+int64_t kr_scan_records_so_far(const struct kr_scan *sc);
+
+/*
+ * With on, also walk the body's top-level tagged fields (flexible
+ * versions; call before the first feed) and check them as the decoder
+ * does (their count and sizes within the frame, a known tag's value
+ * exactly its size, no known tag twice): kr_scan_feed's KR_OK then comes
+ * at the end of the body for every version, and a frame whose body tags
+ * do not decode is KR_EPROTO, as the held path's decode says.  Bytes
+ * after the body (the decoder does not look at them either) stay the
+ * caller's.  A streamed request's scanner (its audit line must be the
+ * held one's); a response's tail is the caller's (kr_rewrite).
+ */
+void kr_scan_body_tags(struct kr_scan *sc, bool on);
 
 /*
  * Bytes the scanner will pass next without looking at them: the rest of

@@ -476,7 +476,7 @@ step(struct kr_scan *sc)
             sc->nframes--;
             return KR_OK;
         }
-        if (top->root) {
+        if (top->root && !sc->body_tags) {
             sc->status = KR_OK;         /* the body's tagged fields */
             return KR_OK;
         }
@@ -694,6 +694,21 @@ void
 kr_scan_count_records(struct kr_scan *sc, bool on)
 {
     sc->count_records = on;
+}
+
+int64_t
+kr_scan_records_so_far(const struct kr_scan *sc)
+{
+    if (!sc->bw_on) {
+        return -2;
+    }
+    return sc->bw_bad ? -1 : (int64_t)sc->bw_n;
+}
+
+void
+kr_scan_body_tags(struct kr_scan *sc, bool on)
+{
+    sc->body_tags = on;
 }
 
 uint64_t

@@ -272,7 +272,8 @@ static int scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off,
 /*
  * n bytes of the streamed request at offset off of in go upstream: the
  * scanner walks them (its size prefix excepted).  Once the walk ends
- * (the body's tagged fields, or a fault) the rest passes unscanned.
+ * (the end of the body, its tagged fields included, or a fault) the rest
+ * passes unscanned.
  */
 static void
 rstream_feed(struct kr_session *s, struct evbuffer *in, size_t off, size_t n)

@@ -1121,6 +1121,7 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
                                                  : NULL);
     kr_scan_watch(s->rscan, kr_audit_produce_scan_event, &s->rstream_as);
     kr_scan_count_records(s->rscan, true);
+    kr_scan_body_tags(s->rscan, true);  /* the held decode checks them */
     e->rq = rq;
     KR_STAT_INC(s->host->stats, requests_streamed);
     return RSTREAM_STREAM;
@@ -1196,6 +1197,7 @@ void
 kr_s_rstream_abort(struct kr_session *s, const char *note)
 {
     struct kr_an_req *req = s->rstream_req;
+    int64_t sofar;
 
     if (!s->rstream) {
         return;
@@ -1203,7 +1205,14 @@ kr_s_rstream_abort(struct kr_session *s, const char *note)
     s->rstream = 0;
     s->rstream_req = NULL;
     s->rstream_rq = NULL;
-    /* topics and records as far as krelay read them */
+    /* topics and records as far as krelay read them: in the records field
+       it was in, the batches whose headers it read (their bytes are its
+       length prefix's, as every field's) */
+    sofar = kr_scan_records_so_far(s->rscan);
+    if (sofar >= -1) {
+        kr_audit_produce_scan_event(&s->rstream_as, KR_SCAN_RECORD_COUNT,
+                                    NULL, 0, sofar);
+    }
     req->audit = kr_audit_produce_scan_end(&s->rstream_as);
     free(req->note);
     req->note = strdup(note);
@@ -1317,12 +1326,15 @@ kr_s_audit_unfinished(struct kr_session *s)
         }
         rq->logged = true;
         /* a response built but not yet sent (its release time, or behind
-           one that was not) did not reach the client either */
+           one that was not) did not reach the client either; a request
+           cut while it streamed (kr_s_rstream_abort) keeps its note,
+           which says so: the only note an unlogged entry can have */
         free(rq->a->audit_line);
         rq->a->audit_line = NULL;
-        free(rq->a->note);
-        rq->a->note = strdup("connection closed before the response "
-                             "reached the client");
+        if (rq->a->note == NULL) {
+            rq->a->note = strdup("connection closed before the response "
+                                 "reached the client");
+        }
         rq->a->incomplete = true;
         audit_put(s, audit_line(s, e, rq, NULL, 0, 0, 0));
     }

@@ -499,9 +499,10 @@ jint(json_t *o, const char *key)
 /*
  * A Produce request's capture as the session builds it while the request
  * streams (kr_audit_produce_scan_event over kr_scan with records
- * counted), from its payload f (len bytes): fed in pieces of pseudo-random
- * sizes from seed, and with every odd seed each run the scanner may skip
- * passed by kr_scan_skip, as splice(2) passes it (*skipped: those bytes).
+ * counted and the body's tags walked), from its payload f (len bytes):
+ * fed in pieces of pseudo-random sizes from seed, and with every odd seed
+ * each run the scanner may skip passed by kr_scan_skip, as splice(2)
+ * passes it (*skipped: those bytes).
  */
 static struct kr_audit_req *
 stream_capture(const struct kr_msg *req, const uint8_t *f, size_t len,
@@ -525,6 +526,7 @@ stream_capture(const struct kr_msg *req, const uint8_t *f, size_t len,
     kr_audit_produce_scan_start(&as, r, map);
     kr_scan_watch(&sc, kr_audit_produce_scan_event, &as);
     kr_scan_count_records(&sc, true);
+    kr_scan_body_tags(&sc, true);
     *skipped = 0;
     while (rc == KR_AGAIN && at < len) {
         uint64_t sk = kr_scan_skippable(&sc);

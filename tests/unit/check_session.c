@@ -2983,26 +2983,15 @@ START_TEST(audit_fetch_streamed)
 }
 END_TEST
 
-/* Produce v3 (TransactionalId null) of topic "t", one partition: nb
-   RecordBatch v2 of count records and body data bytes each (a 61-byte
-   header, then the data); bad: the records' length claims one byte more
-   than the frame holds (the scanner cannot walk it). */
+/* nb RecordBatch v2 of count records and body data bytes each (a 61-byte
+   header, then the data). */
 static void
-req_produce_batches(struct bb *b, int32_t corr, int16_t acks, int nb,
-                    int32_t count, size_t body, bool bad)
+put_batches(struct bb *b, int nb, int32_t count, size_t body)
 {
-    size_t at = req_begin(b, KR_API_PRODUCE, 3, corr), i;
     uint8_t h[61];
+    size_t i;
     int k;
 
-    bstr(b, NULL);
-    b16(b, acks);
-    b32(b, 1000);
-    b32(b, 1);
-    bstr(b, "t");
-    b32(b, 1);
-    b32(b, 0);
-    b32(b, (int32_t)((size_t)nb * (61 + body)) + (bad ? 1 : 0));
     for (k = 0; k < nb; k++) {
         memset(h, 0, sizeof(h));
         h[8] = (uint8_t)((49 + body) >> 24);
@@ -3021,6 +3010,69 @@ req_produce_batches(struct bb *b, int32_t corr, int16_t acks, int nb,
             bput(b, &x, 1);
         }
     }
+}
+
+/* Produce v3 (TransactionalId null) of topic "t", one partition: nb
+   RecordBatch v2 of count records and body data bytes each
+   (put_batches); bad: the records' length claims one byte more than the
+   frame holds (the scanner cannot walk it). */
+static void
+req_produce_batches(struct bb *b, int32_t corr, int16_t acks, int nb,
+                    int32_t count, size_t body, bool bad)
+{
+    size_t at = req_begin(b, KR_API_PRODUCE, 3, corr);
+
+    bstr(b, NULL);
+    b16(b, acks);
+    b32(b, 1000);
+    b32(b, 1);
+    bstr(b, "t");
+    b32(b, 1);
+    b32(b, 0);
+    b32(b, (int32_t)((size_t)nb * (61 + body)) + (bad ? 1 : 0));
+    put_batches(b, nb, count, body);
+    bend(b, at);
+}
+
+/* An unsigned varint (flexible versions' lengths and counts). */
+static void
+buvar(struct bb *b, uint32_t v)
+{
+    uint8_t x;
+
+    while (v >= 0x80) {
+        x = (uint8_t)(v | 0x80);
+        bput(b, &x, 1);
+        v >>= 7;
+    }
+    x = (uint8_t)v;
+    bput(b, &x, 1);
+}
+
+/* Produce v9 (flexible; TransactionalId null) of topic "t", one
+   partition of nb batches (put_batches), the body's tagged fields the
+   ntags bytes tags (as they are: a count, then tag, size, value...). */
+static void
+req_produce_v9(struct bb *b, int32_t corr, int16_t acks, int nb,
+               int32_t count, size_t body, const uint8_t *tags,
+               size_t ntags)
+{
+    size_t at = req_begin(b, KR_API_PRODUCE, 9, corr);
+
+    buvar(b, 0);                        /* header: no tagged fields */
+    buvar(b, 0);                        /* TransactionalId null */
+    b16(b, acks);
+    b32(b, 1000);
+    buvar(b, 1 + 1);                    /* TopicData: one topic */
+    buvar(b, 1 + 1);
+    bput(b, "t", 1);
+    buvar(b, 1 + 1);                    /* PartitionData: one */
+    b32(b, 0);
+    buvar(b, (uint32_t)((size_t)nb * (61 + body)) + 1);
+    put_batches(b, nb, count, body);
+    buvar(b, 0);                        /* the partition's tags */
+    buvar(b, 0);                        /* the topic's */
+    bput(b, tags, ntags);
     bend(b, at);
 }
 
@@ -3163,6 +3215,107 @@ START_TEST(audit_produce_streamed)
     audit_done(l, n);
     free(req.b);
     free(exp.b);
+}
+END_TEST
+
+/*
+ * The client closes in the middle of a streamed Produce request (issue 14,
+ * doc/audit.md): its line is written at the close, marked incomplete,
+ * and its note says krelay did not read the whole request.  _i 0: Acks=1
+ * (the request's entry waits in the FIFO; the close's generic note, "the
+ * response did not reach the client", replaced that one); 1: Acks=0 (the
+ * line is the session's own).  Its records are those of the batches whose
+ * headers krelay read (the first of three), its record bytes the field's
+ * length prefix.
+ */
+START_TEST(audit_produce_streamed_cut)
+{
+    struct bb req = { 0 };
+    const size_t body = 100000;
+    int16_t acks = _i == 1 ? 0 : 1;
+    json_t **l, *t;
+    size_t n, first = 40000;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    rule_audit(KR_API_PRODUCE);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_batches(&req, 41, acks, 3, 1000, body, false);
+    cli_send(c, req.b, first);
+    ck_assert_msg(fake_has_read(first - 4), "the broker got %zu of the first "
+                  "%zu bytes", fake_read_bytes(), first);
+    ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    wait_no_session();
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 3);                /* open, the request, close */
+    ck_assert_str_eq(jstr(l[1], "api"), "Produce");
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 41);
+    ck_assert(json_is_true(json_object_get(l[1], "incomplete")));
+    ck_assert_str_eq(jstr(l[1], "note"), "connection closed before krelay "
+                     "read the whole request (topics and records: as far "
+                     "as it read them)");
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    ck_assert_str_eq(jstr(t, "name"), "t");
+    ck_assert_int_eq(jint(t, "partitions"), 1);
+    ck_assert_int_eq(jint(t, "record_bytes"), (json_int_t)(3 * (61 + body)));
+    /* the first batch's header was read, the others' were not */
+    ck_assert_int_eq(jint(t, "records"), 1000);
+    ck_assert_str_eq(jstr(l[2], "event"), "close");
+    audit_done(l, n);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * A streamed Produce v9 (Acks=0: its line is written once the request
+ * passed) whose body's tagged fields do not decode gets the held path's
+ * decode_error (doc/audit.md): the scanner walks them too, not only the
+ * fields before them.  _i 0: a count of 1 and no tag (the frame ends);
+ * 1: a tag whose size runs past the frame; 2: one unknown tag of 1 byte,
+ * which decodes (the line has the topic and its records).
+ */
+START_TEST(audit_produce_streamed_tags)
+{
+    static const uint8_t tags[][4] = {
+        { 0x01 }, { 0x01, 0x05, 0x10, 0x61 }, { 0x01, 0x05, 0x01, 0x61 }
+    };
+    static const size_t ntags[] = { 1, 4, 4 };
+    struct bb req = { 0 };
+    const size_t body = 100000;
+    json_t **l, *t;
+    size_t n;
+    struct cli *c;
+
+    T.lc.splice_min_bytes = SPLICE_MIN;
+    rule_audit(KR_API_PRODUCE);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_v9(&req, 43, 0, 2, 1000, body, tags[_i], ntags[_i]);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 2);                /* open, the request */
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 43);
+    t = json_array_get(json_object_get(l[1], "topics"), 0);
+    if (_i < 2) {
+        ck_assert_msg(json_object_get(l[1], "decode_error") != NULL &&
+                      strstr(jstr(l[1], "decode_error"), "tagged field")
+                          != NULL,
+                      "decode_error: %s",
+                      json_object_get(l[1], "decode_error") != NULL
+                          ? jstr(l[1], "decode_error") : "(none)");
+        ck_assert_ptr_null(t);              /* as the held line: none */
+    } else {
+        ck_assert_ptr_null(json_object_get(l[1], "decode_error"));
+        ck_assert_str_eq(jstr(t, "name"), "t");
+        ck_assert_int_eq(jint(t, "records"), 2000);
+        ck_assert_int_eq(jint(t, "record_bytes"),
+                         (json_int_t)(2 * (61 + body)));
+    }
+    audit_done(l, n);
+    free(req.b);
 }
 END_TEST
 
@@ -4485,6 +4638,8 @@ session_suite(void)
     tcase_add_loop_test(tc, audit_fetch_streamed, 0, 4);
     tcase_add_test(tc, audit_fetch_body_held);
     tcase_add_loop_test(tc, audit_produce_streamed, 0, 5);
+    tcase_add_loop_test(tc, audit_produce_streamed_cut, 0, 2);
+    tcase_add_loop_test(tc, audit_produce_streamed_tags, 0, 3);
     tcase_add_loop_test(tc, audit_fetch_streamed_cut, 0, 2);
     tcase_add_test(tc, audit_inflight_at_close);
     tcase_add_test(tc, splice_fetch16_partitions);
