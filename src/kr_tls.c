@@ -11,7 +11,9 @@
  * evbuffer, until the size asked for or OpenSSL wants the socket; read
  * ahead is on (a record in one read(2), not two), so when the space ran
  * out first, records may wait inside OpenSSL with no socket event to
- * come: pending() says so until a read finds nothing more.
+ * come: pending() says so until a read finds nothing more.  The same
+ * after the handshake's last read, which may have taken the peer's
+ * first records with its Finished.
  *
  * Writes: SSL_write_ex straight from the first chain of the out buffer
  * (SSL_MODE_ENABLE_PARTIAL_WRITE: one record per call, the count
@@ -306,6 +308,11 @@ tls_handshake(struct kr_conn *c)
     ERR_clear_error();
     r = SSL_do_handshake(x->ssl);
     if (r == 1) {
+        /* read ahead may have taken the records after the peer's
+           Finished (a client's first request, sent at once) with it:
+           they wait inside OpenSSL, unprocessed (SSL_pending does not
+           count them), with no socket event to come */
+        x->more = SSL_has_pending(x->ssl) == 1;
         return 0;
     }
     r = ssl_outcome(c, x, r);

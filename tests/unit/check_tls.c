@@ -418,6 +418,65 @@ START_TEST(pending_bytes)
 }
 END_TEST
 
+/*
+ * A client's first request sent right after its Finished, before the
+ * server's last handshake step (librdkafka sends ApiVersions at once):
+ * that step reads both (read ahead), so the request waits inside OpenSSL,
+ * unprocessed, with no socket event to come.  pending says so, and the
+ * next read returns it.
+ */
+START_TEST(request_with_finished)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    static const char req[] = "the first request";
+    char got[sizeof(req)];
+    bool done = false;
+    int fds[2], i;
+    ssize_t n;
+
+    pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    for (i = 0; i < 100 && !done; i++) {
+        if (kr_conn_handshake(&cl) == 0) {
+            done = true;                /* its Finished is on the way */
+            break;
+        }
+        ck_assert_msg(kr_conn_again(errno), "client: %s",
+                      kr_conn_strerror(&cl, errno));
+        /* the server cannot finish before the client's Finished */
+        ck_assert_int_ne(kr_conn_handshake(&sv), 0);
+        ck_assert_msg(kr_conn_again(errno), "server: %s",
+                      kr_conn_strerror(&sv, errno));
+    }
+    ck_assert(done);
+    ck_assert_int_eq(evbuffer_add(cl.out, req, sizeof(req)), 0);
+    ck_assert_int_eq(kr_conn_write(&cl), (ssize_t)sizeof(req));
+    done = false;
+    for (i = 0; i < 100 && !done; i++) {
+        done = kr_conn_handshake(&sv) == 0;
+        ck_assert(done || kr_conn_again(errno));
+    }
+    ck_assert(done);
+    ck_assert_uint_gt(kr_tls_ops.pending(&sv), 0);
+    n = kr_conn_read(&sv);
+    ck_assert_int_eq(n, (ssize_t)sizeof(req));
+    ck_assert_int_eq(evbuffer_remove(sv.in, got, sizeof(got)),
+                     (int)sizeof(got));
+    ck_assert_mem_eq(got, req, sizeof(req));
+    /* nothing more: no more pending once a read found nothing */
+    n = kr_conn_read(&sv);
+    ck_assert(n < 0 && kr_conn_again(errno));
+    ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
 /* A failed handshake between a client context and a server context. */
 static struct hs
 try_handshake(struct kr_tls_ctx *ct, struct kr_tls_ctx *st, const char *host,
@@ -862,6 +921,7 @@ tls_suite(void)
     tcase_add_test(tc, handshake_and_roundtrip);
     tcase_add_test(tc, small_chains_coalesced);
     tcase_add_test(tc, pending_bytes);
+    tcase_add_test(tc, request_with_finished);
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, client_certificates);
