@@ -347,7 +347,8 @@ def idle_per_conn(r, key="rss"):
     idle run (key: rss = VmRSS, rss_anon, rss_shmem); None if unknown."""
     n = r["client"].get("idle") or 0
     a, b = r.get(key + "_after_kb"), r.get(key + "_before_kb")
-    if n <= 0 or not a or b is None or (key == "rss" and not b):
+    if n <= 0 or a is None or b is None or (key == "rss" and
+                                             (not a or not b)):
         return None
     return (a - b) * 1024.0 / n
 
@@ -1086,7 +1087,10 @@ def notes_for(res):
                              spread(a.get("p99_us_all")),
                              spread(a.get("p999_us_all"))))
     hs = m.get("haproxy_sessions")
-    if hs:
+    # the counts are read after the throughput and latency workloads,
+    # before idle restarts HAProxy: nothing to check without those
+    if hs and any(r["workload"] in dict(THROUGHPUT) or
+                  r["workload"] == "latency" for r in res["runs"]):
         counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
         # The latency workload alone reaches broker 1 only.
         only_lat = not any(r["workload"] in dict(THROUGHPUT)
@@ -1119,7 +1123,8 @@ def notes_for(res):
         if tls_ran and t not in seen:
             notes.append("%s: not measured" % t)
     hs = m.get("haproxy_tls_sessions")
-    if hs:
+    if hs and any(r["workload"] in dict(TLS_THROUGHPUT) or
+                  r["workload"] == "tls_handshake" for r in res["runs"]):
         counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
         idle = [k for k, v in counts.items() if v == "0"]
         only_hs = not any(r["workload"] in dict(TLS_THROUGHPUT)
