@@ -11,7 +11,9 @@
  * evbuffer, until the size asked for or OpenSSL wants the socket; read
  * ahead is on (a record in one read(2), not two), so when the space ran
  * out first, records may wait inside OpenSSL with no socket event to
- * come: pending() says so until a read finds nothing more.
+ * come: pending() says so until a read finds nothing more.  The same
+ * after the handshake's last read, which may have taken the peer's
+ * first records with its Finished.
  *
  * Writes: SSL_write_ex straight from the first chain of the out buffer
  * (SSL_MODE_ENABLE_PARTIAL_WRITE: one record per call, the count

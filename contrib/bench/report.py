@@ -18,6 +18,12 @@ binary whose one rule audits every request to a file; the results gain an
 seconds per GiB, CPU microseconds per request, against the issue's
 targets: AUDIT_LIMITS).
 
+TLS termination (issue 8): the targets krelay_tls and haproxy_tls (one
+thread) terminate TLS 1.3 (TLS_AES_128_GCM_SHA256, X25519, ECDSA P-256)
+in front of the same plaintext mock and run the tls_* workloads only; the
+results gain a "tls" section: per case the medians of both, krelay_tls /
+haproxy_tls and a verdict against the issue's targets (TLS_LIMITS).
+
 A/B mode (run.sh --ab, meta "ab" = "1"): the targets are two krelay
 binaries, krelay_a (the baseline) and krelay_b (the candidate), and the
 results gain an "ab" section: per case the medians of A and B, B/A and a
@@ -30,11 +36,14 @@ import statistics
 import sys
 
 TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b",
-           "krelay_audit")
+           "krelay_audit", "krelay_tls", "haproxy_tls")
 # The targets of an ordinary run, and of an A/B run (run.sh --ab).
 LEGACY = ("direct", "haproxy", "krelay", "krelay_audit")
 AB = ("krelay_a", "krelay_b")
-PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b", "krelay_audit")
+PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b", "krelay_audit",
+           "krelay_tls", "haproxy_tls")
+# The TLS-terminating targets (issue 8), in the order of their ratio.
+TLS = ("krelay_tls", "haproxy_tls")
 # A/B: the largest B/A - 1 each metric may show (the issue's thresholds:
 # CPU seconds per GiB within 3 %, latency p99 within 5 %), and the least
 # number of repetitions of each A and B for a verdict.
@@ -51,6 +60,18 @@ THROUGHPUT = (
 # workloads other than produce_1rec), and at most 2 µs more krelay CPU
 # per audited request (produce_1rec: one record per request).
 AUDIT_LIMITS = {"cpu_s_per_gib_ratio": 1.10, "added_us_per_request": 2.0}
+# TLS termination (issue 8): the workloads, and the limits of krelay_tls /
+# haproxy_tls per metric: ("max", x) at most x, ("min", x) at least x.
+TLS_THROUGHPUT = (
+    ("tls_produce", "TLS produce 1 KiB records"),
+    ("tls_fetch", "TLS fetch 1 KiB records"),
+)
+TLS_LIMITS = {
+    "cpu_s_per_gib": ("max", 1.05),
+    "mb_per_s": ("min", 0.95),
+    "cpu_s_per_1000": ("max", 1.05),
+    "bytes_per_conn": ("max", 1.00),
+}
 AUDIT_BATCHED = ("produce_1k", "produce_100", "fetch")
 GIB = float(1 << 30)
 # A process that used at least this share of its CPU during the measured
@@ -87,7 +108,7 @@ def ok_runs(runs, workload, target):
 
 # Order of the -C pids run.sh passes (peer_cpu_window_s).
 PEERS = {"mock": 0, "haproxy": 1, "krelay": 2, "krelay_a": 3, "krelay_b": 4,
-         "krelay_audit": 5}
+         "krelay_audit": 5, "krelay_tls": 6, "haproxy_tls": 7}
 
 
 def cpu_us_per_request(r, t):
@@ -190,6 +211,10 @@ def summarize_throughput(runs, workload):
     if "krelay_audit" in out:
         res["ratios"]["krelay_audit_vs_krelay"] = ratio(
             out["krelay_audit"].get("mb_per_s"), k)
+    if any(t in out for t in TLS):
+        res["ratios"] = {"krelay_tls_vs_haproxy_tls": ratio(
+            out.get("krelay_tls", {}).get("mb_per_s"),
+            out.get("haproxy_tls", {}).get("mb_per_s"))}
     if "krelay_a" in out or "krelay_b" in out:
         res["ratios"] = {"krelay_b_vs_krelay_a": ratio(
             out.get("krelay_b", {}).get("mb_per_s"),
@@ -317,17 +342,23 @@ def summarize_latency(runs):
     return res
 
 
-def summarize_idle(runs):
+def idle_per_conn(r, key="rss"):
+    """(key_after_kb - key_before_kb) in bytes per idle connection of an
+    idle run (key: rss = VmRSS, rss_anon, rss_shmem); None if unknown."""
+    n = r["client"].get("idle") or 0
+    a, b = r.get(key + "_after_kb"), r.get(key + "_before_kb")
+    if n <= 0 or a is None or b is None or (key == "rss" and
+                                             (not a or not b)):
+        return None
+    return (a - b) * 1024.0 / n
+
+
+def summarize_idle(runs, workload="idle", targets=("haproxy", "krelay")):
     out = {}
-    for t in ("haproxy", "krelay"):
-        rs = [r for r in runs if r["workload"] == "idle" and r["target"] == t
-              and r.get("client")]
-        vals = []
-        for r in rs:
-            n = r["client"].get("idle") or 0
-            if n > 0 and r.get("rss_after_kb") and r.get("rss_before_kb"):
-                vals.append((r["rss_after_kb"] - r["rss_before_kb"]) * 1024.0
-                            / n)
+    for t in targets:
+        rs = [r for r in runs if r["workload"] == workload
+              and r["target"] == t and r.get("client")]
+        vals = [v for v in (idle_per_conn(r) for r in rs) if v is not None]
         if rs:
             out[t] = {
                 "runs": len(rs),
@@ -342,9 +373,188 @@ def summarize_idle(runs):
                                          for r in rs]),
                 "rss_after_kb": median([r.get("rss_after_kb") for r in rs]),
             }
-    return {"targets": out, "ratios": {"krelay_vs_haproxy": ratio(
-        out.get("krelay", {}).get("bytes_per_conn"),
-        out.get("haproxy", {}).get("bytes_per_conn"))}}
+            for k in ("rss_anon", "rss_shmem"):
+                v = [idle_per_conn(r, k) for r in rs]
+                if any(x is not None for x in v):
+                    out[t][k + "_bytes_per_conn"] = median(v)
+    a, b = targets[1], targets[0]
+    return {"targets": out, "ratios": {"%s_vs_%s" % (a, b): ratio(
+        out.get(a, {}).get("bytes_per_conn"),
+        out.get(b, {}).get("bytes_per_conn"))}}
+
+
+def handshake_cpu(r, t):
+    """The proxy t's CPU seconds per 1,000 handshakes of one run."""
+    n = (r.get("client") or {}).get("handshakes") or 0
+    cpu = r.get(t + "_cpu_s")
+    if n <= 0 or cpu is None:
+        return None
+    return cpu / n * 1000.0
+
+
+def summarize_handshake(runs):
+    """tls_handshake: per TLS target, the proxy's CPU per 1,000 full
+    handshakes (its CPU over the client run, schedstat), medians."""
+    out = {}
+    for t in TLS:
+        rs = ok_runs(runs, "tls_handshake", t)
+        if not rs:
+            continue
+        c0 = rs[0]["client"]
+        cpu = [handshake_cpu(r, t) for r in rs]
+        utils = {}
+        for r in rs:
+            for k, v in window_util(r["client"]).items():
+                utils.setdefault(k, []).append(v)
+        out[t] = {
+            "runs": len(rs),
+            "handshakes": median([r["client"].get("handshakes")
+                                  for r in rs]),
+            "handshakes_per_s": median([r["client"].get("handshakes_per_s")
+                                        for r in rs]),
+            "cpu_s_per_1000": median(cpu),
+            "cpu_s_per_1000_all": [None if v is None else round(v, 4)
+                                   for v in cpu],
+            "client_cpu_s_per_1000": median([
+                r["client"]["client_cpu_s"] / r["client"]["handshakes"]
+                * 1000.0 for r in rs if r["client"].get("handshakes")]),
+            "mock_cpu_s_per_1000": median([
+                r.get("mock_cpu_s", 0) / r["client"]["handshakes"] * 1000.0
+                for r in rs if r["client"].get("handshakes")]),
+            "protocol": "%s %s %s" % (c0.get("version"), c0.get("cipher"),
+                                      c0.get("group")),
+            "cpu_util": {k: round(median(v), 3) for k, v in utils.items()},
+        }
+    return {"targets": out, "ratios": {"krelay_tls_vs_haproxy_tls": ratio(
+        out.get("krelay_tls", {}).get("cpu_s_per_1000"),
+        out.get("haproxy_tls", {}).get("cpu_s_per_1000"))}}
+
+
+def tls_per_rep(runs, workload, metric):
+    """{target: {rep: value}} of krelay_tls and haproxy_tls."""
+    per = {}
+    for t in TLS:
+        if workload == "tls_idle":
+            rs = [r for r in runs if r["workload"] == workload
+                  and r["target"] == t and r.get("client")
+                  and r.get("rc") == 0]
+        else:
+            rs = ok_runs(runs, workload, t)
+        for r in rs:
+            c = r["client"]
+            v = None
+            if metric == "mb_per_s":
+                v = c.get("mb_per_s")
+            elif metric == "cpu_s_per_gib":
+                b = c.get("total_bytes") or 0
+                cpu = r.get(t + "_cpu_s")
+                v = cpu / (b / GIB) if b > 0 and cpu is not None else None
+            elif metric == "cpu_s_per_1000":
+                v = handshake_cpu(r, t)
+            elif metric == "bytes_per_conn":
+                v = idle_per_conn(r)
+            if v is not None:
+                per.setdefault(t, {})[r["rep"]] = v
+    return per
+
+
+def tls_verdict(r, limit):
+    if r is None:
+        return "no data"
+    kind, x = limit
+    if kind == "max":
+        return "within" if r <= x else "over"
+    return "within" if r >= x else "under"
+
+
+def summarize_tls(res):
+    """The tls section: krelay_tls against haproxy_tls, per case (the
+    issue's targets), medians over repetitions and within each (paired:
+    the two ran back to back in it)."""
+    runs = res["runs"]
+    cases = []
+    plan = [(wl, m) for wl, _ in TLS_THROUGHPUT
+            for m in ("cpu_s_per_gib", "mb_per_s")]
+    plan += [("tls_handshake", "cpu_s_per_1000"),
+             ("tls_idle", "bytes_per_conn")]
+    for wl, m in plan:
+        if not any(r["workload"] == wl for r in runs):
+            continue
+        per = tls_per_rep(runs, wl, m)
+        k, h = per.get("krelay_tls", {}), per.get("haproxy_tls", {})
+        mk, mh = median(list(k.values())), median(list(h.values()))
+        r = ratio(mk, mh)
+        paired = [k[i] / h[i] for i in sorted(k) if i in h and h[i]]
+        pr = median(paired) if paired else None
+        lim = TLS_LIMITS[m]
+        cases.append({
+            "workload": wl, "metric": m,
+            "krelay_tls": mk, "haproxy_tls": mh,
+            "ratio": None if r is None else round(r, 4),
+            "krelay_tls_all": [round(k[i], 4) for i in sorted(k)],
+            "haproxy_tls_all": [round(h[i], 4) for i in sorted(h)],
+            "paired_ratio": None if pr is None else round(pr, 4),
+            "paired_ratios_all": [round(x, 4) for x in paired],
+            "runs": [len(k), len(h)],
+            "limit": "%s %.2fx" % ("at most" if lim[0] == "max"
+                                   else "at least", lim[1]),
+            "verdict": tls_verdict(r, lim),
+            "paired_verdict": tls_verdict(pr, lim),
+        })
+    return {"cases": cases}
+
+
+TLS_LABELS = {
+    "cpu_s_per_gib": "proxy CPU s per GiB",
+    "mb_per_s": "MB/s",
+    "cpu_s_per_1000": "proxy CPU s per 1,000 full handshakes",
+    "bytes_per_conn": "RSS per idle TLS connection, bytes",
+}
+
+
+def tls_table(res):
+    tl = res.get("tls") or {}
+    if not tl.get("cases"):
+        return []
+    m = res["meta"]
+    w = res["workloads"]
+    names = dict(TLS_THROUGHPUT)
+    names["tls_handshake"] = "TLS handshakes (%s per repetition)" % (
+        m.get("handshakes"))
+    names["tls_idle"] = "TLS idle (%s connections)" % m.get("tls_idle_conns")
+    lines = ["", "TLS termination (issue 8): krelay_tls and haproxy_tls "
+             "(1 thread), %s, plaintext to the mock; medians over "
+             "repetitions, x = krelay_tls / haproxy_tls (paired: median of "
+             "the per-repetition ratios)." % m.get("tls", "TLS 1.3"), "",
+             "| case | HAProxy | krelay | x | x (paired) | target | "
+             "verdict |", "|---|---:|---:|---:|---:|---|---|"]
+    for c in tl["cases"]:
+        dg = {"cpu_s_per_gib": 3, "cpu_s_per_1000": 3}.get(c["metric"], 0)
+        lines.append("| %s, %s | %s | %s | %s | %s | %s | %s |" % (
+            names.get(c["workload"], c["workload"]),
+            TLS_LABELS.get(c["metric"], c["metric"]),
+            fmt(c["haproxy_tls"], dg), fmt(c["krelay_tls"], dg),
+            fmtr(c["ratio"]), fmtr(c["paired_ratio"]), c["limit"],
+            c["verdict"] if c["paired_verdict"] == c["verdict"]
+            else "%s (paired: %s)" % (c["verdict"], c["paired_verdict"])))
+    hs = w.get("tls_handshake", {}).get("targets", {})
+    for t in TLS:
+        if t in hs:
+            lines.append("- handshakes via %s: %s, %s/s, the client %s s and "
+                         "the mock %s s of CPU per 1,000" % (
+                             t, hs[t]["protocol"],
+                             fmt(hs[t]["handshakes_per_s"]),
+                             fmt(hs[t]["client_cpu_s_per_1000"], 3),
+                             fmt(hs[t]["mock_cpu_s_per_1000"], 3)))
+    idle = w.get("tls_idle", {}).get("targets", {})
+    for t in TLS:
+        if t in idle:
+            lines.append("- idle via %s: RSS per connection %s bytes, of "
+                         "which anonymous %s, shared memory %s" % (
+                             t, fmt(idle[t].get("bytes_per_conn")),
+                             fmt(idle[t].get("rss_anon_bytes_per_conn")),
+                             fmt(idle[t].get("rss_shmem_bytes_per_conn"))))
+    return lines
 
 
 def summarize_codec(runs):
@@ -691,11 +901,13 @@ def table(res):
                  "1 thread); krelay %s (1 worker)."
                  % (m.get("mock_librdkafka"), m.get("haproxy"),
                     m.get("krelay") or "?"))
-    lines.append("")
-    lines.append("| workload | direct | HAProxy | krelay | krelay/HAProxy "
-                 "| krelay/direct | HAProxy/direct | saturated (CPU >= %d%%) |"
-                 % int(SATURATED * 100))
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---|")
+    plain = [k for k, _ in THROUGHPUT] + ["latency", "idle_rss"]
+    if any(k in w for k in plain):
+        lines.append("")
+        lines.append("| workload | direct | HAProxy | krelay | "
+                     "krelay/HAProxy | krelay/direct | HAProxy/direct | "
+                     "saturated (CPU >= %d%%) |" % int(SATURATED * 100))
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---|")
     for key, label in THROUGHPUT:
         if key not in w:
             continue
@@ -775,6 +987,7 @@ def table(res):
             lines.append("| %s | %s%s |" % (name, fmt(b["ns_per_op"], 0),
                                             extra))
     lines.extend(audit_table(res))
+    lines.extend(tls_table(res))
     notes = res.get("notes") or []
     if notes:
         lines.append("")
@@ -787,7 +1000,7 @@ def notes_for(res):
     notes = []
     w = res["workloads"]
     m = res["meta"]
-    for key, label in THROUGHPUT:
+    for key, label in THROUGHPUT + TLS_THROUGHPUT:
         if key not in w:
             continue
         tg = w[key]["targets"]
@@ -810,7 +1023,8 @@ def notes_for(res):
     # over the repetitions of the busy CPU not used by our processes).
     others = []
     disturbed = []
-    for key, label in THROUGHPUT:
+    for key, label in THROUGHPUT + TLS_THROUGHPUT + (
+            ("tls_handshake", "TLS handshakes"),):
         for t, v in w.get(key, {}).get("targets", {}).items():
             o = v["cpu_util"].get("other")
             if o is not None:
@@ -873,7 +1087,10 @@ def notes_for(res):
                              spread(a.get("p99_us_all")),
                              spread(a.get("p999_us_all"))))
     hs = m.get("haproxy_sessions")
-    if hs:
+    # the counts are read after the throughput and latency workloads,
+    # before idle restarts HAProxy: nothing to check without those
+    if hs and any(r["workload"] in dict(THROUGHPUT) or
+                  r["workload"] == "latency" for r in res["runs"]):
         counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
         # The latency workload alone reaches broker 1 only.
         only_lat = not any(r["workload"] in dict(THROUGHPUT)
@@ -897,8 +1114,27 @@ def notes_for(res):
     seen = {r["target"] for r in res["runs"] if r["target"] in TARGETS}
     seen |= {t for _, t, _, _ in latency_legs(res["runs"])}
     for t in (AB if is_ab(res) else LEGACY):
-        if seen and t not in seen:
+        if seen and t not in seen and any(
+                r["workload"] in dict(THROUGHPUT) or r["workload"] in
+                ("latency", "idle") for r in res["runs"]):
             notes.append("%s: not measured" % t)
+    tls_ran = [r for r in res["runs"] if r["workload"].startswith("tls_")]
+    for t in TLS:
+        if tls_ran and t not in seen:
+            notes.append("%s: not measured" % t)
+    hs = m.get("haproxy_tls_sessions")
+    if hs and any(r["workload"] in dict(TLS_THROUGHPUT) or
+                  r["workload"] == "tls_handshake" for r in res["runs"]):
+        counts = dict(kv.split(":", 1) for kv in hs.split(",") if ":" in kv)
+        idle = [k for k, v in counts.items() if v == "0"]
+        only_hs = not any(r["workload"] in dict(TLS_THROUGHPUT)
+                          for r in res["runs"])
+        if idle and not only_hs:
+            notes.append("haproxy_tls leg: no session on %s: clients "
+                         "bypassed it" % ", ".join(sorted(idle)))
+        else:
+            notes.append("haproxy_tls leg: sessions per broker listener "
+                         "(%s)" % hs)
     failed = [r for r in res["runs"] if r.get("rc") not in (0, None)]
     if failed:
         notes.append("%d client runs failed (not in the medians): %s" % (
@@ -942,9 +1178,14 @@ def main():
         k, _, v = kv.partition("=")
         meta[k] = v
     w = {}
-    for key, _ in THROUGHPUT:
+    for key, _ in THROUGHPUT + TLS_THROUGHPUT:
         if any(r["workload"] == key for r in runs):
             w[key] = summarize_throughput(runs, key)
+    if any(r["workload"] == "tls_handshake" for r in runs):
+        w["tls_handshake"] = summarize_handshake(runs)
+    if any(r["workload"] == "tls_idle" for r in runs):
+        w["tls_idle"] = summarize_idle(runs, "tls_idle", ("haproxy_tls",
+                                                          "krelay_tls"))
     if any(r["workload"] == "latency" for r in runs):
         w["latency"] = summarize_latency(runs)
     if any(r["workload"] == "idle" for r in runs):
@@ -958,6 +1199,8 @@ def main():
     res["notes"] = notes_for(res)
     if any(r["target"] == "krelay_audit" for r in runs):
         res["audit"] = summarize_audit(res)
+    if any(r["workload"].startswith("tls_") for r in runs):
+        res["tls"] = summarize_tls(res)
     if is_ab(res):
         res["ab"] = summarize_ab(res)
     with open(a.out, "w") as f:

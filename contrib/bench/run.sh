@@ -18,12 +18,18 @@
 #   --quick         smoke run: 1 repetition, short and small workloads
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
-#                   latency,idle,codec,auditline (default: all)
-#   --targets L     comma list of direct,haproxy,krelay,krelay_audit
-#                   (default: all).  krelay_audit is a second krelay, the
-#                   same binary, whose one rule audits every request to a
-#                   file (issue 14: what an audit line costs); it runs the
-#                   throughput workloads, not latency or idle
+#                   latency,idle,codec,auditline,tls_produce,tls_fetch,
+#                   tls_handshake,tls_idle (default: all)
+#   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
+#                   krelay_tls,haproxy_tls (default: all).  krelay_audit
+#                   is a second krelay, the same binary, whose one rule
+#                   audits every request to a file (issue 14: what an
+#                   audit line costs); it runs the throughput workloads,
+#                   not latency or idle.  krelay_tls and haproxy_tls
+#                   (issue 8) terminate TLS (1.3, TLS_AES_128_GCM_SHA256,
+#                   X25519, an ECDSA P-256 certificate made at run time)
+#                   in front of the same mock; they run the tls_*
+#                   workloads only, and the other targets never run those
 #   --latency-mode M  interleaved (default: one client, the targets'
 #                   requests interleaved in one run) or separate (one
 #                   run per target, the method before 2026-11-30)
@@ -68,7 +74,8 @@
 #   KRBENCH_LAT_COUNT (measured requests per target),
 #   KRBENCH_LAT_WARM (open-loop warm-up seconds, not measured),
 #   KRBENCH_LAT_VERSION, KRBENCH_IDLE_CONNS, KRBENCH_FETCH_PARTS,
-#   KRBENCH_CODEC_SECS         workload sizes (defaults below)
+#   KRBENCH_CODEC_SECS, KRBENCH_HANDSHAKES (per repetition and target),
+#   KRBENCH_TLS_IDLE_CONNS     workload sizes (defaults below)
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -85,7 +92,8 @@ REPS=5
 QUICK=0
 OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
-TARGETS=direct,haproxy,krelay,krelay_audit
+WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
+TARGETS=direct,haproxy,krelay,krelay_audit,krelay_tls,haproxy_tls
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
 NOTE=
@@ -181,10 +189,10 @@ CPU_PROXY_FETCH=${KRBENCH_CPU_PROXY_FETCH:-${KRBENCH_CPU_PROXY:-$DEF_PROXY_FETCH
 if [ "$QUICK" = 1 ]; then
     REPS=1
     D_PRODUCE=1 D_WARM=0.5 D_FETCH_PARTS=16 D_LAT_COUNT=2000
-    D_LAT_WARM=0.2 D_IDLE=500 D_CODEC=0.1
+    D_LAT_WARM=0.2 D_IDLE=500 D_CODEC=0.1 D_HANDSHAKES=200 D_TLS_IDLE=300
 else
     D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=512 D_LAT_COUNT=20000
-    D_LAT_WARM=1 D_IDLE=5000 D_CODEC=0.5
+    D_LAT_WARM=1 D_IDLE=5000 D_CODEC=0.5 D_HANDSHAKES=2000 D_TLS_IDLE=2000
 fi
 PRODUCE_SECS=${KRBENCH_PRODUCE_SECS:-$D_PRODUCE}
 PRODUCE_WARM=${KRBENCH_PRODUCE_WARM:-$D_WARM}
@@ -201,6 +209,11 @@ LAT_WARM_ROUNDS=$(awk -v r="$LAT_RATE" -v s="$LAT_WARM" \
 LAT_SIZE=100
 IDLE_CONNS=${KRBENCH_IDLE_CONNS:-$D_IDLE}
 CODEC_SECS=${KRBENCH_CODEC_SECS:-$D_CODEC}
+HANDSHAKES=${KRBENCH_HANDSHAKES:-$D_HANDSHAKES}
+TLS_IDLE_CONNS=${KRBENCH_TLS_IDLE_CONNS:-$D_TLS_IDLE}
+# What both TLS-terminating targets accept, and all the clients offer.
+TLS_SUITE=TLS_AES_128_GCM_SHA256
+TLS_GROUP=X25519
 
 log() {
     printf '%s [bench] %s\n' "$(date +%H:%M:%S)" "$*" >&2
@@ -326,9 +339,11 @@ busy_ticks() {
     awk '$1 == "cpu" { print $2 + $3 + $4 + $9; exit }' /proc/stat
 }
 
-# rss_kb PID: VmRSS in KiB
+# rss_kb PID [FIELD]: VmRSS (or FIELD of /proc/PID/status: RssAnon,
+# RssShmem) in KiB
 rss_kb() {
-    awk '$1 == "VmRSS:" { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0
+    awk -v f="${2:-VmRSS}:" '$1 == f { print $2 }' "/proc/$1/status" \
+        2>/dev/null || echo 0
 }
 
 # cpu_ns PID: the run time of PID's threads in nanoseconds (schedstat:
@@ -361,7 +376,8 @@ if [ "$AB" = 1 ]; then
 else
     KR_BIN[krelay]=$KRELAY
     KR_BIN[krelay_audit]=$KRELAY
-    KRELAYS=(krelay krelay_audit)
+    KR_BIN[krelay_tls]=$KRELAY
+    KRELAYS=(krelay krelay_audit krelay_tls)
 fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
 BENCH_AUDIT=$top_builddir/tests/bench/bench_audit
@@ -385,6 +401,9 @@ if [ "${KRBENCH_SYSTEM_RDKAFKA:-0}" != 1 ] &&
         CF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --cflags rdkafka |
              sed 's/-I/-isystem /g')
         LF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --libs rdkafka)
+        # the TLS clients (handshake, idle -S) use OpenSSL directly
+        CF="$CF $(pkg-config --cflags openssl 2>/dev/null)"
+        LF="$LF $(pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)"
         # shellcheck disable=SC2086
         ${CC:-cc} -std=gnu11 -O2 -g -Wall -Wextra $CF -o "$K212.tmp" "$SRC" \
             $LF -Wl,-rpath,"$PREFIX" -ljansson -lpthread -ldl -rdynamic ||
@@ -398,9 +417,23 @@ fi
 [ -x "$KRBENCH" ] || die "$KRBENCH not built (make bench builds it)"
 command -v taskset >/dev/null || die "taskset (util-linux) not found"
 HAPROXY=$(command -v haproxy || true)
-if has "$TARGETS" haproxy && [ -z "$HAPROXY" ]; then
-    log "haproxy not installed: the HAProxy leg is skipped"
-    TARGETS=$(echo ",$TARGETS," | sed 's/,haproxy,/,/; s/^,//; s/,$//')
+# drop_target T: T leaves TARGETS
+drop_target() {
+    TARGETS=$(echo ",$TARGETS," | sed "s/,$1,/,/; s/^,//; s/,\$//")
+}
+if [ -z "$HAPROXY" ]; then
+    for t in haproxy haproxy_tls; do
+        if has "$TARGETS" $t; then
+            log "haproxy not installed: the $t leg is skipped"
+            drop_target $t
+        fi
+    done
+fi
+if { has "$TARGETS" krelay_tls || has "$TARGETS" haproxy_tls; } &&
+   ! command -v openssl >/dev/null; then
+    log "openssl (the CLI) not installed: no certificate, no TLS targets"
+    drop_target krelay_tls
+    drop_target haproxy_tls
 fi
 
 WORK=$(mktemp -d "$top_builddir/bench.XXXXXX") || exit 1
@@ -426,13 +459,35 @@ if [ $((IDLE_CONNS + 100)) -gt "$HAPROXY_MAXCONN" ]; then
     IDLE_CONNS=$((HAPROXY_MAXCONN - 100))
     log "file-descriptor limit $NOFILE: idle connections cut to $IDLE_CONNS"
 fi
+if [ $((TLS_IDLE_CONNS + 100)) -gt "$HAPROXY_MAXCONN" ]; then
+    TLS_IDLE_CONNS=$((HAPROXY_MAXCONN - 100))
+    log "file-descriptor limit $NOFILE: TLS idle connections cut to" \
+        "$TLS_IDLE_CONNS"
+fi
+
+# ---- TLS: a CA and the targets' certificate, made now --------------------
+# tests/tools/tls_certs.sh: ECDSA P-256, server.pem for CN=localhost with
+# IP:127.0.0.1 (what the clients check), server-full.pem for HAProxy.
+TLS_DIR=$WORK/tls
+if has "$TARGETS" krelay_tls || has "$TARGETS" haproxy_tls; then
+    if ! bash "$top_srcdir/tests/tools/tls_certs.sh" "$TLS_DIR" \
+            >"$WORK/tls_certs.log" 2>&1; then
+        log "cannot make the certificates" \
+            "($(tail -n 1 "$WORK/tls_certs.log")): no TLS targets"
+        drop_target krelay_tls
+        drop_target haproxy_tls
+    fi
+fi
 
 # ---- the mock cluster --------------------------------------------------------
-HBASE=$(free_ports 4) || die "no free ports"
+HBASE=$(free_ports 8) || die "no free ports"
 HPORTS=$((HBASE + 1)),$((HBASE + 2)),$((HBASE + 3))
+# haproxy_tls's listeners (the -G ports the mock advertises on SIGHUP)
+TBASE=$((HBASE + 4))
+TPORTS=$((TBASE + 1)),$((TBASE + 2)),$((TBASE + 3))
 log "placement: client cpu $CPU_CLIENT, mock cpu $CPU_MOCK, proxy cpu $CPU_PROXY ($CPU_PROXY_FETCH for fetch) ($NCPU cpus)"
 bounded MOCK_PID MOCK_TPID "$CPU_MOCK" "$KRBENCH" mock -b 3 -t bench:8 \
-    -t small:8 -t "fetch:$FETCH_PARTS" -t lat:1 -H "$HPORTS" \
+    -t small:8 -t "fetch:$FETCH_PARTS" -t lat:1 -H "$HPORTS" -G "$TPORTS" \
     -r "$WORK/mock.ready" >"$WORK/mock.out" 2>"$WORK/mock.log"
 for _ in $(seq 100); do
     [ -s "$WORK/mock.ready" ] && break
@@ -452,18 +507,19 @@ case $MOCK_VERSION in
 esac
 LAT_VERSION=${KRBENCH_LAT_VERSION:-$D_LAT_VERSION}
 
-# advertise direct|haproxy: which ports the mock brokers advertise.
+# advertise direct|haproxy|haproxy_tls: which ports the mock brokers
+# advertise (haproxy_tls: the TLS-terminating HAProxy's).
 ADV=
 ADV_OK=1
 NADV=0
 advertise() {
     [ "$ADV" = "$1" ] && return 0
     [ "$ADV_OK" = 1 ] || { ADV=$1; return 0; }
-    if [ "$1" = haproxy ]; then
-        kill -USR2 "$MOCK_PID"
-    else
-        kill -USR1 "$MOCK_PID"
-    fi
+    case $1 in
+    haproxy) kill -USR2 "$MOCK_PID" ;;
+    haproxy_tls) kill -HUP "$MOCK_PID" ;;
+    *) kill -USR1 "$MOCK_PID" ;;
+    esac
     NADV=$((NADV + 1))
     for _ in $(seq 100); do
         [ "$(grep -c '^advertise' "$WORK/mock.out")" -ge "$NADV" ] && break
@@ -483,31 +539,55 @@ advertise() {
 advertise direct
 
 # ---- HAProxy ------------------------------------------------------------------
+# Two instances from one template: "haproxy" (mode tcp, listeners at
+# HBASE + n) and "haproxy_tls" (the same, its listeners at TBASE + n
+# terminating TLS with the settings krelay_tls has: bind ... ssl).
 HAPROXY_PID=
 HAPROXY_TPID=
+HAPROXY_TLS_PID=
+HAPROXY_TLS_TPID=
+# start_haproxy [haproxy|haproxy_tls]
 start_haproxy() {
-    local n up ports
+    local name=${1:-haproxy} n up ports base bind='' hpid htpid
     ports=(0 "$M1" "$M2" "$M3")
+    base=$HBASE
+    if [ "$name" = haproxy_tls ]; then
+        base=$TBASE
+        bind=" ssl crt $TLS_DIR/server-full.pem ssl-min-ver TLSv1.3"
+        bind="$bind ciphersuites $TLS_SUITE curves $TLS_GROUP"
+    fi
     {
         sed -e "s|@WORK@|$WORK|g" -e "s|@MAXCONN@|$HAPROXY_MAXCONN|g" \
-            -e '/^#@BROKER@/d' \
+            -e "s|@NAME@|$name|g" -e '/^#@BROKER@/d' \
             "$top_srcdir/contrib/bench/haproxy.cfg.in"
         for n in 1 2 3; do
             up=${ports[$n]}
             sed -n 's/^#@BROKER@//p' "$top_srcdir/contrib/bench/haproxy.cfg.in" |
-                sed -e "s/@NODEID@/$n/g" -e "s/@PORT@/$((HBASE + n))/g" \
-                    -e "s/@UPSTREAM@/$up/g"
+                sed -e "s/@NODEID@/$n/g" -e "s/@PORT@/$((base + n))/g" \
+                    -e "s/@UPSTREAM@/$up/g" -e "s|@BIND@|$bind|g"
         done
-    } >"$WORK/haproxy.cfg"
-    bounded HAPROXY_PID HAPROXY_TPID "$CPU_PROXY" "$HAPROXY" -db \
-        -f "$WORK/haproxy.cfg" >>"$WORK/haproxy.log" 2>&1
-    wait_ports $((HBASE + 1)) $((HBASE + 2)) $((HBASE + 3)) ||
-        die "haproxy did not start: $(tail -n 5 "$WORK/haproxy.log")"
+    } >"$WORK/$name.cfg"
+    bounded hpid htpid "$CPU_PROXY" "$HAPROXY" -db \
+        -f "$WORK/$name.cfg" >>"$WORK/$name.log" 2>&1
+    if [ "$name" = haproxy_tls ]; then
+        HAPROXY_TLS_PID=$hpid HAPROXY_TLS_TPID=$htpid
+    else
+        HAPROXY_PID=$hpid HAPROXY_TPID=$htpid
+    fi
+    wait_ports $((base + 1)) $((base + 2)) $((base + 3)) ||
+        die "$name did not start: $(tail -n 5 "$WORK/$name.log")"
 }
+# stop_haproxy [haproxy|haproxy_tls]
 stop_haproxy() {
-    stop_pid "$HAPROXY_TPID"
-    HAPROXY_PID=
-    HAPROXY_TPID=
+    if [ "${1:-haproxy}" = haproxy_tls ]; then
+        stop_pid "$HAPROXY_TLS_TPID"
+        HAPROXY_TLS_PID=
+        HAPROXY_TLS_TPID=
+    else
+        stop_pid "$HAPROXY_TPID"
+        HAPROXY_PID=
+        HAPROXY_TPID=
+    fi
 }
 
 # ---- krelay -------------------------------------------------------------------
@@ -522,6 +602,16 @@ start_krelay() {
     fi
     kport=${KR_PORT[$n]}
     kbase=${KR_BASE[$n]}
+    local tls=
+    if [ "$n" = krelay_tls ]; then
+        # TLS to the clients (the settings haproxy_tls has; krelay has no
+        # key for the groups: OpenSSL's default list, X25519 first, and
+        # the clients offer X25519 only), plaintext to the mock.
+        printf -v tls '%s\n' "ssl = true" \
+            "ssl_certificate = $TLS_DIR/server.pem" \
+            "ssl_key = $TLS_DIR/server.key" "ssl_min_protocol = TLSv1.3" \
+            "ssl_ciphersuites = $TLS_SUITE"
+    fi
     cat >"$WORK/$n.ini" <<EOF
 ; written by contrib/bench/run.sh
 [upstream]
@@ -539,7 +629,7 @@ node_id_min = 1
 node_id_max = 3
 max_connections = 20000
 splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
-
+$tls
 [log]
 level = notice
 target = $WORK/$n.log
@@ -577,6 +667,10 @@ if has "$TARGETS" haproxy; then
     start_haproxy
     log "haproxy $("$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p') (pid $HAPROXY_PID) at ports $HPORTS"
 fi
+if has "$TARGETS" haproxy_tls; then
+    start_haproxy haproxy_tls
+    log "haproxy_tls (pid $HAPROXY_TLS_PID) at ports $TPORTS"
+fi
 for k in "${KRELAYS[@]}"; do
     has "$TARGETS" "$k" || continue
     if [ -x "${KR_BIN[$k]}" ] && start_krelay "$k"; then
@@ -588,8 +682,18 @@ for k in "${KRELAYS[@]}"; do
         TARGETS=$(echo ",$TARGETS," | sed "s/,$k,/,/; s/^,//; s/,\$//")
     fi
 done
-IFS=, read -r -a TLIST <<<"$TARGETS"
-log "targets: ${TLIST[*]}; $REPS repetitions"
+# TLIST: the plaintext targets (every workload but tls_*), SLIST: the
+# TLS-terminating ones (tls_* only)
+TLIST=()
+SLIST=()
+IFS=, read -r -a ALL <<<"$TARGETS"
+for t in "${ALL[@]}"; do
+    case $t in
+    *_tls) SLIST+=("$t") ;;
+    *) TLIST+=("$t") ;;
+    esac
+done
+log "targets: ${ALL[*]}; $REPS repetitions"
 
 # Per-target addresses.  Leader of lat/0 and of every partition p: NodeId
 # (p % 3) + 1.
@@ -598,6 +702,8 @@ bootstrap_of() {
     direct) echo "127.0.0.1:$M1" ;;
     haproxy) if [ "$ADV_OK" = 1 ]; then echo "127.0.0.1:$((HBASE + 1))";
              else echo "127.0.0.1:$M1"; fi ;;
+    haproxy_tls) if [ "$ADV_OK" = 1 ]; then echo "127.0.0.1:$((TBASE + 1))";
+                 else echo "127.0.0.1:$M1"; fi ;;
     krelay*) echo "127.0.0.1:${KR_PORT[$1]}" ;;
     esac
 }
@@ -605,31 +711,56 @@ broker_of() {                       # broker_of TARGET NODEID
     case $1 in
     direct) local p=(0 "$M1" "$M2" "$M3"); echo "127.0.0.1:${p[$2]}" ;;
     haproxy) echo "127.0.0.1:$((HBASE + $2))" ;;
+    haproxy_tls) echo "127.0.0.1:$((TBASE + $2))" ;;
     krelay*) echo "127.0.0.1:$((${KR_BASE[$1]} + $2))" ;;
     esac
 }
 map_of() {                          # krbench -m for librdkafka < 2.10
-    if [ "$1" = haproxy ] && [ "$ADV_OK" = 0 ]; then
-        echo "-m $M1:$((HBASE + 1)),$M2:$((HBASE + 2)),$M3:$((HBASE + 3))"
-    fi
+    local b=$HBASE
+    [ "$1" = haproxy_tls ] && b=$TBASE
+    case $ADV_OK:$1 in
+    0:haproxy|0:haproxy_tls)
+        echo "-m $M1:$((b + 1)),$M2:$((b + 2)),$M3:$((b + 3))" ;;
+    esac
+}
+# tls_of TARGET: krbench's -S for the TLS-terminating targets
+tls_of() {
+    case $1 in
+    *_tls) echo "-S $TLS_DIR/ca.pem" ;;
+    esac
 }
 proxy_pid_of() {
     case $1 in
     haproxy) echo "$HAPROXY_PID" ;;
+    haproxy_tls) echo "$HAPROXY_TLS_PID" ;;
     krelay*) echo "${KR_PID[$1]:-}" ;;
     *) echo "" ;;
     esac
 }
+# The processes whose CPU run_client reads from schedstat (nanoseconds,
+# every thread): the krelay instances and haproxy_tls
+SCHED=("${KRELAYS[@]}")
+[ "$AB" = 1 ] || SCHED+=(haproxy_tls)
 
 # peers: the -C list (CPU time inside the window): mock, haproxy, krelay,
-# 0, 0, krelay_audit; in A/B mode mock, 0, 0, krelay_a, krelay_b
-# (report.py's PEERS)
+# 0, 0, krelay_audit, krelay_tls, haproxy_tls; in A/B mode mock, 0, 0,
+# krelay_a, krelay_b (report.py's PEERS)
 peers() {
     if [ "$AB" = 1 ]; then
         echo "$MOCK_PID,0,0,${KR_PID[krelay_a]:-0},${KR_PID[krelay_b]:-0}"
     else
-        echo "$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0},0,0,${KR_PID[krelay_audit]:-0}"
+        local p="$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0},0,0"
+        p="$p,${KR_PID[krelay_audit]:-0},${KR_PID[krelay_tls]:-0}"
+        echo "$p,${HAPROXY_TLS_PID:-0}"
     fi
+}
+
+# advertise_of TARGET: what the mock advertises while TARGET is measured
+advertise_of() {
+    case $1 in
+    haproxy|haproxy_tls) echo "$1" ;;
+    *) echo direct ;;
+    esac
 }
 
 # run_client WORKLOAD TARGET REP SECONDS CMD...: run one client pinned to
@@ -639,12 +770,12 @@ run_client() {
     local wl=$1 tg=$2 rep=$3 limit=$4 out rc t0 t1 m0 m1 h0 h1 s0 s1
     local n extra='' ns0=() ns1=() i alog
     shift 4
-    advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
+    advertise "$(advertise_of "$tg")"
     alog=$WORK/krelay_audit.audit.jsonl
     # the audit leg's lines of this run only (the writer appends)
     [ "$tg" = krelay_audit ] && [ -f "$alog" ] && : >"$alog"
-    for n in "${KRELAYS[@]}"; do
-        ns0+=("$(cpu_ns "${KR_PID[$n]:-}")")
+    for n in "${SCHED[@]}"; do
+        ns0+=("$(cpu_ns "$(proxy_pid_of "$n")")")
     done
     m0=$(cpu_ticks "$MOCK_PID"); h0=$(cpu_ticks "$HAPROXY_PID")
     s0=$(busy_ticks)
@@ -655,15 +786,16 @@ run_client() {
     t1=$(date +%s.%N)
     m1=$(cpu_ticks "$MOCK_PID"); h1=$(cpu_ticks "$HAPROXY_PID")
     s1=$(busy_ticks)
-    # "krelay_cpu_s", "krelay_audit_cpu_s" (A/B: "krelay_a_cpu_s",
-    # "krelay_b_cpu_s"): each instance's CPU seconds over the run, at
-    # full precision (schedstat, every thread: the audit writer too)
-    for n in "${KRELAYS[@]}"; do
-        ns1+=("$(cpu_ns "${KR_PID[$n]:-}")")
+    # "krelay_cpu_s", "krelay_audit_cpu_s", "krelay_tls_cpu_s",
+    # "haproxy_tls_cpu_s" (A/B: "krelay_a_cpu_s", "krelay_b_cpu_s"): each
+    # instance's CPU seconds over the run, at full precision (schedstat,
+    # every thread: the audit writer too)
+    for n in "${SCHED[@]}"; do
+        ns1+=("$(cpu_ns "$(proxy_pid_of "$n")")")
     done
-    for i in "${!KRELAYS[@]}"; do
-        [ -n "${KR_PID[${KRELAYS[$i]}]:-}" ] || continue
-        extra=$extra$(awk -v n="${KRELAYS[$i]}" -v a="${ns0[$i]}" \
+    for i in "${!SCHED[@]}"; do
+        [ -n "$(proxy_pid_of "${SCHED[$i]}")" ] || continue
+        extra=$extra$(awk -v n="${SCHED[$i]}" -v a="${ns0[$i]}" \
             -v b="${ns1[$i]}" 'BEGIN {
             printf "\"%s_cpu_s\":%.4f,", n, (b - a) / 1e9 }')
     done
@@ -688,7 +820,8 @@ run_client() {
         log "$wl via $tg (rep $rep): $(printf '%s' "$out" | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)
-keys = ["mb_per_s", "records_per_s", "p50_us", "p99_us", "p999_us"]
+keys = ["mb_per_s", "records_per_s", "p50_us", "p99_us", "p999_us",
+        "handshakes", "handshakes_per_s", "version", "cipher", "group"]
 if "targets" in d:
     print("late=%s;" % d.get("late"), "; ".join(
         "%s p50/p99/p99.9=%.0f/%.0f/%.0f" % (t, v["p50_us"], v["p99_us"],
@@ -737,19 +870,27 @@ order() {
         [ "$t" = "${2:-}" ] || echo "$t"
     done
 }
+# sorder REP: the same for the TLS targets (SLIST)
+sorder() {
+    local n=${#SLIST[@]} i
+    for ((i = 0; i < n; i++)); do
+        echo "${SLIST[$(((i + $1) % n))]}"
+    done
+}
 
 # ---- workloads -------------------------------------------------------------------
 # place_proxies CPUS: pin HAProxy and krelay (every thread) to CPUS
 place_proxies() {
     local pid
-    for pid in "$HAPROXY_PID" "${KR_PID[@]}"; do
+    for pid in "$HAPROXY_PID" "$HAPROXY_TLS_PID" "${KR_PID[@]}"; do
         [ -n "$pid" ] || continue
         taskset -a -p -c "$1" "$pid" >/dev/null 2>&1 ||
             log "taskset -p $1 $pid failed"
     done
 }
 
-if has "$WORKLOADS" fetch; then
+if has "$WORKLOADS" fetch || { has "$WORKLOADS" tls_fetch &&
+                               [ ${#SLIST[@]} -gt 0 ]; }; then
     log "preloading fetch: $FETCH_PARTS partitions x $FETCH_PER_PART records of 1 KiB"
     advertise direct
     timeout -k 5 120 taskset -c "$CPU_CLIENT" "$KRBENCH" produce \
@@ -827,13 +968,45 @@ for ((rep = 1; rep <= REPS; rep++)); do
             lat_prio normal
         fi
     done
+    # ---- TLS termination (issue 8): krelay_tls and haproxy_tls only --------
+    for tg in $(sorder "$rep"); do
+        # 1 KiB records, as produce_1k, over TLS
+        # shellcheck disable=SC2046
+        if has "$WORKLOADS" tls_produce; then
+            run_client tls_produce "$tg" "$rep" 90 "$KRBENCH" produce \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(tls_of "$tg") \
+                -t bench -p 8 -C "$(peers)" -s 1024 -d "$PRODUCE_SECS" \
+                -w "$PRODUCE_WARM"
+        fi
+    done
+    if has "$WORKLOADS" tls_fetch && [ ${#SLIST[@]} -gt 0 ]; then
+        [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
+            place_proxies "$CPU_PROXY_FETCH"
+        for tg in $(sorder "$rep"); do
+            # shellcheck disable=SC2046
+            run_client tls_fetch "$tg" "$rep" 120 "$KRBENCH" consume \
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(tls_of "$tg") \
+                -t fetch -p "$FETCH_PARTS" -d 100 -C "$(peers)"
+        done
+        [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] || place_proxies "$CPU_PROXY"
+    fi
+    for tg in $(sorder "$rep"); do
+        # full handshakes, one connection each, to NodeId 1's port (the
+        # proxy dials the mock broker after each, as it would for a client)
+        if has "$WORKLOADS" tls_handshake; then
+            # shellcheck disable=SC2046
+            run_client tls_handshake "$tg" "$rep" 120 "$KRBENCH" handshake \
+                -a "$(broker_of "$tg" 1)" -n "$HANDSHAKES" $(tls_of "$tg") \
+                -C "$(peers)"
+        fi
+    done
 done
 
 # HAProxy's own count of sessions per broker listener: every broker must
 # have been reached through HAProxy (else clients bypassed it).
-HAPROXY_SESSIONS=
-if [ -n "$HAPROXY_PID" ] && [ -S "$WORK/haproxy.sock" ]; then
-    HAPROXY_SESSIONS=$("$PY" - "$WORK/haproxy.sock" <<'EOF'
+# haproxy_sessions SOCKET: "broker1:N,broker2:N,broker3:N"
+haproxy_sessions() {
+    "$PY" - "$1" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(5)
@@ -852,30 +1025,47 @@ for line in data.decode().splitlines():
         out.append("%s:%s" % (f[0], f[7]))
 print(",".join(out))
 EOF
-)
+}
+HAPROXY_SESSIONS=
+if [ -n "$HAPROXY_PID" ] && [ -S "$WORK/haproxy.sock" ]; then
+    HAPROXY_SESSIONS=$(haproxy_sessions "$WORK/haproxy.sock")
     log "HAProxy sessions per listener: $HAPROXY_SESSIONS"
+fi
+# haproxy_tls: before its idle measurement restarts it
+HAPROXY_TLS_SESSIONS=
+if [ -n "$HAPROXY_TLS_PID" ] && [ -S "$WORK/haproxy_tls.sock" ]; then
+    HAPROXY_TLS_SESSIONS=$(haproxy_sessions "$WORK/haproxy_tls.sock")
+    log "haproxy_tls sessions per listener: $HAPROXY_TLS_SESSIONS"
 fi
 
 # ---- RSS per idle connection: a fresh proxy per measurement -----------------
-# run_idle TARGET REP: proxy restarted, warmed with one connection per
-# broker, RSS before; IDLE_CONNS connections after ApiVersions and
-# Metadata; RSS after.
+# run_idle TARGET REP [WORKLOAD]: proxy restarted, warmed with one
+# connection per broker, RSS before; IDLE_CONNS connections after
+# ApiVersions and Metadata; RSS after.  WORKLOAD tls_idle: TLS_IDLE_CONNS
+# TLS connections (krelay_tls, haproxy_tls), each after its handshake.
 run_idle() {
-    local tg=$1 rep=$2 pid addrs r0 r1 fds out rc line
+    local tg=$1 rep=$2 wl=${3:-idle} pid addrs r0 r1 fds out rc line
+    local n=$IDLE_CONNS a0 a1 h0 h1
+    # shellcheck disable=SC2046
+    set -- $(tls_of "$tg")
+    [ "$wl" = tls_idle ] && n=$TLS_IDLE_CONNS
     case $tg in
-    haproxy) stop_haproxy; start_haproxy; pid=$HAPROXY_PID ;;
+    haproxy|haproxy_tls) stop_haproxy "$tg"; start_haproxy "$tg"
+                         pid=$(proxy_pid_of "$tg") ;;
     krelay*) stop_krelay "$tg"; start_krelay "$tg" || return 0
              pid=${KR_PID[$tg]} ;;
     *) return 0 ;;
     esac
-    advertise "$([ "$tg" = haproxy ] && echo haproxy || echo direct)"
+    advertise "$(advertise_of "$tg")"
     addrs="$(broker_of "$tg" 1),$(broker_of "$tg" 2),$(broker_of "$tg" 3)"
     timeout -k 5 30 taskset -c "$CPU_CLIENT" "$KRBENCH" idle -a "$addrs" \
-        -n 3 -T 0 >/dev/null 2>>"$WORK/client.log"
+        -n 3 -T 0 "$@" >/dev/null 2>>"$WORK/client.log"
     sleep 0.5
     r0=$(rss_kb "$pid")
+    a0=$(rss_kb "$pid" RssAnon)
+    h0=$(rss_kb "$pid" RssShmem)
     timeout -k 5 400 taskset -c "$CPU_CLIENT" "$KRBENCH" idle -a "$addrs" \
-        -n "$IDLE_CONNS" -T 300 >"$WORK/idle.out" 2>>"$WORK/client.log" &
+        -n "$n" -T 300 "$@" >"$WORK/idle.out" 2>>"$WORK/client.log" &
     local cpid=$!
     PIDS+=("$cpid")
     line=
@@ -887,6 +1077,8 @@ run_idle() {
     done
     sleep 1
     r1=$(rss_kb "$pid")
+    a1=$(rss_kb "$pid" RssAnon)
+    h1=$(rss_kb "$pid" RssShmem)
     fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
     # timeout(1) passes SIGTERM on to krbench, which closes and reports.
     kill -TERM "$cpid" 2>/dev/null
@@ -895,14 +1087,27 @@ run_idle() {
     forget "$cpid"
     out=$(grep '^{' "$WORK/idle.out" | tail -n 1)
     [ -n "$out" ] || out='{}'
-    printf '{"workload":"idle","target":"%s","rep":%d,"rc":%d,"rss_before_kb":%s,"rss_after_kb":%s,"fds":%s,"client":%s}\n' \
-        "$tg" "$rep" "$rc" "${r0:-0}" "${r1:-0}" "${fds:-0}" "$out" >>"$RUNS"
-    log "idle via $tg (rep $rep): $line; RSS ${r0} -> ${r1} KiB, $fds fds (exit $rc)"
+    printf '{"workload":"%s","target":"%s","rep":%d,"rc":%d,%s,"fds":%s,%s}\n' \
+        "$wl" "$tg" "$rep" "$rc" "$(printf '"rss_%s_kb":%s,' \
+            before "${r0:-0}" after "${r1:-0}" anon_before "${a0:-0}" \
+            anon_after "${a1:-0}" shmem_before "${h0:-0}" \
+            shmem_after "${h1:-0}" | sed 's/,$//')" "${fds:-0}" \
+        "\"client\":$out" >>"$RUNS"
+    log "$wl via $tg (rep $rep): $line; RSS ${r0} -> ${r1} KiB" \
+        "(anonymous ${a0} -> ${a1}, shared ${h0} -> ${h1}), $fds fds" \
+        "(exit $rc)"
 }
 if has "$WORKLOADS" idle; then
     for ((rep = 1; rep <= REPS; rep++)); do
         for tg in $(order "$rep" krelay_audit); do
             run_idle "$tg" "$rep"
+        done
+    done
+fi
+if has "$WORKLOADS" tls_idle; then
+    for ((rep = 1; rep <= REPS; rep++)); do
+        for tg in $(sorder "$rep"); do
+            run_idle "$tg" "$rep" tls_idle
         done
     done
 fi
@@ -964,6 +1169,10 @@ fi
     --meta "librdkafka_build=$LIBRDKAFKA_NOTE" \
     --meta "mock_advertises_haproxy=$ADV_OK" \
     --meta "haproxy_sessions=$HAPROXY_SESSIONS" \
+    --meta "haproxy_tls_sessions=$HAPROXY_TLS_SESSIONS" \
+    --meta "tls=TLSv1.3 $TLS_SUITE $TLS_GROUP, ECDSA P-256" \
+    --meta "openssl=$(openssl version 2>/dev/null)" \
+    --meta "handshakes=$HANDSHAKES" --meta "tls_idle_conns=$TLS_IDLE_CONNS" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
     --meta "krelay=$([ "$AB" = 1 ] || "$KRELAY" -V 2>/dev/null | head -n 1)" \
     --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \

@@ -1,18 +1,21 @@
 /*
  * krbench - krelay's load generator for `make bench` (contrib/bench/).
  *
- *   krbench mock    -t NAME:PARTITIONS... [-b N] [-H PORT,...] [-r FILE]
+ *   krbench mock    -t NAME:PARTITIONS... [-b N] [-H PORT,...]
+ *                   [-G PORT,...] [-r FILE]
  *   krbench produce -B BOOTSTRAP -t TOPIC -p PARTS -s SIZE
  *                   (-d SECONDS [-w WARMUP] | -n RECORDS) [-l LINGER_MS]
- *                   [-b BATCH_RECORDS] [-q] [-m MAP] [-C PID,...]
+ *                   [-b BATCH_RECORDS] [-q] [-m MAP] [-C PID,...] [-S CA]
  *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
- *                   [-C PID,...]
+ *                   [-C PID,...] [-S CA]
  *   krbench latency -a HOST:PORT[,HOST:PORT...] [-N NAME,...] -t TOPIC
  *                   [-P PART] -R RATE -n COUNT [-c CONNS] [-s SIZE]
  *                   [-V VERSION] [-W WARMUP] [-O OPENWARMUP] [-S SEED]
  *                   [-C PID,...]
  *   krbench idle    -a HOST:PORT[,HOST:PORT...] -n CONNS [-k WINDOW]
- *                   [-T HOLDSECONDS] [-t TOPIC]
+ *                   [-T HOLDSECONDS] [-t TOPIC] [-S CA]
+ *   krbench handshake -a HOST:PORT[,HOST:PORT...] -n COUNT -S CA
+ *                   [-C PID,...]
  *
  * Every mode but mock prints one JSON object on stdout when it is done
  * (fields described in contrib/bench/results/README.md); progress and
@@ -24,9 +27,11 @@
  *   NodeId (p % N) + 1).  Writes "PORT,PORT,..." (listen ports in NodeId
  *   order) to FILE and stdout once ready.  SIGUSR2 makes broker n
  *   advertise 127.0.0.1:<n-th -H port> (an L4 proxy's listener, needs
- *   librdkafka >= 2.10: rd_kafka_mock_broker_set_host_port), SIGUSR1 its
- *   own port again; each switch prints "advertise haproxy" or "advertise
- *   direct".  Accepted sockets get TCP_NODELAY, as a broker's do.
+ *   librdkafka >= 2.10: rd_kafka_mock_broker_set_host_port), SIGHUP the
+ *   n-th -G port (a TLS-terminating proxy's listener; SIGHUP is ignored
+ *   without -G), SIGUSR1 its own port again; each switch prints
+ *   "advertise haproxy", "advertise haproxy_tls" or "advertise direct".
+ *   Accepted sockets get TCP_NODELAY, as a broker's do.
  *   SIGTERM/SIGINT stop.
  * produce: librdkafka producer, acks=1, batches up to 1 MiB (batch.size),
  *   records of SIZE bytes round-robin over partitions 0..PARTS-1.  With
@@ -65,7 +70,17 @@
  *   (one topic) on each and reads the responses, then holds them idle.
  *   Prints "ready N" on stdout when all are idle, and exits after
  *   HOLDSECONDS or on SIGTERM/SIGINT/SIGUSR1, reporting how many were
- *   still open.
+ *   still open.  With -S, each does its TLS handshake first.
+ * handshake: COUNT full TLS handshakes one after the other, round-robin
+ *   over the addresses, each on a new connection closed after it (no
+ *   session resumed): what a proxy's CPU per handshake is (-C).  Reports
+ *   the first one's version, cipher and group.
+ *
+ * -S CA (produce, consume, idle, handshake): TLS to the target, its
+ *   certificate checked against the CA file and the IP address: TLS 1.3,
+ *   X25519; the raw-socket clients (idle, handshake) also offer only
+ *   TLS_AES_128_GCM_SHA256 (librdkafka cannot restrict TLS 1.3 suites:
+ *   the proxies in the benchmark accept only that one).
  *
  * -m FROM:TO,... (produce, consume): the client connects to port TO
  *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
@@ -99,11 +114,15 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 #include <librdkafka/rdkafka.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <librdkafka/rdkafka_mock.h>
 
 #include "kb_wire.h"
@@ -163,7 +182,7 @@ kb_cpu_s(void)
  * -C PID,...: other processes (the mock, the proxies) whose CPU time is
  * read at the edges of the measured window, from /proc/PID/stat.
  */
-#define KB_MAX_PEERS 8
+#define KB_MAX_PEERS 12
 static long kb_peers[KB_MAX_PEERS];
 static int kb_npeers;
 
@@ -464,6 +483,16 @@ kb_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v)
     }
 }
 
+/*
+ * -S CAFILE (produce, consume, idle, handshake): TLS to the target, its
+ * certificate checked against CAFILE (and the address's IP), with the
+ * settings the benchmark compares proxies with: TLS 1.3 (the proxies
+ * accept nothing older), X25519 (librdkafka: ssl.curves.list; its
+ * ssl.cipher.suites is TLS 1.2's list, so TLS_AES_128_GCM_SHA256 comes
+ * from the proxies, which offer nothing else).
+ */
+static const char *kb_tls_ca;
+
 static rd_kafka_conf_t *
 kb_conf_new(const char *bootstrap)
 {
@@ -472,6 +501,12 @@ kb_conf_new(const char *bootstrap)
     kb_conf_set(conf, "bootstrap.servers", bootstrap);
     kb_conf_set(conf, "client.id", "krbench");
     kb_conf_set(conf, "log_level", "4");
+    if (kb_tls_ca != NULL) {
+        kb_conf_set(conf, "security.protocol", "ssl");
+        kb_conf_set(conf, "ssl.ca.location", kb_tls_ca);
+        kb_conf_set(conf, "ssl.curves.list", "X25519");
+        kb_conf_set(conf, "ssl.endpoint.identification.algorithm", "https");
+    }
     if (kb_nmaps > 0) {
         rd_kafka_conf_set_connect_cb(conf, kb_connect_cb);
     }
@@ -550,6 +585,7 @@ kb_mock(int argc, char **argv)
     } topics[KB_MAX_TOPICS];
     int ntopics = 0, nbrokers = 3, opt, sig, ports[KB_MAX_BROKERS] = { 0 };
     int adv[KB_MAX_BROKERS] = { 0 }, nadv = 0;
+    int advtls[KB_MAX_BROKERS] = { 0 }, nadvtls = 0;
     const char *ready = NULL;
     char errstr[512], list[512];
     rd_kafka_conf_t *conf;
@@ -559,7 +595,7 @@ kb_mock(int argc, char **argv)
     sigset_t sigs;
     size_t off = 0;
 
-    while ((opt = getopt(argc, argv, "b:t:H:r:")) != -1) {
+    while ((opt = getopt(argc, argv, "b:t:H:G:r:")) != -1) {
         switch (opt) {
         case 'b':
             nbrokers = (int)kb_parse_long(optarg, 1, KB_MAX_BROKERS,
@@ -585,18 +621,21 @@ kb_mock(int argc, char **argv)
             ntopics++;
             break;
         }
-        case 'H': {
+        case 'H':
+        case 'G': {
             char *copy = strdup(optarg), *save = NULL, *tok;
+            int *plist = opt == 'H' ? adv : advtls;
+            int *nlist = opt == 'H' ? &nadv : &nadvtls;
 
             if (copy == NULL) {
                 kb_die("out of memory");
             }
             for (tok = strtok_r(copy, ",", &save); tok != NULL;
                  tok = strtok_r(NULL, ",", &save)) {
-                if (nadv == KB_MAX_BROKERS) {
-                    kb_die("too many -H ports");
+                if (*nlist == KB_MAX_BROKERS) {
+                    kb_die("too many -%c ports", opt);
                 }
-                adv[nadv++] = (int)kb_parse_long(tok, 1, 65535, "port");
+                plist[(*nlist)++] = (int)kb_parse_long(tok, 1, 65535, "port");
             }
             free(copy);
             break;
@@ -610,6 +649,9 @@ kb_mock(int argc, char **argv)
     }
     if (nadv != 0 && nadv != nbrokers) {
         kb_die("-H needs one port per broker (%d)", nbrokers);
+    }
+    if (nadvtls != 0 && nadvtls != nbrokers) {
+        kb_die("-G needs one port per broker (%d)", nbrokers);
     }
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
@@ -678,23 +720,28 @@ kb_mock(int argc, char **argv)
     fprintf(stderr, "krbench mock: librdkafka %s, brokers at ports %s\n",
             rd_kafka_version_str(), list);
     for (;;) {
-        if (sigwait(&sigs, &sig) != 0 || sig == SIGHUP) {
+        if (sigwait(&sigs, &sig) != 0 || (sig == SIGHUP && nadvtls == 0)) {
             continue;
         }
-        if (sig == SIGUSR1 || sig == SIGUSR2) {
+        if (sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGHUP) {
 #if RD_KAFKA_VERSION >= 0x020a0000
             for (int i = 0; i < nbrokers; i++) {
                 int port = ports[i];
 
                 if (sig == SIGUSR2 && nadv > 0) {
                     port = adv[i];
+                } else if (sig == SIGHUP) {
+                    port = advtls[i];
                 }
                 rd_kafka_mock_broker_set_host_port(mc, i + 1, "127.0.0.1",
                                                    port);
             }
-            printf("advertise %s\n", sig == SIGUSR2 ? "haproxy" : "direct");
+            printf("advertise %s\n", sig == SIGUSR2  ? "haproxy"
+                                     : sig == SIGHUP ? "haproxy_tls"
+                                                     : "direct");
 #else
             (void)adv;
+            (void)advtls;
             printf("advertise unsupported\n");
 #endif
             fflush(stdout);
@@ -821,8 +868,9 @@ kb_produce(int argc, char **argv)
     uint64_t sent = 0;
     bool in_window = false, seq = false;
 
-    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:b:qm:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:b:qm:C:S:")) != -1) {
         switch (opt) {
+        case 'S': kb_tls_ca = optarg; break;
         case 'q': seq = true; break;
         case 'B': bootstrap = optarg; break;
         case 't': topic = optarg; break;
@@ -1035,8 +1083,9 @@ kb_consume(int argc, char **argv)
     double cpu0, cpuw0 = 0, cpuw1 = 0;
     double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
 
-    while ((opt = getopt(argc, argv, "B:t:p:d:m:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:d:m:C:S:")) != -1) {
         switch (opt) {
+        case 'S': kb_tls_ca = optarg; break;
         case 'B': bootstrap = optarg; break;
         case 't': topic = optarg; break;
         case 'p': parts = (int)kb_parse_long(optarg, 1, 100000, "parts");
@@ -1732,28 +1781,124 @@ kb_latency(int argc, char **argv)
     }
 }
 
+/* ---- TLS clients (-S) ---------------------------------------------------- */
+
+/*
+ * The client context of -S CAFILE: TLS 1.3 only, TLS_AES_128_GCM_SHA256,
+ * X25519, the peer checked against CAFILE; no session is ever resumed
+ * (no client cache: every handshake is a full one).  Tickets are taken,
+ * as librdkafka's and Java's clients take them (SSL_OP_NO_TICKET would
+ * spare the proxy the two it issues per handshake, and its session
+ * cache the entries).
+ */
+static SSL_CTX *
+kb_tls_ctx(const char *ca)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+
+    if (ctx == NULL ||
+        SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1 ||
+        SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256") != 1 ||
+        SSL_CTX_set1_groups_list(ctx, "X25519") != 1) {
+        kb_die("cannot make a TLS client context");
+    }
+    if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+        kb_die("cannot load the CA file %s", ca);
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    /* thousands held idle: no buffers kept while nothing moves */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    return ctx;
+}
+
+/* An SSL over fd checking the peer's certificate for sin's IP. */
+static SSL *
+kb_tls_new(SSL_CTX *ctx, int fd, const struct sockaddr_in *sin)
+{
+    SSL *ssl = SSL_new(ctx);
+    char ip[INET_ADDRSTRLEN];
+
+    if (ssl == NULL ||
+        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip)) == NULL ||
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip) != 1 ||
+        SSL_set_fd(ssl, fd) != 1) {
+        kb_die("cannot make a TLS connection");
+    }
+    SSL_set_connect_state(ssl);
+    return ssl;
+}
+
+/* OpenSSL's reason for the last failure (its error queue emptied). */
+static const char *
+kb_tls_err(char *buf, size_t len)
+{
+    unsigned long e = ERR_get_error();
+
+    if (e == 0) {
+        snprintf(buf, len, "%s", errno != 0 ? strerror(errno) : "EOF");
+    } else {
+        ERR_error_string_n(e, buf, len);
+    }
+    ERR_clear_error();
+    return buf;
+}
+
 /* ---- idle ---------------------------------------------------------------- */
 
-enum kb_istate { KB_I_FREE, KB_I_CONNECTING, KB_I_APIVERSIONS,
+enum kb_istate { KB_I_FREE, KB_I_CONNECTING, KB_I_TLS, KB_I_APIVERSIONS,
                  KB_I_METADATA };
 
 struct kb_islot {
     enum kb_istate st;
     int fd;
+    SSL *ssl;                       /* -S: the connection's TLS */
+    bool want_write;                /* the handshake waits to write */
     long idx;                       /* connection number */
     int64_t started;
     uint8_t in[1 << 16];
     size_t in_len;
 };
 
+/* Send a whole frame (plain or TLS); 0 ok, -1 error. */
+static int
+kb_islot_send(struct kb_islot *s, const struct kb_buf *req)
+{
+    size_t w = 0;
+
+    if (s->ssl != NULL) {
+        /* a small frame on an idle connection: one record, written at
+           once (else the connection counts as failed) */
+        ERR_clear_error();
+        return SSL_write_ex(s->ssl, req->p, req->len, &w) == 1 &&
+               w == req->len ? 0 : -1;
+    }
+    return send(s->fd, req->p, req->len, MSG_NOSIGNAL) == (ssize_t)req->len
+               ? 0 : -1;
+}
+
 /* Read one frame into s->in; 1 when complete, 0 need more, -1 error. */
 static int
 kb_islot_read(struct kb_islot *s)
 {
     for (;;) {
-        ssize_t n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len,
-                         0);
+        ssize_t n;
 
+        if (s->ssl != NULL) {
+            size_t k = 0;
+
+            ERR_clear_error();
+            if (SSL_read_ex(s->ssl, s->in + s->in_len,
+                            sizeof(s->in) - s->in_len, &k) == 1) {
+                n = (ssize_t)k;
+            } else if (SSL_get_error(s->ssl, 0) == SSL_ERROR_WANT_READ) {
+                return 0;
+            } else {
+                return -1;
+            }
+        } else {
+            n = recv(s->fd, s->in + s->in_len, sizeof(s->in) - s->in_len, 0);
+        }
         if (n == 0) {
             return -1;
         }
@@ -1786,14 +1931,17 @@ kb_idle(int argc, char **argv)
     double hold = 60;
     const char *topic = "lat";
     int *fds;
+    SSL **ssls;
+    SSL_CTX *tls = NULL;
     struct kb_islot *slots;
     struct pollfd *pfd;
     int64_t t0, deadline;
     sigset_t sigs;
     struct timespec ts;
 
-    while ((opt = getopt(argc, argv, "a:n:k:T:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "a:n:k:T:t:S:")) != -1) {
         switch (opt) {
+        case 'S': kb_tls_ca = optarg; break;
         case 'a': {
             char *copy = strdup(optarg), *save = NULL, *tok;
 
@@ -1829,10 +1977,14 @@ kb_idle(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     kb_raise_nofile((rlim_t)nconn + 64);
     fds = malloc((size_t)nconn * sizeof(*fds));
+    ssls = calloc((size_t)nconn, sizeof(*ssls));
     slots = calloc((size_t)window, sizeof(*slots));
     pfd = calloc((size_t)window, sizeof(*pfd));
-    if (fds == NULL || slots == NULL || pfd == NULL) {
+    if (fds == NULL || ssls == NULL || slots == NULL || pfd == NULL) {
         kb_die("out of memory");
+    }
+    if (kb_tls_ca != NULL) {
+        tls = kb_tls_ctx(kb_tls_ca);
     }
     t0 = kb_now_ns();
     deadline = t0 + (int64_t)300e9;
@@ -1851,6 +2003,8 @@ kb_idle(int argc, char **argv)
             s->idx = opened++;
             s->started = kb_now_ns();
             s->in_len = 0;
+            s->ssl = NULL;
+            s->want_write = false;
             if (connect(s->fd, (struct sockaddr *)&addrs[s->idx % naddrs],
                         sizeof(addrs[0])) != 0 && errno != EINPROGRESS) {
                 close(s->fd);
@@ -1862,7 +2016,11 @@ kb_idle(int argc, char **argv)
         }
         for (int i = 0; i < window; i++) {
             pfd[i].fd = slots[i].st == KB_I_FREE ? -1 : slots[i].fd;
-            pfd[i].events = slots[i].st == KB_I_CONNECTING ? POLLOUT : POLLIN;
+            pfd[i].events = slots[i].st == KB_I_CONNECTING ||
+                                    (slots[i].st == KB_I_TLS &&
+                                     slots[i].want_write)
+                                ? POLLOUT
+                                : POLLIN;
             pfd[i].revents = 0;
         }
         if (poll(pfd, (nfds_t)window, 100) <= 0) {
@@ -1884,13 +2042,39 @@ kb_idle(int argc, char **argv)
                     err != 0) {
                     goto fail;
                 }
+                if (tls != NULL) {
+                    s->ssl = kb_tls_new(tls, s->fd,
+                                        &addrs[s->idx % naddrs]);
+                    s->st = KB_I_TLS;
+                }
+            }
+            if (s->st == KB_I_TLS) {
+                ERR_clear_error();
+                r = SSL_do_handshake(s->ssl);
+                if (r != 1) {
+                    int e = SSL_get_error(s->ssl, r);
+
+                    if (e != SSL_ERROR_WANT_READ &&
+                        e != SSL_ERROR_WANT_WRITE) {
+                        char why[256];
+
+                        if (failed < 5) {
+                            fprintf(stderr, "krbench: idle: TLS: %s\n",
+                                    kb_tls_err(why, sizeof(why)));
+                        }
+                        goto fail;
+                    }
+                    s->want_write = e == SSL_ERROR_WANT_WRITE;
+                    continue;
+                }
+            }
+            if (s->st == KB_I_CONNECTING || s->st == KB_I_TLS) {
                 kb_apiversions_frame(&req, (int32_t)s->idx);
-                if (send(s->fd, req.p, req.len, MSG_NOSIGNAL) !=
-                    (ssize_t)req.len) {
-                    free(req.p);
+                r = kb_islot_send(s, &req);
+                free(req.p);
+                if (r != 0) {
                     goto fail;
                 }
-                free(req.p);
                 s->st = KB_I_APIVERSIONS;
                 continue;
             }
@@ -1903,19 +2087,21 @@ kb_idle(int argc, char **argv)
             }
             if (s->st == KB_I_APIVERSIONS) {
                 kb_metadata_frame(&req, (int32_t)s->idx, topic);
-                if (send(s->fd, req.p, req.len, MSG_NOSIGNAL) !=
-                    (ssize_t)req.len) {
-                    free(req.p);
+                r = kb_islot_send(s, &req);
+                free(req.p);
+                if (r != 0) {
                     goto fail;
                 }
-                free(req.p);
                 s->st = KB_I_METADATA;
                 continue;
             }
-            fds[idle++] = s->fd;    /* Metadata answered: now idle */
+            ssls[idle] = s->ssl;    /* Metadata answered: now idle */
+            fds[idle++] = s->fd;
             s->st = KB_I_FREE;
             continue;
 fail:
+            SSL_free(s->ssl);
+            s->ssl = NULL;
             close(s->fd);
             s->st = KB_I_FREE;
             failed++;
@@ -1928,6 +2114,8 @@ timeouts:
         for (int i = 0; i < window; i++) {
             if (slots[i].st != KB_I_FREE &&
                 kb_now_ns() - slots[i].started > (int64_t)30e9) {
+                SSL_free(slots[i].ssl);
+                slots[i].ssl = NULL;
                 close(slots[i].fd);
                 slots[i].st = KB_I_FREE;
                 failed++;
@@ -1946,15 +2134,146 @@ timeouts:
         if (r < 0 && errno == EAGAIN) {
             alive++;
         }
+        SSL_free(ssls[i]);
         close(fds[i]);
     }
     printf("{\"mode\":\"idle\",\"connections\":%ld,\"idle\":%ld,"
-           "\"failed\":%ld,\"alive_at_end\":%ld,\"setup_s\":%.3f}\n",
-           nconn, idle, failed, alive, (double)(kb_now_ns() - t0) / 1e9);
+           "\"failed\":%ld,\"alive_at_end\":%ld,\"setup_s\":%.3f,"
+           "\"tls\":%s}\n",
+           nconn, idle, failed, alive, (double)(kb_now_ns() - t0) / 1e9,
+           tls != NULL ? "true" : "false");
+    SSL_CTX_free(tls);
+    free(ssls);
     free(fds);
     free(slots);
     free(pfd);
     return idle == nconn && alive == idle ? 0 : 1;
+}
+
+/* ---- handshake ----------------------------------------------------------- */
+
+/*
+ * Full TLS handshakes, one after the other (no concurrency: the proxy's
+ * CPU per handshake is the figure, not the rate), round-robin over the
+ * addresses: connect, handshake (kb_tls_ctx: no resumption), close_notify
+ * and our write side shut, then read until the proxy closes (its tickets
+ * are read and dropped), so that the proxy has finished with one
+ * connection before the next starts.  Socket timeouts bound every wait.
+ */
+static int
+kb_handshake(int argc, char **argv)
+{
+    struct sockaddr_in addrs[KB_MAX_ADDRS];
+    int naddrs = 0, opt;
+    long n = 1000, ok = 0, failed = 0;
+    const char *ca = NULL;
+    char version[32] = "", cipher[64] = "", group[32] = "";
+    double cpu0, peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    int64_t t0, t1;
+    SSL_CTX *ctx;
+
+    while ((opt = getopt(argc, argv, "a:n:S:C:")) != -1) {
+        switch (opt) {
+        case 'a': {
+            char *copy = strdup(optarg), *save = NULL, *tok;
+
+            if (copy == NULL) {
+                kb_die("out of memory");
+            }
+            for (tok = strtok_r(copy, ",", &save); tok != NULL;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (naddrs == KB_MAX_ADDRS) {
+                    kb_die("too many addresses");
+                }
+                kb_parse_addr(tok, &addrs[naddrs++]);
+            }
+            free(copy);
+            break;
+        }
+        case 'n': n = kb_parse_long(optarg, 1, 10000000L, "handshakes");
+            break;
+        case 'S': ca = optarg; break;
+        case 'C': kb_parse_peers(optarg); break;
+        default: return 2;
+        }
+    }
+    if (naddrs == 0 || ca == NULL) {
+        kb_die("handshake needs -a HOST:PORT[,...] and -S CAFILE");
+    }
+    signal(SIGPIPE, SIG_IGN);
+    ctx = kb_tls_ctx(ca);
+    cpu0 = kb_cpu_s();
+    kb_peers_snap(peer0);
+    t0 = kb_now_ns();
+    for (long i = 0; i < n; i++) {
+        const struct sockaddr_in *sin = &addrs[i % naddrs];
+        struct timeval tv = { .tv_sec = 5 };
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1;
+        SSL *ssl;
+        char buf[4096], why[256];
+        ssize_t r;
+
+        if (fd < 0) {
+            kb_die("socket: %s", strerror(errno));
+        }
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+        if (connect(fd, (const struct sockaddr *)sin, sizeof(*sin)) != 0) {
+            if (failed++ < 5) {
+                fprintf(stderr, "krbench: handshake %ld: connect: %s\n", i,
+                        strerror(errno));
+            }
+            close(fd);
+            continue;
+        }
+        ssl = kb_tls_new(ctx, fd, sin);
+        ERR_clear_error();
+        errno = 0;
+        if (SSL_connect(ssl) != 1) {
+            if (failed++ < 5) {
+                fprintf(stderr, "krbench: handshake %ld: %s\n", i,
+                        kb_tls_err(why, sizeof(why)));
+            }
+            SSL_free(ssl);
+            close(fd);
+            continue;
+        }
+        if (ok++ == 0) {
+            int nid = SSL_get_negotiated_group(ssl);
+            const char *g = nid != NID_undef ? OBJ_nid2sn(nid) : NULL;
+
+            snprintf(version, sizeof(version), "%s", SSL_get_version(ssl));
+            snprintf(cipher, sizeof(cipher), "%s",
+                     SSL_get_cipher_name(ssl));
+            snprintf(group, sizeof(group), "%s", g != NULL ? g : "?");
+        }
+        (void)SSL_shutdown(ssl);        /* our close_notify */
+        (void)shutdown(fd, SHUT_WR);
+        do {
+            r = read(fd, buf, sizeof(buf));
+        } while (r > 0 || (r < 0 && errno == EINTR));
+        ERR_clear_error();
+        SSL_free(ssl);
+        close(fd);
+    }
+    t1 = kb_now_ns();
+    kb_peers_snap(peer1);
+    {
+        double secs = (double)(t1 - t0) / 1e9;
+
+        printf("{\"mode\":\"handshake\",\"handshakes\":%ld,\"failed\":%ld,"
+               "\"version\":\"%s\",\"cipher\":\"%s\",\"group\":\"%s\","
+               "\"window_s\":%.4f,\"handshakes_per_s\":%.1f,"
+               "\"client_cpu_s\":%.4f,\"client_cpu_window_s\":%.4f",
+               ok, failed, version, cipher, group, secs,
+               secs > 0 ? ok / secs : 0.0, kb_cpu_s() - cpu0,
+               kb_cpu_s() - cpu0);
+        kb_peers_print(peer0, peer1);
+        printf("}\n");
+    }
+    SSL_CTX_free(ctx);
+    return ok == n ? 0 : 1;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -1962,7 +2281,8 @@ timeouts:
 static void
 kb_usage(FILE *f)
 {
-    fputs("usage: krbench mock|produce|consume|latency|idle [options]\n"
+    fputs("usage: krbench mock|produce|consume|latency|idle|handshake "
+          "[options]\n"
           "  (see the comment at the top of tests/bench/krbench.c)\n", f);
 }
 
@@ -1988,6 +2308,8 @@ main(int argc, char **argv)
         return kb_latency(argc, argv);
     } else if (strcmp(mode, "idle") == 0) {
         return kb_idle(argc, argv);
+    } else if (strcmp(mode, "handshake") == 0) {
+        return kb_handshake(argc, argv);
     } else if (strcmp(mode, "-h") == 0 || strcmp(mode, "--help") == 0) {
         kb_usage(stdout);
         return 0;
