@@ -3,14 +3,15 @@
 # a close derivative, in sets.  Idempotent: run it again at any time.
 #
 #   install-deps.sh --build   build and run krelay: compiler, autotools,
-#                             pkg-config, libevent, OpenSSL, inih, jansson
+#                             pkg-config, libevent, OpenSSL, inih, jansson,
+#                             PCRE2
 #   install-deps.sh --demo    --build, plus librdkafka-dev (for the program
 #                             krelay-demo-cluster behind `krelay --demo`)
 #                             and kcat (the quickstart's Kafka client)
 #   install-deps.sh --tests   what only the tests (and `make bench`) use:
 #                             Debian packages (Check, the Python clients,
-#                             valgrind, HAProxy, Node.js and npm, the
-#                             headers node-rdkafka builds against), then
+#                             valgrind, HAProxy, a JDK, Node.js and npm,
+#                             the headers node-rdkafka builds against), then
 #                             the npm packages (below)
 #   install-deps.sh --npm     the npm packages alone (node and npm must be
 #                             there)
@@ -50,7 +51,7 @@ usage() {
 # ---- the sets --------------------------------------------------------------
 # Build and run krelay (the runtime libraries come with the -dev packages).
 PKGS_BUILD="build-essential autoconf automake pkg-config
-            libevent-dev libssl-dev libinih-dev libjansson-dev"
+            libevent-dev libssl-dev libinih-dev libjansson-dev libpcre2-dev"
 # krelay --demo (krelay-demo-cluster) and the quickstart's client.
 PKGS_DEMO="librdkafka-dev kcat"
 # Tests only: Check (unit tests), Python and its Kafka clients
@@ -61,9 +62,11 @@ PKGS_DEMO="librdkafka-dev kcat"
 # compression and SASL headers librdkafka 2.12 builds against (npm
 # node-rdkafka).  (No libtool: configure.ac has no LT_INIT, autoreconf
 # never runs libtoolize.)  man-db: tests/install.sh renders the man pages.
+# openjdk-17-jdk-headless: javac and java for tests/principal_jdk.sh (the
+# JDK's answers for TLS principals and mapping rules).
 PKGS_TESTS="check python3 python3-kafka python3-confluent-kafka valgrind
             haproxy openssl git zlib1g-dev libzstd-dev liblz4-dev
-            libsasl2-dev man-db"
+            libsasl2-dev man-db openjdk-17-jdk-headless"
 # Keep a Node.js that is already there (it may be newer than Debian's 18);
 # otherwise take Debian's, with the headers node-gyp needs.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -158,6 +158,8 @@ skipped_without() {
     git) echo "nothing (tests/tools/audit_compare.sh needs it)" ;;
     man-db) echo "tests/install.sh (it renders the installed man pages" \
                  "with man)" ;;
+    openjdk-17-jdk-headless) echo "tests/principal_jdk.sh (the JDK's" \
+                 "answers for TLS principals)" ;;
     *) echo "no test that we know of (contrib/install-deps.sh says why" \
             "it is in --tests)" ;;
     esac

@@ -61,25 +61,32 @@
  * unchanged.  No rule applying is not "the name unchanged": Kafka refuses
  * the client (SslPrincipalMapper throws NoMatchingRule), here
  * KR_PRINCIPAL_NO_RULE.  Kafka's default rule list is "DEFAULT".
- * Patterns are Java's, run with Java's semantics by kr_jregex (see there
- * for the syntax it takes: lazy quantifiers yes, lookaround and inline
- * flags not).  Replacements are Java's: $n is group n (the longest
- * number not above the group count), '\' quotes the next character;
+ * Patterns are Java's (JDK 17's java.util.regex), run by PCRE2 after a
+ * translation that keeps Java's meaning where the two differ, or refuses
+ * the construct at its column (src/kr_principal_re.c lists both: lazy and
+ * possessive quantifiers, lookaround, backreferences, named groups, the
+ * flags i m s d, \b are taken; class intersections, the flags u U x,
+ * scripts and blocks are not).  Replacements are Java's: $n is group n
+ * (the longest number not above the group count), ${name} a named group,
+ * '\' quotes the next character;
  * before that, Kafka turns a $n past the group count into a literal
  * (only when the pattern has groups; with its quirk for a second such
  * $n, reproduced).  A replacement Java would throw on (a '$' not
- * followed by a digit, ${name}, a trailing '\', a group the pattern does
- * not have) makes Kafka fail every client the rule applies to; here it
- * is a parse error.
+ * followed by a digit or '{', a trailing '\', a group or group name the
+ * pattern does not have) makes Kafka fail every client the rule applies
+ * to; here it is a parse error.
  * L and U map case as Java's toLowerCase/toUpperCase(Locale.ENGLISH):
  * ASCII, then the C library's C.UTF-8 tables for other characters, with
  * Java's expansions (ß -> SS and the rest of Unicode's unconditional
  * SpecialCasing, İ -> i + U+0307).  Not matched: the final sigma (Java
  * writes Σ at the end of a word as ς), and characters whose case the two
  * Unicode versions (JDK 17: 13.0) do not agree on.
- * A mapping that takes more than KR_PRINCIPAL_MATCH_STEPS matcher steps
- * (a pattern that backtracks exponentially) gives
- * KR_PRINCIPAL_TOO_COSTLY where Java would go on for as long as it takes.
+ * A search (the whole-name match, or one find() of replaceAll) that
+ * passes PCRE2's match limit (KR_PRINCIPAL_MATCH_STEPS calls of its
+ * internal match function, as deep, 32 MiB of backtracking memory: a
+ * pattern that backtracks exponentially) gives KR_PRINCIPAL_TOO_COSTLY
+ * where Java would go on for as long as it takes; a mapping makes at
+ * most (rules + 2 x characters + 2) searches.
  *
  * Thread safety: a parsed rule list is immutable: any number of threads
  * may call kr_principal_map on it at once.  Every function is reentrant.
@@ -127,7 +134,8 @@ struct kr_principal_rules;  /* a parsed, compiled rule list (immutable) */
  * want to warn).  On KR_ERROR *out is NULL and err (errlen bytes) holds
  * one line for the config loader to print after FILE:LINE and the key,
  * such as
- *   rule 1 ("RULE:^CN=(?=a)/x/"), column 10: a lookahead is not supported
+ *   rule 1 ("RULE:^CN=[a&&b]/x/"), column 12: a class intersection '&&'
+ *   is not supported
  * (rules count from 1, empty entries not counted; columns count
  * characters from the start of the text, from 1; the rule is quoted up
  * to 40 characters).  KR_ENOMEM on allocation failure (err says so).
@@ -143,7 +151,7 @@ void kr_principal_mapping_rules_free(struct kr_principal_rules *r);
 /* How many rules the list holds (DEFAULT counts; empty entries do not). */
 size_t kr_principal_mapping_rules_count(const struct kr_principal_rules *r);
 
-/* Most matcher steps one kr_principal_map may take. */
+/* PCRE2's match limit (and depth limit) for one search of a mapping. */
 #define KR_PRINCIPAL_MATCH_STEPS 10000000u
 
 /* What kr_principal_map decided. */
@@ -151,8 +159,8 @@ enum kr_principal_map_outcome {
     KR_PRINCIPAL_MAPPED = 0,    /* *out holds the mapped name */
     KR_PRINCIPAL_NO_RULE,       /* no rule applies: Kafka refuses the
                                    client (NoMatchingRule) */
-    KR_PRINCIPAL_TOO_COSTLY,    /* a pattern took more than
-                                   KR_PRINCIPAL_MATCH_STEPS steps */
+    KR_PRINCIPAL_TOO_COSTLY,    /* a search passed PCRE2's limits
+                                   (KR_PRINCIPAL_MATCH_STEPS) */
     KR_PRINCIPAL_ENOMEM
 };
 
@@ -167,7 +175,7 @@ const char *kr_principal_map_outcome_str(enum kr_principal_map_outcome o);
  * caller frees, *outlen (may be NULL) its length; otherwise *out is NULL.
  * Bytes of name that are not UTF-8 are read as Java's decoder reads them
  * (U+FFFD).  The mapped name may be empty (Kafka's principal is then
- * "User:").  Allocates; takes up to KR_PRINCIPAL_MATCH_STEPS steps.
+ * "User:").  Allocates; each search stops at PCRE2's limits (above).
  */
 enum kr_principal_map_outcome
 kr_principal_map(const struct kr_principal_rules *rules, const char *name,

@@ -6,7 +6,7 @@
  *
  * Two parts: a DER reader and the name's writer; the rule list (Kafka's
  * grammar, Java's replacements and case mapping), whose patterns
- * kr_jregex compiles and runs.
+ * kr_principal_re.c translates for PCRE2, which runs them.
  */
 #include "config.h"
 
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <wctype.h>
 
-#include "kr_jregex.h"
 #include "kr_principal.h"
+#include "kr_principal_int.h"
 
 /* ---- a growing output buffer -------------------------------------------- */
 
@@ -854,7 +854,7 @@ struct kr_repl_piece {
 struct kr_principal_rule {
     bool is_default;
     char casemap;                /* 0, 'L' or 'U' */
-    struct kr_jregex *re;        /* NULL for DEFAULT */
+    struct kr_pre *re;           /* NULL for DEFAULT */
     struct kr_repl_piece *piece;
     size_t npiece;
     uint32_t *lit;               /* the replacement's literal code points */
@@ -973,7 +973,7 @@ java_space(uint32_t c)
 static void
 rule_free(struct kr_principal_rule *r)
 {
-    kr_jregex_free(r->re);
+    kr_pre_free(r->re);
     free(r->piece);
     free(r->lit);
 }
@@ -1013,9 +1013,10 @@ kr_principal_mapping_rules_count(const struct kr_principal_rules *r)
  */
 static bool
 repl_build(const uint32_t *in, const uint32_t *incol, size_t n,
-           unsigned ngroups, struct kr_principal_rule *r, uint32_t *errcol,
-           const char **why)
+           const struct kr_pre *re, struct kr_principal_rule *r,
+           uint32_t *errcol, const char **why)
 {
+    unsigned ngroups = re->ngroups;
     struct kr_cps v = { NULL, 0, 0, false }, vcol = { NULL, 0, 0, false };
     struct kr_cps lit = { NULL, 0, 0, false };
     struct kr_repl_piece *pc = NULL;
@@ -1104,11 +1105,42 @@ repl_build(const uint32_t *in, const uint32_t *incol, size_t n,
                 goto out;
             }
             if (v.p[cur + 1] == '{') {
-                *errcol = vcol.p[cur];
-                *why = "a named group reference ${...} (there are no "
-                       "named groups: Kafka fails every client this rule "
-                       "matches)";
-                goto out;
+                /* ${name}: ASCII letters and digits, then '}' */
+                char name[64];
+                size_t k = 0, at = cur;
+
+                cur += 2;
+                while (cur < v.n && ((v.p[cur] >= 'a' && v.p[cur] <= 'z') ||
+                                     (v.p[cur] >= 'A' && v.p[cur] <= 'Z') ||
+                                     (v.p[cur] >= '0' && v.p[cur] <= '9'))) {
+                    if (k + 1 < sizeof(name)) {
+                        name[k] = (char)v.p[cur];
+                    }
+                    k++;
+                    cur++;
+                }
+                if (k == 0 || cur >= v.n || v.p[cur] != '}' ||
+                    (name[0] >= '0' && name[0] <= '9')) {
+                    *errcol = vcol.p[at];
+                    *why = "a malformed group name reference ${...} (Java "
+                           "refuses it: Kafka fails every client this rule "
+                           "matches)";
+                    goto out;
+                }
+                cur++;
+                ref = k < sizeof(name)
+                    ? kr_pre_group_named(re, name, k) : 0;
+                if (ref == 0) {
+                    *errcol = vcol.p[at];
+                    *why = "a reference ${...} to a group name the pattern "
+                           "does not have (Java refuses it: Kafka fails "
+                           "every client this rule matches)";
+                    goto out;
+                }
+                pc[npc].group = ref;
+                pc[npc].off = pc[npc].len = 0;
+                npc++;
+                continue;
             }
             if (v.p[cur + 1] < '0' || v.p[cur + 1] > '9') {
                 *errcol = vcol.p[cur];
@@ -1250,7 +1282,7 @@ static int
 rule_parse(const struct kr_rtext *t, size_t *i, struct kr_principal_rule *r,
            uint32_t *errcol, const char **why, char *whybuf, size_t whylen)
 {
-    struct kr_jregex_char *pat;
+    struct kr_pre_char *pat;
     size_t pb, pe, rb, re, k;
     int rc;
 
@@ -1271,15 +1303,15 @@ rule_parse(const struct kr_rtext *t, size_t *i, struct kr_principal_rule *r,
         pat[k - pb].cp = t->cp[k];
         pat[k - pb].col = t->col[k];
     }
-    rc = kr_jregex_compile(pat, pe - pb, &r->re, errcol, whybuf, whylen);
+    rc = kr_pre_compile(pat, pe - pb, &r->re, errcol, whybuf, whylen);
     free(pat);
     if (rc != KR_OK) {
         *why = whybuf;
         return rc;
     }
-    if (!repl_build(t->cp + rb, t->col + rb, re - rb,
-                    kr_jregex_groups(r->re), r, errcol, why)) {
-        kr_jregex_free(r->re);
+    if (!repl_build(t->cp + rb, t->col + rb, re - rb, r->re, r, errcol,
+                    why)) {
+        kr_pre_free(r->re);
         r->re = NULL;
         return strcmp(*why, "out of memory") == 0 ? KR_ENOMEM : KR_ERROR;
     }
@@ -1438,45 +1470,99 @@ kr_principal_map_outcome_str(enum kr_principal_map_outcome o)
     }
 }
 
+/*
+ * The name to map: its code points (s, n), their UTF-8 (u8, what PCRE2
+ * searches) and, for each byte offset of u8 that starts a character, the
+ * index of that character (cp_at; cp_at[u8len] = n).
+ */
+struct kr_pname {
+    const uint32_t *s;
+    size_t n;
+    char *u8;
+    size_t u8len;
+    size_t *cp_at;
+    size_t *byte_at;             /* the inverse: byte offset of s[i] */
+};
+
 /* Java's name.replaceAll(pattern, replacement) into res. */
 static enum kr_principal_map_outcome
-rule_apply(const struct kr_principal_rule *r, struct kr_jregex_matcher *m,
-           struct kr_cps *res)
+rule_apply(const struct kr_principal_rule *r, const struct kr_pname *nm,
+           struct kr_pre_subject *sj, struct kr_cps *res)
 {
     size_t last = 0, from = 0, ms, me, gs, ge, i;
 
     for (;;) {
-        switch (kr_jregex_find(r->re, m, from)) {
-        case KR_JREGEX_MATCH:
+        switch (kr_pre_find(r->re, sj, nm->byte_at[from])) {
+        case KR_PRE_MATCH:
             break;
-        case KR_JREGEX_NOMATCH:
+        case KR_PRE_NOMATCH:
             goto tail;
-        case KR_JREGEX_COSTLY:
+        case KR_PRE_COSTLY:
             return KR_PRINCIPAL_TOO_COSTLY;
         default:
             return KR_PRINCIPAL_ENOMEM;
         }
-        (void)kr_jregex_group(m, 0, &ms, &me);
-        cps_put(res, m->s + last, ms - last);
+        (void)kr_pre_group(sj, 0, &ms, &me);
+        ms = nm->cp_at[ms];
+        me = nm->cp_at[me];
+        cps_put(res, nm->s + last, ms - last);
         for (i = 0; i < r->npiece; i++) {
             const struct kr_repl_piece *p = &r->piece[i];
 
             if (p->group == KR_REPL_LIT) {
                 cps_put(res, r->lit + p->off, p->len);
-            } else if (kr_jregex_group(m, p->group, &gs, &ge)) {
-                cps_put(res, m->s + gs, ge - gs);
+            } else if (kr_pre_group(sj, p->group, &gs, &ge)) {
+                gs = nm->cp_at[gs];
+                ge = nm->cp_at[ge];
+                cps_put(res, nm->s + gs, ge - gs);
             }
         }
         last = me;
-        /* Java's find(): after an empty match, one further */
+        /* Java's find(): after an empty match, one character further
+           (Java: one UTF-16 unit; see kr_principal_re.c) */
         from = me == ms ? me + 1 : me;
-        if (from > m->len) {
+        if (from > nm->n) {
             break;
         }
     }
 tail:
-    cps_put(res, m->s + last, m->len - last);
+    cps_put(res, nm->s + last, nm->n - last);
     return res->oom ? KR_PRINCIPAL_ENOMEM : KR_PRINCIPAL_MAPPED;
+}
+
+/* nm->u8 and the offset maps from nm->s; false on allocation failure. */
+static bool
+pname_init(struct kr_pname *nm)
+{
+    struct kr_pbuf pb = { NULL, 0, 0, false };
+    size_t i, b;
+
+    nm->cp_at = NULL;
+    nm->byte_at = malloc((nm->n + 1) * sizeof(*nm->byte_at));
+    pb_reserve(&pb, 4 * nm->n);
+    if (nm->byte_at == NULL || pb.oom) {
+        free(pb.p);
+        nm->u8 = NULL;
+        return false;
+    }
+    for (i = 0; i < nm->n; i++) {
+        nm->byte_at[i] = pb.len;
+        pb_put_cp(&pb, nm->s[i]);
+    }
+    nm->byte_at[nm->n] = pb.len;
+    nm->u8 = pb.p;
+    nm->u8len = pb.len;
+    nm->cp_at = malloc((pb.len + 1) * sizeof(*nm->cp_at));
+    if (nm->cp_at == NULL || pb.oom) {
+        return false;
+    }
+    for (i = 0, b = 0; b <= pb.len; b++) {
+        while (i < nm->n && nm->byte_at[i + 1] <= b) {
+            i++;
+        }
+        nm->cp_at[b] = i;        /* at a character's first byte: its index */
+    }
+    return true;
 }
 
 enum kr_principal_map_outcome
@@ -1484,41 +1570,50 @@ kr_principal_map(const struct kr_principal_rules *rules, const char *name,
                  size_t len, char **out, size_t *outlen)
 {
     struct kr_cps res = { NULL, 0, 0, false };
-    struct kr_jregex_matcher m;
+    struct kr_pname nm;
+    struct kr_pre_subject sj;
     struct kr_pbuf pb = { NULL, 0, 0, false };
     uint32_t *s = NULL;
     enum kr_principal_map_outcome o = KR_PRINCIPAL_NO_RULE;
     const struct kr_principal_rule *hit = NULL;
-    size_t i, n;
+    size_t i;
+    bool ready;
 
     *out = NULL;
+    memset(&nm, 0, sizeof(nm));
     s = malloc((len + 1) * sizeof(*s));
     if (s == NULL) {
         return KR_PRINCIPAL_ENOMEM;
     }
-    n = utf8_decode_java((const uint8_t *)name, len, s);
-    kr_jregex_matcher_init(&m, s, n, KR_PRINCIPAL_MATCH_STEPS);
+    nm.s = s;
+    nm.n = utf8_decode_java((const uint8_t *)name, len, s);
+    ready = pname_init(&nm);
+    ready = kr_pre_subject_init(&sj, nm.u8, nm.u8len) && ready;
+    if (!ready) {
+        o = KR_PRINCIPAL_ENOMEM;
+        goto out;
+    }
     for (i = 0; i < (rules != NULL ? rules->n : 1); i++) {
         const struct kr_principal_rule *r =
             rules != NULL ? &rules->r[i] : NULL;
-        enum kr_jregex_result mr;
+        enum kr_pre_result mr;
 
         if (r == NULL || r->is_default) {
-            cps_put(&res, s, n);
+            cps_put(&res, s, nm.n);
             o = res.oom ? KR_PRINCIPAL_ENOMEM : KR_PRINCIPAL_MAPPED;
             break;
         }
-        mr = kr_jregex_matches(r->re, &m);
-        if (mr == KR_JREGEX_COSTLY) {
+        mr = kr_pre_matches(r->re, &sj);
+        if (mr == KR_PRE_COSTLY) {
             o = KR_PRINCIPAL_TOO_COSTLY;
             goto out;
         }
-        if (mr == KR_JREGEX_ENOMEM) {
+        if (mr == KR_PRE_ENOMEM) {
             o = KR_PRINCIPAL_ENOMEM;
             goto out;
         }
-        if (mr == KR_JREGEX_MATCH) {
-            o = rule_apply(r, &m, &res);
+        if (mr == KR_PRE_MATCH) {
+            o = rule_apply(r, &nm, &sj, &res);
             hit = r;
             break;
         }
@@ -1530,9 +1625,9 @@ kr_principal_map(const struct kr_principal_rules *rules, const char *name,
     for (i = 0; i < res.n; i++) {
         if (hit != NULL && hit->casemap != 0) {
             uint32_t cm[3];
-            size_t k, nm = case_map(res.p[i], hit->casemap == 'U', cm);
+            size_t k, ncm = case_map(res.p[i], hit->casemap == 'U', cm);
 
-            for (k = 0; k < nm; k++) {
+            for (k = 0; k < ncm; k++) {
                 pb_put_cp(&pb, cm[k]);
             }
         } else {
@@ -1550,7 +1645,10 @@ kr_principal_map(const struct kr_principal_rules *rules, const char *name,
     }
 out:
     free(res.p);
-    kr_jregex_matcher_done(&m);
+    kr_pre_subject_done(&sj);
+    free(nm.u8);
+    free(nm.cp_at);
+    free(nm.byte_at);
     free(s);
     return o;
 }

@@ -1,6 +1,7 @@
 /*
  * check_principal.c - unit tests for kr_principal (TLS principals as
- * Kafka gives them) and kr_jregex (its java.util.regex matcher).
+ * Kafka gives them), with its patterns: java.util.regex's, translated
+ * for PCRE2 (src/kr_principal_re.c).
  *
  * The expected strings come from the JDK: tests/data/principal/x500.txt
  * (X500Principal.getName() of certificate subjects) and
@@ -19,8 +20,8 @@
 
 #include <openssl/x509.h>
 
-#include "kr_jregex.h"
 #include "kr_principal.h"
+#include "../../src/kr_principal_int.h"
 
 /* ---- the tables ------------------------------------------------------------ */
 
@@ -577,11 +578,11 @@ START_TEST(test_rule_errors)
                      "\"c/\" after the rule (a rule ends with /, /L or /U, "
                      "then ',' or the end)");
     /* the column is the pattern's character, counted in characters */
-    assert_parse_err("DEFAULT,RULE:^CN=é(?=a)/x/",
-                     "rule 2 (\"RULE:^CN=é(?=a)/x/\"), column 19: a lookahead "
-                     "is not supported");
-    assert_parse_err("RULE:^CN=(?=a)/x/", "rule 1 (\"RULE:^CN=(?=a)/x/\"), "
-                     "column 10: a lookahead is not supported");
+    assert_parse_err("DEFAULT,RULE:^CN=é[a&&b]/x/",
+                     "rule 2 (\"RULE:^CN=é[a&&b]/x/\"), column 21: a class "
+                     "intersection '&&' is not supported");
+    assert_parse_err("RULE:^CN=(?x)a/x/", "rule 1 (\"RULE:^CN=(?x)a/x/\"), "
+                     "column 12: the inline flag 'x' is not supported");
     assert_parse_err("RULE:a**/x/", "rule 1 (\"RULE:a**/x/\"), column 8: a "
                      "dangling '*' (Java refuses it)");
     assert_parse_err("RULE:(a/x/", "rule 1 (\"RULE:(a/x/\"), column 6: an "
@@ -597,34 +598,53 @@ START_TEST(test_rule_errors)
                      "matches)");
     assert_parse_err("RULE:a\\\n/x/", "rule 1 (\"RULE:a\\?/x/\"), column 7: "
                      "a '\\' at the end of the rule or before a line break");
-    assert_parse_err("RULE:a{2000}/x/", "rule 1 (\"RULE:a{2000}/x/\"), column "
-                     "7: a repetition count above 1000 is not supported");
+    assert_parse_err("RULE:a{70000}/x/", "rule 1 (\"RULE:a{70000}/x/\"), "
+                     "column 7: a repetition count above 65535 is not "
+                     "supported");
+    /* what PCRE2 refuses in the translation: at the construct's column */
+    assert_parse_err("RULE:x(?<=ab?)c/x/", "rule 1 (\"RULE:x(?<=ab?)c/x/\"), "
+                     "column 7: this is not supported (PCRE2 cannot run its "
+                     "translation: lookbehind assertion is not fixed length)");
+    /* group names in the replacement */
+    assert_parse_err("RULE:(?<cn>a)/${ou}/", "rule 1 (\"RULE:(?<cn>a)/${ou}/\"), "
+                     "column 15: a reference ${...} to a group name the "
+                     "pattern does not have (Java refuses it: Kafka fails "
+                     "every client this rule matches)");
+    assert_parse_err("RULE:(?<cn>a)/${cn/", "rule 1 (\"RULE:(?<cn>a)/${cn/\"), "
+                     "column 15: a malformed group name reference ${...} "
+                     "(Java refuses it: Kafka fails every client this rule "
+                     "matches)");
     assert_parse_err("RULE:a/x/,RULE:\xff/y/", "byte 16: not UTF-8");
 }
 END_TEST
 
-/* A pattern that backtracks exponentially stops at the step budget. */
+/*
+ * A pattern that backtracks exponentially stops at PCRE2's match limit
+ * (Java would go on), and the next rule is not tried.
+ */
 START_TEST(test_rule_costly)
 {
     char name[64];
 
     memset(name, 'a', 40);
-    name[40] = 'c';
+    name[40] = 'd';
     name[41] = '\0';
-    assert_map("RULE:(?:(a+)+b){2}/x/,DEFAULT", name,
+    assert_map("RULE:(?:a|aa)+[bc]/x/,DEFAULT", name,
                "a mapping rule took too long");
+    /* the same rule on a name it matches at once */
+    assert_map("RULE:(?:a|aa)+[bc]/x/,DEFAULT", "aab", "x");
 }
 END_TEST
 
-/* ---- kr_jregex directly ---------------------------------------------------- */
+/* ---- the translated patterns directly --------------------------------------- */
 
-static struct kr_jregex *
-jr(const char *pat)
+static struct kr_pre *
+pre(const char *pat)
 {
-    struct kr_jregex_char c[256];
-    struct kr_jregex *re = NULL;
+    struct kr_pre_char c[256];
+    struct kr_pre *re = NULL;
     uint32_t col;
-    char err[160];
+    char err[256];
     size_t i, n = strlen(pat);
 
     ck_assert_uint_lt(n, 256);
@@ -632,39 +652,45 @@ jr(const char *pat)
         c[i].cp = (uint8_t)pat[i];
         c[i].col = (uint32_t)(i + 1);
     }
-    ck_assert_msg(kr_jregex_compile(c, n, &re, &col, err, sizeof(err)) ==
-                  KR_OK, "%s: %s", pat, err);
+    ck_assert_msg(kr_pre_compile(c, n, &re, &col, err, sizeof(err)) == KR_OK,
+                  "%s: %s", pat, err);
     return re;
 }
 
 /* find() from a position, groups that take no part, ^ only at 0. */
-START_TEST(test_jregex_find)
+START_TEST(test_pre_find)
 {
-    static const uint32_t s[] = { 'a', 'b', 'a', 'b' };
-    struct kr_jregex *re = jr("(a)|(b)");
-    struct kr_jregex_matcher m;
+    struct kr_pre_subject sj;
+    struct kr_pre *re = pre("(a)|(b)");
     size_t b, e;
 
-    kr_jregex_matcher_init(&m, s, 4, 1000);
-    ck_assert_uint_eq(kr_jregex_groups(re), 2);
-    ck_assert_int_eq(kr_jregex_find(re, &m, 1), KR_JREGEX_MATCH);
-    ck_assert(kr_jregex_group(&m, 0, &b, &e));
+    ck_assert(kr_pre_subject_init(&sj, "abab", 4));
+    ck_assert_uint_eq(re->ngroups, 2);
+    ck_assert_int_eq(kr_pre_find(re, &sj, 1), KR_PRE_MATCH);
+    ck_assert(kr_pre_group(&sj, 0, &b, &e));
     ck_assert_uint_eq(b, 1);
     ck_assert_uint_eq(e, 2);
-    ck_assert(!kr_jregex_group(&m, 1, &b, &e));
-    ck_assert(kr_jregex_group(&m, 2, &b, &e));
-    ck_assert_int_eq(kr_jregex_matches(re, &m), KR_JREGEX_NOMATCH);
-    kr_jregex_free(re);
-    re = jr("^b");
-    ck_assert_int_eq(kr_jregex_find(re, &m, 1), KR_JREGEX_NOMATCH);
-    kr_jregex_free(re);
-    /* the budget is shared by every call on one matcher */
-    re = jr("(?:a|b)*c");
-    m.steps = 20;
-    ck_assert_int_eq(kr_jregex_find(re, &m, 0), KR_JREGEX_COSTLY);
-    kr_jregex_free(re);
-    kr_jregex_matcher_done(&m);
-    kr_jregex_free(NULL);
+    ck_assert(!kr_pre_group(&sj, 1, &b, &e));
+    ck_assert(kr_pre_group(&sj, 2, &b, &e));
+    ck_assert_int_eq(kr_pre_matches(re, &sj), KR_PRE_NOMATCH);
+    kr_pre_free(re);
+    re = pre("^b");
+    ck_assert_int_eq(kr_pre_find(re, &sj, 1), KR_PRE_NOMATCH);
+    kr_pre_free(re);
+    /* a lookbehind sees what is before the search's start, as Java's */
+    re = pre("(?<=a)b");
+    ck_assert_int_eq(kr_pre_find(re, &sj, 1), KR_PRE_MATCH);
+    ck_assert(kr_pre_group(&sj, 0, &b, &e));
+    ck_assert_uint_eq(b, 1);
+    kr_pre_free(re);
+    /* named groups are numbered groups */
+    re = pre("(?<first>a)(b)(?<third>a)");
+    ck_assert_uint_eq(kr_pre_group_named(re, "first", 5), 1);
+    ck_assert_uint_eq(kr_pre_group_named(re, "third", 5), 3);
+    ck_assert_uint_eq(kr_pre_group_named(re, "thir", 4), 0);
+    kr_pre_free(re);
+    kr_pre_subject_done(&sj);
+    kr_pre_free(NULL);
 }
 END_TEST
 
@@ -682,7 +708,7 @@ principal_suite(void)
     tcase_add_test(tc, test_rule_list);
     tcase_add_test(tc, test_rule_errors);
     tcase_add_test(tc, test_rule_costly);
-    tcase_add_test(tc, test_jregex_find);
+    tcase_add_test(tc, test_pre_find);
     suite_add_tcase(s, tc);
     return s;
 }
