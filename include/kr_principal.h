@@ -24,11 +24,16 @@
  *     PrintableString, T61String, IA5String, GeneralString or BMPString
  *     (primitive), else hex as above (NumericString, VisibleString,
  *     UniversalString, INTEGER, constructed strings ...);
- *   - text is the content bytes decoded as UTF-8, whatever the string
- *     type says (a BMPString's UTF-16 and a T61String's Latin-1 too),
- *     malformed sequences becoming U+FFFD as Java's decoder replaces them
- *     (how many bytes one U+FFFD stands for follows Java, not Unicode's
- *     recommendation: a UTF-8-encoded surrogate is one U+FFFD);
+ *   - text is the content decoded as the JDK of Debian 12 (17.0.21)
+ *     decodes its string type: BMPString as UTF-16BE; T61String,
+ *     PrintableString and IA5String one character per byte (ISO-8859-1);
+ *     UTF8String and GeneralString as UTF-8, malformed sequences becoming
+ *     U+FFFD as Java's decoder replaces them (how many bytes one U+FFFD
+ *     stands for follows Java, not Unicode's recommendation: a
+ *     UTF-8-encoded surrogate is one U+FFFD).  JDK 17.0.15 read every
+ *     type as UTF-8: a broker on an older JDK may name a BMPString or
+ *     T61String subject otherwise (tests/principal_jdk.sh, in make
+ *     check-long, compares with the installed JDK);
  *   - escaped with '\': , = + < > # ; " and '\' anywhere; a leading or
  *     trailing space or CR (each of them, however many); U+0000 is
  *     written "\00"; every other character (controls, non-ASCII) as is.
@@ -47,9 +52,7 @@
  * UTF-8, a GeneralString, VisibleString, VideotexString or
  * GraphicString, or a value that is not a string (x500.txt marks those
  * "openssl!"): such a client fails krelay's TLS handshake, where the JDK
- * would read it.  The JDK reads a BMPString and a T61String as UTF-8
- * (garbled) in every version seen; other JDK versions than 17 were not
- * measured.
+ * would read it.  JDK versions other than 17 were not measured.
  *
  * Mapping rules (Kafka's ssl.principal.mapping.rules, KIP-371): a comma
  * separated list of DEFAULT and RULE:pattern/replacement/[LU], tried in

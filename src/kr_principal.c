@@ -495,9 +495,67 @@ x500_special(uint32_t c)
            c == '#' || c == ';' || c == '"' || c == '\\';
 }
 
-/* A text value, decoded and escaped as the JDK does. */
+/*
+ * A BMPString's bytes as Java's new String(bytes, UTF_16BE) reads them:
+ * surrogate pairs joined, a lone surrogate and an odd last byte each
+ * U+FFFD.  Returns the code points written to out (at most n).
+ */
+static size_t
+utf16be_decode_java(const uint8_t *s, size_t n, uint32_t *out)
+{
+    size_t sp = 0, dp = 0;
+
+    while (sp + 1 < n) {
+        uint32_t u = (uint32_t)s[sp] << 8 | s[sp + 1];
+
+        sp += 2;
+        if (u >= 0xD800 && u <= 0xDBFF && sp + 1 < n) {
+            uint32_t l = (uint32_t)s[sp] << 8 | s[sp + 1];
+
+            if (l >= 0xDC00 && l <= 0xDFFF) {
+                sp += 2;
+                out[dp++] = 0x10000 + ((u - 0xD800) << 10) + (l - 0xDC00);
+                continue;
+            }
+        }
+        out[dp++] = (u >= 0xD800 && u <= 0xDFFF) ? KR_REPL : u;
+    }
+    if (sp < n) {
+        out[dp++] = KR_REPL;            /* an odd byte left */
+    }
+    return dp;
+}
+
+/*
+ * A text value's code points as the JDK (17.0.21, Debian 12's) reads its
+ * string type: BMPString as UTF-16BE; T61String, PrintableString and
+ * IA5String one character per byte (ISO-8859-1); UTF8String and
+ * GeneralString as UTF-8.  (17.0.15 read them all as UTF-8.)
+ */
+static size_t
+text_decode_java(uint8_t tag, const uint8_t *s, size_t n, uint32_t *out)
+{
+    size_t i;
+
+    switch (tag) {
+    case 0x1E:
+        return utf16be_decode_java(s, n, out);
+    case 0x13:
+    case 0x14:
+    case 0x16:
+        for (i = 0; i < n; i++) {
+            out[i] = s[i];
+        }
+        return n;
+    default:
+        return utf8_decode_java(s, n, out);
+    }
+}
+
+/* A text value of string type tag, decoded and escaped as the JDK does. */
 static int
-value_text_put(struct kr_pbuf *out, const struct kr_der *v, const char **why)
+value_text_put(struct kr_pbuf *out, uint8_t tag, const struct kr_der *v,
+               const char **why)
 {
     uint32_t *cp, *esc;
     size_t n, i, k = 0, lead, trail;
@@ -508,7 +566,7 @@ value_text_put(struct kr_pbuf *out, const struct kr_der *v, const char **why)
         return KR_ENOMEM;
     }
     esc = cp + v->n;
-    n = utf8_decode_java(v->p, v->n, cp);
+    n = text_decode_java(tag, v->p, v->n, cp);
     for (i = 0; i < n; i++) {
         if (x500_special(cp[i])) {
             esc[k++] = '\\';
@@ -582,7 +640,7 @@ ava_put(struct kr_pbuf *out, struct kr_der ava, const char **why)
     }
     pb_putc(out, '=');
     if (kw != NULL && text_tag(vtag)) {
-        return value_text_put(out, &val, why);
+        return value_text_put(out, vtag, &val, why);
     }
     /* '#' and the value's DER, its length re-encoded minimally */
     pb_putc(out, '#');
