@@ -8,7 +8,7 @@
 # it (a JDK or OpenSSL of another version may differ: regenerate and look
 # at the diff).  check_principal tests krelay against the same tables.
 #
-#   tests/principal_jdk.sh            compare (make check)
+#   tests/principal_jdk.sh            compare (make check-long)
 #   tests/principal_jdk.sh --write    rewrite the tables (from a source
 #                                     tree; review and commit the diff)
 #
