@@ -1351,6 +1351,29 @@ kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
     }
 }
 
+/*
+ * The topic a scanned TopicId (p, n bytes) names: its name in as->map,
+ * else the id as Kafka prints it (into idbuf); NULL for no id (not 16
+ * bytes, or all zero).
+ */
+static const char *
+scan_topic_id_name(const struct kr_audit_scan *as, const uint8_t *p,
+                   size_t n, char idbuf[24])
+{
+    static const uint8_t zero[16];
+    const char *name;
+
+    if (p == NULL || n != 16 || memcmp(p, zero, 16) == 0) {
+        return NULL;
+    }
+    name = kr_topic_map_name(as->map, p);
+    if (name == NULL) {
+        kr_uuid_format(p, idbuf);
+        name = idbuf;
+    }
+    return name;
+}
+
 void
 kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
                     const struct kr_topic_map *map)
@@ -1392,22 +1415,15 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
                       val > (int64_t)n);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
-    case KR_SCAN_TOPIC_ID: {
-        static const uint8_t zero[16];
-
+    case KR_SCAN_TOPIC_ID:
         as->cur = SIZE_MAX;
-        if (p == NULL || n != 16 || memcmp(p, zero, 16) == 0) {
-            break;
-        }
-        name = kr_topic_map_name(as->map, p);
+        name = scan_topic_id_name(as, p, n, idbuf);
         if (name == NULL) {
-            kr_uuid_format(p, idbuf);
-            name = idbuf;
+            break;
         }
         t = rsp_topic(r, name, strlen(name), false);
         as->cur = t != NULL ? (size_t)(t - r->topics) : SIZE_MAX;
         break;
-    }
     case KR_SCAN_RECORDS:
         if (as->cur < r->ntopics && val > 0) {
             r->topics[as->cur].bytes += val;
@@ -1494,21 +1510,13 @@ kr_audit_produce_scan_event(void *arg, enum kr_scan_what what,
                           val > (int64_t)n);
         }
         break;
-    case KR_SCAN_TOPIC_ID: {
-        static const uint8_t zero[16];
-
+    case KR_SCAN_TOPIC_ID:
         as->cur = SIZE_MAX;
-        if (p == NULL || n != 16 || memcmp(p, zero, 16) == 0) {
-            break;
+        name = scan_topic_id_name(as, p, n, idbuf);
+        if (name != NULL) {
+            produce_topic(as, name, strlen(name), false);
         }
-        name = kr_topic_map_name(as->map, p);
-        if (name == NULL) {
-            kr_uuid_format(p, idbuf);
-            name = idbuf;
-        }
-        produce_topic(as, name, strlen(name), false);
         break;
-    }
     case KR_SCAN_RECORDS:
         /* one records field per partition entry */
         if (t != NULL) {
