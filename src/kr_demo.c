@@ -125,11 +125,11 @@ kr_demo_find(const char *const *dirs, int ndirs, char *path, size_t len,
     if (len > 0) {
         path[0] = '\0';
     }
-    snprintf(err, errlen, "%s not found (looked in %s): krelay was built "
-             "without it; install librdkafka-dev (contrib/install-deps.sh "
-             "--demo), then run configure and make again: it is built "
-             "when configure finds librdkafka", KR_DEMO_PROGRAM,
-             used > 0 ? looked : "no directory");
+    snprintf(err, errlen, "%s not found (looked in %s): it is installed "
+             "there by make install, and built beside krelay when configure "
+             "finds librdkafka (without it: install librdkafka-dev, "
+             "contrib/install-deps.sh --demo, then run configure and make "
+             "again)", KR_DEMO_PROGRAM, used > 0 ? looked : "no directory");
     return KR_ERROR;
 }
 

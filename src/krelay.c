@@ -715,21 +715,52 @@ main(int argc, char **argv)
             kr_log_error("--demo: cannot watch the demo cluster");
             goto out;
         }
+        const struct kr_listener_conf *l0 = &p->cref->conf->listeners[0];
+        char boot[320], route[800], kopts[200] = "";
+        const char *port;
+
         /* for people, not for what reads stdout ([audit] target =
            stdout): on stderr, as the log */
         demo_connect_addr(&p->sets[0]->g[0]->socks[0], addr, sizeof(addr));
+        port = strrchr(addr, ':');
+        if (l0->sni != NULL) {
+            /* SNI routing: clients dial names, which must reach this host */
+            snprintf(boot, sizeof(boot), "%s%s",
+                     l0->sni_bootstrap_name != NULL ? l0->sni_bootstrap_name
+                                                    : "BOOTSTRAP-NAME",
+                     port != NULL ? port : "");
+            snprintf(route, sizeof(route), "Bootstrap: %s by SNI; NodeId n: "
+                     "%s on the same port (clients must resolve these names "
+                     "to this host, and the certificate name them)", boot,
+                     l0->sni_broker_name);
+        } else {
+            snprintf(boot, sizeof(boot), "%s", addr);
+            snprintf(route, sizeof(route), "Bootstrap: %s (NodeId n at port "
+                     "%u + n)", addr, l0->broker_port_base);
+        }
+        if (l0->ssl) {
+            snprintf(kopts, sizeof(kopts), " -X security.protocol=ssl "
+                     "-X ssl.ca.location=CA.pem%s",
+                     l0->ssl_client_ca != NULL
+                         ? " -X ssl.certificate.location=CLIENT.pem "
+                           "-X ssl.key.location=CLIENT.key"
+                         : "");
+        }
         fprintf(stderr,
                 "krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
                 "%s) is behind krelay.\n"
-                "Bootstrap: %s (NodeId n at port %u + n).  Try:\n"
-                "  kcat -b %s -L\n"
-                "  echo hello | kcat -b %s -t demo -P\n"
-                "  kcat -b %s -t demo -C -e\n"
+                "%s.  Try:\n"
+                "  kcat -b %s%s -L\n"
+                "  echo hello | kcat -b %s%s -t demo -P\n"
+                "  kcat -b %s%s -t demo -C -e\n"
+                "%s"
                 "%s%s%s"
                 "Stop with Ctrl-C.\n",
-                DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, addr,
-                p->cref->conf->listeners[0].broker_port_base, addr, addr,
-                addr,
+                DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, route, boot, kopts,
+                boot, kopts, boot, kopts,
+                l0->ssl ? "(TLS: CA.pem is the CA of the listener's "
+                "certificate; CLIENT.pem/.key a certificate its "
+                "ssl_client_ca signed.)\n" : "",
                 path != NULL ? "Rules and [audit] come from the -c file; "
                 "edit it and send SIGHUP to reload.\n" : "",
                 ndemo_warn > 0 ? "Read the warning" : "",

@@ -316,7 +316,9 @@ else
         --broker-port-base "$base" >"$W/d8.out" 2>&1 || rc=$?
     [ "$rc" -eq 1 ] || kr_fail "--demo without the program: status $rc: $(cat "$W/d8.out")"
     WANT="krelay: --demo: krelay-demo-cluster not found (looked in $W/bin,"
-    WANT="$WANT $libexec): krelay was built without it; install librdkafka-dev"
+    WANT="$WANT $libexec): it is installed there by make install, and built"
+    WANT="$WANT beside krelay when configure finds librdkafka (without it:"
+    WANT="$WANT install librdkafka-dev"
     grep -qF "$WANT" "$W/d8.out" ||
         kr_fail "--demo without the program: $(cat "$W/d8.out")"
     [ "$(wc -l <"$W/d8.out")" -eq 1 ] ||
