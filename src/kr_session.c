@@ -951,8 +951,12 @@ client_eof_progress(struct kr_session *s)
 static void
 client_eof(struct kr_session *s)
 {
-    if (s->up.connected && up_owed(s) == 0 &&
-        s->fifo.len == 0 && !kr_s_rsp_mid(s) && client_owed(s) == 0) {
+    /* before its first frame (a port probe, a health check, a TLS client
+       gone before its ClientHello): nothing to finish, and on a TLS
+       listener no upstream to wait for (client_secured dials it) */
+    if (s->client.stage < KR_STAGE_FRAMES ||
+        (s->up.connected && up_owed(s) == 0 && s->fifo.len == 0 &&
+         !kr_s_rsp_mid(s) && client_owed(s) == 0)) {
         kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }

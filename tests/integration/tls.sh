@@ -18,7 +18,8 @@
 # one the mTLS listener refuses the handshake; a wrong host name or IP
 # fails the upstream handshake with one log line and the client gets a
 # clean end; plaintext Kafka and HTTP on a TLS port are closed at once
-# with one line each; a stalled handshake is closed at the timeout;
+# with one line each; a stalled handshake is closed at the timeout, a
+# probe that leaves before its first two bytes at once;
 # krelay -t and a reload name a certificate file that does not load with
 # FILE:LINE; a reload with another CA's certificates applies them;
 # sessions (Python's ssl module) resume on tt with the client
@@ -255,6 +256,18 @@ assert got == b"" and dt < 1, ("HTTP on mTLS", got, dt)
 for send in (b"", b"\x16\x03\x01"):
     got, dt = ended(sys.argv[1], send, 10)
     assert got == b"" and 1.2 < dt < 5, ("stall", send, got, dt)
+# a probe that leaves before its ClientHello's first two bytes (half
+# closed, to see when krelay closes): at once, not at the timeout
+for send in (b"", b"\x16"):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    t0 = time.monotonic()
+    s.sendall(send)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(5)
+    got = s.recv(100)
+    dt = time.monotonic() - t0
+    assert got == b"" and dt < 1, ("probe", send, got, dt)
+    s.close()
 PYEOF
 kr_wait_for 10 grep -q "> tt/bootstrap\] HTTP request on a TLS listener" "$W/krelay.log" ||
     kr_fail "no HTTP line"
@@ -264,7 +277,9 @@ grep -q "> tp/bootstrap\] HTTP request on a TLS listener" "$W/krelay.log" ||
     kr_fail "stalls: want 2 timeout lines: $(grep 'ssl_handshake_timeout' "$W/krelay.log")"
 grep -q "ssl_handshake_timeout_ms 1500 (stalled in the handshake after 3 bytes" \
     "$W/krelay.log" || kr_fail "no stalled-handshake line"
-kr_log "plaintext Kafka and HTTP refused at once, stalled handshakes closed at 1.5 s"
+[ "$(grep -Ec "> tp/bootstrap\] client closed the connection \([01] bytes up, 0 down\)" "$W/krelay.log")" = 2 ] ||
+    kr_fail "probes: want 2 close lines: $(grep '> tp/' "$W/krelay.log" | tail -5)"
+kr_log "plaintext Kafka and HTTP refused at once, stalled handshakes closed at 1.5 s, probes at once"
 
 # ---- 5. session resumption: resumed on tt with the subject its first
 # handshake verified; never on tn (ssl_resumption = false); after a reload
