@@ -86,8 +86,9 @@
  * Unicode versions (JDK 17: 13.0) do not agree on.
  * A search (the whole-name match, or one find() of replaceAll) that
  * passes PCRE2's match limit (KR_PRINCIPAL_MATCH_STEPS calls of its
- * internal match function, as deep, 32 MiB of backtracking memory: a
- * pattern that backtracks exponentially) gives KR_PRINCIPAL_TOO_COSTLY
+ * internal match function shared out over the start positions, as deep,
+ * 32 MiB of backtracking memory: a pattern that backtracks
+ * exponentially) gives KR_PRINCIPAL_TOO_COSTLY
  * where Java would go on for as long as it takes; a mapping makes at
  * most (rules + 2 x characters + 2) searches.
  *
@@ -154,8 +155,15 @@ void kr_principal_mapping_rules_free(struct kr_principal_rules *r);
 /* How many rules the list holds (DEFAULT counts; empty entries do not). */
 size_t kr_principal_mapping_rules_count(const struct kr_principal_rules *r);
 
-/* PCRE2's match limit (and depth limit) for one search of a mapping. */
+/*
+ * What one search of a mapping may cost: PCRE2's match (and depth)
+ * limit, which holds per start position, is this shared out over the
+ * subject's positions (each gets KR_PRINCIPAL_MATCH_STEPS / (bytes + 1),
+ * at least KR_PRINCIPAL_POSITION_STEPS_MIN), so that a find() trying
+ * every position stays near this total.
+ */
 #define KR_PRINCIPAL_MATCH_STEPS 10000000u
+#define KR_PRINCIPAL_POSITION_STEPS_MIN 10000u
 
 /* What kr_principal_map decided. */
 enum kr_principal_map_outcome {

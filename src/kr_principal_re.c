@@ -1951,6 +1951,19 @@ subject_classes(struct kr_pre_subject *sj)
     return true;
 }
 
+/* PCRE2's limit for one start position of a search in a subject of len
+   bytes (KR_PRINCIPAL_MATCH_STEPS shared out, at least
+   KR_PRINCIPAL_POSITION_STEPS_MIN). */
+static uint32_t
+pre_position_limit(size_t len)
+{
+    uint64_t per = KR_PRINCIPAL_MATCH_STEPS / ((uint64_t)len + 1);
+
+    return per < KR_PRINCIPAL_POSITION_STEPS_MIN
+               ? KR_PRINCIPAL_POSITION_STEPS_MIN
+               : (uint32_t)per;
+}
+
 bool
 kr_pre_subject_init(struct kr_pre_subject *sj, const char *s, size_t len)
 {
@@ -1961,8 +1974,12 @@ kr_pre_subject_init(struct kr_pre_subject *sj, const char *s, size_t len)
     if (sj->mctx == NULL) {
         return false;
     }
-    pcre2_set_match_limit(sj->mctx, KR_PRINCIPAL_MATCH_STEPS);
-    pcre2_set_depth_limit(sj->mctx, KR_PRINCIPAL_MATCH_STEPS);
+    /* PCRE2's limits hold for each start position of a search, and a
+       find() may try every one: share the budget out over them, so that
+       one search costs at most about KR_PRINCIPAL_MATCH_STEPS whatever
+       the subject's length */
+    pcre2_set_match_limit(sj->mctx, pre_position_limit(len));
+    pcre2_set_depth_limit(sj->mctx, pre_position_limit(len));
     pcre2_set_heap_limit(sj->mctx, PRE_HEAP_LIMIT_KIB);
     pcre2_set_callout(sj->mctx, pre_callout, sj);
     return true;

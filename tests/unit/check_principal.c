@@ -636,6 +636,39 @@ START_TEST(test_rule_costly)
 }
 END_TEST
 
+/*
+ * PCRE2's limit holds per start position, and replaceAll's find() may
+ * try every position of the name: the budget is shared out over them,
+ * so a rule that matches (lazily, at once) but whose replacement search
+ * backtracks at each of 3,000 positions ends (mapped or too costly)
+ * instead of costing 3,000 times the limit (minutes: the adversarial
+ * pass measured 6.9 s for 80 positions with the whole limit each).
+ */
+START_TEST(test_rule_costly_positions)
+{
+    enum { N = 3000 };
+    char *name = malloc(N + 4), *out = NULL;
+    struct kr_principal_rules *r = NULL;
+    char err[256];
+    size_t len;
+    enum kr_principal_map_outcome o;
+
+    ck_assert_ptr_nonnull(name);
+    memcpy(name, "CN=", 3);
+    memset(name + 3, 'a', N);
+    name[N + 3] = '\0';
+    ck_assert_int_eq(kr_principal_mapping_rules_parse(
+                         "RULE:CN=a*?|(?:a|a){0,18}(?:b|$)/x/", &r, err,
+                         sizeof(err)), KR_OK);
+    o = kr_principal_map(r, name, N + 3, &out, &len);
+    ck_assert_msg(o == KR_PRINCIPAL_MAPPED || o == KR_PRINCIPAL_TOO_COSTLY,
+                  "%s", kr_principal_map_outcome_str(o));
+    free(out);
+    kr_principal_mapping_rules_free(r);
+    free(name);
+}
+END_TEST
+
 /* ---- the translated patterns directly --------------------------------------- */
 
 static struct kr_pre *
@@ -708,6 +741,7 @@ principal_suite(void)
     tcase_add_test(tc, test_rule_list);
     tcase_add_test(tc, test_rule_errors);
     tcase_add_test(tc, test_rule_costly);
+    tcase_add_test(tc, test_rule_costly_positions);
     tcase_add_test(tc, test_pre_find);
     suite_add_tcase(s, tc);
     return s;
