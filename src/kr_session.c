@@ -1220,12 +1220,31 @@ static int
 sni_route(struct kr_session *s)
 {
     const struct kr_listener_conf *lc = s->lc;
-    const char *name = kr_tls_sni(&s->client);
+    const char *raw = kr_tls_sni(&s->client);
     int32_t node;
-    enum kr_sni_route r = kr_sni_route(lc->sni, name,
-                                       name != NULL ? strlen(name) : 0,
+    enum kr_sni_route r = kr_sni_route(lc->sni, raw,
+                                       raw != NULL ? strlen(raw) : 0,
                                        &node);
-    char what[400], *gt;
+    char what[1200], shown[4 * 255 + 1], *gt;
+    const char *name = NULL;
+    size_t i, k = 0;
+
+    if (raw != NULL) {
+        /* the client's bytes as the log shows them: printable ASCII,
+           else \xHH (a log stays text, whatever a client sends) */
+        for (i = 0; raw[i] != '\0' && k + 4 < sizeof(shown); i++) {
+            uint8_t c = (uint8_t)raw[i];
+
+            if (c >= 0x20 && c < 0x7f && c != '\\') {
+                shown[k++] = (char)c;
+            } else {
+                k += (size_t)snprintf(shown + k, sizeof(shown) - k,
+                                      "\\x%02x", c);
+            }
+        }
+        shown[k] = '\0';
+        name = shown;
+    }
 
     switch (r) {
     case KR_SNI_BROKER:
@@ -1241,7 +1260,7 @@ sni_route(struct kr_session *s)
             snprintf(what, sizeof(what), "no SNI name (a client that dials "
                      "an IP address sends none)");
         } else if (r == KR_SNI_UNKNOWN) {
-            snprintf(what, sizeof(what), "SNI name \"%s\", neither %s%s%s "
+            snprintf(what, sizeof(what), "SNI name \"%.300s\", neither %s%s%s "
                      "nor a broker's name (sni_broker_name = %s)", name,
                      lc->sni_bootstrap_name != NULL ? "the bootstrap name "
                                                     : "a bootstrap name",
@@ -1250,7 +1269,7 @@ sni_route(struct kr_session *s)
                      lc->sni_bootstrap_name != NULL ? "" : " (none is set)",
                      lc->sni_broker_name);
         } else {
-            snprintf(what, sizeof(what), "SNI name \"%s\" of NodeId %s%d, "
+            snprintf(what, sizeof(what), "SNI name \"%.300s\" of NodeId %s%d, "
                      "outside node_id_min..node_id_max %d..%d", name,
                      node < 0 ? "above " : "", node < 0 ? INT32_MAX : node,
                      (int)lc->node_id_min, (int)lc->node_id_max);
