@@ -231,6 +231,7 @@ struct kr_conn {
     size_t read_size;                   /* next read's size (adaptive,
                                            16 KiB .. 256 KiB) */
     uint64_t bytes_in, bytes_out;       /* bytes read / written */
+    unsigned corked:1;                  /* TCP_CORK set (kr_conn_cork) */
     unsigned reading:1;                 /* the owner wants to read */
     unsigned writing:1;                 /* the owner has bytes to write */
     unsigned connected:1;               /* connected, and the handshake
@@ -347,6 +348,17 @@ bool kr_conn_out_full(struct evbuffer *out, size_t maxb);
 
 /* Bytes the kernel holds unsent (or unacknowledged) on fd, or -1. */
 int64_t kr_conn_sock_outq(evutil_socket_t fd);
+
+/*
+ * Cork c's socket (TCP_CORK) while more of the same frame is still to
+ * come, so that its pieces (bytes written from user space, runs spliced
+ * from a pipe) leave in full segments instead of one small segment each;
+ * uncorking sends what is held.  Only on a transport that carries the
+ * bytes themselves (ops->splice: plain TCP); a no-op when c is already so
+ * (c->corked) or closed.  A failed setsockopt is ignored (the bytes still
+ * go, in smaller segments).
+ */
+void kr_conn_cork(struct kr_conn *c, bool on);
 
 /*
  * May the lane's source socket be read?  While a run is under way, when

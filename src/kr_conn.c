@@ -14,6 +14,8 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -278,6 +280,19 @@ kr_conn_close(struct kr_conn *c)
         c->fd = -1;
     }
     c->connected = 0;
+}
+
+void
+kr_conn_cork(struct kr_conn *c, bool on)
+{
+    int v = on ? 1 : 0;
+
+    if (c->fd < 0 || !c->ops->splice || c->corked == (unsigned)on) {
+        return;
+    }
+    if (setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)) == 0) {
+        c->corked = on;
+    }
 }
 
 int64_t

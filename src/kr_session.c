@@ -864,6 +864,12 @@ kr_s_conn_flush(struct kr_session *s, struct kr_conn *c)
     if (c->fd < 0 || !c->connected) {
         return 0;
     }
+    if (c == &s->up) {
+        /* a request still arriving (cut-through, spliced, streamed for
+           its audit line) leaves in full segments, not one small one per
+           piece; its last byte uncorks */
+        kr_conn_cork(c, s->req_remain > 0 && !s->closing);
+    }
     if (evbuffer_get_length(c->out) > 0) {
         n = kr_conn_write(c);
         if (c->copied > 0) {

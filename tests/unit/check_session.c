@@ -3101,6 +3101,19 @@ fake_read_bytes(void)
            (fc != NULL ? evbuffer_get_length(fc->in) : 0);
 }
 
+/* TCP_CORK on the one session's upstream socket (0 or 1). */
+static int
+up_corked(void)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(getsockopt(T.w->sessions->up.fd, IPPROTO_TCP, TCP_CORK,
+                                &v, &len), 0);
+    return v;
+}
+
 /* Pump until the fake broker read n bytes of the session's requests
    (whole frames or not). */
 static bool
@@ -3146,6 +3159,9 @@ START_TEST(audit_produce_streamed)
     ck_assert_msg(fake_has_read(first - 4), "the broker got %zu of the first "
                   "%zu bytes: krelay held the request", fake_read_bytes(),
                   first);
+    /* while the rest is still to come, the upstream socket is corked:
+       its pieces leave in full segments (kr_conn_cork) */
+    ck_assert_int_eq(up_corked(), 1);
     if (_i == 3) {
         /* an answer to the request before it is whole */
         echo_response(&early, req.b, 64, 0, 0);
@@ -3172,6 +3188,7 @@ START_TEST(audit_produce_streamed)
         expected_echo(&req, 0, &exp);
         cli_expect(c, &exp);
     }
+    ck_assert_int_eq(up_corked(), 0);       /* its last byte uncorked */
     ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
     if (_i == 4) {
         ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
