@@ -58,6 +58,13 @@ extern const struct kr_conn_ops kr_tls_ops;
 const X509_NAME *kr_tls_peer_subject(const struct kr_conn *c);
 
 /*
+ * Whether the verified peer certificate of c (as kr_tls_peer_subject)
+ * has a subjectAltName extension marked critical: with an empty subject
+ * the JDK (so Kafka) accepts a certificate only then (RFC 5280 4.1.2.6).
+ */
+bool kr_tls_peer_san_critical(const struct kr_conn *c);
+
+/*
  * The host name c's client sent in its ClientHello (SNI: kr_tls_ssl_sni,
  * this handshake's, also when it resumed a session), or NULL (none sent,
  * not TLS, not a server's connection, no ClientHello read yet).  Owned by

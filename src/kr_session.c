@@ -1162,6 +1162,14 @@ client_principal(struct kr_session *s)
     if (sub == NULL) {
         return 0;
     }
+    if (X509_NAME_entry_count(sub) == 0 &&
+        !kr_tls_peer_san_critical(&s->client)) {
+        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: its "
+                       "subject is empty and its subjectAltName is not "
+                       "critical (the JDK, so Kafka, refuses such a "
+                       "certificate)");
+        return -1;
+    }
     rc = kr_principal_x500_name(sub, &name, &len, &why);
     if (rc == KR_ENOMEM) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");

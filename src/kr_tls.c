@@ -613,6 +613,21 @@ kr_tls_peer_subject(const struct kr_conn *c)
     return cert != NULL ? X509_get_subject_name(cert) : NULL;
 }
 
+bool
+kr_tls_peer_san_critical(const struct kr_conn *c)
+{
+    const struct tls_conn *x = c->ops == &kr_tls_ops ? c->xprt : NULL;
+    X509 *cert;
+    int i;
+
+    if (kr_tls_peer_subject(c) == NULL) {
+        return false;
+    }
+    cert = SSL_get0_peer_certificate(x->ssl);
+    i = X509_get_ext_by_NID(cert, NID_subject_alt_name, -1);
+    return i >= 0 && X509_EXTENSION_get_critical(X509_get_ext(cert, i)) == 1;
+}
+
 const char *
 kr_tls_sni(const struct kr_conn *c)
 {

@@ -16,8 +16,9 @@
 #   2. reload with RULE:^CN=([^,]+),.*$/$1/L (and no DEFAULT), the deny
 #      rule on User:alice: the mapped names are matched and audited; a
 #      client whose subject no rule maps (CN=carol) is refused with one
-#      log line; a resumed TLS session has its first handshake's
-#      principal.
+#      log line, and so is one whose subject is empty (no critical
+#      subjectAltName: the JDK refuses it); a resumed TLS session has its
+#      first handshake's principal.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -49,6 +50,7 @@ leaf() {
 leaf alice "/emailAddress=alice@example.com/O=Exämple, Zürich/UID=a1+OU=ops/CN=alice"
 leaf bob "/emailAddress=bob@example.com/O=Exämple, Zürich/CN=bob"
 leaf carol "/CN=carol"
+leaf nobody "/"         # an empty subject, no subjectAltName
 
 # The JDK's names (hex of their UTF-8), committed from OpenJDK 17.0.21:
 #   alice  CN=alice,OU=ops+UID=a1,O=Exämple\, Zürich,1.2.840.113549.1.9.1=#16116...
@@ -183,6 +185,28 @@ id=$(printf '%s\n' "$refused" | grep -o '\[c#[0-9.]* ' | tr -d '[ ')
 [ "$(grep "\[$id " "$W/krelay.log" | grep -vc ': debug: ')" = 1 ] ||
     kr_fail "$id: more than one line above debug"
 kr_log "mapped: User:alice denied, User:bob passes; carol refused, one line"
+
+# an empty subject without a critical subjectAltName: the JDK refuses the
+# certificate, so Kafka the client; so does krelay, with one line
+"$KR_PY" - "$KR_PORT" "$C" <<'PYEOF' || kr_fail "nobody was not refused"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[2] + "/ca.pem")
+ctx.load_cert_chain(sys.argv[2] + "/nobody.pem", sys.argv[2] + "/nobody.key")
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])),
+                                             timeout=10),
+                    server_hostname="localhost")
+try:
+    s.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0
+    got = s.recv(100)
+except (ssl.SSLError, ConnectionError):
+    got = b""
+assert got == b"", got
+PYEOF
+kr_wait_for 10 grep -q "its subject is empty" "$W/krelay.log" ||
+    kr_fail "no refusal line for an empty subject: $(tail -3 "$W/krelay.log")"
+[ "$(grep -c "client certificate refused: its subject is empty and its subjectAltName is not critical (the JDK, so Kafka, refuses such a certificate)" "$W/krelay.log")" = 1 ] ||
+    kr_fail "empty subject: $(grep 'subject is empty' "$W/krelay.log")"
+kr_log "an empty subject without a critical subjectAltName: refused, one line"
 
 # a resumed TLS session: the principal of its first, verified handshake
 # (ApiVersions v0 twice, the second time in the first one's session)
