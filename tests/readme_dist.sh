@@ -24,7 +24,8 @@ if ! MAKEFLAGS= MAKELEVEL= make -s --no-print-directory -C "$top_builddir" \
     exit 1
 fi
 
-exec "$PY" - "$top_srcdir/README.md" "$work/dist" <<'PYEOF'
+# not exec: the EXIT trap removes $work once python is done
+"$PY" - "$top_srcdir/README.md" "$work/dist" <<'PYEOF'
 import fnmatch
 import re
 import sys
