@@ -78,6 +78,25 @@ else
     [ "$KRELAY_REQUIRE_ALL" = 1 ] && kr_fail "no JDK (javac, java)"
     kr_log "expected names: committed (no JDK here)"
 fi
+# refused_client WHO: WHO's certificate gets no answer to an ApiVersions
+# request (krelay closes the connection after the handshake)
+refused_client() {
+    "$KR_PY" - "$KR_PORT" "$C" "$1" <<'PYEOF' || kr_fail "$1 was not refused"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[2] + "/ca.pem")
+ctx.load_cert_chain("%s/%s.pem" % (sys.argv[2], sys.argv[3]),
+                    "%s/%s.key" % (sys.argv[2], sys.argv[3]))
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])),
+                                             timeout=10),
+                    server_hostname="localhost")
+try:
+    s.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0
+    got = s.recv(100)
+except (ssl.SSLError, ConnectionError):
+    got = b""
+assert got == b"", got
+PYEOF
+}
 unhex() { "$KR_PY" -c 'import sys; sys.stdout.write(bytes.fromhex(sys.argv[1]).decode())' "$1"; }
 declare -A P
 for who in alice bob carol; do
@@ -159,20 +178,7 @@ kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 20 grep -q "reloaded $W/krelay.ini" "$W/krelay.log" ||
     kr_fail "the reload did not happen: $(tail -3 "$W/krelay.log")"
 round mapped
-"$KR_PY" - "$KR_PORT" "$C" <<'PYEOF' || kr_fail "carol was not refused"
-import socket, ssl, sys
-ctx = ssl.create_default_context(cafile=sys.argv[2] + "/ca.pem")
-ctx.load_cert_chain(sys.argv[2] + "/carol.pem", sys.argv[2] + "/carol.key")
-s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])),
-                                             timeout=10),
-                    server_hostname="localhost")
-try:
-    s.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0
-    got = s.recv(100)
-except (ssl.SSLError, ConnectionError):
-    got = b""
-assert got == b"", got
-PYEOF
+refused_client carol
 kr_wait_for 10 grep -q "client certificate refused" "$W/krelay.log" ||
     kr_fail "no refusal line for carol"
 refused=$(grep "client certificate refused" "$W/krelay.log")
@@ -188,20 +194,7 @@ kr_log "mapped: User:alice denied, User:bob passes; carol refused, one line"
 
 # an empty subject without a critical subjectAltName: the JDK refuses the
 # certificate, so Kafka the client; so does krelay, with one line
-"$KR_PY" - "$KR_PORT" "$C" <<'PYEOF' || kr_fail "nobody was not refused"
-import socket, ssl, sys
-ctx = ssl.create_default_context(cafile=sys.argv[2] + "/ca.pem")
-ctx.load_cert_chain(sys.argv[2] + "/nobody.pem", sys.argv[2] + "/nobody.key")
-s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[1])),
-                                             timeout=10),
-                    server_hostname="localhost")
-try:
-    s.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")  # ApiVersions v0
-    got = s.recv(100)
-except (ssl.SSLError, ConnectionError):
-    got = b""
-assert got == b"", got
-PYEOF
+refused_client nobody
 kr_wait_for 10 grep -q "its subject is empty" "$W/krelay.log" ||
     kr_fail "no refusal line for an empty subject: $(tail -3 "$W/krelay.log")"
 [ "$(grep -c "client certificate refused: its subject is empty and its subjectAltName is not critical (the JDK, so Kafka, refuses such a certificate)" "$W/krelay.log")" = 1 ] ||
