@@ -312,9 +312,14 @@ bool
 kr_conn_out_full(struct evbuffer *out, size_t maxb)
 {
     size_t len = evbuffer_get_length(out);
+    struct evbuffer_iovec vec[KR_OUT_CHAINS];
 
+    /* With vectors to fill and no length, evbuffer_peek stops after
+     * KR_OUT_CHAINS chains: counting them all (n_vec 0) walks the whole
+     * chain list on every call, which a busy connection calls per event. */
     return len >= maxb ||
-           (len > 0 && evbuffer_peek(out, -1, NULL, NULL, 0) >= KR_OUT_CHAINS);
+           (len > 0 &&
+            evbuffer_peek(out, -1, NULL, vec, KR_OUT_CHAINS) >= KR_OUT_CHAINS);
 }
 
 /* ---- splice(2) lanes and their pipes -------------------------------- */
