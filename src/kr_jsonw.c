@@ -17,6 +17,8 @@
 
 /* Input bytes per reservation of a long string. */
 #define KR_JSONW_CHUNK 4096
+/* Strings up to this long are first checked whole for bytes to escape. */
+#define KR_JSONW_SHORT 256
 
 /*
  * What a string byte needs: 0 copy, 1 escape (below 0x20, '"', '\\'),
@@ -86,6 +88,13 @@ kr_jsonw_take(struct kr_jsonw *w, size_t *len)
     return s;
 }
 
+/* Room for n more bytes and the NUL: the common case, inlined. */
+static inline bool
+jw_room(struct kr_jsonw *w, size_t n)
+{
+    return !w->failed && n < w->cap - w->len;
+}
+
 bool
 kr_jsonw_reserve(struct kr_jsonw *w, size_t n)
 {
@@ -121,7 +130,7 @@ kr_jsonw_reserve(struct kr_jsonw *w, size_t n)
 static inline void
 jw_put(struct kr_jsonw *w, const char *p, size_t n)
 {
-    if (kr_jsonw_reserve(w, n)) {
+    if (jw_room(w, n) || kr_jsonw_reserve(w, n)) {
         memcpy(w->buf + w->len, p, n);
         w->len += n;
         w->buf[w->len] = '\0';
@@ -224,6 +233,42 @@ kr_jsonw_arr_close(struct kr_jsonw *w)
 }
 
 /*
+ * Bytes at the start of p[0..len) that need no escaping (class 0): eight
+ * at a time while none of the eight is special (below 0x20, '"', '\\',
+ * >= 0x80: the zero-byte tests of "Bit Twiddling Hacks", each exact for
+ * whether some byte matches), then one at a time.
+ */
+static inline bool
+jw_plain8(const uint8_t *p)
+{
+    const uint64_t ones = 0x0101010101010101u, hi = 0x8080808080808080u;
+    uint64_t x, q, b;
+
+    memcpy(&x, p, 8);
+    q = x ^ (ones * '"');
+    b = x ^ (ones * '\\');
+    return ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) |
+             ((b - ones) & ~b) | x) & hi) == 0;
+}
+
+static inline size_t
+jw_plain_prefix(const uint8_t *p, size_t len)
+{
+    size_t i = 0;
+
+    while (len - i >= 8 && jw_plain8(p + i)) {
+        i += 8;
+    }
+    if (i > 0 && i < len && len - i < 8 && jw_plain8(p + len - 8)) {
+        return len;                     /* the last eight, overlapping */
+    }
+    while (i < len && jw_class[p[i]] == 0) {
+        i++;
+    }
+    return i;
+}
+
+/*
  * The quoted, escaped form of p[0..len), bytes >= 0x80 as '?' when the
  * string is not valid UTF-8 (see the header).  bad: 0 valid, 1 not,
  * -1 not known yet (checked at the first byte >= 0x80, once).
@@ -233,6 +278,22 @@ jw_string(struct kr_jsonw *w, const uint8_t *p, size_t len, int bad)
 {
     size_t i = 0;
 
+    /* Short strings that need no escaping (names, addresses, ids): one
+       check of room, one copy. */
+    if (len <= KR_JSONW_SHORT && jw_room(w, len + 2)) {
+        i = jw_plain_prefix(p, len);
+        if (i == len) {
+            char *o = w->buf + w->len;
+
+            o[0] = '"';
+            memcpy(o + 1, p, len);
+            o[len + 1] = '"';
+            o[len + 2] = '\0';
+            w->len += len + 2;
+            return;
+        }
+        i = 0;
+    }
     if (!kr_jsonw_reserve(w, 2)) {
         return;
     }
@@ -305,6 +366,29 @@ jw_ustring(struct kr_jsonw *w, const char *s, size_t len)
 void
 kr_jsonw_keyn(struct kr_jsonw *w, const char *key, size_t len)
 {
+    /* The common case, a short key that needs no escaping (the callers'
+       literals) in an object with room: written at once. */
+    if (!w->after_key && w->depth > 0 && jw_bit(w->obj, w->depth - 1) &&
+        len <= KR_JSONW_SHORT && key != NULL && jw_room(w, len + 4) &&
+        jw_plain_prefix((const uint8_t *)key, len) == len) {
+        char *o = w->buf + w->len;
+        unsigned d = w->depth - 1;
+
+        if (jw_bit(w->more, d)) {
+            *o++ = ',';
+        } else {
+            jw_setbit(w->more, d, true);
+        }
+        *o++ = '"';
+        memcpy(o, key, len);
+        o += len;
+        *o++ = '"';
+        *o++ = ':';
+        *o = '\0';
+        w->len = (size_t)(o - w->buf);
+        w->after_key = true;
+        return;
+    }
     if (w->failed) {
         return;
     }
@@ -316,7 +400,12 @@ kr_jsonw_keyn(struct kr_jsonw *w, const char *key, size_t len)
         return;
     }
     jw_ustring(w, key, len);
-    jw_put(w, ":", 1);
+    if (jw_room(w, 1)) {
+        w->buf[w->len++] = ':';
+        w->buf[w->len] = '\0';
+    } else {
+        jw_put(w, ":", 1);
+    }
     w->after_key = !w->failed;
 }
 
@@ -363,6 +452,21 @@ kr_jsonw_int(struct kr_jsonw *w, int64_t v)
     char tmp[24], *p;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
 
+    if (w->after_key && jw_room(w, sizeof(tmp))) {
+        /* a member's value: no separator, room for any value */
+        size_t n;
+
+        p = jw_u64(u, tmp + sizeof(tmp));
+        if (v < 0) {
+            *--p = '-';
+        }
+        n = (size_t)(tmp + sizeof(tmp) - p);
+        memcpy(w->buf + w->len, p, n);
+        w->len += n;
+        w->buf[w->len] = '\0';
+        w->after_key = false;
+        return;
+    }
     if (!jw_sep(w)) {
         return;
     }

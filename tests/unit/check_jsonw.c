@@ -28,15 +28,26 @@ jdump(const json_t *v)
     return s;
 }
 
-/* The writer's text of one string value p[0..len). */
+/* The writer's text of one string value p[0..len), written with room
+   reserved (as kr_audit.c writes: the short-string path) and without
+   (the first byte allocates): the same text. */
 static char *
 wstr(const char *p, size_t len)
 {
     struct kr_jsonw w;
-    char *s;
+    char *s, *cold;
 
     kr_jsonw_init(&w);
     kr_jsonw_str(&w, p, len);
+    ck_assert(kr_jsonw_ok(&w));
+    cold = kr_jsonw_take(&w, NULL);
+    ck_assert_ptr_nonnull(cold);
+    kr_jsonw_init(&w);
+    ck_assert(kr_jsonw_reserve(&w, 1024));
+    kr_jsonw_str(&w, p, len);
+    ck_assert(kr_jsonw_ok(&w));
+    ck_assert_str_eq(w.buf, cold);
+    free(cold);
     ck_assert(kr_jsonw_ok(&w));
     s = kr_jsonw_take(&w, NULL);
     ck_assert_ptr_nonnull(s);
@@ -101,6 +112,43 @@ START_TEST(test_every_byte)
             json_decref(j);
         }
         free(got);
+    }
+}
+END_TEST
+
+/*
+ * One special byte (a quote, a backslash, a control byte, a byte >= 0x80)
+ * at every position of plain strings of every length up to 40: the
+ * writer checks eight bytes at a time and the last eight overlapping, so
+ * a special byte in any block, with plain ones after it, must still be
+ * escaped.  The text parses back to the string (jansson).
+ */
+START_TEST(test_special_every_position)
+{
+    static const unsigned char specials[] = { '"', '\\', 0x01, 0x1f, 0x80,
+                                              0xff };
+    char in[40], *got;
+    size_t len, at, k;
+
+    for (k = 0; k < sizeof(specials); k++) {
+        for (len = 1; len <= sizeof(in); len++) {
+            for (at = 0; at < len; at++) {
+                json_t *want, *doc;
+                json_error_t err;
+
+                memset(in, 'a', len);
+                in[at] = (char)specials[k];
+                got = wstr(in, len);
+                doc = json_loads(got, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+                want = jstr_rule(in, len);
+                KR_TEST_CHECK(doc != NULL && json_equal(doc, want),
+                              "byte 0x%02x at %zu of %zu: %s", specials[k],
+                              at, len, got);
+                json_decref(doc);
+                json_decref(want);
+                free(got);
+            }
+        }
     }
 }
 END_TEST
@@ -543,6 +591,7 @@ jsonw_suite(void)
     TCase *tr = tcase_create("random");
 
     tcase_add_test(tc, test_every_byte);
+    tcase_add_test(tc, test_special_every_position);
     tcase_add_test(tc, test_utf8_rule);
     tcase_add_test(tc, test_long_strings);
     tcase_add_test(tc, test_numbers_and_literals);
