@@ -140,8 +140,6 @@ struct kr_scan {
     uint32_t rtag;              /* the tag whose size is being read */
     uint64_t rstart;            /* payload offset where the value began */
     int nframes;
-    struct kr_scan_frame st[KR_SCAN_MAX_FRAMES];
-    char msg[128];              /* why it failed (KR_EPROTO) */
     /* the observer (kr_scan_watch); NULL: none */
     kr_scan_watch_fn watch;
     void *watch_arg;
@@ -152,7 +150,6 @@ struct kr_scan {
                                    its enum kr_scan_what */
     uint16_t cap_len;           /* bytes kept in cap */
     int64_t cap_full;           /* the captured value's length */
-    uint8_t cap[KR_SCAN_CAP_MAX];
     /* counting records (kr_scan_count_records): the batch walk */
     uint8_t count_records;      /* asked for */
     uint8_t bw_on;              /* inside a watched records value */
@@ -162,9 +159,15 @@ struct kr_scan {
     uint64_t bw_end;            /* payload offset where the value ends */
     uint64_t bw_start;          /* payload offset of this batch */
     uint64_t bw_n;              /* records counted so far */
-    uint8_t bw_h[KR_SCAN_BATCH_HDR];
     uint8_t body_tags;          /* walk the body's tagged fields too
                                    (kr_scan_body_tags) */
+    /* The arrays last: kr_scan_init clears the members above only (every
+       frame is cleared as it is pushed, the others are written before
+       they are read: cap up to cap_len, bw_h up to bw_got, msg). */
+    char msg[128];              /* why it failed (KR_EPROTO); "" else */
+    struct kr_scan_frame st[KR_SCAN_MAX_FRAMES];
+    uint8_t cap[KR_SCAN_CAP_MAX];
+    uint8_t bw_h[KR_SCAN_BATCH_HDR];
 };
 
 /*

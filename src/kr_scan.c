@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kr_scan.h"
@@ -494,7 +495,10 @@ kr_scan_init(struct kr_scan *sc, int16_t api_key, int16_t api_version,
     uint16_t root;
     int hv;
 
-    memset(sc, 0, sizeof(*sc));
+    /* a frame costs 1.6 KB of arrays: only the members before them are
+       cleared (see struct kr_scan) */
+    memset(sc, 0, offsetof(struct kr_scan, msg));
+    sc->msg[0] = '\0';
     sc->status = KR_EUNSUPPORTED;
     if (a == NULL || api_version < 0 || api_version > a->valid.hi) {
         return KR_EUNSUPPORTED;
