@@ -274,8 +274,9 @@ void kr_analyse_response(const struct kr_an_conn *c,
 /*
  * May e's response go to the client as it streams by, its audit line
  * built from what kr_scan sees (kr_audit_scan_*), instead of being held
- * and decoded?  Fetch only (the response that may be tens of MiB), when
- * its rules only audit it: no body in the line, nothing to translate
+ * and decoded?  Fetch (the response that may be tens of MiB) and Produce
+ * (issue 14: decoding each small response costs more than scanning it),
+ * when its rules only audit it: no body in the line, nothing to translate
  * back, no response-side action (throttle, fault error, latency, close).
  */
 bool kr_analyse_rsp_scan_only(const struct kr_inflight *e,

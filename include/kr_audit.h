@@ -192,18 +192,29 @@ void kr_audit_note_response(struct kr_audit_req *r, const struct kr_msg *rsp,
  * TopicIds: borrowed until the scan ends), kr_audit_scan_event is the
  * observer (kr_scan_watch(sc, kr_audit_scan_event, as)).  The line then
  * takes its errors from what the scanner saw (kr_audit_format with rsp
- * NULL).  Fetch responses; as is the caller's (the session's).
+ * NULL).  Fetch responses (errors and record bytes) and Produce
+ * responses (api_key KR_API_PRODUCE: errors only, the topics stay the
+ * request's, as kr_audit_note_response leaves them); as is the caller's
+ * (the session's).
  */
 struct kr_audit_scan {
     struct kr_audit_req *req;
     const struct kr_topic_map *map;
     size_t cur;                      /* topic entry being walked,
                                         SIZE_MAX: none */
+    bool errors_only;                /* not a Fetch response: its topics
+                                        and records are not noted */
 };
 void kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
-                         const struct kr_topic_map *map);
+                         const struct kr_topic_map *map, int16_t api_key);
 void kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
                          size_t n, int64_t val);
+/*
+ * The response of an errors-only scan (Produce) did not scan: its errors
+ * are unknown ("errors": null, as for a held response that does not
+ * decode); the scan's events stop counting.
+ */
+void kr_audit_scan_abandon(struct kr_audit_scan *as);
 
 /*
  * A Produce request's capture built as the request streams to the broker

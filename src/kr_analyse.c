@@ -811,7 +811,8 @@ bool
 kr_analyse_rsp_scan_only(const struct kr_inflight *e,
                          const struct kr_an_req *req)
 {
-    return req != NULL && e->api_key == KR_API_FETCH &&
+    return req != NULL &&
+           (e->api_key == KR_API_FETCH || e->api_key == KR_API_PRODUCE) &&
            (req->v.flags & KR_VF_AUDIT) && !req->v.audit_body &&
            !(req->v.flags & (KR_VF_THROTTLE | KR_VF_ERROR | KR_VF_LATENCY |
                              KR_VF_CLOSE)) &&

@@ -1376,15 +1376,18 @@ scan_topic_id_name(const struct kr_audit_scan *as, const uint8_t *p,
 
 void
 kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
-                    const struct kr_topic_map *map)
+                    const struct kr_topic_map *map, int16_t api_key)
 {
     as->req = r;
     as->map = map;
     as->cur = SIZE_MAX;
+    as->errors_only = api_key != KR_API_FETCH;
     if (r == NULL) {
         return;
     }
-    rsp_seen(r);
+    if (!as->errors_only) {
+        rsp_seen(r);
+    }
     r->scanned = true;
     if (r->serrs == NULL) {
         r->serrs = calloc(1, sizeof(*r->serrs));
@@ -1401,7 +1404,7 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
     char idbuf[24];
     const char *name;
 
-    if (r == NULL) {
+    if (r == NULL || (as->errors_only && what != KR_SCAN_ERROR_CODE)) {
         return;
     }
     switch (what) {
@@ -1439,6 +1442,20 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
     case KR_SCAN_RECORD_COUNT:
         break;                          /* a request's */
     }
+}
+
+void
+kr_audit_scan_abandon(struct kr_audit_scan *as)
+{
+    struct kr_audit_req *r = as->req;
+
+    if (r == NULL) {
+        return;
+    }
+    r->scanned = false;
+    free(r->serrs);
+    r->serrs = NULL;
+    as->req = NULL;
 }
 
 /* ---- a Produce request as it streams by --------------------------------- */
@@ -1662,8 +1679,9 @@ errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
  * string that is not valid UTF-8 written as '?').
  */
 
-/* Bytes reserved up front: most lines fit (one allocation a line). */
-#define KR_AUDIT_LINE_GUESS 500
+/* Bytes reserved up front: most lines fit (one allocation a line; a
+   Produce request line of one topic is about 600 bytes). */
+#define KR_AUDIT_LINE_GUESS 1024
 
 /*
  * Bytes of topic entries a line holds at most: with the strings cut

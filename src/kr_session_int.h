@@ -299,6 +299,14 @@ void kr_s_an_request(const struct kr_nreq *nr, const char *cid,
 /* A frame only observing rules wanted decoded did not decode: counted,
    one diagnostic line per connection. */
 void kr_s_undecodable_note(struct kr_session *s, const char *text);
+/*
+ * The response streamed for its audit line (kr_s_stream_audit_start) does
+ * not scan (why: the scanner's message).  A Produce response fails open
+ * as a held one that does not decode: true, its line says why
+ * (decode_error, errors null) and the note is logged; the caller passes
+ * the rest of the frame.  Other APIs (Fetch): false, the caller closes.
+ */
+bool kr_s_stream_audit_undecodable(struct kr_session *s, const char *why);
 
 /* Refuse request nr krelay cannot decode that an enforcing rule could
    match.  Returns 0, or -1 when closed. */

@@ -897,6 +897,19 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     if (rc == KR_AGAIN) {
         return 0;
     }
+    if (rc != KR_OK && !s->stream_rewrite &&
+        kr_s_stream_audit_undecodable(s, s->scan->msg)) {
+        /* issue 13: a Produce response its rules only audit fails open,
+           as the held path does: the rest of the frame passes as it is */
+        s->streaming = 0;
+        s->rsp_remain = s->stream_left;
+        s->stream_left = 0;
+        if (s->rsp_remain == 0) {
+            s->fifo.head_since_ms = kr_clock_timer_ms();
+        }
+        kr_s_stream_audit_end(s, false);
+        return 1;
+    }
     if (rc != KR_OK) {
         kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
                       kr_s_api_name(s->stream_key), s->stream_ver, s->upname,

@@ -1265,8 +1265,37 @@ kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
                           : 0;
     kr_audit_scan_start(&s->stream_as, rq->a->audit,
                         s->g->up != NULL ? kr_upstream_topics(s->g->up)
-                                         : NULL);
+                                         : NULL,
+                        e->api_key);
     kr_scan_watch(s->scan, kr_audit_scan_event, &s->stream_as);
+}
+
+bool
+kr_s_stream_audit_undecodable(struct kr_session *s, const char *why)
+{
+    struct kr_rq *rq = s->stream_rq;
+    char text[320], abuf[24];
+
+    if (rq == NULL || s->stream_e.api_key != KR_API_PRODUCE) {
+        return false;
+    }
+    if (rq->a->decode_error == NULL) {
+        char d[200];
+
+        /* the held path's words (kr_s_rule_response) */
+        snprintf(d, sizeof(d), "the response does not decode: %.100s", why);
+        rq->a->decode_error = strdup(d);
+        if (rq->a->decode_error == NULL) {
+            return false;
+        }
+    }
+    kr_audit_scan_abandon(&s->stream_as);
+    snprintf(text, sizeof(text), "%s v%d response to CorrelationId %d: %s",
+             kr_analyse_api_label(s->stream_e.api_key, abuf, sizeof(abuf)),
+             s->stream_e.api_version, s->stream_e.correlation_id,
+             rq->a->decode_error);
+    kr_s_undecodable_note(s, text);
+    return true;
 }
 
 void

@@ -420,8 +420,8 @@ START_TEST(test_audit_clamped_version)
 END_TEST
 
 /* Which responses may stream by for their audit line (issue 14): a
-   Fetch its rules only audit; not with bodies, a throttle, a clamp
-   that translates, nor another API. */
+   Fetch or Produce its rules only audit; not with bodies, a throttle, a
+   clamp that translates, nor another API. */
 START_TEST(test_rsp_scan_only)
 {
     struct kr_an_req *req = kr_an_req_new();
@@ -449,7 +449,9 @@ START_TEST(test_rsp_scan_only)
     req->v.flags = KR_VF_DENY;
     ck_assert(!kr_analyse_rsp_scan_only(&e, req));
     req->v.flags = KR_VF_AUDIT;
-    e.api_key = KR_API_PRODUCE;
+    e.api_key = KR_API_PRODUCE;         /* its errors only */
+    ck_assert(kr_analyse_rsp_scan_only(&e, req));
+    e.api_key = KR_API_METADATA;
     ck_assert(!kr_analyse_rsp_scan_only(&e, req));
     ck_assert(!kr_analyse_rsp_scan_only(&e, NULL));
     kr_an_req_free(req);
