@@ -141,7 +141,23 @@ struct kr_audit_peer {
     const char *client_sw_name;      /* KIP-511 ClientSoftwareName */
     const char *client_sw_version;   /* and ClientSoftwareVersion */
     const char *principal;
+    struct kr_audit_memo *memo;      /* NULL, or the connection's memo of
+                                        these keys as rendered (below) */
 };
+
+/*
+ * A connection's memo of its lines' peer keys (instance .. upstream_addr,
+ * and the client's software and principal): kr_audit_format and
+ * kr_audit_format_conn render them once and copy the text while the
+ * values they came from are byte for byte the same (compared on every
+ * line; any change renders them again), so a line is the same with or
+ * without a memo.  Owned by the connection, used by one thread at a
+ * time.  kr_audit_memo_new: NULL on ENOMEM (format without one);
+ * kr_audit_memo_free(NULL) is a no-op.
+ */
+struct kr_audit_memo;
+struct kr_audit_memo *kr_audit_memo_new(void);
+void kr_audit_memo_free(struct kr_audit_memo *m);
 
 /*
  * The instance name lines carry: configured (the [audit] instance key)

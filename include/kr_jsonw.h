@@ -101,6 +101,14 @@ void kr_jsonw_obj_open(struct kr_jsonw *w);
 void kr_jsonw_obj_close(struct kr_jsonw *w);
 void kr_jsonw_arr_open(struct kr_jsonw *w);
 void kr_jsonw_arr_close(struct kr_jsonw *w);
+/*
+ * Members rendered before by a writer (len bytes of text, each member
+ * preceded by its comma: `,"k":1,"l":"v"`), appended to the object being
+ * written, which must have a member already; len 0 appends nothing.  The
+ * caller vouches for the text (kr_audit.c's memo of a connection's keys).
+ * Fails w (sticky) when no such object is open or a key waits.
+ */
+void kr_jsonw_members_raw(struct kr_jsonw *w, const char *text, size_t len);
 /* A member's key (NUL-terminated, escaped); its value comes next. */
 void kr_jsonw_key(struct kr_jsonw *w, const char *key);
 /* The same with a key of len bytes (may hold NULs). */

@@ -229,6 +229,9 @@ struct kr_session {
     struct kr_s_sw *sw;                 /* KIP-511 software names of its
                                            last ApiVersions v3+ (a
                                            reference; NULL: none) */
+    struct kr_audit_memo *audit_memo;   /* its audit lines' peer keys as
+                                           rendered (kr_audit_memo_new at
+                                           its first line; NULL: none) */
     struct kr_rq *stream_rq;            /* the streamed response's rule
                                            state when its audit line is
                                            built from the scanner

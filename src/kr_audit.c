@@ -1680,8 +1680,11 @@ errors_rsp(struct kr_jsonw *w, const struct kr_msg *rsp)
  */
 
 /* Bytes reserved up front: most lines fit (one allocation a line; a
-   Produce request line of one topic is about 600 bytes). */
-#define KR_AUDIT_LINE_GUESS 1024
+   Produce request line of one topic is about 600 bytes).  The writer
+   allocates the next power of two above it and its NUL: 1 KiB, a size
+   malloc keeps per thread (tcache), so a line costs little to allocate
+   and free. */
+#define KR_AUDIT_LINE_GUESS 1000
 
 /*
  * Bytes of topic entries a line holds at most: with the strings cut
@@ -1749,16 +1752,159 @@ tset_bool(struct kr_jsonw *w, const char *key, bool v)
     kr_jsonw_kbool(w, key, v);
 }
 
+/* ---- a connection's memo of its peer keys -------------------------------- */
+
+/* Bytes of the values a memo part compares at most (else: no memo). */
+#define KR_AUDIT_MEMO_KEY 1024
+
+/* One run of members: the values it came from (key) and its text. */
+struct memo_part {
+    bool valid;
+    size_t klen, tlen;
+    char *key, *text;
+};
+
+struct kr_audit_memo {
+    struct memo_part head, tail;
+};
+
+struct kr_audit_memo *
+kr_audit_memo_new(void)
+{
+    return calloc(1, sizeof(struct kr_audit_memo));
+}
+
+void
+kr_audit_memo_free(struct kr_audit_memo *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    free(m->head.key);
+    free(m->head.text);
+    free(m->tail.key);
+    free(m->tail.text);
+    free(m);
+}
+
+/* Values serialised for comparison: each string as a 2-byte length
+   (0xffff: NULL) and its bytes, each integer as 8 bytes. */
+struct memo_key {
+    size_t len;
+    bool over;                  /* did not fit: no memo */
+    char b[KR_AUDIT_MEMO_KEY];
+};
+
+static void
+mk_str(struct memo_key *k, const char *v)
+{
+    size_t n = v != NULL ? strlen(v) : 0;
+
+    if (k->over || n > 0xfffe || k->len + 2 + n > sizeof(k->b)) {
+        k->over = true;
+        return;
+    }
+    if (v == NULL) {
+        n = 0xffff;
+    }
+    k->b[k->len++] = (char)(n >> 8);
+    k->b[k->len++] = (char)(n & 0xff);
+    if (v != NULL) {
+        memcpy(k->b + k->len, v, n);
+        k->len += n;
+    }
+}
+
+static void
+mk_int(struct memo_key *k, int64_t v)
+{
+    if (k->over || k->len + sizeof(v) > sizeof(k->b)) {
+        k->over = true;
+        return;
+    }
+    memcpy(k->b + k->len, &v, sizeof(v));
+    k->len += sizeof(v);
+}
+
+/* Copy the memo's text for key k, when it is k's; true when done. */
+static bool
+memo_use(struct kr_jsonw *w, const struct memo_part *m,
+         const struct memo_key *k)
+{
+    if (m == NULL || k->over || !m->valid || m->klen != k->len ||
+        memcmp(m->key, k->b, k->len) != 0) {
+        return false;
+    }
+    kr_jsonw_members_raw(w, m->text, m->tlen);
+    return true;
+}
+
+/* Keep the members w got since start as m's text for key k (out of
+   memory: the memo is dropped, the line is not affected). */
+static void
+memo_keep(struct memo_part *m, const struct memo_key *k,
+          const struct kr_jsonw *w, size_t start)
+{
+    char *key, *text;
+    size_t tlen;
+
+    if (m == NULL || k->over) {
+        return;
+    }
+    m->valid = false;
+    if (!kr_jsonw_ok(w) || w->len < start ||
+        (w->len > start && w->buf[start] != ',')) {
+        return;
+    }
+    tlen = w->len - start;
+    key = realloc(m->key, k->len > 0 ? k->len : 1);
+    if (key == NULL) {
+        return;
+    }
+    m->key = key;
+    text = realloc(m->text, tlen > 0 ? tlen : 1);
+    if (text == NULL) {
+        return;
+    }
+    m->text = text;
+    memcpy(m->key, k->b, k->len);
+    memcpy(m->text, w->buf + start, tlen);
+    m->klen = k->len;
+    m->tlen = tlen;
+    m->valid = true;
+}
+
 /* time, type, and who and where up to the client's address and port, the
-   route and the upstream (doc/audit.md "Keys of every line"). */
+   route and the upstream (doc/audit.md "Keys of every line"); all but
+   the time from p's memo when it has them. */
 static void
 peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
           const struct kr_audit_peer *p)
 {
+    struct memo_part *m = p->memo != NULL ? &p->memo->head : NULL;
+    struct memo_key k;
     char ts[40];
+    size_t start;
 
     kr_audit_time(time_us, ts, sizeof(ts));
     kr_jsonw_kcstr(w, "time", ts);
+    if (m != NULL) {
+        k.len = 0;
+        k.over = false;
+        mk_str(&k, type);
+        mk_str(&k, p->instance);
+        mk_str(&k, p->conn_id);
+        mk_str(&k, p->listener);
+        mk_str(&k, p->client_addr);
+        mk_int(&k, p->client_port);
+        mk_str(&k, p->route);
+        mk_int(&k, p->node_id);
+        mk_str(&k, p->upstream_addr);
+        if (memo_use(w, m, &k)) {
+            return;
+        }
+    }
+    start = w->len;
     kr_jsonw_kcstr(w, "type", type);
     set_str(w, "instance", p->instance);
     set_str(w, "conn_id", p->conn_id);
@@ -1770,12 +1916,30 @@ peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
         kr_jsonw_kint(w, "node_id", p->node_id);
     }
     set_str(w, "upstream_addr", p->upstream_addr);
+    if (m != NULL) {
+        memo_keep(m, &k, w, start);
+    }
 }
 
-/* The keys after client_id: the client's software, the principal. */
+/* The keys after client_id: the client's software, the principal (from
+   p's memo when it has them). */
 static void
 peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
 {
+    struct memo_part *m = p->memo != NULL ? &p->memo->tail : NULL;
+    struct memo_key k;
+    size_t start = w->len;
+
+    if (m != NULL) {
+        k.len = 0;
+        k.over = false;
+        mk_str(&k, p->client_sw_name);
+        mk_str(&k, p->client_sw_version);
+        mk_str(&k, p->principal);
+        if (memo_use(w, m, &k)) {
+            return;
+        }
+    }
     if (p->client_sw_name != NULL && p->client_sw_name[0] != '\0') {
         set_str(w, "client_software_name", p->client_sw_name);
     }
@@ -1783,6 +1947,9 @@ peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
         set_str(w, "client_software_version", p->client_sw_version);
     }
     set_str(w, "principal", p->principal);
+    if (m != NULL) {
+        memo_keep(m, &k, w, start);
+    }
 }
 
 /* The request's own keys after total_us: Produce, group ids. */

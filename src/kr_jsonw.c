@@ -410,6 +410,20 @@ kr_jsonw_keyn(struct kr_jsonw *w, const char *key, size_t len)
 }
 
 void
+kr_jsonw_members_raw(struct kr_jsonw *w, const char *text, size_t len)
+{
+    if (w->failed) {
+        return;
+    }
+    if (w->depth == 0 || w->after_key || !jw_bit(w->obj, w->depth - 1) ||
+        !jw_bit(w->more, w->depth - 1) || (len > 0 && text[0] != ',')) {
+        w->failed = true;
+        return;
+    }
+    jw_put(w, text, len);
+}
+
+void
 kr_jsonw_key(struct kr_jsonw *w, const char *key)
 {
     kr_jsonw_keyn(w, key, key != NULL ? strlen(key) : 0);

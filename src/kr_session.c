@@ -344,6 +344,7 @@ session_free(struct kr_session *s)
     kr_s_rstream_drop(s);
     free(s->rscan);
     kr_s_sw_put(s->sw);
+    kr_audit_memo_free(s->audit_memo);
     free(s->principal);
     free(s->clamps);
     free(s->enforced);

@@ -173,9 +173,13 @@ peer_sw(struct kr_audit_peer *p, const struct kr_s_sw *sw)
    client's software as of now (a request's line: as of its reading,
    peer_sw). */
 static void
-audit_peer(const struct kr_session *s, struct kr_audit_peer *p)
+audit_peer(struct kr_session *s, struct kr_audit_peer *p)
 {
     memset(p, 0, sizeof(*p));
+    if (s->audit_memo == NULL && audit_sink(s) != NULL) {
+        s->audit_memo = kr_audit_memo_new();     /* NULL: none, same lines */
+    }
+    p->memo = s->audit_memo;
     p->instance = kr_audit_instance(s->cref->conf->audit.instance);
     p->conn_id = s->conn_id;
     p->listener = listener_name(s);

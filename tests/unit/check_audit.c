@@ -1219,6 +1219,108 @@ START_TEST(test_produce_rsp_scanned)
 }
 END_TEST
 
+/*
+ * A connection's memo of its peer keys (issue 14): lines formatted with
+ * the memo are the lines formatted without one, byte for byte, through a
+ * run of changes to every value the memo covers (each changed alone,
+ * then back, for request and connection lines), and the memo is used
+ * (a repeated line is the same) or dropped (a changed one is fresh).
+ */
+START_TEST(test_peer_memo)
+{
+    /* one for request lines, one for connection lines, one both share
+       (a change of type renders the keys again) */
+    struct kr_audit_memo *memo_r = kr_audit_memo_new();
+    struct kr_audit_memo *memo_c = kr_audit_memo_new();
+    struct kr_audit_memo *memo = kr_audit_memo_new();
+    struct kr_audit_info info;
+    struct kr_audit_conn conn;
+    struct kr_audit_req *r;
+    struct kr_msg req, rsp;
+    char long_addr[2048];
+    unsigned step, rep;
+
+    ck_assert(memo != NULL && memo_r != NULL && memo_c != NULL);
+    memset(long_addr, 'h', sizeof(long_addr) - 1);
+    long_addr[sizeof(long_addr) - 1] = '\0';     /* above the memo's key */
+    build(produce_req, &req);
+    build(produce_rsp, &rsp);
+    r = kr_audit_capture(&req, NULL, NULL, false);
+    ck_assert_ptr_nonnull(r);
+    for (step = 0; step < 32; step++) {
+        base_info(&info, &req);
+        info.peer.instance = "proxy-1";
+        info.peer.conn_id = "c#0.9";
+        info.peer.route = "node";
+        info.peer.node_id = 2;
+        info.peer.upstream_addr = "kafka-2:9092";
+        info.peer.client_sw_name = "librdkafka";
+        info.peer.client_sw_version = "2.0.2";
+        /* odd steps: back to the values above */
+        switch (step % 2 == 0 ? step / 2 : 99) {
+        case 0: info.peer.instance = "proxy-2"; break;
+        case 1: info.peer.conn_id = "c#0.10"; break;
+        case 2: info.peer.listener = "tls"; break;
+        case 3: info.peer.client_addr = "10.0.0.8"; break;
+        case 4: info.peer.client_port = 51235; break;
+        case 5: info.peer.route = "bootstrap"; break;
+        case 6: info.peer.node_id = 3; break;
+        case 7: info.peer.upstream_addr = NULL; break;
+        case 8: info.peer.upstream_addr = long_addr; break;
+        case 9: info.peer.client_sw_name = NULL; break;
+        case 10: info.peer.client_sw_version = "2.0.3"; break;
+        case 11: info.peer.principal = "User:alice"; break;
+        case 12: info.peer.principal = "User:alice\"\\x"; break;
+        case 13: info.peer.listener = "pl\"ain"; break;
+        case 14: info.peer.instance = ""; break;
+        default: break;
+        }
+        for (rep = 0; rep < 4; rep++) {
+            struct kr_audit_memo *m = rep < 2 ? (rep == 0 ? memo_r : memo_c)
+                                              : memo;
+            char *plain, *memoed;
+
+            if (rep != 1) {
+                info.peer.memo = NULL;
+                plain = kr_audit_format(&info, r, &rsp, false);
+                info.peer.memo = m;
+                memoed = kr_audit_format(&info, r, &rsp, false);
+                ck_assert_ptr_nonnull(plain);
+                ck_assert_ptr_nonnull(memoed);
+                ck_assert_msg(strcmp(plain, memoed) == 0,
+                              "step %u rep %u:\nmemo  %s\nplain %s", step,
+                              rep, memoed, plain);
+                json_decref(jload(memoed));
+                free(plain);
+                free(memoed);
+            }
+            if (rep == 0) {
+                continue;
+            }
+            memset(&conn, 0, sizeof(conn));
+            conn.event = "open";
+            conn.time_us = info.time_us;
+            conn.peer = info.peer;
+            conn.peer.memo = NULL;
+            plain = kr_audit_format_conn(&conn);
+            conn.peer.memo = m;
+            memoed = kr_audit_format_conn(&conn);
+            ck_assert_ptr_nonnull(plain);
+            ck_assert_msg(memoed != NULL && strcmp(plain, memoed) == 0,
+                          "conn step %u rep %u:\nmemo  %s\nplain %s", step,
+                          rep, memoed, plain);
+            free(plain);
+            free(memoed);
+        }
+    }
+    kr_audit_req_free(r);
+    kr_audit_memo_free(memo);
+    kr_audit_memo_free(memo_r);
+    kr_audit_memo_free(memo_c);
+    kr_audit_memo_free(NULL);
+}
+END_TEST
+
 /* ---- many topics --------------------------------------------------------- */
 
 /* Entries of the many-topics requests, and the distinct names among them
@@ -2772,6 +2874,7 @@ audit_suite(void)
     tcase_add_test(tc, test_txn_ids);
     tcase_add_test(tc, test_fetch_bytes);
     tcase_add_test(tc, test_produce_rsp_scanned);
+    tcase_add_test(tc, test_peer_memo);
     tcase_add_test(tc, test_many_topics);
     tcase_add_test(tc, test_long_strings);
     tcase_add_test(tc, test_line_about);
