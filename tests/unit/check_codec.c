@@ -3031,6 +3031,41 @@ START_TEST(test_arena)
 }
 END_TEST
 
+/* The thread's spare chunk: an arena freed leaves its first chunk for the
+   next arena of the thread, which gets it zero-filled where it allocates
+   (and under a limit that has room for it only). */
+START_TEST(test_arena_spare)
+{
+    struct kr_arena a, b;
+    uint8_t *p, *q;
+    size_t i;
+
+    kr_arena_init(&a, 0);
+    p = kr_arena_alloc(&a, 4000);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0xee, 4000);
+    kr_arena_free(&a);
+    kr_arena_init(&b, 0);
+    q = kr_arena_alloc(&b, 4000);
+    ck_assert_ptr_eq(q, p);                     /* the same chunk */
+    for (i = 0; i < 4000; i++) {
+        ck_assert_int_eq(q[i], 0);
+    }
+    /* two arenas at once: one spare, the second mallocs its own */
+    kr_arena_init(&a, 0);
+    p = kr_arena_alloc(&a, 10);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_ne(p, q);
+    kr_arena_free(&b);
+    kr_arena_free(&a);                          /* b's is the spare: freed */
+    /* a limit below the chunk does not take it */
+    kr_arena_init(&a, 4096);
+    ck_assert_ptr_nonnull(kr_arena_alloc(&a, 1000));
+    ck_assert_ptr_null(kr_arena_alloc(&a, 8192));
+    kr_arena_free(&a);
+}
+END_TEST
+
 START_TEST(test_arena_limit_decode)
 {
     struct kr_arena a;
@@ -3102,6 +3137,7 @@ codec_suite(void)
     tcase_add_test(tc, test_uuid);
     tcase_add_test(tc, test_utf8);
     tcase_add_test(tc, test_arena);
+    tcase_add_test(tc, test_arena_spare);
     tcase_add_test(tc, test_arena_limit_decode);
     suite_add_tcase(s, tc);
     return s;
