@@ -593,9 +593,58 @@ kr_jsonw_json(struct kr_jsonw *w, const json_t *v)
     }
 }
 
+/*
+ * A member in one step, the common case: an object open with no key
+ * waiting, a short key that needs no escaping, room for it and vmax
+ * bytes of value.  Writes the comma (when due) and the key and returns
+ * where the value goes (the caller writes it, its NUL and w->len), or
+ * NULL with nothing written (the caller takes the general path).
+ */
+static inline char *
+jw_member(struct kr_jsonw *w, const char *key, size_t klen, size_t vmax)
+{
+    char *o;
+    unsigned d;
+
+    if (w->after_key || w->depth == 0 || key == NULL ||
+        !jw_bit(w->obj, w->depth - 1) || klen > KR_JSONW_SHORT ||
+        vmax > KR_JSONW_SHORT * 6 || !jw_room(w, klen + 4 + vmax) ||
+        jw_plain_prefix((const uint8_t *)key, klen) != klen) {
+        return NULL;
+    }
+    o = w->buf + w->len;
+    d = w->depth - 1;
+    if (jw_bit(w->more, d)) {
+        *o++ = ',';
+    } else {
+        jw_setbit(w->more, d, true);
+    }
+    *o++ = '"';
+    memcpy(o, key, klen);
+    o += klen;
+    *o++ = '"';
+    *o++ = ':';
+    return o;
+}
+
 void
 kr_jsonw_kstr(struct kr_jsonw *w, const char *key, const char *p, size_t len)
 {
+    char *o;
+
+    if (len <= KR_JSONW_SHORT && (p != NULL || len == 0) && key != NULL &&
+        jw_plain_prefix((const uint8_t *)p, len) == len &&
+        (o = jw_member(w, key, strlen(key), len + 2)) != NULL) {
+        *o++ = '"';
+        if (len > 0) {
+            memcpy(o, p, len);
+        }
+        o += len;
+        *o++ = '"';
+        *o = '\0';
+        w->len = (size_t)(o - w->buf);
+        return;
+    }
     kr_jsonw_key(w, key);
     kr_jsonw_str(w, p, len);
 }
@@ -603,6 +652,10 @@ kr_jsonw_kstr(struct kr_jsonw *w, const char *key, const char *p, size_t len)
 void
 kr_jsonw_kcstr(struct kr_jsonw *w, const char *key, const char *s)
 {
+    if (s != NULL) {
+        kr_jsonw_kstr(w, key, s, strlen(s));
+        return;
+    }
     kr_jsonw_key(w, key);
     kr_jsonw_cstr(w, s);
 }
@@ -610,8 +663,26 @@ kr_jsonw_kcstr(struct kr_jsonw *w, const char *key, const char *s)
 void
 kr_jsonw_kint(struct kr_jsonw *w, const char *key, int64_t v)
 {
-    kr_jsonw_key(w, key);
-    kr_jsonw_int(w, v);
+    char tmp[24], *p, *o;
+    uint64_t u;
+    size_t n;
+
+    if (key == NULL || (o = jw_member(w, key, strlen(key), sizeof(tmp))) ==
+                           NULL) {
+        kr_jsonw_key(w, key);
+        kr_jsonw_int(w, v);
+        return;
+    }
+    u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    p = jw_u64(u, tmp + sizeof(tmp));
+    if (v < 0) {
+        *--p = '-';
+    }
+    n = (size_t)(tmp + sizeof(tmp) - p);
+    memcpy(o, p, n);
+    o += n;
+    *o = '\0';
+    w->len = (size_t)(o - w->buf);
 }
 
 void

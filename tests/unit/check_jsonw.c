@@ -153,6 +153,61 @@ START_TEST(test_special_every_position)
 }
 END_TEST
 
+/*
+ * The one-step members (kr_jsonw_kint, kr_jsonw_kstr, kr_jsonw_kcstr)
+ * write what kr_jsonw_key and the value call write, for keys and values
+ * that need escaping or not, first member or not, with room reserved or
+ * not (the general path).
+ */
+START_TEST(test_member_calls)
+{
+    static const char *const keys[] = { "k", "time", "a\"b", "tab\t",
+                                        "\xc3\xa9t\xc3\xa9", "\xff" };
+    static const char *const vals[] = { "", "v", "10.0.0.7", "q\"uote",
+                                        "\x01", "caf\xc3\xa9", "\xc3" };
+    static const int64_t ints[] = { 0, -1, 42, INT64_MIN, INT64_MAX };
+    size_t k, v, room;
+
+    for (room = 0; room < 2; room++) {
+        for (k = 0; k < KR_ARRAY_LEN(keys); k++) {
+            for (v = 0; v < KR_ARRAY_LEN(vals); v++) {
+                struct kr_jsonw a, b;
+
+                kr_jsonw_init(&a);
+                kr_jsonw_init(&b);
+                if (room) {
+                    ck_assert(kr_jsonw_reserve(&a, 512));
+                    ck_assert(kr_jsonw_reserve(&b, 512));
+                }
+                kr_jsonw_obj_open(&a);
+                kr_jsonw_obj_open(&b);
+                /* twice: first member, then with its comma */
+                kr_jsonw_kstr(&a, keys[k], vals[v], strlen(vals[v]));
+                kr_jsonw_kcstr(&a, keys[k], vals[v]);
+                kr_jsonw_kint(&a, keys[k], ints[v % KR_ARRAY_LEN(ints)]);
+                kr_jsonw_kcstr(&a, keys[k], NULL);
+                kr_jsonw_key(&b, keys[k]);
+                kr_jsonw_str(&b, vals[v], strlen(vals[v]));
+                kr_jsonw_key(&b, keys[k]);
+                kr_jsonw_cstr(&b, vals[v]);
+                kr_jsonw_key(&b, keys[k]);
+                kr_jsonw_int(&b, ints[v % KR_ARRAY_LEN(ints)]);
+                kr_jsonw_key(&b, keys[k]);
+                kr_jsonw_null(&b);
+                kr_jsonw_obj_close(&a);
+                kr_jsonw_obj_close(&b);
+                ck_assert(kr_jsonw_ok(&a) && kr_jsonw_ok(&b));
+                KR_TEST_CHECK(strcmp(a.buf, b.buf) == 0,
+                              "key %zu value %zu room %zu: %s vs %s", k, v,
+                              room, a.buf, b.buf);
+                kr_jsonw_free(&a);
+                kr_jsonw_free(&b);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_utf8_rule)
 {
     /* valid: as is */
@@ -592,6 +647,7 @@ jsonw_suite(void)
 
     tcase_add_test(tc, test_every_byte);
     tcase_add_test(tc, test_special_every_position);
+    tcase_add_test(tc, test_member_calls);
     tcase_add_test(tc, test_utf8_rule);
     tcase_add_test(tc, test_long_strings);
     tcase_add_test(tc, test_numbers_and_literals);
