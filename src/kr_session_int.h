@@ -40,7 +40,8 @@
  */
 struct kr_rq {
     struct kr_an_req *a;                /* rule state, never NULL */
-    struct evbuffer *out;               /* response frame with prefix */
+    struct evbuffer *out;               /* response frame with prefix
+                                           (NULL until one is built) */
     int64_t release_ms;                 /* monotonic ms it may go out */
     bool ready;                         /* out is complete */
     bool logged;                        /* its audit line was written

@@ -65,13 +65,23 @@ kr_s_rq_wrap(struct kr_an_req *a)
 {
     struct kr_rq *rq = calloc(1, sizeof(*rq));
 
-    if (rq == NULL || (rq->a = a != NULL ? a : kr_an_req_new()) == NULL ||
-        (rq->out = evbuffer_new()) == NULL) {
+    if (rq == NULL || (rq->a = a != NULL ? a : kr_an_req_new()) == NULL) {
         kr_an_req_free(rq != NULL ? rq->a : a);
         free(rq);
         return NULL;
     }
     return rq;
+}
+
+/* rq's response buffer, made when first needed (most entries carry none:
+   a response that streams by, one that never comes); NULL on ENOMEM. */
+static struct evbuffer *
+rq_out(struct kr_rq *rq)
+{
+    if (rq->out == NULL) {
+        rq->out = evbuffer_new();
+    }
+    return rq->out;
 }
 
 void
@@ -459,12 +469,14 @@ kr_s_flush_ready(struct kr_session *s)
            (e = kr_s_fifo_first(s, &i)) != NULL && e->rq != NULL &&
            e->rq->ready) {
         struct kr_rq *rq = e->rq;
-        size_t n = evbuffer_get_length(rq->out);
+        size_t n = rq->out != NULL ? evbuffer_get_length(rq->out) : 0;
 
         if (rq->release_ms > now) {
             break;
         }
-        evbuffer_add_buffer(s->client.out, rq->out);
+        if (rq->out != NULL) {
+            evbuffer_add_buffer(s->client.out, rq->out);
+        }
         KR_STAT_ADD(s->host->stats, bytes_down, n);
         if (rq->a->audit_line != NULL) {
             audit_put(s, rq->a->audit_line);
@@ -796,6 +808,12 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         if ((rq = take_rq(s, d)) == NULL) {
             return -1;
         }
+        if (rq_out(rq) == NULL) {
+            kr_s_rq_free(rq);
+            kr_an_decision_free(d);
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
         add_prefix(rq->out, d->w.len);
         KR_STAT_INC_L(s->host->stats, errors_answered,
                       kr_stats_kerr_cell(d->error));
@@ -880,7 +898,7 @@ kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
         size_t flen;
         struct kr_rq *rq = kr_s_rq_wrap(NULL);
 
-        if (rq == NULL ||
+        if (rq == NULL || rq_out(rq) == NULL ||
             kr_apiversions_unsupported(nr->h.correlation_id, f, sizeof(f),
                                        &flen) != KR_OK ||
             evbuffer_add(rq->out, f, flen) != 0) {
@@ -1567,8 +1585,10 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         if (e->api_key == KR_API_API_VERSIONS) {
             kr_s_learn_apiversions(s, e->api_version, pl);
         }
-        rc = kr_rewrite_response(&s->rw, e->api_key, e->api_version, pl,
-                                 rq->out, &res);
+        rc = rq_out(rq) == NULL
+                 ? KR_ENOMEM
+                 : kr_rewrite_response(&s->rw, e->api_key, e->api_version,
+                                       pl, rq->out, &res);
         if (rc != KR_OK) {
             if (rq->a->v.flags & KR_VF_AUDIT) {
                 /* audited all the same: the response was not delivered */
@@ -1594,6 +1614,9 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         if (res.changed) {
             rq->a->actions |= KR_AUDIT_REWRITTEN;
         }
+    } else if (rq_out(rq) == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        goto out;
     } else {
         add_prefix(rq->out, evbuffer_get_length(pl));
         evbuffer_add_buffer(rq->out, pl);
