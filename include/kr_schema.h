@@ -260,8 +260,30 @@ const char *kr_field_id_name(enum kr_field_id id);
  */
 enum kr_field_id kr_field_id_lookup(const char *name);
 
-/* Wire size in bytes of a fixed-width type (bool .. uuid), 0 for others. */
-unsigned kr_type_fixed_size(enum kr_type t);
+/* Wire size in bytes of a fixed-width type (bool .. uuid), 0 for others
+   (inline: the decoder and the scanner ask it for every value). */
+static inline unsigned
+kr_type_fixed_size(enum kr_type t)
+{
+    switch (t) {
+    case KR_T_BOOL:
+    case KR_T_INT8:
+        return 1;
+    case KR_T_INT16:
+    case KR_T_UINT16:
+        return 2;
+    case KR_T_INT32:
+    case KR_T_UINT32:
+        return 4;
+    case KR_T_INT64:
+    case KR_T_FLOAT64:
+        return 8;
+    case KR_T_UUID:
+        return 16;
+    default:
+        return 0;
+    }
+}
 
 /*
  * Fewest bytes one value of type t takes: the fixed size, or the

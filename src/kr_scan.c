@@ -192,6 +192,17 @@ cap_begin(struct kr_scan *sc, uint8_t what, uint64_t n)
     sc->cap_full = (int64_t)n;
 }
 
+/* Skip n bytes known to be within the frame. */
+static inline int
+skip_ok(struct kr_scan *sc, uint64_t n)
+{
+    sc->skip = n;
+    if (n == 0 && sc->cap_on) {
+        cap_end(sc);
+    }
+    return KR_OK;
+}
+
 static int
 skip(struct kr_scan *sc, uint64_t n, const char *what)
 {
@@ -200,11 +211,7 @@ skip(struct kr_scan *sc, uint64_t n, const char *what)
                     "frame (%llu bytes left)", what, (unsigned long long)n,
                     (unsigned long long)left(sc));
     }
-    sc->skip = n;
-    if (n == 0 && sc->cap_on) {
-        cap_end(sc);
-    }
-    return KR_OK;
+    return skip_ok(sc, n);
 }
 
 /*
@@ -217,6 +224,7 @@ start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
 {
     int16_t v = sc->st[sc->nframes - 1].v;
     uint8_t w = sc->wnext;
+    unsigned fs;
 
     sc->wnext = 0;
     sc->r_et = et;
@@ -224,13 +232,16 @@ start_value(struct kr_scan *sc, uint8_t t, uint8_t et, uint16_t sid,
     sc->r_flex = flex;
     sc->r_nullable = nullable;
     sc->r_watch = w;
-    if (kr_type_fixed_size((enum kr_type)t) > 0) {
+    fs = kr_type_fixed_size((enum kr_type)t);
+    if (fs > 0) {
         if (w == KR_SCAN_ERROR_CODE || w == KR_SCAN_TOPIC_ID ||
             w == KR_SCAN_ACKS) {
-            cap_begin(sc, w, (uint64_t)kr_type_fixed_size((enum kr_type)t));
+            cap_begin(sc, w, fs);
         }
-        return skip(sc, kr_type_fixed_size((enum kr_type)t),
-                    kr_type_name((enum kr_type)t));
+        if (fs <= left(sc)) {
+            return skip_ok(sc, fs);
+        }
+        return skip(sc, fs, kr_type_name((enum kr_type)t));
     }
     switch (t) {
     case KR_T_STRING:

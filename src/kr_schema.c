@@ -222,29 +222,6 @@ kr_type_name(enum kr_type t)
 }
 
 unsigned
-kr_type_fixed_size(enum kr_type t)
-{
-    switch (t) {
-    case KR_T_BOOL:
-    case KR_T_INT8:
-        return 1;
-    case KR_T_INT16:
-    case KR_T_UINT16:
-        return 2;
-    case KR_T_INT32:
-    case KR_T_UINT32:
-        return 4;
-    case KR_T_INT64:
-    case KR_T_FLOAT64:
-        return 8;
-    case KR_T_UUID:
-        return 16;
-    default:
-        return 0;
-    }
-}
-
-unsigned
 kr_type_min_size(enum kr_type t, bool flex)
 {
     unsigned n = kr_type_fixed_size(t);
