@@ -107,14 +107,6 @@ enum nreq_outcome {
                                            (*nr filled): never forwarded */
 };
 
-/*
- * A Produce request of at least this many bytes whose rules only audit
- * it streams to the broker as it arrives (its records spliced as an
- * unaudited one's), its audit line built by a scanner (kr_s_rstream_*);
- * a smaller one is held and decoded.
- */
-#define KR_RSTREAM_MIN_BYTES (64 * 1024)
-
 /* What kr_s_rstream_begin decided for a request frame. */
 enum rstream_outcome {
     RSTREAM_CLOSED = -1,                /* the session was closed */

@@ -500,9 +500,11 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
     }
-    if (nr->slot != NULL && h.api_key == KR_API_PRODUCE &&
-        flen >= KR_RSTREAM_MIN_BYTES) {
-        /* a large Produce only audited: not held, streamed and scanned */
+    if (nr->slot != NULL && h.api_key == KR_API_PRODUCE) {
+        /* issue 14: a Produce its rules only audit is not held, whatever
+           its size: it streams to the broker as it arrives (its records
+           spliced as an unaudited one's), its line built by a scanner
+           (kr_s_rstream_*), which costs less than decoding it */
         switch (kr_s_rstream_begin(s, in, scan, &h, flen, expect, nr->slot,
                                    &e)) {
         case RSTREAM_CLOSED:

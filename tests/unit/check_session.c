@@ -3128,8 +3128,8 @@ fake_has_read(size_t n)
 }
 
 /*
- * issue 14: a large Produce request whose one rule audits it is not held
- * (KR_RSTREAM_MIN_BYTES): the broker has its first part before the client
+ * issue 14: a (large) Produce request whose one rule audits it is not
+ * held: the broker has its first part before the client
  * sent the rest, its records are spliced, the broker gets its bytes
  * unchanged, and its audit line has what the scanner read: the topic, its
  * partition, records (3 batches of 1,000) and record bytes, Acks.
