@@ -464,25 +464,44 @@ step(struct kr_scan *sc)
         return KR_OK;
     default: {
         const struct kr_struct_desc *sd = &kr_structs[top->sid];
+        bool watching = sc->watch != NULL && !top->hdr && !top->quiet;
+        uint64_t run = 0;
 
+        /* fixed-size fields no one watches, one after the other, are
+           skipped as one run */
         while (top->i < sd->nfields) {
             const struct kr_field_desc *f =
                 &kr_fields[sd->first_field + top->i];
             bool flex = top->flex;
+            uint8_t w;
+            unsigned fs;
 
-            top->i++;
             if (!kr_vrange_has(f->versions, top->v) ||
                 tagged_at(f, top->v)) {
+                top->i++;
                 continue;
             }
+            w = watching ? watch_kind(f, top->root) : 0;
+            fs = kr_type_fixed_size((enum kr_type)f->type);
+            if (fs > 0 && w == 0) {
+                run += fs;
+                top->i++;
+                continue;
+            }
+            if (run > 0) {
+                break;                  /* the run first, f next */
+            }
+            top->i++;
             if (f->flags & KR_FF_FLEX_OVERRIDE) {
                 flex = kr_vrange_has(f->flexible, top->v);
             }
-            if (sc->watch != NULL && !top->hdr && !top->quiet) {
-                sc->wnext = watch_kind(f, top->root);
-            }
+            sc->wnext = w;
             return start_value(sc, f->type, f->elem_type, f->struct_id,
                                flex, kr_vrange_has(f->nullable, top->v));
+        }
+        if (run > 0) {
+            return run <= left(sc) ? skip_ok(sc, run)
+                                   : skip(sc, run, "fixed-size fields");
         }
         if (!top->flex) {
             sc->nframes--;
@@ -606,9 +625,16 @@ batch_take(struct kr_scan *sc, const uint8_t *p, size_t n, size_t *k)
         sc->skip = sc->bw_end - sc->off;
         return true;
     }
-    while (sc->bw_got < sc->bw_need && *k < n) {
-        sc->bw_h[sc->bw_got++] = p[(*k)++];
-        sc->off++;
+    if (sc->bw_got < sc->bw_need && *k < n) {
+        size_t c = sc->bw_need - sc->bw_got;
+
+        if (c > n - *k) {
+            c = n - *k;
+        }
+        memcpy(sc->bw_h + sc->bw_got, p + *k, c);
+        sc->bw_got = (uint8_t)(sc->bw_got + c);
+        *k += c;
+        sc->off += c;
     }
     if (sc->bw_got < sc->bw_need) {
         return false;
