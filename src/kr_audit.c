@@ -738,7 +738,9 @@ struct kr_audit_req {
     struct kr_audit_str group_id, member_id;
     bool scanned;                 /* the response was scanned, not
                                      decoded: its errors are serrs */
-    struct kr_errcount *serrs;
+    bool serrs_lost;              /* an error seen could not be kept
+                                     (ENOMEM): its errors are unknown */
+    struct kr_errcount *serrs;    /* made at the first ErrorCode != 0 */
 };
 
 /* Distinct topics kept per line. */
@@ -1389,9 +1391,6 @@ kr_audit_scan_start(struct kr_audit_scan *as, struct kr_audit_req *r,
         rsp_seen(r);
     }
     r->scanned = true;
-    if (r->serrs == NULL) {
-        r->serrs = calloc(1, sizeof(*r->serrs));
-    }
 }
 
 void
@@ -1433,6 +1432,10 @@ kr_audit_scan_event(void *arg, enum kr_scan_what what, const uint8_t *p,
         }
         break;
     case KR_SCAN_ERROR_CODE:
+        if (val != 0 && r->serrs == NULL &&
+            (r->serrs = calloc(1, sizeof(*r->serrs))) == NULL) {
+            r->serrs_lost = true;
+        }
         if (val != 0 && r->serrs != NULL) {
             err_add(r->serrs, (int16_t)val);
         }
@@ -1453,6 +1456,7 @@ kr_audit_scan_abandon(struct kr_audit_scan *as)
         return;
     }
     r->scanned = false;
+    r->serrs_lost = false;
     free(r->serrs);
     r->serrs = NULL;
     as->req = NULL;
@@ -2070,7 +2074,9 @@ kr_audit_format(const struct kr_audit_info *info,
     /* a response that came but was not decoded nor scanned: its errors
        are unknown */
     kr_jsonw_key(&w, "errors");
-    if (rsp == NULL && req != NULL && req->scanned) {
+    if (rsp == NULL && req != NULL && req->scanned && req->serrs_lost) {
+        kr_jsonw_null(&w);              /* out of memory: not known */
+    } else if (rsp == NULL && req != NULL && req->scanned) {
         errors_put(&w, req->serrs);
         errs_more = req->serrs != NULL && req->serrs->more;
     } else if (rsp == NULL && (info->rsp_bytes > 0 || info->incomplete)) {
