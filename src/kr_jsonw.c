@@ -286,7 +286,9 @@ jw_string(struct kr_jsonw *w, const uint8_t *p, size_t len, int bad)
             char *o = w->buf + w->len;
 
             o[0] = '"';
-            memcpy(o + 1, p, len);
+            if (len > 0) {
+                memcpy(o + 1, p, len);  /* p may be NULL when len is 0 */
+            }
             o[len + 1] = '"';
             o[len + 2] = '\0';
             w->len += len + 2;
