@@ -249,11 +249,13 @@ struct kr_conn {
     uint8_t wr_want;                    /* the next write's: WRITE, or
                                            READ */
     uint8_t hs_want;                    /* the next handshake step's */
-    char host[256];                     /* upstream: the host name dialled
+    char *host;                         /* upstream: the host name dialled
                                            (a broker's advertised host, a
                                            bootstrap or dial.N host; no
                                            port, no brackets), for SNI and
-                                           certificate checks; "" none */
+                                           certificate checks; malloc'd,
+                                           freed by kr_conn_free_buffers;
+                                           NULL or "": none */
     /* issue 8 (appended) */
     void *xprt_ctx;                     /* what the owner gives the
                                            transport before kr_conn_open

@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -144,14 +145,21 @@ struct kr_session {
                                            broker (kr_api_max + 1, min >
                                            max: not offered), NULL until
                                            one is seen with a clamp rule */
-    struct evbuffer *rq_payload;        /* request frame being decided */
+    struct evbuffer *rq_payload;        /* request frame being decided
+                                           (made at the first; NULL) */
     uint32_t nready;                    /* FIFO entries with rq->ready */
-    struct event *rtimer;               /* delayed responses, pauses */
+    struct event *rtimer;               /* delayed responses, pauses
+                                           (made when first armed) */
     int64_t rtimer_at;                  /* armed for, 0 = none */
     int64_t paused_until_ms;            /* throttle enforce: no client
                                            reads before (monotonic ms) */
     uint64_t rng;                       /* fault probabilities */
-    struct sockaddr_storage peer;       /* client address */
+    union {                             /* client address (TCP: IPv4 or
+                                           IPv6) */
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
     char peer_host[48];
     uint16_t peer_port;
     char client_id[64];                 /* the last non-null ClientId the
@@ -193,7 +201,10 @@ struct kr_session {
     int close_level;                    /* its log level */
     int64_t closing_ms;                 /* closing set, or the last byte
                                            written to the client since */
-    char close_msg[256];
+    char *close_msg;                    /* why it closes (malloc'd by
+                                           kr_s_close_after_owed, at most
+                                           KR_CLOSE_MSG_LEN bytes); NULL:
+                                           not closing, or out of memory */
     char name[160];                     /* "c#0.7 127.0.0.1:50312 > NodeId
                                            2" */
     char upname[80];                    /* upstream "HOST:PORT" */

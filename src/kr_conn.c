@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <netinet/in.h>
@@ -513,6 +514,8 @@ kr_lane_drain(struct kr_splice *l, struct kr_pipe_pool *pp, struct kr_conn *c)
 void
 kr_conn_free_buffers(struct kr_conn *c)
 {
+    free(c->host);
+    c->host = NULL;
     if (c->in != NULL) {
         evbuffer_free(c->in);
         c->in = NULL;

@@ -209,6 +209,17 @@
 
 static void session_free(struct kr_session *s);
 
+/* Bytes of the reason a connection closes after the responses owed. */
+#define KR_CLOSE_MSG_LEN 256
+
+/* Why s closes after the responses owed (kr_s_close_after_owed). */
+static const char *
+close_msg(const struct kr_session *s)
+{
+    return s->close_msg != NULL ? s->close_msg
+                                : "closing after the responses owed";
+}
+
 /* ---- logging and the one close path ------------------------------------ */
 
 static void vclose(struct kr_session *s, enum kr_close_cause cause,
@@ -236,10 +247,10 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
         char why[300];
 
         snprintf(why, sizeof(why), "%.299s", msg);
-        if (strcmp(why, s->close_msg) == 0) {
-            snprintf(msg, sizeof(msg), "%s", s->close_msg);
+        if (strcmp(why, close_msg(s)) == 0) {
+            snprintf(msg, sizeof(msg), "%s", close_msg(s));
         } else {
-            snprintf(msg, sizeof(msg), "%s; then %s", s->close_msg, why);
+            snprintf(msg, sizeof(msg), "%s; then %s", close_msg(s), why);
         }
         level = level < s->close_level ? level : s->close_level;
     }
@@ -345,6 +356,7 @@ session_free(struct kr_session *s)
     free(s->rscan);
     kr_s_sw_put(s->sw);
     kr_audit_memo_free(s->audit_memo);
+    free(s->close_msg);
     free(s->principal);
     free(s->clamps);
     free(s->enforced);
@@ -801,7 +813,7 @@ closing_done(struct kr_session *s)
         kr_s_rsp_mid(s) || client_owed(s) > 0) {
         return false;
     }
-    kr_session_close(s, s->close_level, "%s", s->close_msg);
+    kr_session_close(s, s->close_level, "%s", close_msg(s));
     return true;
 }
 
@@ -810,9 +822,13 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
 {
     va_list ap;
 
+    char msg[KR_CLOSE_MSG_LEN];
+
     va_start(ap, fmt);
-    vsnprintf(s->close_msg, sizeof(s->close_msg), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    free(s->close_msg);
+    s->close_msg = strdup(msg);         /* NULL: close_msg's words */
     s->closing = 1;
     s->close_level = level;
     s->closing_ms = kr_clock_timer_ms();
@@ -1112,7 +1128,8 @@ conn_handshake(struct kr_session *s, struct kr_conn *c)
     } else {
         kr_s_close_up(s, KR_LOG_WARN, "%s handshake with upstream %s (name "
                       "\"%s\") failed: %s", c->ops->name, s->upname,
-                      s->up.host, kr_conn_strerror(c, e));
+                      s->up.host != NULL ? s->up.host : "",
+                      kr_conn_strerror(c, e));
     }
     return -1;
 }
@@ -1877,8 +1894,8 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
         return;
     }
     kr_log_debug("[%s] connecting to upstream %s (host name \"%s\", %s "
-                 "transport)", s->name, s->upname, s->up.host,
-                 s->up.ops->name);
+                 "transport)", s->name, s->upname,
+                 s->up.host != NULL ? s->up.host : "", s->up.ops->name);
     s->up.rev = event_new(base, fd, EV_READ | EV_PERSIST, up_read_cb, s);
     s->up.wev = event_new(base, fd, EV_WRITE | EV_PERSIST, up_write_cb, s);
     if (s->up.rev == NULL || s->up.wev == NULL) {
@@ -1925,8 +1942,15 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
         }
     } else {
         /* the name, not only the address: SNI and certificate checks */
-        snprintf(s->up.host, sizeof(s->up.host), "%s",
-                 host != NULL ? host : "");
+        char *h = strdup(host != NULL ? host : "");
+
+        if (h == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            kr_s_leave(s);
+            return;
+        }
+        free(s->up.host);
+        s->up.host = h;
         s->up_named = 1;
         up_connect(s, addr, addrlen);
     }
@@ -2049,9 +2073,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     /* no framing before the first bytes were looked at */
     s->client.stage = KR_STAGE_SNIFF;
     s->hold = evbuffer_new();
-    s->rq_payload = evbuffer_new();
     s->timer = evtimer_new(host->base, timer_cb, s);
-    s->rtimer = evtimer_new(host->base, kr_s_rtimer_cb, s);
     if (salen <= sizeof(s->peer)) {
         memcpy(&s->peer, sa, salen);
     }
@@ -2090,7 +2112,6 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
-        s->rq_payload == NULL || s->rtimer == NULL ||
         s->client.rev == NULL || s->client.wev == NULL) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         kr_s_leave(s);

@@ -73,6 +73,18 @@ kr_s_rq_wrap(struct kr_an_req *a)
     return rq;
 }
 
+/* s's buffer for the request frame the rules decide, made at the first
+   (an idle connection, or one whose requests all pass cut-through, holds
+   none); NULL on ENOMEM. */
+static struct evbuffer *
+rq_payload(struct kr_session *s)
+{
+    if (s->rq_payload == NULL) {
+        s->rq_payload = evbuffer_new();
+    }
+    return s->rq_payload;
+}
+
 /* rq's response buffer, made when first needed (most entries carry none:
    a response that streams by, one that never comes); NULL on ENOMEM. */
 static struct evbuffer *
@@ -432,7 +444,7 @@ rtimer_arm(struct kr_session *s)
     int64_t at = 0, now;
     struct timeval tv;
 
-    if (s->dead || s->rtimer == NULL) {
+    if (s->dead) {
         return;
     }
     if (e != NULL && e->rq != NULL && e->rq->ready) {
@@ -442,6 +454,14 @@ rtimer_arm(struct kr_session *s)
         at = s->paused_until_ms;
     }
     if (at == 0 || (s->rtimer_at != 0 && s->rtimer_at <= at)) {
+        return;
+    }
+    if (s->rtimer == NULL &&
+        (s->rtimer = evtimer_new(s->host->base, kr_s_rtimer_cb, s)) ==
+            NULL) {
+        /* made at the first delayed response (most connections have
+           none) */
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return;
     }
     now = kr_clock_timer_ms();
@@ -778,11 +798,16 @@ static int
 apply_request(struct kr_session *s, struct kr_nreq *nr,
               struct kr_an_decision *d)
 {
-    struct evbuffer *pl = s->rq_payload;
+    struct evbuffer *pl = rq_payload(s);
     struct kr_rq *rq = NULL;
     char eerr[160];
     int ret, rc;
 
+    if (pl == NULL) {
+        kr_an_decision_free(d);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     if (d->evaluated) {
         kr_stats_rule_hits(s->host->stats, &d->verdict);
     }
@@ -872,7 +897,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
 int
 kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
 {
-    struct evbuffer *pl = s->rq_payload;
+    struct evbuffer *pl;
     struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
     struct kr_codec_err ce;
     struct kr_arena arena;
@@ -885,6 +910,12 @@ kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
     size_t cidlen = 0;
     int rc, ret;
 
+    if ((pl = rq_payload(s)) == NULL) {
+        free(nr->cid);
+        nr->cid = NULL;
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     evbuffer_drain(s->client.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->client.in, pl, nr->flen);
     KR_STAT_INC(s->host->stats, requests);

@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "kr_common.h"
 #include "kr_tls.h"
 
 /* Chains looked at per write (coalescing stops there). */
@@ -75,8 +77,41 @@ struct tls_conn {
     unsigned done:1;                    /* the handshake is done */
     unsigned ticket_owed:1;             /* a TLS 1.3 session ticket goes
                                            with the first write */
-    char why[256];                      /* the last failure, "" none */
+    char *why;                          /* the last failure (malloc'd at
+                                           the first one, KR_TLS_WHY_LEN
+                                           bytes: an idle connection holds
+                                           none); NULL or "": none */
 };
+
+/* Bytes of a failure's text. */
+#define KR_TLS_WHY_LEN 256
+
+/* x's failure text, written by printf's rules (out of memory: the text
+   is lost, the failure is not: the caller's errno says it). */
+static void tls_fail(struct tls_conn *x, const char *fmt, ...)
+    KR_PRINTF(2, 3);
+
+static void
+tls_fail(struct tls_conn *x, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (x->why == NULL && (x->why = malloc(KR_TLS_WHY_LEN)) == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(x->why, KR_TLS_WHY_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* No failure to tell (before a step that may fail). */
+static void
+tls_why_clear(struct tls_conn *x)
+{
+    if (x->why != NULL) {
+        tls_why_clear(x);
+    }
+}
 
 /* ---- the BIO: the socket, after the sniffed bytes ----------------------- */
 
@@ -232,11 +267,15 @@ ssl_outcome(struct kr_conn *c, struct tls_conn *x, int r)
             return -1;
         }
         /* FALLTHROUGH */
-    default:
-        kr_tls_err_str(x->ssl, x->why, sizeof(x->why));
+    default: {
+        char why[KR_TLS_WHY_LEN];
+
+        kr_tls_err_str(x->ssl, why, sizeof(why));
+        tls_fail(x, "%s", why);
         x->failed = 1;
         errno = EPROTO;
         return -1;
+    }
     }
 }
 
@@ -268,23 +307,25 @@ static int
 tls_start(struct kr_conn *c, struct tls_conn *x)
 {
     size_t n = evbuffer_get_length(c->in);
+    char why[KR_TLS_WHY_LEN];
     BIO *b;
 
     if (n > sizeof(x->pre)) {
-        snprintf(x->why, sizeof(x->why), "%zu bytes before the TLS "
-                 "handshake", n);
+        tls_fail(x, "%zu bytes before the TLS handshake", n);
         errno = EPROTO;
         return -1;
     }
-    x->ssl = kr_tls_ssl_new(x->ctx, c->host, x->why, sizeof(x->why));
+    x->ssl = kr_tls_ssl_new(x->ctx, c->host != NULL ? c->host : "", why,
+                            sizeof(why));
     if (x->ssl == NULL) {
+        tls_fail(x, "%s", why);
         errno = EINVAL;
         return -1;
     }
     b = BIO_new(bio_method);
     if (b == NULL) {
         ERR_clear_error();
-        snprintf(x->why, sizeof(x->why), "out of memory");
+        tls_fail(x, "out of memory");
         errno = ENOMEM;
         return -1;
     }
@@ -304,7 +345,7 @@ tls_handshake(struct kr_conn *c)
     struct tls_conn *x = c->xprt;
     int r;
 
-    x->why[0] = '\0';
+    tls_why_clear(x);
     x->sys_errno = 0;
     if (x->ssl == NULL && tls_start(c, x) != 0) {
         return -1;
@@ -323,8 +364,8 @@ tls_handshake(struct kr_conn *c)
     }
     r = ssl_outcome(c, x, r);
     if (r == 0) {
-        snprintf(x->why, sizeof(x->why), "the peer closed the connection "
-                 "during the TLS handshake");
+        tls_fail(x, "the peer closed the connection during the TLS "
+                 "handshake");
         errno = ECONNRESET;
         return -1;
     }
@@ -345,8 +386,7 @@ raw_read(struct kr_conn *c, struct evbuffer *in, size_t max)
         want = max;
     }
     if (want == 0) {
-        snprintf(x->why, sizeof(x->why), "%zu bytes before the TLS "
-                 "handshake", have);
+        tls_fail(x, "%zu bytes before the TLS handshake", have);
         errno = EPROTO;
         return -1;
     }
@@ -368,7 +408,7 @@ tls_read(struct kr_conn *c, struct evbuffer *in, size_t max)
     size_t got = 0, left = max, k;
     int i, n, used = 0, r = 1;
 
-    x->why[0] = '\0';
+    tls_why_clear(x);
     x->rd_wants_write = 0;
     if (c->stage < KR_STAGE_HANDSHAKE) {
         return raw_read(c, in, max);
@@ -472,7 +512,7 @@ tls_write(struct kr_conn *c, struct evbuffer *out)
     const void *p;
     int n, r;
 
-    x->why[0] = '\0';
+    tls_why_clear(x);
     if (x->ssl == NULL) {
         errno = ENOTCONN;
         return -1;
@@ -574,6 +614,7 @@ tls_close(struct kr_conn *c)
     }
     ERR_clear_error();
     kr_tls_ctx_put(x->ctx);
+    free(x->why);
     free(x);
     c->xprt = NULL;
 }
@@ -583,7 +624,7 @@ tls_why(const struct kr_conn *c)
 {
     const struct tls_conn *x = c->xprt;
 
-    return x != NULL && x->why[0] != '\0' ? x->why : NULL;
+    return x != NULL && x->why != NULL && x->why[0] != '\0' ? x->why : NULL;
 }
 
 const struct kr_conn_ops kr_tls_ops = {

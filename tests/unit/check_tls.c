@@ -129,7 +129,8 @@ conn_new(struct kr_conn *c, int fd, struct kr_tls_ctx *t, const char *host,
     memset(c, 0, sizeof(*c));
     kr_conn_init(c);
     ck_assert_ptr_nonnull(c->in);
-    snprintf(c->host, sizeof(c->host), "%s", host != NULL ? host : "");
+    c->host = host != NULL ? strdup(host) : NULL;   /* kr_conn_free_buffers
+                                                       frees it */
     c->xprt_ctx = t;
     ck_assert_int_eq(kr_conn_open(c, fd, &kr_tls_ops), KR_OK);
     c->stage = (uint8_t)stage;
