@@ -28,6 +28,11 @@
 
 #include "kr_tls_ctx.h"
 
+/* The SSL ex_data index of why the ClientHello callback refused the
+   hello (a static string, for kr_tls_err_str: OpenSSL itself says only
+   "callback failed"); -1 until sni_index_make. */
+static int hello_why_index = -1;
+
 /* A passphrase is never asked for (a terminal prompt would hang a
    daemon): an encrypted key fails to load. */
 static int
@@ -48,11 +53,17 @@ kr_tls_err_str(const SSL *ssl, char *buf, size_t len)
     const char *reason = e != 0 ? ERR_reason_error_string(e) : NULL;
     const char *lib = e != 0 ? ERR_lib_error_string(e) : NULL;
 
+    const char *hello = ssl != NULL && hello_why_index >= 0
+                            ? SSL_get_ex_data(ssl, hello_why_index)
+                            : NULL;
+
     if (len == 0) {
         ERR_clear_error();
         return buf;
     }
-    if (vr != X509_V_OK &&
+    if (hello != NULL) {
+        snprintf(buf, len, "%s", hello);
+    } else if (vr != X509_V_OK &&
         (e == 0 || ERR_GET_REASON(e) == SSL_R_CERTIFICATE_VERIFY_FAILED)) {
         snprintf(buf, len, "certificate verify failed: %s",
                  X509_verify_cert_error_string(vr));
@@ -140,6 +151,7 @@ static void
 sni_index_make(void)
 {
     sni_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, sni_free);
+    hello_why_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
 /*
@@ -196,6 +208,13 @@ sni_hello_cb(SSL *ssl, int *al, void *arg)
     r = sni_parse(p, n, &name);
     if (r <= 0) {
         *al = r == 0 ? SSL_AD_DECODE_ERROR : SSL_AD_INTERNAL_ERROR;
+        if (hello_why_index >= 0) {
+            (void)SSL_set_ex_data(ssl, hello_why_index,
+                                  r == 0 ? "malformed server_name extension "
+                                           "(SNI, RFC 6066) in the "
+                                           "ClientHello"
+                                         : "out of memory");
+        }
         return SSL_CLIENT_HELLO_ERROR;
     }
     if (SSL_set_ex_data(ssl, sni_index, name) != 1) {

@@ -693,6 +693,63 @@ START_TEST(sni_of_each_hello)
 END_TEST
 
 /*
+ * A ClientHello whose server_name extension is malformed (its name type
+ * is not host_name): the handshake fails and the reason krelay logs says
+ * so, not OpenSSL's "callback failed".
+ */
+START_TEST(sni_malformed)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    static const char name[] = "broker-1.kafka.test";
+    unsigned char hello[4096];
+    struct kr_conn sv;
+    BIO *rb, *wb;
+    SSL *c;
+    int fds[2], k, n, rc = 0, at;
+    const char *why;
+
+    ck_assert_ptr_nonnull(cctx);
+    c = SSL_new(cctx);
+    rb = BIO_new(BIO_s_mem());
+    wb = BIO_new(BIO_s_mem());
+    ck_assert(c != NULL && rb != NULL && wb != NULL);
+    SSL_set_bio(c, rb, wb);
+    SSL_set_connect_state(c);
+    ck_assert_int_eq(SSL_set_tlsext_host_name(c, name), 1);
+    ck_assert_int_le(SSL_do_handshake(c), 0);   /* the hello, then waits */
+    n = BIO_read(wb, hello, sizeof(hello));
+    ck_assert_int_gt(n, 100);
+    for (at = 0; at + (int)strlen(name) <= n &&
+                 memcmp(hello + at, name, strlen(name)) != 0; at++) {
+    }
+    ck_assert_int_lt(at + (int)strlen(name), n + 1);
+    ck_assert_int_ge(at, 3);
+    ck_assert_int_eq(hello[at - 3], 0);         /* host_name */
+    hello[at - 3] = 7;
+    pair(fds);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    ck_assert_int_eq(write(fds[0], hello, (size_t)n), n);
+    for (k = 0; k < 100; k++) {
+        rc = kr_conn_handshake(&sv);
+        if (rc == 0 || !kr_conn_again(errno)) {
+            break;
+        }
+    }
+    ck_assert_int_eq(rc, -1);
+    ck_assert(!kr_conn_again(errno));
+    why = kr_conn_strerror(&sv, errno);
+    ck_assert_msg(strstr(why, "malformed server_name extension") != NULL,
+                  "%s", why);
+    SSL_free(c);
+    SSL_CTX_free(cctx);
+    close(fds[0]);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+}
+END_TEST
+
+/*
  * A client that sends its first request with its last handshake flight
  * (TLS 1.3: Finished, then application data, in one read): OpenSSL reads
  * both (read ahead), so no socket event comes for the request; the
@@ -1428,6 +1485,7 @@ tls_suite(void)
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, sni_of_each_hello);
+    tcase_add_test(tc, sni_malformed);
     tcase_add_test(tc, data_with_the_handshake);
     tcase_add_test(tc, client_certificates);
     tcase_add_test(tc, renegotiation_refused);
