@@ -131,6 +131,10 @@ enum kr_conn_stage {
  *              write event.
  *   close      release the transport's own state (c->xprt, may be NULL
  *              when open failed), not the fd.  Called once.
+ *   shutdown_write  optional (NULL: nothing before the socket's).  The
+ *              writing side ends (kr_conn_shutdown_write): what the
+ *              transport sends first, best effort (TLS: close_notify,
+ *              RFC 8446 6.1); reading goes on.
  *   why        optional (NULL: strerror(errno) says all).  After a step
  *              failed (-1, not again): what went wrong in the
  *              transport's terms (TLS: OpenSSL's reason, the certificate
@@ -146,6 +150,7 @@ struct kr_conn_ops {
     size_t (*pending)(const struct kr_conn *c);
     void (*close)(struct kr_conn *c);
     const char *(*why)(const struct kr_conn *c);
+    void (*shutdown_write)(struct kr_conn *c);
     bool splice;                        /* the fd carries the Kafka bytes
                                            themselves (no record layer):
                                            splice(2) may move them */
@@ -298,6 +303,14 @@ int kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
  * stay (kr_conn_free_buffers).  Idempotent.
  */
 void kr_conn_close(struct kr_conn *c);
+
+/*
+ * End c's writing side after what it wrote (the peer sees an orderly end
+ * and may still answer): the transport's end first (TLS: close_notify),
+ * then shutdown(2) SHUT_WR.  Reading goes on.  Returns 0, or -1 with
+ * errno (shutdown's).
+ */
+int kr_conn_shutdown_write(struct kr_conn *c);
 
 /* Free the in/out buffers (after kr_conn_close). */
 void kr_conn_free_buffers(struct kr_conn *c);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/uio.h>
@@ -260,6 +261,16 @@ kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
         return KR_ERROR;
     }
     return KR_OK;
+}
+
+int
+kr_conn_shutdown_write(struct kr_conn *c)
+{
+    if (c->ops != NULL && c->ops->shutdown_write != NULL &&
+        c->xprt != NULL) {
+        c->ops->shutdown_write(c);
+    }
+    return shutdown(c->fd, SHUT_WR);
 }
 
 void

@@ -953,7 +953,7 @@ client_eof_progress(struct kr_session *s)
     }
     if (s->up.connected && up_owed(s) == 0 && !s->up_shut) {
         s->up_shut = 1;
-        if (shutdown(s->up.fd, SHUT_WR) != 0) {
+        if (kr_conn_shutdown_write(&s->up) != 0) {
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");
             return;
         }

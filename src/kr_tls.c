@@ -619,6 +619,20 @@ tls_close(struct kr_conn *c)
     c->xprt = NULL;
 }
 
+/* close_notify once the handshake is done and nothing failed (SSL_shutdown
+   sends it and returns; records may still be read after it). */
+static void
+tls_shutdown_write(struct kr_conn *c)
+{
+    struct tls_conn *x = c->xprt;
+
+    if (x->ssl != NULL && x->done && !x->failed &&
+        !(SSL_get_shutdown(x->ssl) & SSL_SENT_SHUTDOWN)) {
+        (void)SSL_shutdown(x->ssl);
+    }
+    ERR_clear_error();
+}
+
 static const char *
 tls_why(const struct kr_conn *c)
 {
@@ -636,6 +650,7 @@ const struct kr_conn_ops kr_tls_ops = {
     .pending = tls_pending,
     .close = tls_close,
     .why = tls_why,
+    .shutdown_write = tls_shutdown_write,
     .splice = false
 };
 

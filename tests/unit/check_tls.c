@@ -1007,6 +1007,83 @@ START_TEST(orderly_end)
 }
 END_TEST
 
+/*
+ * A half-close (kr_conn_shutdown_write, as after a client's EOF): the
+ * peer reads the bytes, then close_notify (an orderly end: 0, not a
+ * truncation), and may still answer, which the half-closed side reads.
+ */
+START_TEST(half_close)
+{
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    SSL_CTX *sx = SSL_CTX_new(TLS_server_method());
+    struct kr_conn cl;
+    char buf[16];
+    int fds[2], i, r = 0, e = 0;
+    SSL *srv;
+
+    ck_assert_ptr_nonnull(sx);
+    ck_assert_int_eq(SSL_CTX_use_certificate_chain_file(sx, F("server.pem")),
+                     1);
+    ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(sx, F("server.key"),
+                                                 SSL_FILETYPE_PEM), 1);
+    srv = SSL_new(sx);
+    ck_assert_ptr_nonnull(srv);
+    pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    SSL_set_fd(srv, fds[1]);
+    SSL_set_accept_state(srv);
+    for (i = 0; i < 2000 && (cl.stage != KR_STAGE_FRAMES || r != 1); i++) {
+        if (cl.stage != KR_STAGE_FRAMES) {
+            ck_assert_msg(kr_conn_handshake(&cl) == 0 || kr_conn_again(errno),
+                          "client: %s", kr_conn_strerror(&cl, errno));
+        }
+        if (r != 1) {
+            r = SSL_do_handshake(srv);
+        }
+    }
+    ck_assert_int_eq(r, 1);
+    ck_assert_int_eq(evbuffer_add(cl.out, "request", 7), 0);
+    for (i = 0; i < 100 && evbuffer_get_length(cl.out) > 0; i++) {
+        ck_assert(kr_conn_write(&cl) > 0 || kr_conn_again(errno));
+    }
+    ck_assert_int_eq(kr_conn_shutdown_write(&cl), 0);
+    r = 0;
+    for (i = 0; i < 1000 && r < 7; i++) {
+        int k = SSL_read(srv, buf + r, (int)sizeof(buf) - r);
+
+        r += k > 0 ? k : 0;
+    }
+    ck_assert_int_eq(r, 7);
+    ck_assert_int_eq(memcmp(buf, "request", 7), 0);
+    for (i = 0; i < 1000; i++) {
+        r = SSL_read(srv, buf, (int)sizeof(buf));
+        e = SSL_get_error(srv, r);
+        if (e != SSL_ERROR_WANT_READ) {
+            break;
+        }
+    }
+    /* close_notify: an orderly end (a bare FIN: SSL_ERROR_SSL, "unexpected
+       eof while reading", on OpenSSL 3) */
+    ck_assert_int_eq(r, 0);
+    ck_assert_int_eq(e, SSL_ERROR_ZERO_RETURN);
+    ERR_clear_error();
+    /* the answer still reaches the half-closed side */
+    ck_assert_int_eq(SSL_write(srv, "response", 8), 8);
+    for (i = 0; i < 100 && evbuffer_get_length(cl.in) < 8; i++) {
+        ssize_t n = kr_conn_read(&cl);
+
+        ck_assert_msg(n > 0 || (n < 0 && kr_conn_again(errno)),
+                      "client: %zd %s", n, kr_conn_strerror(&cl, errno));
+    }
+    ck_assert_uint_eq(evbuffer_get_length(cl.in), 8);
+    SSL_free(srv);
+    SSL_CTX_free(sx);
+    close(fds[1]);
+    conn_free(&cl);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
 /* ---- session resumption, early data ------------------------------------- */
 
 /*
@@ -1491,6 +1568,7 @@ tls_suite(void)
     tcase_add_test(tc, renegotiation_refused);
     tcase_add_test(tc, plaintext_refused);
     tcase_add_test(tc, orderly_end);
+    tcase_add_test(tc, half_close);
     tcase_add_test(tc, context_errors);
     tcase_add_test(tc, min_protocol);
     tcase_add_loop_test(tc, resumption, 0, 2 * (int)(sizeof(kinds) /
