@@ -125,6 +125,15 @@ struct kr_tls_ctx {
 };
 
 /*
+ * Does the certificate of server context t name host (a DNS name, its
+ * subjectAltNames with wildcards as a client checks them: X509_check_host,
+ * RFC 6125)?  false for a client context or no certificate.  For `krelay
+ * -t`'s warning that a client verifying host names would refuse a name
+ * SNI routing advertises.
+ */
+bool kr_tls_ctx_names(const struct kr_tls_ctx *t, const char *host);
+
+/*
  * Build a context from o.  Returns it (one reference: the caller's), or
  * NULL with *bad naming the option at fault and err (errlen bytes, may be
  * NULL) one line without the option's name: "cannot open /x.pem: No such

@@ -2515,6 +2515,62 @@ kr_cf_check_mapping(struct kr_cf_state *st, struct kr_cf_inst *in)
     }
 }
 
+/* Broker names checked against the certificate at most (a range of
+   NodeIds may be large; the first misses are what a warning names). */
+#define KR_CF_SNI_CERT_CHECKS 4096
+
+/*
+ * SNI routing: every name it advertises (the bootstrap name, each
+ * broker's in node_id_min..node_id_max) should be one the listener's
+ * certificate names, else a client that verifies host names (librdkafka,
+ * the Java client by default) refuses the handshake: a warning naming the
+ * first name missing and how many are.
+ */
+static void
+kr_cf_check_sni_cert(struct kr_cf_state *st, struct kr_cf_inst *in,
+                     const char *lbl)
+{
+    struct kr_listener_conf *l = in->obj;
+    char name[300], first[300];
+    unsigned missing = 0, checked = 0;
+    int64_t id;
+
+    if (l->tls == NULL || l->sni == NULL) {
+        return;
+    }
+    first[0] = '\0';
+    if (l->sni_bootstrap_name != NULL &&
+        !kr_tls_ctx_names(l->tls, l->sni_bootstrap_name)) {
+        snprintf(first, sizeof(first), "%s", l->sni_bootstrap_name);
+        missing++;
+    }
+    for (id = l->node_id_min;
+         id <= l->node_id_max && checked < KR_CF_SNI_CERT_CHECKS; id++) {
+        checked++;
+        if (kr_sni_broker_name(l->sni, (int32_t)id, name, sizeof(name)) ==
+                0 ||
+            kr_tls_ctx_names(l->tls, name)) {
+            continue;
+        }
+        if (missing++ == 0) {
+            snprintf(first, sizeof(first), "%s", name);
+        }
+    }
+    if (missing > 0) {
+        char more[80] = "";
+
+        if (missing > 1) {
+            snprintf(more, sizeof(more), " (nor %u other names SNI "
+                     "routing advertises)", missing - 1);
+        }
+        kr_cf_warn(st, kr_cf_line_of(in, "ssl_certificate"), "%s: the "
+                   "certificate (ssl_certificate) does not name %s%s: "
+                   "clients that verify host names refuse the handshake "
+                   "for it; add the names, or a wildcard, to its "
+                   "subjectAltName", lbl, first, more);
+    }
+}
+
 /*
  * SNI routing (sni_broker_name): TLS on, one port (no broker_port_base,
  * no advertised_host: each broker is advertised as its name), and the
@@ -2599,7 +2655,9 @@ kr_cf_check_sni(struct kr_cf_state *st, struct kr_cf_inst *in)
         kr_cf_err(st, kr_cf_line_of(in, "sni_bootstrap_name"), "%s: "
                   "sni_bootstrap_name = %s: %s", lbl, l->sni_bootstrap_name,
                   why);
+        return;
     }
+    kr_cf_check_sni_cert(st, in, lbl);
 }
 
 /* Keys of one [rule] that only make sense together. */

@@ -45,6 +45,21 @@ no_passphrase(char *buf, int size, int rwflag, void *u)
     return -1;
 }
 
+bool
+kr_tls_ctx_names(const struct kr_tls_ctx *t, const char *host)
+{
+    X509 *cert;
+    int r;
+
+    if (t == NULL || !t->server || host == NULL ||
+        (cert = SSL_CTX_get0_certificate(t->ssl)) == NULL) {
+        return false;
+    }
+    r = X509_check_host(cert, host, strlen(host), 0, NULL);
+    ERR_clear_error();
+    return r == 1;
+}
+
 const char *
 kr_tls_err_str(const SSL *ssl, char *buf, size_t len)
 {

@@ -18,7 +18,8 @@
 # unknown name and a NodeId outside the range are closed on s with one
 # line each, and no SNI on f gets the bootstrap route; krelay -t refuses a
 # pattern without $(node_id), SNI routing without ssl, and
-# broker_port_base with it.
+# broker_port_base with it, and warns of a certificate that does not name
+# the names it advertises.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -218,6 +219,23 @@ check_t "\[listener s\]: sni_broker_name = broker.kafka.test: no \$(node_id) in 
 check_t "\[listener s\]: sni_broker_name needs ssl = true" -e '0,/^ssl = true/{/^ssl = true/d}'
 check_t "\[listener s\]: broker_port_base does not go with sni_broker_name" \
     -e "s/^\[listener s\]/&\nbroker_port_base = 19100/"
+
+# a certificate that does not name what SNI routing advertises: -t warns
+# (exit 0), naming the first name and how many more; -t -W fails; the
+# test's own certificate (kafka.test, *.kafka.test) draws no warning
+"$KR_KRELAY" -t -c "$W/krelay.ini" >"$W/good.out" 2>&1 ||
+    kr_fail "krelay -t failed: $(cat "$W/good.out")"
+grep -q "does not name" "$W/good.out" &&
+    kr_fail "krelay -t warned of the test's certificate: $(cat "$W/good.out")"
+sed "0,/sni-full.pem/s/sni-full.pem/other-full.pem/" "$W/krelay.ini" >"$W/other.ini"
+"$KR_KRELAY" -t -c "$W/other.ini" >"$W/other.out" 2>&1 ||
+    kr_fail "krelay -t failed on a warning: $(cat "$W/other.out")"
+grep -q "other.ini:[0-9]*: .*\[listener s\]: the certificate (ssl_certificate) does not name kafka.test (nor 3 other names SNI routing advertises)" "$W/other.out" ||
+    kr_fail "krelay -t: no warning of the certificate's names: $(cat "$W/other.out")"
+if "$KR_KRELAY" -t -W -c "$W/other.ini" >"$W/other-W.out" 2>&1; then
+    kr_fail "krelay -t -W passed a warning"
+fi
+kr_log "krelay -t warns of a certificate that does not name the SNI names"
 
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&
     kr_fail "a private key in krelay's log"
