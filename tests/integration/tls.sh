@@ -374,6 +374,40 @@ if kr_run 20 "${KC[@]}" "${SSL[@]}" "${CERT[@]}" -L -m 3 >"$W/oldca.txt" \
 fi
 kr_log "reload: a broken certificate refused at its line; new ones used"
 
+# ---- 7. a key only root can read, krelay run as another user (krelay
+# drops no privileges itself: the systemd unit hands keys over with
+# LoadCredential=): the check says which file and why, at its line
+if command -v setpriv >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    P=$(mktemp -d "$W/priv.XXXXXX")
+    chmod 711 "$W"                      # nobody may pass through to P
+    chmod 755 "$P"
+    cp "$C/server.pem" "$C/server.key" "$P/"
+    chmod 644 "$P/server.pem"
+    chmod 600 "$P/server.key"
+    cat >"$P/k.ini" <<EOF
+[upstream]
+bootstrap_servers = $KR_MOCK_BOOTSTRAP
+
+[listener k]
+listen = 127.0.0.1:1
+broker_port_base = 2
+ssl = true
+ssl_certificate = $P/server.pem
+ssl_key = $P/server.key
+EOF
+    chmod 644 "$P/k.ini"
+    if setpriv --reuid=nobody --regid=nogroup --clear-groups \
+            "$KR_KRELAY" -t -c "$P/k.ini" >"$P/out" 2>&1; then
+        kr_fail "krelay -t as nobody passed with a key only root reads"
+    fi
+    grep -q "$P/k.ini:9: \\[listener k\\]: ssl_key: cannot open $P/server.key: Permission denied" "$P/out" ||
+        kr_fail "krelay -t as nobody: no FILE:LINE for the key: $(cat "$P/out")"
+    "$KR_KRELAY" -t -c "$P/k.ini" >"$P/out-root" 2>&1 ||
+        kr_fail "krelay -t as root: $(cat "$P/out-root")"
+    chmod 700 "$W"
+    kr_log "a key only root reads: krelay as nobody names it at its line"
+fi
+
 # ---- the end: no secret in the log, krelay and the others stop cleanly
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&
     kr_fail "a private key in krelay's log"
