@@ -336,6 +336,9 @@ tls_start(struct kr_conn *c, struct tls_conn *x)
         return -1;
     }
     x->npre = (uint8_t)n;
+    /* the sniffed bytes are the handshake's, not the connection's Kafka
+       bytes, which bytes_in counts (decrypted, as bytes_out) */
+    c->bytes_in -= c->bytes_in >= n ? n : c->bytes_in;
     return 0;
 }
 

@@ -978,6 +978,45 @@ START_TEST(plaintext_refused)
 }
 END_TEST
 
+/*
+ * The bytes a listener sniffs before the handshake are the handshake's:
+ * bytes_in counts the connection's Kafka bytes only (decrypted, as
+ * bytes_out counts them), which close lines and the audit log report.
+ */
+START_TEST(sniffed_bytes_not_counted)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    struct hs h;
+    ssize_t n = -1;
+    int fds[2], i;
+
+    pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_SNIFF);
+    ck_assert(kr_conn_handshake(&cl) < 0 && kr_conn_again(errno));
+    for (i = 0; i < 100 && n <= 0; i++) {
+        n = kr_conn_read(&sv);                  /* the sniff */
+    }
+    ck_assert_int_eq(n, KR_TLS_SNIFF_MAX);
+    ck_assert_uint_eq(sv.bytes_in, KR_TLS_SNIFF_MAX);
+    sv.stage = KR_STAGE_HANDSHAKE;
+    h = handshake(&cl, &sv);
+    ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "handshake: %s / %s",
+                  h.why[0], h.why[1]);
+    ck_assert_uint_eq(sv.bytes_in, 0);
+    ck_assert_int_eq(evbuffer_add(cl.out, "hello", 5), 0);
+    pump(&cl, &sv, 5);
+    ck_assert_uint_eq(evbuffer_get_length(sv.in), 5);
+    ck_assert_uint_eq(sv.bytes_in, 5);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
 /* After close_notify a read is the end (0), as after a TCP FIN. */
 START_TEST(orderly_end)
 {
@@ -1568,6 +1607,7 @@ tls_suite(void)
     tcase_add_test(tc, renegotiation_refused);
     tcase_add_test(tc, plaintext_refused);
     tcase_add_test(tc, orderly_end);
+    tcase_add_test(tc, sniffed_bytes_not_counted);
     tcase_add_test(tc, half_close);
     tcase_add_test(tc, context_errors);
     tcase_add_test(tc, min_protocol);
