@@ -336,9 +336,6 @@ tls_start(struct kr_conn *c, struct tls_conn *x)
         return -1;
     }
     x->npre = (uint8_t)n;
-    /* the sniffed bytes are the handshake's, not the connection's Kafka
-       bytes, which bytes_in counts (decrypted, as bytes_out) */
-    c->bytes_in -= c->bytes_in >= n ? n : c->bytes_in;
     return 0;
 }
 
@@ -361,6 +358,11 @@ tls_handshake(struct kr_conn *c)
            will tell (a client that writes at once after its Finished) */
         x->more = SSL_has_pending(x->ssl) == 1;
         x->done = 1;
+        /* the sniffed bytes were the handshake's, not the connection's
+           Kafka bytes, which bytes_in counts from now on (decrypted, as
+           bytes_out); until now they told a stalled handshake's line how
+           far the client got */
+        c->bytes_in -= c->bytes_in >= x->npre ? x->npre : c->bytes_in;
         x->ticket_owed = x->ctx->server && x->ctx->resumption &&
                          SSL_version(x->ssl) >= TLS1_3_VERSION;
         return 0;
