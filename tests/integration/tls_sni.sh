@@ -197,6 +197,16 @@ grep -q "127.0.0.1:$PROBE_PORT > f/bootstrap by SNI\] connected to upstream" \
 probe "$PF" BROKER-2.Kafka.Test answered
 grep -q "127.0.0.1:$PROBE_PORT > f/NodeId 2 by SNI\] connected to upstream 127.0.0.1:$((KR_MOCK_BASE + 2))\$" \
     "$W/krelay.log" || kr_fail "f: a name in capitals did not reach NodeId 2"
+# a name with bytes a log line must not carry as they are (a control
+# byte, a backslash, UTF-8): shown as \xHH, the line stays one line of
+# text (openssl s_client sends the name as given)
+timeout 10 openssl s_client -connect "127.0.0.1:$PS" -quiet \
+    -servername "$(printf 'x\001\\y\303\251.kafka.test')" </dev/null \
+    >"$W/s_client.out" 2>&1 || true
+kr_wait_for 10 grep -qF 'TLS client sent SNI name "x\x01\x5cy\xc3\xa9.kafka.test", neither' \
+    "$W/krelay.log" || kr_fail "an odd name: not shown as \\xHH: $(grep -a 'x.*kafka.test", neither' "$W/krelay.log")"
+LC_ALL=C grep -q "$(printf '\001')" "$W/krelay.log" &&
+    kr_fail "a control byte of a client's SNI name reached the log"
 for what in "no SNI name" "broker-1x" "broker-7"; do
     [ "$(grep -c ": warn: .*TLS client sent .*$what" "$W/krelay.log")" = 1 ] ||
         kr_fail "$what: not one line"
