@@ -903,13 +903,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         kr_s_stream_audit_undecodable(s, s->scan->msg)) {
         /* issue 13: a Produce response its rules only audit fails open,
            as the held path does: the rest of the frame passes as it is */
-        s->streaming = 0;
-        s->rsp_remain = s->stream_left;
-        s->stream_left = 0;
-        if (s->rsp_remain == 0) {
-            s->fifo.head_since_ms = kr_clock_timer_ms();
-        }
-        kr_s_stream_audit_end(s, false);
+        kr_s_stream_plain_end(s);
         return 1;
     }
     if (rc != KR_OK) {
@@ -996,8 +990,9 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
 /*
  * The scanner reached the end of a streamed response whose tail is not
  * rewritten (a Fetch streamed for its audit line at a version without
- * endpoints): the rest of the frame passes as it is (rsp_remain), and
- * its audit line is written.
+ * endpoints), or stopped at bytes it cannot walk where the response
+ * fails open (kr_s_stream_audit_undecodable): the rest of the frame
+ * passes as it is (rsp_remain), and its audit line is written.
  */
 void
 kr_s_stream_plain_end(struct kr_session *s)

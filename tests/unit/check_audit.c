@@ -1038,6 +1038,35 @@ assert_fetch_line(const char *line)
 }
 
 /*
+ * Capture req, then scan response p (plen bytes, api_key at version v)
+ * into it in pieces of piece bytes, as the session does while the
+ * response streams by; the capture (the caller frees it).
+ */
+static struct kr_audit_req *
+scan_response(const struct kr_msg *req, int16_t api_key, int16_t v,
+              const uint8_t *p, size_t plen, size_t piece)
+{
+    struct kr_audit_req *r = kr_audit_capture(req, NULL, NULL, false);
+    struct kr_audit_scan as;
+    struct kr_scan sc;
+    size_t at = 0, used;
+    int rc = KR_AGAIN;
+
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(kr_scan_init(&sc, api_key, v, true, plen), KR_OK);
+    kr_audit_scan_start(&as, r, NULL, api_key);
+    kr_scan_watch(&sc, kr_audit_scan_event, &as);
+    while (rc == KR_AGAIN && at < plen) {
+        size_t n = plen - at < piece ? plen - at : piece;
+
+        rc = kr_scan_feed(&sc, p + at, n, &used);
+        at += used;
+    }
+    ck_assert_int_eq(rc, KR_OK);
+    return r;
+}
+
+/*
  * Fetch: the record bytes returned per topic, from the decoded response
  * (kr_audit_note_response) and from the scanner as it streams by
  * (kr_audit_scan_*), fed in pieces of every size: the same figures.
@@ -1075,24 +1104,9 @@ START_TEST(test_fetch_bytes)
     /* streamed: whole, byte by byte, in pieces of 7 */
     for (piece = plen; piece > 0; piece = piece == plen ? 1
                                           : piece == 1 ? 7 : 0) {
-        struct kr_audit_scan as;
-        struct kr_scan sc;
-        size_t at = 0, used;
-        int rc = KR_AGAIN;
         char *l;
 
-        r = kr_audit_capture(&req, NULL, NULL, false);
-        ck_assert_ptr_nonnull(r);
-        ck_assert_int_eq(kr_scan_init(&sc, 1, 11, true, plen), KR_OK);
-        kr_audit_scan_start(&as, r, NULL, KR_API_FETCH);
-        kr_scan_watch(&sc, kr_audit_scan_event, &as);
-        while (rc == KR_AGAIN && at < plen) {
-            size_t n = plen - at < piece ? plen - at : piece;
-
-            rc = kr_scan_feed(&sc, p + at, n, &used);
-            at += used;
-        }
-        ck_assert_int_eq(rc, KR_OK);
+        r = scan_response(&req, KR_API_FETCH, 11, p, plen, piece);
         l = kr_audit_format(&info, r, NULL, false);
         assert_fetch_line(l);
         if (first == NULL) {
@@ -1163,24 +1177,7 @@ START_TEST(test_produce_rsp_scanned)
 
         for (piece = plen; piece > 0; piece = piece == plen ? 1
                                               : piece == 1 ? 7 : 0) {
-            struct kr_audit_scan as;
-            struct kr_scan sc;
-            size_t at = 0, used;
-            int rc = KR_AGAIN;
-
-            r = kr_audit_capture(&req, NULL, NULL, false);
-            ck_assert_ptr_nonnull(r);
-            ck_assert_int_eq(kr_scan_init(&sc, KR_API_PRODUCE, v, true,
-                                          plen), KR_OK);
-            kr_audit_scan_start(&as, r, NULL, KR_API_PRODUCE);
-            kr_scan_watch(&sc, kr_audit_scan_event, &as);
-            while (rc == KR_AGAIN && at < plen) {
-                size_t n = plen - at < piece ? plen - at : piece;
-
-                rc = kr_scan_feed(&sc, p + at, n, &used);
-                at += used;
-            }
-            ck_assert_int_eq(rc, KR_OK);
+            r = scan_response(&req, KR_API_PRODUCE, v, p, plen, piece);
             l = kr_audit_format(&info, r, NULL, false);
             ck_assert_msg(l != NULL && strcmp(l, held) == 0,
                           "v%d piece %zu:\nscanned %s\nheld    %s", v, piece,
