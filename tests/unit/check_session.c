@@ -3336,6 +3336,95 @@ START_TEST(audit_produce_streamed_tags)
 }
 END_TEST
 
+/* Produce v3 response: one topic "t", one partition with ErrorCode err;
+   bad: its topic count says 0x7fffffff (the response does not scan). */
+static void
+rsp_produce3(struct bb *b, int32_t corr, int16_t err, bool bad)
+{
+    size_t at = b->n;
+
+    b32(b, 0);
+    b32(b, corr);
+    b32(b, bad ? INT32_MAX : 1);        /* Responses */
+    bstr(b, "t");
+    b32(b, 1);                          /* PartitionResponses */
+    b32(b, 0);                          /* Index */
+    b16(b, err);
+    b32(b, 0);                          /* BaseOffset (int64) */
+    b32(b, 42);
+    b32(b, -1);                         /* LogAppendTimeMs (int64) */
+    b32(b, -1);
+    b32(b, 0);                          /* ThrottleTimeMs */
+    bend(b, at);
+}
+
+/*
+ * issue 14: the response to a small Produce its rule only audits is
+ * scanned as it streams by; one that does not scan (a topic count past
+ * the frame) fails open as a held one that does not decode: the client
+ * gets it byte for byte, sent in pieces, and the next response after it
+ * (the connection stays in step), one log line says so, and its line has
+ * decode_error "the response does not decode: ..." and errors null; the
+ * next line has the errors the scanner counted.
+ */
+START_TEST(audit_produce_rsp_unscannable)
+{
+    struct bb req = { 0 }, rsp = { 0 };
+    json_t **l;
+    char *log;
+    size_t n, i, k;
+    struct cli *c;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    rule_audit(KR_API_PRODUCE);
+    T.fb.mode = FB_SILENT;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 51, 1, 0);
+    req_produce(&req, 52, 1, 0);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 2);
+    rsp_produce3(&rsp, 51, 6, true);
+    rsp_produce3(&rsp, 52, 6, false);
+    for (i = 0; i < rsp.n; i += k) {
+        k = rsp.n - i < 5 ? rsp.n - i : 5;
+        evbuffer_add(fake_conn()->out, rsp.b + i, k);
+        fconn_flush(fake_conn());
+        /* streamed, not held: all but a frame's first 8 bytes (its size
+           and CorrelationId, read before it is taken on) go on at once */
+        ck_assert_msg(cli_has(c, i + k > 8 ? i + k - 8 : 0), "the client "
+                      "got %zu of %zu bytes",
+                      evbuffer_get_length(c->in), i + k);
+    }
+    cli_expect(c, &rsp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 2);
+    l = audit_lines(&n);
+    ck_assert_uint_eq(n, 3);                /* open, the two requests */
+    ck_assert_int_eq(jint(l[1], "correlation_id"), 51);
+    ck_assert_msg(strncmp(jstr(l[1], "decode_error"), "the response does "
+                          "not decode: ", 29) == 0, "%s",
+                  jstr(l[1], "decode_error"));
+    ck_assert(json_is_null(json_object_get(l[1], "errors")));
+    ck_assert_int_eq(jint(l[1], "response_bytes"), (json_int_t)rsp.n / 2);
+    ck_assert_int_eq(jint(l[2], "correlation_id"), 52);
+    ck_assert_ptr_null(json_object_get(l[2], "decode_error"));
+    ck_assert_int_eq(jint(json_object_get(l[2], "errors"),
+                          "NOT_LEADER_OR_FOLLOWER"), 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "Produce v3 response to CorrelationId 51: the "
+                         "response does not decode") != NULL, "%s", log);
+    ck_assert_ptr_null(strstr(strstr(log, "does not decode") + 1,
+                              "does not decode"));
+    free(log);
+    audit_done(l, n);
+    free(req.b);
+    free(rsp.b);
+}
+END_TEST
+
 /*
  * The same Fetch with audit_body: held and decoded, as before; the line
  * has the same record bytes (from the tree) and the body.
@@ -4657,6 +4746,7 @@ session_suite(void)
     tcase_add_loop_test(tc, audit_produce_streamed, 0, 5);
     tcase_add_loop_test(tc, audit_produce_streamed_cut, 0, 2);
     tcase_add_loop_test(tc, audit_produce_streamed_tags, 0, 3);
+    tcase_add_test(tc, audit_produce_rsp_unscannable);
     tcase_add_loop_test(tc, audit_fetch_streamed_cut, 0, 2);
     tcase_add_test(tc, audit_inflight_at_close);
     tcase_add_test(tc, splice_fetch16_partitions);
