@@ -21,7 +21,10 @@
 # tls_certs.sh --examples DIR: the same, plus the files the shipped
 # configurations name under /etc/krelay/tls/ (conf/examples/tls.ini, the
 # README), all readable by anyone (krelay -t runs as nobody on them):
-#   krelay.pem krelay.key              server.pem server.key
+#   krelay.pem krelay.key              CN=localhost, SAN DNS:localhost,
+#                                      IP:127.0.0.1, DNS:kafka.example.com,
+#                                      DNS:*.kafka.example.com (the names
+#                                      conf/examples/tls-sni.ini routes)
 #   kafka-ca.pem clients-ca.pem        ca.pem
 #   krelay-client.pem krelay-client.key  client.pem client.key
 set -eu
@@ -85,8 +88,11 @@ rm -f ./*.srl
 chmod 644 ./*.pem
 chmod 600 ./*.key ./*-full.pem
 if [ "$EXAMPLES" = 1 ]; then
-    cp server.pem krelay.pem
-    cp server.key krelay.key
+    leaf krelay "/CN=localhost" "basicConstraints=CA:false
+keyUsage=critical,digitalSignature
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1,DNS:kafka.example.com,DNS:*.kafka.example.com" ca
+    rm -f ./*.srl krelay-full.pem
     cp ca.pem kafka-ca.pem
     cp ca.pem clients-ca.pem
     cp client.pem krelay-client.pem

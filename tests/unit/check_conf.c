@@ -2424,7 +2424,7 @@ END_TEST
     "[listener s]\n"                                    /* 3 */              \
     "listen = 127.0.0.1:19093\n"                        /* 4 */              \
     "ssl = true\n"                                      /* 5 */              \
-    "ssl_certificate = %s/server-full.pem\n"            /* 6 */              \
+    "ssl_certificate = %s/sni-full.pem\n"               /* 6 */              \
     "node_id_min = 1\n"                                 /* 7 */              \
     "node_id_max = 3\n"                                 /* 8 */
 #define SNI_LISTENER                                                         \
@@ -2486,6 +2486,30 @@ START_TEST(test_sni_keys)
     c = load_ok(text);
     ck_assert_int_eq(c->listeners[0].sni_fallback, KR_SNI_FALLBACK_CLOSE);
     ck_assert_ptr_null(c->listeners[0].sni->bootstrap);
+    kr_conf_free(c);
+    free(text);
+
+    /* a certificate that names none of them (localhost): one warning at
+       ssl_certificate's line, the first name and how many more */
+    text = fmt(MIN_UPSTREAM SNI_LISTENER "sni_bootstrap_name = kafka.test\n",
+               certs);
+    w = strstr(text, "sni-full.pem");
+    ck_assert_ptr_nonnull(w);
+    {
+        /* server-full.pem for sni-full.pem */
+        char *t2 = fmt("%.*sserver%s", (int)(w - text), text, w + 3);
+
+        free(text);
+        text = t2;
+    }
+    c = load_ok(text);
+    w = warnings_of(c, &nw);
+    ck_assert_msg(nw == 1 && strstr(w, "6: [listener s]: the certificate "
+                                       "(ssl_certificate) does not name "
+                                       "kafka.test (nor 3 other names SNI "
+                                       "routing advertises)") != NULL,
+                  "%u: %s", nw, w);
+    free(w);
     kr_conf_free(c);
     free(text);
     c = load_ok(MIN_UPSTREAM MIN_LISTENER);

@@ -200,16 +200,21 @@ kr_test_certs(const char *dir)
         "CA:false", "critical,digitalSignature", "serverAuth", "keyid",
         "DNS:other.example"
     };
+    static const char *const sni_vals[] = {
+        "CA:false", "critical,digitalSignature", "serverAuth", "keyid",
+        "DNS:kafka.test,DNS:*.kafka.test"
+    };
     static const char *const client_vals[] = {
         "CA:false", "critical,digitalSignature", "clientAuth", "keyid"
     };
-    struct tc ca, rca, server, other, client, rogue, revoked;
+    struct tc ca, rca, server, other, sni, client, rogue, revoked;
     int rc = -1;
 
     memset(&ca, 0, sizeof(ca));
     memset(&rca, 0, sizeof(rca));
     memset(&server, 0, sizeof(server));
     memset(&other, 0, sizeof(other));
+    memset(&sni, 0, sizeof(sni));
     memset(&client, 0, sizeof(client));
     memset(&rogue, 0, sizeof(rogue));
     memset(&revoked, 0, sizeof(revoked));
@@ -226,7 +231,8 @@ kr_test_certs(const char *dir)
         make(&rogue, &rca, NULL, "krelay-rogue-client", 6, client_nids,
              client_vals) != 0 ||
         make(&revoked, &ca, "krelay tests", "krelay-revoked-client", 7,
-             client_nids, client_vals) != 0) {
+             client_nids, client_vals) != 0 ||
+        make(&sni, &ca, NULL, "kafka.test", 8, leaf_nids, sni_vals) != 0) {
         fprintf(stderr, "kr_test_certs: cannot make the certificates\n");
         goto out;
     }
@@ -234,6 +240,7 @@ kr_test_certs(const char *dir)
         save(dir, "rogue-ca", &rca, false) != 0 ||
         save(dir, "server", &server, true) != 0 ||
         save(dir, "other", &other, false) != 0 ||
+        save(dir, "sni", &sni, true) != 0 ||
         save(dir, "client", &client, false) != 0 ||
         save(dir, "rogue", &rogue, false) != 0 ||
         save(dir, "revoked", &revoked, false) != 0 ||
@@ -247,6 +254,7 @@ out:
     tc_free(&rca);
     tc_free(&server);
     tc_free(&other);
+    tc_free(&sni);
     tc_free(&client);
     tc_free(&rogue);
     tc_free(&revoked);

@@ -18,7 +18,10 @@
  *                           another CA, and a client certificate of it
  *   revoked.pem revoked.key CN=krelay-revoked-client, of ca.pem
  *   crl.pem                 ca.pem's CRL: revoked.pem is revoked
+ *   sni.pem sni.key         CN=kafka.test; SAN DNS:kafka.test,
+ *                           DNS:*.kafka.test (SNI routing's names)
  *   server-full.pem         server.pem then server.key
+ *   sni-full.pem            sni.pem then sni.key
  * Returns 0, or -1 (a message on stderr).
  */
 int kr_test_certs(const char *dir);
