@@ -60,13 +60,17 @@ if [ ! -x "$BUILD/krelay-demo-cluster" ]; then
     exit 1
 fi
 
-# The demo's port must be free: a client would otherwise talk to whatever
-# listens there (a real Kafka on a developer's machine) and "pass".
-if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then
-    echo "FAILED: 127.0.0.1:$PORT is in use by another program; stop it," \
-         "or choose another port: KRELAY_DEMO_PORT=9192 $0" >&2
-    exit 1
-fi
+# The demo's ports must be free (the bootstrap port and the three brokers'
+# BASE+1..BASE+3): a client would otherwise talk to whatever listens there
+# (a real Kafka, another demo) and "pass".
+for p in "$PORT" $((BASE + 1)) $((BASE + 2)) $((BASE + 3)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        echo "FAILED: 127.0.0.1:$p is in use by another program (another" \
+             "krelay demo?); stop it, or choose other ports:" \
+             "KRELAY_DEMO_PORT=9192 KRELAY_DEMO_BROKER_BASE=19192 $0" >&2
+        exit 1
+    fi
+done
 
 LOG=$(mktemp -t krelay-demo.XXXXXX.log)
 say "Starting: $BUILD/krelay --demo --listen 127.0.0.1:$PORT --broker-port-base $BASE"

@@ -2660,11 +2660,32 @@ kr_cf_check_sni(struct kr_cf_state *st, struct kr_cf_inst *in)
     kr_cf_check_sni_cert(st, in, lbl);
 }
 
+/* True when one of keys (NULL-terminated) was given on a line whose
+   value was refused: a follow-on error about it would mislead. */
+static bool
+kr_cf_any_line_bad(const struct kr_cf_inst *in, const char *const *keys)
+{
+    int i;
+
+    for (i = 0; keys[i] != NULL; i++) {
+        if (kr_cf_key_line_bad(in, keys[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Keys of one [rule] that only make sense together. */
 static void
 kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
                  bool have_audit)
 {
+    static const char *const action_keys[] = {
+        "deny", "audit", "throttle_ms", "clamp_min_version",
+        "clamp_max_version", "pass_unknown_apis", "allowed_acks",
+        "allowed_compression", "fault_latency_ms", "fault_error",
+        "fault_close_probability", NULL
+    };
     struct kr_rule_conf *r = in->obj;
     char lbl[KR_CONF_MAX_NAME + 32];
     int i, j;
@@ -2692,7 +2713,8 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
         !r->pass_unknown_apis && r->allowed_acks == 0 &&
         r->allowed_compression == 0 && r->fault_latency_ms == 0 &&
         r->fault_error < 0 && r->fault_close_probability == 0 &&
-        !kr_cf_key_line_bad(in, "deny") && !kr_cf_key_line_bad(in, "audit")) {
+        !kr_cf_any_line_bad(in, action_keys)) {
+        /* (an action whose value was refused has its own error) */
         kr_cf_err(st, in->line, "%s: no action (deny, audit, throttle_ms, "
                   "clamp_min_version, clamp_max_version, allowed_acks, "
                   "allowed_compression, fault_*)", lbl);
@@ -2799,6 +2821,7 @@ kr_cf_check_all(struct kr_cf_state *st)
 {
     int i, j, nl = 0, nu = 0;
     int eof_line = st->lineno > 0 ? st->lineno : 1;
+    bool parsed;
     char lbl[KR_CONF_MAX_NAME + 32];
 
     for (i = 0; i < st->ninsts; i++) {
@@ -2811,10 +2834,13 @@ kr_cf_check_all(struct kr_cf_state *st)
         nu += in->kind == KR_CS_UPSTREAM;
         kr_cf_finish_inst(st, in);
     }
-    if (nl == 0) {
+    /* a file that did not parse (a syntax error, a refused section) may
+       hold the sections in the lines refused: said once it parses */
+    parsed = st->nerr == 0;
+    if (nl == 0 && parsed) {
         kr_cf_err(st, eof_line, "no [listener] section");
     }
-    if (nu == 0) {
+    if (nu == 0 && parsed) {
         kr_cf_err(st, eof_line, "no [upstream] section (to try this file "
                   "on the demo cluster: krelay --demo -c FILE)");
     }

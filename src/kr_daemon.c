@@ -641,7 +641,9 @@ kr_daemon_stop(struct kr_daemon *d)
        before the drops are reported */
     kr_audit_flush(d->audit != NULL ? d->audit->au : NULL);
     audit_report(d->audit, "stop");
-    {
+    if (d->started) {
+        /* totals of a daemon that served (one that failed to start has
+           none to tell) */
         uint64_t nc = total(d, KR_STAT_ID_conn_accepted);
         uint64_t nq = total(d, KR_STAT_ID_requests);
         uint64_t np = total(d, KR_STAT_ID_responses);

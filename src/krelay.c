@@ -703,6 +703,12 @@ main(int argc, char **argv)
         if (conf_log_elsewhere) {
             fprintf(stderr, "krelay: cannot start: %s\n", err);
         }
+        if (demo && path == NULL && strstr(err, "Address already in use")) {
+            /* another demo, or a Kafka on this machine */
+            kr_log_error("--demo: choose other ports, e.g. --listen "
+                         "127.0.0.1:9192 --broker-port-base 19192 (NodeId n "
+                         "listens on the base + n)");
+        }
         goto out;
     }
     if (dm.pid != 0) {

@@ -2419,6 +2419,40 @@ START_TEST(test_principal_warning)
 }
 END_TEST
 
+/*
+ * One mistake, one error: an action whose value is refused does not also
+ * make its rule "have no action", and a section header that does not
+ * parse does not also make the file "have no [listener]" (nor a file
+ * that is not text at all).
+ */
+START_TEST(test_no_follow_on_errors)
+{
+    static const char *const actions[] = {
+        "allowed_acks = 2", "allowed_compression = brotli",
+        "throttle_ms = -5", "fault_error = NO_SUCH_ERROR",
+        "clamp_max_version = x", "fault_close_probability = 2"
+    };
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(actions); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER
+                         "[rule r]\napi = Produce\n%s\n", actions[i]);
+        char *key = fmt("'%.*s'", (int)strcspn(actions[i], " "),
+                        actions[i]);
+
+        expect_one_error(text, key);    /* the key's own error, alone */
+        free(key);
+        free(text);
+    }
+    expect_one_error(MIN_UPSTREAM "[listener\nlisten = 127.0.0.1:19092\n",
+                     "section header without ']'");
+    expect_one_error("\x01\x02garbage\n" MIN_UPSTREAM MIN_LISTENER,
+                     "syntax error");
+    /* with the file otherwise good, a missing section is still said */
+    expect_one_error(MIN_UPSTREAM, "no [listener] section");
+}
+END_TEST
+
 /* A TLS listener (lines 3-8), and one routing by SNI (3-9). */
 #define SNI_BASE                                                             \
     "[listener s]\n"                                    /* 3 */              \
@@ -2638,6 +2672,7 @@ conf_suite(void)
     tcase_add_test(tc, test_tls_keys);
     tcase_add_test(tc, test_tls_errors);
     tcase_add_test(tc, test_sni_keys);
+    tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
