@@ -2719,6 +2719,17 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
                   "clamp_min_version, clamp_max_version, allowed_acks, "
                   "allowed_compression, fault_*)", lbl);
     }
+    if (r->deny && r->napi == 0 && r->topic.n == 0 &&
+        r->nclient_address == 0 && r->client_id.n == 0 &&
+        r->principal.n == 0 && !kr_cf_key_given(in, "versions")) {
+        /* every request of every client, ApiVersions and Metadata
+           included: no client gets past its first request */
+        kr_cf_warn(st, kr_cf_line_of(in, "deny"), "%s: deny = true with no "
+                   "api, topic or client to match refuses every request, "
+                   "ApiVersions and Metadata included: no client can use "
+                   "%s (name what to refuse with api = ...)", lbl,
+                   r->listener.n > 0 ? "its listeners" : "krelay");
+    }
     if ((r->clamp_min_version >= 0 || r->clamp_max_version >= 0) &&
         r->napi == 0) {
         kr_cf_err(st, kr_cf_line_of(in, r->clamp_max_version >= 0

@@ -2453,6 +2453,42 @@ START_TEST(test_no_follow_on_errors)
 }
 END_TEST
 
+/*
+ * A deny rule that matches everything (no api, topic or client) refuses
+ * ApiVersions too: a warning at its deny line; none once it names an
+ * API, a topic or a client.
+ */
+START_TEST(test_warn_deny_everything)
+{
+    static const char *const narrowing[] = {
+        "api = CreateTopics", "topic = secret-*", "client_id = bad-*",
+        "client_address = 10.0.0.0/8", "versions = 0-2"
+    };
+    struct kr_conf *c = load_ok(MIN_UPSTREAM MIN_LISTENER
+                                "[rule all]\ndeny = true\n");
+    unsigned nw, i;
+    char *w = warnings_of(c, &nw);
+
+    ck_assert_msg(nw == 1 && strstr(w, ":7: [rule all]: deny = true with no "
+                                       "api, topic or client to match "
+                                       "refuses every request") != NULL,
+                  "%u: %s", nw, w);
+    free(w);
+    kr_conf_free(c);
+    for (i = 0; i < KR_ARRAY_LEN(narrowing); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER
+                         "[rule some]\ndeny = true\n%s\n", narrowing[i]);
+
+        c = load_ok(text);
+        w = warnings_of(c, &nw);
+        ck_assert_msg(nw == 0, "%s: %s", narrowing[i], w);
+        free(w);
+        kr_conf_free(c);
+        free(text);
+    }
+}
+END_TEST
+
 /* A TLS listener (lines 3-8), and one routing by SNI (3-9). */
 #define SNI_BASE                                                             \
     "[listener s]\n"                                    /* 3 */              \
@@ -2673,6 +2709,7 @@ conf_suite(void)
     tcase_add_test(tc, test_tls_errors);
     tcase_add_test(tc, test_sni_keys);
     tcase_add_test(tc, test_no_follow_on_errors);
+    tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
