@@ -240,13 +240,24 @@ def summarize_throughput(runs, workload):
     return res
 
 
-def summarize_blast(runs, workload):
+def blast_quota(meta):
+    """The proxy's CPU cap in the blast workloads (a share of one CPU),
+    from the meta key blast_proxy_quota; 0.0 when none."""
+    try:
+        return max(0.0, float(meta.get("blast_proxy_quota") or 0))
+    except ValueError:
+        return 0.0
+
+
+def summarize_blast(runs, workload, quota=0.0):
     """blast_produce, tls_blast_produce: per target, the rates in the
     window (MB/s of record bytes, requests/s), the CPU shares (the
     client, the scripted upstream "canned", the proxy under its own name,
     "other"), the CPU microseconds per request of each, the peers' (client
     + canned) over the proxy's, and the proxy's CPU s per GiB over the
-    whole client run."""
+    whole client run.  quota: the share of one CPU the proxy was capped
+    at (run.sh KRBENCH_BLAST_QUOTA; 0: none): saturated at SATURATED of
+    that."""
     out = {}
     for t in TARGETS:
         rs = ok_runs(runs, workload, t)
@@ -321,7 +332,8 @@ def summarize_blast(runs, workload):
         # together as "client+canned"
         u = entry["cpu_util"]
         sat = [k for k, v in u.items()
-               if v >= SATURATED and k not in ("other", "client", "canned")]
+               if v >= SATURATED * (quota if quota > 0 and k == t else 1)
+               and k not in ("other", "client", "canned")]
         if (u.get("client") or 0) + (u.get("canned") or 0) >= SATURATED:
             sat.append("client+canned")
         entry["saturated"] = sat
@@ -1186,11 +1198,13 @@ def notes_for(res):
         for t, v in w.get(key, {}).get("targets", {}).items():
             sat = v["saturated"]
             u = v["cpu_util"]
+            q = blast_quota(m)
             if t != "direct" and t in sat and "client+canned" not in sat:
                 notes.append("%s via %s: the proxy is the bottleneck (%s of "
-                             "its CPU; the client's CPU, shared with the "
+                             "its CPU%s; the client's CPU, shared with the "
                              "scripted upstream, %s)" % (
                                  label, t, pct(u.get(t)),
+                                 ", capped at %s" % pct(q) if q > 0 else "",
                                  pct((u.get("client") or 0) +
                                      (u.get("canned") or 0))))
             elif t != "direct":
@@ -1365,7 +1379,7 @@ def main():
             w[key] = summarize_throughput(runs, key)
     for key, _ in BLAST + TLS_BLAST:
         if any(r["workload"] == key for r in runs):
-            w[key] = summarize_blast(runs, key)
+            w[key] = summarize_blast(runs, key, blast_quota(meta))
     if any(r["workload"] == "tls_handshake" for r in runs):
         w["tls_handshake"] = summarize_handshake(runs)
     if any(r["workload"] == "tls_idle" for r in runs):

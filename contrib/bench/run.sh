@@ -86,6 +86,13 @@
 #   connection), KRBENCH_BLAST_RECORDS, KRBENCH_BLAST_SIZE (records per
 #   request and their bytes), KRBENCH_BLAST_VERSION (Produce)
 #                              workload sizes (defaults below)
+#   KRBENCH_BLAST_QUOTA        the blast workloads' proxy CPU cap, a share
+#                              of one CPU (default 0.5; 0: none), by a
+#                              cgroup (v1 cpu or v2 cpu.max) around the
+#                              proxy during its blast runs: on loopback
+#                              the peers cost about what the proxy does
+#                              per request, so only a cap makes the proxy
+#                              the bottleneck on 2 CPUs
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -233,6 +240,7 @@ BLAST_DEPTH=${KRBENCH_BLAST_DEPTH:-4}
 BLAST_RECORDS=${KRBENCH_BLAST_RECORDS:-16}
 BLAST_SIZE=${KRBENCH_BLAST_SIZE:-1024}
 BLAST_VERSION=${KRBENCH_BLAST_VERSION:-9}
+BLAST_QUOTA=${KRBENCH_BLAST_QUOTA:-0.5}
 # What both TLS-terminating targets accept, and all the clients offer.
 TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
@@ -268,6 +276,8 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
+    # the blast workloads' cgroup, empty once its proxy is gone
+    [ -n "${CG_DIR:-}" ] && rmdir "$CG_DIR" 2>/dev/null
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         if [ "${KRBENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
             log "work directory kept: $WORK"
@@ -1118,18 +1128,58 @@ if [ ${#BLAST_TARGETS[@]} -gt 0 ]; then
         esac
     done
     log "blast: scripted upstream (pid $CANNED_PID) at 127.0.0.1:$CANNED_PORT, cpu $CPU_CANNED; proxies restarted to forward to it"
+    # The proxy's CPU cap (KRBENCH_BLAST_QUOTA): a cgroup made here,
+    # cgroup v1's cpu controller or v2's cpu.max; none where neither is
+    # writable (the JSON's blast_proxy_quota says 0 then).
+    CG_DIR= CG_ROOT= CG_KIND=
+    q_us=$(awk -v q="$BLAST_QUOTA" 'BEGIN { printf "%d", q * 100000 }')
+    if [ "$q_us" -gt 0 ]; then
+        if [ -w /sys/fs/cgroup/cpu/tasks ] &&
+           mkdir "/sys/fs/cgroup/cpu/krbench.$$" 2>/dev/null; then
+            CG_KIND=v1 CG_ROOT=/sys/fs/cgroup/cpu
+            CG_DIR=/sys/fs/cgroup/cpu/krbench.$$
+            echo 100000 >"$CG_DIR/cpu.cfs_period_us"
+            echo "$q_us" >"$CG_DIR/cpu.cfs_quota_us"
+        elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null &&
+             mkdir "/sys/fs/cgroup/krbench.$$" 2>/dev/null; then
+            CG_KIND=v2 CG_ROOT=/sys/fs/cgroup
+            CG_DIR=/sys/fs/cgroup/krbench.$$
+            echo "$q_us 100000" >"$CG_DIR/cpu.max"
+        else
+            log "blast: no writable cgroup cpu controller: the proxy runs uncapped"
+            BLAST_QUOTA=0
+        fi
+    else
+        BLAST_QUOTA=0
+    fi
+    [ -n "$CG_DIR" ] &&
+        log "blast: proxies capped at $BLAST_QUOTA of a CPU (cgroup $CG_KIND $CG_DIR)"
+    # cg_move PID DIR: every thread of PID into the cgroup DIR
+    cg_move() {
+        local t
+        if [ "$CG_KIND" = v1 ]; then
+            for t in /proc/"$1"/task/*; do
+                echo "${t##*/}" >"$2/tasks" 2>/dev/null || true
+            done
+        else
+            echo "$1" >"$2/cgroup.procs" 2>/dev/null || true
+        fi
+    }
     # blast_run WORKLOAD TARGET REP
     blast_run() {
         local addr pid
         addr=$(broker_of "$2" 1)
         [ "$2" = direct ] && addr=127.0.0.1:$CANNED_PORT
         pid=$(proxy_pid_of "$2")
+        [ -n "$CG_DIR" ] && [ -n "$pid" ] && cg_move "$pid" "$CG_DIR"
         # shellcheck disable=SC2046
         run_client "$1" "$2" "$3" 90 "$KRBENCH" blast -a "$addr" \
             -c "$BLAST_CONNS" -D "$BLAST_DEPTH" -r "$BLAST_RECORDS" \
             -s "$BLAST_SIZE" -V "$BLAST_VERSION" $(tls_of "$2") \
             -d "$PRODUCE_SECS" -w "$PRODUCE_WARM" \
             -C "$CANNED_PID,${pid:-0}"
+        [ -n "$CG_DIR" ] && [ -n "$pid" ] && cg_move "$pid" "$CG_ROOT"
+        return 0
     }
     for ((rep = 1; rep <= REPS; rep++)); do
         if has "$WORKLOADS" blast_produce; then
@@ -1143,6 +1193,7 @@ if [ ${#BLAST_TARGETS[@]} -gt 0 ]; then
             done
         fi
     done
+    [ -n "$CG_DIR" ] && rmdir "$CG_DIR" 2>/dev/null && CG_DIR=
     # back to the mock: the idle measurements restart their proxy
     UPSTREAM=mock
     stop_pid "$CANNED_TPID"
@@ -1288,6 +1339,7 @@ fi
     --meta "blast_depth=$BLAST_DEPTH" --meta "blast_records=$BLAST_RECORDS" \
     --meta "blast_record_bytes=$BLAST_SIZE" \
     --meta "blast_produce_version=$BLAST_VERSION" \
+    --meta "blast_proxy_quota=$BLAST_QUOTA" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
     --meta "krelay=$([ "$AB" = 1 ] || "$KRELAY" -V 2>/dev/null | head -n 1)" \
     --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \
