@@ -69,6 +69,17 @@ enum kr_sni_fallback {
     KR_SNI_FALLBACK_BOOTSTRAP           /* "bootstrap": the bootstrap route */
 };
 
+/* sasl: what a client must do before other requests (issue 9). */
+enum kr_sasl_mode {
+    KR_SASL_MODE_PASSTHROUGH = 0,       /* "passthrough" (the default):
+                                           a client that starts SASL is
+                                           followed; one that does not
+                                           goes on unauthenticated */
+    KR_SASL_MODE_REQUIRED               /* "required": nothing but
+                                           ApiVersions and SaslHandshake
+                                           before authentication */
+};
+
 /* [listener NAME] */
 struct kr_listener_conf {
     char *name;                         /* "" when unnamed */
@@ -126,6 +137,13 @@ struct kr_listener_conf {
                                            owned by this config), else
                                            NULL.  broker_port_base is 0 and
                                            advertised_host NULL then */
+    /* issue 9: SASL passthrough (appended) */
+    int sasl;                           /* enum kr_sasl_mode */
+    int64_t sasl_auth_timeout_ms;       /* SaslHandshake to success, ms;
+                                           default 10000 */
+    char *oauthbearer_principal_claim;  /* the JWT claim naming an
+                                           OAUTHBEARER principal; default
+                                           "sub" */
 };
 
 /* [log] */
