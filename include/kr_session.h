@@ -295,6 +295,15 @@ struct kr_session {
                                            or with SNI routing the one the
                                            client's SNI name chose once
                                            its handshake is done */
+    /* issue 9: SASL origination (kr_session_sasl.c; appended) */
+    struct kr_s_orig *orig;             /* the upstream's sasl_mechanism
+                                           is set: krelay authenticates
+                                           this upstream connection
+                                           itself; NULL: it does not */
+    unsigned orig_hold:1;               /* no client request goes on:
+                                           krelay authenticates (or
+                                           re-authenticates) the upstream
+                                           connection first */
 };
 
 /*

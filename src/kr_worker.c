@@ -447,6 +447,8 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
             if (same_str(w->cref0->conf->upstreams[i].name,
                          nc->upstreams[j].name)) {
                 kr_upstream_set_tls(w->ups[i], nc->upstreams[j].tls);
+                /* issue 9: and its SASL credentials */
+                kr_upstream_set_sasl(w->ups[i], &nc->upstreams[j]);
             }
         }
     }
