@@ -1,0 +1,178 @@
+/*
+ * check_sasl_users.c - the credentials file (kr_sasl_users): entries,
+ * comments and blank lines; each refusal with its line and reason
+ * (fields, user names with whitespace, mechanisms, credentials,
+ * duplicates); lookups; the mode warning of a file others can read.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kr_sasl_users.h"
+
+/* RFC 7677's "user"/"pencil" credential (check_scram.c derives it) */
+#define CRED_256 "salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=WG5d8oPm3OtcPnkdi" \
+    "4Uo7BkeZkBFzpcXkuLmtbsT4qY=,server_key=wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQx" \
+    "SrmfPwDl2dU=,iterations=4096"
+#define CRED_512 "salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key=6AAub3065EYRmyFpM" \
+    "2RNwqK+eGnrkYuEWbXn19LsEmBqzu8QaCXNc1FwpnX9NhH2hK/60dzj9DoO5DvVkOHbvg==" \
+    ",server_key=jZHbYjC1aHh0/hKbxyBuGFjDrgjgKTT1esA7awWiKcRZ0o/0b1yWEebBeSV" \
+    "kkCFewf91nLDfKF24mvD5nmE6rA==,iterations=4096"
+
+static struct kr_sasl_users *
+load(const char *text, char *err, size_t errlen)
+{
+    return kr_sasl_users_load_text(text, strlen(text), "users.txt", err,
+                                   errlen);
+}
+
+START_TEST(entries)
+{
+    char err[256] = "";
+    struct kr_sasl_users *u = load(
+        "# krelay users\n"
+        "\n"
+        "   \t\n"
+        "  # indented comment\n"
+        "user SCRAM-SHA-256 " CRED_256 "\n"
+        "user\tSCRAM-SHA-512\t" CRED_512 "\r\n"
+        "alice SCRAM-SHA-512 " CRED_512, err, sizeof(err));
+    const struct kr_scram_cred *c;
+
+    ck_assert_msg(u != NULL, "%s", err);
+    ck_assert_uint_eq(u->n, 3);
+    ck_assert_ptr_null(u->warning);
+    c = kr_sasl_users_lookup(u, "user", KR_SCRAM_SHA256);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->hash, KR_SCRAM_SHA256);
+    ck_assert_int_eq(kr_scram_check_password(c, (const uint8_t *)"pencil", 6),
+                     KR_SCRAM_OK);
+    c = kr_sasl_users_lookup(u, "user", KR_SCRAM_SHA512);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(kr_scram_check_password(c, (const uint8_t *)"pencil", 6),
+                     KR_SCRAM_OK);
+    ck_assert_ptr_nonnull(kr_sasl_users_lookup(u, "alice", KR_SCRAM_SHA512));
+    ck_assert_ptr_null(kr_sasl_users_lookup(u, "alice", KR_SCRAM_SHA256));
+    ck_assert_ptr_null(kr_sasl_users_lookup(u, "User", KR_SCRAM_SHA256));
+    ck_assert_ptr_null(kr_sasl_users_lookup(u, "", KR_SCRAM_SHA256));
+    kr_sasl_users_free(u);
+    u = load("", err, sizeof(err));
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->n, 0);
+    ck_assert_ptr_null(kr_sasl_users_lookup(u, "user", KR_SCRAM_SHA256));
+    kr_sasl_users_free(u);
+    kr_sasl_users_free(NULL);
+}
+END_TEST
+
+START_TEST(refusals)
+{
+    static const struct {
+        const char *text, *err;
+    } bad[] = {
+        { "# c\nuser SCRAM-SHA-256\n", "users.txt:2: want USER MECHANISM "
+          "CREDENTIAL, found fewer fields (user names may not contain "
+          "whitespace)" },
+        { "jo hn SCRAM-SHA-256 " CRED_256, "users.txt:1: want USER MECHANISM"
+          " CREDENTIAL, found more than three fields (user names may not "
+          "contain whitespace)" },
+        { "\n\nuser PLAIN " CRED_256, "users.txt:3: mechanism must be "
+          "SCRAM-SHA-256 or SCRAM-SHA-512" },
+        { "user scram-sha-256 " CRED_256, "users.txt:1: mechanism must be" },
+        { "user SCRAM-SHA-256 " CRED_512, "users.txt:1: credential: "
+          "stored_key or server_key is not base64 of 32 bytes (SHA-256)" },
+        { "user SCRAM-SHA-256 password=pencil", "users.txt:1: credential: "
+          "unknown key" },
+        { "user SCRAM-SHA-256 salt=W22ZaJ0SNY7soEsUEjb6gQ==,iterations=4096",
+          "users.txt:1: credential: salt, stored_key, server_key and "
+          "iterations are all needed" },
+        { "u\x01 SCRAM-SHA-256 " CRED_256, "users.txt:1: control character" },
+        { "u\xff SCRAM-SHA-256 " CRED_256, "users.txt:1: user name is not "
+          "valid UTF-8" },
+        { "a SCRAM-SHA-256 " CRED_256 "\nb SCRAM-SHA-256 " CRED_256 "\n"
+          "a SCRAM-SHA-512 " CRED_512 "\na SCRAM-SHA-256 " CRED_256 "\n",
+          "users.txt:4: user a has a SCRAM-SHA-256 entry already (line 1)" },
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[512] = "";
+
+        ck_assert_ptr_null(load(bad[i].text, err, sizeof(err)));
+        ck_assert_msg(strncmp(err, bad[i].err, strlen(bad[i].err)) == 0,
+                      "row %zu: '%s', want '%s'", i, err, bad[i].err);
+    }
+}
+END_TEST
+
+START_TEST(from_file)
+{
+    char path[] = "/tmp/krelay-users-XXXXXX", err[512] = "";
+    struct kr_sasl_users *u;
+    FILE *f;
+    int fd = mkstemp(path);
+
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    fputs("user SCRAM-SHA-256 " CRED_256 "\n", f);
+    fclose(f);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    u = kr_sasl_users_load(path, err, sizeof(err));
+    ck_assert_msg(u != NULL, "%s", err);
+    ck_assert_uint_eq(u->n, 1);
+    ck_assert_ptr_null(u->warning);
+    kr_sasl_users_free(u);
+    /* readable by others: loads, with a warning for the log */
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    u = kr_sasl_users_load(path, err, sizeof(err));
+    ck_assert_ptr_nonnull(u);
+    ck_assert_ptr_nonnull(u->warning);
+    ck_assert_ptr_nonnull(strstr(u->warning, "mode 0644"));
+    ck_assert_ptr_nonnull(strstr(u->warning, "chmod 600"));
+    ck_assert_int_eq(strncmp(u->warning, path, strlen(path)), 0);
+    kr_sasl_users_free(u);
+    /* a bad line: the path and the line */
+    f = fopen(path, "a");
+    fputs("bad line\n", f);
+    fclose(f);
+    ck_assert_ptr_null(kr_sasl_users_load(path, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, ":2: want USER"));
+    ck_assert_int_eq(strncmp(err, path, strlen(path)), 0);
+    unlink(path);
+    ck_assert_ptr_null(kr_sasl_users_load(path, err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "No such file"));
+    ck_assert_ptr_null(kr_sasl_users_load("/tmp", err, sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+    Suite *s = suite_create("sasl_users");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, entries);
+    tcase_add_test(tc, refusals);
+    tcase_add_test(tc, from_file);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int
+main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
