@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kr_scram.h"
+
 /* The mechanisms krelay authenticates with (the order of the config's
    sasl_mechanism choices: 0 is none). */
 enum kr_sasl_mechanism {
@@ -62,6 +64,9 @@ struct kr_sasl_client_creds {
                                            kr_sasl_client_new (so each
                                            (re)authentication reads it) */
     const char *token;                  /* OAUTHBEARER without token_file */
+    kr_scram_nonce_fn scram_nonce_fn;   /* SCRAM's client nonce (tests:
+                                           RFC 7677's); NULL: random */
+    void *scram_nonce_arg;
 };
 
 /* Where the exchange is after a step. */

@@ -27,7 +27,7 @@
 #include "kr_kerr.h"
 #include "kr_sasl_client.h"
 #include "kr_schema.h"
-#include "kr_sasl_client_int.h"
+#include "kr_scram.h"
 
 #define KR_SC_CLIENT_ID "krelay"
 #define KR_SC_MSG_MAX 200               /* bytes of a broker's message kept */
@@ -57,7 +57,10 @@ struct kr_sasl_client {
     char *secret;                       /* password or token (wiped) */
     size_t secret_len;
     bool token_bad;                     /* OAUTHBEARER token unusable */
-    struct kr_scram_client *scram;      /* SCRAM's state (kr_scram) */
+    struct kr_scram_client scram;       /* SCRAM's state (kr_scram) */
+    bool scram_on;                      /* scram holds an exchange */
+    kr_scram_nonce_fn nonce_fn;         /* SCRAM nonces (NULL: random) */
+    void *nonce_arg;
     struct kr_sasl_client_req req;
     uint8_t *frame;                     /* req.frame's bytes (wiped) */
     size_t frame_len;
@@ -323,7 +326,6 @@ send_first(struct kr_sasl_client *c)
     enum kr_sasl_client_outcome o;
     uint8_t *tok = NULL;
     size_t n = 0, ul;
-    const char *why = NULL;
 
     c->state = S_AUTH_FIRST;
     switch (c->mech) {
@@ -356,14 +358,28 @@ send_first(struct kr_sasl_client *c)
         break;
     }
     case KR_SASL_MECH_SCRAM_SHA_256:
-    case KR_SASL_MECH_SCRAM_SHA_512:
-        c->scram = kr_scram_client_new(c->mech == KR_SASL_MECH_SCRAM_SHA_512,
-                                       c->username, &tok, &n, &why);
-        if (c->scram == NULL) {
-            return failed(c, KR_SASL_CLIENT_CREDENTIALS, "SCRAM client-first: "
-                          "%s", why != NULL ? why : "out of memory");
+    case KR_SASL_MECH_SCRAM_SHA_512: {
+        /* RFC 5802: client-first "n,,n=<user>,r=<nonce>" (kr_scram) */
+        char *out = NULL;
+        enum kr_scram_outcome so;
+
+        c->scram_on = true;
+        so = kr_scram_client_first(&c->scram,
+                                   c->mech == KR_SASL_MECH_SCRAM_SHA_512
+                                       ? KR_SCRAM_SHA512 : KR_SCRAM_SHA256,
+                                   c->username, c->nonce_fn, c->nonce_arg,
+                                   &out, &n);
+        if (so != KR_SCRAM_OK) {
+            free(out);
+            return failed(c, so == KR_SCRAM_NO_MEMORY
+                                 ? KR_SASL_CLIENT_ENOMEM
+                                 : KR_SASL_CLIENT_CREDENTIALS,
+                          "SCRAM client-first for sasl_username: %s",
+                          kr_scram_outcome_name(so));
         }
+        tok = (uint8_t *)out;
         break;
+    }
     default:
         return failed(c, KR_SASL_CLIENT_CREDENTIALS, "no mechanism");
     }
@@ -466,11 +482,10 @@ on_authenticate(struct kr_sasl_client *c, const struct kr_msg *m)
     const uint8_t *bytes = ab != NULL && !ab->is_null ? ab->u.s.p : NULL;
     size_t blen = bytes != NULL ? (size_t)ab->u.s.len : 0;
     char msg[KR_SC_MSG_MAX + 1], buf[64];
-    uint8_t *tok = NULL;
+    char *tok = NULL;
     size_t n = 0;
-    const char *why = NULL;
     enum kr_sasl_client_outcome o;
-    int rc;
+    enum kr_scram_outcome so;
 
     if (ec == NULL || ec->u.i != 0) {
         safe_str(em, msg, sizeof(msg));
@@ -486,15 +501,26 @@ on_authenticate(struct kr_sasl_client *c, const struct kr_msg *m)
     case S_AUTH_FIRST:
         if (c->mech == KR_SASL_MECH_SCRAM_SHA_256 ||
             c->mech == KR_SASL_MECH_SCRAM_SHA_512) {
-            rc = kr_scram_client_final(c->scram, bytes, blen, c->secret,
-                                       c->secret_len, &tok, &n, &why);
-            if (rc != 0) {
-                return failed(c, KR_SASL_CLIENT_PROTOCOL_ERROR, "SCRAM "
-                              "server-first: %s",
-                              why != NULL ? why : "refused");
+            so = kr_scram_client_server_first(&c->scram,
+                                              bytes != NULL ? bytes
+                                                            : (const uint8_t *)"",
+                                              blen);
+            if (so == KR_SCRAM_OK) {
+                so = kr_scram_client_final_password(
+                    &c->scram, (const uint8_t *)c->secret, c->secret_len,
+                    &tok, &n);
+            }
+            if (so != KR_SCRAM_OK) {
+                wipe_free(tok, n);
+                return failed(c, so == KR_SCRAM_NO_MEMORY
+                                     ? KR_SASL_CLIENT_ENOMEM
+                                     : KR_SASL_CLIENT_PROTOCOL_ERROR,
+                              "SCRAM server-first: %s",
+                              kr_scram_outcome_name(so));
             }
             c->state = S_AUTH_FINAL;
-            o = build(c, KR_API_SASL_AUTHENTICATE, c->auth_ver, tok, n);
+            o = build(c, KR_API_SASL_AUTHENTICATE, c->auth_ver,
+                      (const uint8_t *)tok, n);
             wipe_free(tok, n);
             return o;
         }
@@ -507,12 +533,19 @@ on_authenticate(struct kr_sasl_client *c, const struct kr_msg *m)
         }
         break;
     case S_AUTH_FINAL:
-        rc = kr_scram_client_verify(c->scram, bytes, blen, &why);
-        if (rc != 0) {
+        so = kr_scram_client_verify(&c->scram,
+                                    bytes != NULL ? bytes
+                                                  : (const uint8_t *)"",
+                                    blen);
+        if (so == KR_SCRAM_SERVER_ERROR) {
+            return failed(c, KR_SASL_CLIENT_AUTH_FAILED, "SCRAM "
+                          "server-final: the broker answered an error");
+        }
+        if (so != KR_SCRAM_OK) {
             return failed(c, KR_SASL_CLIENT_PROTOCOL_ERROR, "SCRAM "
-                          "server-final: %s (the broker does not know the "
-                          "password: not the broker krelay was given?)",
-                          why != NULL ? why : "does not verify");
+                          "server-final: %s (the broker's signature does "
+                          "not prove it knows the password)",
+                          kr_scram_outcome_name(so));
         }
         break;
     case S_AUTH_OAUTH_ERR:
@@ -543,6 +576,8 @@ kr_sasl_client_new(const struct kr_sasl_client_creds *cr, int16_t auth_max,
         return NULL;
     }
     c->mech = cr->mechanism;
+    c->nonce_fn = cr->scram_nonce_fn;
+    c->nonce_arg = cr->scram_nonce_arg;
     c->auth_max = auth_max;
     c->auth_ver = auth_max < 0 ? -1 : auth_max < 2 ? auth_max : 2;
     c->corr = first_corr;
@@ -676,7 +711,9 @@ kr_sasl_client_free(struct kr_sasl_client *c)
     if (c == NULL) {
         return;
     }
-    kr_scram_client_free(c->scram);
+    if (c->scram_on) {
+        kr_scram_client_free(&c->scram);
+    }
     wipe_free(c->frame, c->frame_len);
     if (c->secret != NULL) {
         wipe_free(c->secret, c->secret_len + 1);

@@ -3,7 +3,8 @@
  * the request frames byte for byte as Kafka's schemas lay them out
  * (SaslHandshake v1, SaslAuthenticate v0/v1/v2, ApiVersions v0, written
  * here by hand, not by the codec under test), each mechanism's token
- * (PLAIN, OAUTHBEARER), the broker's answers fed back (built by hand
+ * (PLAIN, OAUTHBEARER, SCRAM-SHA-256 with RFC 7677's exchange), the
+ * broker's answers fed back (built by hand
  * too) and each failure: mechanism not enabled, credentials refused,
  * undecodable and mismatched answers, a broker without SaslAuthenticate,
  * an unreadable token file, an OAUTHBEARER error challenge.  The
@@ -447,6 +448,84 @@ START_TEST(token_file_unreadable)
 }
 END_TEST
 
+/* RFC 7677 section 3's client nonce. */
+static bool
+rfc7677_nonce(void *arg, char *out, size_t cap)
+{
+    (void)arg;
+    snprintf(out, cap, "rOprNGfwEbeRWgbNEkqO");
+    return true;
+}
+
+/* The RFC 7677 exchange (user "user", password "pencil") through
+   SaslAuthenticate v2; sig: the server-final to answer. */
+static enum kr_sasl_client_outcome
+rfc7677(const char *sig, struct kr_sasl_client **out)
+{
+    static const char *const ok[] = { NULL };
+    static const char cf[] = "n,,n=user,r=rOprNGfwEbeRWgbNEkqO";
+    static const char sf[] = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)"
+                             "hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+    static const char fin[] = "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTC"
+                              "AfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9"
+                              "zjfMHgsqmmiz7AndVQ=";
+    struct kr_sasl_client_creds cr;
+    struct kr_sasl_client *c;
+    struct bb want = { .n = 0 }, rsp;
+
+    memset(&cr, 0, sizeof(cr));
+    cr.mechanism = KR_SASL_MECH_SCRAM_SHA_256;
+    cr.username = "user";
+    cr.password = "pencil";
+    cr.password_len = 6;
+    cr.scram_nonce_fn = rfc7677_nonce;
+    c = kr_sasl_client_new(&cr, 2, 300);
+    ck_assert_ptr_nonnull(c);
+    *out = c;
+    ck_assert_int_eq(kr_sasl_client_start(c), KR_SASL_CLIENT_SEND);
+    req_hdr(&want, 17, 1, 300, false);
+    str16(&want, "SCRAM-SHA-256");
+    req_is(c, &want, 17, 1, 300);
+    hs_rsp(&rsp, 300, 0, ok);
+    ck_assert_int_eq(kr_sasl_client_feed(c, rsp.b, rsp.n),
+                     KR_SASL_CLIENT_SEND);
+    want.n = 0;
+    req_hdr(&want, 36, 2, 301, true);
+    i8(&want, (uint8_t)(strlen(cf) + 1));
+    put(&want, cf, strlen(cf));
+    i8(&want, 0);
+    req_is(c, &want, 36, 2, 301);
+    au_rsp(&rsp, 2, 301, 0, NULL, sf, strlen(sf), 0);
+    ck_assert_int_eq(kr_sasl_client_feed(c, rsp.b, rsp.n),
+                     KR_SASL_CLIENT_SEND);
+    want.n = 0;
+    req_hdr(&want, 36, 2, 302, true);
+    i8(&want, (uint8_t)(strlen(fin) + 1));
+    put(&want, fin, strlen(fin));
+    i8(&want, 0);
+    req_is(c, &want, 36, 2, 302);
+    au_rsp(&rsp, 2, 302, 0, NULL, sig, strlen(sig), 3600000);
+    return kr_sasl_client_feed(c, rsp.b, rsp.n);
+}
+
+START_TEST(scram_rfc7677)
+{
+    struct kr_sasl_client *c;
+
+    ck_assert_int_eq(rfc7677("v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95"
+                             "G4=", &c), KR_SASL_CLIENT_DONE);
+    ck_assert_int_eq(kr_sasl_client_lifetime_ms(c), 3600000);
+    kr_sasl_client_free(c);
+    /* a server that does not know the password: its signature differs */
+    ck_assert_int_eq(rfc7677("v=7rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95"
+                             "G4=", &c), KR_SASL_CLIENT_PROTOCOL_ERROR);
+    ck_assert_ptr_nonnull(strstr(kr_sasl_client_message(c),
+                                 "SCRAM server-final"));
+    ck_assert_ptr_null(strstr(kr_sasl_client_message(c), "pencil"));
+    kr_sasl_client_free(c);
+}
+END_TEST
+
 START_TEST(reauth_point)
 {
     uint64_t r;
@@ -504,6 +583,7 @@ sasl_client_suite(void)
     tcase_add_test(tc, other_error_and_bad_frames);
     tcase_add_test(tc, oauthbearer_error_challenge);
     tcase_add_test(tc, token_file_unreadable);
+    tcase_add_test(tc, scram_rfc7677);
     tcase_add_test(tc, reauth_point);
     tcase_add_test(tc, names_are_config_choices);
     suite_add_tcase(s, tc);
