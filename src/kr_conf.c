@@ -4147,6 +4147,9 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
                     *(const int32_t *)(const void *)(base + k->off2));
             break;
         case KR_CT_CHOICE:
+            if (k->choices[*(const int *)p][0] == '\0') {
+                continue;               /* "": not set (sasl_mechanism) */
+            }
             fprintf(f, "%s = %s", k->name, k->choices[*(const int *)p]);
             break;
         case KR_CT_ACKS:
