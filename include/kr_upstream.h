@@ -136,7 +136,8 @@ void kr_upstream_set_tls(struct kr_upstream *u, struct kr_tls_ctx *t);
  * on: uc's [upstream] sasl_* when it originates, else its metadata_sasl_*
  * (none: no authentication).  uc is borrowed: it must live until the
  * next call or kr_upstream_free (the worker passes each reload's
- * section; until the first call, the section u was created with).
+ * section).  NULL: the section u was created with (also before any
+ * call).
  */
 void kr_upstream_set_sasl(struct kr_upstream *u,
                           const struct kr_upstream_conf *uc);

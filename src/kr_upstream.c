@@ -1010,7 +1010,7 @@ on_sasl(struct kr_upstream *u, const uint8_t *p, size_t len)
 void
 kr_upstream_set_sasl(struct kr_upstream *u, const struct kr_upstream_conf *uc)
 {
-    if (u != NULL && uc != NULL) {
+    if (u != NULL) {
         u->sasl_uc = uc;
     }
 }
