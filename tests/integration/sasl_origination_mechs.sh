@@ -58,6 +58,7 @@ KR_UPSTREAM_CONF="$KR_SASL_DIAL
 sasl_mechanism = OAUTHBEARER
 sasl_oauthbearer_token_file = $W/token"
 kr_start_krelay
+KC=(kcat -b "$KR_BOOTSTRAP" -X socket.timeout.ms=10000)
 kr_run 30 "${KC[@]}" -L >"$W/md1.txt" 2>"$W/kcat-L1.log" ||
     kr_fail "kcat -L (OAUTHBEARER, carol) failed"
 jws dave >"$W/token.new"
