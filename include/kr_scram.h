@@ -190,6 +190,7 @@ struct kr_scram_server {
     char *user;                         /* unescaped user name, malloc'd */
     char *gs2_b64;                      /* base64 of the gs2 header: c= */
     char *nonce;                        /* client nonce + server nonce */
+    size_t cnonce_len;                  /* the client's part of nonce */
     char *auth_msg;                     /* client-first-bare "," server-
                                            first ",": the AuthMessage so
                                            far */

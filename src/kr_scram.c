@@ -506,6 +506,7 @@ kr_scram_server_first(struct kr_scram_server *s,
     kr_sasl_b64_encode(cf->gs2_header, cf->gs2_header_len, s->gs2_b64);
     kr_sasl_b64_encode(s->cred.salt, s->cred.salt_len, salt_b64);
     memcpy(s->nonce, cf->nonce, cf->nonce_len);
+    s->cnonce_len = cf->nonce_len;
     memcpy(s->nonce + cf->nonce_len, snonce, sn + 1);
     n = asprintf(&msg, "r=%s,s=%s,i=%u", s->nonce, salt_b64,
                  (unsigned)s->cred.iterations);
@@ -554,6 +555,29 @@ server_error(struct kr_scram_server *s, enum kr_scram_outcome o, char **out,
     return server_fail(s, o);
 }
 
+/*
+ * Is r= of a client-final message the nonce of this exchange?  Exactly
+ * s->nonce (RFC 5802), or the form librdkafka before 2.6.1 sends: its
+ * client nonce, then the whole nonce again (librdkafka#4895; Debian 12's
+ * 2.0.2 and kcat).  Kafka 3.x accepts any r= ending with the nonce;
+ * krelay takes only that one known form: the server's part is still
+ * there, so a replayed client-final still fails, and the proof covers
+ * the message as sent.
+ */
+static bool
+final_nonce_ok(const struct kr_scram_server *s, const uint8_t *r,
+               size_t len)
+{
+    size_t n = strlen(s->nonce);
+
+    if (len == n) {
+        return memcmp(r, s->nonce, n) == 0;
+    }
+    return len == s->cnonce_len + n &&
+           memcmp(r, s->nonce, s->cnonce_len) == 0 &&
+           memcmp(r + s->cnonce_len, s->nonce, n) == 0;
+}
+
 enum kr_scram_outcome
 kr_scram_server_final(struct kr_scram_server *s, const uint8_t *msg,
                       size_t len, char **out, size_t *out_len)
@@ -578,8 +602,7 @@ kr_scram_server_final(struct kr_scram_server *s, const uint8_t *msg,
         memcmp(f.cbind, s->gs2_b64, f.cbind_len) != 0) {
         return server_error(s, KR_SCRAM_BAD_CHANNEL_BINDING, out, out_len);
     }
-    if (f.nonce_len != strlen(s->nonce) ||
-        memcmp(f.nonce, s->nonce, f.nonce_len) != 0) {
+    if (!final_nonce_ok(s, f.nonce, f.nonce_len)) {
         return server_error(s, KR_SCRAM_BAD_NONCE, out, out_len);
     }
     if (f.proof_len > kr_sasl_b64_encoded_len(hl) ||

@@ -32,7 +32,7 @@ for v in KR_MAKE kr_bindir kr_sysconfdir kr_docdir kr_mandir; do
     fi
 done
 : "${kr_unitdir:=}"                     # empty: the unit is not installed
-: "${kr_bin_programs:=krelay krelay-codec}"
+: "${kr_bin_programs:=krelay krelay-codec krelay-passwd}"
 : "${kr_pkglibexec_programs=}"          # krelay-demo-cluster, with librdkafka
 : "${kr_pkglibexecdir:=}"
 
@@ -82,7 +82,8 @@ for p in $kr_pkglibexec_programs; do
     want+=("$D$kr_pkglibexecdir/$p")
 done
 want+=("$CONF" "$D$kr_docdir/krelay.ini"
-       "$D$kr_mandir/man1/krelay-codec.1" "$D$kr_mandir/man5/krelay.ini.5"
+       "$D$kr_mandir/man1/krelay-codec.1" "$D$kr_mandir/man1/krelay-passwd.1"
+       "$D$kr_mandir/man5/krelay.ini.5"
        "$D$kr_mandir/man8/krelay.8")
 # doc/audit.md where README.md's link finds it
 for f in README.md ChangeLog HACKING.md LICENSE NOTICE doc/audit.md; do

@@ -24,6 +24,16 @@ in front of the same plaintext mock and run the tls_* workloads only; the
 results gain a "tls" section: per case the medians of both, krelay_tls /
 haproxy_tls and a verdict against the issue's targets (TLS_LIMITS).
 
+Blast (proxy-bound): blast_produce and tls_blast_produce put the proxy
+alone on its CPU between krbench blast (prebuilt Produce requests over
+many connections) and krbench canned (a scripted upstream), both on the
+client's CPU: the proxy is the bottleneck, so its throughput is measured
+rather than the client's.  Each target's summary also gives the CPU per
+request of the load generator, the scripted upstream and the proxy, and
+the peers' (generator + upstream) over the proxy's (issue 12 asks for at
+most 0.2x).  tls_blast_produce's MB/s and CPU per GiB join the "tls"
+cases with tls_produce's limits.
+
 A/B mode (run.sh --ab, meta "ab" = "1"): the targets are two krelay
 binaries, krelay_a (the baseline) and krelay_b (the candidate), and the
 results gain an "ab" section: per case the medians of A and B, B/A and a
@@ -66,6 +76,14 @@ TLS_THROUGHPUT = (
     ("tls_produce", "TLS produce 1 KiB records"),
     ("tls_fetch", "TLS fetch 1 KiB records"),
 )
+# The proxy-bound workloads (krbench blast and canned): plaintext, TLS.
+BLAST = (("blast_produce", "blast produce (proxy-bound)"),)
+TLS_BLAST = (("tls_blast_produce", "TLS blast produce (proxy-bound)"),)
+# The order of blast's -C pids (peer_cpu_window_s): the scripted upstream,
+# then the proxy under test (absent, -1, for direct).
+BLAST_PEERS = {"canned": 0, "proxy": 1}
+# Issue 12: the peers' CPU per request at most this share of the proxy's.
+BLAST_PEERS_LIMIT = 0.2
 TLS_LIMITS = {
     "cpu_s_per_gib": ("max", 1.05),
     "mb_per_s": ("min", 0.95),
@@ -219,6 +237,119 @@ def summarize_throughput(runs, workload):
         res["ratios"] = {"krelay_b_vs_krelay_a": ratio(
             out.get("krelay_b", {}).get("mb_per_s"),
             out.get("krelay_a", {}).get("mb_per_s"))}
+    return res
+
+
+def blast_quota(meta):
+    """The proxy's CPU cap in the blast workloads (a share of one CPU),
+    from the meta key blast_proxy_quota; 0.0 when none."""
+    try:
+        return max(0.0, float(meta.get("blast_proxy_quota") or 0))
+    except ValueError:
+        return 0.0
+
+
+def summarize_blast(runs, workload, quota=0.0):
+    """blast_produce, tls_blast_produce: per target, the rates in the
+    window (MB/s of record bytes, requests/s), the CPU shares (the
+    client, the scripted upstream "canned", the proxy under its own name,
+    "other"), the CPU microseconds per request of each, the peers' (client
+    + canned) over the proxy's, and the proxy's CPU s per GiB over the
+    whole client run.  quota: the share of one CPU the proxy was capped
+    at (run.sh KRBENCH_BLAST_QUOTA; 0: none): saturated at SATURATED of
+    that."""
+    out = {}
+    for t in TARGETS:
+        rs = ok_runs(runs, workload, t)
+        if not rs:
+            continue
+        proxy = None if t == "direct" else t
+        utils, us, ratios, cpg = {}, {}, [], []
+        for r in rs:
+            c = r["client"]
+            w = c.get("window_s") or 0
+            n = c.get("requests") or 0
+            if w <= 0 or n <= 0:
+                continue
+            peers = c.get("peer_cpu_window_s") or []
+            cpu = {"client": c.get("client_cpu_window_s")}
+            for name, i in BLAST_PEERS.items():
+                v = peers[i] if i < len(peers) else None
+                if v is not None and v >= 0:
+                    cpu[proxy if name == "proxy" else name] = v
+            cpu.pop(None, None)
+            mine = 0.0
+            for k, v in cpu.items():
+                if v is None:
+                    continue
+                utils.setdefault(k, []).append(v / w)
+                us.setdefault(k, []).append(v / n * 1e6)
+                mine += v
+            sysw = c.get("system_cpu_window_s")
+            if sysw is not None and sysw >= 0:
+                utils.setdefault("other", []).append(
+                    max(0.0, sysw - mine) / w)
+            if proxy in cpu and cpu[proxy] > 0 and \
+                    cpu.get("client") is not None and "canned" in cpu:
+                ratios.append((cpu["client"] + cpu["canned"]) / cpu[proxy])
+            b = c.get("total_bytes") or 0
+            whole = r.get(t + "_cpu_s")
+            if b > 0 and whole is not None and proxy is not None:
+                cpg.append(whole / (b / GIB))
+        c0 = rs[0]["client"]
+        entry = {
+            "runs": len(rs),
+            "mb_per_s": median([r["client"].get("mb_per_s") for r in rs]),
+            "requests_per_s": median([r["client"].get("requests_per_s")
+                                      for r in rs]),
+            "records_per_s": median([r["client"].get("records_per_s")
+                                     for r in rs]),
+            "mb_per_s_all": [r["client"].get("mb_per_s") for r in rs],
+            "requests_per_s_all": [r["client"].get("requests_per_s")
+                                   for r in rs],
+            "cpu_util": {k: round(median(v), 3) for k, v in utils.items()},
+            "cpu_us_per_request": {k: round(median(v), 3)
+                                   for k, v in us.items()},
+            "request_bytes": c0.get("request_bytes"),
+            "produce_version": c0.get("produce_version"),
+            "connections": c0.get("connections"),
+            "depth": c0.get("depth"),
+            "bad_responses": sum(r["client"].get("bad_responses", 0)
+                                 for r in rs),
+        }
+        if c0.get("tls"):
+            entry["protocol"] = "%s %s %s" % (
+                c0.get("version"), c0.get("cipher"), c0.get("group"))
+        if proxy is not None:
+            entry["cpu_s_per_gib"] = {proxy: None if not cpg
+                                      else round(median(cpg), 3)}
+            pr = median(ratios)
+            entry["peers_vs_proxy_cpu_per_request"] = (
+                None if pr is None else round(pr, 3))
+            entry["peers_vs_proxy_cpu_per_request_all"] = [
+                round(x, 3) for x in ratios]
+        # the client and the scripted upstream share one CPU: saturated
+        # together as "client+canned"
+        u = entry["cpu_util"]
+        sat = [k for k, v in u.items()
+               if v >= SATURATED * (quota if quota > 0 and k == t else 1)
+               and k not in ("other", "client", "canned")]
+        if (u.get("client") or 0) + (u.get("canned") or 0) >= SATURATED:
+            sat.append("client+canned")
+        entry["saturated"] = sat
+        out[t] = entry
+    res = {"targets": out}
+    g = {t: out.get(t, {}).get("mb_per_s") for t in TARGETS}
+    if workload == "tls_blast_produce":
+        res["ratios"] = {"krelay_tls_vs_haproxy_tls": ratio(
+            g["krelay_tls"], g["haproxy_tls"])}
+    else:
+        res["ratios"] = {
+            "krelay_vs_haproxy": ratio(g["krelay"], g["haproxy"]),
+            "krelay_vs_direct": ratio(g["krelay"], g["direct"]),
+            "haproxy_vs_direct": ratio(g["haproxy"], g["direct"]),
+        }
+    res["peers_limit"] = BLAST_PEERS_LIMIT
     return res
 
 
@@ -473,7 +604,7 @@ def summarize_tls(res):
     the two ran back to back in it)."""
     runs = res["runs"]
     cases = []
-    plan = [(wl, m) for wl, _ in TLS_THROUGHPUT
+    plan = [(wl, m) for wl, _ in TLS_THROUGHPUT + TLS_BLAST
             for m in ("cpu_s_per_gib", "mb_per_s")]
     plan += [("tls_handshake", "cpu_s_per_1000"),
              ("tls_idle", "bytes_per_conn")]
@@ -518,7 +649,7 @@ def tls_table(res):
         return []
     m = res["meta"]
     w = res["workloads"]
-    names = dict(TLS_THROUGHPUT)
+    names = dict(TLS_THROUGHPUT + TLS_BLAST)
     names["tls_handshake"] = "TLS handshakes (%s per repetition)" % (
         m.get("handshakes"))
     names["tls_idle"] = "TLS idle (%s connections)" % m.get("tls_idle_conns")
@@ -546,6 +677,7 @@ def tls_table(res):
                              fmt(hs[t]["handshakes_per_s"]),
                              fmt(hs[t]["client_cpu_s_per_1000"], 3),
                              fmt(hs[t]["mock_cpu_s_per_1000"], 3)))
+    lines.extend(blast_lines(w, "tls_blast_produce"))
     idle = w.get("tls_idle", {}).get("targets", {})
     for t in TLS:
         if t in idle:
@@ -554,6 +686,30 @@ def tls_table(res):
                              t, fmt(idle[t].get("bytes_per_conn")),
                              fmt(idle[t].get("rss_anon_bytes_per_conn")),
                              fmt(idle[t].get("rss_shmem_bytes_per_conn"))))
+    return lines
+
+
+def blast_lines(w, key):
+    """Bullets under a table: per target of a blast workload, who used
+    how much CPU per request and the peers / proxy ratio."""
+    lines = []
+    bl = w.get(key, {})
+    for t, v in bl.get("targets", {}).items():
+        u, us = v.get("cpu_util", {}), v.get("cpu_us_per_request", {})
+        who = ", ".join("%s %s (%s µs/request)" % (
+            k, pct(u.get(k)), fmt(us.get(k), 2))
+            for k in ["client", "canned"] + ([t] if t in u else []))
+        pr = v.get("peers_vs_proxy_cpu_per_request")
+        lines.append("- %s via %s: %s requests/s of %s bytes (%s "
+                     "connections x %s in flight, Produce v%s); CPU in the "
+                     "window: %s%s" % (
+                         key, t, fmt(v.get("requests_per_s")),
+                         fmt(v.get("request_bytes")), v.get("connections"),
+                         v.get("depth"), v.get("produce_version"), who,
+                         "" if pr is None else
+                         "; peers / proxy CPU per request %.2fx (issue 12: "
+                         "at most %.1fx)" % (pr, bl.get("peers_limit",
+                                                         BLAST_PEERS_LIMIT))))
     return lines
 
 
@@ -901,7 +1057,7 @@ def table(res):
                  "1 thread); krelay %s (1 worker)."
                  % (m.get("mock_librdkafka"), m.get("haproxy"),
                     m.get("krelay") or "?"))
-    plain = [k for k, _ in THROUGHPUT] + ["latency", "idle_rss"]
+    plain = [k for k, _ in THROUGHPUT + BLAST] + ["latency", "idle_rss"]
     if any(k in w for k in plain):
         lines.append("")
         lines.append("| workload | direct | HAProxy | krelay | "
@@ -922,6 +1078,21 @@ def table(res):
                 label, unit, fmt(vals[0], dg), fmt(vals[1], dg),
                 fmt(vals[2], dg), fmtr(ratio(vals[2], vals[1])),
                 fmtr(ratio(vals[2], vals[0])), fmtr(ratio(vals[1], vals[0])),
+                sat if metric == "mb_per_s" else ""))
+    for key, label in BLAST:
+        if key not in w:
+            continue
+        tg = w[key]["targets"]
+        for metric, unit in (("mb_per_s", "MB/s"),
+                             ("requests_per_s", "requests/s")):
+            vals = [tg.get(t, {}).get(metric) for t in TARGETS]
+            sat = "; ".join("%s: %s" % (t, ",".join(tg[t]["saturated"]))
+                            for t in TARGETS
+                            if t in tg and tg[t]["saturated"])
+            lines.append("| %s, %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                label, unit, fmt(vals[0]), fmt(vals[1]), fmt(vals[2]),
+                fmtr(ratio(vals[2], vals[1])), fmtr(ratio(vals[2], vals[0])),
+                fmtr(ratio(vals[1], vals[0])),
                 sat if metric == "mb_per_s" else ""))
     if "latency" in w:
         lt = w["latency"]
@@ -952,7 +1123,7 @@ def table(res):
                      "| %s | %s | %s | | | |" % (m.get("idle_conns"),
                                                 fmt(h), fmt(k),
                                                 fmtr(ratio(k, h))))
-    for key, label in THROUGHPUT:
+    for key, label in THROUGHPUT + BLAST:
         if key not in w:
             continue
         tg = w[key]["targets"]
@@ -962,6 +1133,10 @@ def table(res):
         lines.append("| proxy CPU s per GiB, %s (direct: the mock's) | %s | "
                      "%s | %s | %s | | | |" % (label, fmt(d, 2), fmt(h, 2),
                                              fmt(k, 2), fmtr(ratio(k, h))))
+    blines = [x for key, _ in BLAST for x in blast_lines(w, key)]
+    if blines:
+        lines.append("")
+        lines.extend(blines)
     if "codec" in w and w["codec"]["benches"]:
         lines.append("")
         lines.append("| codec micro-benchmark (1 core) | payload bytes | "
@@ -1019,11 +1194,32 @@ def notes_for(res):
                                  label, t, 100 * tg[t]["cpu_util"]["client"],
                                  "" if ks is None else
                                  ", %.0f%% in its kernel" % (100 * ks)))
+    for key, label in BLAST + TLS_BLAST:
+        for t, v in w.get(key, {}).get("targets", {}).items():
+            sat = v["saturated"]
+            u = v["cpu_util"]
+            q = blast_quota(m)
+            if t != "direct" and t in sat and "client+canned" not in sat:
+                notes.append("%s via %s: the proxy is the bottleneck (%s of "
+                             "its CPU%s; the client's CPU, shared with the "
+                             "scripted upstream, %s)" % (
+                                 label, t, pct(u.get(t)),
+                                 ", capped at %s" % pct(q) if q > 0 else "",
+                                 pct((u.get("client") or 0) +
+                                     (u.get("canned") or 0))))
+            elif t != "direct":
+                notes.append("%s via %s: NOT proxy-bound (the proxy used %s "
+                             "of its CPU; saturated: %s)" % (
+                                 label, t, pct(u.get(t)),
+                                 ", ".join(sat) or "nothing"))
+            if v.get("bad_responses"):
+                notes.append("%s via %s: %d bad responses" % (
+                    label, t, v["bad_responses"]))
     # Load from outside the benchmark, per workload and target (median
     # over the repetitions of the busy CPU not used by our processes).
     others = []
     disturbed = []
-    for key, label in THROUGHPUT + TLS_THROUGHPUT + (
+    for key, label in THROUGHPUT + TLS_THROUGHPUT + BLAST + TLS_BLAST + (
             ("tls_handshake", "TLS handshakes"),):
         for t, v in w.get(key, {}).get("targets", {}).items():
             o = v["cpu_util"].get("other")
@@ -1181,6 +1377,9 @@ def main():
     for key, _ in THROUGHPUT + TLS_THROUGHPUT:
         if any(r["workload"] == key for r in runs):
             w[key] = summarize_throughput(runs, key)
+    for key, _ in BLAST + TLS_BLAST:
+        if any(r["workload"] == key for r in runs):
+            w[key] = summarize_blast(runs, key, blast_quota(meta))
     if any(r["workload"] == "tls_handshake" for r in runs):
         w["tls_handshake"] = summarize_handshake(runs)
     if any(r["workload"] == "tls_idle" for r in runs):

@@ -19,7 +19,11 @@
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
 #                   latency,idle,codec,auditline,tls_produce,tls_fetch,
-#                   tls_handshake,tls_idle (default: all)
+#                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
+#                   (default: all).  The blast workloads (krbench blast
+#                   and krbench canned, tests/bench/kb_blast.c) put the
+#                   proxy alone on its CPU between a cheap load generator
+#                   and a scripted upstream: the proxy is the bottleneck
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
 #                   krelay_tls,haproxy_tls (default: all).  krelay_audit
 #                   is a second krelay, the same binary, whose one rule
@@ -67,6 +71,8 @@
 #   KRBENCH_CPU_PROXY_FETCH    CPU lists for taskset (defaults 0, 1, 1
 #                              and 0 for the fetch workload on a 2-core
 #                              machine; see README.md)
+#   KRBENCH_CPU_CANNED         the blast workloads' scripted upstream
+#                              (default: the client's CPU)
 #   KRBENCH_SYSTEM_RDKAFKA=1   use the system librdkafka (the automake-
 #                              built krbench) even when 2.12 is there
 #   KRBENCH_KEEP=1             keep the work directory
@@ -75,7 +81,18 @@
 #   KRBENCH_LAT_WARM (open-loop warm-up seconds, not measured),
 #   KRBENCH_LAT_VERSION, KRBENCH_IDLE_CONNS, KRBENCH_FETCH_PARTS,
 #   KRBENCH_CODEC_SECS, KRBENCH_HANDSHAKES (per repetition and target),
-#   KRBENCH_TLS_IDLE_CONNS     workload sizes (defaults below)
+#   KRBENCH_TLS_IDLE_CONNS,
+#   KRBENCH_BLAST_CONNS, KRBENCH_BLAST_DEPTH (requests in flight per
+#   connection), KRBENCH_BLAST_RECORDS, KRBENCH_BLAST_SIZE (records per
+#   request and their bytes), KRBENCH_BLAST_VERSION (Produce)
+#                              workload sizes (defaults below)
+#   KRBENCH_BLAST_QUOTA        the blast workloads' proxy CPU cap, a share
+#                              of one CPU (default 0.5; 0: none), by a
+#                              cgroup (v1 cpu or v2 cpu.max) around the
+#                              proxy during its blast runs: on loopback
+#                              the peers cost about what the proxy does
+#                              per request, so only a cap makes the proxy
+#                              the bottleneck on 2 CPUs
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -93,6 +110,7 @@ QUICK=0
 OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
 WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
+WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce
 TARGETS=direct,haproxy,krelay,krelay_audit,krelay_tls,haproxy_tls
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
@@ -185,6 +203,9 @@ CPU_CLIENT=${KRBENCH_CPU_CLIENT:-$DEF_CLIENT}
 CPU_MOCK=${KRBENCH_CPU_MOCK:-$DEF_MOCK}
 CPU_PROXY=${KRBENCH_CPU_PROXY:-$DEF_PROXY}
 CPU_PROXY_FETCH=${KRBENCH_CPU_PROXY_FETCH:-${KRBENCH_CPU_PROXY:-$DEF_PROXY_FETCH}}
+# blast: the load generator and the scripted upstream (both far cheaper
+# per request than a proxy) share the client's CPU, the proxy has its own
+CPU_CANNED=${KRBENCH_CPU_CANNED:-$CPU_CLIENT}
 
 if [ "$QUICK" = 1 ]; then
     REPS=1
@@ -211,6 +232,15 @@ IDLE_CONNS=${KRBENCH_IDLE_CONNS:-$D_IDLE}
 CODEC_SECS=${KRBENCH_CODEC_SECS:-$D_CODEC}
 HANDSHAKES=${KRBENCH_HANDSHAKES:-$D_HANDSHAKES}
 TLS_IDLE_CONNS=${KRBENCH_TLS_IDLE_CONNS:-$D_TLS_IDLE}
+# blast: connections, requests in flight on each, records per request,
+# record bytes, Produce version (9: no KIP-951 tagged fields for krelay to
+# look for in the responses; librdkafka 2.12 sends v10)
+BLAST_CONNS=${KRBENCH_BLAST_CONNS:-64}
+BLAST_DEPTH=${KRBENCH_BLAST_DEPTH:-4}
+BLAST_RECORDS=${KRBENCH_BLAST_RECORDS:-16}
+BLAST_SIZE=${KRBENCH_BLAST_SIZE:-1024}
+BLAST_VERSION=${KRBENCH_BLAST_VERSION:-9}
+BLAST_QUOTA=${KRBENCH_BLAST_QUOTA:-0.5}
 # What both TLS-terminating targets accept, and all the clients offer.
 TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
@@ -246,6 +276,8 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
+    # the blast workloads' cgroup, empty once its proxy is gone
+    [ -n "${CG_DIR:-}" ] && rmdir "$CG_DIR" 2>/dev/null
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         if [ "${KRBENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
             log "work directory kept: $WORK"
@@ -395,7 +427,9 @@ if [ "${KRBENCH_SYSTEM_RDKAFKA:-0}" != 1 ] &&
     # the sources are newer: its mock advertises any host:port.
     K212=$top_builddir/tests/bench/krbench-rdkafka212
     SRC=$top_srcdir/tests/bench/krbench.c
-    if [ ! -x "$K212" ] || [ "$SRC" -nt "$K212" ] ||
+    SRC2=$top_srcdir/tests/bench/kb_blast.c
+    if [ ! -x "$K212" ] || [ "$SRC" -nt "$K212" ] || [ "$SRC2" -nt "$K212" ] ||
+       [ "$top_srcdir/tests/bench/kb_blast.h" -nt "$K212" ] ||
        [ "$top_srcdir/tests/bench/kb_wire.h" -nt "$K212" ]; then
         mkdir -p "$top_builddir/tests/bench"
         CF=$(PKG_CONFIG_PATH=$PREFIX/pkgconfig pkg-config --cflags rdkafka |
@@ -406,6 +440,7 @@ if [ "${KRBENCH_SYSTEM_RDKAFKA:-0}" != 1 ] &&
         LF="$LF $(pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)"
         # shellcheck disable=SC2086
         ${CC:-cc} -std=gnu11 -O2 -g -Wall -Wextra $CF -o "$K212.tmp" "$SRC" \
+            "$SRC2" \
             $LF -Wl,-rpath,"$PREFIX" -ljansson -lpthread -ldl -rdynamic ||
             die "cannot build krbench against $PREFIX"
         mv -f "$K212.tmp" "$K212"
@@ -538,6 +573,13 @@ advertise() {
 # depend on it).
 advertise direct
 
+# What the proxies forward to: the mock, or during the blast workloads
+# the scripted upstream (krbench canned, at CANNED_PORT)
+UPSTREAM=mock
+CANNED_PORT=
+CANNED_PID=
+CANNED_TPID=
+
 # ---- HAProxy ------------------------------------------------------------------
 # Two instances from one template: "haproxy" (mode tcp, listeners at
 # HBASE + n) and "haproxy_tls" (the same, its listeners at TBASE + n
@@ -550,6 +592,9 @@ HAPROXY_TLS_TPID=
 start_haproxy() {
     local name=${1:-haproxy} n up ports base bind='' hpid htpid
     ports=(0 "$M1" "$M2" "$M3")
+    # the blast workloads: every listener to the scripted upstream
+    [ "$UPSTREAM" = canned ] &&
+        ports=(0 "$CANNED_PORT" "$CANNED_PORT" "$CANNED_PORT")
     base=$HBASE
     if [ "$name" = haproxy_tls ]; then
         base=$TBASE
@@ -612,14 +657,21 @@ start_krelay() {
             "ssl_key = $TLS_DIR/server.key" "ssl_min_protocol = TLSv1.3" \
             "ssl_ciphersuites = $TLS_SUITE"
     fi
+    local u1=$M1 u2=$M2 u3=$M3
+    if [ "$UPSTREAM" = canned ]; then
+        # the blast workloads: the scripted upstream is the bootstrap and
+        # every broker (it answers krelay's ApiVersions and Metadata as
+        # NodeId 1)
+        u1=$CANNED_PORT u2=$CANNED_PORT u3=$CANNED_PORT
+    fi
     cat >"$WORK/$n.ini" <<EOF
 ; written by contrib/bench/run.sh
 [upstream]
-bootstrap_servers = 127.0.0.1:$M1,127.0.0.1:$M2,127.0.0.1:$M3
+bootstrap_servers = 127.0.0.1:$u1,127.0.0.1:$u2,127.0.0.1:$u3
 ; the mock may advertise HAProxy's ports: dial the brokers themselves
-dial.1 = 127.0.0.1:$M1
-dial.2 = 127.0.0.1:$M2
-dial.3 = 127.0.0.1:$M3
+dial.1 = 127.0.0.1:$u1
+dial.2 = 127.0.0.1:$u2
+dial.3 = 127.0.0.1:$u3
 
 [listener]
 listen = 127.0.0.1:$kport
@@ -1038,6 +1090,116 @@ if [ -n "$HAPROXY_TLS_PID" ] && [ -S "$WORK/haproxy_tls.sock" ]; then
     log "haproxy_tls sessions per listener: $HAPROXY_TLS_SESSIONS"
 fi
 
+# ---- blast: the proxy is the bottleneck ---------------------------------------
+# krbench blast (CONNS connections, DEPTH prebuilt Produce requests in
+# flight on each) and krbench canned (the scripted upstream that answers
+# them) share the client's CPU; the proxy under test, restarted to
+# forward to the scripted upstream, runs alone on its CPU (the mock and
+# the other proxies are idle meanwhile).  blast_produce: direct, haproxy,
+# krelay; tls_blast_produce: krelay_tls, haproxy_tls, terminating TLS as
+# in the tls_* workloads.  -C: the scripted upstream, then the proxy.
+BLAST_TARGETS=()
+if has "$WORKLOADS" blast_produce; then
+    for t in $(order 1 krelay_audit); do
+        BLAST_TARGETS+=("$t")
+    done
+fi
+if has "$WORKLOADS" tls_blast_produce; then
+    BLAST_TARGETS+=("${SLIST[@]}")
+fi
+if [ ${#BLAST_TARGETS[@]} -gt 0 ]; then
+    bounded CANNED_PID CANNED_TPID "$CPU_CANNED" "$KRBENCH" canned \
+        -l 127.0.0.1:0 -r "$WORK/canned.ready" >"$WORK/canned.out" \
+        2>"$WORK/canned.log"
+    for _ in $(seq 100); do
+        [ -s "$WORK/canned.ready" ] && break
+        kill -0 "$CANNED_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ -s "$WORK/canned.ready" ] ||
+        die "the scripted upstream did not start: $(cat "$WORK/canned.log")"
+    CANNED_PORT=$(cat "$WORK/canned.ready")
+    UPSTREAM=canned
+    for t in "${BLAST_TARGETS[@]}"; do
+        case $t in
+        haproxy|haproxy_tls) stop_haproxy "$t"; start_haproxy "$t" ;;
+        krelay*) stop_krelay "$t"; start_krelay "$t" ||
+                     die "$t did not start with the scripted upstream" ;;
+        esac
+    done
+    log "blast: scripted upstream (pid $CANNED_PID) at 127.0.0.1:$CANNED_PORT, cpu $CPU_CANNED; proxies restarted to forward to it"
+    # The proxy's CPU cap (KRBENCH_BLAST_QUOTA): a cgroup made here,
+    # cgroup v1's cpu controller or v2's cpu.max; none where neither is
+    # writable (the JSON's blast_proxy_quota says 0 then).
+    CG_DIR= CG_ROOT= CG_KIND=
+    q_us=$(awk -v q="$BLAST_QUOTA" 'BEGIN { printf "%d", q * 100000 }')
+    if [ "$q_us" -gt 0 ]; then
+        if [ -w /sys/fs/cgroup/cpu/tasks ] &&
+           mkdir "/sys/fs/cgroup/cpu/krbench.$$" 2>/dev/null; then
+            CG_KIND=v1 CG_ROOT=/sys/fs/cgroup/cpu
+            CG_DIR=/sys/fs/cgroup/cpu/krbench.$$
+            echo 100000 >"$CG_DIR/cpu.cfs_period_us"
+            echo "$q_us" >"$CG_DIR/cpu.cfs_quota_us"
+        elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null &&
+             mkdir "/sys/fs/cgroup/krbench.$$" 2>/dev/null; then
+            CG_KIND=v2 CG_ROOT=/sys/fs/cgroup
+            CG_DIR=/sys/fs/cgroup/krbench.$$
+            echo "$q_us 100000" >"$CG_DIR/cpu.max"
+        else
+            log "blast: no writable cgroup cpu controller: the proxy runs uncapped"
+            BLAST_QUOTA=0
+        fi
+    else
+        BLAST_QUOTA=0
+    fi
+    [ -n "$CG_DIR" ] &&
+        log "blast: proxies capped at $BLAST_QUOTA of a CPU (cgroup $CG_KIND $CG_DIR)"
+    # cg_move PID DIR: every thread of PID into the cgroup DIR
+    cg_move() {
+        local t
+        if [ "$CG_KIND" = v1 ]; then
+            for t in /proc/"$1"/task/*; do
+                echo "${t##*/}" >"$2/tasks" 2>/dev/null || true
+            done
+        else
+            echo "$1" >"$2/cgroup.procs" 2>/dev/null || true
+        fi
+    }
+    # blast_run WORKLOAD TARGET REP
+    blast_run() {
+        local addr pid
+        addr=$(broker_of "$2" 1)
+        [ "$2" = direct ] && addr=127.0.0.1:$CANNED_PORT
+        pid=$(proxy_pid_of "$2")
+        [ -n "$CG_DIR" ] && [ -n "$pid" ] && cg_move "$pid" "$CG_DIR"
+        # shellcheck disable=SC2046
+        run_client "$1" "$2" "$3" 90 "$KRBENCH" blast -a "$addr" \
+            -c "$BLAST_CONNS" -D "$BLAST_DEPTH" -r "$BLAST_RECORDS" \
+            -s "$BLAST_SIZE" -V "$BLAST_VERSION" $(tls_of "$2") \
+            -d "$PRODUCE_SECS" -w "$PRODUCE_WARM" \
+            -C "$CANNED_PID,${pid:-0}"
+        [ -n "$CG_DIR" ] && [ -n "$pid" ] && cg_move "$pid" "$CG_ROOT"
+        return 0
+    }
+    for ((rep = 1; rep <= REPS; rep++)); do
+        if has "$WORKLOADS" blast_produce; then
+            for tg in $(order "$rep" krelay_audit); do
+                blast_run blast_produce "$tg" "$rep"
+            done
+        fi
+        if has "$WORKLOADS" tls_blast_produce; then
+            for tg in $(sorder "$rep"); do
+                blast_run tls_blast_produce "$tg" "$rep"
+            done
+        fi
+    done
+    [ -n "$CG_DIR" ] && rmdir "$CG_DIR" 2>/dev/null && CG_DIR=
+    # back to the mock: the idle measurements restart their proxy
+    UPSTREAM=mock
+    stop_pid "$CANNED_TPID"
+    log "blast: the scripted upstream said $(grep '^{' "$WORK/canned.out" | tail -n 1)"
+fi
+
 # ---- RSS per idle connection: a fresh proxy per measurement -----------------
 # run_idle TARGET REP [WORKLOAD]: proxy restarted, warmed with one
 # connection per broker, RSS before; IDLE_CONNS connections after
@@ -1173,6 +1335,11 @@ fi
     --meta "tls=TLSv1.3 $TLS_SUITE $TLS_GROUP, ECDSA P-256" \
     --meta "openssl=$(openssl version 2>/dev/null)" \
     --meta "handshakes=$HANDSHAKES" --meta "tls_idle_conns=$TLS_IDLE_CONNS" \
+    --meta "cpu_canned=$CPU_CANNED" --meta "blast_conns=$BLAST_CONNS" \
+    --meta "blast_depth=$BLAST_DEPTH" --meta "blast_records=$BLAST_RECORDS" \
+    --meta "blast_record_bytes=$BLAST_SIZE" \
+    --meta "blast_produce_version=$BLAST_VERSION" \
+    --meta "blast_proxy_quota=$BLAST_QUOTA" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
     --meta "krelay=$([ "$AB" = 1 ] || "$KRELAY" -V 2>/dev/null | head -n 1)" \
     --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \

@@ -16,6 +16,10 @@
  *                   [-T HOLDSECONDS] [-t TOPIC] [-S CA]
  *   krbench handshake -a HOST:PORT[,HOST:PORT...] -n COUNT -S CA
  *                   [-C PID,...]
+ *   krbench blast   -a HOST:PORT[,HOST:PORT...] [-c CONNS] [-D DEPTH]
+ *                   [-d SECONDS] [-w WARMUP] [-r RECORDS] [-s SIZE]
+ *                   [-V VERSION] [-t TOPIC] [-S CA] [-C PID,...]
+ *   krbench canned  -l HOST:PORT [-r FILE] [-t TOPIC] [-n NODEID]
  *
  * Every mode but mock prints one JSON object on stdout when it is done
  * (fields described in contrib/bench/results/README.md); progress and
@@ -76,7 +80,12 @@
  *   session resumed): what a proxy's CPU per handshake is (-C).  Reports
  *   the first one's version, cipher and group.
  *
- * -S CA (produce, consume, idle, handshake): TLS to the target, its
+ * blast, canned: a load generator that is cheaper per request than a
+ *   proxy (prebuilt Produce frames over many connections) and a scripted
+ *   upstream that answers them with a prebuilt response: tests/bench/
+ *   kb_blast.c says how.
+ *
+ * -S CA (produce, consume, idle, handshake, blast): TLS to the target, its
  *   certificate checked against the CA file and the IP address: TLS 1.3,
  *   X25519; the raw-socket clients (idle, handshake) also offer only
  *   TLS_AES_128_GCM_SHA256 (librdkafka cannot restrict TLS 1.3 suites:
@@ -125,6 +134,7 @@
 #include <openssl/x509v3.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "kb_blast.h"
 #include "kb_wire.h"
 
 #define KB_MAX_BROKERS 16
@@ -134,7 +144,7 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static void
+void
 kb_die(const char *fmt, ...)
 {
     va_list ap;
@@ -148,7 +158,7 @@ kb_die(const char *fmt, ...)
 }
 
 /* CLOCK_MONOTONIC in nanoseconds. */
-static int64_t
+int64_t
 kb_now_ns(void)
 {
     struct timespec ts;
@@ -158,7 +168,7 @@ kb_now_ns(void)
 }
 
 /* This process's system (kernel) CPU time in seconds. */
-static double
+double
 kb_sys_s(void)
 {
     struct rusage ru;
@@ -168,7 +178,7 @@ kb_sys_s(void)
 }
 
 /* This process's user + system CPU time in seconds. */
-static double
+double
 kb_cpu_s(void)
 {
     struct rusage ru;
@@ -182,7 +192,6 @@ kb_cpu_s(void)
  * -C PID,...: other processes (the mock, the proxies) whose CPU time is
  * read at the edges of the measured window, from /proc/PID/stat.
  */
-#define KB_MAX_PEERS 12
 static long kb_peers[KB_MAX_PEERS];
 static int kb_npeers;
 
@@ -245,7 +254,7 @@ kb_system_busy_s(void)
 }
 
 /* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system. */
-static void
+void
 kb_peers_snap(double *out)
 {
     for (int i = 0; i < kb_npeers; i++) {
@@ -258,7 +267,7 @@ kb_peers_snap(double *out)
  * ,"peer_cpu_window_s":[...] (seconds each peer ran in the window)
  * ,"system_cpu_window_s":S (busy seconds of all CPUs in the window)
  */
-static void
+void
 kb_peers_print(const double *a, const double *b)
 {
     printf(",\"peer_cpu_window_s\":[");
@@ -271,7 +280,7 @@ kb_peers_print(const double *a, const double *b)
            a[kb_npeers] : -1.0);
 }
 
-static long
+long
 kb_parse_long(const char *s, long min, long max, const char *what)
 {
     char *end;
@@ -285,7 +294,7 @@ kb_parse_long(const char *s, long min, long max, const char *what)
     return v;
 }
 
-static double
+double
 kb_parse_double(const char *s, double min, double max, const char *what)
 {
     char *end;
@@ -300,7 +309,7 @@ kb_parse_double(const char *s, double min, double max, const char *what)
 }
 
 /* "HOST:PORT" (IPv4 literal) into sin. */
-static void
+void
 kb_parse_addr(const char *s, struct sockaddr_in *sin)
 {
     char host[64];
@@ -323,7 +332,7 @@ kb_parse_addr(const char *s, struct sockaddr_in *sin)
 }
 
 /* Raise RLIMIT_NOFILE to want (or the hard limit). */
-static void
+void
 kb_raise_nofile(rlim_t want)
 {
     struct rlimit rl;
@@ -366,7 +375,7 @@ kb_metadata_frame(struct kb_buf *b, int32_t corr, const char *topic)
     kb_set_i32(b, 0, (int32_t)(b->len - 4));
 }
 
-static int
+int
 kb_set_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
@@ -454,7 +463,7 @@ kb_connect_cb(int fd, const struct sockaddr *addr, int addrlen,
     return 0;
 }
 
-static void
+void
 kb_parse_peers(const char *s)
 {
     char *copy = strdup(s), *save = NULL, *tok;
@@ -1791,7 +1800,7 @@ kb_latency(int argc, char **argv)
  * spare the proxy the two it issues per handshake, and its session
  * cache the entries).
  */
-static SSL_CTX *
+SSL_CTX *
 kb_tls_ctx(const char *ca)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -1813,7 +1822,7 @@ kb_tls_ctx(const char *ca)
 }
 
 /* An SSL over fd checking the peer's certificate for sin's IP. */
-static SSL *
+SSL *
 kb_tls_new(SSL_CTX *ctx, int fd, const struct sockaddr_in *sin)
 {
     SSL *ssl = SSL_new(ctx);
@@ -1830,7 +1839,7 @@ kb_tls_new(SSL_CTX *ctx, int fd, const struct sockaddr_in *sin)
 }
 
 /* OpenSSL's reason for the last failure (its error queue emptied). */
-static const char *
+const char *
 kb_tls_err(char *buf, size_t len)
 {
     unsigned long e = ERR_get_error();
@@ -2281,9 +2290,10 @@ kb_handshake(int argc, char **argv)
 static void
 kb_usage(FILE *f)
 {
-    fputs("usage: krbench mock|produce|consume|latency|idle|handshake "
-          "[options]\n"
-          "  (see the comment at the top of tests/bench/krbench.c)\n", f);
+    fputs("usage: krbench mock|produce|consume|latency|idle|handshake|"
+          "blast|canned [options]\n"
+          "  (see the comments at the top of tests/bench/krbench.c and "
+          "kb_blast.c)\n", f);
 }
 
 int
@@ -2310,6 +2320,10 @@ main(int argc, char **argv)
         return kb_idle(argc, argv);
     } else if (strcmp(mode, "handshake") == 0) {
         return kb_handshake(argc, argv);
+    } else if (strcmp(mode, "blast") == 0) {
+        return kb_blast(argc, argv);
+    } else if (strcmp(mode, "canned") == 0) {
+        return kb_canned(argc, argv);
     } else if (strcmp(mode, "-h") == 0 || strcmp(mode, "--help") == 0) {
         kb_usage(stdout);
         return 0;

@@ -2,7 +2,9 @@
  * check_sasl_users.c - the credentials file (kr_sasl_users): entries,
  * comments and blank lines; each refusal with its line and reason
  * (fields, user names with whitespace, mechanisms, credentials,
- * duplicates); lookups; the mode warning of a file others can read.
+ * duplicates); lookups; the mode warning of a file others can read;
+ * krelay-passwd's line (run from $top_builddir): it loads here and its
+ * credential takes the password and refuses another; its usage errors.
  */
 #include "config.h"
 
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kr_sasl_users.h"
@@ -151,6 +154,108 @@ START_TEST(from_file)
 }
 END_TEST
 
+
+/*
+ * Run krelay-passwd with args and the password text on stdin (through
+ * a file: no shell quoting of the password); its stdout into out, its
+ * exit status returned.
+ */
+static int
+run_passwd(const char *args, const char *stdin_text, char *out, size_t cap,
+           char *errout, size_t errcap)
+{
+    const char *top = getenv("top_builddir");
+    char in[] = "/tmp/krelay-pw-in-XXXXXX", eo[] = "/tmp/krelay-pw-err-XXXXXX";
+    char cmd[1024];
+    FILE *p, *e;
+    size_t n;
+    int fd, st;
+
+    fd = mkstemp(in);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, stdin_text, strlen(stdin_text)),
+                     (ssize_t)strlen(stdin_text));
+    close(fd);
+    fd = mkstemp(eo);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "%s/krelay-passwd %s <%s 2>%s",
+             top != NULL ? top : ".", args, in, eo);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    st = pclose(p);
+    e = fopen(eo, "r");
+    n = fread(errout, 1, errcap - 1, e);
+    errout[n] = '\0';
+    fclose(e);
+    unlink(in);
+    unlink(eo);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+START_TEST(krelay_passwd_line)
+{
+    char out[1024], eo[1024], err[512];
+    struct kr_sasl_users *u;
+    const struct kr_scram_cred *c;
+
+    /* defaults: SCRAM-SHA-512, 8192 iterations; one line from a pipe */
+    ck_assert_int_eq(run_passwd("svc-a", "t0p secret\nignored\n", out,
+                                sizeof(out), eo, sizeof(eo)), 0);
+    ck_assert_msg(strncmp(out, "svc-a SCRAM-SHA-512 salt=", 25) == 0, "%s",
+                  out);
+    ck_assert_ptr_nonnull(strstr(out, ",iterations=8192\n"));
+    ck_assert_ptr_null(strstr(out, "t0p"));
+    u = load(out, err, sizeof(err));
+    ck_assert_msg(u != NULL, "%s", err);
+    c = kr_sasl_users_lookup(u, "svc-a", KR_SCRAM_SHA512);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(kr_scram_check_password(c, (const uint8_t *)"t0p secret",
+                                             10), KR_SCRAM_OK);
+    ck_assert_int_eq(kr_scram_check_password(c, (const uint8_t *)"t0p secreT",
+                                             10), KR_SCRAM_BAD_PROOF);
+    kr_sasl_users_free(u);
+    /* -m, -i; CRLF and no final newline */
+    ck_assert_int_eq(run_passwd("-m SCRAM-SHA-256 -i 4096 bob", "pw\r\n",
+                                out, sizeof(out), eo, sizeof(eo)), 0);
+    ck_assert_ptr_nonnull(strstr(out, ",iterations=4096\n"));
+    u = load(out, err, sizeof(err));
+    ck_assert_ptr_nonnull(u);
+    c = kr_sasl_users_lookup(u, "bob", KR_SCRAM_SHA256);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(kr_scram_check_password(c, (const uint8_t *)"pw", 2),
+                     KR_SCRAM_OK);
+    kr_sasl_users_free(u);
+    ck_assert_int_eq(run_passwd("carol", "pw", out, sizeof(out), eo,
+                                sizeof(eo)), 0);
+    /* refusals: usage 2, no password 1 */
+    ck_assert_int_eq(run_passwd("-i 4095 bob", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_ptr_nonnull(strstr(eo, "4096..16384"));
+    ck_assert_str_eq(out, "");
+    ck_assert_int_eq(run_passwd("-i 16385 bob", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_int_eq(run_passwd("-m PLAIN bob", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_ptr_nonnull(strstr(eo, "SCRAM-SHA-256 or SCRAM-SHA-512"));
+    ck_assert_int_eq(run_passwd("", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_ptr_nonnull(strstr(eo, "no USER"));
+    ck_assert_int_eq(run_passwd("'jo hn'", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_ptr_nonnull(strstr(eo, "whitespace"));
+    ck_assert_int_eq(run_passwd("bob", "", out, sizeof(out), eo,
+                                sizeof(eo)), 1);
+    ck_assert_ptr_nonnull(strstr(eo, "no password"));
+    ck_assert_int_eq(run_passwd("bob", "\n", out, sizeof(out), eo,
+                                sizeof(eo)), 1);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -160,6 +265,7 @@ suite(void)
     tcase_add_test(tc, entries);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, from_file);
+    tcase_add_test(tc, krelay_passwd_line);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;

@@ -387,6 +387,49 @@ START_TEST(server_refusals)
 }
 END_TEST
 
+/*
+ * librdkafka before 2.6.1 (librdkafka#4895; Debian 12's 2.0.2, kcat) sends
+ * r= as its client nonce followed by the whole nonce: accepted in that
+ * exact form only.  Proof and signature from
+ *   python3 -c 'import hashlib,hmac,base64;C="rOprNGfwEbeRWgbNEkqO";
+ *   S="%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";s=base64.b64decode(
+ *   "W22ZaJ0SNY7soEsUEjb6gQ==");sp=hashlib.pbkdf2_hmac("sha256",
+ *   b"pencil",s,4096);ck=hmac.new(sp,b"Client Key","sha256").digest();
+ *   sk=hashlib.sha256(ck).digest();sv=hmac.new(sp,b"Server Key",
+ *   "sha256").digest();am=("n=user,r="+C+",r="+C+S+",s=W22ZaJ0SNY7soEsU"
+ *   "Ejb6gQ==,i=4096,c=biws,r="+C+C+S).encode();g=hmac.new(sk,am,
+ *   "sha256").digest();print(base64.b64encode(bytes(a^b for a,b in
+ *   zip(ck,g))).decode(),base64.b64encode(hmac.new(sv,am,"sha256")
+ *   .digest()).decode())'
+ */
+START_TEST(server_doubled_nonce)
+{
+    static const char fin[] = "c=biws,r=" CNONCE CNONCE SNONCE
+                              ",p=1Y75+q7XaCGJj/r6vyQWwoNxSzV5ksS8xhp5Lqyriec=";
+    struct kr_scram_server s;
+    char *out = NULL;
+    size_t len = 0;
+
+    server_at_final(&s, C_FIRST);
+    ck_assert_int_eq(kr_scram_server_final(&s, u8(fin), strlen(fin), &out,
+                                           &len), KR_SCRAM_OK);
+    ck_assert_str_eq(out, "v=3svB0h5EwFJ/+WVn2GpJ5uBzW8HEv9nm1rcYAhYlm0A=");
+    ck_assert_int_eq(s.state, KR_SCRAM_SERVER_DONE);
+    free(out);
+    kr_scram_server_free(&s);
+    /* any other prefix before the nonce is still refused */
+    server_refuses("c=biws,r=X" CNONCE SNONCE
+                   ",p=1Y75+q7XaCGJj/r6vyQWwoNxSzV5ksS8xhp5Lqyriec=",
+                   KR_SCRAM_BAD_NONCE, "e=other-error");
+    server_refuses("c=biws,r=" CNONCE SNONCE CNONCE SNONCE
+                   ",p=1Y75+q7XaCGJj/r6vyQWwoNxSzV5ksS8xhp5Lqyriec=",
+                   KR_SCRAM_BAD_NONCE, "e=other-error");
+    server_refuses("c=biws,r=" CNONCE "X" CNONCE SNONCE
+                   ",p=1Y75+q7XaCGJj/r6vyQWwoNxSzV5ksS8xhp5Lqyriec=",
+                   KR_SCRAM_BAD_NONCE, "e=other-error");
+}
+END_TEST
+
 START_TEST(server_authzid_cbind)
 {
     /* an authzid equal to the user goes into c= as sent */
@@ -743,6 +786,7 @@ suite(void)
     tcase_add_test(tc, cred_refused);
     tcase_add_test(tc, cred_make);
     tcase_add_test(tc, server_refusals);
+    tcase_add_test(tc, server_doubled_nonce);
     tcase_add_test(tc, server_authzid_cbind);
     tcase_add_test(tc, unknown_user);
     tcase_add_test(tc, client_server_first);
