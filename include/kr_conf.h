@@ -38,6 +38,31 @@ struct kr_dial_override {
     struct kr_hostport addr;
 };
 
+/*
+ * issue 9: SASL credentials krelay authenticates to the brokers with
+ * (origination: [upstream] sasl_*; krelay's own metadata connections in
+ * passthrough: metadata_sasl_*).  The loader reads the password file
+ * (its first line) into secret, so each config generation has the file
+ * as it was at its load; a token file is read again at each
+ * (re)authentication (kr_sasl_client.h).  secret is wiped
+ * (OPENSSL_cleanse) when the config is freed, and no secret is ever
+ * dumped or logged.
+ */
+struct kr_sasl_cred {
+    int mechanism;                      /* enum kr_sasl_mechanism
+                                           (kr_sasl_client.h); 0: none */
+    char *username;                     /* PLAIN, SCRAM: required */
+    char *password_file;                /* its first line is the password */
+    char *password;                     /* sasl_password, inline */
+    char *token_file;                   /* OAUTHBEARER: the token, read at
+                                           each authentication */
+    char *token;                        /* OAUTHBEARER: inline */
+    char *secret;                       /* the password as loaded (file or
+                                           inline; NUL-terminated), NULL
+                                           for OAUTHBEARER or none */
+    size_t secret_len;
+};
+
 /* [upstream NAME] */
 struct kr_upstream_conf {
     char *name;                         /* "" when unnamed */
@@ -61,6 +86,11 @@ struct kr_upstream_conf {
     struct kr_tls_ctx *tls;             /* with ssl: the context the loader
                                            built (kr_tls_ctx.h; this
                                            config's reference), else NULL */
+    /* issue 9: SASL to the brokers (appended) */
+    struct kr_sasl_cred sasl;           /* origination: every connection
+                                           (the clients' and krelay's own) */
+    struct kr_sasl_cred metadata_sasl;  /* krelay's own metadata
+                                           connections when sasl is off */
 };
 
 /* sni_fallback: a client with no SNI name, or one that routes nowhere. */

@@ -306,6 +306,15 @@ struct kr_session {
                                            NULL, and rules naming
                                            principals fail closed
                                            (kr_rule_conn_mask_unknown) */
+    /* issue 9: SASL origination (kr_session_sasl.c; appended) */
+    struct kr_s_orig *orig;             /* the upstream's sasl_mechanism
+                                           is set: krelay authenticates
+                                           this upstream connection
+                                           itself; NULL: it does not */
+    unsigned orig_hold:1;               /* no client request goes on:
+                                           krelay authenticates (or
+                                           re-authenticates) the upstream
+                                           connection first */
 };
 
 /*

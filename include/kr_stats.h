@@ -158,6 +158,15 @@ enum kr_stat_labels {
     X(responses_internal, COUNTER, NONE, 1,                                  \
       "Responses to krelay's own requests, taken by krelay (never "          \
       "forwarded).")                                                         \
+    X(sasl_authentications, COUNTER, NONE, 1,                                \
+      "SASL authentications krelay made itself to the brokers on client "    \
+      "connections (origination), re-authentications included.")            \
+    X(sasl_reauthentications, COUNTER, NONE, 1,                              \
+      "Of those, re-authentications before the session lifetime the "        \
+      "broker gave ran out (KIP-368).")                                      \
+    X(sasl_authentication_failures, COUNTER, NONE, 1,                        \
+      "Client connections closed because krelay's own SASL authentication "  \
+      "to the broker failed.")                                               \
     X(responses_dropped, COUNTER, NONE, 1,                                   \
       "Responses to Produce with Acks=0 (a broker that answers them), not "  \
       "passed on.")                                                          \

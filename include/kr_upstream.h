@@ -131,4 +131,15 @@ struct kr_tls_ctx *kr_upstream_tls(const struct kr_upstream *u);
  */
 void kr_upstream_set_tls(struct kr_upstream *u, struct kr_tls_ctx *t);
 
+/*
+ * issue 9: the SASL credentials of u's own metadata connections from now
+ * on: uc's [upstream] sasl_* when it originates, else its metadata_sasl_*
+ * (none: no authentication).  uc is borrowed: it must live until the
+ * next call or kr_upstream_free (the worker passes each reload's
+ * section).  NULL: the section u was created with (also before any
+ * call).
+ */
+void kr_upstream_set_sasl(struct kr_upstream *u,
+                          const struct kr_upstream_conf *uc);
+
 #endif /* KR_UPSTREAM_H */

@@ -48,6 +48,8 @@
 #include "kr_sni.h"
 #include "kr_tls_ctx.h"
 
+#include <openssl/crypto.h>
+
 /*
  * Debian's libinih exports its compile-time settings as variables; raise
  * the line limit when that one exists (weak: other builds lack it, and
@@ -109,6 +111,7 @@ enum kr_cf_type {
 #define KR_CF_NEG_UNSET 0x4u    /* a negative value means "not set" (not
                                    dumped) */
 #define KR_CF_RESTART 0x8u      /* reload: KR_RELOAD_RESTART */
+#define KR_CF_SECRET 0x10u      /* a secret: never dumped */
 /* A key with neither KR_CF_REBIND nor KR_CF_RESTART: KR_RELOAD_APPLY. */
 
 struct kr_cf_key {
@@ -137,6 +140,15 @@ static const char *const kr_cf_top_choices[] = { "set", "add", NULL };
 /* ssl_min_protocol: enum kr_tls_version's order. */
 static const char *const kr_cf_tls_choices[] = {
     "TLSv1.2", "TLSv1.3", NULL
+};
+/* sasl_mechanism: enum kr_sasl_mechanism's order (kr_sasl_client.h;
+   check_sasl_client holds them together); metadata_sasl_mechanism: the
+   mechanisms with a password */
+static const char *const kr_cf_sasl_choices[] = {
+    "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", NULL
+};
+static const char *const kr_cf_msasl_choices[] = {
+    "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", NULL
 };
 /* sni_fallback: enum kr_sni_fallback's order. */
 static const char *const kr_cf_sni_fallback_choices[] = {
@@ -334,6 +346,42 @@ static const struct kr_cf_key kr_conf_keys[] = {
       UPS(ssl_min_protocol), 0, "TLSv1.2", 0, 0, 0,
       "lowest TLS version krelay accepts from a broker: TLSv1.2 or "
       "TLSv1.3", kr_cf_tls_choices },
+    /* issue 9: SASL to the brokers (origination) */
+    { KR_CS_UPSTREAM, "sasl_mechanism", KR_CT_CHOICE, UPS(sasl.mechanism), 0,
+      NULL, 0, 0, 0, "krelay authenticates every connection to the brokers "
+      "itself (the clients' and its own metadata connections) with this "
+      "mechanism, before any client request goes on, and again before the "
+      "session lifetime the broker gives runs out (KIP-368)",
+      kr_cf_sasl_choices },
+    { KR_CS_UPSTREAM, "sasl_username", KR_CT_STRING, UPS(sasl.username), 0,
+      NULL, 0, 0, 0, "the user krelay authenticates as (PLAIN, SCRAM)",
+      NULL },
+    { KR_CS_UPSTREAM, "sasl_password_file", KR_CT_PATH,
+      UPS(sasl.password_file), 0, NULL, 0, 0, 0, "file whose first line is "
+      "sasl_username's password (read at start and at each reload)", NULL },
+    { KR_CS_UPSTREAM, "sasl_password", KR_CT_STRING, UPS(sasl.password), 0,
+      NULL, 0, 0, KR_CF_SECRET, "the password itself, in the config file "
+      "(krelay -t warns: prefer sasl_password_file); never printed", NULL },
+    { KR_CS_UPSTREAM, "sasl_oauthbearer_token_file", KR_CT_PATH,
+      UPS(sasl.token_file), 0, NULL, 0, 0, 0, "OAUTHBEARER: file holding "
+      "the bearer token (its first line), read again at each "
+      "authentication and re-authentication, so an external refresher "
+      "can replace it", NULL },
+    { KR_CS_UPSTREAM, "sasl_oauthbearer_token", KR_CT_STRING,
+      UPS(sasl.token), 0, NULL, 0, 0, KR_CF_SECRET, "OAUTHBEARER: the "
+      "bearer token itself, in the config file (krelay -t warns); never "
+      "printed", NULL },
+    { KR_CS_UPSTREAM, "metadata_sasl_mechanism", KR_CT_CHOICE,
+      UPS(metadata_sasl.mechanism), 0, NULL, 0, 0, 0, "without "
+      "sasl_mechanism (the clients' own SASL passes through): the "
+      "mechanism of krelay's own metadata connections only",
+      kr_cf_msasl_choices },
+    { KR_CS_UPSTREAM, "metadata_sasl_username", KR_CT_STRING,
+      UPS(metadata_sasl.username), 0, NULL, 0, 0, 0, "the user of "
+      "krelay's own metadata connections", NULL },
+    { KR_CS_UPSTREAM, "metadata_sasl_password_file", KR_CT_PATH,
+      UPS(metadata_sasl.password_file), 0, NULL, 0, 0, 0, "file whose "
+      "first line is metadata_sasl_username's password", NULL },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },
@@ -465,6 +513,25 @@ static const struct {
       "the system's CA store (OpenSSL's default paths)" },
     { KR_CS_UPSTREAM, "ssl_certificate", "none: no client certificate" },
     { KR_CS_UPSTREAM, "ssl_key", "the ssl_certificate file" },
+    { KR_CS_UPSTREAM, "sasl_mechanism",
+      "none: krelay does not authenticate to the brokers (a client's own "
+      "SASL passes through)" },
+    { KR_CS_UPSTREAM, "sasl_username", "none (required with PLAIN and "
+      "SCRAM)" },
+    { KR_CS_UPSTREAM, "sasl_password_file",
+      "none (one of it and sasl_password with PLAIN and SCRAM)" },
+    { KR_CS_UPSTREAM, "sasl_password", "none" },
+    { KR_CS_UPSTREAM, "sasl_oauthbearer_token_file",
+      "none (one of it and sasl_oauthbearer_token with OAUTHBEARER)" },
+    { KR_CS_UPSTREAM, "sasl_oauthbearer_token", "none" },
+    { KR_CS_UPSTREAM, "metadata_sasl_mechanism",
+      "none: krelay's own metadata connections do not authenticate (it "
+      "learns broker addresses from the clients' Metadata responses and "
+      "dial.NODEID)" },
+    { KR_CS_UPSTREAM, "metadata_sasl_username", "none (required with "
+      "metadata_sasl_mechanism)" },
+    { KR_CS_UPSTREAM, "metadata_sasl_password_file", "none (required with "
+      "metadata_sasl_mechanism)" },
     { KR_CS_AUDIT, "instance", "the host name (gethostname)" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
@@ -1173,6 +1240,9 @@ kr_cf_clear(const struct kr_cf_key *k, void *obj)
     case KR_CT_PATH: {
         char **s = (void *)(base + k->off);
 
+        if (*s != NULL && (k->flags & KR_CF_SECRET)) {
+            OPENSSL_cleanse(*s, strlen(*s));
+        }
         free(*s);
         *s = NULL;
         break;
@@ -1828,6 +1898,30 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->oauthbearer_principal_claim);
 }
 
+/* A secret's bytes wiped, then freed. */
+static void
+kr_cf_free_secret(char *p)
+{
+    if (p != NULL) {
+        OPENSSL_cleanse(p, strlen(p));
+        free(p);
+    }
+}
+
+static void
+kr_cf_free_sasl(struct kr_sasl_cred *c)
+{
+    free(c->username);
+    free(c->password_file);
+    kr_cf_free_secret(c->password);
+    free(c->token_file);
+    kr_cf_free_secret(c->token);
+    if (c->secret != NULL) {
+        OPENSSL_cleanse(c->secret, c->secret_len);
+        free(c->secret);
+    }
+}
+
 static void
 kr_cf_free_upstream(struct kr_upstream_conf *u)
 {
@@ -1843,6 +1937,8 @@ kr_cf_free_upstream(struct kr_upstream_conf *u)
     free(u->ssl_certificate);
     free(u->ssl_key);
     kr_tls_ctx_put(u->tls);
+    kr_cf_free_sasl(&u->sasl);
+    kr_cf_free_sasl(&u->metadata_sasl);
 }
 
 static void
@@ -2342,6 +2438,210 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
                                    KR_API_PRODUCE);
         }
     }
+}
+
+/*
+ * The first line of file path (without its end of line) into *out
+ * (malloc'd, NUL-terminated, *len bytes): the password of a
+ * sasl_password_file.  0, or -1 with why (errno's words, "is empty"...;
+ * never the file's bytes).  What was read is wiped.
+ */
+static int
+kr_cf_read_secret(const char *path, char **out, size_t *len, char *why,
+                  size_t wlen)
+{
+    char *buf = malloc(KR_CF_SECRET_FILE_MAX + 1);
+    FILE *f;
+    size_t n, i;
+
+    *out = NULL;
+    *len = 0;
+    if (buf == NULL) {
+        snprintf(why, wlen, "out of memory");
+        return -1;
+    }
+    f = fopen(path, "re");
+    if (f == NULL) {
+        snprintf(why, wlen, "cannot read %s: %s", path, strerror(errno));
+        free(buf);
+        return -1;
+    }
+    n = fread(buf, 1, KR_CF_SECRET_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        snprintf(why, wlen, "cannot read %s: %s", path, strerror(errno));
+        n = 0;
+        fclose(f);
+        goto fail;
+    }
+    fclose(f);
+    if (n > KR_CF_SECRET_FILE_MAX) {
+        snprintf(why, wlen, "%s is larger than %d bytes: not a password "
+                 "file", path, KR_CF_SECRET_FILE_MAX);
+        goto fail;
+    }
+    for (i = 0; i < n && buf[i] != '\n'; i++) {
+        if (buf[i] == '\0') {
+            snprintf(why, wlen, "%s: its first line holds a NUL byte", path);
+            goto fail;
+        }
+    }
+    if (i > 0 && buf[i - 1] == '\r') {
+        i--;
+    }
+    if (i == 0) {
+        snprintf(why, wlen, "%s: its first line is empty", path);
+        goto fail;
+    }
+    *out = malloc(i + 1);
+    if (*out == NULL) {
+        snprintf(why, wlen, "out of memory");
+        goto fail;
+    }
+    memcpy(*out, buf, i);
+    (*out)[i] = '\0';
+    *len = i;
+    OPENSSL_cleanse(buf, n);
+    free(buf);
+    return 0;
+fail:
+    OPENSSL_cleanse(buf, n);
+    free(buf);
+    return -1;
+}
+
+/*
+ * One set of SASL credentials of an [upstream] (prefix "sasl_" or
+ * "metadata_sasl_"): what the mechanism needs, given once; the password
+ * file read now (an error at its line when it cannot be: each config
+ * generation, so a reload, reads it again); the token file checked
+ * readable (read at each authentication).  Keys that go unused warn.
+ */
+static void
+kr_cf_check_sasl_cred(struct kr_cf_state *st, struct kr_cf_inst *in,
+                      struct kr_sasl_cred *c, const char *pre,
+                      const char *lbl)
+{
+    char kmech[48], kuser[48], kpf[48], kpw[48], ktf[48], ktok[48];
+    char why[600];
+    bool oauth = c->mechanism == 4, meta = pre[0] == 'm';
+    const char *unused[3];
+    int i, nu = 0;
+
+    snprintf(kmech, sizeof(kmech), "%smechanism", pre);
+    snprintf(kuser, sizeof(kuser), "%susername", pre);
+    snprintf(kpf, sizeof(kpf), "%spassword_file", pre);
+    snprintf(kpw, sizeof(kpw), "%spassword", pre);
+    snprintf(ktf, sizeof(ktf), "%soauthbearer_token_file", pre);
+    snprintf(ktok, sizeof(ktok), "%soauthbearer_token", pre);
+    if (c->mechanism == 0) {
+        const char *keys[] = { kuser, kpf, kpw, ktf, ktok };
+
+        for (i = 0; i < (int)KR_ARRAY_LEN(keys); i++) {
+            if (kr_cf_key_given(in, keys[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, keys[i]), "%s: %s is set "
+                           "but %s is not: krelay does not authenticate "
+                           "%s, the key is not used", lbl, keys[i], kmech,
+                           meta ? "its metadata connections"
+                                : "to the brokers");
+            }
+        }
+        return;
+    }
+    if (oauth) {
+        unused[nu++] = kuser;
+        unused[nu++] = kpf;
+        unused[nu++] = kpw;
+        if (kr_cf_key_given(in, ktf) && kr_cf_key_given(in, ktok)) {
+            kr_cf_err(st, kr_cf_line_of(in, ktok), "%s: both %s and %s are "
+                      "set: give one", lbl, ktf, ktok);
+        } else if (!kr_cf_key_given(in, ktf) && !kr_cf_key_given(in, ktok)) {
+            if (!kr_cf_key_line_bad(in, ktf) &&
+                !kr_cf_key_line_bad(in, ktok)) {
+                kr_cf_err(st, kr_cf_line_of(in, kmech), "%s: %s = "
+                          "OAUTHBEARER needs %s (or %s)", lbl, kmech, ktf,
+                          ktok);
+            }
+        } else if (c->token_file != NULL) {
+            FILE *f = fopen(c->token_file, "re");
+
+            if (f == NULL) {
+                kr_cf_err(st, kr_cf_line_of(in, ktf), "%s: %s: cannot read "
+                          "%s: %s", lbl, ktf, c->token_file,
+                          strerror(errno));
+            } else {
+                fclose(f);
+            }
+        } else {
+            kr_cf_warn(st, kr_cf_line_of(in, ktok), "%s: %s: the token is "
+                       "in the config file (%s keeps it out of it, and "
+                       "can be refreshed)", lbl, ktok, ktf);
+        }
+    } else {
+        if (!meta) {
+            unused[nu++] = ktf;
+            unused[nu++] = ktok;
+        }
+        if (c->username == NULL && !kr_cf_key_line_bad(in, kuser)) {
+            kr_cf_err(st, kr_cf_line_of(in, kmech), "%s: %s = %s needs %s",
+                      lbl, kmech, kr_cf_sasl_choices[c->mechanism], kuser);
+        }
+        if (!meta && kr_cf_key_given(in, kpf) && kr_cf_key_given(in, kpw)) {
+            kr_cf_err(st, kr_cf_line_of(in, kpw), "%s: both %s and %s are "
+                      "set: give one", lbl, kpf, kpw);
+        } else if (c->password_file == NULL && (meta || c->password == NULL)) {
+            if (!kr_cf_key_line_bad(in, kpf) &&
+                (meta || !kr_cf_key_line_bad(in, kpw))) {
+                kr_cf_err(st, kr_cf_line_of(in, kmech), "%s: %s = %s needs "
+                          "%s%s%s%s", lbl, kmech,
+                          kr_cf_sasl_choices[c->mechanism], kpf,
+                          meta ? "" : " (or ", meta ? "" : kpw,
+                          meta ? "" : ")");
+            }
+        } else if (c->password_file != NULL) {
+            if (kr_cf_read_secret(c->password_file, &c->secret,
+                                  &c->secret_len, why, sizeof(why)) != 0) {
+                kr_cf_err(st, kr_cf_line_of(in, kpf), "%s: %s: %s", lbl,
+                          kpf, why);
+            }
+        } else {
+            c->secret_len = strlen(c->password);
+            c->secret = malloc(c->secret_len + 1);
+            if (c->secret == NULL) {
+                kr_cf_err(st, kr_cf_line_of(in, kpw), "out of memory");
+            } else {
+                memcpy(c->secret, c->password, c->secret_len + 1);
+            }
+            kr_cf_warn(st, kr_cf_line_of(in, kpw), "%s: %s: the password "
+                       "is in the config file (%s keeps it out of it)", lbl,
+                       kpw, kpf);
+        }
+    }
+    for (i = 0; i < nu; i++) {
+        if (kr_cf_key_given(in, unused[i])) {
+            kr_cf_warn(st, kr_cf_line_of(in, unused[i]), "%s: %s is not "
+                       "used with %s = %s", lbl, unused[i], kmech,
+                       kr_cf_sasl_choices[c->mechanism]);
+        }
+    }
+}
+
+/* An [upstream]'s SASL keys (origination, metadata connections). */
+static void
+kr_cf_check_sasl(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    struct kr_upstream_conf *u = in->obj;
+    char lbl[KR_CONF_MAX_NAME + 32];
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    kr_cf_check_sasl_cred(st, in, &u->sasl, "sasl_", lbl);
+    if (u->sasl.mechanism != 0 && u->metadata_sasl.mechanism != 0) {
+        kr_cf_warn(st, kr_cf_line_of(in, "metadata_sasl_mechanism"), "%s: "
+                   "metadata_sasl_mechanism is not used: with "
+                   "sasl_mechanism krelay's metadata connections "
+                   "authenticate with the sasl_* credentials", lbl);
+        return;
+    }
+    kr_cf_check_sasl_cred(st, in, &u->metadata_sasl, "metadata_sasl_", lbl);
 }
 
 /* The keys of kind's TLS settings besides `ssl`. */
@@ -2864,6 +3164,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         }
         if (in->kind == KR_CS_UPSTREAM) {
             kr_cf_check_tls(st, in);
+            kr_cf_check_sasl(st, in);
         }
         if (count > 1 && in->name[0] == '\0') {
             kr_cf_err(st, in->line, "there are %d [%s] sections: each needs "
@@ -3754,7 +4055,9 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             if (s == NULL) {
                 continue;
             }
-            fprintf(f, "%s = %s", k->name, s);
+            /* issue 9: a secret's value is never printed */
+            fprintf(f, "%s = %s", k->name,
+                    (k->flags & KR_CF_SECRET) ? "(not shown: a secret)" : s);
             break;
         }
         case KR_CT_PORT:
@@ -3821,6 +4124,9 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
                     *(const int32_t *)(const void *)(base + k->off2));
             break;
         case KR_CT_CHOICE:
+            if (k->choices[*(const int *)p][0] == '\0') {
+                continue;               /* "": not set (sasl_mechanism) */
+            }
             fprintf(f, "%s = %s", k->name, k->choices[*(const int *)p]);
             break;
         case KR_CT_ACKS:

@@ -291,6 +291,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
         event_free(s->rtimer);
         s->rtimer = NULL;
     }
+    kr_s_orig_free(s);
     kr_conn_close(&s->client);
     kr_conn_close(&s->up);
     kr_pipe_pool_put(s->host->pipes, s->dn.pipe, s->dn.queued == 0);
@@ -362,6 +363,7 @@ session_free(struct kr_session *s)
     if (s->rtimer != NULL) {
         event_free(s->rtimer);
     }
+    kr_s_orig_free(s);
     kr_s_rq_free(s->stream_rq);
     kr_s_rstream_drop(s);
     free(s->rscan);
@@ -1020,7 +1022,10 @@ client_eof_progress(struct kr_session *s)
     if (!s->client_eof || s->dead) {
         return;
     }
-    if (s->up.connected && up_owed(s) == 0 && !s->up_shut) {
+    if (s->up.connected && up_owed(s) == 0 && !s->up_shut &&
+        !s->orig_hold) {
+        /* (SASL origination: not before the client's requests waiting
+           for it went on) */
         s->up_shut = 1;
         if (kr_conn_shutdown_write(&s->up) != 0) {
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");
@@ -1770,6 +1775,9 @@ up_read_once(struct kr_session *s)
         if (kr_s_process_responses(s) != 0) {
             return;
         }
+        if (s->orig != NULL && kr_s_orig_poll(s) != 0) {
+            return;                     /* a re-authentication's turn */
+        }
         dn_lane_try(s);
         if (s->req_blocked &&
             kr_s_fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
@@ -1842,6 +1850,8 @@ up_connected(struct kr_session *s)
     }
     s->timer_at = 0;
     kr_s_arm_timer(s);
+    /* SASL origination: krelay's own requests before any client's */
+    (void)kr_s_orig_connected(s);
 }
 
 /*
@@ -2189,6 +2199,11 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
                           s->client.ops->name, strerror(xerr));
         kr_s_leave(s);
         return KR_OK;
+    }
+    if (kr_s_orig_init(s) != 0) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        kr_s_leave(s);
+        return KR_ENOMEM;
     }
     if (s->lc->tcp_nodelay) {
         /* as Kafka brokers do; off, the kernel coalesces small responses

@@ -357,6 +357,28 @@ void kr_s_flush_ready(struct kr_session *s);
 void kr_s_rtimer_cb(evutil_socket_t fd, short what, void *arg);
 int kr_s_resume_requests(struct kr_session *s);
 
+/* ---- kr_session_sasl.c: SASL origination (issue 9) -------------------- */
+
+/*
+ * s's upstream originates SASL (its [upstream] sasl_mechanism): s->orig
+ * made and client requests held (orig_hold) until the upstream
+ * connection is authenticated.  Returns 0, or -1 on ENOMEM (the caller
+ * closes).
+ */
+int kr_s_orig_init(struct kr_session *s);
+/* The upstream connection is up (after its TLS handshake): the exchange
+   starts with krelay's own requests.  Returns 0, or -1 when closed. */
+int kr_s_orig_connected(struct kr_session *s);
+/* A re-authentication is due: start it once the client's requests in
+   flight are answered.  Returns 0, or -1 when closed. */
+int kr_s_orig_poll(struct kr_session *s);
+/* The client sent SaslHandshake (h) while krelay originates: its
+   credentials would never reach the broker.  Closes s (one line, once
+   per connection); returns -1. */
+int kr_s_orig_client_sasl(struct kr_session *s, const struct kr_req_hdr *h);
+/* s closes: its exchange and timer go (idempotent). */
+void kr_s_orig_free(struct kr_session *s);
+
 /* ---- kr_session_kmux.c: framing ---------------------------------------- */
 
 /* Forward (or hand to the rules) what client.in holds, frame by frame.

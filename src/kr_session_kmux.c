@@ -851,6 +851,9 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         nreq_fill(nr, &h, &e, flen, expect);
         return NREQ_RULES;
     }
+    if (h.api_key == KR_API_SASL_HANDSHAKE && s->orig != NULL) {
+        return kr_s_orig_client_sasl(s, &h) != 0 ? NREQ_CLOSED : NREQ_WAIT;
+    }
     if (h.known && req_hold(h.api_key, h.api_version)) {
         /* whole and decoded above (issue 9) */
         if (h.api_key == KR_API_SASL_HANDSHAKE &&
@@ -941,6 +944,13 @@ kr_s_process_requests(struct kr_session *s)
         }
         if (s->opaque) {
             scan = total;
+            break;
+        }
+        if (s->orig_hold) {
+            /* SASL origination: krelay authenticates the upstream
+               connection first (kr_session_sasl.c); the upstream read
+               that ends it resumes the requests, as after max_inflight */
+            s->req_blocked = avail > 0;
             break;
         }
         if (s->want_rsp_first) {

@@ -47,10 +47,12 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
+#include "kr_api_keys.h"
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_log.h"
+#include "kr_sasl_client.h"
 #include "kr_schema.h"
 #include "kr_tls_ctx.h"
 #include "kr_topics.h"
@@ -101,6 +103,7 @@ enum kr_fetch_state {
     F_RESOLVING,
     F_CONNECTING,
     F_APIVERSIONS,
+    F_SASL,         /* issue 9: krelay's own SASL exchange */
     F_METADATA
 };
 
@@ -169,6 +172,11 @@ struct kr_upstream {
     struct kr_tls_ctx *tls;             /* [upstream] ssl: the context of
                                            new connections (a reference),
                                            NULL: plain TCP */
+    /* issue 9: SASL on the metadata connection */
+    const struct kr_upstream_conf *sasl_uc; /* whose credentials: the
+                                           latest config's section
+                                           (kr_upstream_set_sasl) */
+    struct kr_sasl_client *sasl;        /* the exchange under way */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -783,6 +791,8 @@ fetch_close(struct kr_upstream *u)
         bufferevent_free(u->bev);
         u->bev = NULL;
     }
+    kr_sasl_client_free(u->sasl);
+    u->sasl = NULL;
     event_del(u->timeout_ev);
 }
 
@@ -880,6 +890,131 @@ out:
     return rc;
 }
 
+/* ---- issue 9: SASL on the metadata connection ------------------------- */
+
+static void send_metadata(struct kr_upstream *u);
+
+/* The credentials of krelay's own connections: origination's, else
+   metadata_sasl_*'s; NULL: none. */
+static const struct kr_sasl_cred *
+sasl_creds(const struct kr_upstream *u)
+{
+    const struct kr_upstream_conf *uc = u->sasl_uc != NULL ? u->sasl_uc
+                                                           : u->uc;
+
+    if (uc->sasl.mechanism != 0) {
+        return &uc->sasl;
+    }
+    if (uc->metadata_sasl.mechanism != 0) {
+        return &uc->metadata_sasl;
+    }
+    return NULL;
+}
+
+/* Write the exchange's current request (size prefix, frame). */
+static int
+sasl_send(struct kr_upstream *u)
+{
+    const struct kr_sasl_client_req *r = kr_sasl_client_request(u->sasl);
+    uint8_t pre[4];
+
+    kr_frame_put_size(pre, r->len);
+    if (bufferevent_write(u->bev, pre, 4) != 0 ||
+        bufferevent_write(u->bev, r->frame, r->len) != 0) {
+        return KR_ENOMEM;
+    }
+    arm_timeout(u, u->uc->request_timeout_margin_ms);
+    return KR_OK;
+}
+
+/* A failed exchange: one line (mechanism, user, the broker's words). */
+static void
+sasl_fail(struct kr_upstream *u, enum kr_sasl_client_outcome o)
+{
+    const struct kr_sasl_cred *c = sasl_creds(u);
+    char why[600];
+
+    snprintf(why, sizeof(why), "SASL %s%s%s%s: %s: %s",
+             kr_sasl_mechanism_name(c->mechanism),
+             c->username != NULL ? " as \"" : "",
+             c->username != NULL ? c->username : "",
+             c->username != NULL ? "\"" : "",
+             kr_sasl_client_outcome_str(o),
+             u->sasl != NULL ? kr_sasl_client_message(u->sasl)
+                             : "out of memory");
+    fetch_fail(u, why);
+}
+
+/* Authenticate the fetch connection before its Metadata request. */
+static void
+sasl_start(struct kr_upstream *u)
+{
+    const struct kr_sasl_cred *c = sasl_creds(u);
+    struct kr_sasl_client_creds cr;
+    enum kr_sasl_client_outcome o;
+    int16_t amax = u->api[KR_API_SASL_AUTHENTICATE].min >= 0
+                       ? u->api[KR_API_SASL_AUTHENTICATE].max : -1;
+
+    memset(&cr, 0, sizeof(cr));
+    cr.mechanism = (enum kr_sasl_mechanism)c->mechanism;
+    cr.username = c->username;
+    cr.password = c->secret;
+    cr.password_len = c->secret_len;
+    cr.token_file = c->token_file;
+    cr.token = c->token;
+    kr_sasl_client_free(u->sasl);
+    /* amax -1 (no SaslAuthenticate in its ApiVersions): the exchange
+       asks again and names what is missing */
+    u->sasl = kr_sasl_client_new(&cr, amax, u->corr + 1);
+    if (u->sasl == NULL) {
+        sasl_fail(u, KR_SASL_CLIENT_ENOMEM);
+        return;
+    }
+    o = kr_sasl_client_start(u->sasl);
+    if (o != KR_SASL_CLIENT_SEND) {
+        sasl_fail(u, o);
+        return;
+    }
+    if (sasl_send(u) != KR_OK) {
+        fetch_fail(u, "cannot send a SASL request");
+        return;
+    }
+    u->state = F_SASL;
+}
+
+/* A response of the exchange (len bytes at p, without size prefix). */
+static void
+on_sasl(struct kr_upstream *u, const uint8_t *p, size_t len)
+{
+    enum kr_sasl_client_outcome o = kr_sasl_client_feed(u->sasl, p, len);
+
+    if (o == KR_SASL_CLIENT_SEND) {
+        if (sasl_send(u) != KR_OK) {
+            fetch_fail(u, "cannot send a SASL request");
+        }
+        return;
+    }
+    if (o != KR_SASL_CLIENT_DONE) {
+        sasl_fail(u, o);
+        return;
+    }
+    kr_log_debug("%s: metadata connection to %s SASL authenticated (%s)",
+                 u->label, u->fetch_what,
+                 kr_sasl_mechanism_name(sasl_creds(u)->mechanism));
+    u->corr += 8;                       /* past the exchange's (at most 4) */
+    kr_sasl_client_free(u->sasl);
+    u->sasl = NULL;
+    send_metadata(u);
+}
+
+void
+kr_upstream_set_sasl(struct kr_upstream *u, const struct kr_upstream_conf *uc)
+{
+    if (u != NULL) {
+        u->sasl_uc = uc;
+    }
+}
+
 /* The ApiVersions v0 answer: pick the Metadata version. */
 static void
 on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
@@ -935,6 +1070,17 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
         fetch_fail(u, "no Metadata version in common");
         return;
     }
+    if (sasl_creds(u) != NULL) {
+        sasl_start(u);
+        return;
+    }
+    send_metadata(u);
+}
+
+/* The Metadata request, once the connection may send it. */
+static void
+send_metadata(struct kr_upstream *u)
+{
     if (send_request(u, KR_UP_METADATA, u->md_version) != KR_OK) {
         fetch_fail(u, "cannot send Metadata request");
         return;
@@ -998,6 +1144,14 @@ fetch_read_cb(struct bufferevent *bev, void *arg)
         if (p == NULL) {
             fetch_fail(u, "out of memory");
             return;
+        }
+        if (u->state == F_SASL) {
+            /* the exchange decodes its own responses */
+            on_sasl(u, p + 4, size);
+            if (u->bev == bev) {
+                evbuffer_drain(in, (size_t)size + 4);
+            }
+            continue;
         }
         key = u->state == F_APIVERSIONS ? KR_UP_APIVERSIONS : KR_UP_METADATA;
         ver = u->state == F_APIVERSIONS ? 0 : u->md_version;

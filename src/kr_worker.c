@@ -443,12 +443,18 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
        its section in the new config (whether it speaks TLS stays as it
        was at start: [upstream] ssl is RESTART) */
     for (i = 0; i < w->nups && i < w->cref0->conf->nupstreams; i++) {
+        const struct kr_upstream_conf *sc = NULL;
+
         for (j = 0; j < nc->nupstreams; j++) {
             if (same_str(w->cref0->conf->upstreams[i].name,
                          nc->upstreams[j].name)) {
                 kr_upstream_set_tls(w->ups[i], nc->upstreams[j].tls);
+                sc = &nc->upstreams[j];
             }
         }
+        /* issue 9: and its SASL credentials (a section the reload
+           removed: the start config's, which the worker keeps) */
+        kr_upstream_set_sasl(w->ups[i], sc);
     }
     /* a section whose group could not be made stays NULL: the indexes
        are the daemon's (kr_wgen_group.keep) */

@@ -280,6 +280,100 @@ warnings_of(const struct kr_conf *c, unsigned *n)
 }
 
 /*
+ * issue 9: SASL origination keys.  The password file's first line is
+ * loaded (CR LF cut), each mistake is one error at its line, an inline
+ * secret warns, and no secret is ever dumped.
+ */
+START_TEST(test_sasl_keys)
+{
+    char pw[] = "/tmp/check_conf_pw.XXXXXX", text[1024], *dump = NULL;
+    const struct kr_upstream_conf *u;
+    struct kr_conf *c;
+    size_t len = 0;
+    FILE *f;
+    unsigned n;
+    char *w;
+    int fd = mkstemp(pw);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "pw-one\r\nnext\n", 13), 13);
+    close(fd);
+    /* lines: 1 [upstream], 2 bootstrap, 3 mechanism, 4 user, 5 file */
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = "
+             "SCRAM-SHA-512\nsasl_username = krelay\nsasl_password_file = "
+             "%s\n" MIN_LISTENER, pw);
+    c = load_ok(text);
+    u = &c->upstreams[0];
+    ck_assert_int_eq(u->sasl.mechanism, 3);
+    ck_assert_str_eq(u->sasl.username, "krelay");
+    ck_assert_uint_eq(u->sasl.secret_len, 6);
+    ck_assert_str_eq(u->sasl.secret, "pw-one");
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
+
+    /* inline: loads, warns at its line, never dumped */
+    c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\nsasl_username = k\n"
+                "sasl_password = inline-secret\n" MIN_LISTENER);
+    ck_assert_str_eq(c->upstreams[0].sasl.secret, "inline-secret");
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(w, "t.ini:5: [upstream]: sasl_password: the password "
+                     "is in the config file (sasl_password_file keeps it "
+                     "out of it)\n");
+    free(w);
+    f = open_memstream(&dump, &len);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_null(strstr(dump, "inline-secret"));
+    ck_assert_ptr_nonnull(strstr(dump, "sasl_password = (not shown: a "
+                                 "secret)"));
+    ck_assert_ptr_nonnull(strstr(dump, "sasl_mechanism = PLAIN"));
+    free(dump);
+    kr_conf_free(c);
+
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                     "sasl_password = p\n" MIN_LISTENER,
+                     "t.ini:3: [upstream]: sasl_mechanism = PLAIN needs "
+                     "sasl_username");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = SCRAM-SHA-256\n"
+                     "sasl_username = k\n" MIN_LISTENER,
+                     "t.ini:3: [upstream]: sasl_mechanism = SCRAM-SHA-256 "
+                     "needs sasl_password_file (or sasl_password)");
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+             "sasl_username = k\nsasl_password_file = %s\n"
+             "sasl_password = p\n" MIN_LISTENER, pw);
+    expect_one_error(text, "t.ini:6: [upstream]: both sasl_password_file "
+                     "and sasl_password are set: give one");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                     "sasl_username = k\nsasl_password_file = "
+                     "/nonexistent/pw\n" MIN_LISTENER,
+                     "t.ini:5: [upstream]: sasl_password_file: cannot read "
+                     "/nonexistent/pw: No such file or directory");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = OAUTHBEARER\n"
+                     MIN_LISTENER, "t.ini:3: [upstream]: sasl_mechanism = "
+                     "OAUTHBEARER needs sasl_oauthbearer_token_file (or "
+                     "sasl_oauthbearer_token)");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = GSSAPI\n" MIN_LISTENER,
+                     "t.ini:3: 'sasl_mechanism': bad value 'GSSAPI'");
+    expect_one_error(MIN_UPSTREAM "metadata_sasl_mechanism = OAUTHBEARER\n"
+                     MIN_LISTENER, "t.ini:3: 'metadata_sasl_mechanism': "
+                     "bad value 'OAUTHBEARER'");
+    /* an empty first line is no password */
+    fd = open(pw, O_WRONLY | O_TRUNC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "\nsecond\n", 8), 8);
+    close(fd);
+    snprintf(text, sizeof(text), MIN_UPSTREAM "metadata_sasl_mechanism = "
+             "PLAIN\nmetadata_sasl_username = k\n"
+             "metadata_sasl_password_file = %s\n" MIN_LISTENER, pw);
+    snprintf(text + 600, sizeof(text) - 600, "t.ini:5: [upstream]: "
+             "metadata_sasl_password_file: %s: its first line is empty", pw);
+    expect_one_error(text, text + 600);
+    unlink(pw);
+}
+END_TEST
+
+/*
  * issue 14: a wildcard listen without advertised_host loads (errors
  * empty) with one warning at the listen line; no warning with an
  * advertised_host or a listen address of its own.
@@ -1560,6 +1654,32 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_key = /etc/krelay/c.key" },
     { "[upstream u1]", "ssl_min_protocol", KR_RELOAD_APPLY,
       "", "ssl_min_protocol = TLSv1.3" },
+    /* issue 9: SASL credentials apply to the next (re)authentication;
+       the password file is read by each config generation */
+    { "[upstream u1]", "sasl_mechanism", KR_RELOAD_APPLY,
+      "sasl_username = u\nsasl_password = p",
+      "sasl_mechanism = PLAIN\nsasl_username = u\nsasl_password = p" },
+    { "[upstream u1]", "sasl_username", KR_RELOAD_APPLY,
+      "sasl_mechanism = PLAIN\nsasl_username = u\nsasl_password = p",
+      "sasl_mechanism = PLAIN\nsasl_username = v\nsasl_password = p" },
+    { "[upstream u1]", "sasl_password_file", KR_RELOAD_APPLY,
+      "", "sasl_password_file = /etc/krelay/pw" },
+    { "[upstream u1]", "sasl_password", KR_RELOAD_APPLY,
+      "", "sasl_password = p" },
+    { "[upstream u1]", "sasl_oauthbearer_token_file", KR_RELOAD_APPLY,
+      "", "sasl_oauthbearer_token_file = /etc/krelay/token" },
+    { "[upstream u1]", "sasl_oauthbearer_token", KR_RELOAD_APPLY,
+      "", "sasl_oauthbearer_token = t" },
+    /* (any readable file with a first line stands for a password file) */
+    { "[upstream u1]", "metadata_sasl_mechanism", KR_RELOAD_APPLY,
+      "metadata_sasl_username = m\n"
+      "metadata_sasl_password_file = /proc/version",
+      "metadata_sasl_mechanism = SCRAM-SHA-256\nmetadata_sasl_username = m\n"
+      "metadata_sasl_password_file = /proc/version" },
+    { "[upstream u1]", "metadata_sasl_username", KR_RELOAD_APPLY,
+      "", "metadata_sasl_username = m" },
+    { "[upstream u1]", "metadata_sasl_password_file", KR_RELOAD_APPLY,
+      "", "metadata_sasl_password_file = /etc/krelay/mpw" },
 
     { "[log]", "level", KR_RELOAD_APPLY, "", "level = debug" },
     { "[log]", "target", KR_RELOAD_APPLY, "", "target = krelay.log" },
@@ -2707,6 +2827,7 @@ conf_suite(void)
     tcase_add_test(tc, test_err_all_collected);
     tcase_add_unchecked_fixture(tc, certs_setup, certs_teardown);
     tcase_add_test(tc, test_tls_keys);
+    tcase_add_test(tc, test_sasl_keys);
     tcase_add_test(tc, test_tls_errors);
     tcase_add_test(tc, test_sni_keys);
     tcase_add_test(tc, test_no_follow_on_errors);

@@ -1,0 +1,154 @@
+#!/bin/bash
+# SASL origination (issue 9): kcat WITHOUT SASL -> krelay (its [upstream]
+# authenticates as alice with SCRAM-SHA-512, the password from a file)
+# -> sasl_front.py (SASL_PLAINTEXT brokers, 1500 ms sessions, the judge)
+# -> the mock.
+#  1. krelay's metadata connection authenticated (krelay's log, the
+#     fronts' events) before any client came;
+#  2. metadata, produce and consume through krelay; the fronts relayed
+#     every request as alice, and each connection's requests only after
+#     its authentication;
+#  3. a busy producer (3000 messages over about 5 s) keeps producing
+#     across re-authentications (KIP-368: krelay re-authenticates before
+#     the 1500 ms session ends): every message delivered, consumed back;
+#     at least 2 re-authentications on the fronts, none failed, no
+#     session expired;
+#  4. a client that starts SASL itself is refused (its credentials would
+#     never reach the broker), one line;
+#  5. the password file changed to a wrong password and reloaded: the
+#     client's connection is closed, one krelay line naming upstream,
+#     mechanism and the broker's message, the front logs the failure;
+#     no password in any log.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+kr_need_cmd kcat
+kr_setup 90
+kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: krelay originates SASL"
+W=$KR_WORK
+
+kr_start_mock sorig:3
+kr_start_sasl_fronts --session-lifetime-ms 1500
+printf 'alice-test-pw\n' >"$W/krelay.pw"
+chmod 600 "$W/krelay.pw"
+KR_UPSTREAM_BOOTSTRAP=$KR_SASL_BOOTSTRAP
+KR_UPSTREAM_CONF="$KR_SASL_DIAL
+sasl_mechanism = SCRAM-SHA-512
+sasl_username = alice
+sasl_password_file = $W/krelay.pw"
+kr_start_krelay
+
+# ---- 1. krelay's own metadata connection
+md_authenticated() {
+    grep -q "metadata connection to 127.0.0.1:[0-9]* SASL authenticated (SCRAM-SHA-512)" \
+        "$W/krelay.log"
+}
+kr_wait_for 20 md_authenticated ||
+    kr_fail "no SASL-authenticated metadata connection in krelay's log"
+kr_log "krelay's metadata connection authenticated"
+
+# ---- 2. kcat without SASL through krelay
+KC=(kcat -b "$KR_BOOTSTRAP" -X socket.timeout.ms=10000)
+kr_run 30 "${KC[@]}" -L >"$W/metadata.txt" 2>"$W/kcat-L.log" ||
+    kr_fail "kcat -L failed: $(tail -3 "$W/kcat-L.log")"
+awk '$1 == "broker" && $3 == "at" {
+        n = split($4, hp, ":"); print $2, hp[1], hp[n] }' \
+    "$W/metadata.txt" >"$W/brokers.txt"
+kr_check_brokers "$W/brokers.txt"
+kr_payloads "$W/in.txt" 200 sorig
+kr_run 30 "${KC[@]}" -P -t sorig -X linger.ms=5 <"$W/in.txt" \
+    2>"$W/kcat-P.log" || kr_fail "kcat -P failed: $(tail -3 "$W/kcat-P.log")"
+kr_run 30 "${KC[@]}" -C -t sorig -o beginning -e -q -f '%s\n' \
+    >"$W/out.txt" 2>"$W/kcat-C.log" || kr_fail "kcat -C failed"
+cmp -s <(sort "$W/in.txt") <(sort "$W/out.txt") ||
+    kr_fail "consumed messages differ: $(diff <(sort "$W/in.txt") <(sort "$W/out.txt") | head -5)"
+kr_log "kcat without SASL: 200 messages produced and consumed back"
+
+# ---- 3. a busy producer across re-authentications
+for ((i = 1; i <= 3000; i++)); do
+    printf 'busy-%05d\n' "$i"
+done >"$W/busy.gen"
+# 250 messages every 0.4 s through a FIFO: one producer connection, busy
+# for about 5 s (three 1500 ms sessions and more)
+mkfifo "$W/busy.fifo"
+(
+    for ((i = 0; i < 12; i++)); do
+        sed -n "$((i * 250 + 1)),$((i * 250 + 250))p" "$W/busy.gen"
+        sleep 0.4
+    done >"$W/busy.fifo"
+) &
+FEEDER=$!
+kr_run 60 "${KC[@]}" -P -t sorig -p 0 -X linger.ms=5 <"$W/busy.fifo" \
+    2>"$W/kcat-busy.log" || kr_fail "busy kcat -P failed: $(tail -3 "$W/kcat-busy.log")"
+wait "$FEEDER"
+grep -qi "error\|fail" "$W/kcat-busy.log" &&
+    kr_fail "the busy producer saw errors: $(head -3 "$W/kcat-busy.log")"
+kr_run 30 "${KC[@]}" -C -t sorig -p 0 -o beginning -e -q -f '%s\n' \
+    >"$W/busy.out" 2>"$W/kcat-busyC.log" || kr_fail "kcat -C (busy) failed"
+got=$(grep -c '^busy-' "$W/busy.out" || true)
+[ "$got" = 3000 ] || kr_fail "busy producer: $got of 3000 messages consumed back"
+cmp -s "$W/busy.gen" <(grep '^busy-' "$W/busy.out") ||
+    kr_fail "busy producer: messages differ or out of order"
+kr_log "busy producer: 3000 messages over about 5 s delivered in order"
+
+# ---- 4. a client that starts SASL itself
+kr_run 20 kcat -b "$KR_BOOTSTRAP" -X security.protocol=sasl_plaintext \
+    -X sasl.mechanisms=PLAIN -X sasl.username=bob \
+    -X sasl.password=bob-test-pw -m 2 -L >"$W/client-sasl.txt" \
+    2>"$W/kcat-client-sasl.log" &&
+    kr_fail "a SASL client got metadata through an originating krelay"
+grep -q "client sent SaslHandshake v1, but krelay authenticates to upstream .* itself" \
+    "$W/krelay.log" || kr_fail "no line for the client's own SaslHandshake"
+
+# ---- the fronts' events so far
+"$KR_PY" - "$KR_SASL_EVENTS" <<'PYEOF' >"$W/events.txt" 2>&1 ||
+import collections, json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+authed = set()
+reqs = collections.Counter()
+bad = []
+for e in ev:
+    if e["event"] == "auth" and e["outcome"] in ("ok", "reauth_ok"):
+        authed.add(e["conn"])
+        assert e["mechanism"] == "SCRAM-SHA-512" and e["principal"] == "alice", e
+        assert e["session_lifetime_ms"] == 1500, e
+    elif e["event"] == "request":
+        reqs[e["api_key"]] += 1
+        if e["principal"] != "alice" or e["conn"] not in authed:
+            bad.append(e)
+    elif e["event"] == "auth":
+        bad.append(e)
+    elif e["event"] == "close" and "expired" in e["why"]:
+        bad.append(e)
+assert not bad, bad[:3]
+ok = sum(1 for e in ev if e["event"] == "auth" and e["outcome"] == "ok")
+re = sum(1 for e in ev if e["event"] == "auth" and e["outcome"] == "reauth_ok")
+assert reqs[0] > 0 and reqs[1] > 0 and reqs[3] > 0, reqs
+assert re >= 2, "re-authentications: %d" % re
+print("authentications %d, re-authentications %d, requests as alice %d" %
+      (ok, re, sum(reqs.values())))
+PYEOF
+    kr_fail "the fronts' events: $(cat "$W/events.txt")"
+kr_log "fronts: $(cat "$W/events.txt")"
+
+# ---- 5. a wrong password, after a reload
+printf 'wrong-test-pw\n' >"$W/krelay.pw"
+nlog=$(wc -l <"$W/krelay.log")
+kill -HUP "$KR_KRELAY_PID"
+reloaded() { tail -n +"$nlog" "$W/krelay.log" | grep -q "reload"; }
+kr_wait_for 20 reloaded || kr_fail "no reload line"
+nev=$(wc -l <"$KR_SASL_EVENTS")
+kr_run 20 "${KC[@]}" -m 2 -L >"$W/wrong.txt" 2>"$W/kcat-wrong.log" &&
+    kr_fail "kcat -L got metadata with krelay's password wrong"
+tail -n +"$nlog" "$W/krelay.log" | grep "SASL authentication to upstream" \
+    >"$W/wrong.lines" || true
+[ -s "$W/wrong.lines" ] || kr_fail "no krelay line for the failed authentication"
+grep -q "failed (SCRAM-SHA-512, user \"alice\"): authentication failed: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512" \
+    "$W/wrong.lines" || kr_fail "the failure line: $(head -1 "$W/wrong.lines")"
+tail -n +"$((nev + 1))" "$KR_SASL_EVENTS" | grep -q '"outcome": *"failed"' ||
+    kr_fail "the front logged no failed authentication"
+kr_log "wrong password: $(wc -l <"$W/wrong.lines") client connection(s) closed with one line each"
+
+grep -l "alice-test-pw\|wrong-test-pw" "$W"/krelay*.log "$W"/sasl_front*.log \
+    "$KR_SASL_EVENTS" && kr_fail "a password in a log"
+kr_finish
