@@ -155,7 +155,7 @@ static const char *const kr_cf_sni_fallback_choices[] = {
     "close", "bootstrap", NULL
 };
 /* sasl: enum kr_sasl_mode's order. */
-static const char *const kr_cf_sasl_choices[] = {
+static const char *const kr_cf_sasl_mode_choices[] = {
     "passthrough", "required", NULL
 };
 /* kr_log_level_name's names, in level order (check_conf compares). */
@@ -296,7 +296,7 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "authentication step held until the broker's answer) and lets a "
       "client that does not go on; required also closes a client that "
       "sends anything but ApiVersions and SaslHandshake before it "
-      "authenticated", kr_cf_sasl_choices },
+      "authenticated", kr_cf_sasl_mode_choices },
     { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
       LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client whose SASL authentication (from its SaslHandshake "
@@ -2439,6 +2439,11 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
         }
     }
 }
+
+/* ---- issue 9: SASL to the brokers ------------------------------------- */
+
+/* Longest password or token file read, in bytes. */
+#define KR_CF_SECRET_FILE_MAX 65536
 
 /*
  * The first line of file path (without its end of line) into *out
