@@ -2649,6 +2649,40 @@ kr_cf_check_sasl(struct kr_cf_state *st, struct kr_cf_inst *in)
     kr_cf_check_sasl_cred(st, in, &u->metadata_sasl, "metadata_sasl_", lbl);
 }
 
+/*
+ * A listener with sasl = required in front of an upstream krelay
+ * authenticates to itself (sasl_mechanism): a client must authenticate
+ * before anything else, and its SaslHandshake closes the connection
+ * (origination): no client could ever work.
+ */
+static void
+kr_cf_check_sasl_pair(struct kr_cf_state *st, struct kr_cf_inst *in,
+                      const char *lbl)
+{
+    const struct kr_listener_conf *l = in->obj;
+    int j;
+
+    if (l->sasl != KR_SASL_MODE_REQUIRED) {
+        return;
+    }
+    for (j = 0; j < st->ninsts; j++) {
+        const struct kr_cf_inst *u = &st->insts[j];
+
+        if (u->bad || u->kind != KR_CS_UPSTREAM ||
+            (l->upstream != NULL && strcmp(u->name, l->upstream) != 0)) {
+            continue;
+        }
+        if (((const struct kr_upstream_conf *)u->obj)->sasl.mechanism != 0) {
+            kr_cf_err(st, kr_cf_line_of(in, "sasl"), "%s: sasl = required, "
+                      "but krelay authenticates to its upstream itself "
+                      "(sasl_mechanism): a client's SaslHandshake closes "
+                      "its connection, so no client could ever "
+                      "authenticate", lbl);
+        }
+        return;
+    }
+}
+
 /* The keys of kind's TLS settings besides `ssl`. */
 static const char *const kr_cf_tls_keys[2][11] = {
     { "ssl_certificate", "ssl_key", "ssl_client_ca", "ssl_crl",
@@ -3209,6 +3243,7 @@ kr_cf_check_all(struct kr_cf_state *st)
             kr_cf_err(st, in->line, "%s: there are %d [upstream] sections: "
                       "say which one with upstream = NAME", lbl, nu);
         }
+        kr_cf_check_sasl_pair(st, in, lbl);
         for (j = 0; j < i; j++) {
             if (!st->insts[j].bad && st->insts[j].kind == KR_CS_LISTENER) {
                 kr_cf_check_pair(st, &st->insts[j], in);

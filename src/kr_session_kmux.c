@@ -390,9 +390,13 @@ enum sasl_gate_outcome {
  * The SASL gate (issue 9) for the request with header h (flen payload
  * bytes): before authentication frames are capped at
  * sasl.server.max.receive.size; while a SASL step is in flight only
- * ApiVersions and the steps themselves go on, anything else is held (not
+ * ApiVersions and SaslAuthenticate go on, anything else is held (not
  * read further: judged by the rules once the broker answered, the
- * principal known); in the middle of an exchange with nothing in flight
+ * principal known).  A SaslHandshake too: whether it starts a new
+ * exchange or a re-authentication (KIP-368, same principal) depends on
+ * the answers before it (a broker that authenticated the first exchange
+ * answers a pipelined second one ILLEGAL_SASL_STATE and keeps the first
+ * principal).  In the middle of an exchange with nothing in flight
  * another request is closed on (as the broker would), unless the
  * mechanism's end is not visible and every answer was a success (then
  * the exchange is taken as done); with sasl = required nothing else goes
@@ -415,7 +419,8 @@ sasl_gate(struct kr_session *s, const struct kr_req_hdr *h, size_t flen)
                        kr_s_api_name(h->api_key), h->api_version, flen);
         return SGATE_CLOSED;
     }
-    if (step || (h->known && h->api_key == KR_API_API_VERSIONS)) {
+    if ((step && !(h->api_key == KR_API_SASL_HANDSHAKE && sa->inflight > 0)) ||
+        (h->known && h->api_key == KR_API_API_VERSIONS)) {
         return SGATE_PASS;
     }
     if (sa->inflight > 0) {

@@ -426,7 +426,7 @@ int
 kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer ans)
 {
     struct kr_sasl *sa = &s->sasl;
-    char life[48] = "", code[96] = "";
+    char life[48] = "", code[96] = "", behind[64] = "";
 
     if (ans == KR_SASL_ANS_CONTINUE) {
         return 0;
@@ -445,18 +445,21 @@ kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer ans)
         }
         sasl_audit(s);
         KR_STAT_INC(s->host->stats, sasl_failures);
+        if (held > 0) {
+            snprintf(behind, sizeof(behind), ": %zu bytes the client sent "
+                     "behind it dropped", held);
+        }
         return kr_s_close_after_owed(s, KR_LOG_NOTICE, "SASL %s "
                                      "%sauthentication failed for %s "
-                                     "(%s)%s; closing after the answer%s%zu "
-                                     "bytes the client sent behind it "
-                                     "dropped", sa->mech_name,
+                                     "(%s)%s; closing after the answer%s",
+                                     sa->mech_name,
                                      sa->reauth ? "re-" : "",
                                      sa->principal != NULL ? sa->principal
                                                            : "a principal "
                                                              "krelay cannot "
                                                              "know",
                                      kr_sasl_pstate_name(sa->pstate), code,
-                                     held > 0 ? ": " : " (", held) < 0
+                                     behind) < 0
                    ? -1
                    : 0;
     }

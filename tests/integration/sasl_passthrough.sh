@@ -15,6 +15,7 @@
 #     failure (client and mechanism, no secret);
 #  5. the fronts' events: every relayed Produce ran as alice, every Fetch
 #     as alice, nothing relayed before authentication;
+#  4b. hostile raw clients (sasl_adversary.py);
 #  6. krelay's audit log: authentication lines (success and failure,
 #     mechanisms, principals) and request lines with the verified
 #     principal; no password anywhere.
@@ -108,10 +109,24 @@ if kr_run 30 "${KC[@]}" -X sasl.mechanisms=PLAIN -X sasl.username=alice \
         2>"$W/kcat-wrong.log"; then
     kr_fail "kcat -L with a wrong password succeeded"
 fi
-kr_wait_for 10 grep -q "SASL PLAIN authentication failed for User:alice (claimed): ErrorCode SASL_AUTHENTICATION_FAILED" \
+kr_wait_for 10 grep -q "SASL PLAIN authentication failed for User:alice (claimed): ErrorCode SASL_AUTHENTICATION_FAILED; closing after the answer ([0-9]* bytes up" \
     "$W/krelay.log" ||
     kr_fail "krelay logged no failure: $(grep -i sasl "$W/krelay.log" | tail -3)"
 kr_log "wrong password: refused by the front, failure logged by krelay"
+
+# ---- 4b. hostile clients (sasl_adversary.py): pipelined and split SASL
+#      steps, a second SaslHandshake behind the first exchange, raw v0
+#      tokens, malformed and oversized tokens; bob's Produce is never
+#      judged as another principal's (5. checks as whom it ran)
+kr_run 90 "$KR_PY" "$top_srcdir/tests/integration/sasl_adversary.py" \
+    "$KR_BOOTSTRAP" sasl >"$W/adversary.txt" 2>&1 ||
+    kr_fail "hostile SASL clients: $(cat "$W/adversary.txt")"
+kr_check_alive
+grep -q "the client's first token does not give a principal (not three NUL-separated parts" \
+    "$W/krelay.log" || kr_fail "no log line for the PLAIN token without NULs"
+grep -q "above 524288" "$W/krelay.log" ||
+    kr_fail "no log line for the token above 512 KiB"
+kr_log "hostile clients: $(tail -1 "$W/adversary.txt")"
 
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
 
@@ -135,10 +150,11 @@ assert auth[("SCRAM-SHA-512", "alice", "ok", 0)] >= 1, "no v0 SCRAM: %r" % auth
 assert auth[("PLAIN", "alice", "failed", 1)] >= 1, auth
 # before authentication a front relays nothing; the connections it
 # closed for a request before authentication are krelay's own metadata
-# fetches (no client credentials in passthrough: Metadata, ApiKey 3)
+# fetches (no client credentials in passthrough: Metadata, ApiKey 3) and
+# 4b's SaslAuthenticate without a SaslHandshake (ApiKey 36)
 bad = [e for e in ev if e["event"] == "close" and
        "unexpected" in (e.get("why") or "").lower() and
-       "ApiKey 3 " not in e["why"]]
+       "ApiKey 3 " not in e["why"] and "ApiKey 36 " not in e["why"]]
 assert not bad, "client requests before authentication: %r" % bad
 PYEOF
     kr_fail "fronts' events: $(cat "$W/events.txt")"
@@ -149,15 +165,16 @@ kr_log "events: $(cat "$W/events.txt")"
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 auth = [l for l in lines if l["type"] == "authentication"]
-seen = {(a["mechanism"], a["principal"], a["principal_state"], a["outcome"],
-         a["handshake_version"]) for a in auth}
-print("authentication:", sorted(seen))
+seen = {(a["mechanism"], a.get("principal"), a.get("principal_state"),
+         a["outcome"], a["handshake_version"]) for a in auth}
+print("authentication:", sorted(seen, key=str))
 assert ("PLAIN", "User:alice", "verified", "success", 1) in seen, seen
 assert ("SCRAM-SHA-512", "User:alice", "verified", "success", 1) in seen
 assert ("SCRAM-SHA-512", "User:bob", "verified", "success", 1) in seen
 assert ("PLAIN", "User:alice", "verified", "success", 0) in seen, seen
 assert ("SCRAM-SHA-512", "User:alice", "verified", "success", 0) in seen
 assert ("PLAIN", "User:alice", "claimed", "failure", 1) in seen, seen
+assert ("PLAIN", None, "unknown", "failure", 1) in seen, seen   # 4b
 assert all(a["reauth"] is False for a in auth)
 prod = [l for l in lines if l["type"] == "request" and l["api"] == "Produce"]
 assert prod, "no Produce lines"

@@ -358,6 +358,15 @@ START_TEST(test_sasl_keys)
     expect_one_error(MIN_UPSTREAM "metadata_sasl_mechanism = OAUTHBEARER\n"
                      MIN_LISTENER, "t.ini:3: 'metadata_sasl_mechanism': "
                      "bad value 'OAUTHBEARER'");
+    /* origination and a listener requiring the client's SASL: no client
+       could authenticate (its SaslHandshake closes) */
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                     "sasl_username = k\nsasl_password = p\n" MIN_LISTENER
+                     "sasl = required\n", "t.ini:9: [listener]: sasl = "
+                     "required, but krelay authenticates to its upstream "
+                     "itself (sasl_mechanism): a client's SaslHandshake "
+                     "closes its connection, so no client could ever "
+                     "authenticate");
     /* an empty first line is no password */
     fd = open(pw, O_WRONLY | O_TRUNC);
     ck_assert_int_ge(fd, 0);

@@ -2050,6 +2050,49 @@ START_TEST(sasl_held_then_judged)
 }
 END_TEST
 
+/*
+ * A second SaslHandshake pipelined behind the first exchange's unanswered
+ * steps (H1 A1(bob) H2 A2(alice) Produce): the broker authenticates bob
+ * with A1 and answers H2 and A2 with ILLEGAL_SASL_STATE (KafkaApis, no
+ * re-authentication), so the connection is bob's.  krelay must not let
+ * H2 reset the exchange before A1's answer (it would take alice's claim
+ * as verified and judge bob's Produce as alice's): H2 waits for the
+ * answers, then is a re-authentication, and A2's other principal closes.
+ */
+START_TEST(sasl_handshake_pipelined)
+{
+    struct bb req = { 0 }, first = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    rule_deny_bob();
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&first, 1, "bob");
+    bput(&req, first.b, first.n);
+    req_sasl_plain(&req, 3, "alice");
+    req_produce(&req, 5, 1, 10);
+    T.fb.hold = true;
+    cli_send(c, req.b, req.n);
+    fake_expect(&first);        /* H2 waits for the answers */
+    ck_assert_int_eq(T.fb.nreq, 2);
+    fake_release(&T.fb);
+    ck_assert(cli_wait_closed(c));
+    /* the broker never got alice's token nor the Produce */
+    ck_assert(evbuffer_search(T.fb.log, "alice", 5, NULL).pos == -1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "SASL re-authentication (KIP-368) claims "
+                         "another principal than User:bob") != NULL,
+                  "log: %s", log);
+    free(log);
+    free(req.b);
+    free(first.b);
+}
+END_TEST
+
 /* A failed authentication: the answer reaches the client, then the close;
    the request held behind it never reaches the broker. */
 START_TEST(sasl_failure_drops_held)
@@ -5075,6 +5118,7 @@ session_suite(void)
     tcase_add_test(tc, sasl_receive_cap);
     tcase_add_test(tc, sasl_auth_timeout);
     tcase_add_test(tc, sasl_reauth);
+    tcase_add_test(tc, sasl_handshake_pipelined);
     tcase_add_test(tc, metadata_negative_node_id);
     tcase_add_test(tc, pass_through_zero_copy);
     tcase_add_loop_test(tc, fetch16_streamed, 0, 2);
