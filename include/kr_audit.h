@@ -141,6 +141,9 @@ struct kr_audit_peer {
     const char *client_sw_name;      /* KIP-511 ClientSoftwareName */
     const char *client_sw_version;   /* and ClientSoftwareVersion */
     const char *principal;
+    const char *principal_state;     /* SASL (issue 9): "claimed",
+                                        "verified" or "unknown"; NULL:
+                                        omitted (no SASL) */
     struct kr_audit_memo *memo;      /* NULL, or the connection's memo of
                                         these keys as rendered (below) */
 };
@@ -320,6 +323,31 @@ struct kr_audit_conn {
  * or without an event).  Strings are borrowed.
  */
 char *kr_audit_format_conn(const struct kr_audit_conn *c);
+/*
+ * A SASL authentication event (issue 9, doc/audit.md "Authentication
+ * lines"): the exchange's end as the broker answered it.  peer.principal
+ * and peer.principal_state are the exchange's (a failure's is the claimed
+ * one).  Never a token, password or proof.
+ */
+struct kr_audit_auth {
+    int64_t time_us;                 /* wall clock, µs since the epoch */
+    struct kr_audit_peer peer;
+    const char *client_id;           /* the last one seen, NULL: none */
+    bool client_id_cut;
+    const char *mechanism;           /* as the SaslHandshake named it */
+    const char *outcome;             /* "success" or "failure" */
+    int16_t error_code;              /* failure: the broker's ErrorCode,
+                                        -1: none given (omitted) */
+    bool reauth;                     /* a KIP-368 re-authentication */
+    int16_t handshake_version;       /* SaslHandshake's ApiVersion */
+    int16_t authenticate_version;    /* SaslAuthenticate's, -1: raw tokens
+                                        (omitted) */
+    int64_t session_lifetime_ms;     /* SessionLifetimeMs, -1: not given
+                                        (omitted) */
+};
+/* Its line (malloc'd, no newline, caller frees; NULL on ENOMEM). */
+char *kr_audit_format_auth(const struct kr_audit_auth *a);
+
 /*
  * What line (one kr_audit_format or kr_audit_format_conn wrote) is about,
  * in a few words for a log message (a line that cannot be queued): "the

@@ -156,8 +156,13 @@ struct kr_listener_conf {
                                            owned by this config), else
                                            NULL.  broker_port_base is 0 and
                                            advertised_host NULL then */
-    /* issue 9: SASL (appended) */
+    /* issue 9: SASL passthrough (appended) */
     int sasl;                           /* enum kr_sasl_mode */
+    int64_t sasl_auth_timeout_ms;       /* SaslHandshake to success, ms;
+                                           default 10000 */
+    char *oauthbearer_principal_claim;  /* the JWT claim naming an
+                                           OAUTHBEARER principal; default
+                                           "sub" */
 };
 
 /* [log] */

@@ -52,6 +52,12 @@ struct kr_inflight {
                                            send one: dropped when it
                                            comes, skipped when a later
                                            request's response comes */
+    uint8_t sasl;                       /* a SASL step (SaslHandshake,
+                                           SaslAuthenticate, raw token;
+                                           issue 9): 1 until the broker's
+                                           answer was read (the session
+                                           counts these in sasl.inflight),
+                                           2 after; 0 for others */
     int64_t sent_ms;                    /* monotonic ms it was read */
     int64_t wait_ms;                    /* its own wait (TimeoutMs,
                                            MaxWaitMs, RebalanceTimeoutMs),

@@ -166,6 +166,19 @@ void kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
                        struct kr_rule_mask *out);
 
 /*
+ * The same for a connection whose principal krelay cannot know (SASL
+ * GSSAPI and other mechanisms, SCRAM delegation tokens, a first token
+ * that does not parse: issue 9): rules naming principals fail closed --
+ * one matches when it enforces something (deny, produce policy, a clamp,
+ * throttle_mode = enforce: kr_rule_enforces) or audits; one that only
+ * injects ThrottleTimeMs or faults does not.
+ */
+void kr_rule_conn_mask_unknown(const struct kr_ruleset *rs,
+                               const char *listener,
+                               const struct sockaddr *sa,
+                               struct kr_rule_mask *out);
+
+/*
  * The slot of (api_key, api_version) when some rule of conn may apply
  * there; NULL for pass-through.  O(1).
  */

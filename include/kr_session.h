@@ -283,7 +283,11 @@ struct kr_session {
                                            ssl_handshake_timeout_ms */
     int64_t up_started_ms;              /* the upstream's resolution began
                                            (connect_timeout_ms from it) */
-    char *principal;                    /* mTLS: "User:" and the verified
+    char *principal;                    /* what rules and audit lines see:
+                                           SASL's verified principal
+                                           (issue 9; it replaces an mTLS
+                                           one, as on a SASL_SSL broker),
+                                           else mTLS: "User:" and the verified
                                            client certificate's subject
                                            as Kafka writes it, through
                                            the listener's mapping rules
@@ -295,6 +299,13 @@ struct kr_session {
                                            or with SNI routing the one the
                                            client's SNI name chose once
                                            its handshake is done */
+    /* issue 9: SASL passthrough (appended) */
+    unsigned principal_unknown:1;       /* SASL authenticated the client
+                                           as a principal krelay cannot
+                                           know (GSSAPI...): principal is
+                                           NULL, and rules naming
+                                           principals fail closed
+                                           (kr_rule_conn_mask_unknown) */
 };
 
 /*

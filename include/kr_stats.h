@@ -136,6 +136,10 @@ enum kr_stat_labels {
       "were dropped.")                                                       \
     X(sasl_tokens, COUNTER, NONE, 1,                                         \
       "Raw SASL token frames passed.")                                       \
+    X(sasl_successes, COUNTER, NONE, 1,                                      \
+      "SASL authentications the broker answered with success (issue 9).")   \
+    X(sasl_failures, COUNTER, NONE, 1,                                       \
+      "SASL authentications the broker (or a rule) refused.")               \
     X(requests_refused, COUNTER, NONE, 1,                                    \
       "Requests never forwarded: krelay cannot decode them and an "          \
       "enforcing rule could match (the connection was closed).")             \

@@ -1940,6 +1940,7 @@ peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
         mk_str(&k, p->client_sw_name);
         mk_str(&k, p->client_sw_version);
         mk_str(&k, p->principal);
+        mk_str(&k, p->principal_state);
         if (memo_use(w, m, &k)) {
             return;
         }
@@ -1951,6 +1952,7 @@ peer_tail(struct kr_jsonw *w, const struct kr_audit_peer *p)
         set_str(w, "client_software_version", p->client_sw_version);
     }
     set_str(w, "principal", p->principal);
+    set_str(w, "principal_state", p->principal_state);
     if (m != NULL) {
         memo_keep(m, &k, w, start);
     }
@@ -2154,6 +2156,42 @@ kr_audit_format_conn(const struct kr_audit_conn *c)
         kr_jsonw_kint(&w, "bytes_to_client", (int64_t)c->bytes_to_client);
         kr_jsonw_kint(&w, "requests", (int64_t)c->requests);
         kr_jsonw_kint(&w, "duration_us", c->duration_us);
+    }
+    kr_jsonw_obj_close(&w);
+    return take_line(&w);
+}
+
+char *
+kr_audit_format_auth(const struct kr_audit_auth *a)
+{
+    struct kr_audit_str cid;
+    struct kr_jsonw w;
+
+    if (a == NULL || a->outcome == NULL) {
+        return NULL;
+    }
+    kr_jsonw_init(&w);
+    (void)kr_jsonw_reserve(&w, KR_AUDIT_LINE_GUESS);
+    kr_jsonw_obj_open(&w);
+    peer_head(&w, a->time_us, "authentication", &a->peer);
+    if (a->client_id != NULL) {
+        cid = given_str(a->client_id, strlen(a->client_id));
+        cid.cut = cid.cut || a->client_id_cut;
+        set_kept(&w, "client_id", &cid);
+    }
+    peer_tail(&w, &a->peer);
+    set_str(&w, "mechanism", a->mechanism);
+    set_str(&w, "outcome", a->outcome);
+    if (a->error_code >= 0) {
+        kr_jsonw_kint(&w, "error_code", a->error_code);
+    }
+    kr_jsonw_kbool(&w, "reauth", a->reauth);
+    kr_jsonw_kint(&w, "handshake_version", a->handshake_version);
+    if (a->authenticate_version >= 0) {
+        kr_jsonw_kint(&w, "authenticate_version", a->authenticate_version);
+    }
+    if (a->session_lifetime_ms >= 0) {
+        kr_jsonw_kint(&w, "session_lifetime_ms", a->session_lifetime_ms);
     }
     kr_jsonw_obj_close(&w);
     return take_line(&w);

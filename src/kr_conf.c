@@ -255,16 +255,7 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "checked against the CA and CRL then loaded; a resumed session "
       "keeps the client certificate its first handshake verified. false: "
       "no tickets, no cache, every handshake a full one", NULL },
-    /* issue 9: SASL */
-    { KR_CS_LISTENER, "sasl", KR_CT_CHOICE, LST(sasl), 0, "passthrough",
-      0, 0, 0,
-      "SASL between clients and brokers: passthrough follows a client "
-      "that starts SASL with its broker and lets a client that does not "
-      "go on; required also closes a client that sends anything but "
-      "ApiVersions and SaslHandshake before it authenticated; terminate: "
-      "krelay authenticates clients itself (PLAIN, SCRAM-SHA-256/512 "
-      "against sasl_credentials) and never forwards their SASL requests",
-      kr_cf_sasl_choices },
+    /* issue 9: SASL termination (sasl = terminate) */
     { KR_CS_LISTENER, "sasl_mechanisms", KR_CT_STRING, LST(sasl_mechanisms),
       0, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", 0, 0, 0,
       "with sasl = terminate: the mechanisms offered, in the order "
@@ -310,6 +301,26 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "node_id_max, is closed after its handshake (close) or given the "
       "bootstrap route (bootstrap); either way one log line names the "
       "client and the name", kr_cf_sni_fallback_choices },
+    /* issue 9: SASL passthrough */
+    { KR_CS_LISTENER, "sasl", KR_CT_CHOICE, LST(sasl), 0, "passthrough",
+      0, 0, 0,
+      "SASL between clients and brokers, which authenticate them: "
+      "passthrough follows a client that starts SASL (its principal for "
+      "rules and the audit log; requests pipelined behind an "
+      "authentication step held until the broker's answer) and lets a "
+      "client that does not go on; required also closes a client that "
+      "sends anything but ApiVersions and SaslHandshake before it "
+      "authenticated; terminate: krelay authenticates clients itself "
+      "(PLAIN, SCRAM-SHA-256/512 against sasl_credentials) and never "
+      "forwards their SASL requests", kr_cf_sasl_choices },
+    { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
+      LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
+      "close a client whose SASL authentication (from its SaslHandshake "
+      "to the broker's success) takes longer, in ms", NULL },
+    { KR_CS_LISTENER, "oauthbearer_principal_claim", KR_CT_STRING,
+      LST(oauthbearer_principal_claim), 0, "sub", 0, 0, 0,
+      "the claim of an OAUTHBEARER token's JWT payload that names the "
+      "principal (Kafka's sasl.oauthbearer.sub.claim.name)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -383,8 +394,13 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_RULE, "client_id", KR_CT_GLOBS, RUL(client_id), 0, NULL, 0, 0, 0,
       "ClientId globs (default: any)", NULL },
     { KR_CS_RULE, "principal", KR_CT_GLOBS, RUL(principal), 0, NULL, 0, 0, 0,
-      "principal globs (User:NAME); only a listener with ssl and "
-      "ssl_client_ca gives a principal, from the client certificate", NULL },
+      "principal globs (User:NAME): a client certificate's (ssl and "
+      "ssl_client_ca), or the one the broker verified in the client's SASL "
+      "exchange (which wins); on a connection whose SASL principal krelay "
+      "cannot know (GSSAPI...) a rule naming principals fails closed: it "
+      "applies when it denies, clamps, sets a produce policy, enforces a "
+      "throttle or audits, not when it only injects ThrottleTimeMs or "
+      "faults", NULL },
     { KR_CS_RULE, "api", KR_CT_APIS, RUL(api), RUL(napi), NULL, 0, 0, 0,
       "Kafka API names (Produce, Fetch...) or ApiKeys (default: all)", NULL },
     { KR_CS_RULE, "versions", KR_CT_VRANGE, RUL(versions_min),
@@ -1843,6 +1859,7 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->sasl_credentials);
     free(l->sasl_login_rate);
     kr_sasl_srv_cfg_free(l->sasl_srv);
+    free(l->oauthbearer_principal_claim);
 }
 
 static void
@@ -2359,51 +2376,6 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
                                    KR_API_PRODUCE);
         }
     }
-}
-
-/*
- * Can a connection on listener l have a principal (what a rule's
- * `principal` matches)?  With TLS and client certificates (ssl and
- * ssl_client_ca): the session gives the connection its certificate's
- * principal once the handshake is done.  HOOK (issue 14): when SASL
- * brings principals to other listeners, answer for those here too.
- */
-static bool
-kr_cf_listener_gives_principal(const struct kr_listener_conf *l)
-{
-    return l->ssl && l->ssl_client_ca != NULL;
-}
-
-/* A rule matching on principal where no listener it covers gives one. */
-static void
-kr_cf_check_principal(struct kr_cf_state *st, struct kr_cf_inst *in,
-                      const char *lbl)
-{
-    const struct kr_rule_conf *r = in->obj;
-    int i, j;
-
-    if (r->principal.n == 0) {
-        return;
-    }
-    for (i = 0; i < st->ninsts; i++) {
-        const struct kr_cf_inst *li = &st->insts[i];
-        bool covered = r->listener.n == 0;
-
-        if (li->bad || li->kind != KR_CS_LISTENER) {
-            continue;
-        }
-        for (j = 0; j < r->listener.n && !covered; j++) {
-            covered = strcmp(r->listener.v[j], li->name) == 0;
-        }
-        if (covered && kr_cf_listener_gives_principal(li->obj)) {
-            return;
-        }
-    }
-    kr_cf_warn(st, kr_cf_line_of(in, "principal"), "%s: principal never "
-               "matches: no listener %sgives a principal (only one with "
-               "ssl = true and ssl_client_ca does: krelay does not follow "
-               "SASL identities yet), so this rule never applies", lbl,
-               r->listener.n > 0 ? "the rule names " : "");
 }
 
 /* The keys of kind's TLS settings besides `ssl`. */
@@ -2963,7 +2935,6 @@ kr_cf_check_rule(struct kr_cf_state *st, struct kr_cf_inst *in,
                   "policy keys would never apply", lbl);
     }
     kr_cf_check_rule_acts(st, in, lbl);
-    kr_cf_check_principal(st, in, lbl);
 }
 
 /*

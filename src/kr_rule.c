@@ -370,10 +370,11 @@ kr_rule_load_string(const char *text, const char *name, FILE *errs,
 
 /* ---- connections and lookup --------------------------------------------- */
 
-void
-kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
-                  const struct sockaddr *sa, const char *principal,
-                  struct kr_rule_mask *out)
+/* kr_rule_conn_mask, with unknown: the principal cannot be known. */
+static void
+conn_mask(const struct kr_ruleset *rs, const char *listener,
+          const struct sockaddr *sa, const char *principal, bool unknown,
+          struct kr_rule_mask *out)
 {
     int i, j;
 
@@ -397,7 +398,9 @@ kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
                 ok = ok || kr_cidr_match(&r->client_address[j], sa);
             }
         }
-        if (ok && r->principal.n > 0) {
+        if (ok && r->principal.n > 0 && unknown) {
+            ok = kr_rule_enforces(r) || r->audit;       /* fail closed */
+        } else if (ok && r->principal.n > 0) {
             ok = principal != NULL &&
                  globs_match(&r->principal, principal, strlen(principal));
         }
@@ -405,6 +408,22 @@ kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
             mask_set(out, i);
         }
     }
+}
+
+void
+kr_rule_conn_mask(const struct kr_ruleset *rs, const char *listener,
+                  const struct sockaddr *sa, const char *principal,
+                  struct kr_rule_mask *out)
+{
+    conn_mask(rs, listener, sa, principal, false, out);
+}
+
+void
+kr_rule_conn_mask_unknown(const struct kr_ruleset *rs, const char *listener,
+                          const struct sockaddr *sa,
+                          struct kr_rule_mask *out)
+{
+    conn_mask(rs, listener, sa, NULL, true, out);
 }
 
 const struct kr_rule_slot *

@@ -227,7 +227,7 @@ static void vclose(struct kr_session *s, enum kr_close_cause cause,
 
 enum timer_kind {
     T_NONE, T_CONNECT, T_REQUEST, T_RESPONSE, T_IDLE, T_DRAIN, T_LINGER,
-    T_CLOSING, T_HANDSHAKE
+    T_CLOSING, T_HANDSHAKE, T_SASL
 };
 
 static void
@@ -358,6 +358,7 @@ session_free(struct kr_session *s)
     kr_audit_memo_free(s->audit_memo);
     free(s->close_msg);
     free(s->principal);
+    kr_sasl_free(&s->sasl);
     free(s->clamps);
     free(s->enforced);
     free(s->av);
@@ -382,7 +383,33 @@ kr_s_leave(struct kr_session *s)
 int
 kr_s_fifo_push(struct kr_session *s, const struct kr_inflight *e)
 {
-    return kr_inflight_push(&s->fifo, e);
+    int rc = kr_inflight_push(&s->fifo, e);
+
+    if (rc == KR_OK && e->sasl != 0) {
+        s->sasl.inflight++;
+    }
+    return rc;
+}
+
+/*
+ * A SASL step leaves the FIFO (issue 9): one fewer in flight; one the
+ * broker never answered was answered by krelay (a rule, the SaslHandshake
+ * v0 refusal): a handshake that never reached the broker starts nothing,
+ * another step fails the exchange.
+ */
+static void
+fifo_leave(struct kr_session *s, const struct kr_inflight *e)
+{
+    if (e->sasl == 0) {
+        return;
+    }
+    s->sasl.inflight--;
+    if (e->sasl == 1 && e->kind == KR_INF_REQUEST &&
+        e->api_key == KR_API_SASL_HANDSHAKE) {
+        kr_sasl_handshake_unsent(&s->sasl);
+    } else if (e->sasl == 1) {
+        kr_sasl_on_local_answer(&s->sasl);
+    }
 }
 
 struct kr_inflight *
@@ -399,6 +426,7 @@ kr_s_fifo_pop(struct kr_session *s)
     bool answered = !e->optional;
     int64_t sent = e->sent_ms;
 
+    fifo_leave(s, e);
     kr_inflight_pop(&s->fifo, kr_clock_timer_ms());
     s->last_active_ms = s->fifo.head_since_ms;
     if (answered) {
@@ -413,6 +441,7 @@ kr_s_fifo_remove(struct kr_session *s, uint32_t i)
 {
     int64_t now = kr_clock_timer_ms();
 
+    fifo_leave(s, kr_inflight_at(&s->fifo, i));
     kr_inflight_remove(&s->fifo, i, now);
     s->last_active_ms = now;
 }
@@ -515,8 +544,30 @@ client_draining(struct kr_session *s)
     return false;
 }
 
+static int64_t deadline_io(struct kr_session *s, enum timer_kind *kind);
+
+/*
+ * The nearest deadline: the connection's (deadline_io), or a SASL
+ * exchange's end (sasl_auth_timeout_ms from its SaslHandshake, issue 9)
+ * when that comes first.
+ */
 static int64_t
 deadline(struct kr_session *s, enum timer_kind *kind)
+{
+    int64_t at = deadline_io(s, kind), sasl_at;
+
+    if (s->sasl.auth == KR_SASL_AUTH_STARTED && !s->closing && !s->opaque) {
+        sasl_at = s->sasl.started_ms + s->lc->sasl_auth_timeout_ms;
+        if (*kind == T_NONE || sasl_at < at) {
+            *kind = T_SASL;
+            at = sasl_at;
+        }
+    }
+    return at;
+}
+
+static int64_t
+deadline_io(struct kr_session *s, enum timer_kind *kind)
 {
     const struct kr_listener_conf *lc = s->lc;
     const struct kr_inflight *e;
@@ -683,6 +734,13 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
         case T_IDLE:
             kr_s_close_timeout(s, KR_LOG_INFO, "idle for idle_timeout_ms %"
                                PRId64, s->lc->idle_timeout_ms);
+            break;
+        case T_SASL:
+            kr_s_close_timeout(s, KR_LOG_NOTICE, "SASL %s authentication not "
+                               "done within sasl_auth_timeout_ms %" PRId64
+                               " (%u steps in flight)", s->sasl.mech_name,
+                               s->lc->sasl_auth_timeout_ms,
+                               s->sasl.inflight);
             break;
         case T_LINGER:
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection "
@@ -1356,9 +1414,7 @@ client_secured(struct kr_session *s)
         if (s->principal != NULL) {
             kr_log_debug("[%s] client certificate: %s", s->name,
                          s->principal);
-            kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
-                              (const struct sockaddr *)&s->peer,
-                              s->principal, &s->rmask);
+            kr_s_conn_mask(s);
         }
         /* the open line once route and principal are known (sni_route
            writes it; idempotent) */

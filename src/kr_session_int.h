@@ -271,6 +271,23 @@ void kr_s_stream_plain_end(struct kr_session *s);
 /* Follow a reload: requests read from now on use the current config. */
 void kr_s_conf_refresh(struct kr_session *s);
 
+/*
+ * The rules whose static matchers hold for s (s->rmask) with its current
+ * principal: known, none, or unknown (SASL: rules naming principals fail
+ * closed).  After a reload, a TLS handshake, a SASL success.
+ */
+void kr_s_conn_mask(struct kr_session *s);
+
+/*
+ * What the broker's answer to a SASL step meant (issue 9): on success the
+ * principal is verified and becomes the connection's (s->principal, the
+ * rule mask again, its log and audit lines); on failure one log line and
+ * audit line, and the connection closes once the answer reached the
+ * client (what the client sent behind it is dropped: the broker closes
+ * anyway).  Returns 0, or -1 when closed.
+ */
+int kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer a);
+
 /* Does an enforcing rule apply to this connection at all? */
 bool kr_s_conn_enforces(struct kr_session *s);
 

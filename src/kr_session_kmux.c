@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "kr_action.h"
 #include "kr_analyse.h"
 #include "kr_api_keys.h"
@@ -173,9 +175,284 @@ sasl_note_mech(struct kr_session *s, const struct kr_msg *m)
     }
 }
 
+/* Kafka's sasl.server.max.receive.size: frames before authentication. */
+#define KR_SASL_MAX_RECEIVE (512 * 1024)
+
+/* Would krelay refuse this SaslHandshake (v0, a mechanism whose end it
+   cannot see, an enforcing rule on the connection: issue 13)? */
+static bool
+sasl_refused(struct kr_session *s, int16_t ver)
+{
+    return ver == 0 && s->sasl.mech == KR_SASL_OTHER && kr_s_conn_enforces(s);
+}
+
+/*
+ * A SaslHandshake request m goes to the broker (issue 9): the exchange
+ * starts (kr_sasl_on_handshake).  A re-authentication (KIP-368) naming
+ * another mechanism closes the connection, as a broker does.  One krelay
+ * refuses (sasl_refused) starts nothing.  Returns 0, or -1 when closed.
+ */
+static int
+sasl_handshake_seen(struct kr_session *s, const struct kr_msg *m)
+{
+    const struct kr_val *v = kr_node_get_id(m->body, KR_FIELD_MECHANISM);
+    const uint8_t *name = NULL;
+    int32_t len = -1;
+    char was[KR_SASL_MECH_NAME_MAX + 1];
+
+    if (sasl_refused(s, m->api_version)) {
+        return 0;
+    }
+    if (v != NULL && !v->is_null && v->u.s.len >= 0) {
+        name = v->u.s.p;
+        len = v->u.s.len;
+    }
+    memcpy(was, s->sasl.mech_name, sizeof(was));
+    switch (kr_sasl_on_handshake(&s->sasl, name, len, m->api_version,
+                                 kr_clock_timer_ms())) {
+    case KR_SASL_STEP_OK:
+        return 0;
+    case KR_SASL_STEP_MECH_CHANGED:
+        kr_s_close_bad(s, KR_LOG_NOTICE, "SASL re-authentication (KIP-368) "
+                       "names mechanism %.*s, not %s as the connection "
+                       "authenticated with: closed, as a broker closes it",
+                       len < 0 ? 4 : (int)(len > 40 ? 40 : len),
+                       len < 0 ? "null" : (const char *)name, was);
+        return -1;
+    default:
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+}
+
+/*
+ * Copy the whole frame at offset off of in (flen payload bytes after the
+ * prefix) into one malloc'd buffer (*buf) and decode it there (a request,
+ * or the response to (key, ver)): its bytes fields are then views into
+ * *buf, never copies in the arena, and the caller wipes *buf
+ * (OPENSSL_cleanse: SASL tokens) before freeing it.  KR_OK, or the
+ * codec's error with err filled; KR_ENOMEM.
+ */
+static int
+decode_copy(struct evbuffer *in, size_t off, size_t flen, bool rsp,
+            int16_t key, int16_t ver, uint8_t **buf, struct kr_arena *arena,
+            struct kr_msg *m, struct kr_codec_err *err)
+{
+    struct evbuffer_ptr pos;
+    struct iovec iov;
+    struct kr_rbuf rb;
+
+    kr_arena_init(arena, 1 << 20);
+    *buf = malloc(flen > 0 ? flen : 1);
+    if (*buf == NULL) {
+        return KR_ENOMEM;
+    }
+    if (evbuffer_ptr_set(in, &pos, off + KR_FRAME_PREFIX,
+                         EVBUFFER_PTR_SET) != 0 ||
+        evbuffer_copyout_from(in, &pos, *buf, flen) != (ev_ssize_t)flen) {
+        snprintf(err->msg, sizeof(err->msg), "short frame");
+        err->path[0] = '\0';
+        return KR_EPROTO;
+    }
+    iov.iov_base = *buf;
+    iov.iov_len = flen;
+    rb.seg = &iov;
+    rb.nseg = 1;
+    rb.len = flen;
+    return rsp ? kr_decode_response(arena, &rb, key, ver, 0, m, err)
+               : kr_decode_request(arena, &rb, 0, m, err);
+}
+
+/* The bytes value id of decoded m (NULL, 0 when absent or null). */
+static const uint8_t *
+msg_bytes(const struct kr_msg *m, uint16_t id, size_t *len)
+{
+    const struct kr_val *v = kr_node_get_id(m->body, id);
+
+    *len = 0;
+    if (v == NULL || !v->present || v->is_null || v->u.s.len <= 0) {
+        return NULL;
+    }
+    *len = (size_t)v->u.s.len;
+    return v->u.s.p;
+}
+
+/*
+ * A client token (a raw one: ver -1, len bytes at tok) or the whole
+ * SaslAuthenticate request at offset off of in (flen payload bytes) goes
+ * to the broker: its AuthBytes, the exchange's first token, give the
+ * principal (kr_sasl_on_token).  Everything krelay copied of it is wiped.
+ * A re-authentication as another principal closes the connection.
+ * Returns 0, or -1 when closed.
+ */
+static int
+sasl_token_seen(struct kr_session *s, struct evbuffer *in, size_t off,
+                size_t flen, int16_t ver)
+{
+    struct kr_codec_err err;
+    struct kr_arena arena;
+    struct kr_msg m;
+    const uint8_t *tok = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    enum kr_sasl_step st;
+    int rc;
+
+    if (s->sasl.token_seen || s->sasl.auth != KR_SASL_AUTH_STARTED) {
+        if (ver >= 0) {
+            s->sasl.authenticate_version = ver;
+        }
+        return 0;                       /* only the first one is read */
+    }
+    memset(&err, 0, sizeof(err));
+    if (ver < 0) {
+        struct evbuffer_ptr pos;
+
+        kr_arena_init(&arena, 1 << 20);
+        buf = malloc(flen > 0 ? flen : 1);
+        rc = buf == NULL ? KR_ENOMEM : KR_OK;
+        if (rc == KR_OK &&
+            (evbuffer_ptr_set(in, &pos, off + KR_FRAME_PREFIX,
+                              EVBUFFER_PTR_SET) != 0 ||
+             evbuffer_copyout_from(in, &pos, buf, flen) !=
+                 (ev_ssize_t)flen)) {
+            rc = KR_EPROTO;
+        }
+        tok = buf;
+        len = flen;
+    } else {
+        rc = decode_copy(in, off, flen, false, KR_API_SASL_AUTHENTICATE, ver,
+                         &buf, &arena, &m, &err);
+        if (rc == KR_OK) {
+            tok = msg_bytes(&m, KR_FIELD_AUTH_BYTES, &len);
+        }
+    }
+    if (rc == KR_ENOMEM) {
+        free(buf);
+        kr_arena_free(&arena);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (rc != KR_OK) {
+        /* the broker judges it; its principal is unknown (fail closed) */
+        tok = NULL;
+        len = 0;
+    }
+    st = kr_sasl_on_token(&s->sasl, ver, tok, len,
+                          s->lc->oauthbearer_principal_claim);
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, flen);
+        free(buf);
+    }
+    kr_arena_free(&arena);
+    switch (st) {
+    case KR_SASL_STEP_OK:
+        if (s->sasl.why != NULL || rc != KR_OK) {
+            kr_log_info("[%s] SASL %s: the client's first token does not "
+                        "give a principal (%s): unknown, rules naming "
+                        "principals fail closed", s->name,
+                        s->sasl.mech_name,
+                        rc != KR_OK ? "SaslAuthenticate does not decode"
+                                    : s->sasl.why);
+        }
+        return 0;
+    case KR_SASL_STEP_PRINCIPAL_CHANGED:
+        kr_s_close_bad(s, KR_LOG_NOTICE, "SASL re-authentication (KIP-368) "
+                       "claims another principal than %s, which the "
+                       "connection authenticated as: closed, as a broker "
+                       "closes it", s->sasl.principal != NULL
+                                        ? s->sasl.principal
+                                        : "the unknown one");
+        return -1;
+    default:
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+}
+
+/* What the SASL gate decided about a request (sasl_gate). */
+enum sasl_gate_outcome {
+    SGATE_CLOSED = -1,                  /* the session was closed */
+    SGATE_PASS = 0,                     /* on its way as any request */
+    SGATE_HOLD                          /* held: a SASL step is in flight */
+};
+
+/*
+ * The SASL gate (issue 9) for the request with header h (flen payload
+ * bytes): before authentication frames are capped at
+ * sasl.server.max.receive.size; while a SASL step is in flight only
+ * ApiVersions and the steps themselves go on, anything else is held (not
+ * read further: judged by the rules once the broker answered, the
+ * principal known); in the middle of an exchange with nothing in flight
+ * another request is closed on (as the broker would), unless the
+ * mechanism's end is not visible and every answer was a success (then
+ * the exchange is taken as done); with sasl = required nothing else goes
+ * before the client authenticated.
+ */
+static enum sasl_gate_outcome
+sasl_gate(struct kr_session *s, const struct kr_req_hdr *h, size_t flen)
+{
+    struct kr_sasl *sa = &s->sasl;
+    bool step = h->known && (h->api_key == KR_API_SASL_HANDSHAKE ||
+                             h->api_key == KR_API_SASL_AUTHENTICATE);
+    bool pre = !sa->authenticated &&
+               (sa->auth != KR_SASL_AUTH_NONE ||
+                s->lc->sasl == KR_SASL_MODE_REQUIRED);
+
+    if ((step || pre) && flen > KR_SASL_MAX_RECEIVE) {
+        kr_s_close_bad(s, KR_LOG_WARN, "%s v%d request of %zu bytes before "
+                       "SASL authentication is done: above 524288 (Kafka's "
+                       "sasl.server.max.receive.size)",
+                       kr_s_api_name(h->api_key), h->api_version, flen);
+        return SGATE_CLOSED;
+    }
+    if (step || (h->known && h->api_key == KR_API_API_VERSIONS)) {
+        return SGATE_PASS;
+    }
+    if (sa->inflight > 0) {
+        if (!s->req_blocked) {
+            kr_log_debug("[%s] %s v%d CorrelationId %d held until the broker "
+                         "answers the SASL step before it", s->name,
+                         kr_s_api_name(h->api_key), h->api_version,
+                         h->correlation_id);
+        }
+        s->req_blocked = 1;
+        return SGATE_HOLD;
+    }
+    if (sa->auth == KR_SASL_AUTH_STARTED) {
+        if (kr_sasl_assume_done(sa)) {
+            return kr_s_sasl_outcome(s, KR_SASL_ANS_SUCCESS) == 0
+                       ? SGATE_PASS
+                       : SGATE_CLOSED;
+        }
+        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+                       "in the middle of SASL %s authentication, before the "
+                       "broker answered its end: closed, as a broker closes "
+                       "it", kr_s_api_name(h->api_key), h->api_version,
+                       h->correlation_id, sa->mech_name);
+        return SGATE_CLOSED;
+    }
+    if (sa->auth == KR_SASL_AUTH_FAILED) {
+        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+                       "after failed SASL %s authentication: closed",
+                       kr_s_api_name(h->api_key), h->api_version,
+                       h->correlation_id, sa->mech_name);
+        return SGATE_CLOSED;
+    }
+    if (s->lc->sasl == KR_SASL_MODE_REQUIRED && !sa->authenticated) {
+        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+                       "before SASL authentication, on a listener with sasl "
+                       "= required: closed", kr_s_api_name(h->api_key),
+                       h->api_version, h->correlation_id);
+        return SGATE_CLOSED;
+    }
+    return SGATE_PASS;
+}
+
 /*
  * Decode a whole SaslHandshake request at offset off of in (frame_len
- * payload bytes after the prefix) with the codec; remember Mechanism.
+ * payload bytes after the prefix) with the codec; remember Mechanism and
+ * start the exchange (sasl_handshake_seen).
  */
 static int
 decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
@@ -226,8 +503,9 @@ decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
         return -1;
     }
     sasl_note_mech(s, &m);
+    rc = sasl_handshake_seen(s, &m);
     kr_arena_free(&arena);
-    return 0;
+    return rc;
 }
 
 /* Leading body fields to peek per ApiKey: the request's own wait. */
@@ -325,8 +603,24 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                            lc->max_frame_bytes);
             return NREQ_CLOSED;
         }
+        if (size > KR_SASL_MAX_RECEIVE) {
+            kr_s_close_bad(s, KR_LOG_WARN, "SASL token frame of %d bytes: "
+                           "above 524288 (Kafka's "
+                           "sasl.server.max.receive.size)", size);
+            return NREQ_CLOSED;
+        }
+        if (!s->sasl.token_seen && s->sasl.auth == KR_SASL_AUTH_STARTED) {
+            /* the exchange's first token gives the principal: whole */
+            if (avail - KR_FRAME_PREFIX < (size_t)size) {
+                return NREQ_WAIT;
+            }
+            if (sasl_token_seen(s, in, scan, (size_t)size, -1) != 0) {
+                return NREQ_CLOSED;
+            }
+        }
         e.kind = KR_INF_SASL_TOKEN;
         e.correlation_id = -1;
+        e.sasl = 1;
         if (kr_s_fifo_push(s, &e) != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "out of memory");
             return NREQ_CLOSED;
@@ -380,6 +674,30 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (kr_s_fifo_inflight(s) >= (uint64_t)lc->max_inflight) {
         s->req_blocked = 1;
         return NREQ_WAIT;
+    }
+    /* issue 9: SASL before the rules (a held request is judged once the
+       broker answered, with the principal then known) */
+    switch (sasl_gate(s, &h, flen)) {
+    case SGATE_CLOSED:
+        return NREQ_CLOSED;
+    case SGATE_HOLD:
+        return NREQ_WAIT;
+    case SGATE_PASS:
+        break;
+    }
+    if (h.known && (h.api_key == KR_API_SASL_HANDSHAKE ||
+                    h.api_key == KR_API_SASL_AUTHENTICATE)) {
+        if (avail - KR_FRAME_PREFIX < flen) {
+            return NREQ_WAIT;           /* wait for the whole frame */
+        }
+        if (h.api_key == KR_API_SASL_HANDSHAKE
+                ? decode_sasl_handshake(s, in, scan, flen) != 0
+                : sasl_token_seen(s, in, scan, flen, h.api_version) != 0) {
+            return NREQ_CLOSED;
+        }
+        /* a step of the exchange, unless krelay refuses it (issue 13) */
+        e.sasl = h.api_key == KR_API_SASL_AUTHENTICATE ||
+                 !sasl_refused(s, h.api_version);
     }
     if (!h.client_id_null && *s->host->audit != NULL) {
         /* the close line's client_id: the last one the connection sent,
@@ -525,15 +843,9 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         return NREQ_RULES;
     }
     if (h.known && req_hold(h.api_key, h.api_version)) {
-        if (avail - KR_FRAME_PREFIX < flen) {
-            return NREQ_WAIT;           /* wait for the whole frame */
-        }
+        /* whole and decoded above (issue 9) */
         if (h.api_key == KR_API_SASL_HANDSHAKE &&
-            decode_sasl_handshake(s, in, scan, flen) != 0) {
-            return NREQ_CLOSED;
-        }
-        if (h.api_key == KR_API_SASL_HANDSHAKE && h.api_version == 0 &&
-            s->sasl.mech == KR_SASL_OTHER && kr_s_conn_enforces(s)) {
+            sasl_refused(s, h.api_version)) {
             /* issue 13: after it the connection would pass opaquely,
                past every rule */
             nreq_fill(nr, &h, &e, flen, expect);
@@ -678,6 +990,58 @@ kr_s_process_requests(struct kr_session *s)
 }
 
 /* ---- responses --------------------------------------------------------- */
+
+/*
+ * The whole SaslAuthenticate response (version ver) at offset off of in
+ * (flen payload bytes) answers a step of the exchange (issue 9): its
+ * ErrorCode, AuthBytes and (v1+) SessionLifetimeMs move it on
+ * (kr_sasl_on_answer).  The copy krelay decoded is wiped.  Returns 0, or
+ * -1 when closed.
+ */
+static int
+sasl_authenticate_answer(struct kr_session *s, struct evbuffer *in,
+                         size_t off, size_t flen, int16_t ver)
+{
+    struct kr_codec_err err;
+    struct kr_arena arena;
+    struct kr_msg m;
+    const struct kr_val *v;
+    const uint8_t *b = NULL;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int16_t code = KR_KERR_UNKNOWN_SERVER_ERROR;
+    int64_t life = -1;
+    int rc;
+
+    memset(&err, 0, sizeof(err));
+    rc = decode_copy(in, off, flen, true, KR_API_SASL_AUTHENTICATE, ver, &buf,
+                     &arena, &m, &err);
+    if (rc == KR_ENOMEM) {
+        kr_arena_free(&arena);
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (rc == KR_OK) {
+        v = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE);
+        code = v != NULL && v->present ? (int16_t)v->u.i : code;
+        b = msg_bytes(&m, KR_FIELD_AUTH_BYTES, &len);
+        v = kr_node_get_id(m.body, KR_FIELD_SESSION_LIFETIME_MS);
+        life = v != NULL && v->present ? v->u.i : -1;
+    } else {
+        kr_log_info("[%s] SaslAuthenticate v%d response from %s does not "
+                    "decode (%s): taken as a failure", s->name, ver,
+                    s->upname, err.msg);
+    }
+    rc = kr_s_sasl_outcome(s, kr_sasl_on_answer(&s->sasl,
+                                                KR_SASL_F_AUTHENTICATE, code,
+                                                b, len, life));
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, flen);
+        free(buf);
+    }
+    kr_arena_free(&arena);
+    return rc;
+}
 
 /* After a SaslHandshake v0 response: switch to raw token frames. */
 static void
@@ -1094,6 +1458,21 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                               "frame of %d bytes", s->upname, size);
                 return NRSP_CLOSED;
             }
+            if (e->sasl == 1) {
+                /* issue 9: PLAIN's answer, SCRAM's "v=" or "e=" */
+                size_t n = min_sz((size_t)size, 2);
+
+                if (c < KR_FRAME_PREFIX + n) {
+                    return NRSP_WAIT;
+                }
+                e->sasl = 2;
+                if (kr_s_sasl_outcome(s, kr_sasl_on_answer(
+                                             &s->sasl, KR_SASL_F_RAW, 0,
+                                             pk + KR_FRAME_PREFIX,
+                                             (size_t)size, -1)) != 0) {
+                    return NRSP_CLOSED;
+                }
+            }
             kr_s_fifo_pop(s);
             KR_STAT_INC(s->host->stats, sasl_tokens);
             s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)size;
@@ -1167,7 +1546,23 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         *idx_out = idx;
         return NRSP_INTERNAL;
     }
-    if (e->api_key == KR_API_SASL_HANDSHAKE && e->api_version == 0) {
+    if (e->sasl == 1 && e->api_key == KR_API_SASL_AUTHENTICATE) {
+        /* issue 9: its ErrorCode, AuthBytes, SessionLifetimeMs (whole) */
+        if ((int64_t)flen > s->lc->max_frame_bytes) {
+            kr_s_close_up(s, KR_LOG_WARN, "SaslAuthenticate v%d response of "
+                          "%zu bytes exceeds max_frame_bytes %" PRId64,
+                          e->api_version, flen, s->lc->max_frame_bytes);
+            return NRSP_CLOSED;
+        }
+        if (avail - KR_FRAME_PREFIX < flen) {
+            return NRSP_WAIT;
+        }
+        e->sasl = 2;
+        if (sasl_authenticate_answer(s, in, scan, flen, e->api_version) != 0) {
+            return NRSP_CLOSED;
+        }
+    }
+    if (e->sasl == 1 && e->api_key == KR_API_SASL_HANDSHAKE) {
         f[0].id = KR_FIELD_ERROR_CODE;
         for (;;) {
             rc = kr_frame_response_hdr_len(pk + KR_FRAME_PREFIX,
@@ -1191,10 +1586,22 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             c = peek(s, in, scan, KR_FRAME_PREFIX + need, small,
                      sizeof(small), &pk);
         }
-        if (rc == KR_OK && f[0].found && f[0].val == 0) {
+        e->sasl = 2;
+        if (kr_s_sasl_outcome(s, kr_sasl_on_answer(
+                                     &s->sasl, KR_SASL_F_HANDSHAKE,
+                                     rc == KR_OK && f[0].found
+                                         ? (int16_t)f[0].val
+                                         : KR_KERR_UNKNOWN_SERVER_ERROR,
+                                     NULL, 0, -1)) != 0) {
+            return NRSP_CLOSED;
+        }
+        if (e->api_version == 0 && rc == KR_OK && f[0].found &&
+            f[0].val == 0) {
             sasl_start(s);
         }
-        s->want_rsp_first = 0;
+        if (e->api_version == 0) {
+            s->want_rsp_first = 0;
+        }
     }
     if (idx == 0 && e->rq != NULL && kr_s_rsp_scan_only(e)) {
         /* issue 14: a Fetch response its rules only audit is not held:

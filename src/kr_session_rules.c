@@ -212,6 +212,12 @@ audit_peer(struct kr_session *s, struct kr_audit_peer *p)
     p->upstream_addr = s->up_named ? s->upname : NULL;
     peer_sw(p, s->sw);
     p->principal = s->principal;
+    /* SASL's (issue 9): rules and request lines never see a claimed one */
+    if (s->principal_unknown) {
+        p->principal_state = kr_sasl_pstate_name(KR_SASL_PS_UNKNOWN);
+    } else if (s->sasl.authenticated && s->principal != NULL) {
+        p->principal_state = kr_sasl_pstate_name(KR_SASL_PS_VERIFIED);
+    }
 }
 
 /* The cause label of "closes" (kr_stats.h), as close lines name it. */
@@ -342,15 +348,144 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
-    kr_rule_conn_mask(cur->conf->ruleset, s->lc->name,
-                      (const struct sockaddr *)&s->peer, s->principal,
-                      &s->rmask);
+    kr_s_conn_mask(s);
     s->rw.clamps = NULL;
     s->rw.pass_unknown_apis = false;
     s->rw.enforced = NULL;
     s->rw.enforced_unknown = false;
     s->fetch_stale = 1;
     kr_s_audit_open(s);
+}
+
+void
+kr_s_conn_mask(struct kr_session *s)
+{
+    if (s->principal_unknown) {
+        kr_rule_conn_mask_unknown(s->cref->conf->ruleset, s->lc->name,
+                                  (const struct sockaddr *)&s->peer,
+                                  &s->rmask);
+    } else {
+        kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
+                          (const struct sockaddr *)&s->peer, s->principal,
+                          &s->rmask);
+    }
+}
+
+/* ---- SASL passthrough (issue 9) ----------------------------------------- */
+
+/*
+ * The authentication line of the exchange that just ended, when a rule
+ * could audit the connection: with the principal it ends with (the
+ * rules' mask for it, or the claimed one's: a rule auditing bob audits
+ * bob's failed logins too).
+ */
+static void
+sasl_audit(struct kr_session *s)
+{
+    const struct kr_ruleset *rs = s->cref->conf->ruleset;
+    const struct kr_sasl *sa = &s->sasl;
+    struct kr_rule_mask m;
+    struct kr_audit_auth a;
+
+    if (audit_sink(s) == NULL || rs == NULL) {
+        return;
+    }
+    if (sa->pstate == KR_SASL_PS_UNKNOWN) {
+        kr_rule_conn_mask_unknown(rs, s->lc->name,
+                                  (const struct sockaddr *)&s->peer, &m);
+    } else {
+        kr_rule_conn_mask(rs, s->lc->name, (const struct sockaddr *)&s->peer,
+                          sa->principal, &m);
+    }
+    if (!kr_rule_mask_any(&rs->audit_mask, &m) &&
+        !kr_rule_mask_any(&rs->audit_mask, &s->rmask)) {
+        return;
+    }
+    memset(&a, 0, sizeof(a));
+    a.time_us = kr_clock_wall_us();
+    audit_peer(s, &a.peer);
+    a.peer.principal = sa->principal;
+    a.peer.principal_state = sa->pstate != KR_SASL_PS_NONE
+                                 ? kr_sasl_pstate_name(sa->pstate)
+                                 : NULL;
+    a.client_id = s->client_id[0] ? s->client_id : NULL;
+    a.client_id_cut = s->client_id_cut;
+    a.mechanism = sa->mech_name;
+    a.outcome = kr_sasl_auth_name(sa->auth);
+    a.error_code = sa->auth == KR_SASL_AUTH_FAILED ? sa->error_code : -1;
+    a.reauth = sa->reauth;
+    a.handshake_version = sa->handshake_version;
+    a.authenticate_version = sa->authenticate_version;
+    a.session_lifetime_ms = sa->auth == KR_SASL_AUTH_SUCCEEDED
+                                ? sa->session_lifetime_ms
+                                : -1;
+    audit_put(s, kr_audit_format_auth(&a));
+}
+
+int
+kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer ans)
+{
+    struct kr_sasl *sa = &s->sasl;
+    char life[48] = "", code[96] = "";
+
+    if (ans == KR_SASL_ANS_CONTINUE) {
+        return 0;
+    }
+    if (ans == KR_SASL_ANS_FAILURE) {
+        size_t held = evbuffer_get_length(s->client.in);
+
+        if (s->closing) {
+            return 0;                   /* said once */
+        }
+        if (sa->error_code >= 0) {
+            char n[64];
+
+            snprintf(code, sizeof(code), ": ErrorCode %s",
+                     kr_kerr_format(sa->error_code, n, sizeof(n)));
+        }
+        sasl_audit(s);
+        KR_STAT_INC(s->host->stats, sasl_failures);
+        return kr_s_close_after_owed(s, KR_LOG_NOTICE, "SASL %s "
+                                     "%sauthentication failed for %s "
+                                     "(%s)%s; closing after the answer%s%zu "
+                                     "bytes the client sent behind it "
+                                     "dropped", sa->mech_name,
+                                     sa->reauth ? "re-" : "",
+                                     sa->principal != NULL ? sa->principal
+                                                           : "a principal "
+                                                             "krelay cannot "
+                                                             "know",
+                                     kr_sasl_pstate_name(sa->pstate), code,
+                                     held > 0 ? ": " : " (", held) < 0
+                   ? -1
+                   : 0;
+    }
+    /* success: the principal is the broker's now */
+    if (!sa->reauth) {
+        char *p = NULL;
+
+        if (sa->pstate == KR_SASL_PS_VERIFIED &&
+            (p = strdup(sa->principal)) == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        free(s->principal);             /* SASL's wins over mTLS's */
+        s->principal = p;
+        s->principal_unknown = sa->pstate != KR_SASL_PS_VERIFIED;
+        kr_s_conn_mask(s);
+    }
+    if (sa->session_lifetime_ms > 0) {
+        snprintf(life, sizeof(life), ", session lifetime %" PRId64 " ms",
+                 sa->session_lifetime_ms);
+    }
+    kr_log_info("[%s] SASL %s %sauthentication succeeded: %s (%s)%s", s->name,
+                sa->mech_name, sa->reauth ? "re-" : "",
+                s->principal != NULL ? s->principal : "principal unknown",
+                kr_sasl_pstate_name(sa->pstate), life);
+    KR_STAT_INC(s->host->stats, sasl_successes);
+    kr_s_audit_open(s);
+    sasl_audit(s);
+    return 0;
 }
 
 /* ---- rules: the pipeline (kr_analyse.h) ---------------------------------- */

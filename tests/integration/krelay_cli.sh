@@ -118,9 +118,9 @@ n=$(grep -c "SIGHUP\|SIGUSR1" "$W/krelay.log")
 [ "$n" -eq 4 ] || kr_fail "$n signal lines, want 4: $(grep SIG "$W/krelay.log")"
 # a reload logs what `krelay -t` warns about (issue 14)
 conf "$W/run.ini" "$W/krelay.log"
-printf '[rule who]\nprincipal = User:bob\nthrottle_ms = 1\n' >>"$W/run.ini"
+printf '[rule who]\napi = Produce\nclamp_max_version = 2\n' >>"$W/run.ini"
 kill -HUP "$pid"
-wait_line "warn: reload: warning: $W/run.ini:12: \[rule who\]: principal never matches"
+wait_line "warn: reload: warning: $W/run.ini:13: \[rule who\]: clamp_max_version 2"
 # one connection, no request: the stop report says "1 connection"
 exec 3<>"/dev/tcp/127.0.0.1/$base" || kr_fail "cannot connect to $base"
 exec 3>&-

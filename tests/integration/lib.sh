@@ -325,12 +325,15 @@ kr_start_mock() {
 
 # kr_write_conf FILE: krelay's config for the running mock.
 # KR_LISTENER_CONF: lines added to its [listener] section as they are
-# (e.g. "max_frame_bytes = 16777216").
+# (e.g. "max_frame_bytes = 16777216").  KR_UPSTREAM_BOOTSTRAP replaces
+# the mock's bootstrap list, KR_UPSTREAM_CONF adds lines to [upstream]
+# (the SASL fronts: see kr_start_sasl_fronts).
 kr_write_conf() {
     cat >"$1" <<EOF
 ; written by tests/integration/lib.sh for $KR_TEST_NAME
 [upstream]
-bootstrap_servers = $KR_MOCK_BOOTSTRAP
+bootstrap_servers = ${KR_UPSTREAM_BOOTSTRAP:-$KR_MOCK_BOOTSTRAP}
+${KR_UPSTREAM_CONF:-}
 
 [listener]
 listen = 127.0.0.1:$KR_PORT
@@ -455,16 +458,21 @@ kr_check_brokers() {
 }
 
 # kr_check_no_direct: every connection a mock broker accepted came from
-# the krelay process (the mock's accept log names each peer's owner).
+# the krelay process (the mock's accept log names each peer's owner), or
+# with the SASL fronts (kr_start_sasl_fronts) from the fronts' process.
 kr_check_no_direct() {
     kr_is_direct && return 0
     [ -s "$KR_ACCEPT_LOG" ] || kr_fail "the mock accepted no connection"
-    local bad
-    bad=$(grep -v " pid=$KR_KRELAY_PID " "$KR_ACCEPT_LOG" || true)
-    if [ -n "$bad" ]; then
-        kr_fail "connections to mock brokers not from krelay (pid $KR_KRELAY_PID): $bad"
+    local bad pid=$KR_KRELAY_PID who=krelay
+    if [ -n "${KR_SASL_PID:-}" ]; then
+        pid=$KR_SASL_PID
+        who="the SASL fronts"
     fi
-    kr_log "mock brokers accepted $(wc -l <"$KR_ACCEPT_LOG") connections, all from krelay"
+    bad=$(grep -v " pid=$pid " "$KR_ACCEPT_LOG" || true)
+    if [ -n "$bad" ]; then
+        kr_fail "connections to mock brokers not from $who (pid $pid): $bad"
+    fi
+    kr_log "mock brokers accepted $(wc -l <"$KR_ACCEPT_LOG") connections, all from $who"
 }
 
 # kr_check_alive: krelay must still be running (no crash during the test).
@@ -645,4 +653,73 @@ kr_tls_matrix() {
     grep -Eq "> mtls/(bootstrap|NodeId [0-9]+)\] client certificate: .*CN=krelay-test-client" \
         "$KR_WORK/krelay.log" ||
         kr_fail "$name on mtls: no client certificate subject logged"
+}
+
+# ---- SASL upstream (issue 9): tests/integration/sasl_front.py ----------
+
+# kr_start_sasl_fronts [OPTION...]: SASL_PLAINTEXT brokers in front of
+# the running mock (kr_start_mock): one sasl_front.py process listening
+# on one port per mock broker, relaying to that broker once the client
+# has authenticated as a Kafka broker wants (sasl_front.py's header says
+# what it checks; it never trusts krelay).  OPTIONs go to sasl_front.py
+# as they are: --mechanisms, --session-lifetime-ms, --scram-nonce-check,
+# --oauth-claim, --iterations, --user NAME:PASSWORD / --users FILE
+# (without either: the test accounts alice:alice-test-pw and
+# bob:bob-test-pw).  Sets:
+#   KR_SASL_BASE       NodeId n's front at 127.0.0.1:$((KR_SASL_BASE + n))
+#   KR_SASL_BOOTSTRAP  "127.0.0.1:P1,127.0.0.1:P2,..." (all fronts)
+#   KR_SASL_DIAL       krelay [upstream] lines "dial.n = 127.0.0.1:Pn"
+#   KR_SASL_EVENTS     the events file (JSON lines: auth, request with
+#                      the principal each request was relayed as, close)
+#   KR_SASL_PID        the process (stopped at exit; kr_check_no_direct
+#                      then wants every mock connection from it)
+# Its log: $KR_WORK/sasl_front.log.  krelay in front of the fronts:
+#   KR_UPSTREAM_BOOTSTRAP=$KR_SASL_BOOTSTRAP
+#   KR_UPSTREAM_CONF="$KR_SASL_DIAL
+#   <krelay's upstream SASL keys>"
+#   kr_start_krelay
+kr_start_sasl_fronts() {
+    local attempt base n a listen accounts=(--user alice:alice-test-pw
+                                            --user bob:bob-test-pw)
+    for a in "$@"; do
+        case $a in --user | --users) accounts=() ;; esac
+    done
+    KR_SASL_EVENTS=$KR_WORK/sasl_events.jsonl
+    for attempt in 1 2 3; do
+        base=$(kr_free_ports "$KR_NODEIDS") || exit 99
+        KR_SASL_BASE=$((base - 1))
+        listen=()
+        KR_SASL_DIAL=
+        for ((n = 1; n <= KR_NODEIDS; n++)); do
+            listen+=(--listen "$((KR_SASL_BASE + n))=127.0.0.1:$((KR_MOCK_BASE + n))")
+            KR_SASL_DIAL+="dial.$n = 127.0.0.1:$((KR_SASL_BASE + n))"$'\n'
+        done
+        rm -f "$KR_WORK/sasl_front.ready"
+        "$KR_PY" "$top_srcdir/tests/integration/sasl_front.py" "${listen[@]}" \
+            "${accounts[@]}" --events "$KR_SASL_EVENTS" \
+            --ready-file "$KR_WORK/sasl_front.ready" "$@" \
+            2>>"$KR_WORK/sasl_front.log" &
+        KR_SASL_PID=$!
+        KR_PIDS+=("$KR_SASL_PID")
+        kr_wait_for 30 kr_sasl_ready_or_gone
+        if [ -s "$KR_WORK/sasl_front.ready" ]; then
+            KR_SASL_BOOTSTRAP=$(head -n 1 "$KR_WORK/sasl_front.ready")
+            kr_log "SASL fronts (pid $KR_SASL_PID) at $KR_SASL_BOOTSTRAP"
+            return 0
+        fi
+        kill "$KR_SASL_PID" 2>/dev/null
+        wait "$KR_SASL_PID" 2>/dev/null
+        kr_log "SASL fronts did not start (attempt $attempt)"
+    done
+    kr_fail "the SASL fronts did not start; see sasl_front.log"
+}
+
+# kr_sasl_ready_or_gone: the fronts wrote their ready file, or exited.
+kr_sasl_ready_or_gone() {
+    [ -s "$KR_WORK/sasl_front.ready" ] || ! kill -0 "$KR_SASL_PID" 2>/dev/null
+}
+
+# start_sasl_fronts: the name issue 9's plan uses for kr_start_sasl_fronts.
+start_sasl_fronts() {
+    kr_start_sasl_fronts "$@"
 }

@@ -1964,6 +1964,36 @@ START_TEST(test_doc_keys)
     line = kr_audit_format_conn(&cl);
     collect_keys(line, doc, seen, 8192);
     free(line);
+    /* a SASL authentication (issue 9): every key of its table */
+    {
+        struct kr_audit_auth au;
+
+        memset(&au, 0, sizeof(au));
+        au.peer = info.peer;
+        au.peer.principal = "User:alice";
+        au.peer.principal_state = "verified";
+        au.client_id = "c";
+        au.mechanism = "SCRAM-SHA-512";
+        au.outcome = "failure";
+        au.error_code = 58;
+        au.reauth = true;
+        au.handshake_version = 1;
+        au.authenticate_version = 2;
+        au.session_lifetime_ms = 3600000;
+        line = kr_audit_format_auth(&au);
+        ck_assert_ptr_nonnull(line);
+        ck_assert_msg(strstr(line, "\"type\":\"authentication\"") != NULL &&
+                      strstr(line, "\"principal\":\"User:alice\","
+                             "\"principal_state\":\"verified\","
+                             "\"mechanism\":\"SCRAM-SHA-512\","
+                             "\"outcome\":\"failure\",\"error_code\":58,"
+                             "\"reauth\":true,\"handshake_version\":1,"
+                             "\"authenticate_version\":2,"
+                             "\"session_lifetime_ms\":3600000}") != NULL,
+                      "%s", line);
+        collect_keys(line, doc, seen, 8192);
+        free(line);
+    }
     /* every documented key was written */
     for (p = doc; *p != '\0'; p = strchr(p, '\n') + 1) {
         char key[128];

@@ -1641,9 +1641,8 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_principal_mapping_rules = RULE:^CN=([^,]+).*$/$1/, DEFAULT" },
     { "[listener a]", "ssl_resumption", KR_RELOAD_APPLY,
       "", "ssl_resumption = false" },
-    /* issue 9: SASL; a reload applies to new connections (and the
-       credentials file is read again) */
-    { "[listener a]", "sasl", KR_RELOAD_APPLY, "", "sasl = required" },
+    /* issue 9: SASL termination; a reload applies to new connections
+       (and the credentials file is read again) */
     { "[listener a]", "sasl_mechanisms", KR_RELOAD_APPLY,
       "", "sasl_mechanisms = PLAIN" },
     { "[listener a]", "sasl_credentials", KR_RELOAD_APPLY,
@@ -1666,6 +1665,11 @@ static const struct reload_row reload_rows[] = {
       SNI_ROW "sni_broker_name = b-$(node_id).kafka.test",
       SNI_ROW "sni_broker_name = b-$(node_id).kafka.test\n"
       "sni_fallback = bootstrap" },
+    { "[listener a]", "sasl", KR_RELOAD_APPLY, "", "sasl = required" },
+    { "[listener a]", "sasl_auth_timeout_ms", KR_RELOAD_APPLY, "",
+      "sasl_auth_timeout_ms = 30000" },
+    { "[listener a]", "oauthbearer_principal_claim", KR_RELOAD_APPLY, "",
+      "oauthbearer_principal_claim = azp" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -2481,13 +2485,12 @@ START_TEST(test_principal_rules)
             "[rule r]\nprincipal = User:bob*\ndeny = true\n", certs);
     c = load_ok(t);
     w = warnings_of(c, &nw);
-    ck_assert_msg(nw == 2, "%s", w);
+    /* (the rule on principal: SASL gives every listener principals) */
+    ck_assert_msg(nw == 1, "%s", w);
     ck_assert_msg(strstr(w, "t.ini:8: [listener]: ssl_principal_mapping_rules"
                          " is set but ssl_client_ca is not: no client "
                          "certificate is asked for, the key is not used\n")
                   != NULL, "%s", w);
-    ck_assert_msg(strstr(w, "t.ini:10: [rule r]: principal never matches: "
-                         "no listener gives a principal") != NULL, "%s", w);
     free(w);
     kr_conf_free(c);
     free(t);
@@ -2520,9 +2523,9 @@ START_TEST(test_principal_rules)
 END_TEST
 
 /*
- * `principal` rules (issue 14's warning): quiet when a listener the rule
- * covers has ssl and ssl_client_ca, warned when the rule names only
- * listeners that do not.
+ * `principal` rules: issue 14 warned of one whose listeners had no
+ * ssl_client_ca; since issue 9 every listener gives principals (SASL
+ * passthrough), so none warns.
  */
 START_TEST(test_principal_warning)
 {
@@ -2545,11 +2548,8 @@ START_TEST(test_principal_warning)
     unsigned nw;
     char *w = warnings_of(c, &nw);
 
-    ck_assert_msg(nw == 1, "%s", w);
-    ck_assert_msg(strstr(w, "t.ini:23: [rule on-p]: principal never "
-                         "matches: no listener the rule names gives a "
-                         "principal (only one with ssl = true and "
-                         "ssl_client_ca does") == w, "%s", w);
+    /* issue 9: a listener without ssl_client_ca gives SASL principals */
+    ck_assert_msg(nw == 0, "%s", w);
     free(w);
     kr_conf_free(c);
     free(t);

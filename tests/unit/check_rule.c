@@ -394,6 +394,45 @@ START_TEST(test_lookup_clamp_only)
 }
 END_TEST
 
+/*
+ * issue 9: a principal krelay cannot know (SASL GSSAPI...): rules naming
+ * principals fail closed -- deny, policy, clamp, throttle enforce and
+ * audit apply; ThrottleTimeMs injection and faults do not; other matchers
+ * still hold.
+ */
+START_TEST(test_conn_mask_unknown)
+{
+    struct kr_conf *c = load_ok(BASE "[rule d]\nprincipal = User:bob\n"
+                                "api = Produce\ndeny = true\n"
+                                "[rule a]\nprincipal = User:bob\n"
+                                "audit = true\n"
+                                "[rule i]\nprincipal = User:bob\n"
+                                "throttle_ms = 5\n"
+                                "[rule e]\nprincipal = User:bob\n"
+                                "throttle_ms = 5\nthrottle_mode = enforce\n"
+                                "[rule f]\nprincipal = User:bob\n"
+                                "fault_latency_ms = 5\n"
+                                "[rule l]\nlistener = b\n"
+                                "principal = User:bob\ndeny = true\n"
+                                "[audit]\ntarget = /dev/null\n");
+    const struct kr_ruleset *rs = c->ruleset;
+    struct kr_rule_mask m;
+
+    kr_rule_conn_mask_unknown(rs, "a", NULL, &m);
+    ck_assert(kr_rule_mask_has(&m, 0));
+    ck_assert(kr_rule_mask_has(&m, 1));
+    ck_assert(!kr_rule_mask_has(&m, 2));
+    ck_assert(kr_rule_mask_has(&m, 3));
+    ck_assert(!kr_rule_mask_has(&m, 4));
+    ck_assert(!kr_rule_mask_has(&m, 5));        /* listener b only */
+    ck_assert_ptr_nonnull(kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m));
+    /* a known other principal: none of them */
+    kr_rule_conn_mask(rs, "a", NULL, "User:alice", &m);
+    ck_assert_ptr_null(kr_rule_lookup(rs, KR_API_PRODUCE, 9, &m));
+    kr_conf_free(c);
+}
+END_TEST
+
 START_TEST(test_conn_mask)
 {
     struct kr_conf *c = load_ok(BASE "[rule onlyb]\nlistener = b\n"
@@ -938,35 +977,21 @@ START_TEST(test_warn_clamp_kafka4)
 }
 END_TEST
 
-/* issue 14: no listener these rules cover gives a principal (none has
-   ssl_client_ca): such a rule warns; check_conf's principal_rules case
-   has listeners that do */
+/* issue 14 warned of rules on principal where no listener had
+   ssl_client_ca; since issue 9 (SASL passthrough) every listener gives
+   principals: none warns */
 START_TEST(test_warn_principal)
 {
     unsigned n;
     char *out;
 
-    /* lines: 9 [rule who], 10 deny, 11 principal */
     out = warnings_of(BASE "[rule who]\ndeny = true\n"
                       "principal = User:bob, User:al*\n", &n);
-    ck_assert_uint_eq(n, 1);
-    ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
-                     "no listener gives a principal (only one with ssl = "
-                     "true and ssl_client_ca does: krelay does not follow "
-                     "SASL identities yet), so this rule never applies\n");
+    ck_assert_msg(n == 0, "%s", out);
     free(out);
     out = warnings_of(BASE "[rule who]\nlistener = b\n"
                       "principal = User:bob\nthrottle_ms = 5\n", &n);
-    ck_assert_uint_eq(n, 1);
-    ck_assert_str_eq(out, "t.ini:11: [rule who]: principal never matches: "
-                     "no listener the rule names gives a principal (only "
-                     "one with ssl = true and ssl_client_ca does: krelay "
-                     "does not follow SASL identities yet), so this rule "
-                     "never applies\n");
-    free(out);
-    out = warnings_of(BASE "[rule any]\nlistener = b\napi = CreateTopics\n"
-                      "deny = true\n", &n);
-    ck_assert_msg(n == 0, "%s", out);   /* (deny of every API: warned) */
+    ck_assert_msg(n == 0, "%s", out);
     free(out);
 }
 END_TEST
@@ -983,7 +1008,7 @@ START_TEST(test_warn_order)
                       "broker_port_base = 29100\n"
                       "[rule c]\napi = Produce\nclamp_max_version = 2\n"
                       "pass_unknown_apis = true\n"
-                      "[rule d]\nprincipal = x\ndeny = true\n", &n);
+                      "[rule d]\ndeny = true\n", &n);
     ck_assert_uint_eq(n, 3 + 1);
     ck_assert_msg(strncmp(out, "t.ini:4: [listener]: listen = 0.0.0.0:29092"
                           " is a wildcard", 42) == 0, "%s", out);
@@ -991,7 +1016,7 @@ START_TEST(test_warn_order)
     ck_assert_msg(strncmp(l2, "t.ini:8: [rule c]: clamp_max_version 2", 38)
                   == 0, "%s", out);
     l3 = strchr(l2, '\n') + 1;
-    ck_assert_msg(strncmp(l3, "t.ini:11: [rule d]: principal never", 35)
+    ck_assert_msg(strncmp(l3, "t.ini:11: [rule d]: deny = true with no", 38)
                   == 0, "%s", out);
     ck_assert_msg(strstr(strchr(l3, '\n') + 1, "t.ini:6: [rule c]: "
                          "pass_unknown_apis has no effect") != NULL,
@@ -1014,6 +1039,7 @@ rule_suite(void)
     tcase_add_test(tc, test_conf_dump_roundtrip);
     tcase_add_test(tc, test_lookup_clamp_only);
     tcase_add_test(tc, test_conn_mask);
+    tcase_add_test(tc, test_conn_mask_unknown);
     tcase_add_test(tc, test_eval_topics_deny);
     tcase_add_test(tc, test_eval_precedence);
     tcase_add_test(tc, test_eval_audit_body_any);

@@ -40,6 +40,7 @@
 #include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_fault_xprt.h"
+#include "kr_kerr.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_daemon.h"
@@ -80,6 +81,7 @@ struct fake {
     bool hold;                  /* queue replies in pending */
     bool no_read;               /* do not read new connections */
     bool answer_acks0;          /* answer Produce with Acks=0 too */
+    int16_t sasl_error;         /* SaslAuthenticate's ErrorCode */
     int32_t md_node;            /* NodeId in Metadata responses */
     struct evbuffer *pending;
     struct evbuffer *log;       /* request bytes seen (client conns) */
@@ -339,6 +341,30 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         bstr(&r, "PLAIN");
         bend(&r, at);
         c->sasl_raw = 1;
+        goto send;
+    }
+    if (key == KR_API_SASL_HANDSHAKE && ver == 1) {
+        size_t at = r.n;
+
+        b32(&r, 0);
+        b32(&r, corr);
+        b16(&r, 0);             /* ErrorCode */
+        b32(&r, 1);
+        bstr(&r, "PLAIN");
+        bend(&r, at);
+        goto send;
+    }
+    if (key == KR_API_SASL_AUTHENTICATE && ver == 1) {
+        size_t at = r.n;
+
+        b32(&r, 0);
+        b32(&r, corr);
+        b16(&r, fb->sasl_error);        /* ErrorCode */
+        bstr(&r, fb->sasl_error != 0 ? "Authentication failed" : NULL);
+        b32(&r, 0);                     /* AuthBytes: empty */
+        b32(&r, 0);                     /* SessionLifetimeMs (int64) */
+        b32(&r, 60000);
+        bend(&r, at);
         goto send;
     }
     if (key == KR_API_METADATA && ver == 1) {
@@ -709,6 +735,7 @@ setup(void)
     T.lc.max_buffer_bytes = MAX_BUF;
     T.lc.max_connections = 100;
     T.lc.idle_timeout_ms = 0;
+    T.lc.sasl_auth_timeout_ms = 10000;
     T.lc.tcp_nodelay = true;
     T.conf.path = (char *)"check_session";
     T.conf.listeners = &T.lc;
@@ -1885,6 +1912,328 @@ START_TEST(timeout_client_not_reading)
     ck_assert_msg(strstr(log, "sent no response") == NULL, "log: %s", log);
     free(log);
     free(req.b);
+}
+END_TEST
+
+/* ---- issue 9: SASL passthrough ------------------------------------------ */
+
+/* SaslHandshake v1 PLAIN and SaslAuthenticate v1 for user (PLAIN token
+   "\0user\0pw"), CorrelationIds corr and corr + 1. */
+static void
+req_sasl_plain(struct bb *b, int32_t corr, const char *user)
+{
+    size_t at = req_begin(b, KR_API_SASL_HANDSHAKE, 1, corr);
+
+    bstr(b, "PLAIN");
+    bend(b, at);
+    at = req_begin(b, KR_API_SASL_AUTHENTICATE, 1, corr + 1);
+    b32(b, (int32_t)(strlen(user) + 4));
+    bput(b, "\0", 1);
+    bput(b, user, strlen(user));
+    bput(b, "\0pw", 3);
+    bend(b, at);
+}
+
+/* Frames (size prefixes) in the n bytes at p. */
+static int
+frames_in(const uint8_t *p, size_t n)
+{
+    size_t off = 0;
+    int k = 0;
+
+    while (off + 4 <= n) {
+        off += 4 + (size_t)kr_frame_i32(p + off);
+        k++;
+    }
+    return k;
+}
+
+/* The CorrelationId of frame k of c's input (responses). */
+static int32_t
+cli_corr(struct cli *c, int k)
+{
+    const uint8_t *p = evbuffer_pullup(c->in, -1);
+    size_t off = 0, n = evbuffer_get_length(c->in);
+
+    while (k-- > 0 && off + 4 <= n) {
+        off += 4 + (size_t)kr_frame_i32(p + off);
+    }
+    ck_assert_uint_le(off + 8, n);
+    return kr_frame_i32(p + off + 4);
+}
+
+/* [rule no-bob]: deny Produce to principal User:bob.  Freed by teardown
+   (static). */
+static void
+rule_deny_bob(void)
+{
+    static struct kr_rule_conf r;
+    static int16_t apis[1] = { KR_API_PRODUCE };
+    static char *who[1] = { (char *)"User:bob" };
+    char err[128] = "";
+
+    memset(&r, 0, sizeof(r));
+    r.name = (char *)"no-bob";
+    r.api = apis;
+    r.napi = 1;
+    r.principal.v = who;
+    r.principal.n = 1;
+    r.versions_min = 0;
+    r.versions_max = INT16_MAX;
+    r.direction = KR_RDIR_BOTH;
+    r.clamp_min_version = r.clamp_max_version = -1;
+    r.throttle_ms = -1;
+    r.deny = true;
+    r.deny_error = -1;
+    r.fault_error = -1;
+    r.fault_error_probability = 1;
+    T.conf.rules = &r;
+    T.conf.nrules = 1;
+    T.conf.ruleset = kr_rule_compile(&T.conf, err, sizeof(err));
+    ck_assert_msg(T.conf.ruleset != NULL, "%s", err);
+}
+
+/*
+ * A Produce pipelined behind SaslAuthenticate is held (never forwarded
+ * while the broker has not answered) and judged once the broker answered,
+ * with the principal then verified: bob's is denied by a rule on
+ * User:bob, alice's goes on.
+ */
+START_TEST(sasl_held_then_judged)
+{
+    const char *user = _i == 0 ? "bob" : "alice";
+    struct bb req = { 0 }, auth = { 0 };
+    struct cli *c;
+
+    rule_deny_bob();
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&auth, 1, user);
+    bput(&req, auth.b, auth.n);
+    req_produce(&req, 3, 1, 10);
+    T.fb.hold = true;           /* no answer yet */
+    cli_send(c, req.b, req.n);
+    fake_expect(&auth);         /* the two SASL steps, not the Produce */
+    ck_assert_int_eq(T.w->sessions->sasl.inflight, 2);
+    ck_assert_int_eq(T.w->sessions->sasl.pstate, KR_SASL_PS_CLAIMED);
+    ck_assert_ptr_null(T.w->sessions->principal);
+    ck_assert_int_eq(T.fb.nreq, 2);
+    fake_release(&T.fb);
+    ck_assert(cli_has(c, 1));
+    {
+        struct wait w = { 0 };
+
+        while (frames_in(evbuffer_pullup(c->in, -1),
+                         evbuffer_get_length(c->in)) < 3 &&
+               !c->closed && waiting(&w, progress())) {
+            pump_once();
+        }
+    }
+    ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                               evbuffer_get_length(c->in)), 3);
+    ck_assert_int_eq(cli_corr(c, 0), 1);
+    ck_assert_int_eq(cli_corr(c, 1), 2);
+    ck_assert_int_eq(cli_corr(c, 2), 3);
+    ck_assert(!c->closed);
+    ck_assert_str_eq(T.w->sessions->principal,
+                     _i == 0 ? "User:bob" : "User:alice");
+    ck_assert_int_eq(T.w->sessions->sasl.pstate, KR_SASL_PS_VERIFIED);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 1);
+    /* bob's Produce never reached the broker; alice's did */
+    ck_assert_int_eq(T.fb.nreq, _i == 0 ? 2 : 3);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, errors_answered,
+                                    kr_stats_kerr_cell(
+                                        KR_KERR_TOPIC_AUTHORIZATION_FAILED)),
+                      _i == 0 ? 1 : 0);
+    free(req.b);
+    free(auth.b);
+}
+END_TEST
+
+/* A failed authentication: the answer reaches the client, then the close;
+   the request held behind it never reaches the broker. */
+START_TEST(sasl_failure_drops_held)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    T.fb.sasl_error = 58;       /* SASL_AUTHENTICATION_FAILED */
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&req, 1, "bob");
+    req_heartbeat(&req, 3);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                               evbuffer_get_length(c->in)), 2);
+    ck_assert_int_eq(cli_corr(c, 1), 2);
+    ck_assert_int_eq(T.fb.nreq, 2);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_failures), 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "SASL PLAIN authentication failed for "
+                         "User:bob (claimed): ErrorCode "
+                         "SASL_AUTHENTICATION_FAILED") != NULL &&
+                  strstr(log, "bytes the client sent behind it dropped")
+                      != NULL, "log: %s", log);
+    ck_assert_msg(strstr(log, "pw") == NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/* sasl = required: a request before SaslHandshake closes, one line. */
+START_TEST(sasl_required_gate)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    T.lc.sasl = KR_SASL_MODE_REQUIRED;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 7);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_int_eq(T.fb.nreq, 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "Heartbeat v0 request (CorrelationId 7) "
+                         "before SASL authentication, on a listener with "
+                         "sasl = required") != NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/* A SaslAuthenticate above 512 KiB (sasl.server.max.receive.size). */
+START_TEST(sasl_receive_cap)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+    size_t at, n = 600 * 1024;
+    uint8_t *big = calloc(1, n);
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_SASL_HANDSHAKE, 1, 1);
+    bstr(&req, "PLAIN");
+    bend(&req, at);
+    at = req_begin(&req, KR_API_SASL_AUTHENTICATE, 1, 2);
+    b32(&req, (int32_t)n);
+    bput(&req, big, n);
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    /* the broker got the handshake at most, never the token */
+    ck_assert_uint_lt(evbuffer_get_length(T.fb.log), 64);
+    log = log_text();
+    ck_assert_msg(strstr(log, "SaslAuthenticate v1 request of 614419 bytes "
+                         "before SASL authentication is done: above 524288")
+                  != NULL, "log: %s", log);
+    free(log);
+    free(big);
+    free(req.b);
+}
+END_TEST
+
+/* No answer within sasl_auth_timeout_ms: closed, one line. */
+START_TEST(sasl_auth_timeout)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    T.lc.sasl_auth_timeout_ms = 100;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&req, 1, "alice");
+    T.fb.hold = true;
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "SASL PLAIN authentication not done within "
+                         "sasl_auth_timeout_ms 100 (2 steps in flight)")
+                  != NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * KIP-368: re-authentication with a request in flight passes (the
+ * request's answer comes, a request behind the new SaslAuthenticate is
+ * held until its answer); another principal closes.
+ */
+START_TEST(sasl_reauth)
+{
+    struct bb req = { 0 }, seen = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&req, 1, "alice");
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    bput(&seen, req.b, req.n);
+    ck_assert(cli_has(c, 1));
+    while (frames_in(evbuffer_pullup(c->in, -1),
+                     evbuffer_get_length(c->in)) < 2) {
+        ck_assert(cli_has(c, evbuffer_get_length(c->in) + 1));
+    }
+    ck_assert_str_eq(T.w->sessions->principal, "User:alice");
+    evbuffer_drain(c->in, evbuffer_get_length(c->in));
+    /* in flight: Heartbeat 10; re-authentication 11-12; Heartbeat 13 */
+    req.n = 0;
+    T.fb.hold = true;
+    req_heartbeat(&req, 10);
+    req_sasl_plain(&req, 11, "alice");
+    bput(&seen, req.b, req.n);
+    req_heartbeat(&req, 13);
+    cli_send(c, req.b, req.n);
+    fake_expect(&seen);         /* 13 held */
+    fake_release(&T.fb);
+    {
+        struct wait w = { 0 };
+
+        while (frames_in(evbuffer_pullup(c->in, -1),
+                         evbuffer_get_length(c->in)) < 4 &&
+               !c->closed && waiting(&w, progress())) {
+            pump_once();
+        }
+    }
+    ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                               evbuffer_get_length(c->in)), 4);
+    ck_assert_int_eq(cli_corr(c, 3), 13);
+    ck_assert_int_eq(T.fb.nreq, 6);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 2);
+    evbuffer_drain(c->in, evbuffer_get_length(c->in));
+    /* as mallory: closed */
+    req.n = 0;
+    req_sasl_plain(&req, 21, "mallory");
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    /* the broker never got mallory's token (at most the handshake) */
+    ck_assert(evbuffer_search(T.fb.log, "mallory", 7, NULL).pos == -1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "SASL re-authentication (KIP-368) claims "
+                         "another principal than User:alice") != NULL,
+                  "log: %s", log);
+    free(log);
+    free(req.b);
+    free(seen.b);
 }
 END_TEST
 
@@ -4720,6 +5069,12 @@ session_suite(void)
     tcase_add_test(tc, client_close_delivers_requests);
     tcase_add_test(tc, timeout_client_not_reading);
     tcase_add_test(tc, timeout_sasl_token);
+    tcase_add_loop_test(tc, sasl_held_then_judged, 0, 2);
+    tcase_add_test(tc, sasl_failure_drops_held);
+    tcase_add_test(tc, sasl_required_gate);
+    tcase_add_test(tc, sasl_receive_cap);
+    tcase_add_test(tc, sasl_auth_timeout);
+    tcase_add_test(tc, sasl_reauth);
     tcase_add_test(tc, metadata_negative_node_id);
     tcase_add_test(tc, pass_through_zero_copy);
     tcase_add_loop_test(tc, fetch16_streamed, 0, 2);

@@ -443,6 +443,7 @@ setup(void)
     T.lc.max_inflight = 1000;
     T.lc.max_buffer_bytes = 1 << 20;
     T.lc.max_connections = 100;
+    T.lc.sasl_auth_timeout_ms = 10000;
     T.lc.tcp_nodelay = true;
     T.conf.path = (char *)"check_worker";
     T.conf.listeners = &T.lc;
