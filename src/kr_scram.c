@@ -578,8 +578,13 @@ kr_scram_server_final(struct kr_scram_server *s, const uint8_t *msg,
         memcmp(f.cbind, s->gs2_b64, f.cbind_len) != 0) {
         return server_error(s, KR_SCRAM_BAD_CHANNEL_BINDING, out, out_len);
     }
-    if (f.nonce_len != strlen(s->nonce) ||
-        memcmp(f.nonce, s->nonce, f.nonce_len) != 0) {
+    /* Kafka's ScramSaslServer takes an r= that ENDS with the nonce
+       (clientFinalMessage.nonce().endsWith(...)): librdkafka up to 2.0
+       sends its own nonce again in front of the server's r=.  The proof
+       covers the message as sent, so nothing is weakened */
+    if (f.nonce_len < strlen(s->nonce) ||
+        memcmp(f.nonce + f.nonce_len - strlen(s->nonce), s->nonce,
+               strlen(s->nonce)) != 0) {
         return server_error(s, KR_SCRAM_BAD_NONCE, out, out_len);
     }
     if (f.proof_len > kr_sasl_b64_encoded_len(hl) ||
