@@ -377,6 +377,13 @@ START_TEST(server_refusals)
     server_refuses("c=biws,r=" CNONCE
                    ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
                    KR_SCRAM_BAD_NONCE, "e=other-error");
+    /* an r= that ends with the nonce passes the nonce check, as in
+       Kafka (librdkafka 2.0 sends its nonce again in front: sasl_
+       termination.sh), and is judged by its proof, which covers the
+       message as sent: RFC 7677's proof is not this message's */
+    server_refuses("c=biws,r=" CNONCE CNONCE SNONCE
+                   ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+                   KR_SCRAM_BAD_PROOF, "e=invalid-proof");
     /* c= of "y,," */
     server_refuses("c=eSws,r=" CNONCE SNONCE
                    ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
