@@ -81,6 +81,17 @@
  *   than krelay knows is answered locally (KIP-511).  A reload swaps the
  *   worker's config: conf_refresh picks it up before the next request.
  *
+ *   SASL passthrough (issue 9, kr_sasl.h): in next_request, before the
+ *   rules, the SASL gate (sasl_gate): while a SASL step (SaslHandshake,
+ *   SaslAuthenticate, raw token: FIFO entries with sasl set, counted in
+ *   sasl.inflight by kr_s_fifo_push / fifo_leave) awaits its answer, any
+ *   other request but ApiVersions is held -- not read further, the client
+ *   not read (req_blocked) -- until next_response read the answer
+ *   (kr_sasl_on_answer -> kr_s_sasl_outcome: the principal verified, the
+ *   rule mask again); then it is judged as any request.  The first token
+ *   gives the claimed principal (sasl_token_seen, wiped copies).  A
+ *   failure closes after the answer; sasl_auth_timeout_ms (T_SASL).
+ *
  *   fail-safe (issue 13): a frame krelay cannot decode never slips past
  *   an enforcing rule.  In next_request a request whose (ApiKey,
  *   ApiVersion) the tables lack goes through kr_rule_gate (header only,

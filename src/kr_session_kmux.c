@@ -212,13 +212,22 @@ sasl_handshake_seen(struct kr_session *s, const struct kr_msg *m)
                                  kr_clock_timer_ms())) {
     case KR_SASL_STEP_OK:
         return 0;
-    case KR_SASL_STEP_MECH_CHANGED:
+    case KR_SASL_STEP_MECH_CHANGED: {
+        char shown[41];
+        int32_t i, n = len < 0 ? 0 : (len > 40 ? 40 : len);
+
+        /* the client's bytes as the log shows them: printable or '?' */
+        for (i = 0; i < n; i++) {
+            shown[i] = name[i] >= 0x20 && name[i] < 0x7f ? (char)name[i]
+                                                         : '?';
+        }
+        shown[n] = '\0';
         kr_s_close_bad(s, KR_LOG_NOTICE, "SASL re-authentication (KIP-368) "
-                       "names mechanism %.*s, not %s as the connection "
+                       "names mechanism %s, not %s as the connection "
                        "authenticated with: closed, as a broker closes it",
-                       len < 0 ? 4 : (int)(len > 40 ? 40 : len),
-                       len < 0 ? "null" : (const char *)name, was);
+                       len < 0 ? "null" : shown, was);
         return -1;
+    }
     default:
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return -1;
