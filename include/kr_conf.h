@@ -105,10 +105,15 @@ enum kr_sasl_mode {
                                            a client that starts SASL is
                                            followed; one that does not
                                            goes on unauthenticated */
-    KR_SASL_MODE_REQUIRED               /* "required": nothing but
+    KR_SASL_MODE_REQUIRED,              /* "required": nothing but
                                            ApiVersions and SaslHandshake
                                            before authentication */
+    KR_SASL_MODE_TERMINATE              /* "terminate": krelay itself
+                                           authenticates clients
+                                           (kr_sasl_server.h) */
 };
+
+struct kr_sasl_srv_cfg;
 
 /* [listener NAME] */
 struct kr_listener_conf {
@@ -156,6 +161,20 @@ struct kr_listener_conf {
                                            it (kr_principal.h; owned by
                                            this config, immutable); NULL:
                                            not given, Kafka's DEFAULT */
+    /* issue 9: SASL termination (sasl = terminate) */
+    char *sasl_mechanisms;              /* as written; default PLAIN,
+                                           SCRAM-SHA-256,SCRAM-SHA-512 */
+    char *sasl_credentials;             /* the credentials file
+                                           (kr_sasl_users.h); required
+                                           with sasl = terminate */
+    int64_t sasl_session_lifetime_ms;   /* SessionLifetimeMs, 0: none */
+    char *sasl_login_rate;              /* "PER_SEC,BURST" or "0" (no
+                                           limit); default "5,20" */
+    struct kr_sasl_srv_cfg *sasl_srv;   /* with sasl = terminate: built by
+                                           the loader from the keys above
+                                           and the file (owned by this
+                                           config, shared read-only by its
+                                           sessions), else NULL */
     /* issue 8: SNI routing (appended) */
     char *sni_broker_name;              /* "broker-$(node_id).example.com";
                                            NULL: no SNI routing (a port per

@@ -80,6 +80,10 @@ struct kr_rewrite_ctx {
                                        name (kr_sni_broker_name), Port
                                        sni_port; borrowed */
     uint16_t sni_port;              /* the listener's own port */
+    /* issue 9: SASL termination (appended) */
+    bool sasl_local;                /* krelay answers SASL itself: its
+                                       own SaslHandshake/SaslAuthenticate
+                                       ranges advertised (kr_advert) */
 };
 
 /* Result details of one rewrite (for logs, metrics and tests). */

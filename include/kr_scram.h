@@ -229,7 +229,8 @@ enum kr_scram_outcome kr_scram_server_first(
 /*
  * Check a client-final message (len bytes at msg): it parses
  * (kr_sasl_scram_final_parse), c= is base64 of the gs2 header as sent,
- * r= is this exchange's nonce, the proof gives StoredKey (ClientKey =
+ * r= is this exchange's nonce (or ends with it, as Kafka takes
+ * librdkafka <= 2.0's r=), the proof gives StoredKey (ClientKey =
  * ClientProof XOR HMAC(StoredKey, AuthMessage); H(ClientKey) ==
  * StoredKey, CRYPTO_memcmp).  KR_SCRAM_OK: *out is server-final
  * "v=<ServerSignature>", state DONE.  Else state FAILED and *out is

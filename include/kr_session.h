@@ -315,6 +315,14 @@ struct kr_session {
                                            krelay authenticates (or
                                            re-authenticates) the upstream
                                            connection first */
+    /* issue 9: SASL termination (kr_session_saslterm.c; appended) */
+    struct kr_sasl_srv *sasl_srv;       /* the listener had sasl =
+                                           terminate when the client
+                                           connected: krelay authenticates
+                                           it (malloc'd; its cfg follows
+                                           reloads, NULL once the listener
+                                           no longer terminates), else
+                                           NULL */
 };
 
 /*

@@ -104,13 +104,25 @@ struct kr_advert {
     bool decode_all;                    /* every known API is capped */
     bool pass_unknown;                  /* keep ApiKeys the tables do not
                                            know (else dropped) */
+    /* issue 9: SASL termination (appended) */
+    bool sasl_local;                    /* krelay answers SaslHandshake and
+                                           SaslAuthenticate itself
+                                           (sasl = terminate): their ranges
+                                           are krelay's, 0-1 and 0-2,
+                                           whatever the broker offers, and
+                                           kr_clamp_apiversions adds them
+                                           when the broker has none */
+    struct kr_arena *arena;             /* with sasl_local: where entries
+                                           added are allocated */
 };
 
 /*
  * The one place an advertised (ApiVersions) range is computed, for ApiKey
  * api_key whose broker offers [bmin, bmax] (issue 13).  Precedence, each
  * step applied to the result of the one before:
- *   1. the broker's range;
+ *   1. the broker's range (with ad->sasl_local, SaslHandshake's and
+ *      SaslAuthenticate's are krelay's own instead: 0-1 and 0-2, the
+ *      versions kr_sasl_server answers);
  *   2. intersected with the connection's clamp for the key (a clamp rule:
  *      rules decide what a client may use), except Produce's MinVersion
  *      (a Produce clamp's min acts on requests only, see 5);
@@ -136,8 +148,11 @@ bool kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
  * response body (any version), in place: entries whose range is empty are
  * dropped, and so are ApiKeys the tables do not know unless
  * ad->pass_unknown (ad NULL: keep them, change nothing but step 5).  The
- * ApiKeys array is compacted in place.  Returns the number of entries
- * changed or dropped (0: body unchanged, no re-encode needed).
+ * ApiKeys array is compacted in place.  With ad->sasl_local, SaslHandshake
+ * and SaslAuthenticate entries the broker did not send are added (from
+ * ad->arena; none added when it is NULL or exhausted).  Returns the
+ * number of entries changed, dropped or added (0: body unchanged, no
+ * re-encode needed).
  */
 unsigned kr_clamp_apiversions(struct kr_node *body,
                               const struct kr_advert *ad);

@@ -44,6 +44,8 @@
 #include "kr_kerr.h"
 #include "kr_log.h"
 #include "kr_principal.h"
+#include "kr_sasl_server.h"
+#include "kr_sasl_users.h"
 #include "kr_schema.h"
 #include "kr_sni.h"
 #include "kr_tls_ctx.h"
@@ -156,7 +158,7 @@ static const char *const kr_cf_sni_fallback_choices[] = {
 };
 /* sasl: enum kr_sasl_mode's order. */
 static const char *const kr_cf_sasl_mode_choices[] = {
-    "passthrough", "required", NULL
+    "passthrough", "required", "terminate", NULL
 };
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
@@ -265,6 +267,30 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "checked against the CA and CRL then loaded; a resumed session "
       "keeps the client certificate its first handshake verified. false: "
       "no tickets, no cache, every handshake a full one", NULL },
+    /* issue 9: SASL termination (sasl = terminate) */
+    { KR_CS_LISTENER, "sasl_mechanisms", KR_CT_STRING, LST(sasl_mechanisms),
+      0, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", 0, 0, 0,
+      "with sasl = terminate: the mechanisms offered, in the order "
+      "SaslHandshake lists them (Kafka's sasl.enabled.mechanisms)", NULL },
+    { KR_CS_LISTENER, "sasl_credentials", KR_CT_PATH, LST(sasl_credentials),
+      0, NULL, 0, 0, 0,
+      "with sasl = terminate: the credentials file, a line per user and "
+      "mechanism, USER SCRAM-SHA-256|SCRAM-SHA-512 salt=...,stored_key=...,"
+      "server_key=...,iterations=N (krelay-passwd writes them; PLAIN "
+      "logins are checked against the user's SCRAM-SHA-512 entry, else "
+      "its SCRAM-SHA-256 one); read at start and by each reload; make it "
+      "readable by krelay only", NULL },
+    { KR_CS_LISTENER, "sasl_session_lifetime_ms", KR_CT_I64,
+      LST(sasl_session_lifetime_ms), 0, "0", 0, INT64_C(31536000000), 0,
+      "with sasl = terminate: SessionLifetimeMs given to clients "
+      "(KIP-368, Kafka's connections.max.reauth.ms): once it runs out a "
+      "client must re-authenticate before its next request or is closed; "
+      "0: never", NULL },
+    { KR_CS_LISTENER, "sasl_login_rate", KR_CT_STRING, LST(sasl_login_rate),
+      0, "5,20", 0, 0, 0,
+      "with sasl = terminate: logins per second per client address, and "
+      "the burst allowed at once, as PER_SEC,BURST (0: no limit); a "
+      "login over it is refused before any password is hashed", NULL },
     /* issue 8: SNI routing */
     { KR_CS_LISTENER, "sni_broker_name", KR_CT_STRING, LST(sni_broker_name),
       0, NULL, 0, 0, KR_CF_REBIND,
@@ -296,7 +322,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "authentication step held until the broker's answer) and lets a "
       "client that does not go on; required also closes a client that "
       "sends anything but ApiVersions and SaslHandshake before it "
-      "authenticated", kr_cf_sasl_mode_choices },
+      "authenticated; terminate: krelay authenticates clients itself "
+      "(PLAIN, SCRAM-SHA-256/512 against sasl_credentials) and never "
+      "forwards their SASL requests", kr_cf_sasl_mode_choices },
     { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
       LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client whose SASL authentication (from its SaslHandshake "
@@ -507,6 +535,8 @@ static const struct {
       "none: required without sni_broker_name" },
     { KR_CS_LISTENER, "sni_broker_name",
       "none: a port per NodeId (broker_port_base)" },
+    { KR_CS_LISTENER, "sasl_credentials",
+      "none (required with sasl = terminate)" },
     { KR_CS_LISTENER, "sni_bootstrap_name",
       "none: only sni_fallback = bootstrap reaches the bootstrap route" },
     { KR_CS_UPSTREAM, "ssl_ca",
@@ -1895,6 +1925,10 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->sni_broker_name);
     free(l->sni_bootstrap_name);
     kr_sni_free(l->sni);
+    free(l->sasl_mechanisms);
+    free(l->sasl_credentials);
+    free(l->sasl_login_rate);
+    kr_sasl_srv_cfg_free(l->sasl_srv);
     free(l->oauthbearer_principal_claim);
 }
 
@@ -2837,6 +2871,136 @@ kr_cf_check_mapping(struct kr_cf_state *st, struct kr_cf_inst *in)
     }
 }
 
+/* The keys that go with sasl = terminate. */
+static const char *const kr_cf_sasl_term_keys[] = {
+    "sasl_mechanisms", "sasl_credentials", "sasl_session_lifetime_ms",
+    "sasl_login_rate", NULL
+};
+
+/* sasl_login_rate: "PER_SEC,BURST" (PER_SEC > 0, a decimal; BURST a
+   whole number >= 1) or "0". */
+static bool
+kr_cf_parse_login_rate(const char *s, double *per_sec, unsigned *burst)
+{
+    char *end;
+    unsigned long b;
+
+    errno = 0;
+    *per_sec = strtod(s, &end);
+    if (end == s || errno != 0 || !(*per_sec >= 0) || *per_sec > 1e6) {
+        return false;
+    }
+    while (*end == ' ') {
+        end++;
+    }
+    if (*end == '\0') {
+        *burst = 0;
+        return *per_sec == 0;
+    }
+    if (*end != ',' || *per_sec == 0) {
+        return false;
+    }
+    s = end + 1;
+    while (*s == ' ') {
+        s++;
+    }
+    if (*s < '0' || *s > '9') {
+        return false;
+    }
+    b = strtoul(s, &end, 10);
+    while (*end == ' ') {
+        end++;
+    }
+    if (*end != '\0' || errno != 0 || b < 1 || b > 1000000) {
+        return false;
+    }
+    *burst = (unsigned)b;
+    return true;
+}
+
+/*
+ * sasl = terminate: the mechanisms, the login rate and the credentials
+ * file, loaded now (kr_sasl_users.h) so that a bad line is an error here
+ * (with the file's own line in the message), at start as at a reload;
+ * the listener's kr_sasl_srv_cfg built from them.  The keys without
+ * sasl = terminate are not used: a warning.
+ */
+static void
+kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    struct kr_listener_conf *l = in->obj;
+    enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH];
+    struct kr_sasl_users *users;
+    char lbl[KR_CONF_MAX_NAME + 32], why[512];
+    const char *w = NULL;
+    double per_sec = 0;
+    unsigned n = 0, burst = 0;
+    bool ok = true;
+    int i;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (l->sasl != KR_SASL_MODE_TERMINATE) {
+        for (i = 0; kr_cf_sasl_term_keys[i] != NULL; i++) {
+            if (kr_cf_key_given(in, kr_cf_sasl_term_keys[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, kr_cf_sasl_term_keys[i]),
+                           "%s: %s is set but sasl is not terminate: the "
+                           "key is not used", lbl, kr_cf_sasl_term_keys[i]);
+            }
+        }
+        return;
+    }
+    for (i = 0; kr_cf_sasl_term_keys[i] != NULL; i++) {
+        ok = ok && !kr_cf_key_line_bad(in, kr_cf_sasl_term_keys[i]);
+    }
+    if (!ok) {
+        return;
+    }
+    if (!kr_sasl_srv_mechs_parse(l->sasl_mechanisms, order, &n, &w)) {
+        kr_cf_err(st, kr_cf_line_of(in, "sasl_mechanisms"),
+                  "%s: sasl_mechanisms = %s: %s", lbl, l->sasl_mechanisms, w);
+        ok = false;
+    }
+    if (!kr_cf_parse_login_rate(l->sasl_login_rate, &per_sec, &burst)) {
+        kr_cf_err(st, kr_cf_line_of(in, "sasl_login_rate"),
+                  "%s: sasl_login_rate = %s: write PER_SEC,BURST (logins a "
+                  "second per client address, and how many at once), e.g. "
+                  "5,20, or 0 for no limit", lbl, l->sasl_login_rate);
+        ok = false;
+    }
+    if (l->sasl_credentials == NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "sasl"), "%s: sasl = terminate "
+                  "needs sasl_credentials (a file krelay-passwd writes "
+                  "lines of)", lbl);
+        return;
+    }
+    users = kr_sasl_users_load(l->sasl_credentials, why, sizeof(why));
+    if (users == NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "sasl_credentials"),
+                  "%s: sasl_credentials: %s", lbl, why);
+        return;
+    }
+    if (users->warning != NULL) {
+        kr_cf_warn(st, kr_cf_line_of(in, "sasl_credentials"),
+                   "%s: sasl_credentials: %s", lbl, users->warning);
+    }
+    if (users->n == 0) {
+        kr_cf_warn(st, kr_cf_line_of(in, "sasl_credentials"),
+                   "%s: sasl_credentials: %s holds no user: every login is "
+                   "refused", lbl, l->sasl_credentials);
+    }
+    if (!ok) {
+        kr_sasl_users_free(users);
+        return;
+    }
+    l->sasl_srv = kr_sasl_srv_cfg_new(order, n, users,
+                                      l->sasl_session_lifetime_ms, per_sec,
+                                      burst);
+    if (l->sasl_srv == NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "sasl"), "%s: sasl = terminate: "
+                  "out of memory", lbl);
+    }
+}
+
 /* Broker names checked against the certificate at most (a range of
    NodeIds may be large; the first misses are what a warning names). */
 #define KR_CF_SNI_CERT_CHECKS 4096
@@ -3223,6 +3387,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_check_listener(st, in);
         kr_cf_check_tls(st, in);
         kr_cf_check_mapping(st, in);
+        kr_cf_check_sasl_term(st, in);
         kr_cf_check_sni(st, in);
         if (l->upstream != NULL) {
             bool found = false;

@@ -204,6 +204,7 @@
 #include "kr_principal.h"
 #include "kr_rewrite.h"
 #include "kr_sasl.h"
+#include "kr_sasl_server.h"
 #include "kr_scan.h"
 #include "kr_session.h"
 #include "kr_sni.h"
@@ -372,6 +373,10 @@ session_free(struct kr_session *s)
     free(s->close_msg);
     free(s->principal);
     kr_sasl_free(&s->sasl);
+    if (s->sasl_srv != NULL) {
+        kr_sasl_srv_free(s->sasl_srv);
+        free(s->sasl_srv);
+    }
     free(s->clamps);
     free(s->enforced);
     free(s->av);
@@ -2117,6 +2122,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     struct kr_session *s;
     char peer[64];
     int on = 1, xrc, xerr;
+    bool term_ok;
 
     s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -2176,6 +2182,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->node_id = l->node_id;
     s->rw.upstream = g->up;
     s->rw.who = s->name;
+    term_ok = kr_s_term_init(s);        /* issue 9: sasl = terminate */
     s->started_ms = s->last_active_ms = kr_clock_timer_ms();
     s->up_started_ms = s->started_ms;
     s->next = *host->sessions;
@@ -2189,7 +2196,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
-        s->client.rev == NULL || s->client.wev == NULL) {
+        s->client.rev == NULL || s->client.wev == NULL || !term_ok) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         kr_s_leave(s);
         return KR_ENOMEM;

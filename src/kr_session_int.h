@@ -91,6 +91,9 @@ struct kr_nreq {
     char *cid;                          /* NREQ_REFUSE: the request's own
                                            ClientId (malloc'd, NULL: null) */
     size_t cidlen;                      /* its bytes */
+    bool term_raw;                      /* NREQ_SASL_TERM: a raw token
+                                           (no header) after SaslHandshake
+                                           v0, flen bytes */
 };
 
 /* What next_request decided about the frame at the scan point. */
@@ -102,9 +105,12 @@ enum nreq_outcome {
                                            cut-through */
     NREQ_RULES = 2,                     /* whole, the rules must see it
                                            (*nr filled) */
-    NREQ_REFUSE = 3                     /* krelay cannot decode it and an
+    NREQ_REFUSE = 3,                    /* krelay cannot decode it and an
                                            enforcing rule could match it
                                            (*nr filled): never forwarded */
+    NREQ_SASL_TERM = 4                  /* whole, a SASL step krelay
+                                           answers itself (sasl =
+                                           terminate; *nr filled) */
 };
 
 /* What kr_s_rstream_begin decided for a request frame. */
@@ -267,6 +273,37 @@ void kr_s_audit_unfinished(struct kr_session *s);
 /* The end of a streamed response whose tail passes as it is (the rest
    goes cut-through); its audit line (kmux). */
 void kr_s_stream_plain_end(struct kr_session *s);
+
+/* ---- SASL termination (kr_session_saslterm.c, issue 9) ---------------- */
+
+/*
+ * For a connection whose listener terminates SASL (s->sasl_srv): what
+ * happens to the frame at offset scan of in (avail bytes there, >= 4).
+ * NREQ_SASL_TERM (*nr filled: a SASL step or raw token, whole), NREQ_WAIT,
+ * NREQ_CLOSED (a request before authentication, in the middle of an
+ * exchange, after the session lifetime ran out; one log line), or
+ * NREQ_FORWARD meaning "not SASL's: go on as usual" (nothing consumed).
+ */
+enum nreq_outcome kr_s_term_next(struct kr_session *s, struct evbuffer *in,
+                                 size_t scan, size_t avail,
+                                 struct kr_nreq *nr);
+
+/*
+ * The SASL step nr (NREQ_SASL_TERM) at the start of client.in: taken out
+ * (its bytes wiped), answered by kr_sasl_server in its turn (a built
+ * response in the FIFO), the outcome carried out: the principal verified
+ * (kr_s_sasl_outcome), or the connection closed after the answer with
+ * one log line and an audit line.  Returns 0, or -1 when closed.
+ */
+int kr_s_term_step(struct kr_session *s, struct kr_nreq *nr);
+
+/* Set up s->sasl_srv for a listener with sasl = terminate (at accept);
+   false on ENOMEM. */
+bool kr_s_term_init(struct kr_session *s);
+
+/* The authentication audit line of s->sasl's last exchange, when a rule
+   could audit the connection (passthrough's, used by termination). */
+void kr_s_sasl_audit(struct kr_session *s);
 
 /* Follow a reload: requests read from now on use the current config. */
 void kr_s_conf_refresh(struct kr_session *s);

@@ -609,6 +609,16 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     memset(&e, 0, sizeof(e));
     e.sent_ms = kr_clock_timer_ms();
+    if (s->sasl_srv != NULL) {
+        /* issue 9: krelay is this client's SASL server (sasl = terminate):
+           its SASL steps are answered here, nothing else goes before
+           authentication */
+        enum nreq_outcome o = kr_s_term_next(s, in, scan, avail, nr);
+
+        if (o != NREQ_FORWARD) {
+            return o;
+        }
+    }
     if (s->sasl.tokens > 0) {
         rc = kr_frame_size(pk, c, 0, lc->max_frame_bytes, &size);
         if (rc != KR_OK) {
@@ -691,7 +701,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     /* issue 9: SASL before the rules (a held request is judged once the
        broker answered, with the principal then known) */
-    switch (sasl_gate(s, &h, flen)) {
+    switch (s->sasl_srv != NULL ? SGATE_PASS : sasl_gate(s, &h, flen)) {
     case SGATE_CLOSED:
         return NREQ_CLOSED;
     case SGATE_HOLD:
@@ -993,6 +1003,20 @@ kr_s_process_requests(struct kr_session *s)
             rc = kr_s_refuse_request(s, &nr, nr.cid, nr.cidlen, why);
             free(nr.cid);
             return rc;
+        }
+        if (rc == NREQ_SASL_TERM) {
+            /* krelay answers it (issue 9): what was scanned goes first */
+            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            move_bytes(s, in, s->up.out, scan);
+            scan = 0;
+            if (kr_s_term_step(s, &nr) != 0) {
+                return -1;
+            }
+            if (s->closing) {
+                return 0;
+            }
+            total = evbuffer_get_length(in);
+            continue;
         }
         if (rc == NREQ_RULES) {
             /* keep the order: what was scanned goes first */

@@ -42,6 +42,7 @@
 #include "kr_log.h"
 #include "kr_rewrite.h"
 #include "kr_sasl.h"
+#include "kr_sasl_server.h"
 #include "kr_scan.h"
 #include "kr_session.h"
 #include "kr_stats.h"
@@ -348,6 +349,11 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
+    if (s->sasl_srv != NULL) {
+        /* issue 9: the new generation's settings (none: no longer
+           terminated; a SASL step then closes) */
+        s->sasl_srv->cfg = s->lc->sasl_srv;
+    }
     kr_s_conn_mask(s);
     s->rw.clamps = NULL;
     s->rw.pass_unknown_apis = false;
@@ -420,6 +426,12 @@ sasl_audit(struct kr_session *s)
                                 ? sa->session_lifetime_ms
                                 : -1;
     audit_put(s, kr_audit_format_auth(&a));
+}
+
+void
+kr_s_sasl_audit(struct kr_session *s)
+{
+    sasl_audit(s);
 }
 
 int

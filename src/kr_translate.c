@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kr_api_keys.h"
 #include "kr_codec.h"
+#include "kr_field_ids.h"
 #include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_schema.h"
@@ -751,6 +753,15 @@ kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
     bool known = a != NULL && a->valid.lo <= a->valid.hi;
     int64_t nlo = bmin, nhi = bmax;
 
+    /* 1. krelay's own SASL ranges where it answers SASL itself */
+    if (ad != NULL && ad->sasl_local && api_key == KR_API_SASL_HANDSHAKE) {
+        nlo = 0;
+        nhi = 1;
+    } else if (ad != NULL && ad->sasl_local &&
+               api_key == KR_API_SASL_AUTHENTICATE) {
+        nlo = 0;
+        nhi = 2;
+    }
     /* 2. the connection's clamp */
     if (ad != NULL && ad->clamps != NULL && known &&
         ad->clamps[api_key].min <= ad->clamps[api_key].max) {
@@ -780,6 +791,58 @@ kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
     *lo = nlo;
     *hi = nhi;
     return true;
+}
+
+/*
+ * With ad->sasl_local: SaslHandshake and SaslAuthenticate entries for
+ * the ApiKeys arr lacks (a broker without SASL need not list them), with
+ * kr_advertise_range's ranges, the array copied into ad->arena one
+ * larger.  Returns the number added.
+ */
+static unsigned
+add_sasl_entries(struct kr_array *arr, int16_t v, const struct kr_advert *ad)
+{
+    static const int16_t keys[] = { KR_API_SASL_HANDSHAKE,
+                                    KR_API_SASL_AUTHENTICATE };
+    unsigned added = 0;
+    size_t j;
+    uint32_t i;
+
+    for (j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) {
+        struct kr_val *items, *k;
+        struct kr_node *e;
+        int64_t lo, hi;
+        bool have = false;
+
+        for (i = 0; i < arr->n && !have; i++) {
+            k = arr->items[i].u.node != NULL
+                ? kr_node_get_id(arr->items[i].u.node, KR_FIELD_API_KEY)
+                : NULL;
+            have = k != NULL && k->u.i == keys[j];
+        }
+        if (have || !kr_advertise_range(keys[j], 0, 0, ad, &lo, &hi)) {
+            continue;
+        }
+        items = kr_arena_alloc(ad->arena, ((size_t)arr->n + 1) *
+                                              sizeof(*items));
+        e = kr_node_new(ad->arena, arr->struct_id, v);
+        if (items == NULL || e == NULL) {
+            break;
+        }
+        if (arr->n > 0) {
+            memcpy(items, arr->items, arr->n * sizeof(*items));
+        }
+        kr_node_get_id(e, KR_FIELD_API_KEY)->u.i = keys[j];
+        kr_node_get_id(e, KR_FIELD_MIN_VERSION)->u.i = lo;
+        kr_node_get_id(e, KR_FIELD_MAX_VERSION)->u.i = hi;
+        memset(&items[arr->n], 0, sizeof(items[arr->n]));
+        items[arr->n].u.node = e;
+        items[arr->n].present = 1;
+        arr->items = items;
+        arr->n++;
+        added++;
+    }
+    return added;
 }
 
 unsigned
@@ -835,6 +898,9 @@ kr_clamp_apiversions(struct kr_node *body, const struct kr_advert *ad)
         arr->items[n++] = arr->items[i];
     }
     arr->n = n;
+    if (ad != NULL && ad->sasl_local && ad->arena != NULL) {
+        changed += add_sasl_entries(arr, body->version, ad);
+    }
     return changed;
 }
 

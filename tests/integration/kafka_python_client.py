@@ -13,6 +13,7 @@ When it only consumes, it reads until it has at least EXPECT messages
 (default 1) and then nothing more arrives for 2 seconds.  Waits end on
 success; their bounds are generous (a busy CI machine is slow).
 
+SASL: KR_SASL_MECH, KR_SASL_USER, KR_SASL_PASS (SASL_SSL with KR_TLS_CA).
 TLS (tests/integration/tls_*.sh): with KR_TLS_CA set (a CA file) the
 client speaks TLS and checks the brokers' certificates against it (and
 their host names); KR_TLS_CERT and KR_TLS_KEY add a client certificate.
@@ -40,6 +41,13 @@ def main():
                       ssl_check_hostname=True,
                       ssl_certfile=os.environ.get("KR_TLS_CERT") or None,
                       ssl_keyfile=os.environ.get("KR_TLS_KEY") or None)
+    if os.environ.get("KR_SASL_MECH"):
+        # SASL (sasl_termination_clients.sh): over TLS when KR_TLS_CA is set
+        common.update(security_protocol="SASL_SSL" if os.environ.get("KR_TLS_CA")
+                      else "SASL_PLAINTEXT",
+                      sasl_mechanism=os.environ["KR_SASL_MECH"],
+                      sasl_plain_username=os.environ["KR_SASL_USER"],
+                      sasl_plain_password=os.environ["KR_SASL_PASS"])
 
     tag = "kpy-%s-%d" % (api, os.getpid())
     sent = []

@@ -24,10 +24,19 @@ const ssl = env.KR_TLS_CA ? {
                             key: fs.readFileSync(env.KR_TLS_KEY) } : {}),
 } : undefined;
 
+// SASL (sasl_termination_clients.sh): KR_SASL_MECH (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512), KR_SASL_USER, KR_SASL_PASS.
+const sasl = env.KR_SASL_MECH ? {
+    mechanism: env.KR_SASL_MECH.toLowerCase(),
+    username: env.KR_SASL_USER,
+    password: env.KR_SASL_PASS,
+} : undefined;
+
 const kafka = new Kafka({
     clientId: 'krelay-kafkajs',
     brokers: bootstrap.split(','),
     ssl,
+    sasl,
     logLevel: logLevel.WARN,
     connectionTimeout: 10000,
     requestTimeout: 20000,

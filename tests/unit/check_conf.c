@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "kr_conf.h"
+#include "kr_sasl_server.h"
+#include "kr_sasl_users.h"
 #include "kr_sni.h"
 #include "kr_test_certs.h"
 #include "kr_tls_ctx.h"
@@ -1251,6 +1253,130 @@ is_timestamp(const char *s)
     return true;
 }
 
+/* issue 9: sasl = terminate: the credentials file loaded with the config,
+   a bad line an error at the key's line naming the file's own line, the
+   keys checked, warnings for a readable file and for unused keys */
+START_TEST(test_sasl_terminate)
+{
+    char dir[] = "/tmp/check_sasl_XXXXXX";
+    char path[256], bad[256], text[2048], want[512];
+    const char *cred = "salt=W22ZaJ0SNY7soEsUEjb6gQ==,stored_key="
+        "WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=,server_key="
+        "wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU=,iterations=4096";
+    struct kr_conf *c;
+    char *errs = NULL;
+    FILE *f;
+    int i;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/users", dir);
+    snprintf(bad, sizeof(bad), "%s/bad", dir);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "# users\nuser SCRAM-SHA-256 %s\n", cred);
+    fclose(f);
+    ck_assert_int_eq(chmod(path, 0600), 0);
+    f = fopen(bad, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "user SCRAM-SHA-256 %s\nuser2 SCRAM-SHA-1 %s\n", cred, cred);
+    fclose(f);
+    ck_assert_int_eq(chmod(bad, 0600), 0);
+
+    /* loads: the settings built, the user there */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = SCRAM-SHA-256, PLAIN\n"
+             "sasl_session_lifetime_ms = 60000\n"
+             "sasl_login_rate = 2.5,10\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->listeners[0].sasl, KR_SASL_MODE_TERMINATE);
+    ck_assert_ptr_nonnull(c->listeners[0].sasl_srv);
+    ck_assert_uint_eq(c->listeners[0].sasl_srv->nmech, 2);
+    ck_assert_int_eq(c->listeners[0].sasl_srv->order[0],
+                     KR_SASL_SRV_SCRAM_SHA_256);
+    ck_assert_int_eq(c->listeners[0].sasl_srv->session_lifetime_ms, 60000);
+    ck_assert_ptr_nonnull(c->listeners[0].sasl_srv->rate);
+    ck_assert_ptr_nonnull(kr_sasl_users_lookup(
+        c->listeners[0].sasl_srv->users, "user", KR_SCRAM_SHA256));
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
+
+    /* the defaults: three mechanisms, 5,20 */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n", path);
+    c = load_ok(text);
+    ck_assert_uint_eq(c->listeners[0].sasl_srv->nmech, 3);
+    ck_assert_int_eq(c->listeners[0].sasl_srv->session_lifetime_ms, 0);
+    ck_assert_ptr_nonnull(c->listeners[0].sasl_srv->rate);
+    kr_conf_free(c);
+
+    /* a bad line of the file: an error at sasl_credentials' line (5)
+       naming the file's line (2) */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n", bad);
+    snprintf(want, sizeof(want), "t.ini:7: [listener]: sasl_credentials: "
+             "%s:2: ", bad);
+    expect_one_error(text, want);
+
+    /* no file, a missing file, bad mechanisms, a bad rate */
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "sasl = terminate\n",
+                     "t.ini:6: [listener]: sasl = terminate needs "
+                     "sasl_credentials");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s/none\n", dir);
+    expect_one_error(text, "t.ini:7: [listener]: sasl_credentials: ");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = PLAIN,GSSAPI\n", path);
+    expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
+                     "PLAIN,GSSAPI: unknown mechanism");
+    {
+        static const char *const rates[] = { "5", "0,3", "5,0", "x", "5,",
+                                             "-1,2", "5,2x" };
+
+        for (i = 0; i < 7; i++) {
+            snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+                     "sasl = terminate\nsasl_credentials = %s\n"
+                     "sasl_login_rate = %s\n", path, rates[i]);
+            expect_one_error(text, "t.ini:8: [listener]: sasl_login_rate");
+        }
+    }
+    /* 0: no limit */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_login_rate = 0\n", path);
+    c = load_ok(text);
+    ck_assert_ptr_null(c->listeners[0].sasl_srv->rate);
+    kr_conf_free(c);
+
+    /* a file others can read: loads, with a warning */
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n", path);
+    ck_assert_int_eq(load(text, &c, &errs), KR_OK);
+    free(errs);
+    ck_assert_int_eq(c->nwarnings, 1);
+    ck_assert_int_eq(c->warnings[0].line, 7);
+    ck_assert_ptr_nonnull(strstr(c->warnings[0].text, "sasl_credentials"));
+    kr_conf_free(c);
+
+    /* the keys without terminate: not used, a warning each */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl_credentials = %s\nsasl_login_rate = 1,1\n", path);
+    ck_assert_int_eq(load(text, &c, &errs), KR_OK);
+    free(errs);
+    ck_assert_int_eq(c->nwarnings, 2);
+    ck_assert_ptr_nonnull(strstr(c->warnings[0].text, "sasl is not "
+                                 "terminate"));
+    ck_assert_ptr_null(c->listeners[0].sasl_srv);
+    kr_conf_free(c);
+
+    unlink(path);
+    unlink(bad);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_log_file_reopen)
 {
     char dir[] = "/tmp/check_log_XXXXXX";
@@ -1618,6 +1744,16 @@ static const struct reload_row reload_rows[] = {
       "", "ssl_principal_mapping_rules = RULE:^CN=([^,]+).*$/$1/, DEFAULT" },
     { "[listener a]", "ssl_resumption", KR_RELOAD_APPLY,
       "", "ssl_resumption = false" },
+    /* issue 9: SASL termination; a reload applies to new connections
+       (and the credentials file is read again) */
+    { "[listener a]", "sasl_mechanisms", KR_RELOAD_APPLY,
+      "", "sasl_mechanisms = PLAIN" },
+    { "[listener a]", "sasl_credentials", KR_RELOAD_APPLY,
+      "", "sasl_credentials = /etc/krelay/sasl-users" },
+    { "[listener a]", "sasl_session_lifetime_ms", KR_RELOAD_APPLY,
+      "", "sasl_session_lifetime_ms = 60000" },
+    { "[listener a]", "sasl_login_rate", KR_RELOAD_APPLY,
+      "", "sasl_login_rate = 1,2" },
     /* issue 8: SNI routing binds one port instead of one per NodeId (a
        new pattern: new connections only, as a new broker_port_base);
        the bootstrap name and the fallback apply to new connections */
@@ -2838,6 +2974,7 @@ conf_suite(void)
     tcase_add_test(tc, test_tls_keys);
     tcase_add_test(tc, test_sasl_keys);
     tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_sasl_terminate);
     tcase_add_test(tc, test_sni_keys);
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);

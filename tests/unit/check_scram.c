@@ -377,6 +377,13 @@ START_TEST(server_refusals)
     server_refuses("c=biws,r=" CNONCE
                    ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
                    KR_SCRAM_BAD_NONCE, "e=other-error");
+    /* librdkafka < 2.6.1's r= (its nonce again in front: sasl_
+       termination.sh) passes the nonce check and is judged by its proof,
+       which covers the message as sent: RFC 7677's proof is not this
+       message's (server_doubled_nonce has the right one) */
+    server_refuses("c=biws,r=" CNONCE CNONCE SNONCE
+                   ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+                   KR_SCRAM_BAD_PROOF, "e=invalid-proof");
     /* c= of "y,," */
     server_refuses("c=eSws,r=" CNONCE SNONCE
                    ",p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",

@@ -45,6 +45,10 @@
 #include "kr_log.h"
 #include "kr_daemon.h"
 #include "kr_rule.h"
+#include "kr_sasl.h"
+#include "kr_sasl_server.h"
+#include "kr_sasl_users.h"
+#include "kr_scram.h"
 #include "kr_session.h"
 #include "kr_upstream.h"
 
@@ -773,6 +777,8 @@ teardown(void)
     kr_daemon_free(T.p);
     kr_rule_free(T.conf.ruleset);
     T.conf.ruleset = NULL;
+    kr_sasl_srv_cfg_free(T.lc.sasl_srv);
+    T.lc.sasl_srv = NULL;
     for (i = 0; i < T.ncl; i++) {
         event_free(T.cl[i].rev);
         evbuffer_free(T.cl[i].in);
@@ -2121,6 +2127,136 @@ START_TEST(sasl_failure_drops_held)
                          "SASL_AUTHENTICATION_FAILED") != NULL &&
                   strstr(log, "bytes the client sent behind it dropped")
                       != NULL, "log: %s", log);
+    ck_assert_msg(strstr(log, "pw") == NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/* ---- issue 9: SASL termination ------------------------------------------- */
+
+/* sasl = terminate on T.lc: alice and bob with password "pw" (the one
+   req_sasl_plain sends), lifetime ms.  Freed by teardown. */
+static void
+term_listener(int64_t lifetime)
+{
+    static const enum kr_sasl_srv_mech all[] = {
+        KR_SASL_SRV_PLAIN, KR_SASL_SRV_SCRAM_SHA_256,
+        KR_SASL_SRV_SCRAM_SHA_512
+    };
+    const char *names[] = { "alice", "bob" };
+    char text[1024] = "", err[128];
+    struct kr_sasl_users *u;
+    size_t i;
+
+    for (i = 0; i < 2; i++) {
+        struct kr_scram_cred c;
+        const char *why = NULL;
+        char *f;
+
+        ck_assert(kr_scram_cred_make(&c, KR_SCRAM_SHA512,
+                                     (const uint8_t *)"pw", 2, 4096, &why));
+        f = kr_scram_cred_format(&c);
+        ck_assert_ptr_nonnull(f);
+        snprintf(text + strlen(text), sizeof(text) - strlen(text),
+                 "%s SCRAM-SHA-512 %s\n", names[i], f);
+        free(f);
+        kr_scram_cred_wipe(&c);
+    }
+    u = kr_sasl_users_load_text(text, strlen(text), "users", err,
+                                sizeof(err));
+    ck_assert_msg(u != NULL, "%s", err);
+    T.lc.sasl = KR_SASL_MODE_TERMINATE;
+    T.lc.sasl_srv = kr_sasl_srv_cfg_new(all, 3, u, lifetime, 0, 0);
+    ck_assert_ptr_nonnull(T.lc.sasl_srv);
+}
+
+/* The response frames c has read (waits for n of them, or a close). */
+static int
+cli_frames(struct cli *c, int n)
+{
+    struct wait w = { 0 };
+
+    while (frames_in(evbuffer_pullup(c->in, -1),
+                     evbuffer_get_length(c->in)) < n &&
+           !c->closed && waiting(&w, progress())) {
+        pump_once();
+    }
+    return frames_in(evbuffer_pullup(c->in, -1), evbuffer_get_length(c->in));
+}
+
+/*
+ * sasl = terminate: krelay answers SaslHandshake and SaslAuthenticate
+ * itself (the broker sees neither), in order with the rest; the Produce
+ * pipelined behind them is judged with the principal verified at once:
+ * bob's denied by the rule on User:bob, alice's forwarded.
+ */
+START_TEST(sasl_term_pipelined)
+{
+    const char *user = _i == 0 ? "bob" : "alice";
+    struct bb req = { 0 };
+    struct cli *c;
+
+    rule_deny_bob();
+    term_listener(0);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_sasl_plain(&req, 1, user);
+    req_produce(&req, 3, 1, 10);
+    cli_send(c, req.b, req.n);
+    ck_assert_int_eq(cli_frames(c, 3), 3);
+    ck_assert_int_eq(cli_corr(c, 0), 1);
+    ck_assert_int_eq(cli_corr(c, 1), 2);
+    ck_assert_int_eq(cli_corr(c, 2), 3);
+    ck_assert(!c->closed);
+    ck_assert_str_eq(T.w->sessions->principal,
+                     _i == 0 ? "User:bob" : "User:alice");
+    ck_assert_int_eq(T.w->sessions->sasl.pstate, KR_SASL_PS_VERIFIED);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 1);
+    /* no SASL step reached the broker; alice's Produce did */
+    ck_assert_int_eq(T.fb.nreq, _i == 0 ? 0 : 1);
+    free(req.b);
+}
+END_TEST
+
+/* A wrong password: the answer (58), then the close; nothing behind it
+   reaches the broker; one log line, no password.  A request before
+   authentication closes too. */
+START_TEST(sasl_term_refused)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    term_listener(0);
+    start();
+    c = cli_open(boot_port(), 0);
+    if (_i == 0) {
+        req_sasl_plain(&req, 1, "mallory");     /* no such user */
+        req_heartbeat(&req, 3);
+    } else {
+        req_heartbeat(&req, 7);
+    }
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                               evbuffer_get_length(c->in)), _i == 0 ? 2 : 0);
+    ck_assert_int_eq(T.fb.nreq, 0);
+    log = log_text();
+    if (_i == 0) {
+        ck_assert_int_eq(cli_corr(c, 1), 2);
+        ck_assert_uint_eq(KR_STAT_GET(ST, sasl_failures), 1);
+        ck_assert_msg(strstr(log, "SASL PLAIN authentication failed for "
+                             "User:mallory: unknown user; closing after the "
+                             "answer (SASL_AUTHENTICATION_FAILED)") != NULL,
+                      "log: %s", log);
+    } else {
+        ck_assert_msg(strstr(log, "Heartbeat request before SASL "
+                             "authentication (sasl = terminate") != NULL,
+                      "log: %s", log);
+    }
     ck_assert_msg(strstr(log, "pw") == NULL, "log: %s", log);
     free(log);
     free(req.b);
@@ -5115,6 +5251,8 @@ session_suite(void)
     tcase_add_loop_test(tc, sasl_held_then_judged, 0, 2);
     tcase_add_test(tc, sasl_failure_drops_held);
     tcase_add_test(tc, sasl_required_gate);
+    tcase_add_loop_test(tc, sasl_term_pipelined, 0, 2);
+    tcase_add_loop_test(tc, sasl_term_refused, 0, 2);
     tcase_add_test(tc, sasl_receive_cap);
     tcase_add_test(tc, sasl_auth_timeout);
     tcase_add_test(tc, sasl_reauth);

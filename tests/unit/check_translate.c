@@ -991,6 +991,8 @@ START_TEST(test_clamp_table)
     ad.decode = NULL;
     ad.decode_all = known;
     ad.pass_unknown = pass;
+    ad.sasl_local = false;
+    ad.arena = NULL;
     n = kr_clamp_apiversions(m.body, &ad);
     /* what changed: Produce, Fetch, Heartbeat, JoinGroup (clamps),
      * Metadata (known_only), unknown 999 (dropped unless pass) */
@@ -1038,11 +1040,60 @@ START_TEST(test_clamp_produce_empty)
     }
     c[PRODUCE] = (struct kr_clamp){ 0, 2 };
     api_entry(elem(a, 0), PRODUCE, 3, 13);
-    ad = (struct kr_advert){ c, NULL, true, false };
+    ad = (struct kr_advert){ c, NULL, true, false, false, NULL };
     ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 1);
     ck_assert_uint_eq(arr(m.body, "ApiKeys")->n, 0);
     /* nothing to do on a body without ApiKeys entries */
     ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 0);
+}
+END_TEST
+
+/*
+ * sasl = terminate (issue 9): krelay answers SaslHandshake 0-1 and
+ * SaslAuthenticate 0-2 itself, so those are advertised whatever the
+ * broker offers, and added when the broker lists neither.
+ */
+START_TEST(test_sasl_local)
+{
+    struct kr_msg m = msg_new(true, APIVERSIONS, 3), d;
+    struct kr_array *a = set_arr(m.body, "ApiKeys", 2);
+    struct kr_advert ad;
+    int64_t lo, hi;
+    uint8_t *p;
+    size_t l;
+
+    memset(&ad, 0, sizeof(ad));
+    ad.sasl_local = true;
+    ad.pass_unknown = true;
+    ck_assert(kr_advertise_range(17, 0, 0, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 1);
+    ck_assert(kr_advertise_range(36, 1, 1, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 2);
+    /* without it: the broker's */
+    ck_assert(kr_advertise_range(36, 1, 1, NULL, &lo, &hi));
+    ck_assert_int_eq(lo, 1);
+    ck_assert_int_eq(hi, 1);
+
+    /* a broker without SASL: Produce and SaslHandshake 0-0 only */
+    api_entry(elem(a, 0), PRODUCE, 3, 11);
+    api_entry(elem(a, 1), 17, 0, 0);
+    ad.arena = &arena;
+    ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 3);
+    p = encode(&m, NULL, 0, &l);
+    d = decode(p, l, true, APIVERSIONS, 3);
+    ck_assert_uint_eq(arr(d.body, "ApiKeys")->n, 3);
+    ck_assert(api_range(d.body, 17, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 1);
+    ck_assert(api_range(d.body, 36, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 2);
+    ck_assert(api_range(d.body, PRODUCE, &lo, &hi));
+    ck_assert_int_eq(hi, 11);
+    /* again: nothing to add or change */
+    ck_assert_uint_eq(kr_clamp_apiversions(d.body, &ad), 0);
 }
 END_TEST
 
@@ -1078,7 +1129,7 @@ START_TEST(test_advertise_range)
     ck_assert_int_eq(lo, 4);
     /* ... but an empty intersection stays empty */
     c[PRODUCE] = (struct kr_clamp){ 0, 2 };
-    ad = (struct kr_advert){ c, dec, false, false };
+    ad = (struct kr_advert){ c, dec, false, false, false, NULL };
     ck_assert(!kr_advertise_range(PRODUCE, 3, 13, &ad, &lo, &hi));
     /* a Produce clamp's min does not raise the advertised min */
     c[PRODUCE] = (struct kr_clamp){ 5, 9 };
@@ -1166,6 +1217,7 @@ translate_suite(void)
     tcase_add_loop_test(tc, test_clamp_table, 0, 4);
     tcase_add_test(tc, test_clamp_produce_empty);
     tcase_add_test(tc, test_advertise_range);
+    tcase_add_test(tc, test_sasl_local);
     tcase_add_test(tc, test_apiversions_unsupported);
     suite_add_tcase(s, tc);
     return s;
