@@ -310,6 +310,18 @@ uint8_t *kr_wbuf_flatten(const struct kr_wbuf *w, const uint8_t *src,
  */
 struct kr_node *kr_node_new(struct kr_arena *arena, uint16_t sid, int16_t v);
 
+/*
+ * *m as a new request krelay sends itself: ApiKey key at version ver, a
+ * header of the version Kafka's schema gives it (kr_request_header_version)
+ * with RequestApiKey, RequestApiVersion, CorrelationId corr and ClientId
+ * client_id (borrowed, must outlive m; NULL: null), and a body of every
+ * field's default (kr_node_new).  Arena-owned.  KR_OK, KR_EUNSUPPORTED
+ * when the tables lack (key, ver), KR_ENOMEM.
+ */
+int kr_msg_request_new(struct kr_arena *arena, struct kr_msg *m,
+                       int16_t key, int16_t ver, int32_t corr,
+                       const char *client_id) KR_MUST_CHECK;
+
 /* A new array of n elements (struct elements are kr_node_new'd at v). */
 struct kr_array *kr_array_new(struct kr_arena *arena, enum kr_type elem_type,
                               uint16_t struct_id, uint32_t n, int16_t v);

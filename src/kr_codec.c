@@ -566,6 +566,48 @@ kr_node_new(struct kr_arena *arena, uint16_t sid, int16_t v)
     return node_new(arena, sid, v, 0);
 }
 
+int
+kr_msg_request_new(struct kr_arena *arena, struct kr_msg *m, int16_t key,
+                   int16_t ver, int32_t corr, const char *client_id)
+{
+    const struct kr_api_desc *a = kr_api_get(key);
+    uint16_t root = a != NULL ? kr_api_root(a, false, ver) : KR_NO_STRUCT;
+    int hv = a != NULL ? kr_request_header_version(key, ver) : -1;
+    struct kr_val *v;
+
+    memset(m, 0, sizeof(*m));
+    if (root == KR_NO_STRUCT || hv < 0) {
+        return KR_EUNSUPPORTED;
+    }
+    m->dir = KR_DIR_REQUEST;
+    m->api_key = key;
+    m->api_version = ver;
+    m->hdr_version = (int16_t)hv;
+    m->correlation_id = corr;
+    m->header = kr_node_new(arena, kr_request_header_struct, (int16_t)hv);
+    m->body = kr_node_new(arena, root, ver);
+    if (m->header == NULL || m->body == NULL) {
+        return KR_ENOMEM;
+    }
+    if ((v = kr_node_get_id(m->header, KR_FIELD_REQUEST_API_KEY)) != NULL) {
+        v->u.i = key;
+    }
+    if ((v = kr_node_get_id(m->header, KR_FIELD_REQUEST_API_VERSION)) !=
+        NULL) {
+        v->u.i = ver;
+    }
+    if ((v = kr_node_get_id(m->header, KR_FIELD_CORRELATION_ID)) != NULL) {
+        v->u.i = corr;
+    }
+    v = kr_node_get_id(m->header, KR_FIELD_CLIENT_ID);
+    if (v != NULL && v->present) {
+        v->is_null = client_id == NULL;
+        v->u.s.p = (const uint8_t *)client_id;
+        v->u.s.len = client_id != NULL ? (int32_t)strlen(client_id) : -1;
+    }
+    return KR_OK;
+}
+
 struct kr_array *
 kr_array_new(struct kr_arena *arena, enum kr_type elem_type,
              uint16_t struct_id, uint32_t n, int16_t v)

@@ -226,46 +226,21 @@ build(struct kr_sasl_client *c, int16_t key, int16_t ver,
     struct kr_wbuf w;
     struct kr_msg m;
     struct kr_val *v;
-    uint16_t root;
-    int hv, rc;
+    int rc;
     enum kr_sasl_client_outcome o = KR_SASL_CLIENT_SEND;
 
     memset(&w, 0, sizeof(w));
-    memset(&m, 0, sizeof(m));
     memset(&ce, 0, sizeof(ce));
     kr_arena_init(&arena, 0);
-    root = a != NULL ? kr_api_root(a, false, ver) : KR_NO_STRUCT;
-    hv = kr_request_header_version(key, ver);
-    if (root == KR_NO_STRUCT || hv < 0) {
+    rc = kr_msg_request_new(&arena, &m, key, ver, c->corr++, KR_SC_CLIENT_ID);
+    if (rc == KR_EUNSUPPORTED) {
         o = failed(c, KR_SASL_CLIENT_PROTOCOL_ERROR, "krelay cannot build "
                    "ApiKey %d v%d", key, ver);
         goto out;
     }
-    m.dir = KR_DIR_REQUEST;
-    m.api_key = key;
-    m.api_version = ver;
-    m.hdr_version = (int16_t)hv;
-    m.correlation_id = c->corr++;
-    m.header = kr_node_new(&arena, kr_request_header_struct, (int16_t)hv);
-    m.body = kr_node_new(&arena, root, ver);
-    if (m.header == NULL || m.body == NULL) {
+    if (rc != KR_OK) {
         o = failed(c, KR_SASL_CLIENT_ENOMEM, "out of memory");
         goto out;
-    }
-    if ((v = kr_node_get_id(m.header, KR_FIELD_REQUEST_API_KEY)) != NULL) {
-        v->u.i = key;
-    }
-    if ((v = kr_node_get_id(m.header, KR_FIELD_REQUEST_API_VERSION)) != NULL) {
-        v->u.i = ver;
-    }
-    if ((v = kr_node_get_id(m.header, KR_FIELD_CORRELATION_ID)) != NULL) {
-        v->u.i = m.correlation_id;
-    }
-    v = kr_node_get_id(m.header, KR_FIELD_CLIENT_ID);
-    if (v != NULL && v->present) {
-        v->is_null = 0;
-        v->u.s.p = (const uint8_t *)KR_SC_CLIENT_ID;
-        v->u.s.len = (int32_t)strlen(KR_SC_CLIENT_ID);
     }
     if (key == KR_API_SASL_HANDSHAKE) {
         const char *name = kr_sasl_mechanism_name(c->mech);

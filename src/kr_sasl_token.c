@@ -207,6 +207,30 @@ upto_comma(const uint8_t *p, size_t len, size_t pos)
     return c != NULL ? (size_t)(c - p) : len;
 }
 
+/* The nonce at *pos (up to a ',' or lim): printable ASCII but ',', not
+   empty (RFC 5802 "printable"); *pos moves past it. */
+static bool
+nonce_at(const uint8_t *msg, size_t lim, size_t *pos, const uint8_t **nonce,
+         size_t *nonce_len, const char **why)
+{
+    size_t end = upto_comma(msg, lim, *pos), i;
+
+    if (end == *pos) {
+        WHY("empty nonce");
+        return false;
+    }
+    for (i = *pos; i < end; i++) {
+        if (msg[i] < 0x21 || msg[i] > 0x7e) {
+            WHY("nonce not printable ASCII");
+            return false;
+        }
+    }
+    *nonce = msg + *pos;
+    *nonce_len = end - *pos;
+    *pos = end;
+    return true;
+}
+
 /*
  * Kafka's SASLNAME: (0x01-0x7F but ',' and '=' | "=2C" | "=3D")+.  The
  * run is the bytes before a ',' (the caller cut there).
@@ -408,7 +432,7 @@ kr_sasl_scram_first_parse(const uint8_t *msg, size_t len,
                           struct kr_sasl_scram_first *out, const char **why)
 {
     struct kr_sasl_scram_first r;
-    size_t pos = 0, end, i;
+    size_t pos = 0, end;
 
     memset(out, 0, sizeof(*out));
     memset(&r, 0, sizeof(r));
@@ -438,20 +462,9 @@ kr_sasl_scram_first_parse(const uint8_t *msg, size_t len,
         WHY("no r= (nonce) after the user name");
         return false;
     }
-    end = upto_comma(msg, len, pos);
-    if (end == pos) {
-        WHY("empty nonce");
+    if (!nonce_at(msg, len, &pos, &r.nonce, &r.nonce_len, why)) {
         return false;
     }
-    for (i = pos; i < end; i++) {
-        if (msg[i] < 0x21 || msg[i] > 0x7e) {
-            WHY("nonce not printable ASCII");
-            return false;
-        }
-    }
-    r.nonce = msg + pos;
-    r.nonce_len = end - pos;
-    pos = end;
     if (pos < len) {
         pos++;  /* the ',' */
         if (pos == len) {
@@ -529,20 +542,9 @@ kr_sasl_scram_final_parse(const uint8_t *msg, size_t len,
         WHY("no r= (nonce) after c=");
         return false;
     }
-    end = upto_comma(msg, wp, pos);
-    if (end == pos) {
-        WHY("empty nonce");
+    if (!nonce_at(msg, wp, &pos, &r.nonce, &r.nonce_len, why)) {
         return false;
     }
-    for (i = pos; i < end; i++) {
-        if (msg[i] < 0x21 || msg[i] > 0x7e) {
-            WHY("nonce not printable ASCII");
-            return false;
-        }
-    }
-    r.nonce = msg + pos;
-    r.nonce_len = end - pos;
-    pos = end;
     if (pos < wp) {
         pos++;
         if (pos == wp) {
