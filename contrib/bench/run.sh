@@ -1414,7 +1414,8 @@ fi
     --meta "haproxy_sessions=$HAPROXY_SESSIONS" \
     --meta "haproxy_tls_sessions=$HAPROXY_TLS_SESSIONS" \
     --meta "krelay_log_level=${KRBENCH_LOG_LEVEL:-notice}" \
-    --meta "sasl=$SASL_MECH" --meta "sasl_logins=$SASL_LOGINS" \
+    --meta "sasl=$(has "$TARGETS" krelay_sasl && echo "$SASL_MECH")" \
+    --meta "sasl_logins=$SASL_LOGINS" \
     --meta "sasl_failed_logins=$SASL_FAILED" \
     --meta "tls=TLSv1.3 $TLS_SUITE $TLS_GROUP, ECDSA P-256" \
     --meta "openssl=$(openssl version 2>/dev/null)" \
