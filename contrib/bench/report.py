@@ -18,6 +18,13 @@ binary whose one rule audits every request to a file; the results gain an
 seconds per GiB, CPU microseconds per request, against the issue's
 targets: AUDIT_LIMITS).
 
+SASL (issue 9): the target krelay_sasl is another krelay of the same
+binary whose listener terminates SASL (sasl = terminate, SCRAM-SHA-512),
+its clients logging in with SCRAM-SHA-512; the results gain a "sasl"
+section comparing it with krelay in the same run the same way, against
+the issue's limit: krelay CPU seconds per GiB at most 1.03x krelay's
+(SASL_LIMITS).
+
 TLS termination (issue 8): the targets krelay_tls and haproxy_tls (one
 thread) terminate TLS 1.3 (TLS_AES_128_GCM_SHA256, X25519, ECDSA P-256)
 in front of the same plaintext mock and run the tls_* workloads only; the
@@ -46,12 +53,12 @@ import statistics
 import sys
 
 TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b",
-           "krelay_audit", "krelay_tls", "haproxy_tls")
+           "krelay_audit", "krelay_sasl", "krelay_tls", "haproxy_tls")
 # The targets of an ordinary run, and of an A/B run (run.sh --ab).
-LEGACY = ("direct", "haproxy", "krelay", "krelay_audit")
+LEGACY = ("direct", "haproxy", "krelay", "krelay_audit", "krelay_sasl")
 AB = ("krelay_a", "krelay_b")
 PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b", "krelay_audit",
-           "krelay_tls", "haproxy_tls")
+           "krelay_sasl", "krelay_tls", "haproxy_tls")
 # The TLS-terminating targets (issue 8), in the order of their ratio.
 TLS = ("krelay_tls", "haproxy_tls")
 # A/B: the largest B/A - 1 each metric may show (the issue's thresholds:
@@ -70,6 +77,12 @@ THROUGHPUT = (
 # workloads other than produce_1rec), and at most 2 µs more krelay CPU
 # per audited request (produce_1rec: one record per request).
 AUDIT_LIMITS = {"cpu_s_per_gib_ratio": 1.10, "added_us_per_request": 2.0}
+# Issue 9's limit for the SASL leg against krelay in the same run: "SASL
+# costs nothing after authentication ... CPU per GiB within 3 % of the
+# same run without SASL, medians of interleaved runs", in every
+# throughput workload; a verdict needs SASL_MIN_RUNS repetitions of each.
+SASL_LIMITS = {"cpu_s_per_gib_ratio": 1.03}
+SASL_MIN_RUNS = 5
 # TLS termination (issue 8): the workloads, and the limits of krelay_tls /
 # haproxy_tls per metric: ("max", x) at most x, ("min", x) at least x.
 TLS_THROUGHPUT = (
@@ -126,7 +139,8 @@ def ok_runs(runs, workload, target):
 
 # Order of the -C pids run.sh passes (peer_cpu_window_s).
 PEERS = {"mock": 0, "haproxy": 1, "krelay": 2, "krelay_a": 3, "krelay_b": 4,
-         "krelay_audit": 5, "krelay_tls": 6, "haproxy_tls": 7}
+         "krelay_audit": 5, "krelay_tls": 6, "haproxy_tls": 7,
+         "krelay_sasl": 8}
 
 
 def cpu_us_per_request(r, t):
@@ -226,9 +240,9 @@ def summarize_throughput(runs, workload):
         "krelay_vs_direct": ratio(k, d),
         "haproxy_vs_direct": ratio(h, d),
     }
-    if "krelay_audit" in out:
-        res["ratios"]["krelay_audit_vs_krelay"] = ratio(
-            out["krelay_audit"].get("mb_per_s"), k)
+    for t in ("krelay_audit", "krelay_sasl"):
+        if t in out:
+            res["ratios"][t + "_vs_krelay"] = ratio(out[t].get("mb_per_s"), k)
     if any(t in out for t in TLS):
         res["ratios"] = {"krelay_tls_vs_haproxy_tls": ratio(
             out.get("krelay_tls", {}).get("mb_per_s"),
@@ -415,7 +429,8 @@ def summarize_latency(runs):
                 continue
             mine = (r["client"].get("client_cpu_s", 0) + r.get("mock_cpu_s", 0)
                     + r.get("haproxy_cpu_s", 0) + r.get("krelay_cpu_s", 0)
-                    + r.get("krelay_audit_cpu_s", 0))
+                    + r.get("krelay_audit_cpu_s", 0)
+                    + r.get("krelay_sasl_cpu_s", 0))
             others.append(max(0.0, r["system_cpu_s"] - mine) / r["wall_s"])
         out[t]["other_cpu_util"] = median(others)
         if method == "separate":
@@ -852,50 +867,60 @@ def summarize_ab(res):
     }
 
 
+def versus_krelay(runs, key, other):
+    """Target other against krelay in one throughput workload key: per
+    metric (mb_per_s, cpu_s_per_gib, cpu_us_per_request) the medians over
+    repetitions, their ratio other / krelay, the median of the
+    per-repetition ratios ("paired": the two legs ran back to back in
+    each), every repetition's value, and for CPU µs per request what
+    other adds (of the medians, and paired).  {} when either is missing."""
+    per = {}                            # metric -> target -> rep -> value
+    for t in ("krelay", other):
+        for r in ok_runs(runs, key, t):
+            c = r["client"]
+            b = c.get("total_bytes") or 0
+            cpu = r.get(t + "_cpu_s")
+            vals = {"mb_per_s": c.get("mb_per_s"),
+                    "cpu_s_per_gib": cpu / (b / GIB)
+                    if b > 0 and cpu is not None else None,
+                    "cpu_us_per_request": cpu_us_per_request(r, t)}
+            for m, v in vals.items():
+                if v is not None:
+                    per.setdefault(m, {}).setdefault(t, {})[r["rep"]] = v
+    e = {}
+    for m, v in per.items():
+        if other not in v or "krelay" not in v:
+            continue
+        k, a = v["krelay"], v[other]
+        mk, ma = median(list(k.values())), median(list(a.values()))
+        paired = [a[i] / k[i] for i in sorted(k) if i in a and k[i]]
+        e[m] = {
+            "krelay": round(mk, 3), other: round(ma, 3),
+            "ratio": None if ratio(ma, mk) is None
+            else round(ratio(ma, mk), 4),
+            "paired_ratio": round(median(paired), 4) if paired else None,
+            "krelay_all": [round(k[i], 3) for i in sorted(k)],
+            other + "_all": [round(a[i], 3) for i in sorted(a)],
+        }
+        if m == "cpu_us_per_request":
+            d = [a[i] - k[i] for i in sorted(k) if i in a]
+            e[m]["added"] = round(ma - mk, 3)
+            e[m]["paired_added"] = round(median(d), 3) if d else None
+    return e
+
+
 def summarize_audit(res):
     """The audit section: krelay_audit against krelay, per throughput
-    workload, medians over repetitions and within each repetition
-    (paired: the two legs ran back to back in it)."""
+    workload (versus_krelay), with issue 14's targets."""
     runs = res["runs"]
     out = {}
     for key, _ in THROUGHPUT:
-        per = {}                        # metric -> target -> rep -> value
-        lines = []
-        for t in ("krelay", "krelay_audit"):
-            for r in ok_runs(runs, key, t):
-                c = r["client"]
-                b = c.get("total_bytes") or 0
-                cpu = r.get(t + "_cpu_s")
-                vals = {"mb_per_s": c.get("mb_per_s"),
-                        "cpu_s_per_gib": cpu / (b / GIB)
-                        if b > 0 and cpu is not None else None,
-                        "cpu_us_per_request": cpu_us_per_request(r, t)}
-                for m, v in vals.items():
-                    if v is not None:
-                        per.setdefault(m, {}).setdefault(t, {})[r["rep"]] = v
-                if t == "krelay_audit" and r.get("audit_lines") is not None:
-                    lines.append(r["audit_lines"])
-        per = {m: v for m, v in per.items()
-               if "krelay_audit" in v and "krelay" in v}
-        if not per:
+        e = versus_krelay(runs, key, "krelay_audit")
+        if not e:
             continue
-        e = {"audit_lines": median(lines)}
-        for m, v in per.items():
-            k, a = v["krelay"], v["krelay_audit"]
-            mk, ma = median(list(k.values())), median(list(a.values()))
-            paired = [a[i] / k[i] for i in sorted(k) if i in a and k[i]]
-            e[m] = {
-                "krelay": round(mk, 3), "krelay_audit": round(ma, 3),
-                "ratio": None if ratio(ma, mk) is None
-                else round(ratio(ma, mk), 4),
-                "paired_ratio": round(median(paired), 4) if paired else None,
-                "krelay_all": [round(k[i], 3) for i in sorted(k)],
-                "krelay_audit_all": [round(a[i], 3) for i in sorted(a)],
-            }
-            if m == "cpu_us_per_request":
-                d = [a[i] - k[i] for i in sorted(k) if i in a]
-                e[m]["added"] = round(ma - mk, 3)
-                e[m]["paired_added"] = round(median(d), 3) if d else None
+        lines = [r["audit_lines"] for r in ok_runs(runs, key, "krelay_audit")
+                 if r.get("audit_lines") is not None]
+        e["audit_lines"] = median(lines)
         if key in AUDIT_BATCHED and "cpu_s_per_gib" in e:
             r = e["cpu_s_per_gib"]["ratio"]
             e["target"] = "CPU s per GiB at most %.2fx krelay's" % (
@@ -947,6 +972,106 @@ def audit_table(res):
                          fmt(us.get("added"), 2),
                          fmt(us.get("paired_added"), 2),
                          e.get("target", ""), e.get("verdict", "")))
+    return lines
+
+
+def meta_int(meta, key):
+    """The meta key as an int; None when absent or not a number."""
+    v = meta.get(key)
+    return int(v) if isinstance(v, str) and v.isdigit() else None
+
+
+def summarize_sasl(res):
+    """The sasl section: krelay_sasl (SASL terminated, SCRAM-SHA-512
+    clients) against krelay, per throughput workload (versus_krelay),
+    each with issue 9's limit on krelay CPU s per GiB (the ratio of the
+    medians; the paired ratio's verdict beside it), and one verdict over
+    the workloads: "within" only when every one is, with at least
+    SASL_MIN_RUNS repetitions of each leg."""
+    runs = res["runs"]
+    lim = SASL_LIMITS["cpu_s_per_gib_ratio"]
+    out = {}
+    for key, _ in THROUGHPUT:
+        e = versus_krelay(runs, key, "krelay_sasl")
+        if not e:
+            continue
+        cg = e.get("cpu_s_per_gib") or {}
+        e["runs"] = min(len(cg.get("krelay_all") or []),
+                        len(cg.get("krelay_sasl_all") or []))
+        e["target"] = "CPU s per GiB at most %.2fx krelay's" % lim
+
+        def verdict(x):
+            return "no data" if x is None else "within" if x <= lim \
+                else "over"
+        e["verdict"] = verdict(cg.get("ratio"))
+        e["paired_verdict"] = verdict(cg.get("paired_ratio"))
+        out[key] = e
+    vs = [e["verdict"] for e in out.values()]
+    if not vs or "no data" in vs:
+        overall = "no data"
+    elif min(e["runs"] for e in out.values()) < SASL_MIN_RUNS:
+        overall = "too few runs"
+    else:
+        overall = "over" if "over" in vs else "within"
+    return {"limits": dict(SASL_LIMITS), "min_runs": SASL_MIN_RUNS,
+            "mechanism": res["meta"].get("sasl") or "SCRAM-SHA-512",
+            "logins": meta_int(res["meta"], "sasl_logins"),
+            "failed_logins": meta_int(res["meta"], "sasl_failed_logins"),
+            "workloads": out, "verdict": overall}
+
+
+def sasl_table(res):
+    sa = res.get("sasl") or {}
+    if not sa.get("workloads"):
+        return []
+    names = dict(THROUGHPUT)
+    lim = sa["limits"]["cpu_s_per_gib_ratio"]
+    lines = ["", "What SASL costs: krelay_sasl (the same krelay, its "
+             "listener terminating SASL, clients logged in with %s) against "
+             "krelay, same run; medians over repetitions, x = krelay_sasl / "
+             "krelay (paired: median of the per-repetition ratios)." % (
+                 sa.get("mechanism")), "",
+             "| workload | runs | MB/s krelay / SASL | x | CPU s per GiB "
+             "krelay / SASL | x | x (paired) | CPU µs per request krelay / "
+             "SASL | added µs (paired) | limit | verdict |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for key, _ in THROUGHPUT:
+        e = sa["workloads"].get(key)
+        if e is None:
+            continue
+        mb = e.get("mb_per_s", {})
+        cg = e.get("cpu_s_per_gib", {})
+        us = e.get("cpu_us_per_request", {})
+        v = e.get("verdict", "")
+        if e.get("paired_verdict") not in (None, v):
+            v = "%s (paired: %s)" % (v, e["paired_verdict"])
+        lines.append("| %s | %s | %s / %s | %s | %s / %s | %s | %s | "
+                     "%s / %s | %s (%s) | at most %.2fx | %s |" % (
+                         names.get(key, key), e.get("runs"),
+                         fmt(mb.get("krelay"), 1),
+                         fmt(mb.get("krelay_sasl"), 1),
+                         fmtr(mb.get("ratio")), fmt(cg.get("krelay"), 3),
+                         fmt(cg.get("krelay_sasl"), 3),
+                         "–" if cg.get("ratio") is None
+                         else "%.3fx" % cg["ratio"],
+                         "–" if cg.get("paired_ratio") is None
+                         else "%.3fx" % cg["paired_ratio"],
+                         fmt(us.get("krelay"), 2),
+                         fmt(us.get("krelay_sasl"), 2),
+                         fmt(us.get("added"), 2),
+                         fmt(us.get("paired_added"), 2), lim, v))
+    lines.append("")
+    logins = ""
+    if sa.get("logins") is not None:
+        logins = "; krelay_sasl's log: %s logins, %s failed" % (
+            sa["logins"], sa.get("failed_logins") or 0)
+    elif sa.get("failed_logins") is not None:
+        logins = "; krelay_sasl's log: %s failed logins (successful ones " \
+                 "are logged at info)" % sa["failed_logins"]
+    lines.append("SASL verdict: %s (issue 9: krelay CPU s per GiB at most "
+                 "%.2fx krelay's in every workload, medians of at least %d "
+                 "interleaved repetitions each%s)" % (
+                     sa["verdict"].upper(), lim, sa["min_runs"], logins))
     return lines
 
 
@@ -1162,6 +1287,7 @@ def table(res):
             lines.append("| %s | %s%s |" % (name, fmt(b["ns_per_op"], 0),
                                             extra))
     lines.extend(audit_table(res))
+    lines.extend(sasl_table(res))
     lines.extend(tls_table(res))
     notes = res.get("notes") or []
     if notes:
@@ -1398,6 +1524,8 @@ def main():
     res["notes"] = notes_for(res)
     if any(r["target"] == "krelay_audit" for r in runs):
         res["audit"] = summarize_audit(res)
+    if any(r["target"] == "krelay_sasl" for r in runs):
+        res["sasl"] = summarize_sasl(res)
     if any(r["workload"].startswith("tls_") for r in runs):
         res["tls"] = summarize_tls(res)
     if is_ab(res):

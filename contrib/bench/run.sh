@@ -20,16 +20,24 @@
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
 #                   latency,idle,codec,auditline,tls_produce,tls_fetch,
 #                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
-#                   (default: all).  The blast workloads (krbench blast
-#                   and krbench canned, tests/bench/kb_blast.c) put the
-#                   proxy alone on its CPU between a cheap load generator
-#                   and a scripted upstream: the proxy is the bottleneck
+#                   (default: all; produce_1k, produce_100 and
+#                   produce_1rec, the JSON's names, also do).  The
+#                   blast workloads (krbench blast and krbench canned,
+#                   tests/bench/kb_blast.c) put the proxy alone on its
+#                   CPU between a cheap load generator and a scripted
+#                   upstream: the proxy is the bottleneck
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
-#                   krelay_tls,haproxy_tls (default: all).  krelay_audit
-#                   is a second krelay, the same binary, whose one rule
-#                   audits every request to a file (issue 14: what an
-#                   audit line costs); it runs the throughput workloads,
-#                   not latency or idle.  krelay_tls and haproxy_tls
+#                   krelay_sasl,krelay_tls,haproxy_tls (default: all).
+#                   krelay_audit is a second krelay, the same binary,
+#                   whose one rule audits every request to a file (issue
+#                   14: what an audit line costs); krelay_sasl another,
+#                   whose listener terminates SASL (sasl = terminate,
+#                   SCRAM-SHA-512, a credentials file made here with
+#                   krelay-passwd) for clients that log in with
+#                   SCRAM-SHA-512 (issue 9: what SASL costs once
+#                   authenticated); both run the throughput workloads
+#                   (produce1k, produce100, produce1rec, fetch), not
+#                   latency, idle or blast.  krelay_tls and haproxy_tls
 #                   (issue 8) terminate TLS (1.3, TLS_AES_128_GCM_SHA256,
 #                   X25519, an ECDSA P-256 certificate made at run time)
 #                   in front of the same mock; they run the tls_*
@@ -95,6 +103,12 @@
 #                              the bottleneck on 2 CPUs
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
+#   KRBENCH_LOG_LEVEL          the krelay instances' [log] level (default
+#                              notice; info also logs krelay_sasl's
+#                              logins, counted into the JSON's meta)
+#   KRELAY_PASSWD_BIN          krelay-passwd for krelay_sasl's credentials
+#                              (default: beside the krelay binary, else
+#                              $top_builddir/krelay-passwd)
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 set -o pipefail
@@ -111,7 +125,7 @@ OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
 WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
 WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce
-TARGETS=direct,haproxy,krelay,krelay_audit,krelay_tls,haproxy_tls
+TARGETS=direct,haproxy,krelay,krelay_audit,krelay_sasl,krelay_tls,haproxy_tls
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
 NOTE=
@@ -144,6 +158,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case $REPS in ''|*[!0-9]*) echo "run.sh: bad --reps" >&2; exit 2 ;; esac
+# the JSON's names (produce_1k, produce_100, produce_1rec) accepted too
+WORKLOADS=${WORKLOADS//produce_/produce}
 case $LAT_MODE in
 interleaved|separate) ;;
 *) echo "run.sh: --latency-mode is interleaved or separate" >&2; exit 2 ;;
@@ -394,8 +410,9 @@ TICK=$(getconf CLK_TCK)
 
 # ---- binaries --------------------------------------------------------------
 KRELAY=${KRELAY_BIN:-$top_builddir/krelay}
-# The krelay instances, by target name: "krelay" and "krelay_audit" (the
-# same binary, auditing every request), or in A/B mode "krelay_a" and
+# The krelay instances, by target name: "krelay", "krelay_audit" (the
+# same binary, auditing every request), "krelay_sasl" (the same binary,
+# terminating SASL) and "krelay_tls", or in A/B mode "krelay_a" and
 # "krelay_b".  Binary, pid (KR_PID, for /proc), pid to
 # stop (KR_TPID), client port and broker port base.
 declare -A KR_BIN=() KR_PID=() KR_TPID=() KR_PORT=() KR_BASE=()
@@ -408,8 +425,9 @@ if [ "$AB" = 1 ]; then
 else
     KR_BIN[krelay]=$KRELAY
     KR_BIN[krelay_audit]=$KRELAY
+    KR_BIN[krelay_sasl]=$KRELAY
     KR_BIN[krelay_tls]=$KRELAY
-    KRELAYS=(krelay krelay_audit krelay_tls)
+    KRELAYS=(krelay krelay_audit krelay_sasl krelay_tls)
 fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
 BENCH_AUDIT=$top_builddir/tests/bench/bench_audit
@@ -511,6 +529,29 @@ if has "$TARGETS" krelay_tls || has "$TARGETS" haproxy_tls; then
             "($(tail -n 1 "$WORK/tls_certs.log")): no TLS targets"
         drop_target krelay_tls
         drop_target haproxy_tls
+    fi
+fi
+
+# ---- SASL: krelay_sasl's credentials file, made now -----------------------
+# One user, SCRAM-SHA-512 at 4096 iterations (Kafka's default), and a
+# fake password made for the run, given to the clients in the environment
+# (krbench -A reads KRBENCH_SASL_PASSWORD), never on a command line.
+SASL_MECH=SCRAM-SHA-512
+SASL_USER=krbench
+SASL_CREDS=$WORK/sasl-users
+if has "$TARGETS" krelay_sasl; then
+    KPW=${KRELAY_PASSWD_BIN:-$(dirname "$KRELAY")/krelay-passwd}
+    [ -x "$KPW" ] || KPW=$top_builddir/krelay-passwd
+    KRBENCH_SASL_PASSWORD=bench-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+    export KRBENCH_SASL_PASSWORD
+    if [ ! -x "$KPW" ] ||
+       ! (umask 077 && printf '%s\n' "$KRBENCH_SASL_PASSWORD" |
+          "$KPW" -m "$SASL_MECH" -i 4096 "$SASL_USER" >"$SASL_CREDS") \
+          2>"$WORK/krelay-passwd.log"; then
+        log "cannot make the SASL credentials with $KPW" \
+            "($(tail -n 1 "$WORK/krelay-passwd.log" 2>/dev/null)):" \
+            "the krelay_sasl leg is skipped"
+        drop_target krelay_sasl
     fi
 fi
 
@@ -657,6 +698,15 @@ start_krelay() {
             "ssl_key = $TLS_DIR/server.key" "ssl_min_protocol = TLSv1.3" \
             "ssl_ciphersuites = $TLS_SUITE"
     fi
+    if [ "$n" = krelay_sasl ]; then
+        # SASL termination (issue 9): the clients log in to krelay with
+        # SCRAM-SHA-512 (krbench -A); plaintext to the mock.  The login
+        # rate stays at its default (5 a second, a burst of 20, per
+        # address): a client run makes about 5 logins.
+        printf -v tls '%s\n' "sasl = terminate" \
+            "sasl_mechanisms = $SASL_MECH" \
+            "sasl_credentials = $SASL_CREDS"
+    fi
     local u1=$M1 u2=$M2 u3=$M3
     if [ "$UPSTREAM" = canned ]; then
         # the blast workloads: the scripted upstream is the bootstrap and
@@ -683,7 +733,7 @@ max_connections = 20000
 splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
 $tls
 [log]
-level = notice
+level = ${KRBENCH_LOG_LEVEL:-notice}
 target = $WORK/$n.log
 EOF
     if [ "$n" = krelay_audit ]; then
@@ -781,6 +831,13 @@ tls_of() {
     *_tls) echo "-S $TLS_DIR/ca.pem" ;;
     esac
 }
+# sasl_of TARGET: krbench's -A for the SASL-terminating target (the
+# password: KRBENCH_SASL_PASSWORD, exported above)
+sasl_of() {
+    case $1 in
+    krelay_sasl) echo "-A $SASL_MECH:$SASL_USER" ;;
+    esac
+}
 proxy_pid_of() {
     case $1 in
     haproxy) echo "$HAPROXY_PID" ;;
@@ -795,15 +852,15 @@ SCHED=("${KRELAYS[@]}")
 [ "$AB" = 1 ] || SCHED+=(haproxy_tls)
 
 # peers: the -C list (CPU time inside the window): mock, haproxy, krelay,
-# 0, 0, krelay_audit, krelay_tls, haproxy_tls; in A/B mode mock, 0, 0,
-# krelay_a, krelay_b (report.py's PEERS)
+# 0, 0, krelay_audit, krelay_tls, haproxy_tls, krelay_sasl; in A/B mode
+# mock, 0, 0, krelay_a, krelay_b (report.py's PEERS)
 peers() {
     if [ "$AB" = 1 ]; then
         echo "$MOCK_PID,0,0,${KR_PID[krelay_a]:-0},${KR_PID[krelay_b]:-0}"
     else
         local p="$MOCK_PID,${HAPROXY_PID:-0},${KR_PID[krelay]:-0},0,0"
         p="$p,${KR_PID[krelay_audit]:-0},${KR_PID[krelay_tls]:-0}"
-        echo "$p,${HAPROXY_TLS_PID:-0}"
+        echo "$p,${HAPROXY_TLS_PID:-0},${KR_PID[krelay_sasl]:-0}"
     fi
 }
 
@@ -838,10 +895,10 @@ run_client() {
     t1=$(date +%s.%N)
     m1=$(cpu_ticks "$MOCK_PID"); h1=$(cpu_ticks "$HAPROXY_PID")
     s1=$(busy_ticks)
-    # "krelay_cpu_s", "krelay_audit_cpu_s", "krelay_tls_cpu_s",
-    # "haproxy_tls_cpu_s" (A/B: "krelay_a_cpu_s", "krelay_b_cpu_s"): each
-    # instance's CPU seconds over the run, at full precision (schedstat,
-    # every thread: the audit writer too)
+    # "krelay_cpu_s", "krelay_audit_cpu_s", "krelay_sasl_cpu_s",
+    # "krelay_tls_cpu_s", "haproxy_tls_cpu_s" (A/B: "krelay_a_cpu_s",
+    # "krelay_b_cpu_s"): each instance's CPU seconds over the run, at
+    # full precision (schedstat, every thread: the audit writer too)
     for n in "${SCHED[@]}"; do
         ns1+=("$(cpu_ns "$(proxy_pid_of "$n")")")
     done
@@ -913,15 +970,21 @@ lat_prio() {
 }
 command -v chrt >/dev/null || LAT_PRIO=normal
 
-# order REP [SKIP]: the targets rotated by REP (alternating which goes
-# first), without SKIP (latency and idle: krelay_audit)
+# order REP [SKIP...]: the targets rotated by REP (alternating which goes
+# first), without the SKIP targets (latency, idle and blast: $THRU_ONLY)
 order() {
     local n=${#TLIST[@]} i t
     for ((i = 0; i < n; i++)); do
         t=${TLIST[$(((i + $1) % n))]}
-        [ "$t" = "${2:-}" ] || echo "$t"
+        case " ${*:2} " in
+        *" $t "*) ;;
+        *) echo "$t" ;;
+        esac
     done
 }
+# the targets that run the throughput workloads only
+THRU_ONLY="krelay_audit krelay_sasl"
+
 # sorder REP: the same for the TLS targets (SLIST)
 sorder() {
     local n=${#SLIST[@]} i
@@ -956,16 +1019,18 @@ for ((rep = 1; rep <= REPS; rep++)); do
         # shellcheck disable=SC2046
         if has "$WORKLOADS" produce1k; then
             run_client produce_1k "$tg" "$rep" 90 "$KRBENCH" produce \
-                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t bench -p 8 \
-                -C "$(peers)" -s 1024 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(sasl_of "$tg") \
+                -t bench -p 8 -C "$(peers)" -s 1024 -d "$PRODUCE_SECS" \
+                -w "$PRODUCE_WARM"
         fi
     done
     for tg in $(order "$rep"); do
         # shellcheck disable=SC2046
         if has "$WORKLOADS" produce100; then
             run_client produce_100 "$tg" "$rep" 90 "$KRBENCH" produce \
-                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t small -p 8 \
-                -C "$(peers)" -s 100 -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(sasl_of "$tg") \
+                -t small -p 8 -C "$(peers)" -s 100 -d "$PRODUCE_SECS" \
+                -w "$PRODUCE_WARM"
         fi
     done
     for tg in $(order "$rep"); do
@@ -975,9 +1040,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
         # shellcheck disable=SC2046
         if has "$WORKLOADS" produce1rec; then
             run_client produce_1rec "$tg" "$rep" 90 "$KRBENCH" produce \
-                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t small -p 8 \
-                -C "$(peers)" -s 100 -b 1 -l 0 -d "$PRODUCE_SECS" \
-                -w "$PRODUCE_WARM"
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(sasl_of "$tg") \
+                -t small -p 8 -C "$(peers)" -s 100 -b 1 -l 0 \
+                -d "$PRODUCE_SECS" -w "$PRODUCE_WARM"
         fi
     done
     [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
@@ -986,8 +1051,8 @@ for ((rep = 1; rep <= REPS; rep++)); do
         # shellcheck disable=SC2046
         if has "$WORKLOADS" fetch; then
             run_client fetch "$tg" "$rep" 120 "$KRBENCH" consume \
-                -B "$(bootstrap_of "$tg")" $(map_of "$tg") -t fetch \
-                -p "$FETCH_PARTS" -d 100 -C "$(peers)"
+                -B "$(bootstrap_of "$tg")" $(map_of "$tg") $(sasl_of "$tg") \
+                -t fetch -p "$FETCH_PARTS" -d 100 -C "$(peers)"
         fi
     done
     [ "$CPU_PROXY_FETCH" = "$CPU_PROXY" ] ||
@@ -997,7 +1062,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
         # lat/0 (NodeId 1): the targets' requests interleaved (order
         # drawn per round, seeded by the repetition).
         la= ln=
-        for tg in $(order "$rep" krelay_audit); do
+        for tg in $(order "$rep" $THRU_ONLY); do
             la=$la${la:+,}$(broker_of "$tg" 1)
             ln=$ln${ln:+,}$tg
         done
@@ -1009,7 +1074,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
             -V "$LAT_VERSION" -C "$(peers)"
         lat_prio normal
     fi
-    for tg in $(order "$rep" krelay_audit); do
+    for tg in $(order "$rep" $THRU_ONLY); do
         if has "$WORKLOADS" latency && [ "$LAT_MODE" = separate ]; then
             lat_prio rt
             run_client latency "$tg" "$rep" 120 \
@@ -1100,7 +1165,7 @@ fi
 # in the tls_* workloads.  -C: the scripted upstream, then the proxy.
 BLAST_TARGETS=()
 if has "$WORKLOADS" blast_produce; then
-    for t in $(order 1 krelay_audit); do
+    for t in $(order 1 $THRU_ONLY); do
         BLAST_TARGETS+=("$t")
     done
 fi
@@ -1183,7 +1248,7 @@ if [ ${#BLAST_TARGETS[@]} -gt 0 ]; then
     }
     for ((rep = 1; rep <= REPS; rep++)); do
         if has "$WORKLOADS" blast_produce; then
-            for tg in $(order "$rep" krelay_audit); do
+            for tg in $(order "$rep" $THRU_ONLY); do
                 blast_run blast_produce "$tg" "$rep"
             done
         fi
@@ -1261,7 +1326,7 @@ run_idle() {
 }
 if has "$WORKLOADS" idle; then
     for ((rep = 1; rep <= REPS; rep++)); do
-        for tg in $(order "$rep" krelay_audit); do
+        for tg in $(order "$rep" $THRU_ONLY); do
             run_idle "$tg" "$rep"
         done
     done
@@ -1306,6 +1371,22 @@ elif has "$WORKLOADS" auditline; then
     done
 fi
 
+# krelay_sasl's log: its failed logins (logged at notice, so always
+# counted) and its successful ones (at info: counted with
+# KRBENCH_LOG_LEVEL=info, else empty)
+SASL_FAILED=
+SASL_LOGINS=
+if [ -f "$WORK/krelay_sasl.log" ]; then
+    SASL_FAILED=$(grep -c 'authentication failed' "$WORK/krelay_sasl.log")
+    case ${KRBENCH_LOG_LEVEL:-notice} in
+    info|debug)
+        SASL_LOGINS=$(grep -c 'SASL .*authentication succeeded' \
+                      "$WORK/krelay_sasl.log") ;;
+    esac
+    log "krelay_sasl: $SASL_FAILED failed logins;" \
+        "${SASL_LOGINS:-? (KRBENCH_LOG_LEVEL=info counts them)} succeeded"
+fi
+
 # ---- report -----------------------------------------------------------------------
 CPU_MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 AB_META=()
@@ -1332,6 +1413,10 @@ fi
     --meta "mock_advertises_haproxy=$ADV_OK" \
     --meta "haproxy_sessions=$HAPROXY_SESSIONS" \
     --meta "haproxy_tls_sessions=$HAPROXY_TLS_SESSIONS" \
+    --meta "krelay_log_level=${KRBENCH_LOG_LEVEL:-notice}" \
+    --meta "sasl=$(has "$TARGETS" krelay_sasl && echo "$SASL_MECH")" \
+    --meta "sasl_logins=$SASL_LOGINS" \
+    --meta "sasl_failed_logins=$SASL_FAILED" \
     --meta "tls=TLSv1.3 $TLS_SUITE $TLS_GROUP, ECDSA P-256" \
     --meta "openssl=$(openssl version 2>/dev/null)" \
     --meta "handshakes=$HANDSHAKES" --meta "tls_idle_conns=$TLS_IDLE_CONNS" \

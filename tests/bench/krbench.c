@@ -6,8 +6,9 @@
  *   krbench produce -B BOOTSTRAP -t TOPIC -p PARTS -s SIZE
  *                   (-d SECONDS [-w WARMUP] | -n RECORDS) [-l LINGER_MS]
  *                   [-b BATCH_RECORDS] [-q] [-m MAP] [-C PID,...] [-S CA]
+ *                   [-A MECHANISM:USER]
  *   krbench consume -B BOOTSTRAP -t TOPIC -p PARTS [-d MAXSECONDS] [-m MAP]
- *                   [-C PID,...] [-S CA]
+ *                   [-C PID,...] [-S CA] [-A MECHANISM:USER]
  *   krbench latency -a HOST:PORT[,HOST:PORT...] [-N NAME,...] -t TOPIC
  *                   [-P PART] -R RATE -n COUNT [-c CONNS] [-s SIZE]
  *                   [-V VERSION] [-W WARMUP] [-O OPENWARMUP] [-S SEED]
@@ -91,6 +92,14 @@
  *   TLS_AES_128_GCM_SHA256 (librdkafka cannot restrict TLS 1.3 suites:
  *   the proxies in the benchmark accept only that one).
  *
+ * -A MECHANISM:USER (produce, consume): SASL to the target (issue 9:
+ *   krelay's termination), librdkafka's sasl.mechanism MECHANISM (PLAIN,
+ *   SCRAM-SHA-256, SCRAM-SHA-512) as USER, the password from the
+ *   environment variable KRBENCH_SASL_PASSWORD (not on the command line,
+ *   where ps shows it); SASL_PLAINTEXT, or SASL_SSL with -S.  A failed
+ *   authentication ends the run at once (exit 1, "SASL authentication
+ *   failed" on stderr) instead of waiting out its timeouts.  The JSON
+ *   gains "sasl_mechanism".
  * -m FROM:TO,... (produce, consume): the client connects to port TO
  *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
  *   the harness uses it to route through HAProxy when the mock cannot
@@ -502,6 +511,55 @@ kb_conf_set(rd_kafka_conf_t *conf, const char *k, const char *v)
  */
 static const char *kb_tls_ca;
 
+/*
+ * -A MECHANISM:USER (produce, consume): SASL, the password from
+ * KRBENCH_SASL_PASSWORD.  kb_sasl_mech and kb_sasl_user point into the
+ * option's copy (kb_parse_sasl); NULL without -A.
+ */
+static char *kb_sasl_mech;
+static const char *kb_sasl_user;
+
+static void
+kb_parse_sasl(const char *s)
+{
+    char *colon;
+
+    free(kb_sasl_mech);
+    kb_sasl_mech = strdup(s);
+    if (kb_sasl_mech == NULL) {
+        kb_die("out of memory");
+    }
+    colon = strchr(kb_sasl_mech, ':');
+    if (colon == NULL || colon == kb_sasl_mech || colon[1] == '\0') {
+        kb_die("bad -A '%s' (want MECHANISM:USER)", s);
+    }
+    *colon = '\0';
+    kb_sasl_user = colon + 1;
+}
+
+/* A failed SASL login ends the run: librdkafka would retry until its
+   timeouts (a consumer: -d seconds), and the leg would only look slow. */
+static void
+kb_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+        kb_die("SASL authentication failed: %s", reason);
+    }
+    fprintf(stderr, "krbench: %s: %s\n",
+            rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+}
+
+/* ,"sasl_mechanism":"..." in a produce or consume JSON with -A */
+static void
+kb_sasl_print(void)
+{
+    if (kb_sasl_mech != NULL) {
+        printf(",\"sasl_mechanism\":\"%s\"", kb_sasl_mech);
+    }
+}
+
 static rd_kafka_conf_t *
 kb_conf_new(const char *bootstrap)
 {
@@ -510,8 +568,22 @@ kb_conf_new(const char *bootstrap)
     kb_conf_set(conf, "bootstrap.servers", bootstrap);
     kb_conf_set(conf, "client.id", "krbench");
     kb_conf_set(conf, "log_level", "4");
+    if (kb_sasl_mech != NULL) {
+        const char *pw = getenv("KRBENCH_SASL_PASSWORD");
+
+        if (pw == NULL || *pw == '\0') {
+            kb_die("-A needs the password in KRBENCH_SASL_PASSWORD");
+        }
+        kb_conf_set(conf, "security.protocol",
+                    kb_tls_ca != NULL ? "sasl_ssl" : "sasl_plaintext");
+        kb_conf_set(conf, "sasl.mechanism", kb_sasl_mech);
+        kb_conf_set(conf, "sasl.username", kb_sasl_user);
+        kb_conf_set(conf, "sasl.password", pw);
+        rd_kafka_conf_set_error_cb(conf, kb_error_cb);
+    }
     if (kb_tls_ca != NULL) {
-        kb_conf_set(conf, "security.protocol", "ssl");
+        kb_conf_set(conf, "security.protocol",
+                    kb_sasl_mech != NULL ? "sasl_ssl" : "ssl");
         kb_conf_set(conf, "ssl.ca.location", kb_tls_ca);
         kb_conf_set(conf, "ssl.curves.list", "X25519");
         kb_conf_set(conf, "ssl.endpoint.identification.algorithm", "https");
@@ -877,9 +949,10 @@ kb_produce(int argc, char **argv)
     uint64_t sent = 0;
     bool in_window = false, seq = false;
 
-    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:b:qm:C:S:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:s:d:w:n:l:b:qm:C:S:A:")) != -1) {
         switch (opt) {
         case 'S': kb_tls_ca = optarg; break;
+        case 'A': kb_parse_sasl(optarg); break;
         case 'q': seq = true; break;
         case 'B': bootstrap = optarg; break;
         case 't': topic = optarg; break;
@@ -941,12 +1014,18 @@ kb_produce(int argc, char **argv)
     }
     rkt = rd_kafka_topic_new(rk, topic, NULL);
     {
-        /* Connect and learn the leaders before the clock starts. */
+        /* Connect and learn the leaders before the clock starts (10 s;
+           in slices, serving kb_error_cb between: a failed SASL login
+           ends the run at once). */
         const struct rd_kafka_metadata *md = NULL;
+        int tries = 0;
 
-        if (rd_kafka_metadata(rk, 0, rkt, &md, 10000) !=
-            RD_KAFKA_RESP_ERR_NO_ERROR) {
-            kb_die("no metadata from %s", bootstrap);
+        while (rd_kafka_metadata(rk, 0, rkt, &md, 500) !=
+               RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_poll(rk, 0);
+            if (++tries == 20) {
+                kb_die("no metadata from %s", bootstrap);
+            }
         }
         rd_kafka_metadata_destroy(md);
     }
@@ -1063,6 +1142,7 @@ kb_produce(int argc, char **argv)
                        (double)(rks1.tx - rks0.tx),
                    rks1.rtt_us, rks1.batch_bytes, rks1.batch_msgs);
         }
+        kb_sasl_print();
         kb_peers_print(peer0, peer1);
         printf("}\n");
     }
@@ -1092,9 +1172,10 @@ kb_consume(int argc, char **argv)
     double cpu0, cpuw0 = 0, cpuw1 = 0;
     double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
 
-    while ((opt = getopt(argc, argv, "B:t:p:d:m:C:S:")) != -1) {
+    while ((opt = getopt(argc, argv, "B:t:p:d:m:C:S:A:")) != -1) {
         switch (opt) {
         case 'S': kb_tls_ca = optarg; break;
+        case 'A': kb_parse_sasl(optarg); break;
         case 'B': bootstrap = optarg; break;
         case 't': topic = optarg; break;
         case 'p': parts = (int)kb_parse_long(optarg, 1, 100000, "parts");
@@ -1173,6 +1254,9 @@ kb_consume(int argc, char **argv)
                         kb_peers_snap(peer1);
                     }
                 }
+            } else if (m->err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+                kb_die("SASL authentication failed: %s",
+                       rd_kafka_message_errstr(m));
             } else {
                 errors++;
                 if (errors <= 5) {
@@ -1214,6 +1298,7 @@ kb_consume(int argc, char **argv)
         if (neof < parts) {
             kb_peers_snap(peer1);
         }
+        kb_sasl_print();
         kb_peers_print(peer0, peer1);
         printf("}\n");
     }
