@@ -128,7 +128,9 @@ struct kr_an_request {
                                            Produce with Acks=0) */
     const struct kr_rule_slot *slot;    /* kr_rule_lookup's, NULL: none */
     bool sasl_refuse;                   /* a SaslHandshake v0 no rule held,
-                                           refused from its header */
+                                           with a mechanism krelay cannot
+                                           follow (the session decoded it):
+                                           refused */
     const char *cid;                    /* its own ClientId, whole (may
                                            hold NULs; NULL: null) */
     size_t cidlen;
@@ -150,7 +152,7 @@ enum kr_an_outcome {
                                            forward unchanged (issue 13) */
     KR_AN_ANSWER,                       /* never forwarded: w is the
                                            response (no size prefix);
-                                           text the info line */
+                                           text the line, at level */
     KR_AN_CLOSE_AFTER_OWED,             /* never forwarded (Acks=0 with no
                                            response to carry the error):
                                            close after the responses owed
@@ -300,12 +302,6 @@ char *kr_an_audit_line(const struct kr_an_conn *c,
                        const struct kr_an_req *req, const struct kr_msg *rsp,
                        uint64_t rsp_bytes, int64_t upstream_us,
                        int64_t extra_us);
-
-/*
- * Does an enforcing rule apply to this connection at all (deny, produce
- * policy, clamp, throttle enforce; kr_rule_enforces)?
- */
-bool kr_analyse_conn_enforces(const struct kr_an_conn *c);
 
 /* Uniform in [0, 1) from *rng (xorshift64*). */
 double kr_analyse_rand01(uint64_t *rng);

@@ -9,7 +9,9 @@
  * size-prefixed frames each answered by one raw frame: PLAIN is one round
  * trip (RFC 4616), SCRAM-SHA-256/512 two (RFC 5802: client-first and
  * client-final); for any other mechanism krelay cannot tell where the
- * exchange ends and the connection becomes opaque (bytes pass unparsed).
+ * exchange ends, so the session refuses such a v0 handshake
+ * (UNSUPPORTED_SASL_MECHANISM) rather than pass the rest of the
+ * connection unparsed.
  * Termination and origination (krelay as the SASL server or client)
  * build on this module.
  *
@@ -42,7 +44,8 @@ enum kr_sasl_mech {
     KR_SASL_NONE = 0,                   /* no handshake seen */
     KR_SASL_PLAIN,                      /* one raw round trip */
     KR_SASL_SCRAM,                      /* two raw round trips */
-    KR_SASL_OTHER                       /* opaque until the end */
+    KR_SASL_OTHER                       /* raw tokens uncounted: refused
+                                           over SaslHandshake v0 */
 };
 
 /* Bytes of a mechanism name kept (Kafka's are at most 20: SCRAM-SHA-512). */
@@ -169,8 +172,8 @@ enum kr_sasl_mech kr_sasl_note_handshake(struct kr_sasl *sa,
 /*
  * A SaslHandshake v0 was answered with ErrorCode 0: raw tokens follow.
  * Sets sa->tokens for the mechanism and returns true; false for a
- * mechanism without a known token count (the connection is opaque from
- * now on: the caller stops parsing it).
+ * mechanism without a known token count (KR_SASL_OTHER, KR_SASL_NONE:
+ * such a handshake is never forwarded, so the caller closes).
  */
 bool kr_sasl_start_raw(struct kr_sasl *sa);
 

@@ -177,7 +177,6 @@ struct kr_session {
     int depth;                          /* callbacks on the stack */
     unsigned dead:1;                    /* closed, freed at depth 0 */
     unsigned req_blocked:1;             /* max_inflight reached */
-    unsigned opaque:1;                  /* unknown SASL: raw bytes */
     unsigned draining:1;                /* upstream gone, flushing client */
     unsigned client_eof:1;              /* client closed its side: finish
                                            forwarding, then close */
@@ -357,10 +356,9 @@ typedef void (*kr_session_internal_cb)(struct kr_session *s, void *arg,
  * handed to cb(s, arg, ...) and never reaches the client; the client's
  * responses keep their order around it.  Returns KR_OK (queued; written
  * when the socket allows); KR_AGAIN when s is not between two request
- * frames now (a frame is half forwarded, raw SASL tokens or opaque bytes
- * are flowing, a SaslHandshake v0 awaits its answer, or s is closing):
- * try again after the next request; KR_ENOMEM.  cb is not called when
- * this fails.
+ * frames now (a frame is half forwarded, raw SASL tokens are flowing, a
+ * SaslHandshake v0 awaits its answer, or s is closing): try again after
+ * the next request; KR_ENOMEM.  cb is not called when this fails.
  */
 int kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
                                 size_t len, int16_t api_key,

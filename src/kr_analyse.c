@@ -89,21 +89,6 @@ kr_analyse_unknown_why(const struct kr_req_hdr *h, char *buf, size_t len)
     }
 }
 
-bool
-kr_analyse_conn_enforces(const struct kr_an_conn *c)
-{
-    const struct kr_ruleset *rs = c->rs;
-    int i;
-
-    for (i = 0; rs != NULL && i < rs->nrules; i++) {
-        if (kr_rule_mask_has(c->rmask, i) &&
-            kr_rule_enforces(&rs->conf->rules[i])) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* ---- rule state ---------------------------------------------------------- */
 
 struct kr_an_req *
@@ -226,16 +211,20 @@ close_now(struct kr_an_decision *d, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* What answer_error_fill may add to the error response (false: ENOMEM). */
+typedef bool (*answer_fill_fn)(struct kr_arena *a, struct kr_msg *rsp);
+
 /*
  * Answer request m (rule state req, now d's) locally with its API's error
- * response carrying error; why says what for.  Produce with Acks=0 has no
+ * response carrying error; why says what for; fill (may be NULL) adds to
+ * the response before it is encoded.  Produce with Acks=0 has no
  * response: the connection closes after the responses owed.
  */
 static void
-answer_error(const struct kr_an_conn *c, const struct kr_an_request *r,
-             struct kr_arena *a, const struct kr_msg *m,
-             struct kr_an_req *req, int16_t error, const char *why,
-             struct kr_an_decision *d)
+answer_error_fill(const struct kr_an_conn *c, const struct kr_an_request *r,
+                  struct kr_arena *a, const struct kr_msg *m,
+                  struct kr_an_req *req, int16_t error, const char *why,
+                  answer_fill_fn fill, struct kr_an_decision *d)
 {
     const struct kr_req_hdr *h = r->h;
     struct kr_codec_err ce;
@@ -262,6 +251,9 @@ answer_error(const struct kr_an_conn *c, const struct kr_an_request *r,
     }
     memset(&rsp, 0, sizeof(rsp));
     rc = kr_action_error_response(a, m, error, &rsp);
+    if (rc == KR_OK && fill != NULL && !fill(a, &rsp)) {
+        rc = KR_ENOMEM;
+    }
     if (rc != KR_OK) {
         kr_an_req_free(req);
         close_now(d, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but krelay "
@@ -292,6 +284,15 @@ answer_error(const struct kr_an_conn *c, const struct kr_an_request *r,
              "answered %s", api_name(h->api_key), h->api_version,
              h->correlation_id, why,
              kr_kerr_format(error, ebuf, sizeof(ebuf)));
+}
+
+static void
+answer_error(const struct kr_an_conn *c, const struct kr_an_request *r,
+             struct kr_arena *a, const struct kr_msg *m,
+             struct kr_an_req *req, int16_t error, const char *why,
+             struct kr_an_decision *d)
+{
+    answer_error_fill(c, r, a, m, req, error, why, NULL, d);
 }
 
 void
@@ -477,30 +478,91 @@ undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
     d->req = req;
 }
 
-/* The SaslHandshake v0 refusal (issue 13): krelay cannot follow it. */
+/*
+ * The mechanisms krelay can follow over SaslHandshake v0 (kr_sasl_mech_of:
+ * it counts their raw tokens), listed in its refusal where a broker lists
+ * its enabled ones: in passthrough krelay does not know the broker's, and
+ * these are the only ones that could pass it over v0.
+ */
+static const char *const sasl_v0_mechanisms[] = {
+    "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"
+};
+
+/* The refusal's Mechanisms: sasl_v0_mechanisms (false: ENOMEM). */
+static bool
+sasl_v0_mechanisms_fill(struct kr_arena *a, struct kr_msg *rsp)
+{
+    struct kr_val *v = kr_node_get_id(rsp->body, KR_FIELD_MECHANISMS);
+    struct kr_array *arr;
+    size_t i, n = sizeof(sasl_v0_mechanisms) / sizeof(sasl_v0_mechanisms[0]);
+
+    if (v == NULL) {
+        return true;                    /* no such field at the version */
+    }
+    arr = kr_array_new(a, KR_T_STRING, 0, (uint32_t)n, rsp->api_version);
+    if (arr == NULL) {
+        return false;
+    }
+    for (i = 0; i < n; i++) {
+        arr->items[i].u.s.p = (const uint8_t *)sasl_v0_mechanisms[i];
+        arr->items[i].u.s.len = (int32_t)strlen(sasl_v0_mechanisms[i]);
+        arr->items[i].present = 1;
+        arr->items[i].is_null = 0;
+    }
+    v->u.arr = arr;
+    v->is_null = 0;
+    return true;
+}
+
+/*
+ * The SaslHandshake v0 refusal (issue 9): a mechanism other than PLAIN
+ * and SCRAM-SHA-256/512, whose raw tokens (no Kafka header) krelay cannot
+ * count, so that it could not find the Kafka frames after them: passing
+ * the rest of the connection unparsed would bypass the rules and leave
+ * Metadata responses without address rewriting.  Answered
+ * UNSUPPORTED_SASL_MECHANISM with the mechanisms krelay can follow, one
+ * notice line (client, mechanism, why).  Never reaches the broker.
+ */
 static void
 sasl_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
             struct kr_arena *a, struct kr_an_decision *d)
 {
     const struct kr_val *mv = kr_node_get_id(r->m->body, KR_FIELD_MECHANISM);
     struct kr_an_req *req;
-    char mech[48], why[256];
+    char mech[48], why[400];
+    int32_t i, n = 0;
 
-    snprintf(mech, sizeof(mech), "%.*s",
-             mv != NULL && !mv->is_null && mv->u.s.len > 0
-                 ? (int)(mv->u.s.len > 40 ? 40 : mv->u.s.len) : 0,
-             mv != NULL && mv->u.s.p != NULL ? (const char *)mv->u.s.p : "");
+    if (mv != NULL && mv->present && !mv->is_null && mv->u.s.len > 0) {
+        n = mv->u.s.len > 40 ? 40 : mv->u.s.len;
+        /* the client's bytes as the log shows them: printable or '?' */
+        for (i = 0; i < n; i++) {
+            mech[i] = mv->u.s.p[i] >= 0x20 && mv->u.s.p[i] < 0x7f
+                          ? (char)mv->u.s.p[i] : '?';
+        }
+        mech[n] = '\0';
+    } else {
+        snprintf(mech, sizeof(mech), "%s",
+                 mv != NULL && mv->present && !mv->is_null ? "\"\""
+                                                           : "(null)");
+    }
     req = kr_an_req_from_header(r, NULL, 0, NULL, 0);
     if (req == NULL) {
         close_now(d, KR_LOG_ERROR, "out of memory");
         return;
     }
     c->sasl->mech = KR_SASL_NONE;
-    snprintf(why, sizeof(why), "uses SASL mechanism %s, whose exchange "
-             "krelay cannot follow after a v0 handshake, and enforcing "
-             "rules apply to this connection", mech);
-    answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_SASL_MECHANISM, why,
-                 d);
+    snprintf(why, sizeof(why), "names SASL mechanism %s%s, which krelay "
+             "cannot follow after a v0 handshake (only PLAIN and "
+             "SCRAM-SHA-256/512: the end of another mechanism's raw token "
+             "exchange is not observable, and the rest of the connection "
+             "would pass unparsed, past the rules, its Metadata responses "
+             "without address rewriting; SaslHandshake v1 works)", mech,
+             n == 40 && mv->u.s.len > 40 ? "..." : "");
+    answer_error_fill(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_SASL_MECHANISM,
+                      why, sasl_v0_mechanisms_fill, d);
+    if (d->outcome == KR_AN_ANSWER) {
+        d->level = KR_LOG_NOTICE;
+    }
 }
 
 /* Clamp: translate the request into the clamp (req is d's). */
@@ -619,8 +681,7 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
                          m->api_version, (int)(len > 40 ? 40 : len),
                          name != NULL ? (const char *)name : "");
         }
-        refuse = h->api_version == 0 && c->sasl->mech == KR_SASL_OTHER &&
-                 kr_analyse_conn_enforces(c);
+        refuse = h->api_version == 0 && c->sasl->mech == KR_SASL_OTHER;
     }
     if (refuse) {
         sasl_refuse(c, r, a, d);

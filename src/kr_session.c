@@ -574,7 +574,7 @@ deadline(struct kr_session *s, enum timer_kind *kind)
 {
     int64_t at = deadline_io(s, kind), sasl_at;
 
-    if (s->sasl.auth == KR_SASL_AUTH_STARTED && !s->closing && !s->opaque) {
+    if (s->sasl.auth == KR_SASL_AUTH_STARTED && !s->closing) {
         sasl_at = s->sasl.started_ms + s->lc->sasl_auth_timeout_ms;
         if (*kind == T_NONE || sasl_at < at) {
             *kind = T_SASL;
@@ -873,7 +873,6 @@ kr_s_update_io(struct kr_session *s)
                  kr_clock_timer_ms() >= s->paused_until_ms));
     kr_conn_set_reading(&s->up, s->up.connected && !s->draining &&
                 !kr_conn_out_full(s->client.out, maxb) &&
-                !(s->opaque && s->nready > 0) &&
                 lane_readable(s, &s->dn));
 }
 
@@ -1079,7 +1078,7 @@ up_lane_try(struct kr_session *s)
 {
     uint64_t run;
 
-    if (s->dead || s->opaque || s->closing || s->req_remain == 0) {
+    if (s->dead || s->closing || s->req_remain == 0) {
         return;
     }
     /* a streamed request: the value its scanner skips next */
@@ -1101,7 +1100,7 @@ dn_lane_try(struct kr_session *s)
 {
     uint64_t run;
 
-    if (s->dead || s->opaque || s->draining) {
+    if (s->dead || s->draining) {
         return;
     }
     if (s->streaming) {
@@ -2053,7 +2052,7 @@ kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
 
     if (s->dead || s->closing || s->draining || s->req_remain > 0 ||
         s->upl.left > 0 || s->upl.queued > 0 || s->sasl.tokens > 0 ||
-        s->opaque || s->want_rsp_first || s->up.fd < 0) {
+        s->want_rsp_first || s->up.fd < 0) {
         return KR_AGAIN;
     }
     memset(&e, 0, sizeof(e));

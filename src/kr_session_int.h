@@ -84,8 +84,9 @@ struct kr_nreq {
     bool expect;                        /* a response will come */
     bool av_new;                        /* ApiVersions newer than known */
     bool sasl_refuse;                   /* SaslHandshake v0 with a mechanism
-                                           krelay cannot follow, and an
-                                           enforcing rule could match */
+                                           krelay cannot follow (not PLAIN,
+                                           SCRAM-SHA-256/512): answered
+                                           UNSUPPORTED_SASL_MECHANISM */
     const struct kr_rule_slot *slot;
     struct kr_gate_result gate;         /* NREQ_REFUSE: why */
     char *cid;                          /* NREQ_REFUSE: the request's own
@@ -324,9 +325,6 @@ void kr_s_conn_mask(struct kr_session *s);
  * anyway).  Returns 0, or -1 when closed.
  */
 int kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer a);
-
-/* Does an enforcing rule apply to this connection at all? */
-bool kr_s_conn_enforces(struct kr_session *s);
 
 /* ApiVersions: this connection's clamps and enforced APIs for the
    request's own ClientId (cid, cidlen bytes; NULL when null). */

@@ -178,12 +178,13 @@ sasl_note_mech(struct kr_session *s, const struct kr_msg *m)
 /* Kafka's sasl.server.max.receive.size: frames before authentication. */
 #define KR_SASL_MAX_RECEIVE (512 * 1024)
 
-/* Would krelay refuse this SaslHandshake (v0, a mechanism whose end it
-   cannot see, an enforcing rule on the connection: issue 13)? */
+/* Would krelay refuse this SaslHandshake (issue 9: v0 with a mechanism
+   whose raw token exchange krelay cannot see the end of; any listener,
+   rules or not)? */
 static bool
 sasl_refused(struct kr_session *s, int16_t ver)
 {
-    return ver == 0 && s->sasl.mech == KR_SASL_OTHER && kr_s_conn_enforces(s);
+    return ver == 0 && s->sasl.mech == KR_SASL_OTHER;
 }
 
 /*
@@ -609,6 +610,25 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     memset(&e, 0, sizeof(e));
     e.sent_ms = kr_clock_timer_ms();
+    if (s->nrequests == 0 && s->sasl.tokens == 0 &&
+        c >= KR_FRAME_PREFIX + 2 && pk[KR_FRAME_PREFIX] == 0x60 &&
+        kr_api_get(kr_frame_i16(pk + KR_FRAME_PREFIX)) == NULL) {
+        /* issue 9: a Kafka 0.9 client with GSSAPI sends its first
+           Kerberos token raw, with no SaslHandshake: an RFC 2743 3.1
+           InitialContextToken, tag 0x60, where the ApiKey would be.
+           Brokers take such a first packet as GSSAPI; krelay cannot
+           answer it nor see where the exchange ends */
+        kr_s_close_bad(s, KR_LOG_NOTICE, "first frame (%02x %02x %02x %02x "
+                       "after its size, ApiKey %d unknown) looks like a raw "
+                       "GSSAPI (Kerberos) token from a Kafka client older "
+                       "than 0.10, which sends no SaslHandshake: krelay "
+                       "cannot follow that exchange; closed",
+                       pk[KR_FRAME_PREFIX], pk[KR_FRAME_PREFIX + 1],
+                       c > KR_FRAME_PREFIX + 2 ? pk[KR_FRAME_PREFIX + 2] : 0,
+                       c > KR_FRAME_PREFIX + 3 ? pk[KR_FRAME_PREFIX + 3] : 0,
+                       kr_frame_i16(pk + KR_FRAME_PREFIX));
+        return NREQ_CLOSED;
+    }
     if (s->sasl_srv != NULL) {
         /* issue 9: krelay is this client's SASL server (sasl = terminate):
            its SASL steps are answered here, nothing else goes before
@@ -873,8 +893,8 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         /* whole and decoded above (issue 9) */
         if (h.api_key == KR_API_SASL_HANDSHAKE &&
             sasl_refused(s, h.api_version)) {
-            /* issue 13: after it the connection would pass opaquely,
-               past every rule */
+            /* issue 9: krelay could not find the Kafka frames after
+               its raw tokens: answered UNSUPPORTED_SASL_MECHANISM */
             nreq_fill(nr, &h, &e, flen, expect);
             nr->sasl_refuse = true;
             return NREQ_RULES;
@@ -932,17 +952,6 @@ kr_s_process_requests(struct kr_session *s)
                            upstream read may get here before it) */
     }
     kr_s_conf_refresh(s);
-    if (s->opaque && kr_s_conn_enforces(s)) {
-        /* issue 13: a reload brought an enforcing rule to a connection
-           whose bytes krelay no longer reads (SASL after a v0 handshake);
-           checked at every read, not only at the reload: the handshake's
-           answer may make it opaque after the reload was taken */
-        kr_session_close(s, KR_LOG_NOTICE, "closing: enforcing rules now "
-                         "apply to this connection, and krelay cannot "
-                         "follow its SASL exchange (SaslHandshake v0 "
-                         "mechanism)");
-        return -1;
-    }
     for (;;) {
         avail = total - scan;
         if (s->req_remain > 0) {
@@ -956,10 +965,6 @@ kr_s_process_requests(struct kr_session *s)
                 break;
             }
             continue;
-        }
-        if (s->opaque) {
-            scan = total;
-            break;
         }
         if (s->orig_hold) {
             /* SASL origination: krelay authenticates the upstream
@@ -1091,16 +1096,22 @@ sasl_authenticate_answer(struct kr_session *s, struct evbuffer *in,
     return rc;
 }
 
-/* After a SaslHandshake v0 response: switch to raw token frames. */
-static void
+/*
+ * After a SaslHandshake v0 response with ErrorCode 0: switch to raw token
+ * frames.  Only PLAIN and SCRAM ever reach the broker over v0
+ * (sasl_refused); a count krelay does not know is a fault of its own,
+ * never a reason to stop parsing: closed.  Returns 0, or -1 when closed.
+ */
+static int
 sasl_start(struct kr_session *s)
 {
-    if (!kr_sasl_start_raw(&s->sasl)) {
-        s->opaque = 1;
-        kr_log_notice("[%s] SASL mechanism without a known token count "
-                      "after SaslHandshake v0: the rest of this connection "
-                      "passes through unparsed", s->name);
+    if (kr_sasl_start_raw(&s->sasl)) {
+        return 0;
     }
+    kr_session_close(s, KR_LOG_ERROR, "SaslHandshake v0 accepted for a SASL "
+                     "mechanism whose raw tokens krelay cannot count: "
+                     "closed (a krelay bug: such a handshake is refused)");
+    return -1;
 }
 
 static int
@@ -1644,8 +1655,8 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             return NRSP_CLOSED;
         }
         if (e->api_version == 0 && rc == KR_OK && f[0].found &&
-            f[0].val == 0) {
-            sasl_start(s);
+            f[0].val == 0 && sasl_start(s) != 0) {
+            return NRSP_CLOSED;
         }
         if (e->api_version == 0) {
             s->want_rsp_first = 0;
@@ -1800,14 +1811,6 @@ kr_s_process_responses(struct kr_session *s)
                 break;
             }
             continue;
-        }
-        if (s->opaque) {
-            /* raw SASL bytes go after the answers held before them
-               (fault latency on the handshake): kr_s_rtimer_cb comes back */
-            if (s->nready == 0) {
-                scan = total;
-            }
-            break;
         }
         if (avail < KR_FRAME_PREFIX) {
             break;

@@ -709,11 +709,6 @@ kr_s_rtimer_cb(evutil_socket_t fd, short what, void *arg)
     s->depth++;
     s->rtimer_at = 0;
     kr_s_flush_ready(s);
-    if (s->opaque && s->nready == 0 && evbuffer_get_length(s->up.in) > 0 &&
-        kr_s_process_responses(s) != 0) {
-        kr_s_leave(s);
-        return;
-    }
     if (kr_s_conn_flush(s, &s->client) == 0 && kr_s_resume_requests(s) == 0) {
         kr_s_update_io(s);
         kr_s_arm_timer(s);
@@ -773,16 +768,6 @@ kr_s_request_client_id(struct evbuffer *buf, size_t off,
     *out = c;
     *len = n;
     return true;
-}
-
-/* Does an enforcing rule apply to this connection at all? */
-bool
-kr_s_conn_enforces(struct kr_session *s)
-{
-    struct kr_an_conn c;
-
-    an_conn(s, &c);
-    return kr_analyse_conn_enforces(&c);
 }
 
 /*
@@ -994,7 +979,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
                       kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
-        kr_log_info("[%s] %s", s->name, d->text);
+        kr_log(d->level, "[%s] %s", s->name, d->text);
         kr_an_decision_free(d);
         return push_entry(s, &nr->e, rq);
     case KR_AN_FORWARD_UNDECODED:
