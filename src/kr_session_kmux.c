@@ -858,6 +858,12 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         free(nr->cid);
         nr->cid = NULL;
     }
+    if ((h.api_key == KR_API_SASL_HANDSHAKE ||
+         h.api_key == KR_API_SASL_AUTHENTICATE) && s->orig != NULL) {
+        /* before any rule: a rule matching it must not forward a
+           client's SASL step onto krelay's authenticated upstream */
+        return kr_s_orig_client_sasl(s, &h) != 0 ? NREQ_CLOSED : NREQ_WAIT;
+    }
     if (h.known && s->sasl.tokens == 0) {
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
@@ -885,9 +891,6 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
         nreq_fill(nr, &h, &e, flen, expect);
         return NREQ_RULES;
-    }
-    if (h.api_key == KR_API_SASL_HANDSHAKE && s->orig != NULL) {
-        return kr_s_orig_client_sasl(s, &h) != 0 ? NREQ_CLOSED : NREQ_WAIT;
     }
     if (h.known && req_hold(h.api_key, h.api_version)) {
         /* whole and decoded above (issue 9) */

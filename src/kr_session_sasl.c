@@ -312,11 +312,14 @@ orig_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
 int
 kr_s_orig_client_sasl(struct kr_session *s, const struct kr_req_hdr *h)
 {
-    kr_s_close_bad(s, KR_LOG_WARN, "client sent SaslHandshake v%d, but "
+    kr_s_close_bad(s, KR_LOG_WARN, "client sent %s v%d, but "
                    "krelay authenticates to upstream %s itself (its "
                    "[upstream] sets sasl_mechanism): the client's "
                    "credentials would never reach the broker; configure "
-                   "the client without SASL", h->api_version,
+                   "the client without SASL",
+                   h->api_key == KR_API_SASL_HANDSHAKE ? "SaslHandshake"
+                                                       : "SaslAuthenticate",
+                   h->api_version,
                    s->upname[0] != '\0' ? s->upname : "(connecting)");
     return -1;
 }

@@ -36,6 +36,19 @@ KR_UPSTREAM_CONF="$KR_SASL_DIAL
 sasl_mechanism = SCRAM-SHA-512
 sasl_username = alice
 sasl_password_file = $W/krelay.pw"
+# a rule that matches the SASL APIs: a client's own SaslHandshake must be
+# closed before any rule could forward it onto krelay's authenticated
+# upstream (step 4)
+cat >"$W/rules.conf" <<EOF
+
+[audit]
+target = $W/audit.log
+
+[rule audit-sasl]
+api = SaslHandshake, SaslAuthenticate
+audit = true
+EOF
+KR_EXTRA_CONF=$W/rules.conf
 kr_start_krelay
 
 # ---- 1. krelay's own metadata connection
