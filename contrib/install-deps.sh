@@ -115,6 +115,20 @@ if [ -n "$apt_set" ] && [ "${KRELAY_SKIP_APT:-0}" != 1 ]; then
             missing="$missing $p"
         fi
     done
+    # Version floors: tests/data/principal/x500.txt holds the JDK's
+    # answers as Debian 12's 17.0.21 gives them (17.0.15 read BMPString
+    # as UTF-8 and T61String otherwise), so an older JDK already on the
+    # machine is upgraded, not kept
+    for pv in openjdk-17-jdk-headless:17.0.21; do
+        p=${pv%%:*}
+        case " $apt_set " in *" $p "*) ;; *) continue ;; esac
+        v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) || continue
+        [ -n "$v" ] || continue
+        if dpkg --compare-versions "$v" lt "${pv#*:}"; then
+            case " $missing " in *" $p "*) ;; *) missing="$missing $p" ;; esac
+            log "$p $v is older than ${pv#*:}: upgrading it"
+        fi
+    done
     if [ -n "$missing" ]; then
         [ "$SUDO" != none ] ||
             { log "need root or sudo to install:$missing"; exit 1; }
