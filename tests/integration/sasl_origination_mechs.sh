@@ -15,7 +15,8 @@
 #     produces for 8 s and consumes back: every message delivered and
 #     consumed; krelay re-authenticated carol (>= 3) and itself with the
 #     fronts (>= 2 reauth_ok on every front connection that relayed a
-#     Produce, none failed, none expired), every request as alice.
+#     Produce, none failed, none expired), every request as alice; the
+#     audit log names carol (the client's principal), never alice.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -136,6 +137,14 @@ sasl_credentials = $W/users
 sasl_session_lifetime_ms = 2000
 sasl_login_rate = 0"
 KRELAY_LOG_LEVEL=info
+cat >"$W/audit.ini" <<EOR
+[rule all]
+audit = true
+
+[audit]
+target = $W/audit.log
+EOR
+KR_EXTRA_CONF=$W/audit.ini
 kr_start_krelay
 "$KR_KRELAY" -t -c "$W/krelay.ini" >"$W/t3.txt" 2>&1 ||
     kr_fail "krelay -t refused the bridging config: $(cat "$W/t3.txt")"
@@ -228,6 +237,25 @@ grep -q carol "$KR_SASL_EVENTS" && kr_fail "bridge: a front saw carol"
 kr_log "bridge over SASL_SSL: node-rdkafka $(grep '^sent' "$W/nrk.log")," \
     "$(grep '^consumed' "$W/nrk.log"); carol re-authenticated $creauth" \
     "times at krelay; fronts: $(cat "$W/events3.txt")"
-grep -l "test-pw" "$W"/krelay*.log "$W"/sasl_front*.log &&
-    kr_fail "a password in a log"
-kr_finish
+bridge_audit() {
+    "$KR_PY" - "$W/audit.log" <<'PYEOF' >"$W/audit.txt" 2>&1 ||
+import collections, json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+auth = collections.Counter((a["mechanism"], a.get("principal"), a["outcome"],
+                            a["reauth"]) for a in lines
+                           if a["type"] == "authentication")
+assert set(auth) == {("SCRAM-SHA-512", "User:carol", "success", False),
+                     ("SCRAM-SHA-512", "User:carol", "success", True)}, auth
+prod = [l for l in lines if l["type"] == "request" and l["api"] == "Produce"]
+assert prod and all(p["principal"] == "User:carol" and
+                    p["principal_state"] == "verified" for p in prod), prod[:2]
+print("authentication lines %s; %d Produce lines as User:carol" %
+      (sorted(auth.values()), len(prod)))
+PYEOF
+        kr_fail "bridge: audit log: $(cat "$W/audit.txt")"
+    kr_log "bridge: audit: $(cat "$W/audit.txt")"
+    grep -l "test-pw" "$W"/krelay*.log "$W"/sasl_front*.log "$W"/audit.log &&
+        kr_fail "a password in a log"
+    return 0
+}
+kr_finish bridge_audit
