@@ -3,7 +3,8 @@
 # authenticates as alice with SCRAM-SHA-512, the password from a file)
 # -> sasl_front.py (SASL_PLAINTEXT brokers, 1500 ms sessions, the judge;
 # Kafka 4.x's exact SCRAM nonce check, --scram-nonce-check equals: krelay's
-# client-final must carry the server's nonce exactly) -> the mock.
+# client-final must carry the server's nonce exactly; each SASL answer
+# 30 ms late, a broker some way off) -> the mock.
 #  1. krelay's metadata connection authenticated (krelay's log, the
 #     fronts' events) before any client came;
 #  2. metadata, produce and consume through krelay; the fronts relayed
@@ -14,6 +15,11 @@
 #     the 1500 ms session ends): every message delivered, consumed back;
 #     at least 2 re-authentications on the fronts, none failed, no
 #     session expired;
+#  3a. an idle consumer for 3 s (its Fetch long-polls nearly always in
+#     flight when a re-authentication falls due): krelay re-authenticates
+#     once per session, never a second SaslHandshake right after a
+#     success (a broker answers that ILLEGAL_SASL_STATE, within 1 s of the
+#     last: krelay closed the connection when a poll was left pending);
 #  3b. the bridging deployment: a second listener with sasl = terminate
 #     (krelay-passwd credentials for carol) in front of the same
 #     originating upstream; `krelay -t` accepts the config; kcat as carol
@@ -37,7 +43,8 @@ kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: krelay originates SASL"
 W=$KR_WORK
 
 kr_start_mock sorig:3
-kr_start_sasl_fronts --session-lifetime-ms 1500 --scram-nonce-check equals
+kr_start_sasl_fronts --session-lifetime-ms 1500 --scram-nonce-check equals \
+    --sasl-delay-ms 30
 printf 'alice-test-pw\n' >"$W/krelay.pw"
 chmod 600 "$W/krelay.pw"
 PASSWD=$top_builddir/krelay-passwd
@@ -139,6 +146,24 @@ cmp -s "$W/busy.gen" <(grep '^busy-' "$W/busy.out") ||
     kr_fail "busy producer: messages differ or out of order"
 kr_log "busy producer: 3000 messages over about 5 s delivered in order"
 
+# ---- 3a. an idle consumer across re-authentications
+nev=$(wc -l <"$KR_SASL_EVENTS")
+# the duration itself, not a watchdog: no KRELAY_TEST_TIME_SCALE
+timeout -k 5 3 "${KC[@]}" -C -t sorig -o end -q >"$W/idle.out" 2>"$W/kcat-idle.log"
+rc=$?
+[ "$rc" = 124 ] || kr_fail "the idle consumer ended ($rc): $(tail -3 "$W/kcat-idle.log")"
+grep -q "re-authentication to upstream .* failed" "$W/krelay.log" &&
+    kr_fail "idle consumer: $(grep -m1 "re-authentication to upstream" "$W/krelay.log")"
+tail -n +"$((nev + 1))" "$KR_SASL_EVENTS" | "$KR_PY" -c '
+import json, sys
+ev = [json.loads(l) for l in sys.stdin]
+bad = [e for e in ev if e["event"] == "handshake" and e["error_code"] != 0]
+assert not bad, bad[:2]
+n = sum(1 for e in ev if e["event"] == "auth" and e["outcome"] == "reauth_ok")
+assert n >= 2, "re-authentications: %d" % n
+print(n)' >"$W/idle.txt" 2>&1 || kr_fail "idle consumer: the fronts' events: $(cat "$W/idle.txt")"
+kr_log "idle consumer: $(cat "$W/idle.txt") re-authentications in 3 s, none refused"
+
 # ---- 3b. the bridging deployment: carol logs in to krelay, krelay to the
 #      brokers as alice
 nev=$(wc -l <"$KR_SASL_EVENTS")
@@ -198,6 +223,8 @@ for e in ev:
         if e["principal"] != "alice" or e["conn"] not in authed:
             bad.append(e)
     elif e["event"] == "auth":
+        bad.append(e)
+    elif e["event"] == "handshake" and e["error_code"] != 0:
         bad.append(e)
     elif e["event"] == "close" and "expired" in e["why"]:
         bad.append(e)
