@@ -67,7 +67,6 @@ node_id_max = $KR_NODEIDS
 sasl = terminate
 sasl_credentials = $W/users
 EOC
-KR_EXTRA_CONF=$W/bridge.ini
 KR_LISTENER_NAME=plain
 KR_UPSTREAM_BOOTSTRAP=$KR_SASL_BOOTSTRAP
 KR_UPSTREAM_CONF="$KR_SASL_DIAL
@@ -86,6 +85,7 @@ target = $W/audit.log
 api = SaslHandshake, SaslAuthenticate
 audit = true
 EOF
+cat "$W/bridge.ini" >>"$W/rules.conf"
 KR_EXTRA_CONF=$W/rules.conf
 kr_start_krelay
 kr_wait_port $((BR + 1 + KR_NODEIDS)) 30 "$KR_KRELAY_PID" ||
