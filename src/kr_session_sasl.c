@@ -144,7 +144,8 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     s->depth++;
-    if (!s->dead && s->orig != NULL) {
+    /* never during an exchange: its end arms the next re-authentication */
+    if (!s->dead && s->orig != NULL && s->orig->sc == NULL) {
         if (!s->orig->due) {
             /* from now on no new client request goes on */
             s->orig->due = true;
@@ -197,6 +198,14 @@ orig_start(struct kr_session *s, bool reauth)
         kr_upstream_api_range(s->rw.upstream, KR_API_SASL_AUTHENTICATE, &lo, &hi)) {
         /* the cluster's, as its metadata connection saw it */
         s->orig->auth_max = hi;
+    }
+    /* a poll still pending (the exchange started from an upstream read)
+       would otherwise fire during the exchange and mark a re-authentication
+       due again at once: a second SaslHandshake right after this one's
+       success, which a broker answers ILLEGAL_SASL_STATE (within 1 s of
+       the last, Kafka's KafkaChannel) and krelay closes the client for */
+    if (s->orig->timer != NULL) {
+        event_del(s->orig->timer);
     }
     kr_sasl_client_free(s->orig->sc);
     s->orig->reauth = reauth;

@@ -327,7 +327,8 @@ kr_start_mock() {
 # KR_LISTENER_CONF: lines added to its [listener] section as they are
 # (e.g. "max_frame_bytes = 16777216").  KR_UPSTREAM_BOOTSTRAP replaces
 # the mock's bootstrap list, KR_UPSTREAM_CONF adds lines to [upstream]
-# (the SASL fronts: see kr_start_sasl_fronts).
+# (the SASL fronts: see kr_start_sasl_fronts).  KR_LISTENER_NAME names
+# the [listener] section (needed when KR_EXTRA_CONF adds another one).
 kr_write_conf() {
     cat >"$1" <<EOF
 ; written by tests/integration/lib.sh for $KR_TEST_NAME
@@ -335,7 +336,7 @@ kr_write_conf() {
 bootstrap_servers = ${KR_UPSTREAM_BOOTSTRAP:-$KR_MOCK_BOOTSTRAP}
 ${KR_UPSTREAM_CONF:-}
 
-[listener]
+[listener${KR_LISTENER_NAME:+ $KR_LISTENER_NAME}]
 listen = 127.0.0.1:$KR_PORT
 advertised_host = 127.0.0.1
 broker_port_base = $KR_BROKER_BASE

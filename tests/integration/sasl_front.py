@@ -17,6 +17,7 @@ Usage:
                 [--mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER]
                 [--iterations 4096] [--session-lifetime-ms N]
                 [--oauth-claim sub] [--scram-nonce-check endswith|equals]
+                [--sasl-delay-ms N]
                 [--advertise HOST]
                 [--events FILE] [--ready-file FILE] [--host 127.0.0.1]
   sasl_front.py --selftest-rfc7677
@@ -37,6 +38,9 @@ Usage:
       with the server-first nonce (default: Kafka 3.8.1-3.9, which
       librdkafka < 2.6.1 such as kcat's 2.0.2 needs: it sends its client
       nonce twice, librdkafka#4895) or equal it (Kafka 4.x, RFC 5802).
+  --sasl-delay-ms N  each SASL answer (SaslHandshake, SaslAuthenticate,
+      raw tokens) sent N ms late, later answers waiting behind it: a
+      broker far away, whose SASL round trips take time.
   --oauth-claim  the JWT claim naming the principal (Kafka's
       unsecuredValidatorPrincipalClaimName, default sub).
   --advertise HOST  for a direct client only (the self-test): rewrite
@@ -617,8 +621,14 @@ class Conn:
 
     # -- output in request order
     def answer(self, data):
-        fut = asyncio.get_running_loop().create_future()
-        fut.set_result(data)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        delay = self.front.sasl_delay_ms
+        if delay > 0:
+            loop.call_later(delay / 1000,
+                            lambda: fut.done() or fut.set_result(data))
+        else:
+            fut.set_result(data)
         self.out.put_nowait(fut)
 
     def answer_then_close(self, data, why):
@@ -944,6 +954,7 @@ class Front:
     def __init__(self, args):
         self.mechanisms = args.mechanisms
         self.session_lifetime_ms = args.session_lifetime_ms
+        self.sasl_delay_ms = args.sasl_delay_ms
         self.claim = args.oauth_claim
         self.passwords = args.accounts
         self.scram = {}
@@ -1052,6 +1063,7 @@ def parse_args(argv):
     p.add_argument("--mechanisms", default=",".join(ALL_MECHANISMS))
     p.add_argument("--iterations", type=int, default=4096)
     p.add_argument("--session-lifetime-ms", type=int, default=0)
+    p.add_argument("--sasl-delay-ms", type=int, default=0)
     p.add_argument("--oauth-claim", default="sub")
     p.add_argument("--scram-nonce-check", choices=("endswith", "equals"),
                    default="endswith")

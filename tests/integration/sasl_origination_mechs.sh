@@ -7,7 +7,16 @@
 #  2. OAUTHBEARER with an unsecured JWS in a token file (principal carol),
 #     replaced between two clients: the second authentication reads the
 #     new token (principal dave): the fronts saw both principals, each
-#     relayed request as one of them, and no token in any log.
+#     relayed request as one of them, and no token in any log;
+#  3. the bridging deployment over SASL_SSL with KIP-368 on both sides: a
+#     TLS listener with sasl = terminate (carol, 2000 ms sessions) in front
+#     of SCRAM-SHA-512 origination as alice to fronts giving 1500 ms
+#     sessions; node-rdkafka (librdkafka 2.12 re-authenticates) as carol
+#     produces for 8 s and consumes back: every message delivered and
+#     consumed; krelay re-authenticated carol (>= 3) and itself with the
+#     fronts (>= 2 reauth_ok on every front connection that relayed a
+#     Produce, none failed, none expired), every request as alice; the
+#     audit log names carol (the client's principal), never alice.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -90,4 +99,163 @@ kr_log "fronts: requests as $(cat "$W/events.txt")"
 tok=$(cut -d. -f2 "$W/token")
 grep -l "bob-test-pw\|$tok" "$W"/krelay*.log "$W"/sasl_front*.log &&
     kr_fail "a secret in a log"
-kr_finish
+
+# ---- 3. the bridge over SASL_SSL, KIP-368 on both sides
+export NODE_PATH="$KRELAY_DEPS_DIR/node_modules${NODE_PATH:+:$NODE_PATH}"
+if ! command -v node >/dev/null ||
+   ! node -e "require('node-rdkafka')" 2>/dev/null; then
+    kr_log "node-rdkafka not installed: the bridge with KIP-368 skipped"
+    kr_finish
+    exit 0
+fi
+kr_need_cmd openssl
+kr_check_no_direct
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+kr_stop "$KR_SASL_PID" "SASL fronts" "$W/sasl_front.log"
+: >"$KR_ACCEPT_LOG"      # the mock appends: the new fronts' from here on
+mv "$W/krelay.log" "$W/krelay-oauth.log"
+mv "$KR_SASL_EVENTS" "$W/sasl_events-12.jsonl"
+KR_CERTS=$W/certs
+bash "$top_srcdir/tests/tools/tls_certs.sh" "$KR_CERTS" >"$W/certs.log" 2>&1 ||
+    kr_fail "tests/tools/tls_certs.sh: $(tail -3 "$W/certs.log")"
+PASSWD=$top_builddir/krelay-passwd
+umask 077
+printf 'carol-test-pw\n' | "$PASSWD" -m SCRAM-SHA-512 -i 4096 carol \
+    >"$W/users" || kr_fail "krelay-passwd failed"
+printf 'alice-test-pw\n' >"$W/krelay.pw"
+umask 022
+kr_start_sasl_fronts --mechanisms SCRAM-SHA-512 --session-lifetime-ms 1500
+KR_UPSTREAM_BOOTSTRAP=$KR_SASL_BOOTSTRAP
+KR_UPSTREAM_CONF="$KR_SASL_DIAL
+sasl_mechanism = SCRAM-SHA-512
+sasl_username = alice
+sasl_password_file = $W/krelay.pw"
+KR_LISTENER_CONF="ssl = true
+ssl_certificate = $KR_CERTS/server-full.pem
+sasl = terminate
+sasl_credentials = $W/users
+sasl_session_lifetime_ms = 2000
+sasl_login_rate = 0"
+KRELAY_LOG_LEVEL=info
+cat >"$W/audit.ini" <<EOR
+[rule all]
+audit = true
+
+[audit]
+target = $W/audit.log
+EOR
+KR_EXTRA_CONF=$W/audit.ini
+kr_start_krelay
+"$KR_KRELAY" -t -c "$W/krelay.ini" >"$W/t3.txt" 2>&1 ||
+    kr_fail "krelay -t refused the bridging config: $(cat "$W/t3.txt")"
+kr_run 120 node - "$KR_BOOTSTRAP" "$KR_CERTS/ca.pem" >"$W/nrk.log" 2>&1 <<'JSEOF' ||
+const Kafka = require('node-rdkafka');
+const sasl = {
+    'metadata.broker.list': process.argv[2],
+    'security.protocol': 'sasl_ssl', 'ssl.ca.location': process.argv[3],
+    'sasl.mechanisms': 'SCRAM-SHA-512',
+    'sasl.username': 'carol', 'sasl.password': 'carol-test-pw',
+    'socket.timeout.ms': 10000,
+};
+const p = new Kafka.Producer({ ...sasl, 'dr_cb': true, 'linger.ms': 5,
+                               'message.timeout.ms': 20000 });
+let sent = 0, ok = 0, bad = 0;
+const tag = `bridge-${process.pid}-`;
+setTimeout(() => { console.log(`timed out: sent ${sent} delivered ${ok}`);
+                   process.exit(1); }, 100000).unref();
+p.on('delivery-report', (err) => { if (err) { bad++; } else { ok++; } });
+p.on('event.error', (e) => console.log('producer error:', String(e)));
+p.setPollInterval(50);
+p.connect();
+p.on('ready', () => {
+    const t = setInterval(() => {
+        p.produce('smech', null, Buffer.from(tag + sent), null);
+        sent++;
+    }, 20);
+    setTimeout(() => {
+        clearInterval(t);
+        p.flush(20000, () => setTimeout(() => {
+            console.log(`sent ${sent} delivered ${ok} failed ${bad}`);
+            p.disconnect(() => (ok === sent && bad === 0) ? consume()
+                                                          : process.exit(1));
+        }, 500));
+    }, 8000);
+});
+function consume() {
+    const c = new Kafka.KafkaConsumer({ ...sasl, 'group.id': 'bridge',
+                                        'enable.auto.commit': false },
+                                      { 'auto.offset.reset': 'earliest' });
+    const seen = new Set();
+    c.on('event.error', (e) => console.log('consumer error:', String(e)));
+    c.on('ready', () => { c.subscribe(['smech']); c.consume(); });
+    c.on('data', (m) => {
+        const v = m.value.toString();
+        if (v.startsWith(tag)) { seen.add(v); }
+        if (seen.size === sent) {
+            console.log(`consumed ${seen.size} of ${sent}`);
+            c.disconnect(() => process.exit(0));
+        }
+    });
+    c.connect();
+}
+JSEOF
+    kr_fail "node-rdkafka through the bridge: $(tail -3 "$W/nrk.log")"
+kr_check_alive
+creauth=$(grep -c "SASL SCRAM-SHA-512 re-authentication succeeded: User:carol" \
+    "$W/krelay.log" || true)
+[ "$creauth" -ge 3 ] ||
+    kr_fail "bridge: $creauth re-authentications of carol logged (want >= 3)"
+grep -q "ran out\|expired" "$W/krelay.log" &&
+    kr_fail "bridge: an expired session: $(grep -m1 'ran out\|expired' "$W/krelay.log")"
+"$KR_PY" - "$KR_SASL_EVENTS" <<'PYEOF' >"$W/events3.txt" 2>&1 ||
+import collections, json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+authed, bad, re, prod = set(), [], collections.Counter(), set()
+for e in ev:
+    if e["event"] == "auth":
+        if e["outcome"] not in ("ok", "reauth_ok") or e["principal"] != "alice":
+            bad.append(e)
+        authed.add(e["conn"])
+        if e["outcome"] == "reauth_ok":
+            re[e["conn"]] += 1
+    elif e["event"] == "request":
+        if e["principal"] != "alice" or e["conn"] not in authed:
+            bad.append(e)
+        if e["api_key"] == 0:
+            prod.add(e["conn"])
+    elif e["event"] == "close" and "expired" in e["why"]:
+        bad.append(e)
+assert not bad, bad[:3]
+assert prod and all(re[c] >= 2 for c in prod), {c: re[c] for c in prod}
+print("%d requests as alice, re-authentications %s on the Produce "
+      "connections (%d in all)" %
+      (sum(1 for e in ev if e["event"] == "request"),
+       "/".join(str(re[c]) for c in sorted(prod)), sum(re.values())))
+PYEOF
+    kr_fail "bridge: the fronts' events: $(cat "$W/events3.txt")"
+grep -q carol "$KR_SASL_EVENTS" && kr_fail "bridge: a front saw carol"
+kr_log "bridge over SASL_SSL: node-rdkafka $(grep '^sent' "$W/nrk.log")," \
+    "$(grep '^consumed' "$W/nrk.log"); carol re-authenticated $creauth" \
+    "times at krelay; fronts: $(cat "$W/events3.txt")"
+bridge_audit() {
+    "$KR_PY" - "$W/audit.log" <<'PYEOF' >"$W/audit.txt" 2>&1 ||
+import collections, json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+auth = collections.Counter((a["mechanism"], a.get("principal"), a["outcome"],
+                            a["reauth"]) for a in lines
+                           if a["type"] == "authentication")
+assert set(auth) == {("SCRAM-SHA-512", "User:carol", "success", False),
+                     ("SCRAM-SHA-512", "User:carol", "success", True)}, auth
+prod = [l for l in lines if l["type"] == "request" and l["api"] == "Produce"]
+assert prod and all(p["principal"] == "User:carol" and
+                    p["principal_state"] == "verified" for p in prod), prod[:2]
+print("authentication lines %s; %d Produce lines as User:carol" %
+      (sorted(auth.values()), len(prod)))
+PYEOF
+        kr_fail "bridge: audit log: $(cat "$W/audit.txt")"
+    kr_log "bridge: audit: $(cat "$W/audit.txt")"
+    grep -l "test-pw" "$W"/krelay*.log "$W"/sasl_front*.log "$W"/audit.log &&
+        kr_fail "a password in a log"
+    return 0
+}
+kr_finish bridge_audit
