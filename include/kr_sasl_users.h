@@ -40,8 +40,11 @@ struct kr_sasl_users {
 /*
  * Load the file at path.  NULL on any error, with err (errlen bytes,
  * NUL-terminated) "PATH:LINE: reason" (or "PATH: reason" for the file as
- * a whole): a bad line refuses the whole file; a duplicate user and
- * mechanism is an error naming both lines.  The result is owned by the
+ * a whole): a bad line refuses the whole file (the first; refused
+ * fields, mechanism or credential say to write the line again with
+ * krelay-passwd); a duplicate user and mechanism is an error naming
+ * both lines (the duplicate on the earliest line, and the line it
+ * repeats).  The result is owned by the
  * caller: kr_sasl_users_free.  A file of no entries loads (n 0).
  */
 struct kr_sasl_users *kr_sasl_users_load(const char *path, char *err,

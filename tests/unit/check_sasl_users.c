@@ -93,12 +93,14 @@ START_TEST(refusals)
           " CREDENTIAL, found more than three fields (user names may not "
           "contain whitespace)" },
         { "\n\nuser PLAIN " CRED_256, "users.txt:3: mechanism must be "
-          "SCRAM-SHA-256 or SCRAM-SHA-512" },
+          "SCRAM-SHA-256 or SCRAM-SHA-512; write the line again with "
+          "krelay-passwd(1)" },
         { "user scram-sha-256 " CRED_256, "users.txt:1: mechanism must be" },
         { "user SCRAM-SHA-256 " CRED_512, "users.txt:1: credential: "
           "stored_key or server_key is not base64 of 32 bytes (SHA-256)" },
         { "user SCRAM-SHA-256 password=pencil", "users.txt:1: credential: "
-          "unknown key" },
+          "unknown key (want salt, stored_key, server_key, iterations); "
+          "write the line again with krelay-passwd(1)" },
         { "user SCRAM-SHA-256 salt=W22ZaJ0SNY7soEsUEjb6gQ==,iterations=4096",
           "users.txt:1: credential: salt, stored_key, server_key and "
           "iterations are all needed" },
@@ -108,6 +110,11 @@ START_TEST(refusals)
         { "a SCRAM-SHA-256 " CRED_256 "\nb SCRAM-SHA-256 " CRED_256 "\n"
           "a SCRAM-SHA-512 " CRED_512 "\na SCRAM-SHA-256 " CRED_256 "\n",
           "users.txt:4: user a has a SCRAM-SHA-256 entry already (line 1)" },
+        /* several: the earliest line, not the first name in sort order */
+        { "z SCRAM-SHA-256 " CRED_256 "\na SCRAM-SHA-256 " CRED_256 "\n"
+          "z SCRAM-SHA-256 " CRED_256 "\na SCRAM-SHA-256 " CRED_256 "\n"
+          "z SCRAM-SHA-256 " CRED_256 "\n",
+          "users.txt:3: user z has a SCRAM-SHA-256 entry already (line 1)" },
     };
     size_t i;
 
