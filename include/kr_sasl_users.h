@@ -63,6 +63,17 @@ const struct kr_scram_cred *kr_sasl_users_lookup(const struct kr_sasl_users *u,
                                                  const char *user,
                                                  enum kr_scram_hash h);
 
+/*
+ * The warning for a file of secrets whose mode (st_mode) lets group or
+ * others read or write it: "PATH: mode 0644 lets group or others read
+ * or write it: RISK (chmod 600)", malloc'd (the caller frees), or NULL
+ * when the mode is private (or out of memory).  risk says what a reader
+ * could do.  kr_sasl_users_load's warning is this one; the config
+ * loader gives it for password and token files (kr_conf.c).
+ */
+char *kr_sasl_users_mode_warning(const char *path, unsigned mode,
+                                 const char *risk);
+
 /* Wipe every credential and free u (NULL: nothing). */
 void kr_sasl_users_free(struct kr_sasl_users *u);
 

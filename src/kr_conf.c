@@ -37,6 +37,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "kr_action.h"
 #include "kr_api_keys.h"
@@ -2483,18 +2484,21 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
  * The first line of file path (without its end of line) into *out
  * (malloc'd, NUL-terminated, *len bytes): the password of a
  * sasl_password_file.  0, or -1 with why (errno's words, "is empty"...;
- * never the file's bytes).  What was read is wiped.
+ * never the file's bytes).  What was read is wiped.  *mode: the file's
+ * st_mode (0 when it could not be had).
  */
 static int
-kr_cf_read_secret(const char *path, char **out, size_t *len, char *why,
-                  size_t wlen)
+kr_cf_read_secret(const char *path, char **out, size_t *len,
+                  unsigned *mode, char *why, size_t wlen)
 {
     char *buf = malloc(KR_CF_SECRET_FILE_MAX + 1);
     FILE *f;
+    struct stat sb;
     size_t n, i;
 
     *out = NULL;
     *len = 0;
+    *mode = 0;
     if (buf == NULL) {
         snprintf(why, wlen, "out of memory");
         return -1;
@@ -2504,6 +2508,9 @@ kr_cf_read_secret(const char *path, char **out, size_t *len, char *why,
         snprintf(why, wlen, "cannot read %s: %s", path, strerror(errno));
         free(buf);
         return -1;
+    }
+    if (fstat(fileno(f), &sb) == 0) {
+        *mode = (unsigned)sb.st_mode;
     }
     n = fread(buf, 1, KR_CF_SECRET_FILE_MAX + 1, f);
     if (ferror(f)) {
@@ -2546,6 +2553,24 @@ fail:
     OPENSSL_cleanse(buf, n);
     free(buf);
     return -1;
+}
+
+/*
+ * A file of secrets named by key that group or others may read: the
+ * warning sasl_credentials gets (kr_sasl_users_mode_warning), at key's
+ * line.
+ */
+static void
+kr_cf_warn_mode(struct kr_cf_state *st, int line, const char *lbl,
+                const char *key, const char *path, unsigned mode,
+                const char *risk)
+{
+    char *w = kr_sasl_users_mode_warning(path, mode, risk);
+
+    if (w != NULL) {
+        kr_cf_warn(st, line, "%s: %s: %s", lbl, key, w);
+        free(w);
+    }
 }
 
 /*
@@ -2602,12 +2627,19 @@ kr_cf_check_sasl_cred(struct kr_cf_state *st, struct kr_cf_inst *in,
             }
         } else if (c->token_file != NULL) {
             FILE *f = fopen(c->token_file, "re");
+            struct stat sb;
 
             if (f == NULL) {
                 kr_cf_err(st, kr_cf_line_of(in, ktf), "%s: %s: cannot read "
                           "%s: %s", lbl, ktf, c->token_file,
                           strerror(errno));
             } else {
+                if (fstat(fileno(f), &sb) == 0) {
+                    kr_cf_warn_mode(st, kr_cf_line_of(in, ktf), lbl, ktf,
+                                    c->token_file, (unsigned)sb.st_mode,
+                                    "a reader has the token krelay "
+                                    "authenticates to the brokers with");
+                }
                 fclose(f);
             }
         } else {
@@ -2637,10 +2669,18 @@ kr_cf_check_sasl_cred(struct kr_cf_state *st, struct kr_cf_inst *in,
                           meta ? "" : ")");
             }
         } else if (c->password_file != NULL) {
+            unsigned mode;
+
             if (kr_cf_read_secret(c->password_file, &c->secret,
-                                  &c->secret_len, why, sizeof(why)) != 0) {
+                                  &c->secret_len, &mode, why,
+                                  sizeof(why)) != 0) {
                 kr_cf_err(st, kr_cf_line_of(in, kpf), "%s: %s: %s", lbl,
                           kpf, why);
+            } else {
+                kr_cf_warn_mode(st, kr_cf_line_of(in, kpf), lbl, kpf,
+                                c->password_file, mode, "a reader has the "
+                                "password krelay authenticates to the "
+                                "brokers with");
             }
         } else {
             c->secret_len = strlen(c->password);

@@ -277,15 +277,28 @@ kr_sasl_users_load(const char *path, char *err, size_t errlen)
     u = kr_sasl_users_load_text(buf, got, path, err, errlen);
     OPENSSL_cleanse(buf, got);
     free(buf);
-    if (u != NULL && (st.st_mode & 077) != 0) {
-        if (asprintf(&u->warning, "%s: mode %04o lets group or others read "
-                     "or write it: its SCRAM keys let a reader try passwords "
-                     "offline and pose as krelay to clients (chmod 600)",
-                     path, (unsigned)(st.st_mode & 07777)) < 0) {
-            u->warning = NULL;
-        }
+    if (u != NULL) {
+        u->warning = kr_sasl_users_mode_warning(path, (unsigned)st.st_mode,
+                                                "its SCRAM keys let a reader "
+                                                "try passwords offline and "
+                                                "pose as krelay to clients");
     }
     return u;
+}
+
+char *
+kr_sasl_users_mode_warning(const char *path, unsigned mode, const char *risk)
+{
+    char *w;
+
+    if ((mode & 077) == 0) {
+        return NULL;
+    }
+    if (asprintf(&w, "%s: mode %04o lets group or others read or write "
+                 "it: %s (chmod 600)", path, mode & 07777, risk) < 0) {
+        return NULL;
+    }
+    return w;
 }
 
 const struct kr_scram_cred *

@@ -312,6 +312,47 @@ START_TEST(test_sasl_keys)
     ck_assert_str_eq(u->sasl.secret, "pw-one");
     ck_assert_int_eq(c->nwarnings, 0);
     kr_conf_free(c);
+    /* a password file others can read: sasl_credentials' warning */
+    ck_assert_int_eq(chmod(pw, 0644), 0);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    snprintf(text + 600, sizeof(text) - 600, "t.ini:5: [upstream]: "
+             "sasl_password_file: %s: mode 0644 lets group or others read "
+             "or write it: a reader has the password krelay authenticates "
+             "to the brokers with (chmod 600)\n", pw);
+    ck_assert_str_eq(w, text + 600);
+    free(w);
+    kr_conf_free(c);
+    /* the same for a token file and metadata_sasl_password_file */
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = "
+             "OAUTHBEARER\nsasl_oauthbearer_token_file = %s\n" MIN_LISTENER,
+             pw);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(strstr(w, "t.ini:4: [upstream]: sasl_oauthbearer_token_"
+                         "file: ") != NULL && strstr(w, "mode 0644 lets "
+                         "group or others read or write it: a reader has "
+                         "the token krelay authenticates to the brokers "
+                         "with (chmod 600)\n") != NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    snprintf(text, sizeof(text), MIN_UPSTREAM "metadata_sasl_mechanism = "
+             "PLAIN\nmetadata_sasl_username = k\n"
+             "metadata_sasl_password_file = %s\n" MIN_LISTENER, pw);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(strstr(w, "t.ini:5: [upstream]: metadata_sasl_password_"
+                         "file: ") == w && strstr(w, ": mode 0644 ") != NULL,
+                  "%s", w);
+    free(w);
+    kr_conf_free(c);
+    ck_assert_int_eq(chmod(pw, 0600), 0);
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = "
+             "SCRAM-SHA-512\nsasl_username = krelay\nsasl_password_file = "
+             "%s\n" MIN_LISTENER, pw);
 
     /* inline: loads, warns at its line, never dumped */
     c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\nsasl_username = k\n"
