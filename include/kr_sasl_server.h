@@ -74,11 +74,13 @@ const char *kr_sasl_srv_mech_name(enum kr_sasl_srv_mech m);
  * A mechanism list "PLAIN,SCRAM-SHA-256" (names exact, as Kafka's
  * sasl.enabled.mechanisms; blanks around commas allowed) into order[]
  * (at most KR_SASL_SRV_NMECH entries, each once) and *n.  False with
- * *why (static) for an empty list, an unknown or repeated name.
+ * why (wlen bytes, NUL-terminated) for an empty list or name, an
+ * unknown or repeated name (the name in it; OAUTHBEARER and GSSAPI
+ * said to be mechanisms krelay does not terminate).
  */
 bool kr_sasl_srv_mechs_parse(const char *list,
                              enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH],
-                             unsigned *n, const char **why);
+                             unsigned *n, char *why, size_t wlen);
 
 /* ---- login rate per client address ------------------------------------- */
 

@@ -1476,11 +1476,22 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
                 return NULL;
             }
         }
-        used = (size_t)snprintf(buf, blen, "expected");
-        for (i = 0; k->choices[i] != NULL && used < blen; i++) {
-            if (k->choices[i][0] != '\0') {
-                used += (size_t)snprintf(buf + used, blen - used, " %s",
-                                         k->choices[i]);
+        /* "expected A, B or C", as [log] level's */
+        {
+            size_t nc = 0, j = 0;
+
+            for (i = 0; k->choices[i] != NULL; i++) {
+                nc += k->choices[i][0] != '\0';
+            }
+            used = (size_t)snprintf(buf, blen, "expected");
+            for (i = 0; k->choices[i] != NULL && used < blen; i++) {
+                if (k->choices[i][0] != '\0') {
+                    j++;
+                    used += (size_t)snprintf(buf + used, blen - used, "%s%s",
+                                             j == 1 ? " "
+                                             : j == nc ? " or " : ", ",
+                                             k->choices[i]);
+                }
             }
         }
         return buf;
@@ -2959,6 +2970,46 @@ kr_cf_parse_login_rate(const char *s, double *per_sec, unsigned *burst)
 }
 
 /*
+ * An offered SCRAM mechanism no entry of the credentials file has: every
+ * login with it fails (a file of SCRAM-SHA-512 lines, krelay-passwd's
+ * default, behind sasl_mechanisms = SCRAM-SHA-256).  PLAIN takes any
+ * entry.  Warned for a list given: the default offers both SCRAM hashes
+ * and PLAIN, which takes any entry.
+ */
+static void
+kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
+                            const char *lbl,
+                            const enum kr_sasl_srv_mech *order, unsigned n,
+                            const struct kr_sasl_users *users)
+{
+    const struct kr_listener_conf *l = in->obj;
+    unsigned i;
+    size_t j;
+
+    if (!kr_cf_key_given(in, "sasl_mechanisms")) {
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        enum kr_scram_hash h = order[i] == KR_SASL_SRV_SCRAM_SHA_256
+                               ? KR_SCRAM_SHA256 : KR_SCRAM_SHA512;
+        const char *m = kr_sasl_srv_mech_name(order[i]);
+
+        if (order[i] == KR_SASL_SRV_PLAIN) {
+            continue;
+        }
+        for (j = 0; j < users->n && users->v[j].cred.hash != h; j++) {
+        }
+        if (j == users->n) {
+            kr_cf_warn(st, kr_cf_line_of(in, "sasl_mechanisms"), "%s: "
+                       "sasl_mechanisms offers %s but no entry of %s is "
+                       "%s: every %s login fails (krelay-passwd -m %s "
+                       "writes such entries)", lbl, m, l->sasl_credentials,
+                       m, m, m);
+        }
+    }
+}
+
+/*
  * sasl = terminate: the mechanisms, the login rate and the credentials
  * file, loaded now (kr_sasl_users.h) so that a bad line is an error here
  * (with the file's own line in the message), at start as at a reload;
@@ -2972,13 +3023,19 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
     enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH];
     struct kr_sasl_users *users;
     char lbl[KR_CONF_MAX_NAME + 32], why[512];
-    const char *w = NULL;
     double per_sec = 0;
     unsigned n = 0, burst = 0;
     bool ok = true;
     int i;
 
     kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (l->sasl == KR_SASL_MODE_TERMINATE &&
+        kr_cf_key_given(in, "oauthbearer_principal_claim")) {
+        kr_cf_warn(st, kr_cf_line_of(in, "oauthbearer_principal_claim"),
+                   "%s: oauthbearer_principal_claim is set but sasl is "
+                   "terminate: krelay terminates no OAUTHBEARER, the key is "
+                   "not used", lbl);
+    }
     if (l->sasl != KR_SASL_MODE_TERMINATE) {
         for (i = 0; kr_cf_sasl_term_keys[i] != NULL; i++) {
             if (kr_cf_key_given(in, kr_cf_sasl_term_keys[i])) {
@@ -2995,9 +3052,11 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (!ok) {
         return;
     }
-    if (!kr_sasl_srv_mechs_parse(l->sasl_mechanisms, order, &n, &w)) {
+    if (!kr_sasl_srv_mechs_parse(l->sasl_mechanisms, order, &n, why,
+                                 sizeof(why))) {
         kr_cf_err(st, kr_cf_line_of(in, "sasl_mechanisms"),
-                  "%s: sasl_mechanisms = %s: %s", lbl, l->sasl_mechanisms, w);
+                  "%s: sasl_mechanisms = %s: %s", lbl, l->sasl_mechanisms,
+                  why);
         ok = false;
     }
     if (!kr_cf_parse_login_rate(l->sasl_login_rate, &per_sec, &burst)) {
@@ -3027,6 +3086,8 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
         kr_cf_warn(st, kr_cf_line_of(in, "sasl_credentials"),
                    "%s: sasl_credentials: %s holds no user: every login is "
                    "refused", lbl, l->sasl_credentials);
+    } else if (ok) {
+        kr_cf_check_sasl_term_mechs(st, in, lbl, order, n, users);
     }
     if (!ok) {
         kr_sasl_users_free(users);

@@ -62,7 +62,7 @@ mech_of(const uint8_t *p, size_t len, enum kr_sasl_srv_mech *m)
 bool
 kr_sasl_srv_mechs_parse(const char *list,
                         enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH],
-                        unsigned *n, const char **why)
+                        unsigned *n, char *why, size_t wlen)
 {
     const char *p = list;
     unsigned seen = 0;
@@ -71,6 +71,7 @@ kr_sasl_srv_mechs_parse(const char *list,
     for (;;) {
         const char *s, *e;
         enum kr_sasl_srv_mech m;
+        int il;
 
         while (*p == ' ' || *p == '\t') {
             p++;
@@ -83,18 +84,28 @@ kr_sasl_srv_mechs_parse(const char *list,
         while (e > s && (e[-1] == ' ' || e[-1] == '\t')) {
             e--;
         }
+        il = e - s > 64 ? 64 : (int)(e - s);
         if (e == s) {
-            *why = *n == 0 && *p == '\0' ? "no mechanism named"
-                                         : "an empty name in the list";
+            snprintf(why, wlen, "%s", *n == 0 && *p == '\0'
+                     ? "no mechanism named" : "an empty name in the list");
             return false;
         }
         if (!mech_of((const uint8_t *)s, (size_t)(e - s), &m)) {
-            *why = "unknown mechanism (PLAIN, SCRAM-SHA-256 and "
-                   "SCRAM-SHA-512 are terminated)";
+            if (e - s == 11 && memcmp(s, "OAUTHBEARER", 11) == 0) {
+                snprintf(why, wlen, "krelay cannot terminate OAUTHBEARER "
+                         "(passthrough and origination only)");
+            } else if (e - s == 6 && memcmp(s, "GSSAPI", 6) == 0) {
+                snprintf(why, wlen, "krelay cannot terminate GSSAPI "
+                         "(passthrough only)");
+            } else {
+                snprintf(why, wlen, "unknown mechanism '%.*s' (krelay "
+                         "terminates PLAIN, SCRAM-SHA-256 and "
+                         "SCRAM-SHA-512)", il, s);
+            }
             return false;
         }
         if (seen & (1u << m)) {
-            *why = "a mechanism named twice";
+            snprintf(why, wlen, "%s named twice", mech_names[m]);
             return false;
         }
         seen |= 1u << m;

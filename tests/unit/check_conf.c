@@ -396,8 +396,10 @@ START_TEST(test_sasl_keys)
                      MIN_LISTENER, "t.ini:3: [upstream]: sasl_mechanism = "
                      "OAUTHBEARER needs sasl_oauthbearer_token_file (or "
                      "sasl_oauthbearer_token)");
-    expect_one_error(MIN_UPSTREAM "sasl_mechanism = GSSAPI\n" MIN_LISTENER,
-                     "t.ini:3: 'sasl_mechanism': bad value 'GSSAPI'");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = SCRAM-SHA512\n"
+                     MIN_LISTENER, "t.ini:3: 'sasl_mechanism': bad value "
+                     "'SCRAM-SHA512': expected PLAIN, SCRAM-SHA-256, "
+                     "SCRAM-SHA-512 or OAUTHBEARER");
     expect_one_error(MIN_UPSTREAM "metadata_sasl_mechanism = OAUTHBEARER\n"
                      MIN_LISTENER, "t.ini:3: 'metadata_sasl_mechanism': "
                      "bad value 'OAUTHBEARER'");
@@ -1370,7 +1372,49 @@ START_TEST(test_sasl_terminate)
              "sasl = terminate\nsasl_credentials = %s\n"
              "sasl_mechanisms = PLAIN,GSSAPI\n", path);
     expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
-                     "PLAIN,GSSAPI: unknown mechanism");
+                     "PLAIN,GSSAPI: krelay cannot terminate GSSAPI "
+                     "(passthrough only)");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = PLAIN,SCRAM-SHA-521\n", path);
+    expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
+                     "PLAIN,SCRAM-SHA-521: unknown mechanism 'SCRAM-SHA-521'"
+                     " (krelay terminates PLAIN, SCRAM-SHA-256 and "
+                     "SCRAM-SHA-512)");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = OAUTHBEARER\n", path);
+    expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
+                     "OAUTHBEARER: krelay cannot terminate OAUTHBEARER "
+                     "(passthrough and origination only)");
+    /* an offered SCRAM mechanism no entry has (the file: one
+       SCRAM-SHA-256 entry): a warning at sasl_mechanisms' line, each */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = SCRAM-SHA-512\n"
+             "oauthbearer_principal_claim = email\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->nwarnings, 2);
+    snprintf(want, sizeof(want), "[listener]: sasl_mechanisms offers "
+             "SCRAM-SHA-512 but no entry of %s is SCRAM-SHA-512: every "
+             "SCRAM-SHA-512 login fails (krelay-passwd -m SCRAM-SHA-512 "
+             "writes such entries)", path);
+    ck_assert_int_eq(c->warnings[1].line, 8);
+    ck_assert_str_eq(c->warnings[1].text, want);
+    /* oauthbearer_principal_claim: passthrough's, unused here */
+    ck_assert_int_eq(c->warnings[0].line, 9);
+    ck_assert_str_eq(c->warnings[0].text, "[listener]: "
+                     "oauthbearer_principal_claim is set but sasl is "
+                     "terminate: krelay terminates no OAUTHBEARER, the key "
+                     "is not used");
+    kr_conf_free(c);
+    /* PLAIN takes any entry; a SCRAM-SHA-256 entry serves that one */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = PLAIN,SCRAM-SHA-256\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
     {
         static const char *const rates[] = { "5", "0,3", "5,0", "x", "5,",
                                              "-1,2", "5,2x" };
@@ -2536,7 +2580,7 @@ START_TEST(test_tls_errors)
     free(t);
     expect_one_error(MIN_UPSTREAM MIN_LISTENER "ssl_min_protocol = TLSv1.1\n",
                      "t.ini:6: 'ssl_min_protocol': bad value 'TLSv1.1': "
-                     "expected TLSv1.2 TLSv1.3");
+                     "expected TLSv1.2 or TLSv1.3");
     t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
             "ssl_certificate = %s/server-full.pem\n"
             "ssl_ciphers = NOPE\n", certs);
@@ -2946,7 +2990,7 @@ START_TEST(test_sni_errors)
           "broker's name (NodeId 12)" },
         { "sni_fallback = nowhere\n",
           "t.ini:10: 'sni_fallback': bad value 'nowhere': expected close "
-          "bootstrap" },
+          "or bootstrap" },
         { "sni_broker_name = "
           "ab123456789012345678901234567890123456789012345678901234567890-"
           "$(node_id).kafka.test\n",

@@ -976,23 +976,38 @@ START_TEST(mechs_parse)
 {
     enum kr_sasl_srv_mech o[KR_SASL_SRV_NMECH];
     unsigned n;
-    const char *why = NULL;
+    char why[256];
 
     ck_assert(kr_sasl_srv_mechs_parse("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-                                      o, &n, &why));
+                                      o, &n, why, sizeof(why)));
     ck_assert_uint_eq(n, 3);
     ck_assert_int_eq(o[2], KR_SASL_SRV_SCRAM_SHA_512);
     ck_assert(kr_sasl_srv_mechs_parse(" SCRAM-SHA-512 , PLAIN", o, &n,
-                                      &why));
+                                      why, sizeof(why)));
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(o[0], KR_SASL_SRV_SCRAM_SHA_512);
     ck_assert_int_eq(o[1], KR_SASL_SRV_PLAIN);
-    ck_assert(!kr_sasl_srv_mechs_parse("", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,PLAIN", o, &n, &why));
-    ck_assert_str_eq(why, "a mechanism named twice");
-    ck_assert(!kr_sasl_srv_mechs_parse("GSSAPI", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("plain", o, &n, &why));
+    ck_assert(!kr_sasl_srv_mechs_parse("", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "no mechanism named");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "an empty name in the list");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN, PLAIN", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "PLAIN named twice");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,SCRAM-SHA-521 ", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "unknown mechanism 'SCRAM-SHA-521' (krelay "
+                     "terminates PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)");
+    ck_assert(!kr_sasl_srv_mechs_parse("plain", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "unknown mechanism 'plain' (krelay terminates "
+                     "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,OAUTHBEARER", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "krelay cannot terminate OAUTHBEARER (passthrough "
+                     "and origination only)");
+    ck_assert(!kr_sasl_srv_mechs_parse("GSSAPI", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "krelay cannot terminate GSSAPI (passthrough "
+                     "only)");
 }
 END_TEST
 
