@@ -329,11 +329,13 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
       LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client whose SASL authentication (from its SaslHandshake "
-      "to the broker's success) takes longer, in ms", NULL },
+      "to the broker's success, or krelay's with sasl = terminate) takes "
+      "longer, in ms", NULL },
     { KR_CS_LISTENER, "oauthbearer_principal_claim", KR_CT_STRING,
       LST(oauthbearer_principal_claim), 0, "sub", 0, 0, 0,
       "the claim of an OAUTHBEARER token's JWT payload that names the "
-      "principal (Kafka's sasl.oauthbearer.sub.claim.name)", NULL },
+      "principal (Kafka's sasl.oauthbearer.sub.claim.name); passthrough "
+      "only", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
