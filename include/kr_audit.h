@@ -325,7 +325,8 @@ struct kr_audit_conn {
 char *kr_audit_format_conn(const struct kr_audit_conn *c);
 /*
  * A SASL authentication event (issue 9, doc/audit.md "Authentication
- * lines"): the exchange's end as the broker answered it.  peer.principal
+ * lines"): the exchange's end as the broker answered it (or krelay,
+ * terminating).  peer.principal
  * and peer.principal_state are the exchange's (a failure's is the claimed
  * one).  Never a token, password or proof.
  */
@@ -338,6 +339,10 @@ struct kr_audit_auth {
     const char *outcome;             /* "success" or "failure" */
     int16_t error_code;              /* failure: the broker's ErrorCode,
                                         -1: none given (omitted) */
+    const char *reason;              /* failure krelay decided (SASL
+                                        termination): doc/audit.md's
+                                        word ("bad_password"...), NULL:
+                                        omitted (the broker's answer) */
     bool reauth;                     /* a KIP-368 re-authentication */
     int16_t handshake_version;       /* SaslHandshake's ApiVersion */
     int16_t authenticate_version;    /* SaslAuthenticate's, -1: raw tokens

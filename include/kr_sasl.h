@@ -145,6 +145,10 @@ struct kr_sasl {
                                            SessionLifetimeMs of the
                                            success, ms (0: none); -1: not
                                            given (v0, raw tokens) */
+    const char *reason;                 /* termination: why krelay refused
+                                           (kr_sasl_srv_reason_name, static;
+                                           the audit line's "reason"), NULL:
+                                           none or not krelay's decision */
     int16_t error_code;                 /* the failing answer's ErrorCode;
                                            -1: none given (raw tokens,
                                            krelay's own answer) */

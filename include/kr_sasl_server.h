@@ -74,11 +74,13 @@ const char *kr_sasl_srv_mech_name(enum kr_sasl_srv_mech m);
  * A mechanism list "PLAIN,SCRAM-SHA-256" (names exact, as Kafka's
  * sasl.enabled.mechanisms; blanks around commas allowed) into order[]
  * (at most KR_SASL_SRV_NMECH entries, each once) and *n.  False with
- * *why (static) for an empty list, an unknown or repeated name.
+ * why (wlen bytes, NUL-terminated) for an empty list or name, an
+ * unknown or repeated name (the name in it; OAUTHBEARER and GSSAPI
+ * said to be mechanisms krelay does not terminate).
  */
 bool kr_sasl_srv_mechs_parse(const char *list,
                              enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH],
-                             unsigned *n, const char **why);
+                             unsigned *n, char *why, size_t wlen);
 
 /* ---- login rate per client address ------------------------------------- */
 
@@ -234,6 +236,33 @@ enum kr_sasl_srv_outcome {
 /* The outcome's name ("failed"...), static, for log lines. */
 const char *kr_sasl_srv_outcome_name(enum kr_sasl_srv_outcome o);
 
+/*
+ * Why a login was refused, for the audit line's "reason" (doc/audit.md)
+ * and the log: the operator's to know.  The client is never told: its
+ * answer is the same for every credentials failure (Kafka's message, the
+ * same PBKDF2 cost for an unknown user as for a wrong password).
+ */
+enum kr_sasl_srv_reason {
+    KR_SASL_SRV_R_NONE = 0,         /* not a refusal (or out of memory,
+                                       an illegal state) */
+    KR_SASL_SRV_R_BAD_PASSWORD,     /* the user's entry, a wrong password
+                                       or proof */
+    KR_SASL_SRV_R_UNKNOWN_USER,     /* no entry for the user */
+    KR_SASL_SRV_R_NO_MECH_ENTRY,    /* SCRAM: the user has an entry, but
+                                       not for this hash */
+    KR_SASL_SRV_R_RATE_LIMITED,     /* sasl_login_rate */
+    KR_SASL_SRV_R_AUTHZID_MISMATCH, /* PLAIN: an authorization id other
+                                       than the user name */
+    KR_SASL_SRV_R_MALFORMED,        /* a token that does not parse */
+    KR_SASL_SRV_R_DELEGATION_TOKEN, /* SCRAM tokenauth: krelay has none */
+    KR_SASL_SRV_R_MECHANISM_CHANGED, /* re-authentication, KIP-368 */
+    KR_SASL_SRV_R_PRINCIPAL_CHANGED, /* re-authentication, KIP-368 */
+    KR_SASL_SRV_R_UNSUPPORTED_MECHANISM /* not in sasl_mechanisms */
+};
+
+/* "bad_password"... (static, doc/audit.md's words); NULL for NONE. */
+const char *kr_sasl_srv_reason_name(enum kr_sasl_srv_reason r);
+
 /* The result of a step. */
 struct kr_sasl_srv_result {
     enum kr_sasl_srv_outcome outcome;
@@ -246,6 +275,8 @@ struct kr_sasl_srv_result {
                                    empty token); NULL: none */
     size_t raw_len;
     const char *why;            /* static, no secret: for the log line */
+    enum kr_sasl_srv_reason reason; /* a refusal's (FAILED, MALFORMED,
+                                   RATE_LIMITED, UNSUPPORTED_MECHANISM) */
     const char *user;           /* the user the exchange claimed, or
                                    NULL (borrowed from s: valid until the
                                    next step) */

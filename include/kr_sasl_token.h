@@ -63,6 +63,10 @@ struct kr_sasl_plain {
     size_t authcid_len;
     const uint8_t *passwd;      /* non-empty, any bytes but NUL: secret */
     size_t passwd_len;
+    bool authzid_differs;       /* on refusal only: the one reason was an
+                                   authzid other than authcid (then
+                                   authzid and authcid are set, passwd
+                                   is not) */
 };
 
 /*
@@ -70,7 +74,8 @@ struct kr_sasl_plain {
  * As Kafka's PlainSaslServer: exactly two NULs, authcid and passwd
  * non-empty, authzid empty or equal to authcid; also refused: an authcid
  * or authzid that is not valid UTF-8.  Returns false with *why (may be
- * NULL) on any of those; *out is then zeroed.  The password stays in the
+ * NULL) on any of those; *out is then zeroed, but for an authzid that
+ * differs: authzid_differs, authzid and authcid (no passwd) set.  The password stays in the
  * caller's buffer: wipe it there (OPENSSL_cleanse) when done.
  */
 bool kr_sasl_plain_split(const uint8_t *token, size_t len,

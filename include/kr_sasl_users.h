@@ -40,8 +40,11 @@ struct kr_sasl_users {
 /*
  * Load the file at path.  NULL on any error, with err (errlen bytes,
  * NUL-terminated) "PATH:LINE: reason" (or "PATH: reason" for the file as
- * a whole): a bad line refuses the whole file; a duplicate user and
- * mechanism is an error naming both lines.  The result is owned by the
+ * a whole): a bad line refuses the whole file (the first; refused
+ * fields, mechanism or credential say to write the line again with
+ * krelay-passwd); a duplicate user and mechanism is an error naming
+ * both lines (the duplicate on the earliest line, and the line it
+ * repeats).  The result is owned by the
  * caller: kr_sasl_users_free.  A file of no entries loads (n 0).
  */
 struct kr_sasl_users *kr_sasl_users_load(const char *path, char *err,
@@ -59,6 +62,17 @@ struct kr_sasl_users *kr_sasl_users_load_text(const char *text, size_t len,
 const struct kr_scram_cred *kr_sasl_users_lookup(const struct kr_sasl_users *u,
                                                  const char *user,
                                                  enum kr_scram_hash h);
+
+/*
+ * The warning for a file of secrets whose mode (st_mode) lets group or
+ * others read or write it: "PATH: mode 0644 lets group or others read
+ * or write it: RISK (chmod 600)", malloc'd (the caller frees), or NULL
+ * when the mode is private (or out of memory).  risk says what a reader
+ * could do.  kr_sasl_users_load's warning is this one; the config
+ * loader gives it for password and token files (kr_conf.c).
+ */
+char *kr_sasl_users_mode_warning(const char *path, unsigned mode,
+                                 const char *risk);
 
 /* Wipe every credential and free u (NULL: nothing). */
 void kr_sasl_users_free(struct kr_sasl_users *u);

@@ -2185,6 +2185,9 @@ kr_audit_format_auth(const struct kr_audit_auth *a)
     if (a->error_code >= 0) {
         kr_jsonw_kint(&w, "error_code", a->error_code);
     }
+    if (a->reason != NULL) {
+        set_str(&w, "reason", a->reason);
+    }
     kr_jsonw_kbool(&w, "reauth", a->reauth);
     kr_jsonw_kint(&w, "handshake_version", a->handshake_version);
     if (a->authenticate_version >= 0) {

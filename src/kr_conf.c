@@ -37,6 +37,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "kr_action.h"
 #include "kr_api_keys.h"
@@ -328,11 +329,13 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
       LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
       "close a client whose SASL authentication (from its SaslHandshake "
-      "to the broker's success) takes longer, in ms", NULL },
+      "to the broker's success, or krelay's with sasl = terminate) takes "
+      "longer, in ms", NULL },
     { KR_CS_LISTENER, "oauthbearer_principal_claim", KR_CT_STRING,
       LST(oauthbearer_principal_claim), 0, "sub", 0, 0, 0,
       "the claim of an OAUTHBEARER token's JWT payload that names the "
-      "principal (Kafka's sasl.oauthbearer.sub.claim.name)", NULL },
+      "principal (Kafka's sasl.oauthbearer.sub.claim.name); passthrough "
+      "only", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -1475,11 +1478,22 @@ kr_cf_set(const struct kr_cf_key *k, void *obj, const char *v, char *buf,
                 return NULL;
             }
         }
-        used = (size_t)snprintf(buf, blen, "expected");
-        for (i = 0; k->choices[i] != NULL && used < blen; i++) {
-            if (k->choices[i][0] != '\0') {
-                used += (size_t)snprintf(buf + used, blen - used, " %s",
-                                         k->choices[i]);
+        /* "expected A, B or C", as [log] level's */
+        {
+            size_t nc = 0, j = 0;
+
+            for (i = 0; k->choices[i] != NULL; i++) {
+                nc += k->choices[i][0] != '\0';
+            }
+            used = (size_t)snprintf(buf, blen, "expected");
+            for (i = 0; k->choices[i] != NULL && used < blen; i++) {
+                if (k->choices[i][0] != '\0') {
+                    j++;
+                    used += (size_t)snprintf(buf + used, blen - used, "%s%s",
+                                             j == 1 ? " "
+                                             : j == nc ? " or " : ", ",
+                                             k->choices[i]);
+                }
             }
         }
         return buf;
@@ -2483,18 +2497,21 @@ kr_cf_check_rule_acts(struct kr_cf_state *st, struct kr_cf_inst *in,
  * The first line of file path (without its end of line) into *out
  * (malloc'd, NUL-terminated, *len bytes): the password of a
  * sasl_password_file.  0, or -1 with why (errno's words, "is empty"...;
- * never the file's bytes).  What was read is wiped.
+ * never the file's bytes).  What was read is wiped.  *mode: the file's
+ * st_mode (0 when it could not be had).
  */
 static int
-kr_cf_read_secret(const char *path, char **out, size_t *len, char *why,
-                  size_t wlen)
+kr_cf_read_secret(const char *path, char **out, size_t *len,
+                  unsigned *mode, char *why, size_t wlen)
 {
     char *buf = malloc(KR_CF_SECRET_FILE_MAX + 1);
     FILE *f;
+    struct stat sb;
     size_t n, i;
 
     *out = NULL;
     *len = 0;
+    *mode = 0;
     if (buf == NULL) {
         snprintf(why, wlen, "out of memory");
         return -1;
@@ -2504,6 +2521,9 @@ kr_cf_read_secret(const char *path, char **out, size_t *len, char *why,
         snprintf(why, wlen, "cannot read %s: %s", path, strerror(errno));
         free(buf);
         return -1;
+    }
+    if (fstat(fileno(f), &sb) == 0) {
+        *mode = (unsigned)sb.st_mode;
     }
     n = fread(buf, 1, KR_CF_SECRET_FILE_MAX + 1, f);
     if (ferror(f)) {
@@ -2546,6 +2566,24 @@ fail:
     OPENSSL_cleanse(buf, n);
     free(buf);
     return -1;
+}
+
+/*
+ * A file of secrets named by key that group or others may read: the
+ * warning sasl_credentials gets (kr_sasl_users_mode_warning), at key's
+ * line.
+ */
+static void
+kr_cf_warn_mode(struct kr_cf_state *st, int line, const char *lbl,
+                const char *key, const char *path, unsigned mode,
+                const char *risk)
+{
+    char *w = kr_sasl_users_mode_warning(path, mode, risk);
+
+    if (w != NULL) {
+        kr_cf_warn(st, line, "%s: %s: %s", lbl, key, w);
+        free(w);
+    }
 }
 
 /*
@@ -2602,12 +2640,19 @@ kr_cf_check_sasl_cred(struct kr_cf_state *st, struct kr_cf_inst *in,
             }
         } else if (c->token_file != NULL) {
             FILE *f = fopen(c->token_file, "re");
+            struct stat sb;
 
             if (f == NULL) {
                 kr_cf_err(st, kr_cf_line_of(in, ktf), "%s: %s: cannot read "
                           "%s: %s", lbl, ktf, c->token_file,
                           strerror(errno));
             } else {
+                if (fstat(fileno(f), &sb) == 0) {
+                    kr_cf_warn_mode(st, kr_cf_line_of(in, ktf), lbl, ktf,
+                                    c->token_file, (unsigned)sb.st_mode,
+                                    "a reader has the token krelay "
+                                    "authenticates to the brokers with");
+                }
                 fclose(f);
             }
         } else {
@@ -2637,10 +2682,18 @@ kr_cf_check_sasl_cred(struct kr_cf_state *st, struct kr_cf_inst *in,
                           meta ? "" : ")");
             }
         } else if (c->password_file != NULL) {
+            unsigned mode;
+
             if (kr_cf_read_secret(c->password_file, &c->secret,
-                                  &c->secret_len, why, sizeof(why)) != 0) {
+                                  &c->secret_len, &mode, why,
+                                  sizeof(why)) != 0) {
                 kr_cf_err(st, kr_cf_line_of(in, kpf), "%s: %s: %s", lbl,
                           kpf, why);
+            } else {
+                kr_cf_warn_mode(st, kr_cf_line_of(in, kpf), lbl, kpf,
+                                c->password_file, mode, "a reader has the "
+                                "password krelay authenticates to the "
+                                "brokers with");
             }
         } else {
             c->secret_len = strlen(c->password);
@@ -2919,6 +2972,46 @@ kr_cf_parse_login_rate(const char *s, double *per_sec, unsigned *burst)
 }
 
 /*
+ * An offered SCRAM mechanism no entry of the credentials file has: every
+ * login with it fails (a file of SCRAM-SHA-512 lines, krelay-passwd's
+ * default, behind sasl_mechanisms = SCRAM-SHA-256).  PLAIN takes any
+ * entry.  Warned for a list given: the default offers both SCRAM hashes
+ * and PLAIN, which takes any entry.
+ */
+static void
+kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
+                            const char *lbl,
+                            const enum kr_sasl_srv_mech *order, unsigned n,
+                            const struct kr_sasl_users *users)
+{
+    const struct kr_listener_conf *l = in->obj;
+    unsigned i;
+    size_t j;
+
+    if (!kr_cf_key_given(in, "sasl_mechanisms")) {
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        enum kr_scram_hash h = order[i] == KR_SASL_SRV_SCRAM_SHA_256
+                               ? KR_SCRAM_SHA256 : KR_SCRAM_SHA512;
+        const char *m = kr_sasl_srv_mech_name(order[i]);
+
+        if (order[i] == KR_SASL_SRV_PLAIN) {
+            continue;
+        }
+        for (j = 0; j < users->n && users->v[j].cred.hash != h; j++) {
+        }
+        if (j == users->n) {
+            kr_cf_warn(st, kr_cf_line_of(in, "sasl_mechanisms"), "%s: "
+                       "sasl_mechanisms offers %s but no entry of %s is "
+                       "%s: every %s login fails (krelay-passwd -m %s "
+                       "writes such entries)", lbl, m, l->sasl_credentials,
+                       m, m, m);
+        }
+    }
+}
+
+/*
  * sasl = terminate: the mechanisms, the login rate and the credentials
  * file, loaded now (kr_sasl_users.h) so that a bad line is an error here
  * (with the file's own line in the message), at start as at a reload;
@@ -2932,13 +3025,19 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
     enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH];
     struct kr_sasl_users *users;
     char lbl[KR_CONF_MAX_NAME + 32], why[512];
-    const char *w = NULL;
     double per_sec = 0;
     unsigned n = 0, burst = 0;
     bool ok = true;
     int i;
 
     kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (l->sasl == KR_SASL_MODE_TERMINATE &&
+        kr_cf_key_given(in, "oauthbearer_principal_claim")) {
+        kr_cf_warn(st, kr_cf_line_of(in, "oauthbearer_principal_claim"),
+                   "%s: oauthbearer_principal_claim is set but sasl is "
+                   "terminate: krelay terminates no OAUTHBEARER, the key is "
+                   "not used", lbl);
+    }
     if (l->sasl != KR_SASL_MODE_TERMINATE) {
         for (i = 0; kr_cf_sasl_term_keys[i] != NULL; i++) {
             if (kr_cf_key_given(in, kr_cf_sasl_term_keys[i])) {
@@ -2955,9 +3054,11 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (!ok) {
         return;
     }
-    if (!kr_sasl_srv_mechs_parse(l->sasl_mechanisms, order, &n, &w)) {
+    if (!kr_sasl_srv_mechs_parse(l->sasl_mechanisms, order, &n, why,
+                                 sizeof(why))) {
         kr_cf_err(st, kr_cf_line_of(in, "sasl_mechanisms"),
-                  "%s: sasl_mechanisms = %s: %s", lbl, l->sasl_mechanisms, w);
+                  "%s: sasl_mechanisms = %s: %s", lbl, l->sasl_mechanisms,
+                  why);
         ok = false;
     }
     if (!kr_cf_parse_login_rate(l->sasl_login_rate, &per_sec, &burst)) {
@@ -2987,6 +3088,8 @@ kr_cf_check_sasl_term(struct kr_cf_state *st, struct kr_cf_inst *in)
         kr_cf_warn(st, kr_cf_line_of(in, "sasl_credentials"),
                    "%s: sasl_credentials: %s holds no user: every login is "
                    "refused", lbl, l->sasl_credentials);
+    } else if (ok) {
+        kr_cf_check_sasl_term_mechs(st, in, lbl, order, n, users);
     }
     if (!ok) {
         kr_sasl_users_free(users);

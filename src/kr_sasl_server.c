@@ -62,7 +62,7 @@ mech_of(const uint8_t *p, size_t len, enum kr_sasl_srv_mech *m)
 bool
 kr_sasl_srv_mechs_parse(const char *list,
                         enum kr_sasl_srv_mech order[KR_SASL_SRV_NMECH],
-                        unsigned *n, const char **why)
+                        unsigned *n, char *why, size_t wlen)
 {
     const char *p = list;
     unsigned seen = 0;
@@ -71,6 +71,7 @@ kr_sasl_srv_mechs_parse(const char *list,
     for (;;) {
         const char *s, *e;
         enum kr_sasl_srv_mech m;
+        int il;
 
         while (*p == ' ' || *p == '\t') {
             p++;
@@ -83,18 +84,28 @@ kr_sasl_srv_mechs_parse(const char *list,
         while (e > s && (e[-1] == ' ' || e[-1] == '\t')) {
             e--;
         }
+        il = e - s > 64 ? 64 : (int)(e - s);
         if (e == s) {
-            *why = *n == 0 && *p == '\0' ? "no mechanism named"
-                                         : "an empty name in the list";
+            snprintf(why, wlen, "%s", *n == 0 && *p == '\0'
+                     ? "no mechanism named" : "an empty name in the list");
             return false;
         }
         if (!mech_of((const uint8_t *)s, (size_t)(e - s), &m)) {
-            *why = "unknown mechanism (PLAIN, SCRAM-SHA-256 and "
-                   "SCRAM-SHA-512 are terminated)";
+            if (e - s == 11 && memcmp(s, "OAUTHBEARER", 11) == 0) {
+                snprintf(why, wlen, "krelay cannot terminate OAUTHBEARER "
+                         "(passthrough and origination only)");
+            } else if (e - s == 6 && memcmp(s, "GSSAPI", 6) == 0) {
+                snprintf(why, wlen, "krelay cannot terminate GSSAPI "
+                         "(passthrough only)");
+            } else {
+                snprintf(why, wlen, "unknown mechanism '%.*s' (krelay "
+                         "terminates PLAIN, SCRAM-SHA-256 and "
+                         "SCRAM-SHA-512)", il, s);
+            }
             return false;
         }
         if (seen & (1u << m)) {
-            *why = "a mechanism named twice";
+            snprintf(why, wlen, "%s named twice", mech_names[m]);
             return false;
         }
         seen |= 1u << m;
@@ -339,6 +350,19 @@ kr_sasl_srv_gate_name(enum kr_sasl_srv_gate g)
            ? gate_names[g] : "?";
 }
 
+static const char *const reason_names[] = {
+    NULL, "bad_password", "unknown_user", "no_entry_for_mechanism",
+    "rate_limited", "authzid_mismatch", "malformed", "delegation_token",
+    "mechanism_changed", "principal_changed", "unsupported_mechanism"
+};
+
+const char *
+kr_sasl_srv_reason_name(enum kr_sasl_srv_reason r)
+{
+    return (unsigned)r < sizeof(reason_names) / sizeof(reason_names[0])
+           ? reason_names[r] : NULL;
+}
+
 static const char *const outcome_names[] = {
     "continue", "authenticated", "failed", "malformed", "rate limited",
     "unsupported mechanism", "illegal state", "out of memory"
@@ -524,14 +548,33 @@ auth_rsp(struct kr_arena *a, const struct kr_msg *req, int16_t error,
 
 static void
 fail(struct kr_sasl_srv *s, struct kr_sasl_srv_result *res,
-     enum kr_sasl_srv_outcome o, const char *why)
+     enum kr_sasl_srv_outcome o, enum kr_sasl_srv_reason r, const char *why)
 {
     kr_scram_server_free(&s->scram);
     memset(&s->scram, 0, sizeof(s->scram));
     s->state = KR_SASL_SRV_ST_FAILED;
     res->outcome = o;
+    res->reason = r;
     res->close = true;
     res->why = why;
+}
+
+/* A SCRAM refusal's reason (the client's messages wrong: malformed). */
+static enum kr_sasl_srv_reason
+scram_reason(enum kr_scram_outcome o)
+{
+    switch (o) {
+    case KR_SCRAM_BAD_PROOF:
+        return KR_SASL_SRV_R_BAD_PASSWORD;
+    case KR_SCRAM_UNKNOWN_USER:
+        return KR_SASL_SRV_R_UNKNOWN_USER;
+    case KR_SCRAM_AUTHZID_MISMATCH:
+        return KR_SASL_SRV_R_AUTHZID_MISMATCH;
+    case KR_SCRAM_TOKENAUTH:
+        return KR_SASL_SRV_R_DELEGATION_TOKEN;
+    default:
+        return KR_SASL_SRV_R_MALFORMED;
+    }
 }
 
 static bool
@@ -570,7 +613,7 @@ succeed(struct kr_sasl_srv *s, struct kr_arena *a, int64_t now_ms,
             snprintf(m, n, PRINCIPAL_FMT, s->user, s->claimed);
         }
         *msg = m;
-        fail(s, res, KR_SASL_SRV_FAILED,
+        fail(s, res, KR_SASL_SRV_FAILED, KR_SASL_SRV_R_PRINCIPAL_CHANGED,
              "principal changed on re-authentication");
         return false;
     }
@@ -619,8 +662,8 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
                      mech_names[s->auth_mech]);
         }
         *msg = m;
-        fail(s, res, KR_SASL_SRV_FAILED, "mechanism changed on "
-             "re-authentication");
+        fail(s, res, KR_SASL_SRV_FAILED, KR_SASL_SRV_R_MECHANISM_CHANGED,
+             "mechanism changed on re-authentication");
         return;
     }
     if (!kr_sasl_rate_take(c->rate, s->addr, s->addr_len, now_ms)) {
@@ -628,8 +671,8 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
         if (s->mech == KR_SASL_SRV_PLAIN) {
             OPENSSL_cleanse(tok, len);
         }
-        fail(s, res, KR_SASL_SRV_RATE_LIMITED, "too many logins from this "
-             "address (sasl_login_rate)");
+        fail(s, res, KR_SASL_SRV_RATE_LIMITED, KR_SASL_SRV_R_RATE_LIMITED,
+             "too many logins from this address (sasl_login_rate)");
         return;
     }
     if (s->mech == KR_SASL_SRV_PLAIN) {
@@ -639,15 +682,28 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
         bool known;
 
         if (!kr_sasl_plain_split(tok, len, &pl, &why)) {
+            /* an authzid other than the user: the user is known (for
+               the log and the audit line's claimed principal) */
+            bool authzid = pl.authzid_differs;
+
+            if (authzid && !set_claimed(s, pl.authcid, pl.authcid_len)) {
+                OPENSSL_cleanse(tok, len);
+                fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE,
+                     "out of memory");
+                return;
+            }
+            res->user = authzid ? s->claimed : NULL;
             OPENSSL_cleanse(tok, len);
             *msg = MSG_PLAIN_MALFORMED;
-            fail(s, res, KR_SASL_SRV_MALFORMED, why != NULL ? why
-                 : "malformed PLAIN token");
+            fail(s, res, KR_SASL_SRV_MALFORMED,
+                 authzid ? KR_SASL_SRV_R_AUTHZID_MISMATCH
+                         : KR_SASL_SRV_R_MALFORMED,
+                 why != NULL ? why : "malformed PLAIN token");
             return;
         }
         if (!set_claimed(s, pl.authcid, pl.authcid_len)) {
             OPENSSL_cleanse(tok, len);
-            fail(s, res, KR_SASL_SRV_NO_MEMORY, "out of memory");
+            fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, "out of memory");
             return;
         }
         res->user = s->claimed;
@@ -661,11 +717,13 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
                                     pl.passwd, pl.passwd_len);
         OPENSSL_cleanse(tok, len);
         if (o == KR_SCRAM_NO_MEMORY) {
-            fail(s, res, KR_SASL_SRV_NO_MEMORY, "out of memory");
+            fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, "out of memory");
         } else if (o != KR_SCRAM_OK || !known) {
             *msg = NULL;            /* the credentials message */
-            fail(s, res, KR_SASL_SRV_FAILED, known ? "wrong password"
-                 : "unknown user");
+            fail(s, res, KR_SASL_SRV_FAILED,
+                 known ? KR_SASL_SRV_R_BAD_PASSWORD
+                       : KR_SASL_SRV_R_UNKNOWN_USER,
+                 known ? "wrong password" : "unknown user");
         } else {
             succeed(s, a, now_ms, res, msg);
         }
@@ -680,14 +738,15 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
 
         if (!kr_sasl_scram_first_parse(tok, len, &cf, &why)) {
             *msg = MSG_SCRAM_MALFORMED;
-            fail(s, res, KR_SASL_SRV_MALFORMED, why != NULL ? why
-                 : "malformed SCRAM client-first message");
+            fail(s, res, KR_SASL_SRV_MALFORMED, KR_SASL_SRV_R_MALFORMED,
+                 why != NULL ? why : "malformed SCRAM client-first message");
             return;
         }
         u = kr_sasl_scram_unescape(cf.user, cf.user_len, &why);
         if (u == NULL) {
             *msg = MSG_SCRAM_MALFORMED;
-            fail(s, res, KR_SASL_SRV_MALFORMED, "bad SCRAM user name");
+            fail(s, res, KR_SASL_SRV_MALFORMED, KR_SASL_SRV_R_MALFORMED,
+                 "bad SCRAM user name");
             return;
         }
         free(s->claimed);
@@ -695,8 +754,9 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
         res->user = s->claimed;
         if (cf.tokenauth) {
             *msg = NULL;
-            fail(s, res, KR_SASL_SRV_FAILED, "delegation token "
-                 "(tokenauth) refused: krelay has no tokens");
+            fail(s, res, KR_SASL_SRV_FAILED, KR_SASL_SRV_R_DELEGATION_TOKEN,
+                 "delegation token (tokenauth) refused: krelay has no "
+                 "tokens");
             return;
         }
         cred = kr_sasl_users_lookup(c->users, s->claimed, h);
@@ -711,16 +771,18 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
             return;
         case KR_SCRAM_MALFORMED:
             *msg = MSG_SCRAM_MALFORMED;
-            fail(s, res, KR_SASL_SRV_MALFORMED, "bad SCRAM user name");
+            fail(s, res, KR_SASL_SRV_MALFORMED, KR_SASL_SRV_R_MALFORMED,
+                 "bad SCRAM user name");
             return;
         case KR_SCRAM_NO_MEMORY:
         case KR_SCRAM_NONCE_FAILED:
         case KR_SCRAM_STATE:
-            fail(s, res, KR_SASL_SRV_NO_MEMORY, kr_scram_outcome_name(o));
+            fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, kr_scram_outcome_name(o));
             return;
         default:
             *msg = NULL;
-            fail(s, res, KR_SASL_SRV_FAILED, kr_scram_outcome_name(o));
+            fail(s, res, KR_SASL_SRV_FAILED, scram_reason(o),
+                 kr_scram_outcome_name(o));
             return;
         }
     }
@@ -747,16 +809,31 @@ final_token(struct kr_sasl_srv *s, struct kr_arena *a, const uint8_t *tok,
     switch (o) {
     case KR_SCRAM_MALFORMED:
         *msg = MSG_SCRAM_MALFORMED;
-        fail(s, res, KR_SASL_SRV_MALFORMED, "malformed SCRAM client-final "
-             "message");
+        fail(s, res, KR_SASL_SRV_MALFORMED, KR_SASL_SRV_R_MALFORMED,
+             "malformed SCRAM client-final message");
         break;
     case KR_SCRAM_NO_MEMORY:
     case KR_SCRAM_STATE:
-        fail(s, res, KR_SASL_SRV_NO_MEMORY, kr_scram_outcome_name(o));
+        fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, kr_scram_outcome_name(o));
         break;
     default:
         *msg = NULL;
-        fail(s, res, KR_SASL_SRV_FAILED,
+        if (o == KR_SCRAM_UNKNOWN_USER &&
+            kr_sasl_users_lookup(s->cfg->users, s->claimed,
+                                 s->mech == KR_SASL_SRV_SCRAM_SHA_512
+                                 ? KR_SCRAM_SHA256 : KR_SCRAM_SHA512)
+                != NULL) {
+            /* looked up after the answer is made: the client's answer
+               and its cost are an unknown user's all the same */
+            fail(s, res, KR_SASL_SRV_FAILED, KR_SASL_SRV_R_NO_MECH_ENTRY,
+                 s->mech == KR_SASL_SRV_SCRAM_SHA_512
+                 ? "no SCRAM-SHA-512 entry for the user (it has "
+                   "SCRAM-SHA-256 only)"
+                 : "no SCRAM-SHA-256 entry for the user (it has "
+                   "SCRAM-SHA-512 only)");
+            break;
+        }
+        fail(s, res, KR_SASL_SRV_FAILED, scram_reason(o),
              o == KR_SCRAM_BAD_PROOF ? "wrong password"
              : o == KR_SCRAM_UNKNOWN_USER ? "unknown user"
              : kr_scram_outcome_name(o));
@@ -809,7 +886,7 @@ handshake(struct kr_sasl_srv *s, struct kr_arena *a, const struct kr_msg *req,
     if (s->state != KR_SASL_SRV_ST_START && s->state != KR_SASL_SRV_ST_DONE) {
         res->has_rsp = handshake_rsp(s, a, req, KR_KERR_ILLEGAL_SASL_STATE,
                                      rsp);
-        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, "SaslHandshake in the "
+        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, KR_SASL_SRV_R_NONE, "SaslHandshake in the "
              "middle of an exchange");
         return;
     }
@@ -822,12 +899,13 @@ handshake(struct kr_sasl_srv *s, struct kr_arena *a, const struct kr_msg *req,
     if (!enabled) {
         res->has_rsp = handshake_rsp(s, a, req,
                                      KR_KERR_UNSUPPORTED_SASL_MECHANISM, rsp);
-        fail(s, res, KR_SASL_SRV_UNSUPPORTED_MECHANISM, "mechanism not "
-             "enabled on this listener");
+        fail(s, res, KR_SASL_SRV_UNSUPPORTED_MECHANISM,
+             KR_SASL_SRV_R_UNSUPPORTED_MECHANISM,
+             "mechanism not enabled on this listener");
         return;
     }
     if (!handshake_rsp(s, a, req, 0, rsp)) {
-        fail(s, res, KR_SASL_SRV_NO_MEMORY, "out of memory");
+        fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, "out of memory");
         return;
     }
     res->has_rsp = true;
@@ -866,7 +944,7 @@ authenticate(struct kr_sasl_srv *s, struct kr_arena *a,
     if (s->state != KR_SASL_SRV_ST_HANDSHAKEN &&
         s->state != KR_SASL_SRV_ST_SCRAM_FIRST) {
         /* before any handshake: Kafka closes without an answer */
-        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, "SaslAuthenticate before "
+        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, KR_SASL_SRV_R_NONE, "SaslAuthenticate before "
              "SaslHandshake");
         return;
     }
@@ -912,7 +990,7 @@ authenticate(struct kr_sasl_srv *s, struct kr_arena *a,
         free(out);
     }
     if (!res->has_rsp) {
-        fail(s, res, KR_SASL_SRV_NO_MEMORY, "out of memory");
+        fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, "out of memory");
     }
 }
 
@@ -923,7 +1001,7 @@ kr_sasl_srv_request(struct kr_sasl_srv *s, struct kr_arena *arena,
 {
     res_init(s, rsp, res);
     if (req == NULL || req->body == NULL || req->dir != KR_DIR_REQUEST) {
-        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, "not a decoded request");
+        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, KR_SASL_SRV_R_NONE, "not a decoded request");
         return;
     }
     if (req->api_key == KR_API_SASL_HANDSHAKE) {
@@ -931,7 +1009,7 @@ kr_sasl_srv_request(struct kr_sasl_srv *s, struct kr_arena *arena,
     } else if (req->api_key == KR_API_SASL_AUTHENTICATE) {
         authenticate(s, arena, req, now_ms, rsp, res);
     } else {
-        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, "not a SASL request");
+        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, KR_SASL_SRV_R_NONE, "not a SASL request");
     }
 }
 
@@ -946,7 +1024,7 @@ kr_sasl_srv_raw(struct kr_sasl_srv *s, uint8_t *tok, size_t len,
     res_init(s, NULL, res);
     if (!s->raw || (s->state != KR_SASL_SRV_ST_HANDSHAKEN &&
                     s->state != KR_SASL_SRV_ST_SCRAM_FIRST)) {
-        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, "raw token out of place");
+        fail(s, res, KR_SASL_SRV_ILLEGAL_STATE, KR_SASL_SRV_R_NONE, "raw token out of place");
         return;
     }
     if (s->state == KR_SASL_SRV_ST_HANDSHAKEN) {
@@ -962,7 +1040,7 @@ kr_sasl_srv_raw(struct kr_sasl_srv *s, uint8_t *tok, size_t len,
         if (out == NULL) {
             out = malloc(1);
             if (out == NULL) {
-                fail(s, res, KR_SASL_SRV_NO_MEMORY, "out of memory");
+                fail(s, res, KR_SASL_SRV_NO_MEMORY, KR_SASL_SRV_R_NONE, "out of memory");
                 return;
             }
             out_len = 0;

@@ -395,6 +395,7 @@ kr_sasl_plain_split(const uint8_t *token, size_t len,
         WHY("more than three NUL-separated parts (RFC 4616)");
         return false;
     }
+    memset(&r, 0, sizeof(r));
     r.authzid = token;
     r.authzid_len = (size_t)(n1 - token);
     r.authcid = n1 + 1;
@@ -419,6 +420,11 @@ kr_sasl_plain_split(const uint8_t *token, size_t len,
          memcmp(r.authzid, r.authcid, r.authcid_len) != 0)) {
         WHY("authorization id differs from the user name (Kafka refuses "
             "it)");
+        out->authzid = r.authzid;
+        out->authzid_len = r.authzid_len;
+        out->authcid = r.authcid;
+        out->authcid_len = r.authcid_len;
+        out->authzid_differs = true;
         return false;
     }
     *out = r;

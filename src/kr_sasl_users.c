@@ -71,6 +71,9 @@ blank(char c)
     return c == ' ' || c == '\t' || c == '\r';
 }
 
+/* what a refused entry's message ends with */
+#define REDO "; write the line again with krelay-passwd(1)"
+
 /* One line (len bytes, no '\n'): appended to u, or false with err. */
 static bool
 parse_line(struct kr_sasl_users *u, size_t *cap, const char *p, size_t len,
@@ -108,7 +111,7 @@ parse_line(struct kr_sasl_users *u, size_t *cap, const char *p, size_t len,
     }
     if (nf != 3) {
         errf(err, errlen, "%s:%u: want USER MECHANISM CREDENTIAL, found %s "
-             "(user names may not contain whitespace)", name, line,
+             "(user names may not contain whitespace)" REDO, name, line,
              nf < 3 ? "fewer fields" : "more than three fields");
         return false;
     }
@@ -130,12 +133,12 @@ parse_line(struct kr_sasl_users *u, size_t *cap, const char *p, size_t len,
     mech[fl[1]] = '\0';
     if (!kr_scram_hash_of(mech, &h)) {
         errf(err, errlen, "%s:%u: mechanism must be SCRAM-SHA-256 or "
-             "SCRAM-SHA-512", name, line);
+             "SCRAM-SHA-512" REDO, name, line);
         return false;
     }
     memset(&e, 0, sizeof(e));
     if (!kr_scram_cred_parse(&e.cred, h, f[2], fl[2], &why)) {
-        errf(err, errlen, "%s:%u: %s", name, line, why);
+        errf(err, errlen, "%s:%u: %s" REDO, name, line, why);
         return false;
     }
     e.line = line;
@@ -191,16 +194,25 @@ kr_sasl_users_load_text(const char *text, size_t len, const char *name,
         pos += l + (nl != NULL);
     }
     if (u->n > 1) {
+        size_t dup = 0;
+
         qsort(u->v, u->n, sizeof(u->v[0]), cmp_user);
+        /* equal entries sit together, in line order: the duplicate
+           reported is the one on the earliest line (as a syntax error
+           is the first bad line), with the entry it repeats */
         for (i = 1; i < u->n; i++) {
             if (u->v[i].cred.hash == u->v[i - 1].cred.hash &&
-                strcmp(u->v[i].name, u->v[i - 1].name) == 0) {
-                errf(err, errlen, "%s:%u: user %s has a %s entry already "
-                     "(line %u)", name, u->v[i].line, u->v[i].name,
-                     kr_scram_mech_name(u->v[i].cred.hash),
-                     u->v[i - 1].line);
-                goto bad;
+                strcmp(u->v[i].name, u->v[i - 1].name) == 0 &&
+                (dup == 0 || u->v[i].line < u->v[dup].line)) {
+                dup = i;
             }
+        }
+        if (dup != 0) {
+            errf(err, errlen, "%s:%u: user %s has a %s entry already "
+                 "(line %u)", name, u->v[dup].line, u->v[dup].name,
+                 kr_scram_mech_name(u->v[dup].cred.hash),
+                 u->v[dup - 1].line);
+            goto bad;
         }
     }
     return u;
@@ -265,15 +277,28 @@ kr_sasl_users_load(const char *path, char *err, size_t errlen)
     u = kr_sasl_users_load_text(buf, got, path, err, errlen);
     OPENSSL_cleanse(buf, got);
     free(buf);
-    if (u != NULL && (st.st_mode & 077) != 0) {
-        if (asprintf(&u->warning, "%s: mode %04o lets group or others read "
-                     "or write it: its SCRAM keys let a reader try passwords "
-                     "offline and pose as krelay to clients (chmod 600)",
-                     path, (unsigned)(st.st_mode & 07777)) < 0) {
-            u->warning = NULL;
-        }
+    if (u != NULL) {
+        u->warning = kr_sasl_users_mode_warning(path, (unsigned)st.st_mode,
+                                                "its SCRAM keys let a reader "
+                                                "try passwords offline and "
+                                                "pose as krelay to clients");
     }
     return u;
+}
+
+char *
+kr_sasl_users_mode_warning(const char *path, unsigned mode, const char *risk)
+{
+    char *w;
+
+    if ((mode & 077) == 0) {
+        return NULL;
+    }
+    if (asprintf(&w, "%s: mode %04o lets group or others read or write "
+                 "it: %s (chmod 600)", path, mode & 07777, risk) < 0) {
+        return NULL;
+    }
+    return w;
 }
 
 const struct kr_scram_cred *

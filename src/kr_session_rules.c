@@ -419,6 +419,7 @@ sasl_audit(struct kr_session *s)
     a.mechanism = sa->mech_name;
     a.outcome = kr_sasl_auth_name(sa->auth);
     a.error_code = sa->auth == KR_SASL_AUTH_FAILED ? sa->error_code : -1;
+    a.reason = sa->auth == KR_SASL_AUTH_FAILED ? sa->reason : NULL;
     a.reauth = sa->reauth;
     a.handshake_version = sa->handshake_version;
     a.authenticate_version = sa->authenticate_version;

@@ -255,6 +255,7 @@ apply(struct kr_session *s, const struct kr_sasl_srv_result *res,
             sa->handshake_version = ver;
             sa->authenticate_version = -1;
             sa->error_code = -1;
+            sa->reason = NULL;
             sa->session_lifetime_ms = -1;
             kr_s_arm_timer(s);
         } else if (api_key == KR_API_SASL_AUTHENTICATE) {
@@ -298,6 +299,7 @@ apply(struct kr_session *s, const struct kr_sasl_srv_result *res,
         sa->handshake_version = ver;
         sa->authenticate_version = -1;
         sa->error_code = KR_KERR_UNSUPPORTED_SASL_MECHANISM;
+        sa->reason = kr_sasl_srv_reason_name(res->reason);
         kr_s_sasl_audit(s);
         KR_STAT_INC(s->host->stats, sasl_failures);
         return kr_s_close_after_owed(s, KR_LOG_NOTICE, "SASL mechanism "
@@ -326,13 +328,16 @@ apply(struct kr_session *s, const struct kr_sasl_srv_result *res,
     sa->auth = KR_SASL_AUTH_FAILED;
     sa->error_code = api_key == KR_API_SASL_AUTHENTICATE
                      ? KR_KERR_SASL_AUTHENTICATION_FAILED : -1;
+    sa->reason = kr_sasl_srv_reason_name(res->reason);
     kr_s_sasl_audit(s);
     KR_STAT_INC(s->host->stats, sasl_failures);
+    /* no user read (a login refused by the rate before its token was
+       read, a token that does not parse): none named */
     return kr_s_close_after_owed(s, level, "SASL %s %sauthentication "
-                                 "failed for %s: %s; closing after the "
+                                 "failed%s%s: %s; closing after the "
                                  "answer%s", mech, was_auth ? "re-" : "",
-                                 sa->principal != NULL ? sa->principal
-                                                       : "no principal",
+                                 sa->principal != NULL ? " for " : "",
+                                 sa->principal != NULL ? sa->principal : "",
                                  res->why,
                                  api_key == KR_API_SASL_AUTHENTICATE
                                      ? " (SASL_AUTHENTICATION_FAILED)"

@@ -25,6 +25,8 @@
 #include "kr_daemon.h"
 #include "kr_demo.h"
 #include "kr_rule.h"
+#include "kr_sasl_client.h"
+#include "kr_sasl_server.h"
 #include "kr_tls_ctx.h"
 
 #define DEMO_TOPICS "demo:3,events:6"
@@ -199,8 +201,9 @@ target_ok(const char *conf_path, int line, const char *section,
 /*
  * Point every [upstream] of conf at the demo cluster's brokers
  * (bootstraps: "H:P,H:P,..."), in plaintext (the demo cluster has no
- * TLS: an [upstream] ssl = true is dropped with its context).  Returns
- * false on a parse error.
+ * TLS: an [upstream] ssl = true is dropped with its context) and without
+ * SASL (it has none either: sasl_mechanism and metadata_sasl_mechanism
+ * are dropped, demo_warnings says so).  Returns false on a parse error.
  */
 static bool
 demo_retarget(struct kr_conf *conf, const char *bootstraps)
@@ -249,6 +252,9 @@ demo_retarget(struct kr_conf *conf, const char *bootstraps)
         uc->ssl = false;
         kr_tls_ctx_put(uc->tls);
         uc->tls = NULL;
+        /* the credentials stay loaded (freed with conf), unused */
+        uc->sasl.mechanism = 0;
+        uc->metadata_sasl.mechanism = 0;
     }
     for (i = 0; i < n; i++) {
         free(hp[i].host);
@@ -290,14 +296,38 @@ demo_host_local(const char *host, const char *listen_host)
  * [listener NAME]: ...": an advertised_host a client of the demo on this
  * machine may not reach (--demo keeps it: the file is the user's, and a
  * demo reached from other machines needs it), and a NodeId range that
- * leaves out some of the demo cluster's NodeIds 1..DEMO_BROKERS.
- * Returns how many.
+ * leaves out some of the demo cluster's NodeIds 1..DEMO_BROKERS; SASL
+ * the demo cluster cannot do (it has none): an [upstream]'s
+ * sasl_mechanism or metadata_sasl_mechanism (demo_retarget drops them),
+ * a listener with sasl = required (its clients' SASL would go to the
+ * cluster).  Call it before demo_retarget.  Returns how many.
  */
 static unsigned
 demo_warnings(const struct kr_conf *conf, FILE *f)
 {
     unsigned n = 0;
     int i;
+
+    for (i = 0; i < conf->nupstreams; i++) {
+        const struct kr_upstream_conf *u = &conf->upstreams[i];
+        const struct kr_sasl_cred *c[2] = { &u->sasl, &u->metadata_sasl };
+        const char *key[2] = { "sasl_mechanism", "metadata_sasl_mechanism" };
+        int k;
+
+        for (k = 0; k < 2; k++) {
+            if (c[k]->mechanism == 0) {
+                continue;
+            }
+            fprintf(f, "%s:%d: [upstream%s%s]: %s = %s: the demo cluster "
+                    "has no SASL: --demo connects to it without "
+                    "authenticating (the key is not used; trying SASL "
+                    "origination needs a broker with SASL)\n", conf->path,
+                    u->line, u->name[0] != '\0' ? " " : "", u->name,
+                    key[k], kr_sasl_mechanism_name(
+                        (enum kr_sasl_mechanism)c[k]->mechanism));
+            n++;
+        }
+    }
 
     for (i = 0; i < conf->nlisteners; i++) {
         const struct kr_listener_conf *l = &conf->listeners[i];
@@ -316,6 +346,13 @@ demo_warnings(const struct kr_conf *conf, FILE *f)
                     "127.0.0.1 (--demo keeps it as written)\n", lbl, adv,
                     br, adv, ket,
                     (unsigned)l->broker_port_base);
+            n++;
+        }
+        if (l->sasl == KR_SASL_MODE_REQUIRED) {
+            fprintf(f, "%s: sasl = required: clients must authenticate to "
+                    "the broker, and the demo cluster has no SASL: every "
+                    "client fails (try sasl = terminate: krelay "
+                    "authenticates them itself)\n", lbl);
             n++;
         }
         if (l->node_id_min > 1 || l->node_id_max < DEMO_BROKERS) {
@@ -345,17 +382,18 @@ demo_reload_adjust(struct kr_conf *nc, void *arg, char *err, size_t errlen)
     size_t len = 0;
     FILE *f;
 
+    /* the warnings first: they see the keys demo_retarget drops */
+    f = open_memstream(&text, &len);
+    if (f != NULL) {
+        (void)demo_warnings(nc, f);
+        fclose(f);
+    }
     if (!demo_retarget(nc, dm->bootstraps)) {
         snprintf(err, errlen, "cannot point its upstreams at the demo "
                  "cluster (%s)", dm->bootstraps);
+        free(text);
         return false;
     }
-    f = open_memstream(&text, &len);
-    if (f == NULL) {
-        return true;
-    }
-    (void)demo_warnings(nc, f);
-    fclose(f);
     for (l = text; l != NULL && *l != '\0'; l = nl != NULL ? nl + 1 : NULL) {
         nl = strchr(l, '\n');
         kr_log_warn("reload: warning: %.*s",
@@ -722,7 +760,9 @@ main(int argc, char **argv)
             goto out;
         }
         const struct kr_listener_conf *l0 = &p->cref->conf->listeners[0];
-        char boot[320], route[800], kopts[200] = "";
+        bool sasl_term = l0->sasl == KR_SASL_MODE_TERMINATE &&
+                         l0->sasl_srv != NULL;
+        char boot[320], route[800], kopts[400] = "";
         const char *port;
 
         /* for people, not for what reads stdout ([audit] target =
@@ -745,12 +785,24 @@ main(int argc, char **argv)
                      "%u + n)", addr, l0->broker_port_base);
         }
         if (l0->ssl) {
-            snprintf(kopts, sizeof(kopts), " -X security.protocol=ssl "
+            snprintf(kopts, sizeof(kopts), " -X security.protocol=%s "
                      "-X ssl.ca.location=CA.pem%s",
+                     sasl_term ? "sasl_ssl" : "ssl",
                      l0->ssl_client_ca != NULL
                          ? " -X ssl.certificate.location=CLIENT.pem "
                            "-X ssl.key.location=CLIENT.key"
                          : "");
+        } else if (sasl_term) {
+            snprintf(kopts, sizeof(kopts),
+                     " -X security.protocol=sasl_plaintext");
+        }
+        if (sasl_term) {
+            size_t kl = strlen(kopts);
+
+            /* the first mechanism the listener offers */
+            snprintf(kopts + kl, sizeof(kopts) - kl, " -X sasl.mechanism=%s "
+                     "-X sasl.username=USER -X sasl.password=PASSWORD",
+                     kr_sasl_srv_mech_name(l0->sasl_srv->order[0]));
         }
         fprintf(stderr,
                 "krelay demo: a mock Kafka cluster (%d brokers at %s, topics "
@@ -759,7 +811,7 @@ main(int argc, char **argv)
                 "  kcat -b %s%s -L\n"
                 "  echo hello | kcat -b %s%s -t demo -P\n"
                 "  kcat -b %s%s -t demo -C -e\n"
-                "%s"
+                "%s%s"
                 "%s%s%s"
                 "Stop with Ctrl-C.\n",
                 DEMO_BROKERS, dm.bootstraps, DEMO_TOPICS, route, boot, kopts,
@@ -767,6 +819,9 @@ main(int argc, char **argv)
                 l0->ssl ? "(TLS: CA.pem is the CA of the listener's "
                 "certificate; CLIENT.pem/.key a certificate its "
                 "ssl_client_ca signed.)\n" : "",
+                sasl_term ? "(SASL: USER and PASSWORD a user of the "
+                "listener's sasl_credentials, whose line krelay-passwd "
+                "wrote.)\n" : "",
                 path != NULL ? "Rules and [audit] come from the -c file; "
                 "edit it and send SIGHUP to reload.\n" : "",
                 ndemo_warn > 0 ? "Read the warning" : "",

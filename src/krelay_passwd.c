@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,24 @@ usage_error(const char *msg, const char *arg)
 }
 
 /*
+ * The option getopt_long (opterr 0) refused: a long one as given (up
+ * to its '='), else a short one from optopt.  In static storage.
+ */
+static const char *
+bad_option(char **argv, int ind)
+{
+    static char o[64];
+    const char *a = ind > 0 ? argv[ind - 1] : NULL;
+
+    if (a != NULL && strncmp(a, "--", 2) == 0 && a[2] != '\0') {
+        snprintf(o, sizeof(o), "%.*s", (int)strcspn(a, "="), a);
+    } else {
+        snprintf(o, sizeof(o), "-%c", optopt);
+    }
+    return o;
+}
+
+/*
  * One line from fd into buf (cap bytes), without its "\n" (or "\r\n"):
  * its length, or -1 on a read error, -2 when longer than cap - 1, -3 at
  * end of file before any byte.  Byte by byte: nothing is buffered past
@@ -101,25 +120,74 @@ read_line(int fd, char *buf, size_t cap)
     return (long)n;
 }
 
+/*
+ * The terminal's settings while echo is off, for the signal handler: a
+ * signal that ends the process at the prompt (Ctrl-C, a hang-up, kill)
+ * must not leave the terminal without echo (ssh-keygen's and getpass's
+ * behaviour: restore, then die of the same signal).
+ */
+static struct termios tty_saved;
+static volatile sig_atomic_t tty_quiet;
+
+static const int tty_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+
+static void
+tty_signal(int sig)
+{
+    if (tty_quiet) {
+        /* async-signal-safe: tcsetattr, write, raise */
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &tty_saved);
+        tty_quiet = 0;
+        (void)!write(STDERR_FILENO, "\n", 1);
+    }
+    /* SA_RESETHAND made the action the default: delivered on return */
+    raise(sig);
+}
+
 /* A line read from the terminal with echo off, prompt on stderr. */
 static long
 read_tty(const char *prompt, char *buf, size_t cap)
 {
-    struct termios old, quiet;
+    struct termios quiet;
+    struct sigaction sa, old_sa[sizeof(tty_signals) / sizeof(tty_signals[0])];
     long n;
-    bool restore = false;
+    size_t i;
+    bool restore = false, handlers = false;
 
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = tty_signal;
+    sa.sa_flags = (int)SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (i = 0; i < sizeof(tty_signals) / sizeof(tty_signals[0]); i++) {
+        sigaddset(&sa.sa_mask, tty_signals[i]);
+    }
     fputs(prompt, stderr);
     fflush(stderr);
-    if (tcgetattr(STDIN_FILENO, &old) == 0) {
-        quiet = old;
+    if (tcgetattr(STDIN_FILENO, &tty_saved) == 0) {
+        quiet = tty_saved;
         quiet.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
         quiet.c_lflag |= ICANON;
+        for (i = 0; i < sizeof(tty_signals) / sizeof(tty_signals[0]); i++) {
+            sigaction(tty_signals[i], &sa, &old_sa[i]);
+        }
+        handlers = true;
+        tty_quiet = 1;
         restore = tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) == 0;
+        if (!restore) {
+            tty_quiet = 0;
+        }
     }
     n = read_line(STDIN_FILENO, buf, cap);
     if (restore) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+        /* restored before the flag drops: a signal between them
+           restores again, harmlessly */
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &tty_saved);
+        tty_quiet = 0;
+    }
+    if (handlers) {
+        for (i = 0; i < sizeof(tty_signals) / sizeof(tty_signals[0]); i++) {
+            sigaction(tty_signals[i], &old_sa[i], NULL);
+        }
     }
     fputc('\n', stderr);
     return n;
@@ -177,7 +245,10 @@ main(int argc, char **argv)
     } else if (argc > 0 && argv[0] != NULL) {
         prog = argv[0];
     }
-    while ((opt = getopt_long(argc, argv, "m:i:h", longopts, NULL)) != -1) {
+    /* getopt's own messages would name argv[0] whole and say a second
+       line: krelay-passwd writes one, with its name (usage_error) */
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":m:i:h", longopts, NULL)) != -1) {
         char *end;
 
         switch (opt) {
@@ -205,8 +276,15 @@ main(int argc, char **argv)
         case 'V':
             printf("krelay-passwd %s\n", PACKAGE_VERSION);
             return 0;
+        case ':':
+            return usage_error("option needs an argument",
+                               bad_option(argv, optind));
         default:
-            return usage_error("bad option", NULL);
+            /* a known long option given "=VALUE": optopt is its val */
+            return usage_error(optopt != 0 && optind > 0 &&
+                               strncmp(argv[optind - 1], "--", 2) == 0
+                               ? "option takes no argument"
+                               : "unknown option", bad_option(argv, optind));
         }
     }
     if (optind != argc - 1) {
@@ -233,7 +311,8 @@ main(int argc, char **argv)
 
         snprintf(prompt, sizeof(prompt), "Password for %s: ", user);
         n = read_tty(prompt, pw, sizeof(pw));
-        if (n >= 0) {
+        /* an empty one is refused below, before asking again */
+        if (n > 0) {
             long m = read_tty("Again: ", again, sizeof(again));
 
             if (m != n || memcmp(pw, again, (size_t)n) != 0) {

@@ -20,6 +20,12 @@
 #      keeps clients from the brokers (advertised_host, a NodeId range
 #      short of the demo's 1..3); a copy fixed as the warning says,
 #      reloaded, has none, and a reload that brings one back logs it.
+#   6. SASL on the demo: a listener with sasl = terminate (a user
+#      krelay-passwd wrote) and an [upstream] with sasl_mechanism
+#      (origination, which the demo cluster, without SASL, cannot take):
+#      a warning at start, the key dropped; the banner's kcat lines carry
+#      the SASL options to fill in, and kcat run as printed (USER and
+#      PASSWORD filled in) lists the demo's brokers.
 # Every banner goes to stderr, never to stdout.
 # The missing program and krelay's ldd are krelay_cli.sh's (no librdkafka
 # needed).
@@ -308,4 +314,60 @@ grep -q '^krelay demo\|^Stop with' "$W/example.stdout" &&
     kr_fail "the banner went to stdout: $(cat "$W/example.stdout")"
 kr_log "5. audit-only.ini on the demo: warned at start, banner on stderr," \
     "JSON alone on stdout, fixed copy reloaded without warnings"
+# 6. SASL on the demo
+printf 'demo-pw\n' | "$top_builddir/krelay-passwd" -i 4096 alice \
+    >"$W/users" || kr_fail "krelay-passwd failed"
+printf 'upstream-pw\n' >"$W/up.pw"
+chmod 600 "$W/users" "$W/up.pw"
+DEMO_CONF=$W/sasl.ini
+DEMO_CONF_WRITE() {
+    cat >"$DEMO_CONF" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+sasl_mechanism = PLAIN
+sasl_username = krelay
+sasl_password_file = $W/up.pw
+[listener]
+listen = 127.0.0.1:$1
+broker_port_base = $1
+node_id_min = 1
+node_id_max = 3
+sasl = terminate
+sasl_credentials = $W/users
+sasl_mechanisms = SCRAM-SHA-512, PLAIN
+EOF
+}
+start_demo sasl
+WANT="krelay: warning: $DEMO_CONF:1: [upstream]: sasl_mechanism = PLAIN: the"
+WANT="$WANT demo cluster has no SASL: --demo connects to it without"
+WANT="$WANT authenticating (the key is not used; trying SASL origination"
+WANT="$WANT needs a broker with SASL)"
+grep -qxF "$WANT" "$W/sasl.out" ||
+    kr_fail "no warning for origination on the demo: $(cat "$W/sasl.out")"
+KOPTS="-X security.protocol=sasl_plaintext -X sasl.mechanism=SCRAM-SHA-512"
+KOPTS="$KOPTS -X sasl.username=USER -X sasl.password=PASSWORD"
+grep -qxF "  kcat -b 127.0.0.1:$PORT $KOPTS -L" "$W/sasl.out" ||
+    kr_fail "banner: no SASL options in kcat -L: $(cat "$W/sasl.out")"
+grep -qxF "  kcat -b 127.0.0.1:$PORT $KOPTS -t demo -C -e" "$W/sasl.out" ||
+    kr_fail "banner: no SASL options in kcat -C: $(cat "$W/sasl.out")"
+grep -q "^(SASL: USER and PASSWORD a user of the listener's sasl_credentials" \
+    "$W/sasl.out" || kr_fail "banner: no SASL note: $(cat "$W/sasl.out")"
+if command -v kcat >/dev/null 2>&1 &&
+    kcat -X list 2>/dev/null | grep '^builtin.features' | grep -q sasl_scram
+then
+    read -r -a cmd < <(sed -n 's/^  kcat \(.*\) -L$/\1/p' "$W/sasl.out" |
+        sed 's/USER/alice/; s/PASSWORD/demo-pw/')
+    kr_run 30 kcat "${cmd[@]}" -X socket.timeout.ms=10000 -m 10 -L \
+        >"$W/sasl-L.out" 2>&1 ||
+        kr_fail "the banner's kcat -L as alice failed: $(tail -3 "$W/sasl-L.out")"
+    grep -q ' 3 brokers:' "$W/sasl-L.out" ||
+        kr_fail "kcat -L through the demo: $(cat "$W/sasl-L.out")"
+    kr_log "6. the banner's kcat -L, as alice (SCRAM-SHA-512): 3 brokers"
+else
+    kr_log "6. no kcat with SCRAM: the banner's command not run"
+fi
+kr_stop "$PID" krelay "$W/sasl.out"
+kr_gone "$CHILD" || kr_fail "sasl.ini: the demo cluster still runs"
+kr_log "6. SASL on the demo: origination warned and dropped, termination" \
+    "in the banner's kcat lines"
 kr_log "PASS"

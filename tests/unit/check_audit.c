@@ -1976,6 +1976,7 @@ START_TEST(test_doc_keys)
         au.mechanism = "SCRAM-SHA-512";
         au.outcome = "failure";
         au.error_code = 58;
+        au.reason = "bad_password";
         au.reauth = true;
         au.handshake_version = 1;
         au.authenticate_version = 2;
@@ -1987,11 +1988,19 @@ START_TEST(test_doc_keys)
                              "\"principal_state\":\"verified\","
                              "\"mechanism\":\"SCRAM-SHA-512\","
                              "\"outcome\":\"failure\",\"error_code\":58,"
+                             "\"reason\":\"bad_password\","
                              "\"reauth\":true,\"handshake_version\":1,"
                              "\"authenticate_version\":2,"
                              "\"session_lifetime_ms\":3600000}") != NULL,
                       "%s", line);
         collect_keys(line, doc, seen, 8192);
+        free(line);
+        /* a passthrough failure: the broker refused, no reason */
+        au.reason = NULL;
+        line = kr_audit_format_auth(&au);
+        ck_assert_ptr_nonnull(line);
+        ck_assert_msg(strstr(line, "\"error_code\":58,\"reauth\"") != NULL,
+                      "%s", line);
         free(line);
     }
     /* every documented key was written */

@@ -312,6 +312,47 @@ START_TEST(test_sasl_keys)
     ck_assert_str_eq(u->sasl.secret, "pw-one");
     ck_assert_int_eq(c->nwarnings, 0);
     kr_conf_free(c);
+    /* a password file others can read: sasl_credentials' warning */
+    ck_assert_int_eq(chmod(pw, 0644), 0);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    snprintf(text + 600, sizeof(text) - 600, "t.ini:5: [upstream]: "
+             "sasl_password_file: %s: mode 0644 lets group or others read "
+             "or write it: a reader has the password krelay authenticates "
+             "to the brokers with (chmod 600)\n", pw);
+    ck_assert_str_eq(w, text + 600);
+    free(w);
+    kr_conf_free(c);
+    /* the same for a token file and metadata_sasl_password_file */
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = "
+             "OAUTHBEARER\nsasl_oauthbearer_token_file = %s\n" MIN_LISTENER,
+             pw);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(strstr(w, "t.ini:4: [upstream]: sasl_oauthbearer_token_"
+                         "file: ") != NULL && strstr(w, "mode 0644 lets "
+                         "group or others read or write it: a reader has "
+                         "the token krelay authenticates to the brokers "
+                         "with (chmod 600)\n") != NULL, "%s", w);
+    free(w);
+    kr_conf_free(c);
+    snprintf(text, sizeof(text), MIN_UPSTREAM "metadata_sasl_mechanism = "
+             "PLAIN\nmetadata_sasl_username = k\n"
+             "metadata_sasl_password_file = %s\n" MIN_LISTENER, pw);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_msg(strstr(w, "t.ini:5: [upstream]: metadata_sasl_password_"
+                         "file: ") == w && strstr(w, ": mode 0644 ") != NULL,
+                  "%s", w);
+    free(w);
+    kr_conf_free(c);
+    ck_assert_int_eq(chmod(pw, 0600), 0);
+    snprintf(text, sizeof(text), MIN_UPSTREAM "sasl_mechanism = "
+             "SCRAM-SHA-512\nsasl_username = krelay\nsasl_password_file = "
+             "%s\n" MIN_LISTENER, pw);
 
     /* inline: loads, warns at its line, never dumped */
     c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\nsasl_username = k\n"
@@ -355,8 +396,10 @@ START_TEST(test_sasl_keys)
                      MIN_LISTENER, "t.ini:3: [upstream]: sasl_mechanism = "
                      "OAUTHBEARER needs sasl_oauthbearer_token_file (or "
                      "sasl_oauthbearer_token)");
-    expect_one_error(MIN_UPSTREAM "sasl_mechanism = GSSAPI\n" MIN_LISTENER,
-                     "t.ini:3: 'sasl_mechanism': bad value 'GSSAPI'");
+    expect_one_error(MIN_UPSTREAM "sasl_mechanism = SCRAM-SHA512\n"
+                     MIN_LISTENER, "t.ini:3: 'sasl_mechanism': bad value "
+                     "'SCRAM-SHA512': expected PLAIN, SCRAM-SHA-256, "
+                     "SCRAM-SHA-512 or OAUTHBEARER");
     expect_one_error(MIN_UPSTREAM "metadata_sasl_mechanism = OAUTHBEARER\n"
                      MIN_LISTENER, "t.ini:3: 'metadata_sasl_mechanism': "
                      "bad value 'OAUTHBEARER'");
@@ -1329,7 +1372,49 @@ START_TEST(test_sasl_terminate)
              "sasl = terminate\nsasl_credentials = %s\n"
              "sasl_mechanisms = PLAIN,GSSAPI\n", path);
     expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
-                     "PLAIN,GSSAPI: unknown mechanism");
+                     "PLAIN,GSSAPI: krelay cannot terminate GSSAPI "
+                     "(passthrough only)");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = PLAIN,SCRAM-SHA-521\n", path);
+    expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
+                     "PLAIN,SCRAM-SHA-521: unknown mechanism 'SCRAM-SHA-521'"
+                     " (krelay terminates PLAIN, SCRAM-SHA-256 and "
+                     "SCRAM-SHA-512)");
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = OAUTHBEARER\n", path);
+    expect_one_error(text, "t.ini:8: [listener]: sasl_mechanisms = "
+                     "OAUTHBEARER: krelay cannot terminate OAUTHBEARER "
+                     "(passthrough and origination only)");
+    /* an offered SCRAM mechanism no entry has (the file: one
+       SCRAM-SHA-256 entry): a warning at sasl_mechanisms' line, each */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = SCRAM-SHA-512\n"
+             "oauthbearer_principal_claim = email\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->nwarnings, 2);
+    snprintf(want, sizeof(want), "[listener]: sasl_mechanisms offers "
+             "SCRAM-SHA-512 but no entry of %s is SCRAM-SHA-512: every "
+             "SCRAM-SHA-512 login fails (krelay-passwd -m SCRAM-SHA-512 "
+             "writes such entries)", path);
+    ck_assert_int_eq(c->warnings[1].line, 8);
+    ck_assert_str_eq(c->warnings[1].text, want);
+    /* oauthbearer_principal_claim: passthrough's, unused here */
+    ck_assert_int_eq(c->warnings[0].line, 9);
+    ck_assert_str_eq(c->warnings[0].text, "[listener]: "
+                     "oauthbearer_principal_claim is set but sasl is "
+                     "terminate: krelay terminates no OAUTHBEARER, the key "
+                     "is not used");
+    kr_conf_free(c);
+    /* PLAIN takes any entry; a SCRAM-SHA-256 entry serves that one */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = PLAIN,SCRAM-SHA-256\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
     {
         static const char *const rates[] = { "5", "0,3", "5,0", "x", "5,",
                                              "-1,2", "5,2x" };
@@ -2495,7 +2580,7 @@ START_TEST(test_tls_errors)
     free(t);
     expect_one_error(MIN_UPSTREAM MIN_LISTENER "ssl_min_protocol = TLSv1.1\n",
                      "t.ini:6: 'ssl_min_protocol': bad value 'TLSv1.1': "
-                     "expected TLSv1.2 TLSv1.3");
+                     "expected TLSv1.2 or TLSv1.3");
     t = fmt(MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
             "ssl_certificate = %s/server-full.pem\n"
             "ssl_ciphers = NOPE\n", certs);
@@ -2905,7 +2990,7 @@ START_TEST(test_sni_errors)
           "broker's name (NodeId 12)" },
         { "sni_fallback = nowhere\n",
           "t.ini:10: 'sni_fallback': bad value 'nowhere': expected close "
-          "bootstrap" },
+          "or bootstrap" },
         { "sni_broker_name = "
           "ab123456789012345678901234567890123456789012345678901234567890-"
           "$(node_id).kafka.test\n",

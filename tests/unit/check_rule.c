@@ -240,7 +240,7 @@ START_TEST(test_conf_errors)
     expect_error(BASE "[rule r]\nversions = 5-3\ndeny = true\n",
                  "t.ini:10: 'versions'");
     expect_error(BASE "[rule r]\ndirection = sideways\ndeny = true\n",
-                 "expected request response both");
+                 "expected request, response or both");
     expect_error(BASE "[rule r]\nfault_error = NO_SUCH_ERROR\n",
                  "t.ini:10: 'fault_error'");
     expect_error(BASE "[rule r]\nfault_close_probability = 1.5\n",

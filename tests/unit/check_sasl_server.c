@@ -215,6 +215,11 @@ rsp_free(struct rsp *o)
     free(o->buf);
 }
 
+/* The last step's reason and why (step, scram_login): for the asserts
+   on what the audit line and the log are told. */
+static enum kr_sasl_srv_reason last_reason;
+static const char *last_why;
+
 /* One request through the server: its result and decoded response. */
 static enum kr_sasl_srv_outcome
 step(struct kr_sasl_srv *s, int16_t key, int16_t ver, const void *bytes,
@@ -229,6 +234,8 @@ step(struct kr_sasl_srv *s, int16_t key, int16_t ver, const void *bytes,
     ck_assert_int_eq(kr_sasl_srv_gate(s, key, now), KR_SASL_SRV_MINE);
     kr_arena_init(&a, 0);
     kr_sasl_srv_request(s, &a, &rq.m, now, &rsp, res);
+    last_reason = res->reason;
+    last_why = res->why;
     memset(out, 0, sizeof(*out));
     out->lifetime = -1;
     out->error = -1;
@@ -452,6 +459,8 @@ scram_login(struct kr_sasl_srv *s, enum kr_scram_hash h, int ver,
     }
     free(out);
     r = res.outcome;
+    last_reason = res.reason;
+    last_why = res.why;
     if (r == KR_SASL_SRV_AUTHENTICATED) {
         ck_assert_int_eq(kr_scram_client_verify(&cl, ans, ans_len),
                          KR_SCRAM_OK);
@@ -515,6 +524,8 @@ START_TEST(bad_credentials)
                      KR_SASL_SRV_FAILED);
     ck_assert_int_eq(o.error, KR_KERR_SASL_AUTHENTICATION_FAILED);
     ck_assert_str_eq(o.msg, expect_plain);
+    ck_assert_int_eq(last_reason, KR_SASL_SRV_R_BAD_PASSWORD);
+    ck_assert_str_eq(kr_sasl_srv_reason_name(last_reason), "bad_password");
     rsp_free(&o);
     kr_sasl_srv_free(&s);
     kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
@@ -522,6 +533,7 @@ START_TEST(bad_credentials)
                      KR_SASL_SRV_FAILED);
     ck_assert_int_eq(o.error, KR_KERR_SASL_AUTHENTICATION_FAILED);
     ck_assert_str_eq(o.msg, expect_plain);
+    ck_assert_int_eq(last_reason, KR_SASL_SRV_R_UNKNOWN_USER);
     ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 0),
                      KR_SASL_SRV_UNAUTHENTICATED);
     rsp_free(&o);
@@ -533,21 +545,46 @@ START_TEST(bad_credentials)
     ck_assert_int_eq(scram_login(&s, KR_SCRAM_SHA512, 2, "alice", "wrong",
                                  0, wrong, sizeof(wrong), NULL),
                      KR_SASL_SRV_FAILED);
+    ck_assert_int_eq(last_reason, KR_SASL_SRV_R_BAD_PASSWORD);
     kr_sasl_srv_free(&s);
     kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
     ck_assert_int_eq(scram_login(&s, KR_SCRAM_SHA512, 2, "mallory", "wrong",
                                  0, unknown, sizeof(unknown), NULL),
                      KR_SASL_SRV_FAILED);
+    ck_assert_int_eq(last_reason, KR_SASL_SRV_R_UNKNOWN_USER);
     kr_sasl_srv_free(&s);
     ck_assert_str_eq(wrong, expect512);
     ck_assert_str_eq(unknown, expect512);
-    /* bob has no SHA-512 entry: as unknown */
+    /* bob has no SHA-512 entry: as unknown to the client; the log and
+       the audit line say which */
     kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
     ck_assert_int_eq(scram_login(&s, KR_SCRAM_SHA512, 1, "bob", PW_BOB, 0,
                                  unknown, sizeof(unknown), NULL),
                      KR_SASL_SRV_FAILED);
     ck_assert_str_eq(unknown, expect512);
+    ck_assert_int_eq(last_reason, KR_SASL_SRV_R_NO_MECH_ENTRY);
+    ck_assert_str_eq(kr_sasl_srv_reason_name(last_reason),
+                     "no_entry_for_mechanism");
+    ck_assert_str_eq(last_why, "no SCRAM-SHA-512 entry for the user (it has "
+                     "SCRAM-SHA-256 only)");
     kr_sasl_srv_free(&s);
+    /* PLAIN with an authzid other than the user: refused, the user
+       known for the log */
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    {
+        struct kr_sasl_srv_result res;
+        uint8_t tok[128];
+        size_t n = plain_token(tok, "bob", "alice", PW_ALICE);
+
+        handshake_ok(&s, 1, "PLAIN");
+        ck_assert_int_eq(step(&s, KR_API_SASL_AUTHENTICATE, 2, tok, n, 0,
+                              &res, &o), KR_SASL_SRV_MALFORMED);
+        ck_assert_int_eq(res.reason, KR_SASL_SRV_R_AUTHZID_MISMATCH);
+        ck_assert_str_eq(res.user, "alice");
+        rsp_free(&o);
+    }
+    kr_sasl_srv_free(&s);
+    ck_assert_ptr_null(kr_sasl_srv_reason_name(KR_SASL_SRV_R_NONE));
     kr_sasl_srv_cfg_free(c);
 }
 END_TEST
@@ -567,6 +604,7 @@ START_TEST(tokenauth_refused)
     ck_assert(res.close);
     ck_assert_int_eq(o.error, KR_KERR_SASL_AUTHENTICATION_FAILED);
     ck_assert_ptr_nonnull(strstr(res.why, "tokenauth"));
+    ck_assert_int_eq(res.reason, KR_SASL_SRV_R_DELEGATION_TOKEN);
     rsp_free(&o);
     kr_sasl_srv_free(&s);
     kr_sasl_srv_cfg_free(c);
@@ -696,6 +734,7 @@ START_TEST(rate_limit)
             ck_assert_int_eq(o.error, KR_KERR_SASL_AUTHENTICATION_FAILED);
             ck_assert_str_eq(o.msg, "Authentication failed: too many "
                              "logins from this address, retry later");
+            ck_assert_int_eq(last_reason, KR_SASL_SRV_R_RATE_LIMITED);
             ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 1000),
                              KR_SASL_SRV_UNAUTHENTICATED);
         }
@@ -976,23 +1015,38 @@ START_TEST(mechs_parse)
 {
     enum kr_sasl_srv_mech o[KR_SASL_SRV_NMECH];
     unsigned n;
-    const char *why = NULL;
+    char why[256];
 
     ck_assert(kr_sasl_srv_mechs_parse("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-                                      o, &n, &why));
+                                      o, &n, why, sizeof(why)));
     ck_assert_uint_eq(n, 3);
     ck_assert_int_eq(o[2], KR_SASL_SRV_SCRAM_SHA_512);
     ck_assert(kr_sasl_srv_mechs_parse(" SCRAM-SHA-512 , PLAIN", o, &n,
-                                      &why));
+                                      why, sizeof(why)));
     ck_assert_uint_eq(n, 2);
     ck_assert_int_eq(o[0], KR_SASL_SRV_SCRAM_SHA_512);
     ck_assert_int_eq(o[1], KR_SASL_SRV_PLAIN);
-    ck_assert(!kr_sasl_srv_mechs_parse("", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,PLAIN", o, &n, &why));
-    ck_assert_str_eq(why, "a mechanism named twice");
-    ck_assert(!kr_sasl_srv_mechs_parse("GSSAPI", o, &n, &why));
-    ck_assert(!kr_sasl_srv_mechs_parse("plain", o, &n, &why));
+    ck_assert(!kr_sasl_srv_mechs_parse("", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "no mechanism named");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "an empty name in the list");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN, PLAIN", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "PLAIN named twice");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,SCRAM-SHA-521 ", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "unknown mechanism 'SCRAM-SHA-521' (krelay "
+                     "terminates PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)");
+    ck_assert(!kr_sasl_srv_mechs_parse("plain", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "unknown mechanism 'plain' (krelay terminates "
+                     "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)");
+    ck_assert(!kr_sasl_srv_mechs_parse("PLAIN,OAUTHBEARER", o, &n, why,
+                                       sizeof(why)));
+    ck_assert_str_eq(why, "krelay cannot terminate OAUTHBEARER (passthrough "
+                     "and origination only)");
+    ck_assert(!kr_sasl_srv_mechs_parse("GSSAPI", o, &n, why, sizeof(why)));
+    ck_assert_str_eq(why, "krelay cannot terminate GSSAPI (passthrough "
+                     "only)");
 }
 END_TEST
 

@@ -4,16 +4,24 @@
  * (fields, user names with whitespace, mechanisms, credentials,
  * duplicates); lookups; the mode warning of a file others can read;
  * krelay-passwd's line (run from $top_builddir): it loads here and its
- * credential takes the password and refuses another; its usage errors.
+ * credential takes the password and refuses another; its usage errors;
+ * on a terminal (a pty): echo off at the prompt and back after Ctrl-C,
+ * an empty first password refused before "Again:", two equal ones.
  */
 #include "config.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kr_sasl_users.h"
@@ -85,12 +93,14 @@ START_TEST(refusals)
           " CREDENTIAL, found more than three fields (user names may not "
           "contain whitespace)" },
         { "\n\nuser PLAIN " CRED_256, "users.txt:3: mechanism must be "
-          "SCRAM-SHA-256 or SCRAM-SHA-512" },
+          "SCRAM-SHA-256 or SCRAM-SHA-512; write the line again with "
+          "krelay-passwd(1)" },
         { "user scram-sha-256 " CRED_256, "users.txt:1: mechanism must be" },
         { "user SCRAM-SHA-256 " CRED_512, "users.txt:1: credential: "
           "stored_key or server_key is not base64 of 32 bytes (SHA-256)" },
         { "user SCRAM-SHA-256 password=pencil", "users.txt:1: credential: "
-          "unknown key" },
+          "unknown key (want salt, stored_key, server_key, iterations); "
+          "write the line again with krelay-passwd(1)" },
         { "user SCRAM-SHA-256 salt=W22ZaJ0SNY7soEsUEjb6gQ==,iterations=4096",
           "users.txt:1: credential: salt, stored_key, server_key and "
           "iterations are all needed" },
@@ -100,6 +110,11 @@ START_TEST(refusals)
         { "a SCRAM-SHA-256 " CRED_256 "\nb SCRAM-SHA-256 " CRED_256 "\n"
           "a SCRAM-SHA-512 " CRED_512 "\na SCRAM-SHA-256 " CRED_256 "\n",
           "users.txt:4: user a has a SCRAM-SHA-256 entry already (line 1)" },
+        /* several: the earliest line, not the first name in sort order */
+        { "z SCRAM-SHA-256 " CRED_256 "\na SCRAM-SHA-256 " CRED_256 "\n"
+          "z SCRAM-SHA-256 " CRED_256 "\na SCRAM-SHA-256 " CRED_256 "\n"
+          "z SCRAM-SHA-256 " CRED_256 "\n",
+          "users.txt:3: user z has a SCRAM-SHA-256 entry already (line 1)" },
     };
     size_t i;
 
@@ -253,6 +268,195 @@ START_TEST(krelay_passwd_line)
     ck_assert_int_eq(run_passwd("bob", "\n", out, sizeof(out), eo,
                                 sizeof(eo)), 1);
     ck_assert_str_eq(out, "");
+    /* one line naming the program as the others do, not getopt's */
+    ck_assert_int_eq(run_passwd("-x bob", "pw\n", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_str_eq(eo, "krelay-passwd: unknown option: -x\n"
+                     "Try 'krelay-passwd --help'.\n");
+    ck_assert_int_eq(run_passwd("bob -m", "", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_str_eq(eo, "krelay-passwd: option needs an argument: -m\n"
+                     "Try 'krelay-passwd --help'.\n");
+    ck_assert_int_eq(run_passwd("--nope bob", "", out, sizeof(out), eo,
+                                sizeof(eo)), 2);
+    ck_assert_ptr_nonnull(strstr(eo, "unknown option: --nope\n"));
+}
+END_TEST
+
+/* krelay-passwd USER on a new pty (its stdin and stderr), stdout a pipe */
+struct pty_run {
+    pid_t pid;
+    int master, slave, out;         /* slave: the parent's, for tcgetattr */
+    char text[2048];                /* what the terminal showed */
+    size_t len;
+};
+
+static void
+pty_start(struct pty_run *r, const char *user)
+{
+    const char *top = getenv("top_builddir");
+    char path[512];
+    int p[2];
+
+    memset(r, 0, sizeof(*r));
+    snprintf(path, sizeof(path), "%s/krelay-passwd",
+             top != NULL ? top : ".");
+    r->master = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(r->master, 0);
+    ck_assert_int_eq(grantpt(r->master), 0);
+    ck_assert_int_eq(unlockpt(r->master), 0);
+    r->slave = open(ptsname(r->master), O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(r->slave, 0);
+    ck_assert_int_eq(pipe(p), 0);
+    r->pid = fork();
+    ck_assert_int_ge(r->pid, 0);
+    if (r->pid == 0) {
+        int t;
+
+        setsid();
+        t = open(ptsname(r->master), O_RDWR);   /* the controlling tty */
+        if (t < 0) {
+            _exit(126);
+        }
+        dup2(t, 0);
+        dup2(t, 2);
+        dup2(p[1], 1);
+        execl(path, "krelay-passwd", user, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    r->out = p[0];
+}
+
+/* the pty's output read until want is in it (true) or 10 s pass */
+static bool
+pty_wait_text(struct pty_run *r, const char *want)
+{
+    time_t end = time(NULL) + 10;
+
+    while (strstr(r->text, want) == NULL && time(NULL) < end) {
+        struct pollfd pf = { .fd = r->master, .events = POLLIN };
+        ssize_t n;
+
+        if (poll(&pf, 1, 200) <= 0) {
+            continue;
+        }
+        n = read(r->master, r->text + r->len, sizeof(r->text) - 1 - r->len);
+        if (n <= 0) {
+            break;
+        }
+        r->len += (size_t)n;
+        r->text[r->len] = '\0';
+    }
+    return strstr(r->text, want) != NULL;
+}
+
+/* the terminal's ECHO flag, once it is echo_on (true) or 10 s pass */
+static bool
+pty_wait_echo(struct pty_run *r, bool echo_on)
+{
+    time_t end = time(NULL) + 10;
+
+    do {
+        struct termios t;
+
+        ck_assert_int_eq(tcgetattr(r->slave, &t), 0);
+        if (((t.c_lflag & ECHO) != 0) == echo_on) {
+            return true;
+        }
+        usleep(10000);
+    } while (time(NULL) < end);
+    return false;
+}
+
+static int
+pty_finish(struct pty_run *r, char *out, size_t cap)
+{
+    size_t n = 0;
+    ssize_t k;
+    int st;
+
+    while (n + 1 < cap && (k = read(r->out, out + n, cap - 1 - n)) > 0) {
+        n += (size_t)k;
+    }
+    out[n] = '\0';
+    ck_assert_int_eq(waitpid(r->pid, &st, 0), r->pid);
+    return st;
+}
+
+/* what the pty still holds (the program has exited) */
+static void
+pty_drain(struct pty_run *r)
+{
+    struct pollfd pf = { .fd = r->master, .events = POLLIN };
+    ssize_t n;
+
+    while (r->len + 1 < sizeof(r->text) && poll(&pf, 1, 100) > 0 &&
+           (n = read(r->master, r->text + r->len,
+                     sizeof(r->text) - 1 - r->len)) > 0) {
+        r->len += (size_t)n;
+        r->text[r->len] = '\0';
+    }
+}
+
+static void
+pty_close(struct pty_run *r)
+{
+    close(r->out);
+    close(r->master);
+    close(r->slave);
+}
+
+START_TEST(krelay_passwd_tty)
+{
+    struct pty_run r;
+    char out[1024], err[512];
+    struct kr_sasl_users *u;
+    int st;
+
+    /* Ctrl-C at the prompt: dies of SIGINT, echo back on */
+    pty_start(&r, "bob");
+    ck_assert_msg(pty_wait_text(&r, "Password for bob: "), "%s", r.text);
+    ck_assert(pty_wait_echo(&r, false));
+    ck_assert_int_eq(write(r.master, "se\x03", 3), 3);
+    st = pty_finish(&r, out, sizeof(out));
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT, "status %#x",
+                  st);
+    ck_assert(pty_wait_echo(&r, true));
+    ck_assert_str_eq(out, "");
+    pty_close(&r);
+
+    /* an empty first password: refused, "Again:" never asked */
+    pty_start(&r, "bob");
+    ck_assert(pty_wait_text(&r, "Password for bob: "));
+    ck_assert(pty_wait_echo(&r, false));
+    ck_assert_int_eq(write(r.master, "\n", 1), 1);
+    ck_assert(pty_wait_text(&r, "no password"));
+    st = pty_finish(&r, out, sizeof(out));
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    ck_assert_msg(strstr(r.text, "Again") == NULL, "%s", r.text);
+    ck_assert_str_eq(out, "");
+    pty_close(&r);
+
+    /* the same password twice, not echoed: the line */
+    pty_start(&r, "bob");
+    ck_assert(pty_wait_text(&r, "Password for bob: "));
+    ck_assert(pty_wait_echo(&r, false));
+    ck_assert_int_eq(write(r.master, "s3cret\n", 7), 7);
+    ck_assert(pty_wait_text(&r, "Again: "));
+    ck_assert(pty_wait_echo(&r, false));
+    ck_assert_int_eq(write(r.master, "s3cret\n", 7), 7);
+    st = pty_finish(&r, out, sizeof(out));
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", r.text);
+    pty_drain(&r);
+    ck_assert_msg(strstr(r.text, "s3cret") == NULL, "echoed: %s", r.text);
+    pty_close(&r);
+    u = load(out, err, sizeof(err));
+    ck_assert_msg(u != NULL, "%s: %s", err, out);
+    ck_assert_int_eq(kr_scram_check_password(
+                         kr_sasl_users_lookup(u, "bob", KR_SCRAM_SHA512),
+                         (const uint8_t *)"s3cret", 6), KR_SCRAM_OK);
+    kr_sasl_users_free(u);
 }
 END_TEST
 
@@ -266,6 +470,7 @@ suite(void)
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, from_file);
     tcase_add_test(tc, krelay_passwd_line);
+    tcase_add_test(tc, krelay_passwd_tty);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;
