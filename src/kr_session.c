@@ -18,6 +18,8 @@
  *   accept --------> kr_session_new
  *                    kr_upstream_resolve(NodeId | bootstrap)
  *                         `--> resolved_cb --> up_connect ------> connect
+ *                    (a TLS client: once its handshake is done; sasl =
+ *                    terminate: once its login succeeded, kr_s_up_start)
  *
  *   requests:
  *     bytes ---(a)--> client.in

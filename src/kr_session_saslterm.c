@@ -128,6 +128,12 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (avail - KR_FRAME_PREFIX < (size_t)size) {
         return NREQ_WAIT;               /* whole */
     }
+    if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) >= 3 &&
+        *s->host->audit != NULL) {
+        /* KIP-511: the client's software, for its audit lines */
+        kr_s_note_client_software(s, in, scan + KR_FRAME_PREFIX,
+                                  (size_t)size);
+    }
     memset(nr, 0, sizeof(*nr));
     nr->flen = (size_t)size;
     nr->expect = true;
