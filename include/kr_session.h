@@ -322,12 +322,19 @@ struct kr_session {
                                            reloads, NULL once the listener
                                            no longer terminates), else
                                            NULL */
+    unsigned up_after_auth:1;           /* sasl = terminate: no upstream
+                                           connection until the client's
+                                           first SASL authentication
+                                           succeeded (kr_s_up_start); its
+                                           ApiVersions is answered by
+                                           krelay until then */
 };
 
 /*
  * Start a session for an accepted client socket fd (nonblocking; the
  * session owns it from now on, also on failure).  Opens the upstream
- * connection.  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
+ * connection (on a listener with sasl = terminate: once the client has
+ * authenticated).  Returns KR_OK or KR_ENOMEM (fd closed, logged).  The
  * session may already be closed when this returns (upstream unknown, its
  * transport could not be set up).
  */

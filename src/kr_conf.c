@@ -328,9 +328,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "forwards their SASL requests", kr_cf_sasl_mode_choices },
     { KR_CS_LISTENER, "sasl_auth_timeout_ms", KR_CT_I64,
       LST(sasl_auth_timeout_ms), 0, "10000", 100, 3600000, 0,
-      "close a client whose SASL authentication (from its SaslHandshake "
-      "to the broker's success, or krelay's with sasl = terminate) takes "
-      "longer, in ms", NULL },
+      "close a client whose SASL authentication takes longer, in ms: "
+      "from its SaslHandshake to the success (the broker's, or krelay's "
+      "with sasl = terminate); on a listener with sasl = terminate or "
+      "required from the accept, so a client that sends nothing, or only "
+      "ApiVersions, is closed then (passthrough leaves that to the "
+      "broker)", NULL },
     { KR_CS_LISTENER, "oauthbearer_principal_claim", KR_CT_STRING,
       LST(oauthbearer_principal_claim), 0, "sub", 0, 0, 0,
       "the claim of an OAUTHBEARER token's JWT payload that names the "

@@ -18,6 +18,8 @@
  *   accept --------> kr_session_new
  *                    kr_upstream_resolve(NodeId | bootstrap)
  *                         `--> resolved_cb --> up_connect ------> connect
+ *                    (a TLS client: once its handshake is done; sasl =
+ *                    terminate: once its login succeeded, kr_s_up_start)
  *
  *   requests:
  *     bytes ---(a)--> client.in
@@ -239,7 +241,7 @@ static void vclose(struct kr_session *s, enum kr_close_cause cause,
 
 enum timer_kind {
     T_NONE, T_CONNECT, T_REQUEST, T_RESPONSE, T_IDLE, T_DRAIN, T_LINGER,
-    T_CLOSING, T_HANDSHAKE, T_SASL
+    T_CLOSING, T_HANDSHAKE, T_SASL, T_LOGIN
 };
 
 static void
@@ -565,19 +567,44 @@ client_draining(struct kr_session *s)
 static int64_t deadline_io(struct kr_session *s, enum timer_kind *kind);
 
 /*
+ * A listener that wants SASL (sasl = terminate or required) and a client
+ * that has not authenticated yet: its login must be done within
+ * sasl_auth_timeout_ms of the accept (issue 9), whatever it sends
+ * meanwhile (nothing, ApiVersions).  Passthrough leaves it to the broker.
+ */
+static bool
+login_pending(const struct kr_session *s)
+{
+    if (s->sasl_srv != NULL) {
+        return !s->sasl_srv->authenticated;
+    }
+    return s->lc->sasl == KR_SASL_MODE_REQUIRED && !s->sasl.authenticated;
+}
+
+/*
  * The nearest deadline: the connection's (deadline_io), or a SASL
- * exchange's end (sasl_auth_timeout_ms from its SaslHandshake, issue 9)
- * when that comes first.
+ * exchange's end (sasl_auth_timeout_ms from its SaslHandshake, issue 9),
+ * or a login's (from the accept, login_pending) when that comes first.
  */
 static int64_t
 deadline(struct kr_session *s, enum timer_kind *kind)
 {
     int64_t at = deadline_io(s, kind), sasl_at;
 
-    if (s->sasl.auth == KR_SASL_AUTH_STARTED && !s->closing) {
+    if (s->closing) {
+        return at;
+    }
+    if (s->sasl.auth == KR_SASL_AUTH_STARTED) {
         sasl_at = s->sasl.started_ms + s->lc->sasl_auth_timeout_ms;
         if (*kind == T_NONE || sasl_at < at) {
             *kind = T_SASL;
+            at = sasl_at;
+        }
+    }
+    if (login_pending(s)) {
+        sasl_at = s->started_ms + s->lc->sasl_auth_timeout_ms;
+        if (*kind == T_NONE || sasl_at < at) {
+            *kind = s->sasl.auth == KR_SASL_AUTH_STARTED ? T_SASL : T_LOGIN;
             at = sasl_at;
         }
     }
@@ -602,7 +629,7 @@ deadline_io(struct kr_session *s, enum timer_kind *kind)
         *kind = T_DRAIN;
         return s->last_active_ms + KR_DRAIN_MS;
     }
-    if (!s->up.connected) {
+    if (!s->up.connected && !s->up_after_auth) {
         *kind = T_CONNECT;
         return s->up_started_ms + connect_ms;
     }
@@ -759,6 +786,16 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                                " (%u steps in flight)", s->sasl.mech_name,
                                s->lc->sasl_auth_timeout_ms,
                                s->sasl.inflight);
+            break;
+        case T_LOGIN:
+            kr_s_close_timeout(s, KR_LOG_NOTICE, "no SASL authentication "
+                               "within sasl_auth_timeout_ms %" PRId64 " of "
+                               "connecting (sasl = %s; %" PRIu64 " requests "
+                               "read, %" PRIu64 " bytes)",
+                               s->lc->sasl_auth_timeout_ms,
+                               s->sasl_srv != NULL ? "terminate"
+                                                   : "required",
+                               s->nrequests, s->client.bytes_in);
             break;
         case T_LINGER:
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection "
@@ -1056,8 +1093,8 @@ client_eof(struct kr_session *s)
        gone before its ClientHello): nothing to finish, and on a TLS
        listener no upstream to wait for (client_secured dials it) */
     if (s->client.stage < KR_STAGE_FRAMES ||
-        (s->up.connected && up_owed(s) == 0 && s->fifo.len == 0 &&
-         !kr_s_rsp_mid(s) && client_owed(s) == 0)) {
+        ((s->up.connected || s->up_after_auth) && up_owed(s) == 0 &&
+         s->fifo.len == 0 && !kr_s_rsp_mid(s) && client_owed(s) == 0)) {
         kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");
         return;
     }
@@ -1445,7 +1482,8 @@ client_secured(struct kr_session *s)
             kr_s_audit_open(s);
         }
     }
-    if (s->client_tls && s->resolve == NULL && s->up.fd < 0) {
+    if (s->client_tls && s->resolve == NULL && s->up.fd < 0 &&
+        !s->up_after_auth) {
         up_start(s);
     }
     return s->dead ? -1 : 0;
@@ -2226,7 +2264,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     kr_s_arm_timer(s);
     if (g->up == NULL) {
         kr_session_close(s, KR_LOG_ERROR, "listener has no upstream");
-    } else if (!s->client_tls) {
+    } else if (!s->client_tls && !s->up_after_auth) {
         up_start(s);
     }
     kr_s_leave(s);
@@ -2245,4 +2283,21 @@ up_start(struct kr_session *s)
     }
     s->resolve = kr_upstream_resolve(s->g->up, s->node_id, resolved_cb, s);
     kr_s_arm_timer(s);
+}
+
+void
+kr_s_up_start(struct kr_session *s)
+{
+    if (!s->up_after_auth || s->dead) {
+        return;
+    }
+    s->up_after_auth = 0;
+    if (s->resolve == NULL && s->up.fd < 0) {
+        kr_log_debug("[%s] authenticated: connecting upstream", s->name);
+        s->timer_at = 0;                /* the deadline is connect's now */
+        if (s->timer != NULL) {
+            event_del(s->timer);
+        }
+        up_start(s);
+    }
 }

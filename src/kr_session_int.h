@@ -95,6 +95,9 @@ struct kr_nreq {
     bool term_raw;                      /* NREQ_SASL_TERM: a raw token
                                            (no header) after SaslHandshake
                                            v0, flen bytes */
+    bool term_av;                       /* NREQ_SASL_TERM: an ApiVersions
+                                           before authentication, with no
+                                           upstream yet: krelay answers */
 };
 
 /* What next_request decided about the frame at the scan point. */
@@ -176,6 +179,10 @@ uint32_t kr_s_fifo_inflight(const struct kr_session *s);
 
 /* Between two response frames on the way to the client? */
 bool kr_s_rsp_mid(const struct kr_session *s);
+
+/* sasl = terminate: the client authenticated, the upstream waited for
+   it (up_after_auth): resolve and connect it now.  No-op otherwise. */
+void kr_s_up_start(struct kr_session *s);
 
 /* Re-arm the session timer for the nearest deadline. */
 void kr_s_arm_timer(struct kr_session *s);
@@ -280,7 +287,10 @@ void kr_s_stream_plain_end(struct kr_session *s);
 /*
  * For a connection whose listener terminates SASL (s->sasl_srv): what
  * happens to the frame at offset scan of in (avail bytes there, >= 4).
- * NREQ_SASL_TERM (*nr filled: a SASL step or raw token, whole), NREQ_WAIT,
+ * NREQ_SASL_TERM (*nr filled: a SASL step or raw token, or with
+ * nr->term_av an ApiVersions before authentication, whole), NREQ_WAIT
+ * (also while the cluster's ApiVersions is not known yet: the requests
+ * pause, s->paused_until_ms, and are looked at again),
  * NREQ_CLOSED (a request before authentication, in the middle of an
  * exchange, after the session lifetime ran out; one log line), or
  * NREQ_FORWARD meaning "not SASL's: go on as usual" (nothing consumed).

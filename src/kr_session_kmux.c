@@ -969,10 +969,12 @@ kr_s_process_requests(struct kr_session *s)
             }
             continue;
         }
-        if (s->orig_hold) {
+        if (s->orig_hold && !s->up_after_auth) {
             /* SASL origination: krelay authenticates the upstream
                connection first (kr_session_sasl.c); the upstream read
-               that ends it resumes the requests, as after max_inflight */
+               that ends it resumes the requests, as after max_inflight.
+               (With sasl = terminate there is no upstream before the
+               client's own login, which krelay answers itself.) */
             s->req_blocked = avail > 0;
             break;
         }

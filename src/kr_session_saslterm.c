@@ -5,11 +5,25 @@
  * broker: kr_sasl_server answers them, and the answer waits its turn in
  * the FIFO behind the responses still owed, as every response krelay
  * builds (kr_session_rules.c).  Before authentication only ApiVersions
- * (forwarded: kr_rewrite adds krelay's SASL ranges, kr_advert.sasl_local)
  * and the SASL steps pass; the principal is verified at once and goes
  * through passthrough's paths (s->sasl, kr_s_sasl_outcome: rule masks,
  * log, counters, the authentication audit line).  The upstream is
  * whatever [upstream] says: plaintext, TLS, or krelay's own SASL.
+ *
+ * No broker is touched before the client authenticated (as pgbouncer and
+ * HAProxy keep their backends from unauthenticated clients): the session
+ * dials its upstream only then (s->up_after_auth, kr_s_up_start), so a
+ * client that never logs in costs no broker connection and no upstream
+ * SASL login.  Its ApiVersions before that is answered here (av_answer):
+ * the ranges the cluster offers as krelay's own metadata connection
+ * learned them (kr_upstream_api_range), shaped by kr_rewrite exactly as
+ * a forwarded answer is (the connection's clamps, the tables' caps,
+ * krelay's SaslHandshake 0-1 and SaslAuthenticate 0-2).  Until that
+ * metadata connection got its first answer (krelay just started) the
+ * request waits, looked at again every KR_TERM_AV_POLL_MS, within the
+ * login's sasl_auth_timeout_ms from the accept: krelay never answers
+ * with ranges it does not know the brokers have.  An ApiVersions after
+ * authentication is forwarded as before.
  */
 #include "config.h"
 
@@ -29,14 +43,25 @@
 #include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_rewrite.h"
 #include "kr_sasl.h"
 #include "kr_sasl_server.h"
 #include "kr_session_int.h"
+#include "kr_schema.h"
 #include "kr_stats.h"
+#include "kr_upstream.h"
 
 /* Kafka's sasl.server.max.receive.size: frames before authentication
    and SASL steps. */
 #define KR_TERM_MAX_RECEIVE (512 * 1024)
+/* An ApiVersions before authentication, while the cluster's ranges are
+   not known yet: how often it is looked at again. */
+#define KR_TERM_AV_POLL_MS 50
+/* ApiKeys asked of kr_upstream_api_range for the local answer (it
+   knows fewer; Kafka's highest is below 100). */
+#define KR_TERM_AV_KEYS 256
+
+static bool copy_at(struct evbuffer *in, size_t off, void *out, size_t n);
 
 bool
 kr_s_term_init(struct kr_session *s)
@@ -60,7 +85,63 @@ kr_s_term_init(struct kr_session *s)
     }
     kr_sasl_srv_init(s->sasl_srv, s->lc->sasl_srv, addr, alen);
     s->rw.sasl_local = true;
+    s->up_after_auth = 1;               /* no broker before the login */
     return true;
+}
+
+/*
+ * An ApiVersions request (whole frame: size bytes after scan) before
+ * authentication, with no upstream yet: krelay answers it (NREQ_SASL_TERM,
+ * nr->term_av) once the cluster's ranges are known; until then
+ * NREQ_WAIT, the requests paused for KR_TERM_AV_POLL_MS.  One newer than
+ * krelay's tables goes on as usual (NREQ_FORWARD: the KIP-511 answer is
+ * krelay's own too).
+ */
+static enum nreq_outcome
+av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
+        size_t avail, int32_t size, int64_t now, struct kr_nreq *nr)
+{
+    const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
+    uint8_t b[KR_FRAME_PREFIX + 4];
+    int16_t lo, hi;
+
+    if (size < 4 || avail < sizeof(b) || !copy_at(in, scan, b, sizeof(b))) {
+        return size < 4 ? NREQ_FORWARD : NREQ_WAIT;
+    }
+    if (ad == NULL || kr_frame_i16(b + KR_FRAME_PREFIX + 2) > ad->valid.hi ||
+        kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
+        return NREQ_FORWARD;
+    }
+    if (!kr_upstream_api_range(s->rw.upstream, KR_API_API_VERSIONS, &lo,
+                               &hi)) {
+        /* krelay just started: its metadata connection has not learned
+           the cluster's ranges yet; the login's deadline bounds this */
+        if (s->paused_until_ms == 0) {
+            kr_log_debug("[%s] ApiVersions before SASL authentication waits "
+                         "for the cluster's ApiVersions (krelay's metadata "
+                         "connection)", s->name);
+        }
+        s->paused_until_ms = now + KR_TERM_AV_POLL_MS;
+        kr_s_flush_ready(s);            /* arms the timer that resumes */
+        return NREQ_WAIT;
+    }
+    if (avail - KR_FRAME_PREFIX < (size_t)size) {
+        return NREQ_WAIT;               /* whole */
+    }
+    if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) >= 3 &&
+        *s->host->audit != NULL) {
+        /* KIP-511: the client's software, for its audit lines */
+        kr_s_note_client_software(s, in, scan + KR_FRAME_PREFIX,
+                                  (size_t)size);
+    }
+    memset(nr, 0, sizeof(*nr));
+    nr->flen = (size_t)size;
+    nr->expect = true;
+    nr->term_av = true;
+    nr->e.sent_ms = now;
+    nr->e.correlation_id = -1;
+    nr->e.kind = KR_INF_REQUEST;
+    return NREQ_SASL_TERM;
 }
 
 /* Bytes n at offset off of in into out (false: fewer there). */
@@ -120,6 +201,10 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
         switch (g) {
         case KR_SASL_SRV_PASS:
+            if (key == KR_API_API_VERSIONS && s->up_after_auth &&
+                !t->authenticated) {
+                return av_next(s, in, scan, avail, size, now, nr);
+            }
             return NREQ_FORWARD;
         case KR_SASL_SRV_MINE:
             break;
@@ -198,26 +283,20 @@ set_principal(char **p, const char *name)
     return true;
 }
 
-/* The answer (len bytes at p, with its size prefix added) into the FIFO
-   as a built response, its turn behind what is owed.  0, or -1 closed. */
+/* The answer frame out (with its size prefix; taken, also on failure)
+   into the FIFO as a built response, its turn behind what is owed.  0,
+   or -1 closed. */
 static int
-push_answer(struct kr_session *s, struct kr_inflight *e, const uint8_t *p,
-            size_t len)
+push_frame(struct kr_session *s, struct kr_inflight *e, struct evbuffer *out)
 {
     struct kr_rq *rq = kr_s_rq_wrap(NULL);
-    uint8_t pre[KR_FRAME_PREFIX];
 
-    pre[0] = (uint8_t)(len >> 24);
-    pre[1] = (uint8_t)(len >> 16);
-    pre[2] = (uint8_t)(len >> 8);
-    pre[3] = (uint8_t)len;
-    if (rq == NULL || (rq->out = evbuffer_new()) == NULL ||
-        evbuffer_add(rq->out, pre, sizeof(pre)) != 0 ||
-        (len > 0 && evbuffer_add(rq->out, p, len) != 0)) {
-        kr_s_rq_free(rq);
+    if (rq == NULL) {
+        evbuffer_free(out);
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return -1;
     }
+    rq->out = out;
     rq->ready = true;
     e->rq = rq;
     if (kr_s_fifo_push(s, e) != KR_OK) {
@@ -228,6 +307,151 @@ push_answer(struct kr_session *s, struct kr_inflight *e, const uint8_t *p,
     s->nready++;
     kr_s_flush_ready(s);
     return s->dead ? -1 : 0;
+}
+
+/* The answer (len bytes at p, with its size prefix added) into the FIFO
+   as a built response (push_frame).  0, or -1 closed. */
+static int
+push_answer(struct kr_session *s, struct kr_inflight *e, const uint8_t *p,
+            size_t len)
+{
+    struct evbuffer *out = evbuffer_new();
+    uint8_t pre[KR_FRAME_PREFIX];
+
+    kr_frame_put_size(pre, len);
+    if (out == NULL || evbuffer_add(out, pre, sizeof(pre)) != 0 ||
+        (len > 0 && evbuffer_add(out, p, len) != 0)) {
+        if (out != NULL) {
+            evbuffer_free(out);
+        }
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    return push_frame(s, e, out);
+}
+
+/*
+ * The ApiVersions answer before authentication (see the top): request m
+ * (decoded), entry e.  The cluster's ranges as a broker's response
+ * through the codec, then kr_rewrite_response with the connection's
+ * context, as a forwarded one.  0, or -1 closed.
+ */
+static int
+av_answer(struct kr_session *s, struct kr_inflight *e, const struct kr_msg *m)
+{
+    const struct kr_api_desc *api = kr_api_get(KR_API_API_VERSIONS);
+    const struct kr_val *cv = kr_node_get_id(m->header, KR_FIELD_CLIENT_ID);
+    int16_t v = m->api_version, lo, hi;
+    struct kr_rewrite_result rr;
+    struct evbuffer *pl = NULL, *out = NULL;
+    struct kr_codec_err ce;
+    struct kr_arena arena;
+    struct kr_array *keys;
+    struct kr_msg rsp;
+    struct kr_wbuf w;
+    struct kr_val *x;
+    char *cid = NULL;
+    uint32_t n = 0, j = 0;
+    uint16_t root;
+    int idx, hv, k, rc = KR_ENOMEM;
+
+    /* this connection's clamps for the request's own ClientId */
+    if (cv != NULL && cv->present && !cv->is_null && cv->u.s.len >= 0) {
+        cid = malloc((size_t)cv->u.s.len + 1);
+        if (cid == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return -1;
+        }
+        memcpy(cid, cv->u.s.p, (size_t)cv->u.s.len);
+        cid[cv->u.s.len] = '\0';
+    }
+    kr_s_apiversions_clamps(s, cid, cid != NULL ? (size_t)cv->u.s.len : 0);
+    free(cid);
+
+    root = api != NULL ? kr_api_root(api, true, v) : KR_NO_STRUCT;
+    hv = kr_response_header_version(KR_API_API_VERSIONS, v);
+    idx = root != KR_NO_STRUCT
+          ? kr_struct_field_index_id(root, KR_FIELD_API_KEYS) : -1;
+    if (idx < 0 || hv < 0) {
+        kr_session_close(s, KR_LOG_ERROR, "internal: no ApiVersions v%d "
+                         "response in krelay's tables", v);
+        return -1;
+    }
+    for (k = 0; k < KR_TERM_AV_KEYS; k++) {
+        n += kr_upstream_api_range(s->rw.upstream, (int16_t)k, &lo, &hi);
+    }
+    kr_arena_init(&arena, 0);
+    memset(&w, 0, sizeof(w));
+    memset(&ce, 0, sizeof(ce));
+    memset(&rsp, 0, sizeof(rsp));
+    rsp.dir = KR_DIR_RESPONSE;
+    rsp.api_key = KR_API_API_VERSIONS;
+    rsp.api_version = v;
+    rsp.hdr_version = (int16_t)hv;
+    rsp.correlation_id = m->correlation_id;
+    rsp.header = kr_node_new(&arena, kr_response_header_struct, (int16_t)hv);
+    rsp.body = kr_node_new(&arena, root, v);
+    keys = kr_array_new(&arena, KR_T_STRUCT,
+                        kr_fields[kr_structs[root].first_field +
+                                  (unsigned)idx].struct_id, n, v);
+    if (rsp.header == NULL || rsp.body == NULL || keys == NULL) {
+        goto done;
+    }
+    if ((x = kr_node_get_id(rsp.header, KR_FIELD_CORRELATION_ID)) != NULL) {
+        x->u.i = m->correlation_id;
+    }
+    for (k = 0; k < KR_TERM_AV_KEYS && j < n; k++) {
+        struct kr_node *en = keys->items[j].u.node;
+
+        if (!kr_upstream_api_range(s->rw.upstream, (int16_t)k, &lo, &hi)) {
+            continue;
+        }
+        kr_node_get_id(en, KR_FIELD_API_KEY)->u.i = k;
+        kr_node_get_id(en, KR_FIELD_MIN_VERSION)->u.i = lo;
+        kr_node_get_id(en, KR_FIELD_MAX_VERSION)->u.i = hi;
+        j++;
+    }
+    keys->n = j;
+    x = &rsp.body->vals[idx];
+    x->u.arr = keys;
+    x->is_null = 0;
+    x->present = 1;
+    rc = kr_encode_msg(&rsp, &w, &ce);
+    if (rc == KR_OK && w.failed) {
+        rc = KR_ENOMEM;
+    }
+    if (rc != KR_OK) {
+        goto done;
+    }
+    rc = KR_ENOMEM;
+    pl = evbuffer_new();
+    out = evbuffer_new();
+    if (pl == NULL || out == NULL || evbuffer_add(pl, w.buf, w.len) != 0) {
+        goto done;
+    }
+    /* shaped as the broker's answer would be (kr_rewrite.h) */
+    rc = kr_rewrite_response(&s->rw, KR_API_API_VERSIONS, v, pl, out, &rr);
+done:
+    kr_wbuf_free(&w);
+    kr_arena_free(&arena);
+    if (pl != NULL) {
+        evbuffer_free(pl);
+    }
+    if (rc != KR_OK) {
+        if (out != NULL) {
+            evbuffer_free(out);
+        }
+        kr_session_close(s, KR_LOG_ERROR, "cannot build the ApiVersions "
+                         "answer before SASL authentication: %s",
+                         rc == KR_ENOMEM ? "out of memory"
+                         : rr.err[0] ? rr.err
+                         : ce.msg[0] ? ce.msg : kr_status_str(rc));
+        return -1;
+    }
+    kr_log_debug("[%s] ApiVersions v%d before SASL authentication: answered "
+                 "by krelay (%u ApiKeys the cluster offers, %u changed)",
+                 s->name, v, n, rr.capped);
+    return push_frame(s, e, out);
 }
 
 /* What the step came to, in s->sasl (passthrough's record of the
@@ -277,7 +501,11 @@ apply(struct kr_session *s, const struct kr_sasl_srv_result *res,
         sa->error_code = -1;
         sa->session_lifetime_ms = sa->authenticate_version >= 1
                                   ? res->session_lifetime_ms : -1;
-        return kr_s_sasl_outcome(s, KR_SASL_ANS_SUCCESS);
+        if (kr_s_sasl_outcome(s, KR_SASL_ANS_SUCCESS) != 0) {
+            return -1;
+        }
+        kr_s_up_start(s);               /* the broker, only now */
+        return s->dead ? -1 : 0;
     case KR_SASL_SRV_ILLEGAL_STATE:
         if (!res->close) {
             kr_log_info("[%s] %s: answered ILLEGAL_SASL_STATE", s->name,
@@ -377,7 +605,7 @@ kr_s_term_step(struct kr_session *s, struct kr_nreq *nr)
     KR_STAT_INC(s->host->stats, requests);
     s->nrequests++;
     KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
-    if (t->cfg == NULL) {
+    if (t->cfg == NULL && !nr->term_av) {
         OPENSSL_cleanse(buf, nr->flen);
         free(buf);
         kr_s_close_bad(s, KR_LOG_NOTICE, "SASL step after a reload took "
@@ -402,13 +630,26 @@ kr_s_term_step(struct kr_session *s, struct kr_nreq *nr)
     memset(&ce, 0, sizeof(ce));
     kr_rbuf_init_flat(&rb, &iov, buf, nr->flen);
     rc = kr_decode_request(&arena, &rb, 0, &m, &ce);
-    if (rc != KR_OK || (m.api_key != KR_API_SASL_HANDSHAKE &&
-                        m.api_key != KR_API_SASL_AUTHENTICATE)) {
+    if (nr->term_av && rc == KR_OK && m.api_key == KR_API_API_VERSIONS) {
+        KR_STAT_INC_L(s->host->stats, api_requests,
+                      kr_stats_api_cell(m.api_key, m.api_version));
+        e.correlation_id = m.correlation_id;
+        e.api_key = m.api_key;
+        e.api_version = m.api_version;
+        ret = av_answer(s, &e, &m);
+        free(buf);
+        kr_arena_free(&arena);
+        return ret;
+    }
+    if (rc != KR_OK || nr->term_av ||
+        (m.api_key != KR_API_SASL_HANDSHAKE &&
+         m.api_key != KR_API_SASL_AUTHENTICATE)) {
         OPENSSL_cleanse(buf, nr->flen);
         free(buf);
         kr_arena_free(&arena);
-        kr_s_close_bad(s, KR_LOG_WARN, "malformed SASL request (%zu bytes): "
-                       "%s%s%.60s", nr->flen,
+        kr_s_close_bad(s, KR_LOG_WARN, "malformed %s request (%zu bytes) "
+                       "before SASL authentication: %s%s%.60s",
+                       nr->term_av ? "ApiVersions" : "SASL", nr->flen,
                        rc != KR_OK ? (ce.msg[0] ? ce.msg : kr_status_str(rc))
                                    : "not SaslHandshake or SaslAuthenticate",
                        ce.path[0] ? " at " : "", ce.path);

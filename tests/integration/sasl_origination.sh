@@ -34,6 +34,10 @@
 #     no password in any log;
 #  6. the control: kcat (librdkafka 2.0.2, nonce sent twice) straight to
 #     a front is refused by the exact nonce check krelay passed.
+#  7. the bridge (sasl = terminate on the listener, origination
+#     upstream): a client that never logs in (ApiVersions, answered by
+#     krelay; a kcat without SASL) makes krelay log in to no broker; a
+#     client that logs in (carol, PLAIN) reaches the brokers as alice.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -271,6 +275,48 @@ tail -n +"$((nev + 1))" "$KR_SASL_EVENTS" |
     kr_fail "control: the front logged no failed SCRAM login for kcat"
 kr_log "control: kcat 2.0.2's doubled SCRAM nonce refused by the front"
 
-grep -l "alice-test-pw\|wrong-test-pw\|carol-test-pw" "$W"/krelay*.log "$W"/sasl_front*.log \
-    "$KR_SASL_EVENTS" && kr_fail "a password in a log"
+# ---- 7. the bridge: terminate on the listener, origination upstream
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+printf 'alice-test-pw\n' >"$W/krelay.pw"
+(umask 077; printf 'carol-test-pw\n' |
+    "$top_builddir/krelay-passwd" -m SCRAM-SHA-512 -i 4096 carol >"$W/users") ||
+    kr_fail "krelay-passwd failed"
+KR_LISTENER_CONF="sasl = terminate
+sasl_credentials = $W/users"
+kr_start_krelay
+kr_wait_for 20 md_authenticated ||
+    kr_fail "bridge: no SASL-authenticated metadata connection"
+auths() { grep -c '"event": *"auth"' "$KR_SASL_EVENTS" || true; }
+nauth=$(auths)
+kr_run 20 "$KR_PY" - "$KR_BOOTSTRAP" >"$W/bridge-av.txt" 2>&1 <<'PYEOF' ||
+import socket, struct, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+req = struct.pack(">hhih", 18, 0, 9, 6) + b"nologi"
+s.sendall(struct.pack(">i", len(req)) + req)
+n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+corr, err = struct.unpack(">ih", s.recv(n, socket.MSG_WAITALL)[:6])
+assert corr == 9 and err == 0, (corr, err)
+print("ApiVersions answered")
+PYEOF
+    kr_fail "bridge: ApiVersions before login: $(cat "$W/bridge-av.txt")"
+kr_run 20 kcat -b "$KR_BOOTSTRAP" -X socket.timeout.ms=5000 -m 2 -L \
+    >"$W/bridge-nosasl.txt" 2>"$W/kcat-bridge-nosasl.log" &&
+    kr_fail "bridge: a client without SASL got metadata"
+kr_wait_for 10 grep -q "Metadata request before SASL authentication" \
+    "$W/krelay.log" || kr_fail "bridge: no close for the client without SASL"
+[ "$(auths)" = "$nauth" ] ||
+    kr_fail "bridge: krelay logged in upstream for clients that never logged in: $(tail -3 "$KR_SASL_EVENTS")"
+kr_run 30 kcat -b "$KR_BOOTSTRAP" -X socket.timeout.ms=10000 \
+    -X security.protocol=sasl_plaintext -X sasl.mechanisms=PLAIN \
+    -X sasl.username=carol -X sasl.password=carol-test-pw -L \
+    >"$W/bridge-L.txt" 2>"$W/kcat-bridge-L.log" ||
+    kr_fail "bridge: kcat -L as carol failed: $(tail -3 "$W/kcat-bridge-L.log")"
+grep -q "broker" "$W/bridge-L.txt" || kr_fail "bridge: no metadata for carol"
+[ "$(auths)" -gt "$nauth" ] ||
+    kr_fail "bridge: carol's session did not log in upstream"
+kr_log "bridge: no upstream login for clients that never logged in; carol's login went upstream as alice"
+
+grep -l "alice-test-pw\|wrong-test-pw\|carol-test-pw" "$W"/krelay*.log \
+    "$W"/sasl_front*.log "$KR_SASL_EVENTS" && kr_fail "a password in a log"
 kr_finish

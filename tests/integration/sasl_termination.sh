@@ -20,7 +20,10 @@
 #  7. the audit log: authentication lines (success, failure and its
 #     reason: bad_password, unknown_user; mechanisms,
 #     principals) and request lines with the verified principal; no
-#     password in any log.
+#     password in any log;
+#  8. clients that never log in (20 bare connections, one ApiVersions
+#     answered by krelay itself) make no broker connection (the mock's
+#     accept log), and are closed at sasl_auth_timeout_ms.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -60,7 +63,8 @@ EOR
 KR_EXTRA_CONF=$W/rules.ini
 KR_LISTENER_CONF="sasl = terminate
 sasl_credentials = $W/users
-sasl_login_rate = 50,100"
+sasl_login_rate = 50,100
+sasl_auth_timeout_ms = 1500"
 KRELAY_LOG_LEVEL=info
 kr_start_krelay
 kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: krelay is the subject"
@@ -164,6 +168,37 @@ kr_wait_for 10 grep -q "Metadata request before SASL authentication" \
     "$W/krelay.log" ||
     kr_fail "no close logged for a client without SASL: $(tail -3 "$W/krelay.log")"
 kr_log "a client without SASL: closed at its Metadata request"
+
+# ---- 8. clients that never log in: no broker connection
+nacc=$(wc -l <"$KR_ACCEPT_LOG")
+ntmo=$(grep -c "no SASL authentication within sasl_auth_timeout_ms 1500 of connecting" \
+    "$W/krelay.log" || true)
+kr_run 20 "$KR_PY" - "$KR_BOOTSTRAP" >"$W/bare.txt" 2>"$W/bare.log" <<'PYEOF' ||
+import socket, struct, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+bare = [socket.create_connection((host, int(port))) for _ in range(20)]
+s = socket.create_connection((host, int(port)))
+# ApiVersions v0, CorrelationId 7, ClientId "bare"
+req = struct.pack(">hhih", 18, 0, 7, 4) + b"bare"
+s.sendall(struct.pack(">i", len(req)) + req)
+n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+body = s.recv(n, socket.MSG_WAITALL)
+corr, err, cnt = struct.unpack(">ihi", body[:10])
+keys = {struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i])[0] for i in range(cnt)}
+assert corr == 7 and err == 0 and {0, 1, 3, 17, 36} <= keys, (corr, err, keys)
+time.sleep(2.5)         # past sasl_auth_timeout_ms: krelay closed them all
+closed = sum(1 for c in bare + [s] if c.recv(1) == b"")
+print("ApiKeys %d, closed %d of 21" % (cnt, closed))
+PYEOF
+    kr_fail "bare connections: $(tail -3 "$W/bare.log")"
+grep -q "closed 21 of 21" "$W/bare.txt" || kr_fail "bare connections: $(cat "$W/bare.txt")"
+[ "$(wc -l <"$KR_ACCEPT_LOG")" = "$nacc" ] ||
+    kr_fail "clients that never logged in made broker connections: $(tail -n +"$((nacc + 1))" "$KR_ACCEPT_LOG" | head -3)"
+ntmo2=$(grep -c "no SASL authentication within sasl_auth_timeout_ms 1500 of connecting" \
+    "$W/krelay.log" || true)
+[ "$((ntmo2 - ntmo))" -ge 21 ] ||
+    kr_fail "login timeouts logged: $((ntmo2 - ntmo)) of 21"
+kr_log "21 clients that never logged in: no broker connection, closed at the login deadline ($(cat "$W/bare.txt"))"
 
 # ---- 7. logs and audit, once krelay stopped
 post_checks() {

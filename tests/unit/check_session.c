@@ -90,6 +90,20 @@ struct fake {
     struct evbuffer *pending;
     struct evbuffer *log;       /* request bytes seen (client conns) */
     int nreq;
+    bool answer_av;             /* answer ApiVersions v0-v2 (krelay's own
+                                   metadata connection's too) with
+                                   fake_apis */
+    bool hold_internal;         /* keep the metadata connection's answer
+                                   in ipending (fake_release_internal) */
+    struct evbuffer *ipending;
+    struct fconn *iconn;
+};
+
+/* The ranges the fake broker offers with answer_av: ApiKey, MinVersion,
+   MaxVersion (Metadata above krelay's tables: capped). */
+static const int16_t fake_apis[][3] = {
+    { 0, 3, 11 }, { 1, 4, 17 }, { 3, 0, 99 }, { 12, 0, 4 },
+    { 17, 0, 1 }, { 18, 0, 4 }, { 36, 0, 2 }, { 60, 0, 1 }
 };
 
 struct cli {
@@ -309,6 +323,28 @@ fconn_write_cb(evutil_socket_t fd, short what, void *arg)
     fconn_flush(arg);
 }
 
+/* An ApiVersions v0-v2 response with fake_apis (hand-written: the
+   broker's side of the test). */
+static void
+fake_av_response(struct bb *r, int32_t corr, int16_t ver)
+{
+    size_t at = r->n, i, n = sizeof(fake_apis) / sizeof(fake_apis[0]);
+
+    b32(r, 0);
+    b32(r, corr);
+    b16(r, 0);                  /* ErrorCode */
+    b32(r, (int32_t)n);
+    for (i = 0; i < n; i++) {
+        b16(r, fake_apis[i][0]);
+        b16(r, fake_apis[i][1]);
+        b16(r, fake_apis[i][2]);
+    }
+    if (ver >= 1) {
+        b32(r, 0);              /* ThrottleTimeMs */
+    }
+    bend(r, at);
+}
+
 static void
 fake_answer(struct fconn *c, const uint8_t *f, size_t len)
 {
@@ -375,6 +411,10 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         metadata_response(&r, corr, fb->md_node, "fakehost", 1234);
         goto send;
     }
+    if (key == KR_API_API_VERSIONS && ver <= 2 && fb->answer_av) {
+        fake_av_response(&r, corr, ver);
+        goto send;
+    }
     echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
 send:
     evbuffer_add(fb->hold ? fb->pending : c->out, r.b, r.n);
@@ -432,6 +472,21 @@ fconn_read_cb(evutil_socket_t fd, short what, void *arg)
             evbuffer_add(fb->log, f, flen);
             fb->nreq++;
             fake_answer(c, f, flen);
+        } else if (fb->answer_av && kr_frame_i16(f + 4) == KR_API_API_VERSIONS &&
+                   kr_frame_i16(f + 6) <= 2) {
+            struct bb r = { NULL, 0, 0 };
+
+            fake_av_response(&r, kr_frame_i32(f + 8), kr_frame_i16(f + 6));
+            if (fb->hold_internal) {
+                if (fb->ipending == NULL) {
+                    fb->ipending = evbuffer_new();
+                }
+                evbuffer_add(fb->ipending, r.b, r.n);
+                fb->iconn = c;
+            } else {
+                evbuffer_add(c->out, r.b, r.n);
+            }
+            free(r.b);
         }
         free(f);
     }
@@ -790,6 +845,9 @@ teardown(void)
     evconnlistener_free(T.fb.l);
     evbuffer_free(T.fb.log);
     evbuffer_free(T.fb.pending);
+    if (T.fb.ipending != NULL) {
+        evbuffer_free(T.fb.ipending);
+    }
     event_free(T.guard);
     event_base_free(T.base);
     if (T.logpath[0] != '\0') {
@@ -2452,6 +2510,220 @@ START_TEST(sasl_auth_timeout)
 }
 END_TEST
 
+/* Connections krelay opened to the fake broker for clients (its own
+   metadata connection's not counted). */
+static int
+fake_client_conns(void)
+{
+    int i, n = 0;
+
+    for (i = 0; i < T.fb.n; i++) {
+        n += !(T.fb.c[i]->decided && T.fb.c[i]->internal);
+    }
+    return n;
+}
+
+/* The metadata connection's held ApiVersions answer goes out. */
+static void
+fake_release_internal(void)
+{
+    int i;
+
+    T.fb.hold_internal = false;
+    for (i = 0; i < T.fb.n && T.fb.ipending != NULL; i++) {
+        if (T.fb.c[i] == T.fb.iconn) {
+            evbuffer_add_buffer(T.fb.c[i]->out, T.fb.ipending);
+            fconn_flush(T.fb.c[i]);
+        }
+    }
+}
+
+/* ApiVersions v2 (empty body). */
+static void
+req_apiversions(struct bb *b, int32_t corr)
+{
+    size_t at = req_begin(b, KR_API_API_VERSIONS, 2, corr);
+
+    bend(b, at);
+}
+
+/* Run the event loop for ms milliseconds of wall clock. */
+static void
+pump_for(int64_t ms)
+{
+    int64_t end = mono_ms() + ms;
+
+    while (mono_ms() < end) {
+        pump_once();
+    }
+}
+
+/* Response frame k of c's input after its CorrelationId: *len bytes. */
+static const uint8_t *
+cli_body(struct cli *c, int k, size_t *len)
+{
+    const uint8_t *p = evbuffer_pullup(c->in, -1);
+    size_t off = 0, n = evbuffer_get_length(c->in);
+
+    while (k-- > 0 && off + 4 <= n) {
+        off += 4 + (size_t)kr_frame_i32(p + off);
+    }
+    ck_assert_uint_le(off + 8, n);
+    *len = (size_t)kr_frame_i32(p + off) - 4;
+    ck_assert_uint_le(off + 8 + *len, n);
+    return p + off + 8;
+}
+
+/* The range of ApiKey key in an ApiVersions v2 response body (b, len);
+   false when absent. */
+static bool
+av_range(const uint8_t *b, size_t len, int16_t key, int *lo, int *hi)
+{
+    int32_t n, i;
+
+    ck_assert_uint_ge(len, 10);
+    ck_assert_int_eq(kr_frame_i16(b), 0);       /* ErrorCode */
+    n = kr_frame_i32(b + 2);
+    ck_assert_uint_eq(len, 6 + (size_t)n * 6 + 4);
+    for (i = 0; i < n; i++) {
+        if (kr_frame_i16(b + 6 + i * 6) == key) {
+            *lo = kr_frame_i16(b + 6 + i * 6 + 2);
+            *hi = kr_frame_i16(b + 6 + i * 6 + 4);
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * sasl = terminate: no broker connection before the login.  A client
+ * that sends nothing and one that sends ApiVersions cost none; the
+ * ApiVersions waits while krelay's metadata connection has not learned
+ * the cluster's ranges, then krelay answers it with them, as the
+ * forwarded answer after the login says; then the upstream connects and
+ * a Produce flows.
+ */
+START_TEST(sasl_term_no_upstream_before_login)
+{
+    struct bb req = { 0 };
+    const uint8_t *pre, *post;
+    size_t npre, npost;
+    struct cli *c;
+    int lo, hi;
+
+    term_listener(0);
+    T.fb.answer_av = true;
+    T.fb.hold_internal = true;
+    start();
+    (void)cli_open(boot_port(), 0);             /* sends nothing */
+    c = cli_open(boot_port(), 0);
+    req_apiversions(&req, 1);
+    cli_send(c, req.b, req.n);
+    {
+        struct wait w = { 0 };
+
+        while ((T.fb.ipending == NULL ||
+                evbuffer_get_length(T.fb.ipending) == 0) &&
+               waiting(&w, progress())) {
+            pump_once();
+        }
+    }
+    pump_for(200);
+    /* the cluster's ranges are not known yet: no answer, no guess */
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert(!c->closed);
+    fake_release_internal();
+    ck_assert_int_eq(cli_frames(c, 1), 1);
+    ck_assert_int_eq(cli_corr(c, 0), 1);
+    ck_assert_int_eq(fake_client_conns(), 0);
+    ck_assert_int_eq(T.fb.nreq, 0);
+    pre = cli_body(c, 0, &npre);
+    ck_assert(av_range(pre, npre, KR_API_PRODUCE, &lo, &hi));
+    ck_assert_int_eq(lo, 0);                    /* KAFKA-18659 */
+    ck_assert_int_eq(hi, 11);
+    ck_assert(av_range(pre, npre, KR_API_METADATA, &lo, &hi));
+    ck_assert_int_eq(hi, kr_api_get(KR_API_METADATA)->valid.hi);
+    ck_assert(av_range(pre, npre, KR_API_SASL_HANDSHAKE, &lo, &hi));
+    ck_assert_int_eq(lo * 10 + hi, 1);
+    ck_assert(av_range(pre, npre, KR_API_SASL_AUTHENTICATE, &lo, &hi));
+    ck_assert_int_eq(lo * 10 + hi, 2);
+    ck_assert(av_range(pre, npre, 60, &lo, &hi));
+    ck_assert(!av_range(pre, npre, KR_API_FIND_COORDINATOR, &lo, &hi));
+    /* the login, ApiVersions again (forwarded now), a Produce */
+    req.n = 0;
+    req_sasl_plain(&req, 2, "alice");
+    req_apiversions(&req, 4);
+    req_produce(&req, 5, 1, 10);
+    cli_send(c, req.b, req.n);
+    ck_assert_int_eq(cli_frames(c, 5), 5);
+    ck_assert_int_eq(cli_corr(c, 3), 4);
+    ck_assert_int_eq(cli_corr(c, 4), 5);
+    ck_assert(!c->closed);
+    ck_assert_int_eq(fake_client_conns(), 1);
+    ck_assert_int_eq(T.fb.nreq, 2);             /* ApiVersions, Produce */
+    pre = cli_body(c, 0, &npre);
+    post = cli_body(c, 3, &npost);
+    ck_assert_uint_eq(npre, npost);
+    ck_assert(memcmp(pre, post, npre) == 0);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * The login's deadline counts from the accept on sasl = terminate and
+ * required listeners: a client that sends nothing (0, 3), or only
+ * ApiVersions (1: answered; 2: the cluster's ranges never known, not
+ * answered), is closed at sasl_auth_timeout_ms, one line, no broker
+ * connection (terminate).  Passthrough (4) keeps it.
+ */
+START_TEST(sasl_login_timeout)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    if (_i <= 2) {
+        term_listener(0);
+    } else if (_i == 3) {
+        T.lc.sasl = KR_SASL_MODE_REQUIRED;
+    }
+    T.lc.sasl_auth_timeout_ms = 100;
+    T.fb.answer_av = _i == 1;
+    start();
+    c = cli_open(boot_port(), 0);
+    if (_i == 1 || _i == 2) {
+        req_apiversions(&req, 1);
+        cli_send(c, req.b, req.n);
+    }
+    if (_i == 4) {
+        pump_for(300);
+        ck_assert(!c->closed);
+        ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
+        free(req.b);
+        return;
+    }
+    ck_assert(cli_wait_closed(c));
+    ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                               evbuffer_get_length(c->in)), _i == 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 1);
+    if (_i <= 2) {
+        ck_assert_int_eq(fake_client_conns(), 0);
+    }
+    log = log_text();
+    ck_assert_msg(strstr(log, _i <= 2
+                         ? "no SASL authentication within "
+                           "sasl_auth_timeout_ms 100 of connecting (sasl = "
+                           "terminate"
+                         : "no SASL authentication within "
+                           "sasl_auth_timeout_ms 100 of connecting (sasl = "
+                           "required") != NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
 /*
  * KIP-368: re-authentication with a request in flight passes (the
  * request's answer comes, a request behind the new SaslAuthenticate is
@@ -2961,17 +3233,6 @@ START_TEST(fetch16_streamed_no_tags)
     free(rsp.b);
 }
 END_TEST
-
-/* Run the event loop for ms milliseconds of wall clock. */
-static void
-pump_for(int64_t ms)
-{
-    int64_t end = mono_ms() + ms;
-
-    while (mono_ms() < end) {
-        pump_once();
-    }
-}
 
 /*
  * An upstream that stops in the middle of a streamed response: the
@@ -5360,6 +5621,8 @@ session_suite(void)
     tcase_add_loop_test(tc, sasl_term_refused, 0, 2);
     tcase_add_test(tc, sasl_receive_cap);
     tcase_add_test(tc, sasl_auth_timeout);
+    tcase_add_test(tc, sasl_term_no_upstream_before_login);
+    tcase_add_loop_test(tc, sasl_login_timeout, 0, 5);
     tcase_add_test(tc, sasl_reauth);
     tcase_add_test(tc, sasl_handshake_pipelined);
     tcase_add_test(tc, metadata_negative_node_id);
