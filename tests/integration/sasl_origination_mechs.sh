@@ -148,57 +148,9 @@ KR_EXTRA_CONF=$W/audit.ini
 kr_start_krelay
 "$KR_KRELAY" -t -c "$W/krelay.ini" >"$W/t3.txt" 2>&1 ||
     kr_fail "krelay -t refused the bridging config: $(cat "$W/t3.txt")"
-kr_run 120 node - "$KR_BOOTSTRAP" "$KR_CERTS/ca.pem" >"$W/nrk.log" 2>&1 <<'JSEOF' ||
-const Kafka = require('node-rdkafka');
-const sasl = {
-    'metadata.broker.list': process.argv[2],
-    'security.protocol': 'sasl_ssl', 'ssl.ca.location': process.argv[3],
-    'sasl.mechanisms': 'SCRAM-SHA-512',
-    'sasl.username': 'carol', 'sasl.password': 'carol-test-pw',
-    'socket.timeout.ms': 10000,
-};
-const p = new Kafka.Producer({ ...sasl, 'dr_cb': true, 'linger.ms': 5,
-                               'message.timeout.ms': 20000 });
-let sent = 0, ok = 0, bad = 0;
-const tag = `bridge-${process.pid}-`;
-setTimeout(() => { console.log(`timed out: sent ${sent} delivered ${ok}`);
-                   process.exit(1); }, 100000).unref();
-p.on('delivery-report', (err) => { if (err) { bad++; } else { ok++; } });
-p.on('event.error', (e) => console.log('producer error:', String(e)));
-p.setPollInterval(50);
-p.connect();
-p.on('ready', () => {
-    const t = setInterval(() => {
-        p.produce('smech', null, Buffer.from(tag + sent), null);
-        sent++;
-    }, 20);
-    setTimeout(() => {
-        clearInterval(t);
-        p.flush(20000, () => setTimeout(() => {
-            console.log(`sent ${sent} delivered ${ok} failed ${bad}`);
-            p.disconnect(() => (ok === sent && bad === 0) ? consume()
-                                                          : process.exit(1));
-        }, 500));
-    }, 8000);
-});
-function consume() {
-    const c = new Kafka.KafkaConsumer({ ...sasl, 'group.id': 'bridge',
-                                        'enable.auto.commit': false },
-                                      { 'auto.offset.reset': 'earliest' });
-    const seen = new Set();
-    c.on('event.error', (e) => console.log('consumer error:', String(e)));
-    c.on('ready', () => { c.subscribe(['smech']); c.consume(); });
-    c.on('data', (m) => {
-        const v = m.value.toString();
-        if (v.startsWith(tag)) { seen.add(v); }
-        if (seen.size === sent) {
-            console.log(`consumed ${seen.size} of ${sent}`);
-            c.disconnect(() => process.exit(0));
-        }
-    });
-    c.connect();
-}
-JSEOF
+kr_run 120 node "$top_srcdir/tests/integration/nrk_reauth_client.js" \
+    "$KR_BOOTSTRAP" carol carol-test-pw smech bridge \
+    --ssl "$KR_CERTS/ca.pem" >"$W/nrk.log" 2>&1 ||
     kr_fail "node-rdkafka through the bridge: $(tail -3 "$W/nrk.log")"
 kr_check_alive
 creauth=$(grep -c "SASL SCRAM-SHA-512 re-authentication succeeded: User:carol" \

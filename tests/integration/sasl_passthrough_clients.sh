@@ -142,57 +142,8 @@ kr_start_sasl_fronts --mechanisms SCRAM-SHA-512 --session-lifetime-ms 2000
 KR_UPSTREAM_BOOTSTRAP=$KR_SASL_BOOTSTRAP
 KR_UPSTREAM_CONF=$KR_SASL_DIAL
 kr_start_krelay
-kr_run 120 node - "$KR_BOOTSTRAP" >"$W/nrk.log" 2>&1 <<'JSEOF' ||
-const Kafka = require('node-rdkafka');
-const sasl = {
-    'metadata.broker.list': process.argv[2],
-    'security.protocol': 'sasl_plaintext',
-    'sasl.mechanisms': 'SCRAM-SHA-512',
-    'sasl.username': 'alice', 'sasl.password': 'alice-test-pw',
-    'socket.timeout.ms': 10000,
-};
-const p = new Kafka.Producer({ ...sasl, 'dr_cb': true, 'linger.ms': 5,
-                               'message.timeout.ms': 20000 });
-let sent = 0, ok = 0, bad = 0;
-const tag = `reauth-${process.pid}-`;
-setTimeout(() => { console.log(`timed out: sent ${sent} delivered ${ok}`);
-                   process.exit(1); }, 100000).unref();
-p.on('delivery-report', (err) => { if (err) { bad++; } else { ok++; } });
-p.on('event.error', (e) => console.log('producer error:', String(e)));
-p.setPollInterval(50);
-p.connect();
-p.on('ready', () => {
-    const t = setInterval(() => {
-        p.produce('nrk', null, Buffer.from(tag + sent), null);
-        sent++;
-    }, 20);
-    setTimeout(() => {
-        clearInterval(t);
-        p.flush(20000, () => setTimeout(() => {
-            console.log(`sent ${sent} delivered ${ok} failed ${bad}`);
-            p.disconnect(() => (ok === sent && bad === 0) ? consume()
-                                                          : process.exit(1));
-        }, 500));
-    }, 8000);
-});
-function consume() {
-    const c = new Kafka.KafkaConsumer({ ...sasl, 'group.id': 'nrk-reauth',
-                                        'enable.auto.commit': false },
-                                      { 'auto.offset.reset': 'earliest' });
-    const seen = new Set();
-    c.on('event.error', (e) => console.log('consumer error:', String(e)));
-    c.on('ready', () => { c.subscribe(['nrk']); c.consume(); });
-    c.on('data', (m) => {
-        const v = m.value.toString();
-        if (v.startsWith(tag)) { seen.add(v); }
-        if (seen.size === sent) {
-            console.log(`consumed ${seen.size} of ${sent}`);
-            c.disconnect(() => process.exit(0));
-        }
-    });
-    c.connect();
-}
-JSEOF
+kr_run 120 node "$top_srcdir/tests/integration/nrk_reauth_client.js" \
+    "$KR_BOOTSTRAP" alice alice-test-pw nrk nrk-reauth >"$W/nrk.log" 2>&1 ||
     kr_fail "node-rdkafka across re-authentications: $(tail -3 "$W/nrk.log")"
 kr_log "node-rdkafka: $(grep '^sent' "$W/nrk.log"), $(grep '^consumed' "$W/nrk.log")"
 kr_check_alive

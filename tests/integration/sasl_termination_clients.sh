@@ -123,39 +123,9 @@ fi
 
 # ---- 4. node-rdkafka across re-authentications
 if command -v node >/dev/null && node -e "require('node-rdkafka')" 2>/dev/null; then
-    kr_run 90 node - "127.0.0.1:$PT" >"$W/nrk.log" 2>&1 <<'JSEOF' ||
-const Kafka = require('node-rdkafka');
-const p = new Kafka.Producer({
-    'metadata.broker.list': process.argv[2],
-    'security.protocol': 'sasl_plaintext',
-    'sasl.mechanisms': 'SCRAM-SHA-512',
-    'sasl.username': 'alice', 'sasl.password': 'alice-test-pw',
-    'dr_cb': true, 'linger.ms': 5, 'socket.timeout.ms': 10000,
-    'message.timeout.ms': 20000,
-});
-let sent = 0, ok = 0, bad = 0;
-p.on('delivery-report', (err) => { if (err) { bad++; } else { ok++; } });
-p.on('event.error', (e) => console.log('error:', String(e)));
-p.setPollInterval(50);
-p.connect();
-p.on('ready', () => {
-    const t = setInterval(() => {
-        p.produce('nrk', null, Buffer.from('reauth-' + sent), null);
-        sent++;
-    }, 20);
-    setTimeout(() => {
-        clearInterval(t);
-        p.flush(20000, () => {
-            // the last delivery reports come with the polls after flush
-            setTimeout(() => {
-                console.log(`sent ${sent} delivered ${ok} failed ${bad}`);
-                p.disconnect(() => process.exit(ok === sent && bad === 0
-                                                ? 0 : 1));
-            }, 500);
-        });
-    }, 9000);
-});
-JSEOF
+    kr_run 90 node "$top_srcdir/tests/integration/nrk_reauth_client.js" \
+        "127.0.0.1:$PT" alice alice-test-pw nrk nrk --secs 9 --no-consume \
+        >"$W/nrk.log" 2>&1 ||
         kr_fail "node-rdkafka across re-authentications: $(tail -3 "$W/nrk.log")"
     reauth=$(grep -c "SASL SCRAM-SHA-512 re-authentication succeeded" \
         "$W/krelay.log")
