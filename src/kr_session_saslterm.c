@@ -40,6 +40,7 @@
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conf.h"
+#include "kr_conn.h"
 #include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
@@ -62,6 +63,34 @@
 #define KR_TERM_AV_KEYS 256
 
 static bool copy_at(struct evbuffer *in, size_t off, void *out, size_t n);
+
+/*
+ * May krelay build one more answer of its own now?  Not while the client
+ * leaves its answers unread (client.out full: kr_conn_out_full with
+ * max_buffer_bytes) or max_inflight wait: a client that pipelines 14-byte
+ * ApiVersions before logging in and reads nothing would otherwise have
+ * krelay hold ~30 times its bytes in answers until the login deadline.
+ * The answers queued are written first.  NREQ_SASL_TERM: room;
+ * NREQ_WAIT: the requests are blocked (s->req_blocked, so its reading
+ * stops, kr_s_update_io) until a write to the client or a freed slot
+ * resumes them (kr_s_resume_requests); NREQ_CLOSED.
+ */
+static enum nreq_outcome
+answer_room(struct kr_session *s)
+{
+    size_t maxb = (size_t)s->lc->max_buffer_bytes;
+
+    if (kr_conn_out_full(s->client.out, maxb) &&
+        kr_s_conn_flush(s, &s->client) != 0) {
+        return NREQ_CLOSED;
+    }
+    if (!kr_conn_out_full(s->client.out, maxb) &&
+        kr_s_fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
+        return NREQ_SASL_TERM;
+    }
+    s->req_blocked = 1;
+    return NREQ_WAIT;
+}
 
 bool
 kr_s_term_init(struct kr_session *s)
@@ -103,6 +132,7 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
 {
     const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
     uint8_t b[KR_FRAME_PREFIX + 4];
+    enum nreq_outcome room;
     int16_t lo, hi;
 
     if (size < 4 || avail < sizeof(b) || !copy_at(in, scan, b, sizeof(b))) {
@@ -127,6 +157,9 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     if (avail - KR_FRAME_PREFIX < (size_t)size) {
         return NREQ_WAIT;               /* whole */
+    }
+    if ((room = answer_room(s)) != NREQ_SASL_TERM) {
+        return room;
     }
     if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) >= 3 &&
         *s->host->audit != NULL) {
@@ -162,6 +195,7 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     int64_t now = kr_clock_timer_ms();
     uint8_t b[KR_FRAME_PREFIX + 2];
     enum kr_sasl_srv_gate g;
+    enum nreq_outcome room;
     int32_t size;
     int16_t key;
     bool raw;
@@ -233,6 +267,9 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     if (avail - KR_FRAME_PREFIX < (size_t)size) {
         return NREQ_WAIT;               /* whole */
+    }
+    if ((room = answer_room(s)) != NREQ_SASL_TERM) {
+        return room;
     }
     memset(nr, 0, sizeof(*nr));
     nr->flen = (size_t)size;
