@@ -124,7 +124,7 @@ kr_s_term_init(struct kr_session *s)
  * nr->term_av) once the cluster's ranges are known; until then
  * NREQ_WAIT, the requests paused for KR_TERM_AV_POLL_MS.  One newer than
  * krelay's tables goes on as usual (NREQ_FORWARD: the KIP-511 answer is
- * krelay's own too).
+ * krelay's own too); one with a negative version closes (NREQ_CLOSED).
  */
 static enum nreq_outcome
 av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
@@ -138,8 +138,15 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (size < 4 || avail < sizeof(b) || !copy_at(in, scan, b, sizeof(b))) {
         return size < 4 ? NREQ_FORWARD : NREQ_WAIT;
     }
-    if (ad == NULL || kr_frame_i16(b + KR_FRAME_PREFIX + 2) > ad->valid.hi ||
-        kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
+    if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
+        /* no client sends it; forwarded, it would wait in up.out for the
+           broker the login dials, its client for the deadline */
+        kr_s_close_bad(s, KR_LOG_NOTICE, "ApiVersions v%d request before "
+                       "SASL authentication (sasl = terminate): a negative "
+                       "version", kr_frame_i16(b + KR_FRAME_PREFIX + 2));
+        return NREQ_CLOSED;
+    }
+    if (ad == NULL || kr_frame_i16(b + KR_FRAME_PREFIX + 2) > ad->valid.hi) {
         return NREQ_FORWARD;
     }
     if (!kr_upstream_api_range(s->rw.upstream, KR_API_API_VERSIONS, &lo,

@@ -2670,6 +2670,39 @@ START_TEST(sasl_term_no_upstream_before_login)
 END_TEST
 
 /*
+ * sasl = terminate: an ApiVersions with a negative version before the
+ * login is not queued for the broker (to go out after the login, its
+ * client waiting till the deadline meanwhile): closed at once, one line.
+ */
+START_TEST(sasl_term_apiversions_negative)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    term_listener(0);
+    T.fb.answer_av = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    bend(&req, req_begin(&req, KR_API_API_VERSIONS, -1, 5));
+    req_sasl_plain(&req, 6, "alice");
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_int_eq(fake_client_conns(), 0);
+    ck_assert_int_eq(T.fb.nreq, 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "ApiVersions v-1 request before SASL "
+                         "authentication") != NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/*
  * sasl = terminate: a client that pipelines ApiVersions before its login
  * and reads none of the answers.  krelay stops reading it once its
  * answers fill client.out (max_buffer_bytes) instead of holding ~30
@@ -5695,6 +5728,7 @@ session_suite(void)
     tcase_add_test(tc, sasl_auth_timeout);
     tcase_add_test(tc, sasl_term_no_upstream_before_login);
     tcase_add_test(tc, sasl_term_unread_answers);
+    tcase_add_test(tc, sasl_term_apiversions_negative);
     tcase_add_loop_test(tc, sasl_login_timeout, 0, 5);
     tcase_add_test(tc, sasl_reauth);
     tcase_add_test(tc, sasl_handshake_pipelined);
