@@ -127,6 +127,9 @@ struct kr_sasl_srv_cfg {
     int64_t session_lifetime_ms;        /* 0: no re-authentication */
     struct kr_sasl_rate *rate;          /* owned; NULL: no limit */
     uint8_t mock_key[32];               /* unknown SCRAM users' salts */
+    uint32_t mock_iter[2];              /* unknown SCRAM users' i= and */
+    size_t mock_salt_len[2];            /* salt length, by kr_scram_hash:
+                                           the users' first entry's */
     struct kr_scram_cred plain_mock;    /* unknown PLAIN users' check */
     kr_scram_nonce_fn nonce_fn;         /* NULL: random (tests: fixed) */
     void *nonce_arg;
@@ -136,7 +139,9 @@ struct kr_sasl_srv_cfg {
  * Settings for mechanisms order[0..n), the users (taken: freed with the
  * result, also on failure), a lifetime in ms (>= 0), per_sec logins a
  * second per address with burst (per_sec 0: no limit).  The mock key is
- * random; the fake PLAIN credential has the iterations of the users'
+ * random; an unknown SCRAM user's server-first has the iterations and
+ * salt length of the users' first entry for that hash (else of their
+ * first entry; else krelay-passwd's); the fake PLAIN credential has the iterations of the users'
  * first entry (KR_SCRAM_ITER_DEFAULT with none), one PBKDF2 now.  NULL
  * on ENOMEM or an OpenSSL failure.
  */

@@ -186,6 +186,11 @@ struct kr_scram_server {
     kr_scram_nonce_fn nonce_fn;         /* NULL: kr_scram_nonce_random */
     void *nonce_arg;
     bool unknown_user;                  /* answering with a mock */
+    uint32_t mock_iterations;           /* the mock's i= (0: KR_SCRAM_ITER_
+                                           DEFAULT); set after init */
+    size_t mock_salt_len;               /* its salt's bytes, at most the
+                                           hash's length (0: KR_SCRAM_
+                                           SALT_LEN); set after init */
     struct kr_scram_cred cred;          /* the user's (or the mock) */
     char *user;                         /* unescaped user name, malloc'd */
     char *gs2_b64;                      /* base64 of the gs2 header: c= */
@@ -213,9 +218,11 @@ void kr_scram_server_init(struct kr_scram_server *s, enum kr_scram_hash h,
  * cred NULL (no such user): with mock_key (mock_key_len > 0, a secret
  * the caller keeps for the process's life, e.g. 32 bytes of RAND_bytes)
  * krelay answers as for a real user, with salt HMAC-H(mock_key, user)
- * cut to KR_SCRAM_SALT_LEN (the same salt each time for one user) and
- * KR_SCRAM_ITER_DEFAULT iterations, and kr_scram_server_final later
- * answers exactly as for a wrong password (RFC 5802 section 9) but
+ * cut to s->mock_salt_len (the same salt each time for one user) and
+ * s->mock_iterations (the caller sets both as its real users' are: a
+ * client must not tell a name from i= or the salt's length; 0:
+ * KR_SCRAM_SALT_LEN and KR_SCRAM_ITER_DEFAULT), and kr_scram_server_final
+ * later answers exactly as for a wrong password (RFC 5802 section 9) but
  * returns KR_SCRAM_UNKNOWN_USER: a client cannot tell the two apart.
  * Without mock_key: KR_SCRAM_UNKNOWN_USER now, as Kafka does
  * (ScramSaslServer fails on the client-first message with the same

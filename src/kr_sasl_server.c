@@ -263,6 +263,7 @@ kr_sasl_srv_cfg_new(const enum kr_sasl_srv_mech *order, unsigned n,
     uint8_t pw[32], salt[KR_SCRAM_SALT_LEN];
     uint32_t iter = KR_SCRAM_ITER_DEFAULT;
     enum kr_scram_hash h = KR_SCRAM_SHA512;
+    unsigned i;
     bool ok;
 
     if (c == NULL || n == 0 || n > KR_SASL_SRV_NMECH) {
@@ -278,6 +279,22 @@ kr_sasl_srv_cfg_new(const enum kr_sasl_srv_mech *order, unsigned n,
     if (users != NULL && users->n > 0) {
         iter = users->v[0].cred.iterations;
         h = users->v[0].cred.hash;
+    }
+    /* an unknown SCRAM user's server-first: shaped as a known one's */
+    for (i = 0; i < 2; i++) {
+        const struct kr_scram_cred *f = NULL;
+        size_t j;
+
+        for (j = 0; users != NULL && j < users->n && f == NULL; j++) {
+            if (users->v[j].cred.hash == (enum kr_scram_hash)i) {
+                f = &users->v[j].cred;
+            }
+        }
+        if (f == NULL && users != NULL && users->n > 0) {
+            f = &users->v[0].cred;
+        }
+        c->mock_iter[i] = f != NULL ? f->iterations : KR_SCRAM_ITER_DEFAULT;
+        c->mock_salt_len[i] = f != NULL ? f->salt_len : KR_SCRAM_SALT_LEN;
     }
     /* a credential no password is known for: unknown PLAIN users are
        checked against it, so they cost one PBKDF2 as known ones do */
@@ -761,6 +778,8 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
         }
         cred = kr_sasl_users_lookup(c->users, s->claimed, h);
         kr_scram_server_init(&s->scram, h, c->nonce_fn, c->nonce_arg);
+        s->scram.mock_iterations = c->mock_iter[h];
+        s->scram.mock_salt_len = c->mock_salt_len[h];
         o = kr_scram_server_first(&s->scram, &cf, cred, c->mock_key,
                                   sizeof(c->mock_key), out, out_len);
         switch (o) {

@@ -481,15 +481,20 @@ kr_scram_server_first(struct kr_scram_server *s,
            password matches (random) */
         s->unknown_user = true;
         s->cred.hash = s->hash;
-        s->cred.iterations = KR_SCRAM_ITER_DEFAULT;
+        s->cred.iterations = s->mock_iterations != 0 ? s->mock_iterations
+                                                     : KR_SCRAM_ITER_DEFAULT;
         if (!hmac(s->hash, mock_key, mock_key_len, s->user, strlen(s->user),
                   mac) ||
             RAND_bytes(s->cred.stored_key, KR_SCRAM_KEY_MAX) != 1 ||
             RAND_bytes(s->cred.server_key, KR_SCRAM_KEY_MAX) != 1) {
             return server_fail(s, KR_SCRAM_NO_MEMORY);
         }
-        s->cred.salt_len = KR_SCRAM_SALT_LEN;
-        memcpy(s->cred.salt, mac, KR_SCRAM_SALT_LEN);
+        s->cred.salt_len = s->mock_salt_len != 0 ? s->mock_salt_len
+                                                 : KR_SCRAM_SALT_LEN;
+        if (s->cred.salt_len > kr_scram_hash_len(s->hash)) {
+            s->cred.salt_len = kr_scram_hash_len(s->hash);
+        }
+        memcpy(s->cred.salt, mac, s->cred.salt_len);
         OPENSSL_cleanse(mac, sizeof(mac));
     }
     sn = make_nonce(s->nonce_fn, s->nonce_arg, snonce, sizeof(snonce));

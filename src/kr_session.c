@@ -1651,6 +1651,14 @@ client_write(struct kr_session *s)
         if (s->draining && client_owed(s) == 0) {
             kr_s_close_up(s, KR_LOG_INFO, "upstream %s closed the connection "
                           "(last responses delivered)", s->upname);
+        } else if (s->req_blocked && s->sasl_srv != NULL &&
+                   !kr_conn_out_full(s->client.out,
+                                     (size_t)s->lc->max_buffer_bytes)) {
+            /* sasl = terminate: requests krelay answers itself waited
+               for the client to take its answers (answer_room) */
+            if (kr_s_resume_requests(s) == 0) {
+                kr_s_update_io(s);
+            }
         } else {
             kr_s_update_io(s);
         }

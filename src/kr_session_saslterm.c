@@ -40,6 +40,7 @@
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conf.h"
+#include "kr_conn.h"
 #include "kr_frame.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
@@ -62,6 +63,34 @@
 #define KR_TERM_AV_KEYS 256
 
 static bool copy_at(struct evbuffer *in, size_t off, void *out, size_t n);
+
+/*
+ * May krelay build one more answer of its own now?  Not while the client
+ * leaves its answers unread (client.out full: kr_conn_out_full with
+ * max_buffer_bytes) or max_inflight wait: a client that pipelines 14-byte
+ * ApiVersions before logging in and reads nothing would otherwise have
+ * krelay hold ~30 times its bytes in answers until the login deadline.
+ * The answers queued are written first.  NREQ_SASL_TERM: room;
+ * NREQ_WAIT: the requests are blocked (s->req_blocked, so its reading
+ * stops, kr_s_update_io) until a write to the client or a freed slot
+ * resumes them (kr_s_resume_requests); NREQ_CLOSED.
+ */
+static enum nreq_outcome
+answer_room(struct kr_session *s)
+{
+    size_t maxb = (size_t)s->lc->max_buffer_bytes;
+
+    if (kr_conn_out_full(s->client.out, maxb) &&
+        kr_s_conn_flush(s, &s->client) != 0) {
+        return NREQ_CLOSED;
+    }
+    if (!kr_conn_out_full(s->client.out, maxb) &&
+        kr_s_fifo_inflight(s) < (uint64_t)s->lc->max_inflight) {
+        return NREQ_SASL_TERM;
+    }
+    s->req_blocked = 1;
+    return NREQ_WAIT;
+}
 
 bool
 kr_s_term_init(struct kr_session *s)
@@ -95,7 +124,7 @@ kr_s_term_init(struct kr_session *s)
  * nr->term_av) once the cluster's ranges are known; until then
  * NREQ_WAIT, the requests paused for KR_TERM_AV_POLL_MS.  One newer than
  * krelay's tables goes on as usual (NREQ_FORWARD: the KIP-511 answer is
- * krelay's own too).
+ * krelay's own too); one with a negative version closes (NREQ_CLOSED).
  */
 static enum nreq_outcome
 av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
@@ -103,13 +132,21 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
 {
     const struct kr_api_desc *ad = kr_api_get(KR_API_API_VERSIONS);
     uint8_t b[KR_FRAME_PREFIX + 4];
+    enum nreq_outcome room;
     int16_t lo, hi;
 
     if (size < 4 || avail < sizeof(b) || !copy_at(in, scan, b, sizeof(b))) {
         return size < 4 ? NREQ_FORWARD : NREQ_WAIT;
     }
-    if (ad == NULL || kr_frame_i16(b + KR_FRAME_PREFIX + 2) > ad->valid.hi ||
-        kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
+    if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
+        /* no client sends it; forwarded, it would wait in up.out for the
+           broker the login dials, its client for the deadline */
+        kr_s_close_bad(s, KR_LOG_NOTICE, "ApiVersions v%d request before "
+                       "SASL authentication (sasl = terminate): a negative "
+                       "version", kr_frame_i16(b + KR_FRAME_PREFIX + 2));
+        return NREQ_CLOSED;
+    }
+    if (ad == NULL || kr_frame_i16(b + KR_FRAME_PREFIX + 2) > ad->valid.hi) {
         return NREQ_FORWARD;
     }
     if (!kr_upstream_api_range(s->rw.upstream, KR_API_API_VERSIONS, &lo,
@@ -127,6 +164,9 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     if (avail - KR_FRAME_PREFIX < (size_t)size) {
         return NREQ_WAIT;               /* whole */
+    }
+    if ((room = answer_room(s)) != NREQ_SASL_TERM) {
+        return room;
     }
     if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) >= 3 &&
         *s->host->audit != NULL) {
@@ -162,6 +202,7 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     int64_t now = kr_clock_timer_ms();
     uint8_t b[KR_FRAME_PREFIX + 2];
     enum kr_sasl_srv_gate g;
+    enum nreq_outcome room;
     int32_t size;
     int16_t key;
     bool raw;
@@ -233,6 +274,9 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     }
     if (avail - KR_FRAME_PREFIX < (size_t)size) {
         return NREQ_WAIT;               /* whole */
+    }
+    if ((room = answer_room(s)) != NREQ_SASL_TERM) {
+        return room;
     }
     memset(nr, 0, sizeof(*nr));
     nr->flen = (size_t)size;

@@ -20,6 +20,7 @@
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
 #include "kr_sasl_server.h"
+#include "kr_sasl_token.h"
 #include "kr_sasl_users.h"
 #include "kr_schema.h"
 #include "kr_scram.h"
@@ -589,6 +590,61 @@ START_TEST(bad_credentials)
 }
 END_TEST
 
+/* The server-first message's s= length and i= for user over hash h. */
+static void
+server_first_shape(const struct kr_sasl_srv_cfg *c, enum kr_scram_hash h,
+                   const char *user, size_t *salt_len, unsigned *iter)
+{
+    struct kr_sasl_srv s;
+    struct kr_sasl_srv_result res;
+    struct rsp o;
+    char first[256], sf[512], *sp, *ip;
+    uint8_t salt[KR_SCRAM_SALT_MAX];
+
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    handshake_ok(&s, 1, kr_scram_mech_name(h));
+    snprintf(first, sizeof(first), "n,,n=%s,r=fyko+d2lbbFgONRv9qkxdawL",
+             user);
+    ck_assert_int_eq(step(&s, KR_API_SASL_AUTHENTICATE, 1, first,
+                          strlen(first), 0, &res, &o),
+                     KR_SASL_SRV_CONTINUE);
+    ck_assert_uint_lt(o.auth_len, sizeof(sf));
+    memcpy(sf, o.auth, o.auth_len);
+    sf[o.auth_len] = '\0';
+    rsp_free(&o);
+    sp = strstr(sf, ",s=");
+    ip = strstr(sf, ",i=");
+    ck_assert(sp != NULL && ip != NULL && ip > sp);
+    ck_assert(kr_sasl_b64_decode((const uint8_t *)sp + 3,
+                                 (size_t)(ip - sp - 3), false, salt,
+                                 salt_len));
+    *iter = (unsigned)strtoul(ip + 3, NULL, 10);
+    kr_sasl_srv_free(&s);
+}
+
+/* An unknown SCRAM user's server-first has the shape a known user's has
+   (the users' iterations and salt length, not krelay-passwd's defaults):
+   s= and i= do not tell which names exist. */
+START_TEST(scram_unknown_shape)
+{
+    struct kr_sasl_srv_cfg *c = cfg_make(0, 0, 0);
+    size_t known_salt, unknown_salt;
+    unsigned known_iter, unknown_iter;
+    int h;
+
+    for (h = KR_SCRAM_SHA256; h <= KR_SCRAM_SHA512; h++) {
+        server_first_shape(c, (enum kr_scram_hash)h, "alice", &known_salt,
+                           &known_iter);
+        server_first_shape(c, (enum kr_scram_hash)h, "mallory",
+                           &unknown_salt, &unknown_iter);
+        ck_assert_uint_eq(known_iter, ITER);
+        ck_assert_uint_eq(unknown_iter, known_iter);
+        ck_assert_uint_eq(unknown_salt, known_salt);
+    }
+    kr_sasl_srv_cfg_free(c);
+}
+END_TEST
+
 START_TEST(tokenauth_refused)
 {
     struct kr_sasl_srv_cfg *c = cfg_make(0, 0, 0);
@@ -1061,6 +1117,7 @@ suite(void)
     tcase_add_test(t, plain_v0_raw);
     tcase_add_test(t, scram_exchanges);
     tcase_add_test(t, bad_credentials);
+    tcase_add_test(t, scram_unknown_shape);
     tcase_add_test(t, tokenauth_refused);
     tcase_add_test(t, unsupported_mechanism);
     tcase_add_test(t, illegal_state);

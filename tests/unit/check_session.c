@@ -2670,6 +2670,111 @@ START_TEST(sasl_term_no_upstream_before_login)
 END_TEST
 
 /*
+ * sasl = terminate: an ApiVersions with a negative version before the
+ * login is not queued for the broker (to go out after the login, its
+ * client waiting till the deadline meanwhile): closed at once, one line.
+ */
+START_TEST(sasl_term_apiversions_negative)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    term_listener(0);
+    T.fb.answer_av = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    bend(&req, req_begin(&req, KR_API_API_VERSIONS, -1, 5));
+    req_sasl_plain(&req, 6, "alice");
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert_int_eq(fake_client_conns(), 0);
+    ck_assert_int_eq(T.fb.nreq, 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "ApiVersions v-1 request before SASL "
+                         "authentication") != NULL, "log: %s", log);
+    free(log);
+    free(req.b);
+}
+END_TEST
+
+/*
+ * sasl = terminate: a client that pipelines ApiVersions before its login
+ * and reads none of the answers.  krelay stops reading it once its
+ * answers fill client.out (max_buffer_bytes) instead of holding ~30
+ * times the client's bytes until the login deadline; once the client
+ * reads, every request is answered, in order.
+ */
+START_TEST(sasl_term_unread_answers)
+{
+    struct bb req = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+    size_t one, sent = 0, most = 0, owed = 0, n;
+    int i, nreq = 300000, whole;
+
+    term_listener(0);
+    T.fb.answer_av = true;
+    start();
+    c = cli_open(boot_port(), 4096);
+    event_del(c->rev);                          /* reads nothing */
+    req_apiversions(&req, 0);
+    one = req.n;
+    for (i = 1; i < nreq; i++) {
+        req_apiversions(&req, i);
+    }
+    w.stall_ms = 300;
+    while (sent < req.n && waiting(&w, sent)) {
+        ssize_t k = write(c->fd, req.b + sent, req.n - sent);
+
+        if (k > 0) {
+            sent += (size_t)k;
+        }
+        pump_once();
+        if (T.w->sessions != NULL) {
+            n = evbuffer_get_length(T.w->sessions->client.out);
+            most = n > most ? n : most;
+            n = T.w->sessions->fifo.len;
+            owed = n > owed ? n : owed;
+        }
+    }
+    pump_for(100);
+    ck_assert(!c->closed);
+    n = evbuffer_get_length(T.w->sessions->client.out);
+    most = n > most ? n : most;
+    /* below max_buffer_bytes, then one answer more at most */
+    ck_assert_msg(most <= MAX_BUF + 4096, "krelay held %zu bytes of answers "
+                  "for a client that reads none (max_buffer_bytes %d; %zu "
+                  "request bytes sent)", most, MAX_BUF, sent);
+    /* the client reads: every whole request sent is answered, in order */
+    event_add(c->rev, NULL);
+    whole = (int)(sent / one);
+    memset(&w, 0, sizeof(w));
+    for (i = 0; i < whole && waiting(&w, (uint64_t)i);) {
+        size_t have = evbuffer_get_length(c->in);
+        const uint8_t *p = evbuffer_pullup(c->in, have < 8 ? -1 : 8);
+
+        if (have >= 8 && have >= 4 + (size_t)kr_frame_i32(p)) {
+            ck_assert_int_eq(kr_frame_i32(p + 4), i);
+            evbuffer_drain(c->in, 4 + (size_t)kr_frame_i32(p));
+            i++;
+            continue;
+        }
+        ck_assert(!c->closed);
+        pump_once();
+    }
+    ck_assert_int_eq(i, whole);
+    ck_assert(!c->closed);
+    ck_assert_int_eq(fake_client_conns(), 0);
+    free(req.b);
+}
+END_TEST
+
+/*
  * The login's deadline counts from the accept on sasl = terminate and
  * required listeners: a client that sends nothing (0, 3), or only
  * ApiVersions (1: answered; 2: the cluster's ranges never known, not
@@ -5622,6 +5727,8 @@ session_suite(void)
     tcase_add_test(tc, sasl_receive_cap);
     tcase_add_test(tc, sasl_auth_timeout);
     tcase_add_test(tc, sasl_term_no_upstream_before_login);
+    tcase_add_test(tc, sasl_term_unread_answers);
+    tcase_add_test(tc, sasl_term_apiversions_negative);
     tcase_add_loop_test(tc, sasl_login_timeout, 0, 5);
     tcase_add_test(tc, sasl_reauth);
     tcase_add_test(tc, sasl_handshake_pipelined);
