@@ -113,6 +113,18 @@ bool kr_sasl_rate_take(struct kr_sasl_rate *r, const void *key,
 
 void kr_sasl_rate_free(struct kr_sasl_rate *r);
 
+struct sockaddr;
+
+/*
+ * The rate key of a client address sa into out (at most 16 bytes); its
+ * length, 0 for a family without one.  IPv4: the 4 bytes; IPv6: the /64
+ * (8 bytes: one host's share, so a client cannot take a fresh budget by
+ * changing its interface identifier); an IPv4-mapped IPv6 address (an
+ * IPv4 client on a dual-stack listener): its IPv4 address, as on an IPv4
+ * listener.
+ */
+size_t kr_sasl_rate_key(const struct sockaddr *sa, uint8_t out[16]);
+
 /* ---- a listener's termination settings ---------------------------------- */
 
 /*

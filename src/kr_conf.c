@@ -289,9 +289,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "0: never", NULL },
     { KR_CS_LISTENER, "sasl_login_rate", KR_CT_STRING, LST(sasl_login_rate),
       0, "5,20", 0, 0, 0,
-      "with sasl = terminate: logins per second per client address, and "
-      "the burst allowed at once, as PER_SEC,BURST (0: no limit); a "
-      "login over it is refused before any password is hashed", NULL },
+      "with sasl = terminate: logins per second per client address (an "
+      "IPv6 client's /64; an IPv4 client on a dual-stack listener by its "
+      "IPv4 address), and the burst allowed at once, as PER_SEC,BURST "
+      "(0: no limit); a login over it is refused before any password is "
+      "hashed", NULL },
     /* issue 8: SNI routing */
     { KR_CS_LISTENER, "sni_broker_name", KR_CT_STRING, LST(sni_broker_name),
       0, NULL, 0, 0, KR_CF_REBIND,

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -1074,4 +1076,24 @@ kr_sasl_srv_raw(struct kr_sasl_srv *s, uint8_t *tok, size_t len,
     /* a failed raw exchange closes with no answer */
     free(out);
     res->close = true;
+}
+
+size_t
+kr_sasl_rate_key(const struct sockaddr *sa, uint8_t out[16])
+{
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+    if (sa->sa_family == AF_INET) {
+        memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+        return 4;
+    }
+    if (sa->sa_family != AF_INET6) {
+        return 0;
+    }
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+        memcpy(out, in6->sin6_addr.s6_addr + 12, 4);
+        return 4;
+    }
+    memcpy(out, in6->sin6_addr.s6_addr, 8);
+    return 8;
 }

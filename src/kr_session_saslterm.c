@@ -95,8 +95,8 @@ answer_room(struct kr_session *s)
 bool
 kr_s_term_init(struct kr_session *s)
 {
-    const void *addr = NULL;
-    size_t alen = 0;
+    uint8_t key[16];
+    size_t alen;
 
     if (s->lc->sasl != KR_SASL_MODE_TERMINATE || s->lc->sasl_srv == NULL) {
         return true;
@@ -105,14 +105,9 @@ kr_s_term_init(struct kr_session *s)
     if (s->sasl_srv == NULL) {
         return false;
     }
-    if (s->peer.sa.sa_family == AF_INET) {
-        addr = &s->peer.in.sin_addr;
-        alen = sizeof(s->peer.in.sin_addr);
-    } else if (s->peer.sa.sa_family == AF_INET6) {
-        addr = &s->peer.in6.sin6_addr;
-        alen = sizeof(s->peer.in6.sin6_addr);
-    }
-    kr_sasl_srv_init(s->sasl_srv, s->lc->sasl_srv, addr, alen);
+    alen = kr_sasl_rate_key(&s->peer.sa, key);
+    kr_sasl_srv_init(s->sasl_srv, s->lc->sasl_srv, alen > 0 ? key : NULL,
+                     alen);
     s->rw.sasl_local = true;
     s->up_after_auth = 1;               /* no broker before the login */
     return true;

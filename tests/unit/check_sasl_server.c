@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "kr_api_keys.h"
 #include "kr_codec.h"
@@ -1106,6 +1109,45 @@ START_TEST(mechs_parse)
 }
 END_TEST
 
+/* the login rate's key: IPv4 as is, IPv6 by its /64, IPv4-mapped as IPv4 */
+static size_t
+key_of6(const char *text, uint8_t out[16])
+{
+    struct sockaddr_in6 a;
+
+    memset(&a, 0, sizeof(a));
+    a.sin6_family = AF_INET6;
+    ck_assert_int_eq(inet_pton(AF_INET6, text, &a.sin6_addr), 1);
+    return kr_sasl_rate_key((struct sockaddr *)&a, out);
+}
+
+START_TEST(rate_key)
+{
+    struct sockaddr_in a4;
+    uint8_t k1[16], k2[16];
+    size_t n1, n2;
+
+    memset(&a4, 0, sizeof(a4));
+    a4.sin_family = AF_INET;
+    ck_assert_int_eq(inet_pton(AF_INET, "192.0.2.7", &a4.sin_addr), 1);
+    n1 = kr_sasl_rate_key((struct sockaddr *)&a4, k1);
+    ck_assert_uint_eq(n1, 4);
+    ck_assert_mem_eq(k1, "\xc0\x00\x02\x07", 4);
+    /* the same host through a dual-stack listener: the same key */
+    n2 = key_of6("::ffff:192.0.2.7", k2);
+    ck_assert_uint_eq(n2, 4);
+    ck_assert_mem_eq(k1, k2, 4);
+    /* two addresses of one /64: one key; another /64: another */
+    n1 = key_of6("2001:db8:1:2::1", k1);
+    n2 = key_of6("2001:db8:1:2:dead:beef:0:99", k2);
+    ck_assert_uint_eq(n1, 8);
+    ck_assert_uint_eq(n2, 8);
+    ck_assert_mem_eq(k1, k2, 8);
+    n2 = key_of6("2001:db8:1:3::1", k2);
+    ck_assert(memcmp(k1, k2, 8) != 0);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -1126,6 +1168,7 @@ suite(void)
     tcase_add_test(t, lifetime);
     tcase_add_test(t, truncated);
     tcase_add_test(t, mechs_parse);
+    tcase_add_test(t, rate_key);
     suite_add_tcase(s, t);
     return s;
 }
