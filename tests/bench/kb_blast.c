@@ -418,22 +418,9 @@ kb_blast(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "a:c:D:d:w:r:s:V:t:S:C:")) != -1) {
         switch (opt) {
-        case 'a': {
-            char *copy = strdup(optarg), *save = NULL, *tok;
-
-            if (copy == NULL) {
-                kb_die("out of memory");
-            }
-            for (tok = strtok_r(copy, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (naddrs == KB_B_MAX_ADDRS) {
-                    kb_die("too many addresses");
-                }
-                kb_parse_addr(tok, &addrs[naddrs++]);
-            }
-            free(copy);
+        case 'a':
+            naddrs = kb_parse_addrs(optarg, addrs, KB_B_MAX_ADDRS);
             break;
-        }
         case 'c': nconns = (int)kb_parse_long(optarg, 1, KB_B_MAX_CONNS,
                                               "connections");
             break;

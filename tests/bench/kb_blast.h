@@ -45,6 +45,8 @@ double kb_parse_double(const char *s, double min, double max,
                        const char *what);
 /* "IPv4:PORT" into sin or kb_die. */
 void kb_parse_addr(const char *s, struct sockaddr_in *sin);
+/* "IPv4:PORT,..." into addrs (at most max, else kb_die); the count. */
+int kb_parse_addrs(const char *s, struct sockaddr_in *addrs, int max);
 /* Raise RLIMIT_NOFILE to want (or the hard limit). */
 void kb_raise_nofile(rlim_t want);
 int kb_set_nonblock(int fd);

@@ -340,6 +340,27 @@ kb_parse_addr(const char *s, struct sockaddr_in *sin)
     }
 }
 
+/* "IPv4:PORT,..." into addrs (at most max, else kb_die); the count. */
+int
+kb_parse_addrs(const char *s, struct sockaddr_in *addrs, int max)
+{
+    char *copy = strdup(s), *save = NULL, *tok;
+    int n = 0;
+
+    if (copy == NULL) {
+        kb_die("out of memory");
+    }
+    for (tok = strtok_r(copy, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            kb_die("too many addresses");
+        }
+        kb_parse_addr(tok, &addrs[n++]);
+    }
+    free(copy);
+    return n;
+}
+
 /* Raise RLIMIT_NOFILE to want (or the hard limit). */
 void
 kb_raise_nofile(rlim_t want)
@@ -2036,22 +2057,9 @@ kb_idle(int argc, char **argv)
     while ((opt = getopt(argc, argv, "a:n:k:T:t:S:")) != -1) {
         switch (opt) {
         case 'S': kb_tls_ca = optarg; break;
-        case 'a': {
-            char *copy = strdup(optarg), *save = NULL, *tok;
-
-            if (copy == NULL) {
-                kb_die("out of memory");
-            }
-            for (tok = strtok_r(copy, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (naddrs == KB_MAX_ADDRS) {
-                    kb_die("too many addresses");
-                }
-                kb_parse_addr(tok, &addrs[naddrs++]);
-            }
-            free(copy);
+        case 'a':
+            naddrs = kb_parse_addrs(optarg, addrs, KB_MAX_ADDRS);
             break;
-        }
         case 'n': nconn = kb_parse_long(optarg, 1, 1000000, "conns"); break;
         case 'k': window = (int)kb_parse_long(optarg, 1, 1024, "window");
             break;
@@ -2268,22 +2276,9 @@ kb_handshake(int argc, char **argv)
 
     while ((opt = getopt(argc, argv, "a:n:S:C:")) != -1) {
         switch (opt) {
-        case 'a': {
-            char *copy = strdup(optarg), *save = NULL, *tok;
-
-            if (copy == NULL) {
-                kb_die("out of memory");
-            }
-            for (tok = strtok_r(copy, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (naddrs == KB_MAX_ADDRS) {
-                    kb_die("too many addresses");
-                }
-                kb_parse_addr(tok, &addrs[naddrs++]);
-            }
-            free(copy);
+        case 'a':
+            naddrs = kb_parse_addrs(optarg, addrs, KB_MAX_ADDRS);
             break;
-        }
         case 'n': n = kb_parse_long(optarg, 1, 10000000L, "handshakes");
             break;
         case 'S': ca = optarg; break;
