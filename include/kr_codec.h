@@ -104,7 +104,20 @@ struct kr_val {
     } u;
     uint8_t present;
     uint8_t is_null;
+    uint8_t rec_ext;            /* records whose bytes are u.s, not a
+                                   slice of the input: converted records
+                                   (kr_val_set_records_ext) */
 };
+
+/*
+ * Make v (a records field) hold len bytes at p instead of a slice of the
+ * decoded input: records krelay built itself (legacy translation,
+ * kr_records.h).  The bytes are borrowed: they must outlive every encode
+ * of the tree.  The encoder copies them into the wbuf's own bytes (they
+ * are not a kr_wbuf_rec), so kr_evcodec_emit and kr_wbuf_flatten need
+ * nothing else.  len -1 with p NULL: null records.
+ */
+void kr_val_set_records_ext(struct kr_val *v, const uint8_t *p, int32_t len);
 
 /* Array of n values of one element type (structs: .u.node each). */
 struct kr_array {

@@ -1803,6 +1803,16 @@ w_rec(struct kr_wbuf *w, uint64_t off, int32_t len)
     w->nrecs++;
 }
 
+void
+kr_val_set_records_ext(struct kr_val *v, const uint8_t *p, int32_t len)
+{
+    v->rec_ext = 1;
+    v->u.s.p = p;
+    v->u.s.len = len < 0 ? -1 : len;
+    v->is_null = len < 0;
+    v->present = 1;
+}
+
 static void
 w_len(struct kr_wbuf *w, bool flex, bool is16, int64_t len)
 {
@@ -1914,6 +1924,15 @@ enc_val(struct enc *e, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
     case KR_T_RECORDS:
         if (val->is_null || val->u.rec.len < 0) {
             return e_null(e, nullable, flex, false, "records");
+        }
+        if (val->rec_ext) {
+            if (val->u.s.len > 0 && val->u.s.p == NULL) {
+                return e_fail(e, "records of %d bytes have no data",
+                              (int)val->u.s.len);
+            }
+            w_len(w, flex, false, val->u.s.len);
+            w_mem(w, val->u.s.p, (size_t)val->u.s.len);
+            return KR_OK;
         }
         w_len(w, flex, false, val->u.rec.len);
         if (val->u.rec.len > 0) {

@@ -979,8 +979,29 @@ START_TEST(test_fetchsnapshot_layout)
                             "orders", 6), 0);
     out2 = encode_flat(&m2, out, olen, &olen, "FetchSnapshot again");
     ck_assert_int_eq(memcmp(out2, expect, elen), 0);
-    free(out);
     free(out2);
+
+    /* records krelay built itself (kr_val_set_records_ext): written in
+       place of the slice, the length prefix theirs, no kr_wbuf_rec */
+    {
+        static const uint8_t own[5] = { 1, 2, 3, 4, 5 };
+        struct kr_wbuf w = { 0 };
+
+        kr_val_set_records_ext(val, own, (int32_t)sizeof(own));
+        ck_assert_int_eq(kr_encode_msg(&m2, &w, &err), KR_OK);
+        ck_assert_uint_eq(w.nrecs, 0);
+        ck_assert_uint_eq(w.total, elen - 61 + 5);
+        ck_assert_int_eq(memcmp(w.buf, expect, 55), 0);
+        ck_assert_uint_eq(w.buf[55], 5 + 1);            /* compact length */
+        ck_assert_int_eq(memcmp(w.buf + 56, own, 5), 0);
+        ck_assert_int_eq(memcmp(w.buf + 61, expect + 56 + 61,
+                                elen - 56 - 61), 0);
+        kr_val_set_records_ext(val, NULL, -1);          /* not nullable */
+        kr_wbuf_reset(&w);
+        ck_assert_int_eq(kr_encode_msg(&m2, &w, &err), KR_EPROTO);
+        kr_wbuf_free(&w);
+    }
+    free(out);
     kr_arena_free(&a);
 }
 END_TEST
