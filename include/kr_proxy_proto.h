@@ -116,6 +116,8 @@ struct kr_pp {
                                            being skipped */
     uint32_t crc;                       /* v2: CRC32c so far (inverted) */
     uint32_t crc_want;                  /* v2: the CRC32C TLV's value */
+    uint32_t fed;                       /* bytes taken so far (for log
+                                           lines) */
     bool has_crc;                       /* v2: a CRC32C TLV was seen */
     uint8_t buf[KR_PP_V1_MAX + 1];      /* the v1 line, or the v2 fixed
                                            part then the kept address

@@ -706,6 +706,7 @@ kr_pp_feed(struct kr_pp *p, const uint8_t *b, size_t n, size_t *used)
         }
     }
     *used = i;
+    p->fed += (uint32_t)i;
     return st;
 }
 
