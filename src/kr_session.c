@@ -151,9 +151,13 @@
  * transport (kr_conn.h): both connections go through kr_conn_ops (plain
  * TCP, or TLS: kr_tls.h, for a listener or an upstream with ssl; the
  * tests inject faults through kr_session_host.conn_ops).
- * A client connection passes its stages before framing in
- * client_preamble (a PROXY header: none accepted yet; the first-bytes
- * sniff, which closes on "TLS handshake on a plaintext listener", and on
+ * A client connection passes its stages before framing: on a listener
+ * with proxy_protocol its PROXY header (issue 12: client_proxy, read off
+ * the socket as kr_proxy_proto allows, never past its end; the rules,
+ * the audit lines and the upstream wait for it, proxy_done, within
+ * proxy_protocol_timeout_ms, T_PROXY; its source is the client's address
+ * from then on, the proxy's kept in proxy_peer), then in client_preamble
+ * (the first-bytes sniff, which closes on "TLS handshake on a plaintext listener", and on
  * a TLS listener on plaintext Kafka or HTTP, and the like; the
  * transport's handshake), an upstream one its handshake once connect(2)
  * completed (up_tcp_connected; it counts as connected after it, within
@@ -1648,6 +1652,15 @@ proxy_done(struct kr_session *s)
             s->name[sizeof(s->name) - 1] = '\0';   /* cut: its start */
         }
         s->proxied = 1;
+        if (s->sasl_srv != NULL) {
+            /* sasl = terminate: the login rate is the client's, not the
+               proxy's (nothing of the exchange has happened yet) */
+            uint8_t key[16];
+            size_t alen = kr_sasl_rate_key(&s->peer.sa, key);
+
+            kr_sasl_srv_init(s->sasl_srv, s->sasl_srv->cfg,
+                             alen > 0 ? key : NULL, alen);
+        }
     }
     kr_log_debug("[%s] PROXY protocol %s header (%s, %" PRIu32 " bytes)%s",
                  s->name, kr_pp_version_name(pp), kr_pp_kind_name(pp->kind),

@@ -2542,6 +2542,47 @@ START_TEST(sasl_term_pipelined)
 }
 END_TEST
 
+/*
+ * sasl = terminate behind a proxy (issue 12): the login rate is keyed by
+ * the client the PROXY header names, not by the proxy's address (which
+ * every client behind it shares).
+ */
+START_TEST(proxy_term_rate_key)
+{
+    static const char v1[] = "PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n";
+    struct kr_cidr from = { AF_INET, 8, { 127 } };
+    static const uint8_t want[4] = { 203, 0, 113, 7 };
+    struct wait w = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+
+    term_listener(0);
+    T.lc.proxy_protocol = KR_PP_V1;
+    T.lc.proxy_protocol_from = &from;
+    T.lc.nproxy_protocol_from = 1;
+    T.lc.proxy_protocol_timeout_ms = 5000;
+    start();
+    c = cli_open(boot_port(), 0);
+    while ((s = T.w->sessions) == NULL && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(s->sasl_srv);
+    ck_assert_uint_eq(s->sasl_srv->addr_len, 4);
+    ck_assert(memcmp(s->sasl_srv->addr, "\x7f\0\0\x01", 4) == 0);
+    cli_send(c, v1, strlen(v1));
+    w.started = false;
+    while (s->client.stage == KR_STAGE_PROXY && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_int_eq(s->client.stage, KR_STAGE_SNIFF);
+    ck_assert_uint_eq(s->sasl_srv->addr_len, 4);
+    ck_assert(memcmp(s->sasl_srv->addr, want, 4) == 0);
+    ck_assert_ptr_eq(s->sasl_srv->cfg, T.lc.sasl_srv);
+    ck_assert(!s->sasl_srv->authenticated);
+}
+END_TEST
+
 /* A wrong password: the answer (58), then the close; nothing behind it
    reaches the broker; one log line, no password.  A request before
    authentication closes too. */
@@ -5873,6 +5914,7 @@ session_suite(void)
     tcase_add_test(tc, max_connections);
     tcase_add_loop_test(tc, proxy_header, 0, 3);
     tcase_add_loop_test(tc, proxy_refused, 0, 5);
+    tcase_add_test(tc, proxy_term_rate_key);
     tcase_add_test(tc, upstream_refuses);
     tcase_add_test(tc, upstream_closes_after_response);
     tcase_add_test(tc, stop_closes_everything);
