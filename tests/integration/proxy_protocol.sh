@@ -113,11 +113,20 @@ done
         done
     done
 } >"$W/haproxy.cfg"
+# listening on 127.0.0.1:$1 itself (krelay has the port on 127.0.0.2)
+hap_listening() {
+    local hex
+    hex=$(printf '0100007F:%04X' "$1")
+    awk -v a="$hex" '$2 == a && $4 == "0A" { f = 1 } END { exit !f }' \
+        /proc/net/tcp && kill -0 "$HAPROXY_PID" 2>/dev/null
+}
 haproxy -db -f "$W/haproxy.cfg" >"$W/haproxy.log" 2>&1 &
 HAPROXY_PID=$!
 KR_PIDS+=("$HAPROXY_PID")
-kr_wait_port $((P + 7)) 30 "$HAPROXY_PID" ||
-    kr_fail "HAProxy did not start: $(cat "$W/haproxy.log")"
+for port in $(seq "$P" $((P + 7))); do
+    kr_wait_for 30 hap_listening "$port" ||
+        kr_fail "HAProxy did not start: $(cat "$W/haproxy.log")"
+done
 kr_log "krelay v1=$P v2=$((P + 4)) tls=$((P + 8)) ut=$((P + 12)) on 127.0.0.2, HAProxy in front on 127.0.0.1"
 
 # 1. kcat through HAProxy: produce and consume, via v1 and via v2
