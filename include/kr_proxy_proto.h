@@ -23,14 +23,16 @@
  *       malformed.
  *   v2  the 12-byte signature, version 2, command LOCAL (0) or PROXY (1),
  *       a family 0..3 and a protocol 0..2 (anything else is malformed),
- *       the length, then that many bytes: for PROXY over AF_INET and
- *       AF_INET6 the addresses and ports (a length shorter than the
- *       family's address block is malformed), then TLVs, each checked to
- *       end within the length and skipped; PP2_TYPE_CRC32C, when
- *       present, is verified (RFC 4960 appendix B's CRC32c over the whole
- *       header with its value zeroed) and a mismatch is malformed.  The
- *       length bounds the header (16 + 65535 bytes); nothing of it but
- *       the fixed part and the IP addresses is kept.
+ *       the length, then that many bytes: for PROXY over AF_INET,
+ *       AF_INET6 and AF_UNIX the family's address block (a length shorter
+ *       than it is malformed), then TLVs, each checked to end within the
+ *       length and skipped; PP2_TYPE_CRC32C, when present, is verified
+ *       (RFC 4960 appendix B's CRC32c over the whole header with its
+ *       value zeroed) and a mismatch is malformed.  The block of a LOCAL
+ *       header, and of AF_UNSPEC or protocol UNSPEC, is skipped unparsed
+ *       (the spec: ignored).  The length bounds the header (16 + 65535
+ *       bytes); nothing of it but the fixed part and the IP addresses is
+ *       kept.
  * Outcomes for the connection (enum kr_pp_kind): PROXIED, with the
  * source and destination of the header; UNKNOWN (v1 UNKNOWN; v2 PROXY
  * over AF_UNSPEC, AF_UNIX or an unspecified protocol: "the receiver
