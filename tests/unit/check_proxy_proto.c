@@ -150,6 +150,10 @@ static const struct good {
     /* the shortest lines */
     { "v1 unknown short", KR_PP_V1, "PROXY UNKNOWN\r\n", NULL, 15,
       KR_PP_UNKNOWN, "none", "none", 1 },
+    { "v1 tcp6 shortest", KR_PP_V1, "PROXY TCP6 :: :: 0 0\r\n", NULL, 22,
+      KR_PP_PROXIED, "[::]:0", "[::]:0", 1 },
+    { "v1 tcp4 shortest", KR_PP_V1, "PROXY TCP4 0.0.0.0 0.0.0.0 0 0\r\n",
+      NULL, 32, KR_PP_PROXIED, "0.0.0.0:0", "0.0.0.0:0", 1 },
     { "v1 tcp6 short", KR_PP_V1, "PROXY TCP6 :: ::1 0 9092\r\n", NULL, 26,
       KR_PP_PROXIED, "[::]:0", "[::1]:9092", 1 },
     { "v1 tcp4 short", KR_PP_V1, "PROXY TCP4 0.0.0.0 1.2.3.4 0 1\r\n",
@@ -508,6 +512,52 @@ START_TEST(crc32c)
 }
 END_TEST
 
+/*
+ * Lines of every shape (random addresses, short and long, compressed
+ * IPv6 forms, ports of 1 to 5 digits) followed by stream bytes, fed as
+ * kr_pp_want says: never a byte past the CRLF, the addresses read back.
+ */
+START_TEST(want_random)
+{
+    uint32_t x = 12345;
+    char line[160], a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN], s[80], w[80];
+    size_t n, used;
+    struct kr_pp p;
+    int i, k;
+
+    for (i = 0; i < 3000; i++) {
+        uint8_t ad[2][16];
+        unsigned port[2];
+        bool six = i % 2 == 1;
+
+        for (k = 0; k < 32; k++) {
+            x = x * 1103515245u + 12345u;
+            /* many zeros: long runs for "::" */
+            ((uint8_t *)ad)[k] = (x >> 16) % 3 == 0 ? 0 : (uint8_t)(x >> 8);
+        }
+        x = x * 1103515245u + 12345u;
+        port[0] = (x >> 8) % (i % 5 == 0 ? 10 : 65536);
+        x = x * 1103515245u + 12345u;
+        port[1] = (x >> 8) % (i % 7 == 0 ? 100 : 65536);
+        inet_ntop(six ? AF_INET6 : AF_INET, ad[0], a, sizeof(a));
+        inet_ntop(six ? AF_INET6 : AF_INET, ad[1], b, sizeof(b));
+        n = (size_t)snprintf(line, sizeof(line), "PROXY TCP%c %s %s %u %u\r\n",
+                             six ? '6' : '4', a, b, port[0], port[1]);
+        memcpy(line + n, "\0\0\0\x10", 4);
+        n += 4;
+        KR_TEST_CHECK(feed(&p, KR_PP_ANY, (uint8_t *)line, n, 0, &used) ==
+                      KR_PP_DONE, "%s: %s", line, p.why);
+        KR_TEST_CHECK(used == n - 4, "%s: used %zu", line, used);
+        snprintf(w, sizeof(w), six ? "[%s]:%u" : "%s:%u", a, port[0]);
+        KR_TEST_CHECK(strcmp(addr_str(&p.src, s, sizeof(s)), w) == 0,
+                      "%s: %s", line, s);
+        snprintf(w, sizeof(w), six ? "[%s]:%u" : "%s:%u", b, port[1]);
+        KR_TEST_CHECK(strcmp(addr_str(&p.dst, s, sizeof(s)), w) == 0,
+                      "%s: %s", line, s);
+    }
+}
+END_TEST
+
 static Suite *
 pp_suite(void)
 {
@@ -520,6 +570,7 @@ pp_suite(void)
     tcase_add_test(tc, v1_oversized);
     tcase_add_test(tc, truncated);
     tcase_add_test(tc, crc32c);
+    tcase_add_test(tc, want_random);
     suite_add_tcase(s, tc);
     return s;
 }
