@@ -221,6 +221,10 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
+    struct kr_an_legacy_conf *legacy_conf; /* issue 10: the listener's
+                                           legacy translation as the
+                                           pipeline takes it (malloc'd on
+                                           first use, kr_session_rules.c) */
     bool fetch_stale;                   /* no full Fetch on this
                                            connection since it opened or
                                            the config changed: an

@@ -380,6 +380,7 @@ session_free(struct kr_session *s)
         free(s->sasl_srv);
     }
     free(s->clamps);
+    free(s->legacy_conf);
     free(s->enforced);
     free(s->av);
     free(s->scan);
