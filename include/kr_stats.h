@@ -190,6 +190,9 @@ enum kr_stat_labels {
       "Requests of a version the brokers no longer accept answered or "      \
       "closed by krelay: translate_legacy off, or it could not translate "   \
       "them.")                                                               \
+    X(legacy_refusals_delayed, COUNTER, NONE, 1,                             \
+      "Refusals of a legacy version held legacy_refuse_delay_ms: the same "  \
+      "client address was refused within legacy_refuse_window_ms.")          \
     X(legacy_records_in, COUNTER, NONE, 1,                                   \
       "Bytes of records legacy translation converted between message "       \
       "formats (magic 0/1 and RecordBatch v2), as they came.")               \

@@ -993,6 +993,43 @@ take_rq(struct kr_session *s, struct kr_an_decision *d)
 }
 
 /*
+ * issue 10: when the answer refusing a version the brokers no longer
+ * accept may go out: at once, unless this client's address was refused
+ * within legacy_refuse_window_ms (a client reconnecting in a loop):
+ * then legacy_refuse_delay_ms later (counted).
+ */
+static int64_t
+legacy_refusal_release(struct kr_session *s)
+{
+    struct kr_legacy_refusal *r;
+    int64_t now = kr_clock_timer_ms(), at = now;
+    uint64_t h = 1469598103934665603ull;
+    const uint8_t *p;
+    size_t n, i;
+
+    if (s->peer.sa.sa_family == AF_INET6) {
+        p = (const uint8_t *)&s->peer.in6.sin6_addr;
+        n = sizeof(s->peer.in6.sin6_addr);
+    } else {
+        p = (const uint8_t *)&s->peer.in.sin_addr;
+        n = sizeof(s->peer.in.sin_addr);
+    }
+    for (i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 1099511628211ull;     /* FNV-1a */
+    }
+    r = &s->host->legacy_refused[h % KR_ARRAY_LEN(s->host->legacy_refused)];
+    if (r->at_ms != 0 && r->addr_hash == h &&
+        now - r->at_ms <= s->lc->legacy_refuse_window_ms &&
+        s->lc->legacy_refuse_delay_ms > 0) {
+        at = now + s->lc->legacy_refuse_delay_ms;
+        KR_STAT_INC(s->host->stats, legacy_refusals_delayed);
+    }
+    r->addr_hash = h;
+    r->at_ms = now;
+    return at;
+}
+
+/*
  * Carry out the pipeline's decision d on request nr, whose payload is in
  * s->rq_payload (and d->msg borrows from it).  Takes what d owns.
  * Returns 0, or -1 when closed.
@@ -1051,6 +1088,9 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
                       kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
+        if (d->legacy && !(rq->a->actions & KR_AUDIT_TRANSLATED)) {
+            rq->release_ms = legacy_refusal_release(s);
+        }
         kr_log(d->level, "[%s] %s", s->name, d->text);
         kr_an_decision_free(d);
         return push_entry(s, &nr->e, rq);
