@@ -100,6 +100,20 @@ wr64(uint8_t *p, uint64_t v)
     return wr32(p + 4, (uint32_t)v);
 }
 
+/* a - b and a + b wrapping as Java's long arithmetic (wire values may be
+ * anything: DefaultRecord's deltas wrap the same way) */
+static inline int64_t
+wsub(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+static inline int64_t
+wadd(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
 static inline uint64_t
 zz64(int64_t v)
 {
@@ -452,7 +466,8 @@ v2_plan(struct rec *r, size_t a, size_t b, int64_t *maxts)
     size_t tot = 0;
 
     for (size_t i = a; i < b; i++) {
-        r[i].size = v2_body_size(&r[i], (int64_t)(i - a), r[i].ts - base);
+        r[i].size = v2_body_size(&r[i], (int64_t)(i - a),
+                                  wsub(r[i].ts, base));
         tot += uvar_size(zz64(r[i].size)) + r[i].size;
         if (r[i].ts > mx) {
             mx = r[i].ts;
@@ -474,7 +489,7 @@ v2_put_records(uint8_t *p, const struct rec *r, size_t a, size_t b,
 
         p = wr_var(p, x->size);
         *p++ = 0;
-        p = wr_var(p, x->ts - base);
+        p = wr_var(p, wsub(x->ts, base));
         p = wr_var(p, (int64_t)(i - a));
         p = wr_var(p, x->klen);
         if (x->klen > 0) {
@@ -632,7 +647,8 @@ up_flush(struct conv *c, struct run *ru, const uint8_t *set,
 
             for (; i < n; i++) {
                 struct rec *x = &c->r[i];
-                uint32_t s = v2_body_size(x, (int64_t)(i - a), x->ts - base);
+                uint32_t s = v2_body_size(x, (int64_t)(i - a),
+                                          wsub(x->ts, base));
                 size_t t = uvar_size(zz64(s)) + s;
 
                 if (limit != 0 && i > a && V2_HEADER + body + t > limit) {
@@ -668,7 +684,7 @@ up_flush(struct conv *c, struct run *ru, const uint8_t *set,
 
                 for (; i < n; i++) {
                     uint32_t s = v2_body_size(&c->r[i], (int64_t)(i - a),
-                                              c->r[i].ts - base);
+                                              wsub(c->r[i].ts, base));
                     size_t t = uvar_size(zz64(s)) + s;
 
                     if (i > a && body + t > target) {
@@ -1036,8 +1052,8 @@ down_parse_v2(struct conv *c, const uint8_t *in, size_t pos, size_t len,
         if (r == NULL) {
             return fail(c, KR_RECORDS_NOMEM, "out of memory");
         }
-        r->offset = base_off + od;
-        r->ts = lat ? max_ts : base_ts + td;
+        r->offset = wadd(base_off, od);
+        r->ts = lat ? max_ts : wadd(base_ts, td);
         r->key = kpos;
         r->klen = (int32_t)kl;
         r->val = vpos;
@@ -1112,7 +1128,8 @@ down_put(struct conv *c, const uint8_t *src, const struct down_batch *db,
         if (r->ts > mx) {
             mx = r->ts;
         }
-        p = legacy_write(p, magic, magic == 1 ? r->offset - first : r->offset,
+        p = legacy_write(p, magic,
+                         magic == 1 ? wsub(r->offset, first) : r->offset,
                          attr, r->ts, src + r->key, r->klen, src + r->val,
                          r->vlen);
     }
@@ -1225,7 +1242,8 @@ down_legacy_1to0(struct conv *c, const uint8_t *in, size_t pos,
                         (long long)rel_last);
         }
         for (size_t i = 0; i < c->nr; i++) {
-            c->r[i].offset += m->offset - rel_last;
+            c->r[i].offset = wadd(c->r[i].offset,
+                                  wsub(m->offset, rel_last));
         }
     }
     *src = c->dz.p;
