@@ -133,7 +133,7 @@ struct kr_records_up_opts {
 /*
  * Produce v0-2 -> v3+: the message set at set[0..n) (magic 0/1
  * messages, compressed wrappers included) becomes RecordBatch v2
- * batches appended to out.
+ * batches appended to out.  o may be NULL (no limits); st may be NULL.
  *
  * Records keep their order, key, value and timestamp (magic 0: -1;
  * an inner message of a LogAppendTime wrapper: the wrapper's).
@@ -209,7 +209,9 @@ struct kr_records_down_opts {
  *     message (and its wrapper) the batch's MaxTimestamp and attribute
  *     bit 3; a CreateTime wrapper carries its records' largest
  *     timestamp;
- *   - zstd batches per o->zstd (counted in zstd_recompressed);
+ *   - zstd batches per o->zstd (counted in zstd_recompressed): gzip,
+ *     one gzip wrapper as above; none, uncompressed messages as above
+ *     (records below the fetch offset dropped);
  *   - entries of magic <= o->magic are copied as they are; a magic 1
  *     entry for a magic 0 client is converted.
  * Byte limit (LazyDownConversionRecords/-Send): the output is cut at
@@ -219,7 +221,7 @@ struct kr_records_down_opts {
  * message may be partial, as brokers sent it and as old consumers
  * expect (they drop a partial message at the end).  o->max_bytes 0: no
  * limit.  Nothing to serve (all control, all below the offset) writes
- * nothing.
+ * nothing.  o is required; st may be NULL.
  *
  * Errors: KR_RECORDS_CORRUPT (a batch's or message's CRC, a batch
  * length below the header, magic above 2, records that do not fill the
