@@ -161,6 +161,15 @@ static const char *const kr_cf_sni_fallback_choices[] = {
 static const char *const kr_cf_sasl_mode_choices[] = {
     "passthrough", "required", "terminate", NULL
 };
+/* broker_profile: enum kr_broker_profile's order (kr_broker_versions.h;
+   check_conf holds them together). */
+static const char *const kr_cf_profile_choices[] = {
+    "learned", "kafka-4.0.0", "kafka-4.0.1+", NULL
+};
+/* legacy_zstd: enum kr_legacy_zstd's order (kr_records.h). */
+static const char *const kr_cf_legacy_zstd_choices[] = {
+    "gzip", "none", "refuse", NULL
+};
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
     "error", "warn", "notice", "info", "debug", "trace", NULL
@@ -341,6 +350,42 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "the claim of an OAUTHBEARER token's JWT payload that names the "
       "principal (Kafka's sasl.oauthbearer.sub.claim.name); passthrough "
       "only", NULL },
+    /* issue 10: legacy clients */
+    { KR_CS_LISTENER, "translate_legacy", KR_CT_BOOL, LST(translate_legacy),
+      0, "false", 0, 0, 0,
+      "translate the request versions Kafka 4 removed (KIP-896: Produce "
+      "v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch "
+      "v0, CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, "
+      "DescribeConfigs v0, the ACL APIs v0, JoinGroup v0-1) up to the "
+      "lowest version the brokers accept, their message sets to "
+      "RecordBatch v2 and back, and the responses back down, and "
+      "advertise those versions in ApiVersions; false: such a request "
+      "gets its version's error response or a close, with one log line",
+      NULL },
+    { KR_CS_LISTENER, "legacy_zstd", KR_CT_CHOICE, LST(legacy_zstd), 0,
+      "gzip", 0, 0, 0,
+      "with translate_legacy: what an old consumer (Fetch v0-3, message "
+      "format magic 0/1, which cannot carry zstd) gets for zstd batches: "
+      "gzip (recompressed), none (uncompressed) or refuse (the "
+      "partition's UNSUPPORTED_COMPRESSION_TYPE, as brokers answered)",
+      kr_cf_legacy_zstd_choices },
+    { KR_CS_LISTENER, "legacy_batch_max_bytes", KR_CT_I64,
+      LST(legacy_batch_max_bytes), 0, "1048576", 0, INT32_MAX, 0,
+      "with translate_legacy: a Produce v0-2 message set becomes "
+      "RecordBatches of at most this many bytes each (brokers check "
+      "max.message.bytes per batch; a single record larger still goes "
+      "alone); 0: one batch per message set", NULL },
+    { KR_CS_LISTENER, "legacy_refuse_delay_ms", KR_CT_I64,
+      LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
+      "without translate_legacy: a client refused for a version the "
+      "brokers no longer accept that reconnects within "
+      "legacy_refuse_window_ms gets its refusal this much later, in ms, "
+      "so a client retrying in a loop is slowed (counted); 0: no delay",
+      NULL },
+    { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
+      LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
+      "how long after its last refusal a client address counts as "
+      "retrying (legacy_refuse_delay_ms), in ms", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -418,6 +463,18 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_UPSTREAM, "metadata_sasl_password_file", KR_CT_PATH,
       UPS(metadata_sasl.password_file), 0, NULL, 0, 0, 0, "file whose "
       "first line is metadata_sasl_username's password", NULL },
+    /* issue 10: what the brokers accept */
+    { KR_CS_UPSTREAM, "broker_profile", KR_CT_CHOICE, UPS(broker_profile),
+      0, "learned", 0, 0, 0,
+      "what the brokers accept, for legacy translation (translate_legacy) "
+      "and krelay -t: learned (from each broker's ApiVersions answer; a "
+      "Kafka 4 broker, recognised by its minima, refuses Produce v0-2 "
+      "although it advertises them), kafka-4.0.0 or kafka-4.0.1+ (the "
+      "versions those releases removed, KIP-896; they differ in JoinGroup "
+      "v0-1, which 4.0.0 refuses).  A profile holds whatever the brokers "
+      "advertise, except where a broker's own minimum is higher; with "
+      "one, krelay -t refuses a clamp below its minimum unless "
+      "translate_legacy covers it", kr_cf_profile_choices },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },
