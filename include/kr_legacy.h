@@ -117,15 +117,18 @@ int kr_legacy_request_up(struct kr_arena *arena, struct kr_msg *m,
  * top-level errors of Fetch v7+ and OffsetFetch v2+ moved to the
  * partitions) and the error-code table for the client's version.  Fields
  * the old version lacks are dropped (ThrottleTimeMs, Fetch's
- * LastStableOffset and AbortedTransactions...).  Records values are
- * carried unconverted.
+ * LastStableOffset and AbortedTransactions, KIP-951's CurrentLeader and
+ * NodeEndpoints hints, a Fetch SessionId of a sessionless fetch...).
+ * Records values are carried unconverted.
  *
  * rsp's tree may be modified in place (error codes, values the mapping
  * moved); on success rsp describes the response at `to`.  Same results
  * as kr_legacy_request_up; KR_EPROTO also when rsp does not match memo
  * (ApiKey or version); KR_EUNSUPPORTED when the response says something
- * the client's version cannot (e.g. a Fetch top-level error with no
- * partition to carry it): the caller closes or answers with an error.
+ * the client's version cannot (a Fetch top-level error with no partition
+ * to carry it, a Fetch PreferredReadReplica (KIP-392), an ACL whose
+ * PatternType is not LITERAL; err->path names it): the caller closes or
+ * answers with an error.
  */
 int kr_legacy_response_down(struct kr_arena *arena, struct kr_msg *rsp,
                             int16_t to, const struct kr_legacy_memo *memo,

@@ -720,6 +720,34 @@ top_error_down(struct kr_msg *rsp, int16_t to, struct lg_tp ids,
 }
 
 /*
+ * KIP-951's leader hints (Produce v10+, Fetch v12+: a partition's tagged
+ * CurrentLeader, the response's tagged NodeEndpoints) tell a new client
+ * where a partition moved; an old client learns it from Metadata after
+ * NOT_LEADER_OR_FOLLOWER, as it always did.  Not on the wire for it:
+ * marked absent so the generic rule skips them.
+ */
+static void
+lg_untag(struct kr_node *n, enum kr_field_id id)
+{
+    struct kr_val *v = lg_field_at(n, id);
+    int idx = n != NULL ? kr_struct_field_index_id(n->struct_id, id) : -1;
+
+    if (v != NULL && idx >= 0 && kr_node_field(n, (unsigned)idx)->tag >= 0) {
+        v->present = 0;
+    }
+}
+
+static int
+hint_drop(struct kr_node *part, uint32_t t, uint32_t p, void *ctx)
+{
+    (void)t;
+    (void)p;
+    (void)ctx;
+    lg_untag(part, KR_FIELD_CURRENT_LEADER);
+    return KR_OK;
+}
+
+/*
  * DescribeConfigs v1+ -> v0: IsDefault = (ConfigSource == DEFAULT_CONFIG),
  * as Kafka 1.1-2.x's DescribeConfigsResponse.toStruct wrote v0 ("IS_DEFAULT
  * ... configEntry.source == ConfigSource.DEFAULT_CONFIG").  src and dst
@@ -757,6 +785,8 @@ kr_legacy_response_down(struct kr_arena *arena, struct kr_msg *rsp,
     static const struct lg_tp tp = { KR_FIELD_TOPICS, KR_FIELD_PARTITIONS };
     static const struct lg_tp fetch_tp = { KR_FIELD_RESPONSES,
                                            KR_FIELD_PARTITIONS };
+    static const struct lg_tp produce_tp = { KR_FIELD_RESPONSES,
+                                             KR_FIELD_PARTITION_RESPONSES };
     struct kr_codec_err scratch;
     struct lg_lo_rsp lo;
     const struct kr_node *src;
@@ -801,11 +831,21 @@ kr_legacy_response_down(struct kr_arena *arena, struct kr_msg *rsp,
         (void)lg_each_part(rsp->body, tp, lo_take, &lo);
         lo.n = 0;
         break;
+    case KR_API_PRODUCE:
+        (void)lg_each_part(rsp->body, produce_tp, hint_drop, NULL);
+        lg_untag(rsp->body, KR_FIELD_NODE_ENDPOINTS);
+        break;
     case KR_API_FETCH:
         rc = top_error_down(rsp, to, fetch_tp, err);
         if (rc != KR_OK) {
             return rc;
         }
+        (void)lg_each_part(rsp->body, fetch_tp, hint_drop, NULL);
+        lg_untag(rsp->body, KR_FIELD_NODE_ENDPOINTS);
+        /* Requests went out sessionless (SessionId 0, SessionEpoch -1,
+           KIP-227): a SessionId the broker still sends names no session
+           krelay will use; v0-6 have no such field. */
+        lg_set_int(rsp->body, KR_FIELD_SESSION_ID, 0);
         break;
     case KR_API_OFFSET_FETCH:
         rc = top_error_down(rsp, to, tp, err);

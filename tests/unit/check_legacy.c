@@ -23,10 +23,11 @@
 #include "kr_legacy.h"
 #include "kr_schema.h"
 #include "kr_test.h"
+#include "tree_fill.h"
 
 static struct kr_arena arena;
 
-#define MAX_KEEP 64
+#define MAX_KEEP 1024
 static uint8_t *keep[MAX_KEEP];
 static unsigned nkeep;
 
@@ -58,6 +59,7 @@ keep_ptr(uint8_t *p)
    records values are slices of it. */
 static const uint8_t *cur_src;
 static size_t cur_len;
+static const uint8_t no_payload[1];     /* trees built in memory */
 
 static struct kr_msg
 build(const char *text)
@@ -524,6 +526,36 @@ START_TEST(test_fetch_v0)
     rec = kr_test_val_at(r.body, "Responses[0].Partitions[0].Records");
     ck_assert_int_eq(rec->u.rec.len, 5);
 
+    /* Records krelay built (rec_ext) are carried as they are too; a
+       preferred read replica (KIP-392) cannot be said to v0-3. */
+    r = build("{\"apiKey\": 1, \"apiVersion\": 11,"
+              " \"header\": {\"CorrelationId\": 7},"
+              " \"body\": {\"ThrottleTimeMs\": 0, \"ErrorCode\": 0,"
+              "  \"SessionId\": 0, \"Responses\": [{\"Topic\": \"t\","
+              "  \"Partitions\": [{\"PartitionIndex\": 0, \"ErrorCode\": 0,"
+              "   \"HighWatermark\": 9, \"PreferredReadReplica\": -1,"
+              "   \"Records\": null}]}]}}");
+    rec = kr_test_val_at(r.body, "Responses[0].Partitions[0].Records");
+    kr_val_set_records_ext(rec, (const uint8_t *)"\x01\x02\x03", 3);
+    memo.client_version = 2;
+    memo.upstream_version = 11;
+    rc = kr_legacy_response_down(&arena, &r, 2, &memo, &ce);
+    ck_assert_int_eq(rc, KR_OK);
+    rec = kr_test_val_at(r.body, "Responses[0].Partitions[0].Records");
+    ck_assert_int_eq(rec->rec_ext, 1);
+    ck_assert_int_eq(rec->u.s.len, 3);
+    ck_assert(memcmp(rec->u.s.p, "\x01\x02\x03", 3) == 0);
+    r = build("{\"apiKey\": 1, \"apiVersion\": 11,"
+              " \"header\": {\"CorrelationId\": 7},"
+              " \"body\": {\"ThrottleTimeMs\": 0, \"ErrorCode\": 0,"
+              "  \"SessionId\": 0, \"Responses\": [{\"Topic\": \"t\","
+              "  \"Partitions\": [{\"PartitionIndex\": 0, \"ErrorCode\": 0,"
+              "   \"HighWatermark\": 9, \"PreferredReadReplica\": 2,"
+              "   \"Records\": null}]}]}}");
+    rc = kr_legacy_response_down(&arena, &r, 2, &memo, &ce);
+    ck_assert_int_eq(rc, KR_EUNSUPPORTED);
+    ck_assert_str_eq(ce.path, "Responses[0].Partitions[0].PreferredReadReplica");
+
     /* Fetch v7 upstream: a top-level error goes into the partitions; with
        none to carry it, the client cannot be told. */
     m = up("{\"header\": {\"RequestApiKey\": 1, \"RequestApiVersion\": 3,"
@@ -754,6 +786,104 @@ START_TEST(test_translates_pick)
 }
 END_TEST
 
+/* ---- every pair, fully populated trees ---------------------------------- */
+
+/* Values a populated upstream response would not hold for a translated
+   request (tree_fill puts 1 and 2 everywhere): made what brokers send. */
+static void
+realistic(struct kr_node *n, int depth)
+{
+    const struct kr_struct_desc *sd = &kr_structs[n->struct_id];
+    uint16_t i;
+    uint32_t k;
+
+    for (i = 0; i < sd->nfields && depth < 16; i++) {
+        const struct kr_field_desc *f = kr_node_field(n, i);
+        struct kr_val *v = &n->vals[i];
+
+        if (strcmp(f->name, "PatternType") == 0) {
+            v->u.i = 3;         /* the filter asked LITERAL */
+        } else if (strcmp(f->name, "PreferredReadReplica") == 0) {
+            v->u.i = -1;        /* RackId "" sent: none chosen */
+        } else if (strcmp(f->name, "DivergingEpoch") == 0 ||
+                   strcmp(f->name, "SnapshotId") == 0) {
+            v->present = 0;     /* followers and KRaft only */
+        } else if (f->type == KR_T_STRUCT && v->u.node != NULL) {
+            realistic(v->u.node, depth + 1);
+        } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
+                   v->u.arr != NULL) {
+            for (k = 0; k < v->u.arr->n; k++) {
+                realistic(v->u.arr->items[k].u.node, depth + 1);
+            }
+        }
+    }
+}
+
+START_TEST(test_every_pair)
+{
+    static const int16_t apis[] = {
+        KR_API_PRODUCE, KR_API_FETCH, KR_API_LIST_OFFSETS,
+        KR_API_OFFSET_COMMIT, KR_API_OFFSET_FETCH, KR_API_JOIN_GROUP,
+        KR_API_CREATE_TOPICS, KR_API_DELETE_TOPICS,
+        KR_API_OFFSET_FOR_LEADER_EPOCH, KR_API_DESCRIBE_CONFIGS,
+        KR_API_DESCRIBE_ACLS, KR_API_CREATE_ACLS, KR_API_DELETE_ACLS
+    };
+    unsigned i, pairs = 0;
+    int16_t from, to;
+
+    for (i = 0; i < sizeof(apis) / sizeof(apis[0]); i++) {
+        const struct kr_api_desc *ad = kr_api_get(apis[i]);
+
+        for (from = 0; from <= 3; from++) {
+            for (to = 1; to <= 13; to++) {
+                struct kr_legacy_memo memo;
+                struct kr_codec_err ce;
+                struct kr_msg m;
+                int rc, hv;
+
+                if (!kr_legacy_translates(apis[i], from, to)) {
+                    continue;
+                }
+                pairs++;
+                /* The request, every field populated, up. */
+                rc = kr_msg_request_new(&arena, &m, apis[i], from, 7, "c");
+                ck_assert_int_eq(rc, KR_OK);
+                ck_assert(tree_fill(&arena, m.body, "x", 0));
+                rc = kr_legacy_request_up(&arena, &m, to, &memo, &ce);
+                ck_assert_msg(rc == KR_OK, "%s v%d->v%d: %s at %s",
+                              ad->name, from, to, ce.msg, ce.path);
+                cur_src = no_payload;
+                cur_len = 0;
+                m = reread(&m);
+                ck_assert_int_eq(m.api_version, to);
+
+                /* Its response at `to`, populated, down. */
+                hv = kr_response_header_version(apis[i], to);
+                memset(&m, 0, sizeof(m));
+                m.dir = KR_DIR_RESPONSE;
+                m.api_key = apis[i];
+                m.api_version = to;
+                m.hdr_version = (int16_t)hv;
+                m.header = kr_node_new(&arena, kr_response_header_struct,
+                                       (int16_t)hv);
+                m.body = kr_node_new(&arena, kr_api_root(ad, true, to), to);
+                ck_assert(tree_fill(&arena, m.body, "x", 0));
+                realistic(m.body, 0);
+                rc = kr_legacy_response_down(&arena, &m, from, &memo, &ce);
+                ck_assert_msg(rc == KR_OK, "%s response v%d->v%d: %s at %s",
+                              ad->name, to, from, ce.msg, ce.path);
+                cur_src = no_payload;
+                cur_len = 0;
+                m = reread(&m);
+                ck_assert_int_eq(m.api_version, from);
+            }
+        }
+    }
+    ck_assert_uint_eq(pairs, 3 * 10 + 4 * 9 + 9 + 2 * 7 + 7 + 2 * 2 +
+                             2 * 6 + 5 + 2 * 3 + 4 + 3 * 3);
+}
+END_TEST
+
 static Suite *
 legacy_suite(void)
 {
@@ -774,6 +904,7 @@ legacy_suite(void)
     tcase_add_test(tc, test_describe_configs_v0);
     tcase_add_test(tc, test_acls_v0);
     tcase_add_test(tc, test_translates_pick);
+    tcase_add_test(tc, test_every_pair);
     suite_add_tcase(s, tc);
     return s;
 }
