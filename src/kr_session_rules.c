@@ -49,6 +49,7 @@
 #include "kr_topics.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
+#include "kr_broker_versions.h"
 #include "kr_session_int.h"
 
 
@@ -349,6 +350,7 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
+    s->rw.legacy = s->lc->translate_legacy ? kr_bv_legacy_ranges() : NULL;
     if (s->sasl_srv != NULL) {
         /* issue 9: the new generation's settings (none: no longer
            terminated; a SASL step then closes) */
