@@ -67,20 +67,27 @@ static const struct lg_range lg_ranges[] = {
     { KR_API_DELETE_ACLS, 0, 0, 1, 3 },
 };
 
-bool
-kr_legacy_translates(int16_t api, int16_t from, int16_t to)
+/* The row of api, or NULL. */
+static const struct lg_range *
+lg_range_of(int16_t api)
 {
     size_t i;
 
     for (i = 0; i < sizeof(lg_ranges) / sizeof(lg_ranges[0]); i++) {
-        const struct lg_range *r = &lg_ranges[i];
-
-        if (r->api == api) {
-            return from >= r->from_lo && from <= r->from_hi &&
-                   to >= r->to_lo && to <= r->to_hi;
+        if (lg_ranges[i].api == api) {
+            return &lg_ranges[i];
         }
     }
-    return false;
+    return NULL;
+}
+
+bool
+kr_legacy_translates(int16_t api, int16_t from, int16_t to)
+{
+    const struct lg_range *r = lg_range_of(api);
+
+    return r != NULL && from >= r->from_lo && from <= r->from_hi &&
+           to >= r->to_lo && to <= r->to_hi;
 }
 
 int16_t
@@ -102,6 +109,10 @@ kr_legacy_pick(int16_t api, int16_t from, int16_t bmin, int16_t bmax)
 const char *
 kr_legacy_caveat(int16_t api, int16_t from)
 {
+    if (lg_range_of(api) == NULL || from < lg_range_of(api)->from_lo ||
+        from > lg_range_of(api)->from_hi) {
+        return NULL;            /* not a version this module translates */
+    }
     switch (api) {
     case KR_API_OFFSET_COMMIT:
         if (from == 0) {
@@ -157,7 +168,8 @@ static const struct lg_err_row lg_errors[] = {
        "if FetchRequest version <= 5" (FetchResponse.json: "Starting in
        version 6, we may return KAFKA_STORAGE_ERROR"). */
     { KR_API_FETCH, 5, KR_KERR_KAFKA_STORAGE_ERROR,
-      KR_KERR_NOT_LEADER_OR_FOLLOWER, "KafkaApis maybeDownConvertStorageError" },
+      KR_KERR_NOT_LEADER_OR_FOLLOWER,
+      "KafkaApis maybeDownConvertStorageError (<= 5)" },
     /* KafkaApis/ReplicaManager fetchOffsets: "Only V5 and newer
        ListOffset calls should get OFFSET_NOT_AVAILABLE", older ones
        LEADER_NOT_AVAILABLE (ListOffsetsResponse.json: "Version 5 adds a

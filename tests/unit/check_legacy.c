@@ -221,7 +221,8 @@ START_TEST(test_list_offsets_v0)
            " \"CorrelationId\": 7, \"ClientId\": \"c\"},"
            " \"body\": {\"ReplicaId\": -1, \"Topics\": [{\"Name\": \"t\","
            "  \"Partitions\": ["
-           "   {\"PartitionIndex\": 0, \"Timestamp\": -1, \"MaxNumOffsets\": 5},"
+           "   {\"PartitionIndex\": 0, \"Timestamp\": -1,"
+           "    \"MaxNumOffsets\": 5},"
            "   {\"PartitionIndex\": 1, \"Timestamp\": -2,"
            "    \"MaxNumOffsets\": 5}]}]}}", 1, &memo);
     ck_assert_int_eq(memo.api_key, KR_API_LIST_OFFSETS);
@@ -554,7 +555,8 @@ START_TEST(test_fetch_v0)
               "   \"Records\": null}]}]}}");
     rc = kr_legacy_response_down(&arena, &r, 2, &memo, &ce);
     ck_assert_int_eq(rc, KR_EUNSUPPORTED);
-    ck_assert_str_eq(ce.path, "Responses[0].Partitions[0].PreferredReadReplica");
+    ck_assert_str_eq(ce.path,
+                     "Responses[0].Partitions[0].PreferredReadReplica");
 
     /* Fetch v7 upstream: a top-level error goes into the partitions; with
        none to carry it, the client cannot be told. */
@@ -653,7 +655,8 @@ START_TEST(test_topics_admin_v0)
     ck_assert_int_eq(ival(&m, "Topics[0].Partitions[0].LeaderEpoch"), 4);
     r = down("{\"apiKey\": 23, \"apiVersion\": 2,"
              " \"header\": {\"CorrelationId\": 7},"
-             " \"body\": {\"ThrottleTimeMs\": 0, \"Topics\": [{\"Topic\": \"t\","
+             " \"body\": {\"ThrottleTimeMs\": 0, \"Topics\": ["
+             "  {\"Topic\": \"t\","
              "  \"Partitions\": [{\"ErrorCode\": 74, \"Partition\": 0,"
              "   \"LeaderEpoch\": 4, \"EndOffset\": 77}]}]}}", &memo);
     r = reread(&r);
@@ -704,7 +707,8 @@ START_TEST(test_acls_v0)
 
     m = up("{\"header\": {\"RequestApiKey\": 29, \"RequestApiVersion\": 0,"
            " \"CorrelationId\": 7, \"ClientId\": \"c\"},"
-           " \"body\": {\"ResourceTypeFilter\": 2, \"ResourceNameFilter\": null,"
+           " \"body\": {\"ResourceTypeFilter\": 2,"
+           "  \"ResourceNameFilter\": null,"
            "  \"PrincipalFilter\": null, \"HostFilter\": null,"
            "  \"Operation\": 1, \"PermissionType\": 1}}", 1, &memo);
     m = reread(&m);
@@ -759,6 +763,10 @@ START_TEST(test_translates_pick)
     ck_assert_int_eq(kr_legacy_pick(KR_API_JOIN_GROUP, 0, 4, 9), -1);
     ck_assert_int_eq(kr_legacy_pick(KR_API_LIST_OFFSETS, 0, 1, 11), 1);
     ck_assert_ptr_null(kr_legacy_caveat(KR_API_FETCH, 0));
+    ck_assert_ptr_nonnull(kr_legacy_caveat(KR_API_OFFSET_COMMIT, 1));
+    ck_assert_ptr_null(kr_legacy_caveat(KR_API_OFFSET_COMMIT, 2));
+    ck_assert_ptr_nonnull(kr_legacy_caveat(KR_API_LIST_OFFSETS, 0));
+    ck_assert_ptr_null(kr_legacy_caveat(KR_API_LIST_OFFSETS, 1));
 
     /* A pair not translated: refused, the tree untouched. */
     m = build("{\"header\": {\"RequestApiKey\": 11, \"RequestApiVersion\": 0,"

@@ -994,6 +994,7 @@ START_TEST(test_clamp_table)
     ad.pass_unknown = pass;
     ad.sasl_local = false;
     ad.arena = NULL;
+    ad.legacy = NULL;
     n = kr_clamp_apiversions(m.body, &ad);
     /* what changed: Produce, Fetch, Heartbeat, JoinGroup (clamps),
      * Metadata (known_only), unknown 999 (dropped unless pass) */
