@@ -423,6 +423,89 @@ START_TEST(test_legacy_produce_up_and_back)
 }
 END_TEST
 
+/*
+ * issue 10: a Fetch v2 from the middle of an uncompressed batch goes up
+ * as v4; the broker's RecordBatch v2 (made with kafka-python's
+ * DefaultRecordBatchBuilder when the test was written: offsets 40-41)
+ * comes back as the one magic 1 message at or after FetchOffset 41
+ * (expected bytes from python3's zlib.crc32 over the message).
+ */
+START_TEST(test_legacy_fetch_down)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"ReplicaId\":-1,"
+        "\"MaxWaitMs\":100,\"MinBytes\":1,\"Topics\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"Partition\":0,\"FetchOffset\":41,"
+        "\"PartitionMaxBytes\":1048576}]}]}}";
+    static const char *const rsp_json =
+        "{\"apiKey\":1,\"apiVersion\":4,\"header\":{\"CorrelationId\":9},"
+        "\"body\":{\"ThrottleTimeMs\":0,\"Responses\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"PartitionIndex\":0,\"ErrorCode\":0,"
+        "\"HighWatermark\":42,\"LastStableOffset\":42,"
+        "\"AbortedTransactions\":[],\"Records\":\"AAAAAAAAACgAAABKAAAAAAIS"
+        "k9mZAAAAAAABAAABi8/laAAAAAGLz+VoAf//////////////////AAAAAhgAAAAC"
+        "awpoZWxsbwAWAAICAQp3b3JsZAA=\"}]}]}}";
+    static const char *const want_hex =
+        "00000000000000290000001b1f8b5d0901000000018bcfe56801ffffffff"
+        "00000005776f726c64";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_msg up, rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *v, *rec;
+    char hex[128];
+    size_t i;
+    json_t *j;
+    int rc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_1;
+    T.c.legacy = &lc;
+    request(req_json, true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s", T.d.text);
+    ck_assert_int_eq(T.d.req->up_version, 4);
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_version, 4);
+    ck_assert_int_eq(int_at(up.body, "IsolationLevel"), 0);
+    ck_assert_int_eq(int_at(up.body, "MaxBytes"), INT32_MAX);
+    /* the broker's v4 answer, its records in recs */
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(rsp_json, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &rsp, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    T.c.rsp_rb = &rb;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 150, 100,
+                        &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%s", rd.text);
+    ck_assert(rd.legacy);
+    ck_assert_uint_eq(rd.legacy_bad, 0);
+    decode_w(&rd.w, true, KR_API_FETCH, 2, &out);
+    v = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                        .u.node, "Partitions");
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "HighWatermark"), 42);
+    rec = kr_node_get(v->u.arr->items[0].u.node, "Records");
+    ck_assert_int_eq(rec->u.rec.len, 39);
+    for (i = 0; i < 39; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", rd.w.buf[rec->u.rec.off + i]);
+    }
+    ck_assert_str_eq(hex, want_hex);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
 /* translate_legacy off: the same request answered 35, one line saying
    what to enable; a modern version passes. */
 START_TEST(test_legacy_refused_when_off)
@@ -679,6 +762,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_undecodable_observed);
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
+    tcase_add_test(tc, test_legacy_fetch_down);
     suite_add_tcase(s, tc);
     return s;
 }
