@@ -642,6 +642,10 @@ up_put_plain(struct conv *c, struct kr_bytes *out, const struct run *ru,
 {
     size_t len = V2_HEADER + body;
 
+    if (len - LOG_OVERHEAD > INT32_MAX) {
+        return fail(c, KR_RECORDS_TOO_LARGE,
+                    "a batch of %zu bytes (BatchLength is an int32)", len);
+    }
     if (!kr_bytes_reserve(out, len)) {
         return fail(c, KR_RECORDS_NOMEM, "out of memory");
     }
@@ -685,6 +689,11 @@ up_build_z(struct conv *c, const struct run *ru, const uint8_t *src,
                                       "compressing a batch with %s: %s",
                                       kr_compression_name(ru->codec),
                                       kr_z_outcome_name(z));
+    }
+    if (c->z.len - LOG_OVERHEAD > INT32_MAX) {
+        return fail(c, KR_RECORDS_TOO_LARGE,
+                    "a batch of %zu bytes (BatchLength is an int32)",
+                    c->z.len);
     }
     v2_header(c->z.p, c->z.len, ru->codec, ru->lat, (int32_t)(b - a - 1),
               c->r[a].ts, maxts, (int32_t)(b - a));
