@@ -46,10 +46,12 @@
  *
  * Memory: inputs are read only; output is appended to a caller's
  * struct kr_bytes (kr_compress.h), which on any outcome but
- * KR_RECORDS_OK is left at its length on entry (nothing partial).  The
- * functions allocate scratch memory per call (a few growable arrays,
- * never one allocation per record) and free it before returning.
- * Thread-safe: no state outside the call.
+ * KR_RECORDS_OK is left at its length on entry (nothing partial).
+ * Scratch memory (the parsed records, decompressed and recompressed
+ * payloads: a few growable buffers, never one allocation per record) is
+ * kept per thread between calls, each buffer up to 2 MiB (larger ones
+ * freed after the call), and freed at thread exit.  Thread-safe: nothing
+ * is shared between threads.
  */
 #ifndef KR_RECORDS_H
 #define KR_RECORDS_H

@@ -119,22 +119,30 @@ kr_bytes_free(struct kr_bytes *b)
     memset(b, 0, sizeof(*b));
 }
 
-/* Exactly n more bytes of room (no doubling): the output of a
-   decompression never reserves past its limit. */
+/*
+ * Room for need more bytes, the capacity doubling as kr_bytes_reserve's
+ * does but never past len + limit (limit >= need): appending many
+ * outputs to one buffer stays amortised O(1), and a decompression's
+ * output never reserves past its max_out.
+ */
 static bool
-bytes_grow_exact(struct kr_bytes *b, size_t n)
+bytes_grow_within(struct kr_bytes *b, size_t need, size_t limit)
 {
+    size_t add;
     uint8_t *p;
 
-    if (b->cap - b->len >= n)
+    if (b->cap - b->len >= need)
         return true;
-    if (n > SIZE_MAX - b->len)
+    add = b->cap > need ? b->cap : need;
+    if (add > limit)
+        add = limit > need ? limit : need;
+    if (add > SIZE_MAX - b->len)
         return false;
-    p = realloc(b->p, b->len + n);
+    p = realloc(b->p, b->len + add);
     if (p == NULL)
         return false;
     b->p = p;
-    b->cap = b->len + n;
+    b->cap = b->len + add;
     return true;
 }
 
@@ -279,7 +287,7 @@ z_out_room(struct z_out *o, uint8_t **dst, size_t *room)
     o->over = false;
     if (o->b->cap == o->b->len) {
         want = o->step < left ? o->step : left;
-        if (!bytes_grow_exact(o->b, want))
+        if (!bytes_grow_within(o->b, want, left))
             return false;
         o->step = z_out_len(o) + want; /* double: the output so far */
     }
@@ -484,7 +492,7 @@ snappy_block(struct z_out *o, const uint8_t *p, size_t n, size_t len)
         return snappy_validate_compressed_buffer((const char *)p, n) ==
                SNAPPY_OK ? KR_Z_TOO_LARGE : KR_Z_CORRUPT;
     }
-    if (!bytes_grow_exact(o->b, len))
+    if (!bytes_grow_within(o->b, len, o->max - z_out_len(o)))
         return KR_Z_NOMEM;
     if (len == 0)
         return snappy_validate_compressed_buffer((const char *)p, n) ==
@@ -548,7 +556,7 @@ snappy_decompress(const uint8_t *in, size_t n, size_t max_out,
         total = total + len < total ? SIZE_MAX : total + len;
         i += bl;
     }
-    if (total <= max_out && !bytes_grow_exact(out, total))
+    if (total <= max_out && !bytes_grow_within(out, total, max_out))
         return KR_Z_NOMEM;
     for (i = 0; i < n;) {
         uint32_t bl;
@@ -788,7 +796,7 @@ zstd_decompress(struct z_tls *t, const uint8_t *in, size_t n, size_t max_out,
         ZSTD_findFrameCompressedSize(in, n) == n) {
         uint8_t none;
 
-        if (!bytes_grow_exact(out, (size_t)total))
+        if (!bytes_grow_within(out, (size_t)total, max_out))
             return KR_Z_NOMEM;
         ret = ZSTD_decompressDCtx(t->zd, total ? out->p + out->len : &none,
                                   (size_t)total, in, n);

@@ -11,6 +11,7 @@
  * call (kr_compress).
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,13 +211,116 @@ struct conv {
     size_t whylen;
 };
 
+/*
+ * The scratch buffers a thread keeps between calls (a large one malloc'd
+ * and freed per call would be mmap'd, page-faulted in and unmapped every
+ * time: most of a small set's cost).  Each is kept up to KEEP_BYTES and
+ * freed past it; all freed at thread exit by a pthread key's destructor.
+ */
+#define KEEP_BYTES (2u << 20)
+
+struct conv_tls {
+    struct rec *r;
+    size_t cap;
+    struct kr_bytes dz, raw, z;
+};
+
+static pthread_key_t conv_key;
+static pthread_once_t conv_once = PTHREAD_ONCE_INIT;
+static bool conv_key_ok;
+
+static void
+conv_tls_free(void *arg)
+{
+    struct conv_tls *t = arg;
+
+    if (t != NULL) {
+        free(t->r);
+        kr_bytes_free(&t->dz);
+        kr_bytes_free(&t->raw);
+        kr_bytes_free(&t->z);
+        free(t);
+    }
+}
+
+static void
+conv_key_init(void)
+{
+    conv_key_ok = pthread_key_create(&conv_key, conv_tls_free) == 0;
+}
+
+/* The calling thread's kept buffers (NULL: none can be kept). */
+static struct conv_tls *
+conv_tls(void)
+{
+    struct conv_tls *t;
+
+    if (pthread_once(&conv_once, conv_key_init) != 0 || !conv_key_ok) {
+        return NULL;
+    }
+    t = pthread_getspecific(conv_key);
+    if (t == NULL) {
+        t = calloc(1, sizeof(*t));
+        if (t != NULL && pthread_setspecific(conv_key, t) != 0) {
+            free(t);
+            t = NULL;
+        }
+    }
+    return t;
+}
+
+/* c's buffers: the thread's kept ones, emptied. */
+static void
+conv_init(struct conv *c)
+{
+    struct conv_tls *t = conv_tls();
+
+    if (t != NULL) {
+        c->r = t->r;
+        c->cap = t->cap;
+        c->dz = t->dz;
+        c->raw = t->raw;
+        c->z = t->z;
+        *t = (struct conv_tls){ 0 };
+    }
+    c->nr = 0;
+    c->dz.len = c->raw.len = c->z.len = 0;
+}
+
+static void
+keep_bytes(struct kr_bytes *b)
+{
+    if (b->cap > KEEP_BYTES) {
+        kr_bytes_free(b);
+    }
+}
+
+/* c's buffers back to the thread (those past KEEP_BYTES freed). */
 static void
 conv_free(struct conv *c)
 {
-    free(c->r);
-    kr_bytes_free(&c->dz);
-    kr_bytes_free(&c->raw);
-    kr_bytes_free(&c->z);
+    struct conv_tls *t = conv_tls();
+
+    if (c->cap * sizeof(*c->r) > KEEP_BYTES) {
+        free(c->r);
+        c->r = NULL;
+        c->cap = 0;
+    }
+    keep_bytes(&c->dz);
+    keep_bytes(&c->raw);
+    keep_bytes(&c->z);
+    if (t == NULL) {
+        free(c->r);
+        kr_bytes_free(&c->dz);
+        kr_bytes_free(&c->raw);
+        kr_bytes_free(&c->z);
+        return;
+    }
+    t->r = c->r;                /* t's were taken by conv_init */
+    t->cap = c->cap;
+    t->dz = c->dz;
+    t->raw = c->raw;
+    t->z = c->z;
 }
 
 static KR_PRINTF(3, 4) enum kr_records_outcome
@@ -538,6 +642,10 @@ up_put_plain(struct conv *c, struct kr_bytes *out, const struct run *ru,
 {
     size_t len = V2_HEADER + body;
 
+    if (len - LOG_OVERHEAD > INT32_MAX) {
+        return fail(c, KR_RECORDS_TOO_LARGE,
+                    "a batch of %zu bytes (BatchLength is an int32)", len);
+    }
     if (!kr_bytes_reserve(out, len)) {
         return fail(c, KR_RECORDS_NOMEM, "out of memory");
     }
@@ -581,6 +689,11 @@ up_build_z(struct conv *c, const struct run *ru, const uint8_t *src,
                                       "compressing a batch with %s: %s",
                                       kr_compression_name(ru->codec),
                                       kr_z_outcome_name(z));
+    }
+    if (c->z.len - LOG_OVERHEAD > INT32_MAX) {
+        return fail(c, KR_RECORDS_TOO_LARGE,
+                    "a batch of %zu bytes (BatchLength is an int32)",
+                    c->z.len);
     }
     v2_header(c->z.p, c->z.len, ru->codec, ru->lat, (int32_t)(b - a - 1),
               c->r[a].ts, maxts, (int32_t)(b - a));
@@ -908,6 +1021,7 @@ kr_records_up(const uint8_t *set, size_t n,
     if (why != NULL && whylen > 0) {
         why[0] = '\0';
     }
+    conv_init(&c);
     oc = up_convert(&c, set, n, o, out, &s);
     conv_free(&c);
     if (oc != KR_RECORDS_OK) {
@@ -1420,6 +1534,7 @@ kr_records_down(const uint8_t *in, size_t n,
     if (o->magic != 0 && o->magic != 1) {
         return fail(&c, KR_RECORDS_CORRUPT, "target magic %d", o->magic);
     }
+    conv_init(&c);
     oc = down_convert(&c, in, n, o, out, &s);
     conv_free(&c);
     if (oc != KR_RECORDS_OK) {

@@ -779,7 +779,7 @@ def summarize_records(runs):
     for name, bs in out.items():
         res[name] = {k: median([b.get(k) for b in bs])
                      for k in ("value_bytes", "set_bytes", "mb_per_s",
-                               "records_per_s")}
+                               "records_per_s", "memcpy_mb_per_s")}
         res[name]["runs"] = len(bs)
     return {"runs": len(rs), "benches": res}
 

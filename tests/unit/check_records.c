@@ -10,6 +10,7 @@
  * compared with the vector's uncompressed payload.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -841,6 +842,60 @@ START_TEST(test_mutations)
 }
 END_TEST
 
+/* Two threads converting at once (each keeps its own scratch) get what
+ * one thread got. */
+struct thr {
+    const struct kr_bytes *want_up, *want_down;
+    int bad;
+};
+
+static void *
+thr_run(void *arg)
+{
+    struct thr *t = arg;
+    struct kr_records_down_opts o = { .magic = 0 };
+
+    for (int i = 0; i < 200; i++) {
+        struct kr_bytes u = { 0 }, d = { 0 };
+
+        if (kr_records_up(up_lz4_v0_in, UP_LZ4_V0_IN_LEN, NULL, &u, NULL,
+                          NULL, 0) != KR_RECORDS_OK ||
+            kr_records_down(down_gzip_in, DOWN_GZIP_IN_LEN, &o, &d, NULL,
+                            NULL, 0) != KR_RECORDS_OK ||
+            u.len != t->want_up->len || d.len != t->want_down->len ||
+            memcmp(u.p, t->want_up->p, u.len) != 0 ||
+            memcmp(d.p, t->want_down->p, d.len) != 0) {
+            t->bad++;
+        }
+        kr_bytes_free(&u);
+        kr_bytes_free(&d);
+    }
+    return NULL;
+}
+
+START_TEST(test_threads)
+{
+    struct kr_bytes u = { 0 }, d = { 0 };
+    struct kr_records_down_opts o = { .magic = 0 };
+    struct thr t[2] = { { &u, &d, 0 }, { &u, &d, 0 } };
+    pthread_t th[2];
+
+    ck_assert_int_eq(kr_records_up(up_lz4_v0_in, UP_LZ4_V0_IN_LEN, NULL, &u,
+                                   NULL, NULL, 0), KR_RECORDS_OK);
+    ck_assert_int_eq(kr_records_down(down_gzip_in, DOWN_GZIP_IN_LEN, &o, &d,
+                                     NULL, NULL, 0), KR_RECORDS_OK);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_create(&th[i], NULL, thr_run, &t[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_int_eq(t[i].bad, 0);
+    }
+    kr_bytes_free(&u);
+    kr_bytes_free(&d);
+}
+END_TEST
+
 static Suite *
 records_suite(void)
 {
@@ -862,6 +917,7 @@ records_suite(void)
     tcase_add_test(tc, test_down_legacy_entries);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return s;
 }
