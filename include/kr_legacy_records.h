@@ -62,7 +62,10 @@ void kr_legacy_parts_free(struct kr_legacy_parts *p);
  * A Produce request body decoded at v0-2 (req, whose records slices point
  * into rb): every partition's magic 0/1 message set converted to
  * RecordBatch v2 in place (arena a).  A partition whose records do not
- * convert (CRC, compression, size: CORRUPT_MESSAGE) is left as it came
+ * convert (CRC, compression, size: CORRUPT_MESSAGE), or convert into more
+ * than one batch (Produce v3+ takes one per partition: MESSAGE_TOO_LARGE
+ * past o->max_batch_bytes, CORRUPT_MESSAGE for a set mixing codecs; one
+ * Produce per batch is not done) is left as it came
  * and added to *bad: the caller answers the request itself when
  * kr_legacy_produce_any_left says nothing else is left, else drops them
  * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns

@@ -172,6 +172,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
             enum kr_records_outcome ro;
             const uint8_t *set;
+            uint64_t nb;
             char why[96];
             size_t n;
 
@@ -186,12 +187,13 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             }
             out.len = 0;
             why[0] = '\0';
+            nb = st->batches_out;
             ro = kr_records_up(set, n, &uo, &out, st, why, sizeof(why));
             if (ro == KR_RECORDS_NOMEM) {
                 rc = KR_ENOMEM;
                 break;
             }
-            if (ro != KR_RECORDS_OK) {
+            if (ro != KR_RECORDS_OK || st->batches_out - nb > 1) {
                 struct kr_legacy_part *e = parts_add(bad, &name->u.s,
                                                      (int32_t)idx->u.i);
 
@@ -199,9 +201,26 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                     rc = KR_ENOMEM;
                     break;
                 }
-                e->error = outcome_error(ro);
-                snprintf(e->why, sizeof(e->why), "%s: %s",
-                         kr_records_outcome_name(ro), why);
+                if (ro == KR_RECORDS_OK) {
+                    /* Produce v3+ takes one batch per partition
+                       (ProduceRequest.validateRecords) */
+                    bool big = o->max_batch_bytes > 0 &&
+                               out.len > o->max_batch_bytes;
+
+                    e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
+                                   : KR_KERR_CORRUPT_MESSAGE;
+                    snprintf(e->why, sizeof(e->why), "%s: %llu record "
+                             "batches (%zu bytes; Produce v3+ takes one "
+                             "per partition)",
+                             big ? "larger than legacy_batch_max_bytes"
+                                 : "it mixes compression codecs",
+                             (unsigned long long)(st->batches_out - nb),
+                             out.len);
+                } else {
+                    e->error = outcome_error(ro);
+                    snprintf(e->why, sizeof(e->why), "%s: %s",
+                             kr_records_outcome_name(ro), why);
+                }
                 continue;               /* left as it came: dropped */
             }
             rc = set_records(a, rec, &out);
