@@ -46,7 +46,7 @@ struct kr_legacy_part {
     int64_t fetch_offset;
     int32_t max_bytes;
     int16_t error;                      /* KR_KERR_*; 0: none */
-    char why[96];                       /* error: what was wrong */
+    char why[160];                      /* error: what was wrong */
 };
 
 /* The partitions of one request (malloc'd array of n). */

@@ -209,9 +209,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
 
                     e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
                                    : KR_KERR_CORRUPT_MESSAGE;
-                    snprintf(e->why, sizeof(e->why), "%s: %llu record "
-                             "batches (%zu bytes; Produce v3+ takes one "
-                             "per partition)",
+                    snprintf(e->why, sizeof(e->why), "%.40s: %llu "
+                             "batches, %zu bytes (Produce v3+ takes one)",
                              big ? "larger than legacy_batch_max_bytes"
                                  : "it mixes compression codecs",
                              (unsigned long long)(st->batches_out - nb),
