@@ -848,13 +848,15 @@ legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
               struct kr_arena *a, struct kr_an_req *req, int16_t to,
               struct kr_an_decision *d)
 {
+    const char *ln = c->legacy->listener;
     char why[300];
 
     d->legacy = true;
     snprintf(why, sizeof(why), "is below the lowest version the brokers "
-             "accept (v%d, KIP-896): translate_legacy = true on [listener "
-             "%.60s] would translate it", to,
-             c->legacy->listener != NULL ? c->legacy->listener : "?");
+             "accept (v%d, KIP-896): translate_legacy = true on [listener"
+             "%s%.60s] would translate it", to,
+             ln != NULL && ln[0] != '\0' ? " " : "",
+             ln != NULL ? ln : "");
     answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_VERSION, why, d);
     if (d->outcome == KR_AN_ANSWER) {
         d->level = KR_LOG_NOTICE;
