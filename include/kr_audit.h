@@ -139,6 +139,10 @@ struct kr_audit_peer {
     const char *listener;
     const char *client_addr;         /* IP address, no port */
     uint16_t client_port;
+    const char *proxy_addr;          /* issue 12: the proxy a PROXY
+                                        protocol header came from (the
+                                        socket's peer), NULL: none */
+    uint16_t proxy_port;
     const char *route;               /* "bootstrap" or "node" */
     int32_t node_id;                 /* with route "node" */
     const char *upstream_addr;       /* host:port dialled, NULL: not yet */

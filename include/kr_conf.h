@@ -219,6 +219,15 @@ struct kr_listener_conf {
     int64_t legacy_refuse_window_ms;    /* that window, from the last
                                            refusal of the same client
                                            address; default 10000 */
+    /* issue 12: the PROXY protocol (appended) */
+    int proxy_protocol;                 /* 0 off, else the versions taken:
+                                           kr_proxy_proto.h's KR_PP_V1,
+                                           KR_PP_V2, KR_PP_ANY */
+    struct kr_cidr *proxy_protocol_from; /* the senders trusted; required
+                                           with proxy_protocol */
+    int nproxy_protocol_from;
+    int64_t proxy_protocol_timeout_ms;  /* the header within this of the
+                                           accept; default 5000 */
 };
 
 /* [log] */

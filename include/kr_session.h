@@ -47,6 +47,7 @@ struct kr_resolve;
 struct kr_rq;
 struct kr_s_sw;
 struct kr_scan;
+struct kr_pp;
 
 /*
  * What a session uses of the worker that runs it: the worker's event loop
@@ -341,6 +342,23 @@ struct kr_session {
                                            succeeded (kr_s_up_start); its
                                            ApiVersions is answered by
                                            krelay until then */
+    /* issue 12: the PROXY protocol (appended) */
+    struct kr_pp *pp;                   /* stage KR_STAGE_PROXY: the
+                                           header's parser (malloc'd at
+                                           accept on a listener with
+                                           proxy_protocol, freed once the
+                                           header is done); else NULL */
+    union {                             /* proxied: the socket's peer (the
+                                           proxy), peer being the client
+                                           the header named */
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } proxy_peer;
+    char proxy_host[48];
+    uint16_t proxy_port;
+    unsigned proxied:1;                 /* a PROXY header named the client
+                                           (not UNKNOWN nor LOCAL) */
 };
 
 /*

@@ -112,6 +112,9 @@ enum kr_stat_labels {
     X(conn_refused, COUNTER, NONE, 1,                                        \
       "Client connections refused: the listener's max_connections was "     \
       "reached.")                                                            \
+    X(conn_proxy_untrusted, COUNTER, NONE, 1,                                \
+      "Client connections closed at accept on a listener with "              \
+      "proxy_protocol: their address is outside proxy_protocol_from.")      \
     X(conn_active, GAUGE, NONE, 1,                                           \
       "Sessions open now.")                                                  \
     X(closes, COUNTER, CAUSE, KR_CLOSE__N,                                   \

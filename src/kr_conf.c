@@ -171,6 +171,10 @@ static const char *const kr_cf_profile_choices[] = {
 static const char *const kr_cf_legacy_zstd_choices[] = {
     "gzip", "none", "refuse", NULL
 };
+/* proxy_protocol: the index is kr_proxy_proto.h's KR_PP_V1/_V2 mask. */
+static const char *const kr_cf_proxy_choices[] = {
+    "off", "v1", "v2", "any", NULL
+};
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
     "error", "warn", "notice", "info", "debug", "trace", NULL
@@ -387,6 +391,28 @@ static const struct kr_cf_key kr_conf_keys[] = {
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
       "how long after its last refusal a client address counts as "
       "retrying (legacy_refuse_delay_ms), in ms", NULL },
+    /* issue 12: the PROXY protocol */
+    { KR_CS_LISTENER, "proxy_protocol", KR_CT_CHOICE, LST(proxy_protocol),
+      0, "off", 0, 0, 0,
+      "HAProxy's PROXY protocol header (v1 text, v2 binary, any: either) "
+      "required before anything else on every connection, before TLS: "
+      "its source address and port become the client's for logs, the "
+      "audit log and client_address rules.  Only from proxy_protocol_from "
+      "(required then); a connection from elsewhere is closed at accept, "
+      "one with a malformed or missing header when it is found, each "
+      "with one log line.  off: no header is read (one sent would be "
+      "taken for the client's first bytes and refused)",
+      kr_cf_proxy_choices },
+    { KR_CS_LISTENER, "proxy_protocol_from", KR_CT_CIDRS,
+      LST(proxy_protocol_from), LST(nproxy_protocol_from), NULL, 0, 0, 0,
+      "with proxy_protocol: the load balancers and proxies trusted to send "
+      "the header, ADDR[/BITS][,ADDR[/BITS]...] (IPv4 or IPv6; an "
+      "IPv4-mapped IPv6 peer matches IPv4 networks)", NULL },
+    { KR_CS_LISTENER, "proxy_protocol_timeout_ms", KR_CT_I64,
+      LST(proxy_protocol_timeout_ms), 0, "5000", 100, 3600000, 0,
+      "with proxy_protocol: close a connection whose header is not complete "
+      "this long after it was accepted, in ms (the spec asks for at least "
+      "3 s, a TCP retransmit)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -603,6 +629,8 @@ static const struct {
       "none: a port per NodeId (broker_port_base)" },
     { KR_CS_LISTENER, "sasl_credentials",
       "none (required with sasl = terminate)" },
+    { KR_CS_LISTENER, "proxy_protocol_from",
+      "none (required with proxy_protocol)" },
     { KR_CS_LISTENER, "sni_bootstrap_name",
       "none: only sni_fallback = bootstrap reaches the bootstrap route" },
     { KR_CS_UPSTREAM, "ssl_ca",
@@ -2007,6 +2035,7 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->sasl_login_rate);
     kr_sasl_srv_cfg_free(l->sasl_srv);
     free(l->oauthbearer_principal_claim);
+    free(l->proxy_protocol_from);
 }
 
 /* A secret's bytes wiped, then freed. */
@@ -3319,6 +3348,44 @@ kr_cf_check_sni_cert(struct kr_cf_state *st, struct kr_cf_inst *in,
 }
 
 /*
+ * proxy_protocol (issue 12): trusted senders are required with it (the
+ * spec: "only from a number of known sources"); without it the keys that
+ * go with it are not used (a warning).
+ */
+static void
+kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    static const char *const opt[] = { "proxy_protocol_from",
+                                       "proxy_protocol_timeout_ms", NULL };
+    const struct kr_listener_conf *l = in->obj;
+    char lbl[KR_CONF_MAX_NAME + 32];
+    int i;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (kr_cf_key_line_bad(in, "proxy_protocol")) {
+        return;
+    }
+    if (l->proxy_protocol == 0) {
+        for (i = 0; opt[i] != NULL; i++) {
+            if (kr_cf_key_given(in, opt[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, opt[i]), "%s: %s is set "
+                           "but proxy_protocol is off: no header is read, "
+                           "the key is not used", lbl, opt[i]);
+            }
+        }
+        return;
+    }
+    if (!kr_cf_key_given(in, "proxy_protocol_from") &&
+        !kr_cf_key_line_bad(in, "proxy_protocol_from")) {
+        kr_cf_err(st, kr_cf_line_of(in, "proxy_protocol"), "%s: "
+                  "proxy_protocol = %s needs proxy_protocol_from: the "
+                  "addresses of the load balancers trusted to send the "
+                  "header (any other client could claim any address)", lbl,
+                  kr_cf_proxy_choices[l->proxy_protocol]);
+    }
+}
+
+/*
  * SNI routing (sni_broker_name): TLS on, one port (no broker_port_base,
  * no advertised_host: each broker is advertised as its name), and the
  * names built (l->sni).  Without it, broker_port_base is required and
@@ -3650,6 +3717,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_check_mapping(st, in);
         kr_cf_check_sasl_term(st, in);
         kr_cf_check_sni(st, in);
+        kr_cf_check_proxy(st, in);
         if (l->upstream != NULL) {
             bool found = false;
 

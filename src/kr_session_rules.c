@@ -209,6 +209,10 @@ audit_peer(struct kr_session *s, struct kr_audit_peer *p)
     p->listener = listener_name(s);
     p->client_addr = s->peer_host;
     p->client_port = s->peer_port;
+    if (s->proxied) {
+        p->proxy_addr = s->proxy_host;
+        p->proxy_port = s->proxy_port;
+    }
     p->route = s->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
     p->node_id = s->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;

@@ -1871,6 +1871,16 @@ static const struct reload_row reload_rows[] = {
       "legacy_refuse_delay_ms = 0" },
     { "[listener a]", "legacy_refuse_window_ms", KR_RELOAD_APPLY, "",
       "legacy_refuse_window_ms = 60000" },
+    { "[listener a]", "proxy_protocol", KR_RELOAD_APPLY,
+      "proxy_protocol = v1\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = any\nproxy_protocol_from = 10.0.0.0/8" },
+    { "[listener a]", "proxy_protocol_from", KR_RELOAD_APPLY,
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8, fd00::/8" },
+    { "[listener a]", "proxy_protocol_timeout_ms", KR_RELOAD_APPLY,
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8\n"
+      "proxy_protocol_timeout_ms = 3000" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -3115,6 +3125,77 @@ START_TEST(test_sni_errors)
 }
 END_TEST
 
+/*
+ * proxy_protocol (issue 12): the versions, the trusted senders parsed as
+ * client_address networks are, required with it, warned about without.
+ */
+START_TEST(test_proxy_protocol)
+{
+    struct kr_conf *c;
+    const struct kr_listener_conf *l;
+
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 0);
+    ck_assert_int_eq(c->listeners[0].nproxy_protocol_from, 0);
+    ck_assert_int_eq(c->listeners[0].proxy_protocol_timeout_ms, 5000);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                "proxy_protocol_from = 10.1.2.3/8, 2001:db8::/32,"
+                "127.0.0.1\nproxy_protocol_timeout_ms = 3000\n");
+    l = &c->listeners[0];
+    ck_assert_int_eq(l->proxy_protocol, 2);
+    ck_assert_int_eq(l->nproxy_protocol_from, 3);
+    ck_assert_int_eq(l->proxy_protocol_from[0].family, AF_INET);
+    ck_assert_int_eq(l->proxy_protocol_from[0].bits, 8);
+    ck_assert_int_eq(l->proxy_protocol_from[0].addr[0], 10);
+    ck_assert_int_eq(l->proxy_protocol_from[0].addr[1], 0);
+    ck_assert_int_eq(l->proxy_protocol_from[1].family, AF_INET6);
+    ck_assert_int_eq(l->proxy_protocol_from[1].bits, 32);
+    ck_assert_int_eq(l->proxy_protocol_from[2].bits, 32);
+    ck_assert_int_eq(l->proxy_protocol_timeout_ms, 3000);
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v1\n"
+                "proxy_protocol_from = 0.0.0.0/0\n");
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 1);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = any\n"
+                "proxy_protocol_from = ::/0\n");
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 3);
+    kr_conf_free(c);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v1\n",
+                     "t.ini:6: [listener]: proxy_protocol = v1 needs "
+                     "proxy_protocol_from: the addresses of the load "
+                     "balancers trusted to send the header");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/33\n",
+                     "t.ini:7: 'proxy_protocol_from': bad value "
+                     "'10.0.0.0/33': '10.0.0.0/33' is not ADDR[/BITS] (IPv4 "
+                     "or IPv6)");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/8,,::1\n",
+                     "t.ini:7: 'proxy_protocol_from': bad value");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v3\n"
+                     "proxy_protocol_from = 10.0.0.0/8\n",
+                     "t.ini:6: 'proxy_protocol': bad value 'v3': expected "
+                     "off, v1, v2 or any");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/8\n"
+                     "proxy_protocol_timeout_ms = 50\n",
+                     "t.ini:8: 'proxy_protocol_timeout_ms': bad value '50'");
+    /* without proxy_protocol: not used, a warning each */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol_from = 10.0.0.0/8\n"
+                "proxy_protocol_timeout_ms = 3000\n");
+    ck_assert_int_eq(c->nwarnings, 2);
+    ck_assert_int_eq(c->warnings[0].line, 6);
+    ck_assert_str_eq(c->warnings[0].text, "[listener]: proxy_protocol_from "
+                     "is set but proxy_protocol is off: no header is read, "
+                     "the key is not used");
+    ck_assert_int_eq(c->warnings[1].line, 7);
+    kr_conf_free(c);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -3127,6 +3208,7 @@ conf_suite(void)
 
     tcase_add_test(tc, test_full);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_proxy_protocol);
     tcase_add_test(tc, test_advertised_default);
     tcase_add_test(tc, test_warn_wildcard_listen);
     tcase_add_test(tc, test_warn_syslog_socket);
