@@ -32,8 +32,10 @@ OPTIONS:
   --offset O         ... from offset O (a fetch in the middle of a batch);
                      the set's messages O..COUNT-1 are then expected (the
                      set was written to partition P alone, in order)
-  --compression C    gzip or none (the default); the Debian package has no
-                     snappy or lz4 module
+  --compression C    gzip, snappy, lz4 or none (the default); snappy and
+                     lz4 need python3-snappy and python3-lz4 (kafka-python
+                     writes xerial-framed snappy, and for magic 0 the LZ4
+                     frame with the wrong header checksum, KAFKA-1493)
   --timeout S        consume deadline in seconds (default 60)
   --members N        group mode (default 3)
   --produce API      group mode: produce with this api_version ("auto": a
@@ -386,7 +388,7 @@ def main():
     p.add_argument("--partition", type=int)
     p.add_argument("--offset", type=int)
     p.add_argument("--compression", default="none",
-                   choices=("none", "gzip"))
+                   choices=("none", "gzip", "snappy", "lz4"))
     p.add_argument("--timeout", type=int, default=60)
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--produce", metavar="API",
