@@ -56,9 +56,25 @@ function describe (err) {
 }
 
 function finish (code, line) {
-  console.log(line);
+  console.log(line.replace(/\s*\n\s*/g, ' '));
   // kafka-node keeps sockets and timers: leave without waiting for them
   process.exit(code);
+}
+
+// The APIs kafka-node uses at a version below the minimum a broker
+// advertised ("joinGroup v0 (min 2)"): kafka-node takes the highest
+// version it knows up to the broker's maximum and ignores the minimum.
+function belowMinimum (client) {
+  const seen = new Set();
+  for (const b of Object.values((client && client.brokers) || {})) {
+    for (const [api, v] of Object.entries(b.apiSupport || {})) {
+      if (typeof v === 'object' && v && v.usable !== false &&
+          v.usable !== undefined && v.usable < v.min) {
+        seen.add(api + ' v' + v.usable + ' (min ' + v.min + ')');
+      }
+    }
+  }
+  return [...seen].sort().join(', ');
 }
 
 function clientOptions () {
@@ -106,9 +122,12 @@ function consume () {
   let lastError = '';
   const timer = setTimeout(() => {
     write();
+    const below = belowMinimum(cg.client);
     finish(3, 'CONSUME-FAILED kafka-node: ' + got.length + ' of ' +
            set.length + ' records within ' + timeoutS + ' s' +
-           (errors ? ' (' + errors + ' errors, last: ' + lastError + ')' : ''));
+           (errors ? ' (' + errors + ' errors, last: ' + lastError + ')' : '') +
+           (below ? ' (versions it chose below the broker\'s minimum: ' +
+            below + ')' : ''));
   }, timeoutS * 1000);
   function write () {
     fs.writeFileSync(outFile, got.map(m => JSON.stringify({
