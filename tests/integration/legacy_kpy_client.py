@@ -419,7 +419,12 @@ def main():
                       % (args.api, args.count))
             return rc
     if args.mode == "group":
-        return group(args)
+        rc = group(args)
+        # members still blocked in kafka-python (a group that never
+        # formed) must not hold the exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
     return consume(args)
 
 

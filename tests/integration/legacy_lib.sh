@@ -193,7 +193,10 @@ leg_kcat_consume() {
     err=$out.err
     # -d protocol: the requests it sent, to name the one a broker closed
     # the connection after
-    kr_run 40 kcat -b "$addr" -C -t "$topic" "${from[@]}" -e -J -d protocol \
+    # bounded by KR_LEGACY_FAIL_WAIT + 20 s, not scaled: kcat retries a
+    # refused fetch for ever (one that works ends at -e within seconds)
+    timeout -k 5 $((KR_LEGACY_FAIL_WAIT + 20)) \
+        kcat -b "$addr" -C -t "$topic" "${from[@]}" -e -J -d protocol \
         "${ver[@]}" -X socket.timeout.ms=10000 "$@" >"$out" 2>"$err"
     if [ "$("$KR_PY" "$LEG_MSGS" count "$out")" = 0 ]; then
         echo "CONSUME-FAILED kcat $fb: nothing consumed: $(leg_kcat_why "$err")"
@@ -334,6 +337,7 @@ leg_start_mock_pair() {
     KR_MOCK_ARGS="-K ${LEG_K4_RELEASE:-4.0.0}" kr_start_mock "$@"
     LEG_K4=$KR_MOCK_BOOTSTRAP
     LEG_K4_PID=$KR_MOCK_PID
+    LEG_K4_BASE=$KR_MOCK_BASE
     grep -q "krmock: -K ${LEG_K4_RELEASE:-4.0.0}: .*Fetch 4\.\." \
         "$KR_WORK/mock.log" ||
         kr_fail "the Kafka-4-like mock did not restrict Fetch: $(cat "$KR_WORK/mock.log")"
@@ -403,11 +407,21 @@ leg_modern_then_kpy() {
     leg_kcat_produce "$1" "$2" "$3" "$4" modern "$5" -X linger.ms=500 \
         "${part[@]}" || return
     if [ -n "$first" ]; then
+        leg_one_batch "$KR_WORK/kcat-P-$2-$3-${1##*:}.err" "$4" || return
         leg_kpy consume "$1" "$2" "$6" "$3" "$4" --partition 0 \
             --offset "$first" --timeout 60
     else
         leg_kpy consume "$1" "$2" "$6" "$3" "$4" --timeout 60
     fi
+}
+
+# leg_one_batch FILE COUNT: kcat's -d msg log FILE shows the COUNT
+# messages sent as one batch ("Produce MessageSet with COUNT message(s)"),
+# so that a fetch from an offset inside it starts in the middle of a batch.
+leg_one_batch() {
+    grep -q "Produce MessageSet with $2 message(s)" "$1" && return 0
+    echo "FAIL not one batch of $2: $(grep -o 'Produce MessageSet with [0-9]* message(s)' "$1" | tr '\n' ' ')"
+    return 1
 }
 
 # legacy_through_krelay short|full: krelay (translate_legacy = true on the
