@@ -64,7 +64,7 @@ leg_seed_all "$LEG_K4" "$LEG_NORMAL" -- c-kpy d1 "$N" -- c-kcat d1 "$N" -- \
 leg_start k4-kpy-produce leg_kpy produce "$LEG_K4" p-kpy 0.10.0 dp "$N" \
     --timeout "$F"
 leg_start k4-kpy-group leg_kpy consume "$LEG_K4" c-kpy 0.10.0 d1 "$N" \
-    --group legacy-direct --timeout "$F"
+    --group ld-kpy --timeout "$F"
 leg_start k4-kpy-fetch leg_kpy consume "$LEG_K4" f-kpy 0.10.0 d1 "$N" \
     --partition 0 --offset 0 --timeout "$F"
 leg_start k4-kcat-produce leg_kcat_produce "$LEG_K4" p-kcat dp "$N" 0.9.0 gzip
@@ -72,18 +72,19 @@ leg_start k4-kcat-consume leg_kcat_consume "$LEG_K4" c-kcat d1 "$N" 0.9.0 \
     "$W/k4-kcat.json"
 if leg_have_node; then
     leg_start k4-node-produce leg_node produce "$LEG_K4" p-node dp "$N" \
-        legacy-direct "$F"
+        ld-node "$F"
     leg_start k4-node-consume leg_node consume "$LEG_K4" c-node d1 "$N" \
-        legacy-direct "$F"
+        ld-node "$F"
 fi
 # 2. The normal upstream: the consumers that can read it do.
 leg_start n-kpy-group leg_kpy consume "$LEG_NORMAL" c-kpy 0.10.0 d1 "$N" \
-    --group legacy-direct --timeout 60
+    --group ld-kpy --timeout 60
 leg_start n-kcat-consume leg_kcat_consume "$LEG_NORMAL" c-kcat d1 "$N" \
     0.9.0 "$W/n-kcat.json"
 if leg_have_node; then
+    # ends at its 50th error (it fails on every fetch): a longer bound
     leg_start n-node-consume leg_node consume "$LEG_NORMAL" c-node d1 "$N" \
-        legacy-direct "$F"
+        ld-node 60
 fi
 leg_wait
 

@@ -248,7 +248,14 @@ def consume(args):
                 consumer.seek_to_beginning(*tps)
         consume_into(consumer, args, got, time.time() + args.timeout)
         if args.group and got:
-            consumer.commit()
+            try:
+                consumer.commit()
+            except Exception as e:  # noqa: BLE001 - reported
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                write_and_check(args, got, label)
+                print("FAIL %s: %d records read, then the commit failed: "
+                      "%s" % (label, len(got), type(e).__name__))
+                return 1
     except Deadline:
         write_and_check(args, got, label)
         print("CONSUME-FAILED %s: %d of %d records when the %d s deadline "

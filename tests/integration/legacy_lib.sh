@@ -455,12 +455,12 @@ legacy_through_krelay() {
 
     # each old client, producing and consuming (one case per kind)
     leg_start tk-kpy leg_kpy roundtrip "$K" t-kpy 0.10.0 k1 "$N" \
-        --group legacy-krelay --out "$W/tk-kpy.jsonl"
+        --group lk-kpy --out "$W/tk-kpy.jsonl"
     leg_start tk-kcat leg_kcat_roundtrip "$K" t-kcat k1 "$N" 0.9.0 gzip \
         "$W/tk-kcat.json"
     if leg_have_node; then
         leg_start tk-node leg_node roundtrip "$K" t-node k1 "$N" \
-            legacy-krelay 60
+            lk-node 60
     fi
     # mixed: an old producer and a modern consumer, and the reverse (the
     # modern producer still compressing: Produce MinVersion 0 kept)
@@ -480,9 +480,9 @@ legacy_through_krelay() {
         # lz4 with magic 0: the broken header checksum, KAFKA-1493;
         # snappy: xerial framing)
         for api in 0.10.0 0.9 0.8.2; do
-            local g=(--group "legacy-krelay-$api")
-            [ "$api" = 0.8.2 ] && g=()
             for codec in none gzip snappy lz4; do
+                local g=(--group "lk-kpy-$api-$codec")
+                [ "$api" = 0.8.2 ] && g=()
                 leg_have_py_codec "$codec" || continue
                 leg_start "tk-kpy-$api-$codec" leg_kpy roundtrip "$K" \
                     "t-kpy-$api-$codec" "$api" "k-$codec" "$N" \

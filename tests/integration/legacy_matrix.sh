@@ -150,7 +150,7 @@ leg_wait
 leg_start n-kpy-group3 leg_kpy group "$NORMAL" g3 0.10.0 d3 90 \
     --produce auto --timeout 90
 if leg_have_node; then
-    leg_start n-node-consume leg_node consume "$NORMAL" c-all d1 "$N" lm-n "$F"
+    leg_start n-node-consume leg_node consume "$NORMAL" c-all d1 "$N" lm-n 60
 fi
 leg_wait
 for codec in gzip snappy lz4; do

@@ -139,6 +139,14 @@ function consume () {
     errors++;
     lastError = describe(err);
     console.error('consumer error: ' + lastError);
+    // a response it cannot read comes back on every fetch: once it has
+    // failed 50 times with nothing read, waiting longer proves nothing
+    if (errors >= 50 && got.length === 0) {
+      clearTimeout(timer);
+      write();
+      finish(3, 'CONSUME-FAILED kafka-node: 0 of ' + set.length +
+             ' records (' + errors + ' errors, last: ' + lastError + ')');
+    }
   });
   cg.on('message', m => {
     got.push(m);
