@@ -55,7 +55,8 @@ usage() {
 # Build and run krelay (the runtime libraries come with the -dev packages).
 PKGS_BUILD="build-essential autoconf automake pkg-config
             libevent-dev libssl-dev libinih-dev libjansson-dev libpcre2-dev
-            zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libisal-dev"
+            zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libisal-dev
+            libxxhash-dev"
 # krelay --demo (krelay-demo-cluster) and the quickstart's client.
 PKGS_DEMO="librdkafka-dev kcat"
 # Tests only: Check (unit tests), Python and its Kafka clients

@@ -119,6 +119,10 @@ void kr_audit_flush(struct kr_audit *au);
 #define KR_AUDIT_REFUSED   0x80u /* not forwarded: krelay cannot decode it
                                     and an enforcing rule could match it;
                                     the connection was closed (issue 13) */
+#define KR_AUDIT_TRANSLATED 0x100u /* legacy translation: a version the
+                                      broker no longer accepts sent up as
+                                      one it does, the response back
+                                      (issue 10) */
 
 /* Name of one KR_AUDIT_* bit ("forwarded"...), NULL for others. */
 const char *kr_audit_action_name(unsigned bit);

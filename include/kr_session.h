@@ -75,6 +75,15 @@ struct kr_session_host {
                                            thread only) */
     void (*group_release)(struct kr_group *g); /* a session of g ended
                                            (g->nconn already decremented) */
+    struct kr_legacy_refusal {          /* issue 10: client addresses
+                                           lately refused a version the
+                                           brokers no longer accept
+                                           (translate_legacy off), by a hash
+                                           of the address: direct-mapped,
+                                           a collision forgets one */
+        uint64_t addr_hash;
+        int64_t at_ms;                  /* monotonic ms; 0: empty */
+    } legacy_refused[64];
     const struct kr_conn_ops *conn_ops; /* the transport of new
                                            connections, NULL: plain TCP
                                            (the tests set one that injects
@@ -221,6 +230,10 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
+    struct kr_an_legacy_conf *legacy_conf; /* issue 10: the listener's
+                                           legacy translation as the
+                                           pipeline takes it (malloc'd on
+                                           first use, kr_session_rules.c) */
     bool fetch_stale;                   /* no full Fetch on this
                                            connection since it opened or
                                            the config changed: an

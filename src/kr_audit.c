@@ -545,7 +545,7 @@ kr_audit_flush(struct kr_audit *au)
 
 static const char *const kr_audit_actions[] = {
     "forwarded", "rewritten", "clamped", "denied", "delayed", "throttled",
-    "faulted", "refused"
+    "faulted", "refused", "translated"
 };
 
 const char *

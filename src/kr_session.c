@@ -215,6 +215,7 @@
 #include "kr_topics.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
+#include "kr_broker_versions.h"
 #include "kr_session_int.h"
 
 #include <openssl/bio.h>
@@ -380,6 +381,7 @@ session_free(struct kr_session *s)
         free(s->sasl_srv);
     }
     free(s->clamps);
+    free(s->legacy_conf);
     free(s->enforced);
     free(s->av);
     free(s->scan);
@@ -2223,6 +2225,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
+    s->rw.legacy = s->lc->translate_legacy ? kr_bv_legacy_ranges() : NULL;
     s->rw.sni_port = kr_listener_port(l);
     s->node_id = l->node_id;
     s->rw.upstream = g->up;

@@ -436,7 +436,9 @@ START_TEST(test_format_ids_unknown_api_conn)
     }
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_CLAMPED), "clamped");
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_REFUSED), "refused");
-    ck_assert_ptr_null(kr_audit_action_name(0x100));
+    ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_TRANSLATED),
+                     "translated");
+    ck_assert_ptr_null(kr_audit_action_name(0x200));
 }
 END_TEST
 

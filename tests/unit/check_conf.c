@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kr_broker_versions.h"
 #include "kr_conf.h"
 #include "kr_sasl_server.h"
 #include "kr_sasl_users.h"
@@ -1858,6 +1859,18 @@ static const struct reload_row reload_rows[] = {
       "sasl_auth_timeout_ms = 30000" },
     { "[listener a]", "oauthbearer_principal_claim", KR_RELOAD_APPLY, "",
       "oauthbearer_principal_claim = azp" },
+    /* issue 10: legacy clients; connections take them with the new
+       config (conf_refresh), as the rules */
+    { "[listener a]", "translate_legacy", KR_RELOAD_APPLY, "",
+      "translate_legacy = true" },
+    { "[listener a]", "legacy_zstd", KR_RELOAD_APPLY, "",
+      "legacy_zstd = refuse" },
+    { "[listener a]", "legacy_batch_max_bytes", KR_RELOAD_APPLY, "",
+      "legacy_batch_max_bytes = 65536" },
+    { "[listener a]", "legacy_refuse_delay_ms", KR_RELOAD_APPLY, "",
+      "legacy_refuse_delay_ms = 0" },
+    { "[listener a]", "legacy_refuse_window_ms", KR_RELOAD_APPLY, "",
+      "legacy_refuse_window_ms = 60000" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -1910,6 +1923,10 @@ static const struct reload_row reload_rows[] = {
       "", "metadata_sasl_username = m" },
     { "[upstream u1]", "metadata_sasl_password_file", KR_RELOAD_APPLY,
       "", "metadata_sasl_password_file = /etc/krelay/mpw" },
+    /* issue 10: what the operator asserts about the cluster; decisions
+       after the reload use it */
+    { "[upstream u1]", "broker_profile", KR_RELOAD_APPLY,
+      "", "broker_profile = kafka-4.0.0" },
 
     { "[log]", "level", KR_RELOAD_APPLY, "", "level = debug" },
     { "[log]", "target", KR_RELOAD_APPLY, "", "target = krelay.log" },
@@ -2959,6 +2976,85 @@ START_TEST(test_sni_keys)
 }
 END_TEST
 
+/*
+ * issue 10: the legacy keys, their defaults, their values dumped and read
+ * back, the choices in their enums' order, and bad values.
+ */
+START_TEST(test_legacy_keys)
+{
+    struct kr_conf *c = load_ok(MIN_UPSTREAM MIN_LISTENER), *d;
+    const struct kr_listener_conf *l = &c->listeners[0];
+    struct kr_conf_key_desc kd;
+    char *dump = NULL;
+    size_t len = 0, i;
+    bool seen = false;
+    FILE *f;
+
+    /* defaults */
+    ck_assert_int_eq(c->upstreams[0].broker_profile,
+                     KR_BROKER_PROFILE_LEARNED);
+    ck_assert(!l->translate_legacy);
+    ck_assert_int_eq(l->legacy_zstd, 0);                /* gzip */
+    ck_assert_int_eq(l->legacy_batch_max_bytes, 1048576);
+    ck_assert_int_eq(l->legacy_refuse_delay_ms, 1000);
+    ck_assert_int_eq(l->legacy_refuse_window_ms, 10000);
+    kr_conf_free(c);
+
+    c = load_ok(MIN_UPSTREAM "broker_profile = kafka-4.0.1+\n" MIN_LISTENER
+                "translate_legacy = true\nlegacy_zstd = refuse\n"
+                "legacy_batch_max_bytes = 0\nlegacy_refuse_delay_ms = 0\n"
+                "legacy_refuse_window_ms = 60000\n");
+    l = &c->listeners[0];
+    ck_assert_int_eq(c->upstreams[0].broker_profile,
+                     KR_BROKER_PROFILE_KAFKA_4_0_1);
+    ck_assert(l->translate_legacy);
+    ck_assert_int_eq(l->legacy_zstd, 2);                /* refuse */
+    ck_assert_int_eq(l->legacy_batch_max_bytes, 0);
+    ck_assert_int_eq(l->legacy_refuse_delay_ms, 0);
+    ck_assert_int_eq(l->legacy_refuse_window_ms, 60000);
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "broker_profile = kafka-4.0.1+"));
+    ck_assert_ptr_nonnull(strstr(dump, "legacy_zstd = refuse"));
+    d = load_ok(dump);
+    ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
+    kr_conf_free(d);
+    free(dump);
+    kr_conf_free(c);
+
+    /* broker_profile's choices are kr_broker_profile_name's, in order */
+    for (i = 0; kr_conf_key(i, &kd); i++) {
+        size_t n;
+
+        if (strcmp(kd.name, "broker_profile") != 0) {
+            continue;
+        }
+        seen = true;
+        ck_assert_ptr_nonnull(kd.choices);
+        for (n = 0; kd.choices[n] != NULL; n++) {
+            ck_assert_str_eq(kd.choices[n], kr_broker_profile_name((int)n));
+        }
+        ck_assert_uint_eq(n, 3);
+    }
+    ck_assert(seen);
+
+    expect_one_error(MIN_UPSTREAM "broker_profile = kafka-4\n" MIN_LISTENER,
+                     "t.ini:3: 'broker_profile': bad value 'kafka-4': "
+                     "expected learned, kafka-4.0.0 or kafka-4.0.1+");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "legacy_zstd = lz4\n",
+                     "t.ini:6: 'legacy_zstd': bad value 'lz4': expected "
+                     "gzip, none or refuse");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "legacy_refuse_delay_ms = 60001\n",
+                     "t.ini:6: 'legacy_refuse_delay_ms'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "legacy_batch_max_bytes = -1\n",
+                     "t.ini:6: 'legacy_batch_max_bytes'");
+}
+END_TEST
+
 /* What does not go with SNI routing, and names that are no names. */
 START_TEST(test_sni_errors)
 {
@@ -3064,6 +3160,7 @@ conf_suite(void)
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
+    tcase_add_test(tc, test_legacy_keys);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);
