@@ -38,8 +38,8 @@
 #     kafka-node consume            fails: "Not a message set. Magic byte
 #                                   is 2" (it reads only magic 0/1: what
 #                                   krelay's down-conversion is for)
-# KR_LEGACY_THROUGH_KRELAY=1 adds the same clients through krelay with
-# translation (legacy_lib.sh; not yet enabled by default).
+# Then the same clients through krelay with translation (legacy_lib.sh's
+# legacy_through_krelay short: one case per kind, byte for byte).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/legacy_lib.sh"
@@ -103,7 +103,7 @@ if leg_have_node; then
         "^CONSUME-FAILED kafka-node: 0 of $N .*Not a message set\\. Magic byte is 2"
 fi
 
-# 3. Through krelay with translation (not yet enabled: legacy_lib.sh).
+# 3. Through krelay with translation (legacy_lib.sh).
 legacy_through_krelay short
 
 leg_finish

@@ -37,9 +37,8 @@
 #                           it gives up (default 10): long enough for the
 #                           same client to succeed against a broker that
 #                           accepts it (they take 1-5 s here)
-#   KR_LEGACY_THROUGH_KRELAY=1  also run the through-krelay cases (NOT YET
-#                           ENABLED by default: they need translate_legacy
-#                           and broker_profile, issue 10)
+#   KR_LEGACY_THROUGH_KRELAY=0  skip the through-krelay cases (default 1:
+#                           run them)
 #   KR_LEGACY_LISTENER_CONF, KR_LEGACY_UPSTREAM_CONF  the krelay lines of
 #                           those cases (default "translate_legacy = true"
 #                           and "broker_profile = kafka-4.0.0"); set them
@@ -52,7 +51,7 @@ LEG_KPY=$LEG_DIR/legacy_kpy_client.py
 LEG_MSGS=$LEG_DIR/legacy_msgs.py
 LEG_NODE=$LEG_DIR/legacy_node_client.js
 : "${KR_LEGACY_FAIL_WAIT:=10}"
-: "${KR_LEGACY_THROUGH_KRELAY:=0}"
+: "${KR_LEGACY_THROUGH_KRELAY:=1}"
 LEG_PIDS=()
 LEG_NAMES=()
 LEG_HAVE_NODE=
@@ -362,7 +361,7 @@ leg_finish() {
     kr_log "PASS"
 }
 
-# ---- through krelay with translation (issue 10): NOT YET ENABLED -------
+# ---- through krelay with translation (issue 10) -----------------------
 # Topics the through-krelay cases write and read: created on both mocks
 # by the scripts (LEG_KRELAY_TOPICS: full, LEG_KRELAY_TOPICS_SHORT:
 # short), used only on the Kafka-4-like one.
@@ -431,14 +430,13 @@ leg_one_batch() {
 # mixed old and modern clients on one topic; a zstd topic read by old
 # consumers; fetches starting in the middle of a batch.  "short": one case
 # per kind (legacy_direct.sh), "full": the matrix (legacy_matrix.sh).
-# Skipped, with a log line, unless KR_LEGACY_THROUGH_KRELAY=1: issue 10's
-# translation is not in krelay yet (the lead enables it when it lands).
+# KR_LEGACY_THROUGH_KRELAY=0 skips them (with a log line): the direct
+# cases alone.
 legacy_through_krelay() {
     local full=$1 N=40 api codec fb W=$KR_WORK
     if [ "$KR_LEGACY_THROUGH_KRELAY" != 1 ]; then
-        kr_log "SKIPPED (not yet enabled): the through-krelay legacy" \
-            "translation cases (translate_legacy, broker_profile:" \
-            "issue 10); KR_LEGACY_THROUGH_KRELAY=1 runs them"
+        kr_log "SKIPPED (KR_LEGACY_THROUGH_KRELAY=0): the through-krelay" \
+            "legacy translation cases"
         return 0
     fi
     KR_LISTENER_CONF=${KR_LEGACY_LISTENER_CONF-translate_legacy = true}

@@ -2,8 +2,8 @@
 # The legacy-client matrix of issue 10 (make check-long): every old client
 # variant straight at Kafka-4-like upstreams (`krmock -K 4.0.0`, and -K
 # 4.0.1 where JoinGroup v0-1 came back) fails in its named way, and reads
-# a normal mock where it can; then, once enabled (KR_LEGACY_THROUGH_KRELAY=1,
-# legacy_lib.sh), the same clients through krelay with translation.
+# a normal mock where it can; then the same clients through krelay with
+# translation (legacy_lib.sh; KR_LEGACY_THROUGH_KRELAY=0 skips them).
 # legacy_direct.sh is the short version in `make check`; the clients and
 # the outcomes are legacy_lib.sh's.
 #
@@ -190,7 +190,7 @@ KR_MOCK_PID=$LEG_K4_PREV
 KR_MOCK_BOOTSTRAP=$LEG_K4
 KR_MOCK_BASE=$LEG_K4_BASE
 
-# 4. Through krelay with translation (not yet enabled: legacy_lib.sh).
+# 4. Through krelay with translation (legacy_lib.sh).
 legacy_through_krelay full
 
 leg_finish
