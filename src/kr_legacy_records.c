@@ -110,7 +110,7 @@ set_records(struct kr_arena *a, struct kr_val *val, const struct kr_bytes *out)
         return KR_ELIMIT;
     }
     if (out->len > 0) {
-        p = kr_arena_alloc(a, out->len);
+        p = kr_arena_alloc_uninit(a, out->len);
         if (p == NULL) {
             return KR_ENOMEM;
         }
