@@ -1441,7 +1441,8 @@ elif [ -n "$LEGACY_WL" ]; then
     bounded LMOCK_PID LMOCK_TPID "$CPU_MOCK" "$KRMOCK" -K 4.0.0 -b 3 \
         -t lproduce:8 -t "lfetch:$LEGACY_FETCH_PARTS" \
         -r "$WORK/lmock.ready" >"$WORK/lmock.out" 2>"$WORK/lmock.log"
-    for _ in $(seq 100); do
+    # creating the topics takes krmock seconds on a busy machine
+    for _ in $(seq 600); do
         [ -s "$WORK/lmock.ready" ] && break
         kill -0 "$LMOCK_PID" 2>/dev/null || break
         sleep 0.1
