@@ -28,6 +28,11 @@ void kr_arena_init(struct kr_arena *a, size_t limit);
  * the limit.  Owned by the arena.
  */
 void *kr_arena_alloc(struct kr_arena *a, size_t size);
+/*
+ * The same, its bytes not zeroed: for a caller that writes all of them at
+ * once (bytes copied in: records converted by legacy translation).
+ */
+void *kr_arena_alloc_uninit(struct kr_arena *a, size_t size);
 /* Free all but the first chunk; every pointer handed out becomes invalid. */
 void kr_arena_reset(struct kr_arena *a);
 /* Free everything. */

@@ -52,4 +52,17 @@ int kr_evcodec_emit(struct evbuffer *payload, struct evbuffer *out,
                     const struct kr_wbuf *w, const struct kr_msg *m,
                     char *err, size_t errlen) KR_MUST_CHECK;
 
+/*
+ * kr_evcodec_emit, but a large frame without records slices (every
+ * record re-encoded into w, as legacy translation's are: w->nrecs 0, no
+ * trailing bytes, at least KR_EVCODEC_GIVE_MIN bytes) gives w's buffer
+ * to out (evbuffer_add_reference; libevent frees it once written)
+ * instead of copying it: w is left empty (buf NULL), kr_wbuf_free still
+ * safe.  Otherwise exactly kr_evcodec_emit.  Same results.
+ */
+#define KR_EVCODEC_GIVE_MIN 16384
+int kr_evcodec_emit_own(struct evbuffer *payload, struct evbuffer *out,
+                        struct kr_wbuf *w, const struct kr_msg *m,
+                        char *err, size_t errlen) KR_MUST_CHECK;
+
 #endif /* KR_EVCODEC_H */

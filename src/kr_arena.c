@@ -144,7 +144,7 @@ got:
 }
 
 void *
-kr_arena_alloc(struct kr_arena *a, size_t size)
+kr_arena_alloc_uninit(struct kr_arena *a, size_t size)
 {
     struct kr_arena_chunk *c = a->head;
     size_t n;
@@ -166,7 +166,17 @@ kr_arena_alloc(struct kr_arena *a, size_t size)
     p = (uint8_t *)(c + 1) + c->used;
     c->used += n;
     a->used += n;
-    memset(p, 0, size);
+    return p;
+}
+
+void *
+kr_arena_alloc(struct kr_arena *a, size_t size)
+{
+    void *p = kr_arena_alloc_uninit(a, size);
+
+    if (p != NULL) {
+        memset(p, 0, size);
+    }
     return p;
 }
 

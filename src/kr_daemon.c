@@ -604,6 +604,52 @@ total(const struct kr_daemon *d, enum kr_stat_id id)
     return sum;
 }
 
+/* Sum of counter id, every one of its ncells cells, over the workers. */
+static uint64_t
+total_cells(const struct kr_daemon *d, enum kr_stat_id id, size_t ncells)
+{
+    uint64_t sum = 0;
+    size_t c;
+    int i;
+
+    for (i = 0; i < d->nworkers; i++) {
+        for (c = 0; c < ncells; c++) {
+            sum += kr_stats_cell(&d->workers[i]->stats, id, c);
+        }
+    }
+    return sum;
+}
+
+/*
+ * issue 10: what legacy translation did, at stop, when it did anything
+ * (the benchmark checks its translated runs with this line).
+ */
+static void
+legacy_report(const struct kr_daemon *d)
+{
+    uint64_t nt = total_cells(d, KR_STAT_ID_legacy_translated,
+                              KR_STATS_API_CELLS);
+    uint64_t nr = total(d, KR_STAT_ID_legacy_refused);
+
+    if (nt == 0 && nr == 0) {
+        return;
+    }
+    kr_log_notice("legacy translation: %" PRIu64 " request%s translated, %"
+                  PRIu64 " refused, %" PRIu64 " bytes of records in, %"
+                  PRIu64 " out, %" PRIu64 " zstd batch%s recompressed, %"
+                  PRIu64 " partition%s corrupt",
+                  nt, plural((long long)nt), nr,
+                  total(d, KR_STAT_ID_legacy_records_in),
+                  total(d, KR_STAT_ID_legacy_records_out),
+                  total(d, KR_STAT_ID_legacy_zstd_recompressed),
+                  total(d, KR_STAT_ID_legacy_zstd_recompressed) == 1
+                      ? ""
+                      : "es",
+                  total(d, KR_STAT_ID_legacy_partitions_corrupt),
+                  plural((long long)total(
+                      d, KR_STAT_ID_legacy_partitions_corrupt)));
+}
+
 void
 kr_daemon_stop(struct kr_daemon *d)
 {
@@ -663,6 +709,7 @@ kr_daemon_stop(struct kr_daemon *d)
                       total(d, KR_STAT_ID_responses_streamed),
                       bu, plural((long long)bu), bd, plural((long long)bd),
                       total(d, KR_STAT_ID_bytes_spliced));
+        legacy_report(d);
     }
     (void)kr_log_rl_flush();
     event_base_loopbreak(d->base);

@@ -143,3 +143,34 @@ kr_evcodec_emit(struct evbuffer *payload, struct evbuffer *out,
     evbuffer_drain(payload, evbuffer_get_length(payload));
     return KR_OK;
 }
+
+/* evbuffer_add_reference's cleanup: a buffer given by a kr_wbuf. */
+static void
+give_free(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)(uintptr_t)data);
+}
+
+int
+kr_evcodec_emit_own(struct evbuffer *payload, struct evbuffer *out,
+                    struct kr_wbuf *w, const struct kr_msg *m, char *err,
+                    size_t errlen)
+{
+    if (w->nrecs > 0 || m->trailing > 0 || w->failed || w->buf == NULL ||
+        w->len < KR_EVCODEC_GIVE_MIN || w->len > INT32_MAX) {
+        return kr_evcodec_emit(payload, out, w, m, err, errlen);
+    }
+    if (add_size_prefix(out, w->len) != KR_OK ||
+        evbuffer_add_reference(out, w->buf, w->len, give_free, NULL) != 0) {
+        return KR_ENOMEM;
+    }
+    /* out owns the bytes now */
+    w->buf = NULL;
+    w->len = 0;
+    w->cap = 0;
+    w->total = 0;
+    evbuffer_drain(payload, evbuffer_get_length(payload));
+    return KR_OK;
+}

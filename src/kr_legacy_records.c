@@ -4,6 +4,8 @@
  */
 #include "config.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,90 @@ parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
     e->partition = partition;
     p->n++;
     return e;
+}
+
+/*
+ * The two buffers a thread keeps between calls (a partition's records
+ * copied whole, and converted): as kr_records.c's scratch, a buffer of
+ * a megabyte malloc'd and freed per call is mmap'd, page-faulted in and
+ * unmapped every time, most of the cost of converting it.  Each is kept
+ * up to KEEP_BYTES; both freed at thread exit (a pthread key).
+ */
+#define KEEP_BYTES (4u << 20)
+
+struct lr_tls {
+    struct kr_bytes tmp, out;
+};
+
+static pthread_key_t lr_key;
+static pthread_once_t lr_once = PTHREAD_ONCE_INIT;
+static bool lr_key_ok;
+
+static void
+lr_tls_free(void *arg)
+{
+    struct lr_tls *t = arg;
+
+    if (t != NULL) {
+        kr_bytes_free(&t->tmp);
+        kr_bytes_free(&t->out);
+        free(t);
+    }
+}
+
+static void
+lr_key_init(void)
+{
+    lr_key_ok = pthread_key_create(&lr_key, lr_tls_free) == 0;
+}
+
+/* *tmp and *out: the thread's kept buffers (empty ones when none). */
+static void
+lr_take(struct kr_bytes *tmp, struct kr_bytes *out)
+{
+    struct lr_tls *t = NULL;
+
+    *tmp = (struct kr_bytes){ 0 };
+    *out = (struct kr_bytes){ 0 };
+    if (pthread_once(&lr_once, lr_key_init) != 0 || !lr_key_ok) {
+        return;
+    }
+    t = pthread_getspecific(lr_key);
+    if (t == NULL) {
+        t = calloc(1, sizeof(*t));
+        if (t != NULL && pthread_setspecific(lr_key, t) != 0) {
+            free(t);
+            t = NULL;
+        }
+    }
+    if (t != NULL) {
+        *tmp = t->tmp;
+        *out = t->out;
+        *t = (struct lr_tls){ 0 };
+    }
+    tmp->len = out->len = 0;
+}
+
+/* tmp and out back to the thread (or freed: past KEEP_BYTES, no key). */
+static void
+lr_give(struct kr_bytes *tmp, struct kr_bytes *out)
+{
+    struct lr_tls *t = lr_key_ok ? pthread_getspecific(lr_key) : NULL;
+
+    if (tmp->cap > KEEP_BYTES || t == NULL) {
+        kr_bytes_free(tmp);
+    }
+    if (out->cap > KEEP_BYTES || t == NULL) {
+        kr_bytes_free(out);
+    }
+    if (t != NULL) {
+        kr_bytes_free(&t->tmp);     /* empty unless a nested call kept */
+        kr_bytes_free(&t->out);
+        t->tmp = *tmp;
+        t->out = *out;
+    }
+    *tmp = (struct kr_bytes){ 0 };
+    *out = (struct kr_bytes){ 0 };
 }
 
 /* The Kafka error a records outcome is answered with. */
@@ -110,7 +196,7 @@ set_records(struct kr_arena *a, struct kr_val *val, const struct kr_bytes *out)
         return KR_ELIMIT;
     }
     if (out->len > 0) {
-        p = kr_arena_alloc(a, out->len);
+        p = kr_arena_alloc_uninit(a, out->len);
         if (p == NULL) {
             return KR_ENOMEM;
         }
@@ -146,7 +232,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                      struct kr_records_stats *st)
 {
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
-    struct kr_bytes tmp = { 0 }, out = { 0 };
+    struct kr_bytes tmp, out;
     struct kr_records_up_opts uo;
     uint32_t t, p;
     int rc = KR_OK;
@@ -155,6 +241,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
         return KR_EPROTO;
     }
     memset(&uo, 0, sizeof(uo));
+    lr_take(&tmp, &out);
     uo.max_batch_bytes = o->max_batch_bytes;
     uo.max_uncompressed = o->max_uncompressed;
     for (t = 0; t < topics->n && rc == KR_OK; t++) {
@@ -228,8 +315,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             }
         }
     }
-    kr_bytes_free(&tmp);
-    kr_bytes_free(&out);
+    lr_give(&tmp, &out);
     return rc;
 }
 
@@ -459,7 +545,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                      struct kr_records_stats *st, unsigned *nbad)
 {
     struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
-    struct kr_bytes tmp = { 0 }, out = { 0 };
+    struct kr_bytes tmp, out;
     struct kr_records_down_opts d;
     size_t hint = 0;
     uint32_t t, p;
@@ -470,6 +556,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
         return KR_OK;           /* a top-level error: nothing to convert */
     }
     memset(&d, 0, sizeof(d));
+    lr_take(&tmp, &out);
     d.magic = client_version >= 2 ? 1 : 0;
     d.zstd = o->zstd;
     d.max_uncompressed = o->max_uncompressed;
@@ -526,7 +613,6 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             }
         }
     }
-    kr_bytes_free(&tmp);
-    kr_bytes_free(&out);
+    lr_give(&tmp, &out);
     return rc;
 }

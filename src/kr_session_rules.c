@@ -1108,8 +1108,8 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     case KR_AN_FORWARD_TRANSLATED:
         /* records chains move from pl to up.out, never copied */
         eerr[0] = '\0';
-        rc = kr_evcodec_emit(pl, s->up.out, &d->w, &d->msg, eerr,
-                             sizeof(eerr));
+        rc = kr_evcodec_emit_own(pl, s->up.out, &d->w, &d->msg, eerr,
+                                 sizeof(eerr));
         if (rc != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "cannot write translated %s "
                              "request: %s", kr_s_api_name(nr->h.api_key),
@@ -1850,8 +1850,8 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         tmp = evbuffer_new();
         err[0] = '\0';
         rc = tmp == NULL ? KR_ENOMEM
-                         : kr_evcodec_emit(pl, tmp, &d.w, &m, err,
-                                           sizeof(err));
+                         : kr_evcodec_emit_own(pl, tmp, &d.w, &m, err,
+                                               sizeof(err));
         if (rc != KR_OK) {
             kr_s_close_up(s, KR_LOG_ERROR, "cannot write %s v%d response: %s",
                           kr_s_api_name(e->api_key), e->api_version,

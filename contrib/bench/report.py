@@ -104,6 +104,12 @@ TLS_LIMITS = {
     "bytes_per_conn": ("max", 1.00),
 }
 AUDIT_BATCHED = ("produce_1k", "produce_100", "fetch")
+# Legacy translation through krelay (issue 10): krelay's CPU seconds per
+# GiB translating an old client's Produce v2 / Fetch v2 at most this many
+# times the same client's traffic passing through (ratio of the medians).
+LEGACY = (("legacy_produce", "old producer (Produce v2, magic 1 -> v3)"),
+          ("legacy_fetch", "old consumer (Fetch v2 -> v4, magic 1)"))
+LEGACY_LIMIT = 3.0
 GIB = float(1 << 30)
 # A process that used at least this share of its CPU during the measured
 # window is called saturated (it is pinned to one CPU).
@@ -784,6 +790,80 @@ def summarize_records(runs):
     return {"runs": len(rs), "benches": res}
 
 
+def summarize_legacy(runs):
+    """legacy_produce / legacy_fetch (issue 10): per workload, the medians
+    of krelay's CPU seconds per GiB of values, translated and passing
+    through, their ratio (of the medians; and the median of the
+    per-repetition ratios, "paired") against LEGACY_LIMIT.  A translated
+    run that did not translate fails the workload (rc 5: "not
+    translated")."""
+    out = {}
+    for key, label in LEGACY:
+        rs = [r for r in runs if r["workload"] == key]
+        if not rs:
+            continue
+        e = {"label": label, "limit": LEGACY_LIMIT}
+        per = {}
+        for tg in ("translated", "passthrough"):
+            ok = [r for r in rs if r["target"] == tg and r.get("rc") == 0
+                  and r.get("client", {}).get("value_bytes")]
+            for r in ok:
+                per.setdefault(r["rep"], {})[tg] = (
+                    r["krelay_cpu_s"] / (r["client"]["value_bytes"] / GIB))
+            e[tg] = {
+                "runs": len(ok),
+                "cpu_s_per_gib": median(
+                    [r["krelay_cpu_s"] / (r["client"]["value_bytes"] / GIB)
+                     for r in ok]),
+                "mb_per_s": median([r["client"].get("mb_per_s")
+                                    for r in ok]),
+                "records_in": median([r.get("legacy", {}).get("records_in")
+                                      for r in ok]),
+                "translated_requests": median(
+                    [r.get("legacy", {}).get("translated") for r in ok]),
+            }
+        e["ratio"] = ratio(e["translated"]["cpu_s_per_gib"],
+                           e["passthrough"]["cpu_s_per_gib"])
+        e["paired"] = median([ratio(v.get("translated"),
+                                    v.get("passthrough"))
+                              for v in per.values()])
+        bad = [r for r in rs if r.get("rc") != 0]
+        e["failed_runs"] = [{"target": r["target"], "rep": r["rep"],
+                             "rc": r.get("rc"), "check": r.get("check")}
+                            for r in bad]
+        if any(r.get("rc") == 5 for r in bad):
+            e["verdict"] = "fail (not translated)"
+        elif bad:
+            e["verdict"] = "fail (%d runs failed)" % len(bad)
+        elif e["ratio"] is None:
+            e["verdict"] = "no data"
+        else:
+            e["verdict"] = "pass" if e["ratio"] <= LEGACY_LIMIT else "fail"
+        out[key] = e
+    return out
+
+
+def legacy_table(res):
+    lg = res.get("workloads", {}).get("legacy")
+    if not lg:
+        return []
+    lines = ["", "| legacy translation through krelay (issue 10; kcat, 1 KiB "
+             "values) | krelay CPU s/GiB translated | pass-through | "
+             "translated / pass-through (paired) | limit | MB/s translated "
+             "/ pass-through | verdict |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for key, label in LEGACY:
+        e = lg.get(key)
+        if not e:
+            continue
+        t, p = e["translated"], e["passthrough"]
+        lines.append("| %s | %s | %s | %s (%s) | %s | %s / %s | %s |" % (
+            label, fmt(t["cpu_s_per_gib"], 3), fmt(p["cpu_s_per_gib"], 3),
+            fmtr(e["ratio"]), fmtr(e["paired"]), fmtr(e["limit"]),
+            fmt(t["mb_per_s"]), fmt(p["mb_per_s"]), e["verdict"]))
+    return lines
+
+
 def is_ab(res):
     return res.get("meta", {}).get("ab") == "1"
 
@@ -1314,6 +1394,7 @@ def table(res):
             lines.append("| %s | %s | %s | %s |" % (
                 name, fmt(b["value_bytes"]), fmt(b["mb_per_s"]),
                 fmt(b["records_per_s"], 0)))
+    lines.extend(legacy_table(res))
     lines.extend(audit_table(res))
     lines.extend(sasl_table(res))
     lines.extend(tls_table(res))
@@ -1549,6 +1630,8 @@ def main():
         w["auditline"] = summarize_auditline(runs)
     if any(r["workload"] == "records" for r in runs):
         w["records"] = summarize_records(runs)
+    if any(r["workload"].startswith("legacy_") for r in runs):
+        w["legacy"] = summarize_legacy(runs)
     res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
            "runs": runs}
     res["notes"] = notes_for(res)

@@ -18,15 +18,18 @@
 #   --quick         smoke run: 1 repetition, short and small workloads
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
-#                   latency,idle,codec,auditline,records,tls_produce,
-#                   tls_fetch,
+#                   latency,idle,codec,auditline,records,legacy_produce,
+#                   legacy_fetch,tls_produce,tls_fetch,
 #                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
 #                   (default: all; produce_1k, produce_100 and
 #                   produce_1rec, the JSON's names, also do).  The
 #                   blast workloads (krbench blast and krbench canned,
 #                   tests/bench/kb_blast.c) put the proxy alone on its
 #                   CPU between a cheap load generator and a scripted
-#                   upstream: the proxy is the bottleneck
+#                   upstream: the proxy is the bottleneck.  The legacy
+#                   workloads (issue 10) run kcat through krelay
+#                   translating (Produce/Fetch v2 for krmock -K 4.0.0)
+#                   and passing through, whatever --targets says
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
 #                   krelay_sasl,krelay_tls,haproxy_tls (default: all).
 #                   krelay_audit is a second krelay, the same binary,
@@ -95,6 +98,10 @@
 #   connection), KRBENCH_BLAST_RECORDS, KRBENCH_BLAST_SIZE (records per
 #   request and their bytes), KRBENCH_BLAST_VERSION (Produce)
 #                              workload sizes (defaults below)
+#   KRBENCH_LEGACY_RECORDS, KRBENCH_LEGACY_FETCH_PARTS
+#                              legacy_produce's values per run (1 KiB
+#                              each), legacy_fetch's partitions (4 MiB of
+#                              1 KiB values each)
 #   KRBENCH_BLAST_QUOTA        the blast workloads' proxy CPU cap, a share
 #                              of one CPU (default 0.5; 0: none), by a
 #                              cgroup (v1 cpu or v2 cpu.max) around the
@@ -124,7 +131,7 @@ REPS=5
 QUICK=0
 OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
-WORKLOADS=$WORKLOADS,records
+WORKLOADS=$WORKLOADS,records,legacy_produce,legacy_fetch
 WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
 WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce
 TARGETS=direct,haproxy,krelay,krelay_audit,krelay_sasl,krelay_tls,haproxy_tls
@@ -229,9 +236,11 @@ if [ "$QUICK" = 1 ]; then
     REPS=1
     D_PRODUCE=1 D_WARM=0.5 D_FETCH_PARTS=16 D_LAT_COUNT=2000
     D_LAT_WARM=0.2 D_IDLE=500 D_CODEC=0.1 D_HANDSHAKES=200 D_TLS_IDLE=300
+    D_LEGACY_RECORDS=32768 D_LEGACY_FETCH_PARTS=8
 else
     D_PRODUCE=3 D_WARM=1 D_FETCH_PARTS=512 D_LAT_COUNT=20000
     D_LAT_WARM=1 D_IDLE=5000 D_CODEC=0.5 D_HANDSHAKES=2000 D_TLS_IDLE=2000
+    D_LEGACY_RECORDS=262144 D_LEGACY_FETCH_PARTS=64
 fi
 PRODUCE_SECS=${KRBENCH_PRODUCE_SECS:-$D_PRODUCE}
 PRODUCE_WARM=${KRBENCH_PRODUCE_WARM:-$D_WARM}
@@ -239,6 +248,10 @@ FETCH_PARTS=${KRBENCH_FETCH_PARTS:-$D_FETCH_PARTS}
 FETCH_PER_PART=4096             # 1 KiB records: 4 MiB per partition,
                                 # under the mock's 5 MiB retention (2 GiB
                                 # in all: a window of seconds, not one)
+# legacy_produce: values of 1 KiB per run (256 MiB); legacy_fetch: 64
+# partitions of FETCH_PER_PART values (256 MiB)
+LEGACY_RECORDS=${KRBENCH_LEGACY_RECORDS:-$D_LEGACY_RECORDS}
+LEGACY_FETCH_PARTS=${KRBENCH_LEGACY_FETCH_PARTS:-$D_LEGACY_FETCH_PARTS}
 LAT_RATE=${KRBENCH_LAT_RATE:-5000}
 LAT_COUNT=${KRBENCH_LAT_COUNT:-$D_LAT_COUNT}
 LAT_WARM=${KRBENCH_LAT_WARM:-$D_LAT_WARM}
@@ -1390,6 +1403,197 @@ elif has "$WORKLOADS" records; then
     done
 fi
 
+# ---- legacy translation through krelay (issue 10) ----------------------------
+# legacy_produce, legacy_fetch: krelay's CPU seconds per GiB of record
+# values while it translates an old client's requests for a Kafka-4-like
+# upstream, against the same client at its own versions passing through
+# a plain krelay, in the same run.  The upstream is krmock -K 4.0.0
+# (tests/mock/krmock.c: Fetch 4-11 accepted, Produce v0-2 refused; one
+# for both legs, started here, the mock of the other workloads idle).
+# The client is kcat (librdkafka 2.0.2) for both legs, 1 KiB values,
+# uncompressed, acks=1.  librdkafka 2.0.2 cannot be made to skip
+# ApiVersions with a broker.version.fallback of 0.10.0 or later (it turns
+# api.version.request back on), so the old client is kcat with client.id
+# legacy-krbench behind a clamp rule (clamp_max_version = 2 for Produce
+# and Fetch, what the ApiVersions answer offers it): it then sends
+# Produce v2 with magic 1 message sets and Fetch v2, which krelay
+# (translate_legacy = true) sends up as Produce v3 (records converted to
+# RecordBatch v2) and Fetch v4 (records converted back to magic 1).  The
+# pass-through leg: kcat as it is (Produce v7, Fetch v11) through a
+# krelay with the benchmark's ordinary configuration.  Each run has a
+# fresh krelay (pinned as krelay is for produce and fetch); its stop
+# report's "legacy translation:" line proves what it did: a translated
+# run that did not translate (or converted fewer record bytes than it
+# carried), or a pass-through run that did, fails (rc 5 or 6).
+LEGACY_WL=
+for w in legacy_produce legacy_fetch; do
+    has "$WORKLOADS" "$w" && LEGACY_WL="$LEGACY_WL $w"
+done
+KCAT_BIN=$(command -v kcat || true)
+KRMOCK=$top_builddir/tests/mock/krmock
+LEGACY_FAILED=0
+if [ -n "$LEGACY_WL" ] && [ "$AB" = 1 ]; then
+    log "legacy:$LEGACY_WL not in A/B mode"
+elif [ -n "$LEGACY_WL" ] && [ -z "$KCAT_BIN" ]; then
+    log "kcat not installed: the legacy workloads are skipped"
+elif [ -n "$LEGACY_WL" ]; then
+    [ -x "$KRMOCK" ] || die "$KRMOCK not built (make bench builds it)"
+    bounded LMOCK_PID LMOCK_TPID "$CPU_MOCK" "$KRMOCK" -K 4.0.0 -b 3 \
+        -t lproduce:8 -t "lfetch:$LEGACY_FETCH_PARTS" \
+        -r "$WORK/lmock.ready" >"$WORK/lmock.out" 2>"$WORK/lmock.log"
+    # creating the topics takes krmock seconds on a busy machine
+    for _ in $(seq 600); do
+        [ -s "$WORK/lmock.ready" ] && break
+        kill -0 "$LMOCK_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -s "$WORK/lmock.ready" ] ||
+        die "krmock -K 4.0.0 did not start: $(cat "$WORK/lmock.log")"
+    LMOCK=$(cat "$WORK/lmock.ready")
+    log "legacy: krmock -K 4.0.0 (pid $LMOCK_PID) at $LMOCK; $(grep -m 1 -- '-K 4.0.0' "$WORK/lmock.log")"
+    LVAL=$(head -c 1024 /dev/zero | tr '\0' x)
+    LK_PORT=$(free_ports 5) || die "no free ports"
+    LK_PID= LK_TPID=
+    # lk_start MODE CPUS: a fresh krelay for one run (translated: legacy
+    # translation and the clamp rule; passthrough: the ordinary
+    # configuration), same ports, its log emptied
+    lk_start() {
+        local mode=$1 extra=
+        if [ "$mode" = translated ]; then
+            printf -v extra '%s\n' "translate_legacy = true" "" \
+                "[rule legacy-krbench]" "client_id = legacy-*" \
+                "api = Produce, Fetch" "clamp_max_version = 2"
+        fi
+        cat >"$WORK/legacy_$mode.ini" <<LKEOF
+; written by contrib/bench/run.sh (legacy workloads)
+[upstream]
+bootstrap_servers = $LMOCK
+
+[listener]
+listen = 127.0.0.1:$LK_PORT
+advertised_host = 127.0.0.1
+broker_port_base = $((LK_PORT + 1))
+node_id_min = 1
+node_id_max = 3
+max_connections = 20000
+splice_min_bytes = ${KRBENCH_SPLICE_MIN:-65536}
+$extra
+[log]
+level = ${KRBENCH_LOG_LEVEL:-notice}
+target = $WORK/legacy_$mode.log
+LKEOF
+        : >"$WORK/legacy_$mode.log"
+        bounded LK_PID LK_TPID "$2" "$KRELAY" -c "$WORK/legacy_$mode.ini" \
+            >>"$WORK/legacy_$mode.out" 2>&1
+        wait_ports "$LK_PORT" $((LK_PORT + 2)) $((LK_PORT + 3)) \
+            $((LK_PORT + 4)) && kill -0 "$LK_PID" 2>/dev/null
+    }
+    if has "$WORKLOADS" legacy_fetch; then
+        # one partition after the other, so that batches reach 1 MB
+        # (modern kcat straight to the mock: Produce v7)
+        log "legacy: preloading lfetch: $LEGACY_FETCH_PARTS partitions x $FETCH_PER_PART values of 1 KiB"
+        for ((p = 0; p < LEGACY_FETCH_PARTS; p++)); do
+            yes "$LVAL" | head -n "$FETCH_PER_PART" |
+                timeout -k 5 60 taskset -c "$CPU_CLIENT" "$KCAT_BIN" -P \
+                    -b "$LMOCK" -t lfetch -p "$p" -X acks=1 \
+                    -X linger.ms=100 -z none 2>>"$WORK/legacy_client.log"
+            [ "${PIPESTATUS[2]}" = 0 ] ||
+                die "legacy: preloading lfetch/$p failed (legacy_client.log)"
+        done
+        grep -q 'Delivery failed' "$WORK/legacy_client.log" &&
+            die "legacy: preloading lfetch failed (legacy_client.log)"
+    fi
+    # legacy_run WORKLOAD MODE REP: one client run through a fresh krelay
+    legacy_run() {
+        local wl=$1 mode=$2 rep=$3 cpus=$CPU_PROXY cid=modern-krbench
+        local c0 c1 m0 m1 s0 s1 t0 t1 rc n=0 b=0 lt=0 rin=0 rout=0
+        local err=$WORK/legacy_run.err why=ok line
+        [ "$wl" = legacy_fetch ] && cpus=$CPU_PROXY_FETCH
+        [ "$mode" = translated ] && cid=legacy-krbench
+        if ! lk_start "$mode" "$cpus"; then
+            log "$wl via $mode (rep $rep): krelay did not start: $(tail -n 3 "$WORK/legacy_$mode.out" "$WORK/legacy_$mode.log" 2>/dev/null)"
+            stop_pid "$LK_TPID"
+            LEGACY_FAILED=1
+            return 0
+        fi
+        : >"$err"
+        c0=$(cpu_ns "$LK_PID"); m0=$(cpu_ticks "$LMOCK_PID")
+        s0=$(busy_ticks); t0=$(date +%s.%N)
+        if [ "$wl" = legacy_produce ]; then
+            yes "$LVAL" | head -n "$LEGACY_RECORDS" |
+                timeout -k 5 300 taskset -c "$CPU_CLIENT" "$KCAT_BIN" -P \
+                    -b "127.0.0.1:$LK_PORT" -t lproduce -X client.id=$cid \
+                    -X acks=1 -X linger.ms=5 -z none 2>>"$err"
+            rc=${PIPESTATUS[2]}
+            n=$LEGACY_RECORDS
+            [ "$rc" = 0 ] && grep -q 'Delivery failed' "$err" && rc=4
+        else
+            timeout -k 5 300 taskset -c "$CPU_CLIENT" "$KCAT_BIN" -C \
+                -b "127.0.0.1:$LK_PORT" -t lfetch -o beginning -e -q \
+                -f '%S\n' -X client.id=$cid 2>>"$err" |
+                awk '{ n++; b += $1 } END { printf "%d %d\n", n, b }' \
+                    >"$WORK/legacy_fetch.count"
+            rc=${PIPESTATUS[0]}
+            read -r n b <"$WORK/legacy_fetch.count"
+            # every value once: anything else is a failed run
+            [ "$rc" = 0 ] &&
+                [ "$n" != $((LEGACY_FETCH_PARTS * FETCH_PER_PART)) ] && rc=4
+        fi
+        [ "$wl" = legacy_produce ] && b=$((n * 1024))
+        t1=$(date +%s.%N); c1=$(cpu_ns "$LK_PID")
+        m1=$(cpu_ticks "$LMOCK_PID"); s1=$(busy_ticks)
+        stop_pid "$LK_TPID"
+        { echo "== $wl $mode rep $rep: exit $rc"; cat "$err"; } \
+            >>"$WORK/legacy_client.log"
+        [ "$rc" = 4 ] && why="client: $n values, $b bytes"
+        line=$(grep -o 'legacy translation: .*' "$WORK/legacy_$mode.log" |
+               tail -n 1)
+        if [ -n "$line" ]; then
+            read -r lt rin rout < <(printf '%s\n' "$line" | sed -n \
+                's/^legacy translation: \([0-9]*\) request.* \([0-9]*\) bytes of records in, \([0-9]*\) out.*/\1 \2 \3/p')
+        fi
+        if [ "$rc" = 0 ] && [ "$mode" = translated ] &&
+           { [ "${lt:-0}" -eq 0 ] || [ "${rin:-0}" -lt "$b" ] ||
+             [ "${rout:-0}" -lt "$b" ]; }; then
+            rc=5 why="NOT translated: ${line:-no legacy translation line}"
+        elif [ "$rc" = 0 ] && [ "$mode" = passthrough ] && [ -n "$line" ]; then
+            rc=6 why="translated in the pass-through leg: $line"
+        fi
+        [ "$rc" = 0 ] || LEGACY_FAILED=1
+        awk -v wl="$wl" -v tg="$mode" -v rep="$rep" -v rc="$rc" \
+            -v t0="$t0" -v t1="$t1" -v m="$((m1 - m0))" -v s="$((s1 - s0))" \
+            -v tick="$TICK" -v c="$((c1 - c0))" -v n="$n" -v b="$b" \
+            -v lt="${lt:-0}" -v rin="${rin:-0}" -v rout="${rout:-0}" \
+            -v why="$why" 'BEGIN {
+            w = t1 - t0
+            printf "{\"workload\":\"%s\",\"target\":\"%s\",\"rep\":%d,\"rc\":%d,", wl, tg, rep, rc
+            printf "\"wall_s\":%.3f,\"mock_cpu_s\":%.2f,\"system_cpu_s\":%.2f,", w, m / tick, s / tick
+            printf "\"krelay_cpu_s\":%.4f,\"check\":\"%s\",", c / 1e9, why
+            printf "\"legacy\":{\"translated\":%d,\"records_in\":%d,\"records_out\":%d},", lt, rin, rout
+            printf "\"client\":{\"records\":%d,\"value_bytes\":%d,\"mb_per_s\":%.1f}}\n", n, b, (w > 0 ? b / w / 1e6 : 0) }' \
+            >>"$RUNS"
+        log "$wl via $mode (rep $rep): exit $rc, $n values in" \
+            "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s," \
+            "krelay $(awk -v c="$((c1 - c0))" -v b="$b" 'BEGIN {
+                printf "%.3f CPU s per GiB", (b > 0 ? c / 1e9 / (b / 1073741824) : 0) }');" \
+            "$why"
+    }
+    for ((rep = 1; rep <= REPS; rep++)); do
+        for wl in $LEGACY_WL; do
+            if [ $((rep % 2)) = 1 ]; then
+                legacy_run "$wl" translated "$rep"
+                legacy_run "$wl" passthrough "$rep"
+            else
+                legacy_run "$wl" passthrough "$rep"
+                legacy_run "$wl" translated "$rep"
+            fi
+        done
+    done
+    stop_pid "$LMOCK_TPID"
+    [ "$LEGACY_FAILED" = 1 ] &&
+        log "ERROR: legacy: some runs failed or did not translate (see the table and legacy_client.log)"
+fi
+
 # krelay_sasl's log: its failed logins (logged at notice, so always
 # counted) and its successful ones (at info: counted with
 # KRBENCH_LOG_LEVEL=info, else empty)
@@ -1453,7 +1657,13 @@ fi
     --meta "latency_rate=$LAT_RATE" --meta "latency_count=$LAT_COUNT" \
     --meta "latency_mode=$LAT_MODE" --meta "latency_warmup_s=$LAT_WARM" \
     --meta "latency_priority=$LAT_PRIO" \
+    --meta "legacy_records=$(has "$WORKLOADS" legacy_produce && echo "$LEGACY_RECORDS")" \
+    --meta "legacy_fetch_records=$(has "$WORKLOADS" legacy_fetch && echo $((LEGACY_FETCH_PARTS * FETCH_PER_PART)))" \
+    --meta "legacy_client=$([ -n "$LEGACY_WL" ] && [ -n "$KCAT_BIN" ] && "$KCAT_BIN" -V 2>/dev/null | sed -n 's/^Version \([^ ]*\) .*librdkafka \([^ ]*\) .*/kcat \1, librdkafka \2/p')" \
     --meta "idle_conns=$IDLE_CONNS" --meta "latency_produce_version=$LAT_VERSION" --meta "codec_secs=$CODEC_SECS" \
     ${AB_META[@]+"${AB_META[@]}"} \
     --meta "note=$NOTE" || die "report failed"
 log "results written to $OUT"
+[ "$LEGACY_FAILED" = 1 ] &&
+    die "legacy: some runs failed or did not translate (legacy_client.log)"
+exit 0

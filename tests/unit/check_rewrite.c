@@ -17,6 +17,7 @@
 
 #include "kr_codec.h"
 #include "kr_conf.h"
+#include "kr_evcodec.h"
 #include "kr_rewrite.h"
 #include "kr_scan.h"
 #include "kr_schema.h"
@@ -1705,6 +1706,62 @@ START_TEST(test_tail_errors)
 }
 END_TEST
 
+/*
+ * kr_evcodec_emit_own (legacy translation's frames: every record
+ * re-encoded, no slices): a large frame's buffer goes to the evbuffer
+ * (w left empty), a small one is copied (w untouched); both write the
+ * size prefix and the bytes exactly as kr_evcodec_emit, and drain the
+ * payload.
+ */
+START_TEST(test_emit_own_gives_buffer)
+{
+    static const size_t sizes[2] = { KR_EVCODEC_GIVE_MIN + 3, 100 };
+    char err[128];
+
+    for (int k = 0; k < 2; k++) {
+        struct kr_wbuf w;
+        struct kr_msg m;
+        struct evbuffer *pl = evbuffer_new(), *out = evbuffer_new();
+        uint8_t *buf = malloc(sizes[k]), *got;
+        uint8_t *given;
+
+        ck_assert_ptr_nonnull(pl);
+        ck_assert_ptr_nonnull(out);
+        ck_assert_ptr_nonnull(buf);
+        for (size_t i = 0; i < sizes[k]; i++) {
+            buf[i] = (uint8_t)(i * 7 + 1);
+        }
+        memset(&w, 0, sizeof(w));
+        memset(&m, 0, sizeof(m));
+        w.buf = buf;
+        w.len = w.cap = w.total = sizes[k];
+        given = w.buf;
+        ck_assert_int_eq(evbuffer_add(pl, "old frame", 9), 0);
+        ck_assert_int_eq(kr_evcodec_emit_own(pl, out, &w, &m, err,
+                                             sizeof(err)), KR_OK);
+        ck_assert_uint_eq(evbuffer_get_length(pl), 0);
+        ck_assert_uint_eq(evbuffer_get_length(out), 4 + sizes[k]);
+        got = evbuffer_pullup(out, -1);
+        ck_assert_uint_eq(((uint32_t)got[0] << 24 | (uint32_t)got[1] << 16 |
+                           (uint32_t)got[2] << 8 | got[3]), sizes[k]);
+        for (size_t i = 0; i < sizes[k]; i++) {
+            ck_assert_uint_eq(got[4 + i], (uint8_t)(i * 7 + 1));
+        }
+        if (k == 0) {
+            ck_assert_ptr_null(w.buf);   /* given: freed by libevent */
+            ck_assert_uint_eq(w.len, 0);
+            ck_assert_uint_eq(w.total, 0);
+        } else {
+            ck_assert_ptr_eq(w.buf, given);   /* copied: still w's */
+            ck_assert_uint_eq(w.len, sizes[k]);
+        }
+        kr_wbuf_free(&w);
+        evbuffer_free(pl);
+        evbuffer_free(out);
+    }
+}
+END_TEST
+
 static Suite *
 rewrite_suite(void)
 {
@@ -1748,6 +1805,7 @@ rewrite_suite(void)
     tcase_add_test(tc, test_sni_tail);
     tcase_add_test(tc, test_tail_padding_free_tags);
     tcase_add_test(tc, test_scan_nested_tag_exact);
+    tcase_add_test(tc, test_emit_own_gives_buffer);
     suite_add_tcase(s, tc);
     return s;
 }
