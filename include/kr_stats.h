@@ -182,7 +182,10 @@ enum kr_stat_labels {
       "path (header peeks and re-encoded frames are not counted).")         \
     X(bytes_tls_coalesced, COUNTER, NONE, 1,                                 \
       "Bytes copied to send small evbuffer chains as one TLS record (TLS "   \
-      "connections only; not in bytes_copied).")
+      "connections only; not in bytes_copied).")                            \
+    X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
+      "Client requests answered (a response forwarded or built by krelay "  \
+      "reached its turn), by ApiKey and version (as the client sent them).")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {
