@@ -1,8 +1,8 @@
 /*
  * kr_admin.c - the admin endpoint (kr_admin.h): an evhttp server on a
  * thread of its own; metrics from the counters, readiness and the
- * connection list from the workers' loops, the config as krelay -T
- * prints it.
+ * connection list from the workers' loops, the effective config
+ * (kr_conf_dump).
  */
 #include "config.h"
 
