@@ -26,7 +26,9 @@
  * otherwise); compared in constant time (CRYPTO_memcmp of SHA-256
  * digests).  The token is the current config's: a reload changes it.
  * The listen address is the start config's: a reload that changes it is
- * logged (kr_daemon.c) and applies at the next start.
+ * logged (kr_daemon.c) and applies at the next start; so does a reload
+ * that removes [admin] (the endpoint keeps running with the token it
+ * started with, never without one).
  *
  * Threads: the admin thread never touches a worker's sessions or
  * upstreams.  Counters are read with relaxed loads (kr_stats.h); the

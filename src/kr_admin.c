@@ -53,6 +53,10 @@ struct kr_admin {
     struct event *stop_ev;
     int64_t started_us;
     char addr[80];
+    char *start_token;                  /* the start config's token (a
+                                           copy, wiped at free): used
+                                           while a reload left no [admin]
+                                           section; NULL: none */
 };
 
 /* ---- pure parts ---------------------------------------------------------- */
@@ -710,7 +714,11 @@ static bool
 authorized(struct kr_admin *a, struct evhttp_request *req)
 {
     struct kr_conf_ref *cref = kr_daemon_conf_get(a->d);
-    bool ok = kr_admin_auth_ok(cref->conf->admin.token,
+    const struct kr_admin_conf *ac = &cref->conf->admin;
+    /* a reload that removed [admin] leaves the endpoint as it started
+       (until a restart), its token included */
+    bool ok = kr_admin_auth_ok(ac->listen.host != NULL ? ac->token
+                                                       : a->start_token,
                                evhttp_find_header(
                                    evhttp_request_get_input_headers(req),
                                    "Authorization"));
@@ -801,6 +809,10 @@ admin_free(struct kr_admin *a)
     if (a->base != NULL) {
         event_base_free(a->base);
     }
+    if (a->start_token != NULL) {
+        OPENSSL_cleanse(a->start_token, strlen(a->start_token));
+        free(a->start_token);
+    }
     free(a);
 }
 
@@ -823,6 +835,11 @@ kr_admin_start(struct kr_daemon *d, const struct kr_admin_conf *ac,
     }
     a->d = d;
     a->stop_fd = -1;
+    if (ac->token != NULL && (a->start_token = strdup(ac->token)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(a);
+        return NULL;
+    }
     a->started_us = kr_clock_wall_us();
     a->base = event_base_new();
     a->http = a->base != NULL ? evhttp_new(a->base) : NULL;

@@ -1073,10 +1073,13 @@ admin_restart_cb(const struct kr_conf_change *ch, void *arg)
 {
     if (ch->reload == KR_RELOAD_RESTART &&
         strcmp(ch->section, "admin") == 0) {
-        kr_log_warn("reload: %s: [admin]%s%s changed: the admin endpoint "
-                    "keeps the address it was started with until a restart",
-                    (const char *)arg, ch->key != NULL ? " " : "",
-                    ch->key != NULL ? ch->key : "");
+        kr_log_warn("reload: %s: [admin]%s%s %s: the admin endpoint "
+                    "changes only at a restart (it runs as krelay started "
+                    "it)", (const char *)arg, ch->key != NULL ? " " : "",
+                    ch->key != NULL ? ch->key : "",
+                    ch->key != NULL           ? "changed"
+                    : ch->new_index < 0 ? "removed"
+                                              : "added");
     }
 }
 

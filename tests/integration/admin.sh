@@ -208,6 +208,19 @@ http /metrics "$TOKEN"
 grep -qx 'krelay_reloads_total{result="ok"} 1' "$W/body" ||
     kr_fail "reload not counted: $(grep reloads "$W/body")"
 kr_log "reloads: refused and applied, both counted"
+# A reload that removes [admin] leaves the endpoint as it started: its
+# token is still asked.
+sed '/^\[admin\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q '\[admin\] removed: the admin endpoint changes only at a restart' \
+    "$W/krelay.log" || kr_fail "removing [admin] by a reload not logged"
+http /metrics
+[ "$CODE" = 401 ] || kr_fail "[admin] removed: /metrics without the token: $CODE"
+http /metrics "$TOKEN"
+[ "$CODE" = 200 ] && grep -qx 'krelay_reloads_total{result="ok"} 2' "$W/body" ||
+    kr_fail "[admin] removed: /metrics with the token: $CODE"
+cp "$W/krelay.ini.good" "$W/krelay.ini"
+kr_log "a reload without [admin]: the endpoint keeps its token"
 
 # 7. The upstream dies: not ready, with the reason; still alive.
 kr_check_alive
