@@ -47,9 +47,9 @@ def main():
     def totals(s):
         t = {'tx': 0, 'txbytes': 0, 'produce': 0, 'brokers': 0}
         for b in s['brokers'].values():
-            if b.get('nodeid', -1) == -1 and b['tx'] == 0:
-                continue                # the internal broker
-            t['brokers'] += 1
+            if b.get('source') == 'internal':
+                continue
+            t['brokers'] += b['state'] == 'UP'      # connected now
             t['tx'] += b['tx']
             t['txbytes'] += b['txbytes']
             t['produce'] += b['req'].get('Produce', 0)
