@@ -26,8 +26,10 @@
 # tree): kafkajs 2.2.4, and node-rdkafka 3.6.1, whose build (a few minutes)
 # compiles librdkafka 2.12 and leaves its prefix (headers, libraries,
 # pkg-config) under node_modules/node-rdkafka/build/deps/ for the modern
-# mock upstream.  Only tests/integration/kafkajs.sh and modern.sh use
-# them (they skip without).
+# mock upstream, and kafka-node 5.0.0 (an old client: Produce v0-2, Fetch
+# v0-2; without its optional snappy addon).  Only
+# tests/integration/kafkajs.sh, modern.sh and legacy_*.sh use them (they
+# skip without).
 #
 # Environment: KRELAY_DEPS_DIR as above; KRELAY_SKIP_APT=1 skips the
 # Debian packages, KRELAY_SKIP_NPM=1 the npm packages (e.g. behind a proxy
@@ -39,6 +41,7 @@ set -eu
 DEPS_DIR=${KRELAY_DEPS_DIR:-${HOME:-/root}/.cache/krelay}
 KAFKAJS_VERSION=2.2.4
 NODE_RDKAFKA_VERSION=3.6.1
+KAFKA_NODE_VERSION=5.0.0
 
 log() {
     echo "install-deps: $*" >&2
@@ -52,7 +55,8 @@ usage() {
 # Build and run krelay (the runtime libraries come with the -dev packages).
 PKGS_BUILD="build-essential autoconf automake pkg-config
             libevent-dev libssl-dev libinih-dev libjansson-dev libpcre2-dev
-            zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libisal-dev"
+            zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libisal-dev
+            libxxhash-dev"
 # krelay --demo (krelay-demo-cluster) and the quickstart's client.
 PKGS_DEMO="librdkafka-dev kcat"
 # Tests only: Check (unit tests), Python and its Kafka clients
@@ -179,6 +183,8 @@ cd "$DEPS_DIR"
 want=
 [ "$(installed_version kafkajs)" = "$KAFKAJS_VERSION" ] ||
     want="$want kafkajs@$KAFKAJS_VERSION"
+[ "$(installed_version kafka-node)" = "$KAFKA_NODE_VERSION" ] ||
+    want="$want kafka-node@$KAFKA_NODE_VERSION"
 if [ "$(installed_version node-rdkafka)" != "$NODE_RDKAFKA_VERSION" ] ||
    [ ! -f node_modules/node-rdkafka/build/deps/pkgconfig/rdkafka.pc ] ||
    ! node -e "require('node-rdkafka')" >/dev/null 2>&1; then
@@ -192,9 +198,12 @@ fi
 log "npm install$want in $DEPS_DIR (nodedir $NODEDIR; node $(node --version))"
 # `npm config set nodedir` is refused by npm 11: pass it in the environment.
 # No parallel node-gyp (JOBS): librdkafka's generated Makefile races.
+# --omit=optional: kafka-node's only optional dependency is the snappy
+# addon (a native build that wants a download; the tests do not use
+# kafka-node's snappy codec); kafkajs and node-rdkafka have none.
 # shellcheck disable=SC2086
 npm_config_nodedir=$NODEDIR \
-    npm install --no-audit --no-fund --save $want
-node -e "require('kafkajs'); require('node-rdkafka')" ||
+    npm install --no-audit --no-fund --omit=optional --save $want
+node -e "require('kafkajs'); require('node-rdkafka'); require('kafka-node')" ||
     { log "npm packages installed but do not load"; exit 1; }
 log "done: NODE_PATH=$DEPS_DIR/node_modules"

@@ -39,9 +39,24 @@
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_inflight.h"
+#include "kr_legacy.h"
+#include "kr_legacy_records.h"
 #include "kr_rule.h"
 #include "kr_sasl.h"
 #include "kr_topics.h"
+
+/*
+ * issue 10: what a request legacy translation carried up needs when its
+ * response comes back (kr_an_req.legacy; malloc'd, freed with the rule
+ * state): the per-API memo (kr_legacy.h), the partitions (Fetch: their
+ * offsets and limits; Produce: those not forwarded, answered with their
+ * error), and the record options as they were when the request was read.
+ */
+struct kr_an_legacy {
+    struct kr_legacy_memo memo;
+    struct kr_legacy_parts parts;
+    struct kr_legacy_rec_opts rec;
+};
 
 /*
  * Rule state of one request: what the rules decided, what its audit line
@@ -75,6 +90,8 @@ struct kr_an_req {
                                            capture has it (malloc'd, NULL:
                                            null or unknown) */
     size_t client_id_len;               /* its bytes (it may hold NULs) */
+    struct kr_an_legacy *legacy;        /* issue 10: legacy translation,
+                                           NULL: none */
 };
 
 /* A zeroed rule state with no rule ids (-1).  NULL on ENOMEM. */
@@ -82,6 +99,19 @@ struct kr_an_req *kr_an_req_new(void);
 
 /* Free req and what it owns.  NULL is a no-op. */
 void kr_an_req_free(struct kr_an_req *req);
+
+/*
+ * issue 10: legacy translation on a listener (translate_legacy = true):
+ * how records are converted, and what the brokers accept beyond what
+ * they advertise (broker_profile; kr_broker_versions.h).
+ */
+struct kr_an_legacy_conf {
+    bool on;                            /* translate_legacy: translate;
+                                           else refuse what it would */
+    const char *listener;               /* its [listener]'s name (log) */
+    struct kr_legacy_rec_opts rec;
+    int profile;                        /* enum kr_broker_profile */
+};
 
 /*
  * What the pipeline knows of one connection.  Pointers are borrowed for
@@ -117,6 +147,13 @@ struct kr_an_conn {
                                            2" */
     struct kr_audit_peer peer;          /* audit: who and where (strings
                                            borrowed for the call) */
+    const struct kr_an_legacy_conf *legacy; /* issue 10; NULL: nothing
+                                           known of the brokers (no
+                                           upstream) */
+    const struct kr_rbuf *rsp_rb;       /* kr_analyse_response: the payload
+                                           the response's records slices
+                                           point into (legacy translation
+                                           converts them), else NULL */
 };
 
 /* One request frame, as the session found it. */
@@ -195,6 +232,10 @@ struct kr_an_decision {
     bool enforce_wait;                  /* a throttle-enforced request goes
                                            upstream: read no further one
                                            until it is answered */
+    bool legacy;                        /* issue 10: translated up (legacy
+                                           translation), or answered because
+                                           it could not be */
+    struct kr_records_stats legacy_st;  /* its records converted */
 };
 
 /*
@@ -257,6 +298,10 @@ struct kr_an_rsp_decision {
     int level;
     char text[600];                     /* CLOSE_UP, RSP_CLOSE: the log
                                            line */
+    bool legacy;                        /* issue 10: translated back */
+    unsigned legacy_bad;                /* partitions whose records did not
+                                           convert (given an error) */
+    struct kr_records_stats legacy_st;  /* its records converted */
 };
 
 /*
@@ -302,6 +347,34 @@ char *kr_an_audit_line(const struct kr_an_conn *c,
                        const struct kr_an_req *req, const struct kr_msg *rsp,
                        uint64_t rsp_bytes, int64_t upstream_us,
                        int64_t extra_us);
+
+/*
+ * issue 10: the lowest version of ApiKey key the brokers of connection c
+ * accept: the ranges its broker advertised (c->broker_av), else krelay's
+ * own metadata connection's (c->broker_range), corrected for Kafka 4
+ * (KAFKA-18659) and the listener's broker_profile (c->legacy).  -1 when
+ * nothing is known.
+ */
+int16_t kr_an_broker_min(const struct kr_an_conn *c, int16_t key);
+
+/*
+ * issue 10: what legacy translation makes of a request of (key, ver) on
+ * connection c.  PASS: the brokers accept it (or nothing is known of
+ * them); TRANSLATE: ver is below kr_an_broker_min, a version kr_legacy
+ * carries up, and translate_legacy is on (*to: the version it goes up
+ * as); REFUSE: the same with translate_legacy off: krelay answers it
+ * UNSUPPORTED_VERSION with a line saying what to enable.  The session
+ * holds and decodes every request that is not PASS, whatever the rules
+ * say.
+ */
+enum kr_an_legacy_route {
+    KR_AN_LEGACY_PASS = 0,
+    KR_AN_LEGACY_TRANSLATE,
+    KR_AN_LEGACY_REFUSE
+};
+enum kr_an_legacy_route kr_analyse_legacy_route(const struct kr_an_conn *c,
+                                                int16_t key, int16_t ver,
+                                                int16_t *to);
 
 /* Uniform in [0, 1) from *rng (xorshift64*). */
 double kr_analyse_rand01(uint64_t *rng);

@@ -119,6 +119,10 @@ void kr_audit_flush(struct kr_audit *au);
 #define KR_AUDIT_REFUSED   0x80u /* not forwarded: krelay cannot decode it
                                     and an enforcing rule could match it;
                                     the connection was closed (issue 13) */
+#define KR_AUDIT_TRANSLATED 0x100u /* legacy translation: a version the
+                                      broker no longer accepts sent up as
+                                      one it does, the response back
+                                      (issue 10) */
 
 /* Name of one KR_AUDIT_* bit ("forwarded"...), NULL for others. */
 const char *kr_audit_action_name(unsigned bit);
@@ -135,6 +139,10 @@ struct kr_audit_peer {
     const char *listener;
     const char *client_addr;         /* IP address, no port */
     uint16_t client_port;
+    const char *proxy_addr;          /* issue 12: the proxy a PROXY
+                                        protocol header came from (the
+                                        socket's peer), NULL: none */
+    uint16_t proxy_port;
     const char *route;               /* "bootstrap" or "node" */
     int32_t node_id;                 /* with route "node" */
     const char *upstream_addr;       /* host:port dialled, NULL: not yet */

@@ -10,16 +10,33 @@
  *           hold several members back to back.
  *   snappy  output: Java's xerial snappy-java framing (SnappyOutputStream:
  *           the 16-byte header 82 'SNAPPY' 00, version 1, compatible 1,
- *           then blocks of int32 length + raw snappy, big-endian), as
- *           Kafka writes it.  Input: that framing or raw snappy (some
- *           non-Java clients write a raw block).
+ *           then blocks of int32 length + raw snappy, big-endian, each
+ *           block at most 32 KiB uncompressed, snappy-java's default), as
+ *           Kafka writes it; an empty input is the header alone.  Input:
+ *           that framing (several streams back to back too, as
+ *           SnappyInputStream reads them; version 0 refused as it does)
+ *           or one raw snappy block (librdkafka and other non-Java
+ *           clients write a raw block).
  *   lz4     the LZ4 frame format (KafkaLZ4BlockOutputStream: 64 KiB
  *           blocks, independent, no content checksum or size).  Magic 0
  *           messages were written with a wrong frame-descriptor checksum
  *           (KAFKA-1493: xxhash over the magic number too):
  *           KR_Z_LZ4_KAFKA1493 accepts that checksum on input (fixed before
- *           liblz4 sees it) and writes it on output.
- *   zstd    a zstd frame (content size not required on input).
+ *           liblz4 sees it; the right one is accepted too, as librdkafka
+ *           does) and writes it on output; without the flag it is
+ *           KR_Z_CORRUPT.  Input: one frame (linked blocks, block and
+ *           content checksums and a content size accepted; a dictionary
+ *           id refused, as Kafka does).
+ *   zstd    zstd frames (content size not required on input; several
+ *           frames back to back read in turn); output one frame with its
+ *           content size, level 3.
+ * Input truncated, or followed by bytes that are not another member /
+ * stream / frame, is KR_Z_CORRUPT.
+ *
+ * Threads: the functions are thread-safe.  Each thread keeps its own
+ * zlib, liblz4 and libzstd contexts (created on first use, reset per
+ * call, freed when the thread exits), so a call allocates only its
+ * output.
  */
 #ifndef KR_COMPRESS_H
 #define KR_COMPRESS_H
@@ -55,7 +72,8 @@ struct kr_bytes {
     size_t len, cap;
 };
 
-/* Make room for n more bytes (p + len writable for n); false on ENOMEM. */
+/* Make room for n more bytes (p + len writable for n; the capacity at
+   least doubles); false on ENOMEM or an impossible size (b unchanged). */
 bool kr_bytes_reserve(struct kr_bytes *b, size_t n) KR_MUST_CHECK;
 /* Append n bytes; false on ENOMEM (b unchanged). */
 bool kr_bytes_add(struct kr_bytes *b, const void *p, size_t n) KR_MUST_CHECK;
@@ -83,9 +101,11 @@ const char *kr_z_outcome_name(enum kr_z_outcome o);
  * Decompress n bytes at in, compressed with codec (enum kr_compression,
  * not NONE) in Kafka's framing (flags: KR_Z_LZ4_KAFKA1493), appending
  * the result to out.  At most max_out bytes are produced: more is
- * KR_Z_TOO_LARGE (a decompression bomb stops there, nothing larger is
- * allocated).  On any outcome but KR_Z_OK out is left at its length on
- * entry.
+ * KR_Z_TOO_LARGE (a decompression bomb stops there: out never grows past
+ * its length on entry + max_out, whatever size the input declares).  On
+ * any outcome but KR_Z_OK out is left at its length on entry (its
+ * capacity may have grown).  KR_Z_UNSUPPORTED for a codec not one of the
+ * four (NONE included).
  */
 enum kr_z_outcome kr_decompress(int codec, unsigned flags, const uint8_t *in,
                                 size_t n, size_t max_out,

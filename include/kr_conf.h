@@ -91,6 +91,11 @@ struct kr_upstream_conf {
                                            (the clients' and krelay's own) */
     struct kr_sasl_cred metadata_sasl;  /* krelay's own metadata
                                            connections when sasl is off */
+    /* issue 10: what the brokers accept (appended) */
+    int broker_profile;                 /* enum kr_broker_profile
+                                           (kr_broker_versions.h):
+                                           learned (0, the default),
+                                           kafka-4.0.0, kafka-4.0.1+ */
 };
 
 /* sni_fallback: a client with no SNI name, or one that routes nowhere. */
@@ -193,6 +198,36 @@ struct kr_listener_conf {
     char *oauthbearer_principal_claim;  /* the JWT claim naming an
                                            OAUTHBEARER principal; default
                                            "sub" */
+    /* issue 10: legacy clients (appended) */
+    bool translate_legacy;              /* translate versions the brokers
+                                           no longer accept (KIP-896) up,
+                                           and responses back; default
+                                           false */
+    int legacy_zstd;                    /* zstd batches for a consumer of
+                                           magic 0/1: enum kr_legacy_zstd
+                                           (kr_records.h) order: gzip (0,
+                                           the default), none, refuse */
+    int64_t legacy_batch_max_bytes;     /* Produce v0-2 message sets become
+                                           RecordBatches of at most this
+                                           many bytes; 0: one batch per
+                                           set; default 1048576 */
+    int64_t legacy_refuse_delay_ms;     /* without translate_legacy: a
+                                           refused old client that
+                                           reconnects within the window
+                                           waits this long for its
+                                           refusal; 0: none; default 1000 */
+    int64_t legacy_refuse_window_ms;    /* that window, from the last
+                                           refusal of the same client
+                                           address; default 10000 */
+    /* issue 12: the PROXY protocol (appended) */
+    int proxy_protocol;                 /* 0 off, else the versions taken:
+                                           kr_proxy_proto.h's KR_PP_V1,
+                                           KR_PP_V2, KR_PP_ANY */
+    struct kr_cidr *proxy_protocol_from; /* the senders trusted; required
+                                           with proxy_protocol */
+    int nproxy_protocol_from;
+    int64_t proxy_protocol_timeout_ms;  /* the header within this of the
+                                           accept; default 5000 */
 };
 
 /* [log] */

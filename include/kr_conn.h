@@ -73,7 +73,10 @@ enum kr_conn_want {
  * client connection through them as bytes arrive, and framing starts
  * only at KR_STAGE_FRAMES.
  *   PROXY      a PROXY protocol header (v1 text or v2 binary) naming the
- *              real client; no listener accepts one yet: skipped.
+ *              real client, on a listener with proxy_protocol (issue 12):
+ *              read off the socket as it is (kr_conn_read_raw), never
+ *              past the header's end, so the next stages find their
+ *              bytes on the socket; other listeners skip it.
  *   SNIFF      the first bytes name what speaks: a TLS ClientHello or
  *              HTTP on a plaintext listener is refused with one log line
  *              (kr_frame_sniff), and so are plaintext Kafka or HTTP on a
@@ -339,6 +342,14 @@ void kr_conn_kick(struct kr_conn *c);
  * c->rd_want (and the events) follow what the transport asked for.
  */
 ssize_t kr_conn_read(struct kr_conn *c);
+
+/*
+ * Read at most max bytes of c's socket as they are into buf (stage
+ * KR_STAGE_PROXY: before the transport's own stages, whose state it
+ * leaves alone; nothing goes into c->in nor counts in bytes_in).
+ * Returns the count, 0 at EOF, or -1 with errno (EAGAIN: nothing now).
+ */
+ssize_t kr_conn_read_raw(struct kr_conn *c, void *buf, size_t max);
 
 /*
  * Write c->out once (ops->write; out not empty).  Returns what ops->write

@@ -84,6 +84,11 @@ struct kr_rewrite_ctx {
     bool sasl_local;                /* krelay answers SASL itself: its
                                        own SaslHandshake/SaslAuthenticate
                                        ranges advertised (kr_advert) */
+    /* issue 10: legacy translation (appended) */
+    const struct kr_clamp *legacy;  /* translate_legacy: the versions
+                                       krelay translates up (kr_advert's
+                                       legacy, kr_bv_legacy_ranges());
+                                       NULL: off */
 };
 
 /* Result details of one rewrite (for logs, metrics and tests). */

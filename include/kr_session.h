@@ -47,6 +47,7 @@ struct kr_resolve;
 struct kr_rq;
 struct kr_s_sw;
 struct kr_scan;
+struct kr_pp;
 
 /*
  * What a session uses of the worker that runs it: the worker's event loop
@@ -75,6 +76,15 @@ struct kr_session_host {
                                            thread only) */
     void (*group_release)(struct kr_group *g); /* a session of g ended
                                            (g->nconn already decremented) */
+    struct kr_legacy_refusal {          /* issue 10: client addresses
+                                           lately refused a version the
+                                           brokers no longer accept
+                                           (translate_legacy off), by a hash
+                                           of the address: direct-mapped,
+                                           a collision forgets one */
+        uint64_t addr_hash;
+        int64_t at_ms;                  /* monotonic ms; 0: empty */
+    } legacy_refused[64];
     const struct kr_conn_ops *conn_ops; /* the transport of new
                                            connections, NULL: plain TCP
                                            (the tests set one that injects
@@ -221,6 +231,10 @@ struct kr_session {
     uint64_t acks0_forgot;              /* optional entries forgotten past
                                            max_inflight before the upstream
                                            showed whether it answers them */
+    struct kr_an_legacy_conf *legacy_conf; /* issue 10: the listener's
+                                           legacy translation as the
+                                           pipeline takes it (malloc'd on
+                                           first use, kr_session_rules.c) */
     bool fetch_stale;                   /* no full Fetch on this
                                            connection since it opened or
                                            the config changed: an
@@ -328,6 +342,23 @@ struct kr_session {
                                            succeeded (kr_s_up_start); its
                                            ApiVersions is answered by
                                            krelay until then */
+    /* issue 12: the PROXY protocol (appended) */
+    struct kr_pp *pp;                   /* stage KR_STAGE_PROXY: the
+                                           header's parser (malloc'd at
+                                           accept on a listener with
+                                           proxy_protocol, freed once the
+                                           header is done); else NULL */
+    union {                             /* proxied: the socket's peer (the
+                                           proxy), peer being the client
+                                           the header named */
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } proxy_peer;
+    char proxy_host[48];
+    uint16_t proxy_port;
+    unsigned proxied:1;                 /* a PROXY header named the client
+                                           (not UNKNOWN nor LOCAL) */
 };
 
 /*

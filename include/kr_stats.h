@@ -112,6 +112,9 @@ enum kr_stat_labels {
     X(conn_refused, COUNTER, NONE, 1,                                        \
       "Client connections refused: the listener's max_connections was "     \
       "reached.")                                                            \
+    X(conn_proxy_untrusted, COUNTER, NONE, 1,                                \
+      "Client connections closed at accept on a listener with "              \
+      "proxy_protocol: their address is outside proxy_protocol_from.")      \
     X(conn_active, GAUGE, NONE, 1,                                           \
       "Sessions open now.")                                                  \
     X(closes, COUNTER, CAUSE, KR_CLOSE__N,                                   \
@@ -182,7 +185,28 @@ enum kr_stat_labels {
       "path (header peeks and re-encoded frames are not counted).")         \
     X(bytes_tls_coalesced, COUNTER, NONE, 1,                                 \
       "Bytes copied to send small evbuffer chains as one TLS record (TLS "   \
-      "connections only; not in bytes_copied).")                            \
+      "connections only; not in bytes_copied).")                             \
+    X(legacy_translated, COUNTER, API_VERSION, KR_STATS_API_CELLS,           \
+      "Requests legacy translation sent up to a version the brokers "        \
+      "accept (translate_legacy), by the client's ApiKey and ApiVersion.")   \
+    X(legacy_refused, COUNTER, NONE, 1,                                      \
+      "Requests of a version the brokers no longer accept answered or "      \
+      "closed by krelay: translate_legacy off, or it could not translate "   \
+      "them.")                                                               \
+    X(legacy_refusals_delayed, COUNTER, NONE, 1,                             \
+      "Refusals of a legacy version held legacy_refuse_delay_ms: the same "  \
+      "client address was refused within legacy_refuse_window_ms.")          \
+    X(legacy_records_in, COUNTER, NONE, 1,                                   \
+      "Bytes of records legacy translation converted between message "       \
+      "formats (magic 0/1 and RecordBatch v2), as they came.")               \
+    X(legacy_records_out, COUNTER, NONE, 1,                                  \
+      "Bytes of records legacy translation converted, as they went on.")     \
+    X(legacy_zstd_recompressed, COUNTER, NONE, 1,                            \
+      "zstd batches recompressed (legacy_zstd) for consumers of magic 0/1, " \
+      "which cannot carry zstd.")                                            \
+    X(legacy_partitions_corrupt, COUNTER, NONE, 1,                           \
+      "Partitions whose records did not convert (CRC, compression, size): " \
+      "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")         \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
       "reached its turn), by ApiKey and version (as the client sent them).")

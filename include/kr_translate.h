@@ -114,6 +114,13 @@ struct kr_advert {
                                            when the broker has none */
     struct kr_arena *arena;             /* with sasl_local: where entries
                                            added are allocated */
+    /* issue 10: legacy translation (appended) */
+    const struct kr_clamp *legacy;      /* with translate_legacy: the
+                                           versions krelay translates up,
+                                           per ApiKey (min > max: none;
+                                           kr_bv_legacy_ranges(),
+                                           kr_broker_versions.h); NULL:
+                                           translation off */
 };
 
 /*
@@ -131,13 +138,23 @@ struct kr_advert {
  *      itself, responses carrying broker addresses, clamped APIs, and APIs
  *      an enforcing rule could match: never advertise a version krelay
  *      would have to refuse);
- *   4. (legacy translation, issue 10, will widen MinVersion down here);
+ *   4. legacy translation (issue 10, ad->legacy): the versions krelay
+ *      translates up are offered below the broker's: MinVersion widened
+ *      down to ad->legacy[api_key].min when the broker's minimum (step 1)
+ *      is exactly ad->legacy[api_key].max + 1, so the range stays
+ *      contiguous (a broker that starts lower needs none, one that starts
+ *      higher would leave a gap no release had: not widened).  The
+ *      widening applies to the broker's minimum, before the clamp of
+ *      step 2 and the cap of step 3, which bound it like any broker
+ *      version: a clamp decides what a client may use, translation only
+ *      what reaches the broker (so a clamp_max_version below a Kafka 4
+ *      broker's minimum leaves the translated versions, not nothing);
  *   5. Produce: MinVersion 0 whenever the result's minimum is 3 or lower.
  *      librdkafka decides from Produce's MinVersion whether the broker
  *      takes its older message formats and turns compression off when it
  *      is above 0 (KAFKA-18659, librdkafka #4956; Kafka 4 brokers
  *      advertise 0 for that reason although they refuse v0-v2).
- * ad may be NULL (only steps 1, 4, 5).  Returns false, *lo and *hi
+ * ad may be NULL (only steps 1 and 5).  Returns false, *lo and *hi
  * unspecified, when the result is empty: the API is not offered.
  */
 bool kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,

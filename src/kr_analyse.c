@@ -23,6 +23,7 @@
 #include "kr_clock.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
+#include "kr_broker_versions.h"
 #include "kr_translate.h"
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -117,6 +118,10 @@ kr_an_req_free(struct kr_an_req *req)
     free(req->decode_error);
     free(req->note);
     free(req->client_id);
+    if (req->legacy != NULL) {
+        kr_legacy_parts_free(&req->legacy->parts);
+        free(req->legacy);
+    }
     free(req);
 }
 
@@ -565,6 +570,14 @@ sasl_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
     }
 }
 
+/* issue 10: legacy translation (below) */
+static int16_t legacy_broker_min(const struct kr_an_conn *c, int16_t key);
+static bool legacy_crosses_records(int16_t key, int16_t from, int16_t to);
+static void legacy_up(const struct kr_an_conn *c,
+                      const struct kr_an_request *r, struct kr_arena *a,
+                      struct kr_an_req *req, int16_t to,
+                      struct kr_an_decision *d);
+
 /* Clamp: translate the request into the clamp (req is d's). */
 static void
 clamp(const struct kr_an_conn *c, const struct kr_an_request *r,
@@ -593,6 +606,28 @@ clamp(const struct kr_an_conn *c, const struct kr_an_request *r,
                  brange);
         req->actions |= KR_AUDIT_CLAMPED;
         answer_error(c, r, a, &orig, req, KR_KERR_UNSUPPORTED_VERSION, why,
+                     d);
+        return;
+    }
+    if (to > h->api_version && c->legacy != NULL && c->legacy->on &&
+        legacy_broker_min(c, h->api_key) > h->api_version &&
+        kr_legacy_translates(h->api_key, h->api_version, to)) {
+        /* issue 10: up past what the brokers refuse: legacy translation
+           (records converted, per-API mappings) */
+        req->actions |= KR_AUDIT_CLAMPED;
+        legacy_up(c, r, a, req, to, d);
+        return;
+    }
+    if (legacy_crosses_records(h->api_key, h->api_version, to) ||
+        legacy_crosses_records(h->api_key, to, h->api_version)) {
+        snprintf(why, sizeof(why), "cannot be translated to v%d for [rule "
+                 "%.40s]: its records would cross Kafka's message formats "
+                 "(magic 0/1 and RecordBatch v2)%s", to,
+                 kr_analyse_rule_name(c->rs, req->v.clamp_rule),
+                 to > h->api_version ? "; translate_legacy = true on the "
+                                       "listener converts them" : "");
+        req->actions |= KR_AUDIT_CLAMPED;
+        answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_VERSION, why,
                      d);
         return;
     }
@@ -630,6 +665,204 @@ clamp(const struct kr_an_conn *c, const struct kr_an_request *r,
     d->req = req;
 }
 
+/* ---- legacy translation (issue 10) -------------------------------------- */
+
+/*
+ * The ranges the brokers of c advertised: its own broker's ApiVersions
+ * answer, else the one krelay's metadata connection got (copied into
+ * *heap, malloc'd: the caller frees it), else NULL.
+ */
+static const struct kr_clamp *
+learned_ranges(const struct kr_an_conn *c, struct kr_clamp **heap)
+{
+    *heap = NULL;
+    if (c->broker_av != NULL) {
+        return c->broker_av;
+    }
+    if (c->broker_range == NULL) {
+        return NULL;
+    }
+    *heap = calloc((size_t)kr_api_max + 1, sizeof(**heap));
+    if (*heap == NULL ||
+        kr_bv_fill(*heap, c->broker_range, c->broker_arg) == 0) {
+        return NULL;
+    }
+    return *heap;
+}
+
+int16_t
+kr_an_broker_min(const struct kr_an_conn *c, int16_t key)
+{
+    struct kr_clamp *heap;
+    const struct kr_clamp *learned = learned_ranges(c, &heap);
+    int16_t min = kr_bv_min(c->legacy != NULL ? c->legacy->profile : 0,
+                            learned, key);
+
+    free(heap);
+    return min;
+}
+
+/* The lowest version of key the brokers of c accept (-1: unknown). */
+static int16_t
+legacy_broker_min(const struct kr_an_conn *c, int16_t key)
+{
+    return kr_an_broker_min(c, key);
+}
+
+enum kr_an_legacy_route
+kr_analyse_legacy_route(const struct kr_an_conn *c, int16_t key, int16_t ver,
+                        int16_t *to)
+{
+    const struct kr_clamp *learned;
+    struct kr_clamp *heap;
+    enum kr_bv_outcome o;
+    int16_t lo, hi, t = -1;
+
+    /* the cheap test first: only versions KIP-896 removed */
+    if (c->legacy == NULL || !kr_bv_legacy_range(key, &lo, &hi) ||
+        ver < lo || ver > hi) {
+        return KR_AN_LEGACY_PASS;
+    }
+    learned = learned_ranges(c, &heap);
+    o = kr_bv_decide(c->legacy->profile, learned, key, ver, true, &t);
+    free(heap);
+    if (o != KR_BV_TRANSLATE || !kr_legacy_translates(key, ver, t)) {
+        /* not below the brokers' minimum, or no translation reaches it:
+           the broker answers it, as ever */
+        return KR_AN_LEGACY_PASS;
+    }
+    *to = t;
+    return c->legacy->on ? KR_AN_LEGACY_TRANSLATE : KR_AN_LEGACY_REFUSE;
+}
+
+/* Does going from version from to to of key cross Kafka's message
+   formats (magic 0/1 below, RecordBatch v2 above)? */
+static bool
+legacy_crosses_records(int16_t key, int16_t from, int16_t to)
+{
+    int16_t last_old = key == KR_API_PRODUCE ? 2
+                       : key == KR_API_FETCH ? 3 : -1;
+
+    return last_old >= 0 && from <= last_old && to > last_old;
+}
+
+/*
+ * Translate request r up to version to (legacy translation; req is d's):
+ * records converted (Produce), partitions remembered (Fetch), the rest by
+ * kr_legacy_request_up, encoded into d->w.  A Produce none of whose
+ * partitions' records convert is answered with their error; a request
+ * that cannot be expressed at `to` with UNSUPPORTED_VERSION.
+ */
+static void
+legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
+          struct kr_arena *a, struct kr_an_req *req, int16_t to,
+          struct kr_an_decision *d)
+{
+    const struct kr_req_hdr *h = r->h;
+    struct kr_msg orig = *r->m;
+    struct kr_an_legacy *lg;
+    struct kr_codec_err ce;
+    char why[300];
+    int rc = KR_OK;
+
+    d->legacy = true;
+    req->actions |= KR_AUDIT_TRANSLATED;
+    lg = calloc(1, sizeof(*lg));
+    if (lg == NULL) {
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "out of memory");
+        return;
+    }
+    lg->rec = c->legacy->rec;
+    d->msg = *r->m;
+    if (h->api_key == KR_API_PRODUCE &&
+        legacy_crosses_records(h->api_key, h->api_version, to)) {
+        rc = kr_legacy_produce_up(a, d->msg.body, r->rb, &lg->rec,
+                                  &lg->parts, &d->legacy_st);
+        if (rc == KR_OK && lg->parts.n > 0 &&
+            !kr_legacy_produce_any_left(d->msg.body, &lg->parts)) {
+            /* nothing left to forward: krelay answers */
+            snprintf(why, sizeof(why), "its records cannot be converted "
+                     "to RecordBatch v2 for v%d (topic %.60s partition %d: "
+                     "%.96s)", to, lg->parts.v[0].topic,
+                     lg->parts.v[0].partition, lg->parts.v[0].why);
+            req->legacy = lg;
+            answer_error(c, r, a, &orig, req, lg->parts.v[0].error, why, d);
+            return;
+        }
+        if (rc == KR_OK) {
+            kr_legacy_produce_drop(d->msg.body, &lg->parts);
+        }
+    } else if (h->api_key == KR_API_FETCH &&
+               legacy_crosses_records(h->api_key, h->api_version, to)) {
+        rc = kr_legacy_fetch_parts(d->msg.body, &lg->parts);
+    }
+    if (rc != KR_OK) {
+        kr_legacy_parts_free(&lg->parts);
+        free(lg);
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "%s v%d: cannot convert its records: %s",
+                  api_name(h->api_key), h->api_version, kr_status_str(rc));
+        return;
+    }
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_legacy_request_up(a, &d->msg, to, &lg->memo, &ce);
+    req->legacy = lg;
+    if (rc != KR_OK) {
+        snprintf(why, sizeof(why), "cannot be translated up to v%d, the "
+                 "lowest version the brokers accept (%.100s%s%.50s)", to,
+                 ce.msg, ce.path[0] ? ", at " : "", ce.path);
+        d->msg = orig;
+        answer_error(c, r, a, &orig, req, KR_KERR_UNSUPPORTED_VERSION, why,
+                     d);
+        return;
+    }
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_encode_msg(&d->msg, &d->w, &ce);
+    if (rc != KR_OK || d->w.failed) {
+        kr_wbuf_free(&d->w);
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "cannot encode %s v%d request translated "
+                  "from v%d: %s at %s", api_name(h->api_key), to,
+                  h->api_version, ce.msg, ce.path);
+        return;
+    }
+    req->up_version = to;
+    req->actions |= KR_AUDIT_FORWARDED;
+    kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d (translate_legacy)",
+                 c->name, api_name(h->api_key), h->api_version,
+                 h->correlation_id, to);
+    d->outcome = KR_AN_FORWARD_TRANSLATED;
+    d->req = req;
+}
+
+/*
+ * A request of a version the brokers no longer accept, on a listener
+ * without translate_legacy (req is d's): answered UNSUPPORTED_VERSION
+ * (or closed, for an Acks=0 Produce), one line saying what to enable.
+ * Clients of Kafka 0.8/0.9 do not know error 35: for them the line is
+ * the signal.
+ */
+static void
+legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
+              struct kr_arena *a, struct kr_an_req *req, int16_t to,
+              struct kr_an_decision *d)
+{
+    const char *ln = c->legacy->listener;
+    char why[300];
+
+    d->legacy = true;
+    snprintf(why, sizeof(why), "is below the lowest version the brokers "
+             "accept (v%d, KIP-896): translate_legacy = true on [listener"
+             "%s%.60s] would translate it", to,
+             ln != NULL && ln[0] != '\0' ? " " : "",
+             ln != NULL ? ln : "");
+    answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_VERSION, why, d);
+    if (d->outcome == KR_AN_ANSWER) {
+        d->level = KR_LOG_NOTICE;
+    }
+}
+
 /* What goes with any request that goes upstream. */
 static void
 forwarded(const struct kr_an_conn *c, const struct kr_an_request *r,
@@ -662,7 +895,9 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
     const struct kr_msg *m = r->m;
     struct kr_an_req *req;
     char why[256];
+    enum kr_an_legacy_route route;
     bool refuse;
+    int16_t to;
     int rc;
 
     memset(d, 0, sizeof(*d));
@@ -770,6 +1005,22 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
         if (d->outcome != KR_AN_FORWARD_TRANSLATED) {
             return;
         }
+    } else if ((route = kr_analyse_legacy_route(c, h->api_key,
+                                                h->api_version, &to)) !=
+               KR_AN_LEGACY_PASS) {
+        if (req == NULL &&
+            (req = kr_an_req_from_header(r, NULL, 0, NULL, 0)) == NULL) {
+            close_now(d, KR_LOG_ERROR, "out of memory");
+            return;
+        }
+        if (route == KR_AN_LEGACY_REFUSE) {
+            legacy_refuse(c, r, a, req, to, d);
+            return;
+        }
+        legacy_up(c, r, a, req, to, d);
+        if (d->outcome != KR_AN_FORWARD_TRANSLATED) {
+            return;
+        }
     } else {
         if (req != NULL) {
             req->actions |= KR_AUDIT_FORWARDED;
@@ -868,6 +1119,58 @@ rsp_undecodable(const struct kr_an_conn *c, const struct kr_inflight *e,
     return true;
 }
 
+/*
+ * issue 10: the response m (at req->up_version) to a request legacy
+ * translation carried up, back to the client's version: Fetch records
+ * converted down, the per-API mapping (kr_legacy_response_down), Produce
+ * partitions krelay did not forward merged in with their error.  False
+ * with d filled when it cannot be (closed, blaming the upstream).
+ */
+static bool
+legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
+            struct kr_an_req *req, struct kr_msg *m, struct kr_arena *a,
+            struct kr_an_rsp_decision *d)
+{
+    struct kr_an_legacy *lg = req->legacy;
+    struct kr_codec_err ce;
+    int rc = KR_OK;
+
+    d->legacy = true;
+    if (e->api_key == KR_API_FETCH &&
+        legacy_crosses_records(e->api_key, e->api_version, req->up_version)) {
+        if (c->rsp_rb == NULL) {
+            rc = KR_ERROR;
+        } else {
+            rc = kr_legacy_fetch_down(a, m->body, c->rsp_rb, e->api_version,
+                                      &lg->parts, &lg->rec, &d->legacy_st,
+                                      &d->legacy_bad);
+        }
+        if (rc != KR_OK) {
+            d->outcome = rc == KR_ENOMEM ? KR_AN_RSP_CLOSE : KR_AN_CLOSE_UP;
+            d->level = KR_LOG_WARN;
+            snprintf(d->text, sizeof(d->text), "cannot convert the records "
+                     "of the Fetch v%d response to v%d: %s",
+                     req->up_version, e->api_version, kr_status_str(rc));
+            return false;
+        }
+    }
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_legacy_response_down(a, m, e->api_version, &lg->memo, &ce);
+    if (rc == KR_OK && e->api_key == KR_API_PRODUCE && lg->parts.n > 0) {
+        rc = kr_legacy_produce_merge(a, m->body, &lg->parts);
+    }
+    if (rc != KR_OK) {
+        d->outcome = rc == KR_ENOMEM ? KR_AN_RSP_CLOSE : KR_AN_CLOSE_UP;
+        d->level = KR_LOG_WARN;
+        snprintf(d->text, sizeof(d->text), "cannot translate %s v%d "
+                 "response back to v%d (translate_legacy): %s at %s",
+                 api_name(e->api_key), req->up_version, e->api_version,
+                 ce.msg[0] ? ce.msg : kr_status_str(rc), ce.path);
+        return false;
+    }
+    return true;
+}
+
 bool
 kr_analyse_rsp_scan_only(const struct kr_inflight *e,
                          const struct kr_an_req *req)
@@ -911,7 +1214,12 @@ kr_analyse_response(const struct kr_an_conn *c, const struct kr_inflight *e,
         }
     } else if (m != NULL) {
         memset(&ce, 0, sizeof(ce));
-        if (req->up_version != e->api_version) {
+        if (req->legacy != NULL && req->up_version != e->api_version) {
+            if (!legacy_down(c, e, req, m, a, d)) {
+                return;
+            }
+            changed = true;
+        } else if (req->up_version != e->api_version) {
             rc = kr_translate_msg(a, m, e->api_version, &ce);
             if (rc != KR_OK) {
                 d->outcome = KR_AN_CLOSE_UP;

@@ -545,7 +545,7 @@ kr_audit_flush(struct kr_audit *au)
 
 static const char *const kr_audit_actions[] = {
     "forwarded", "rewritten", "clamped", "denied", "delayed", "throttled",
-    "faulted", "refused"
+    "faulted", "refused", "translated"
 };
 
 const char *
@@ -1901,6 +1901,8 @@ peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
         mk_str(&k, p->listener);
         mk_str(&k, p->client_addr);
         mk_int(&k, p->client_port);
+        mk_str(&k, p->proxy_addr);
+        mk_int(&k, p->proxy_port);
         mk_str(&k, p->route);
         mk_int(&k, p->node_id);
         mk_str(&k, p->upstream_addr);
@@ -1915,6 +1917,10 @@ peer_head(struct kr_jsonw *w, int64_t time_us, const char *type,
     set_str(w, "listener", p->listener);
     set_str(w, "client_addr", p->client_addr);
     kr_jsonw_kint(w, "client_port", p->client_port);
+    if (p->proxy_addr != NULL) {
+        set_str(w, "proxy_addr", p->proxy_addr);
+        kr_jsonw_kint(w, "proxy_port", p->proxy_port);
+    }
     set_str(w, "route", p->route);
     if (p->route != NULL && strcmp(p->route, "node") == 0) {
         kr_jsonw_kint(w, "node_id", p->node_id);

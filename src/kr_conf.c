@@ -41,6 +41,7 @@
 
 #include "kr_action.h"
 #include "kr_api_keys.h"
+#include "kr_broker_versions.h"
 #include "kr_conf.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
@@ -162,6 +163,19 @@ static const char *const kr_cf_sni_fallback_choices[] = {
 /* sasl: enum kr_sasl_mode's order. */
 static const char *const kr_cf_sasl_mode_choices[] = {
     "passthrough", "required", "terminate", NULL
+};
+/* broker_profile: enum kr_broker_profile's order (kr_broker_versions.h;
+   check_conf holds them together). */
+static const char *const kr_cf_profile_choices[] = {
+    "learned", "kafka-4.0.0", "kafka-4.0.1+", NULL
+};
+/* legacy_zstd: enum kr_legacy_zstd's order (kr_records.h). */
+static const char *const kr_cf_legacy_zstd_choices[] = {
+    "gzip", "none", "refuse", NULL
+};
+/* proxy_protocol: the index is kr_proxy_proto.h's KR_PP_V1/_V2 mask. */
+static const char *const kr_cf_proxy_choices[] = {
+    "off", "v1", "v2", "any", NULL
 };
 /* kr_log_level_name's names, in level order (check_conf compares). */
 static const char *const kr_cf_level_choices[] = {
@@ -344,6 +358,64 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "the claim of an OAUTHBEARER token's JWT payload that names the "
       "principal (Kafka's sasl.oauthbearer.sub.claim.name); passthrough "
       "only", NULL },
+    /* issue 10: legacy clients */
+    { KR_CS_LISTENER, "translate_legacy", KR_CT_BOOL, LST(translate_legacy),
+      0, "false", 0, 0, 0,
+      "translate the request versions Kafka 4 removed (KIP-896: Produce "
+      "v0-2, Fetch v0-3, ListOffsets v0, OffsetCommit v0-1, OffsetFetch "
+      "v0, CreateTopics v0-1, DeleteTopics v0, OffsetForLeaderEpoch v0-1, "
+      "DescribeConfigs v0, the ACL APIs v0, JoinGroup v0-1) up to the "
+      "lowest version the brokers accept, their message sets to "
+      "RecordBatch v2 and back, and the responses back down, and "
+      "advertise those versions in ApiVersions; false: such a request "
+      "gets its version's error response or a close, with one log line",
+      NULL },
+    { KR_CS_LISTENER, "legacy_zstd", KR_CT_CHOICE, LST(legacy_zstd), 0,
+      "gzip", 0, 0, 0,
+      "with translate_legacy: what an old consumer (Fetch v0-3, message "
+      "format magic 0/1, which cannot carry zstd) gets for zstd batches: "
+      "gzip (recompressed), none (uncompressed) or refuse (the "
+      "partition's UNSUPPORTED_COMPRESSION_TYPE, as brokers answered)",
+      kr_cf_legacy_zstd_choices },
+    { KR_CS_LISTENER, "legacy_batch_max_bytes", KR_CT_I64,
+      LST(legacy_batch_max_bytes), 0, "1048576", 0, INT32_MAX, 0,
+      "with translate_legacy: a Produce v0-2 message set becomes "
+      "RecordBatches of at most this many bytes each (brokers check "
+      "max.message.bytes per batch; a single record larger still goes "
+      "alone); 0: one batch per message set", NULL },
+    { KR_CS_LISTENER, "legacy_refuse_delay_ms", KR_CT_I64,
+      LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
+      "without translate_legacy: a client refused for a version the "
+      "brokers no longer accept that reconnects within "
+      "legacy_refuse_window_ms gets its refusal this much later, in ms, "
+      "so a client retrying in a loop is slowed (counted); 0: no delay",
+      NULL },
+    { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
+      LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
+      "how long after its last refusal a client address counts as "
+      "retrying (legacy_refuse_delay_ms), in ms", NULL },
+    /* issue 12: the PROXY protocol */
+    { KR_CS_LISTENER, "proxy_protocol", KR_CT_CHOICE, LST(proxy_protocol),
+      0, "off", 0, 0, 0,
+      "HAProxy's PROXY protocol header (v1 text, v2 binary, any: either) "
+      "required before anything else on every connection, before TLS: "
+      "its source address and port become the client's for logs, the "
+      "audit log and client_address rules.  Only from proxy_protocol_from "
+      "(required then); a connection from elsewhere is closed at accept, "
+      "one with a malformed or missing header when it is found, each "
+      "with one log line.  off: no header is read (one sent would be "
+      "taken for the client's first bytes and refused)",
+      kr_cf_proxy_choices },
+    { KR_CS_LISTENER, "proxy_protocol_from", KR_CT_CIDRS,
+      LST(proxy_protocol_from), LST(nproxy_protocol_from), NULL, 0, 0, 0,
+      "with proxy_protocol: the load balancers and proxies trusted to send "
+      "the header, ADDR[/BITS][,ADDR[/BITS]...] (IPv4 or IPv6; an "
+      "IPv4-mapped IPv6 peer matches IPv4 networks)", NULL },
+    { KR_CS_LISTENER, "proxy_protocol_timeout_ms", KR_CT_I64,
+      LST(proxy_protocol_timeout_ms), 0, "5000", 100, 3600000, 0,
+      "with proxy_protocol: close a connection whose header is not complete "
+      "this long after it was accepted, in ms (the spec asks for at least "
+      "3 s, a TCP retransmit)", NULL },
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
@@ -421,6 +493,18 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_UPSTREAM, "metadata_sasl_password_file", KR_CT_PATH,
       UPS(metadata_sasl.password_file), 0, NULL, 0, 0, 0, "file whose "
       "first line is metadata_sasl_username's password", NULL },
+    /* issue 10: what the brokers accept */
+    { KR_CS_UPSTREAM, "broker_profile", KR_CT_CHOICE, UPS(broker_profile),
+      0, "learned", 0, 0, 0,
+      "what the brokers accept, for legacy translation (translate_legacy) "
+      "and krelay -t: learned (from each broker's ApiVersions answer; a "
+      "Kafka 4 broker, recognised by its minima, refuses Produce v0-2 "
+      "although it advertises them), kafka-4.0.0 or kafka-4.0.1+ (the "
+      "versions those releases removed, KIP-896; they differ in JoinGroup "
+      "v0-1, which 4.0.0 refuses).  A profile holds whatever the brokers "
+      "advertise, except where a broker's own minimum is higher; with "
+      "one, krelay -t refuses a clamp below its minimum unless "
+      "translate_legacy covers it", kr_cf_profile_choices },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },
@@ -560,6 +644,8 @@ static const struct {
       "none: a port per NodeId (broker_port_base)" },
     { KR_CS_LISTENER, "sasl_credentials",
       "none (required with sasl = terminate)" },
+    { KR_CS_LISTENER, "proxy_protocol_from",
+      "none (required with proxy_protocol)" },
     { KR_CS_LISTENER, "sni_bootstrap_name",
       "none: only sni_fallback = bootstrap reaches the bootstrap route" },
     { KR_CS_UPSTREAM, "ssl_ca",
@@ -1973,6 +2059,7 @@ kr_cf_free_listener(struct kr_listener_conf *l)
     free(l->sasl_login_rate);
     kr_sasl_srv_cfg_free(l->sasl_srv);
     free(l->oauthbearer_principal_claim);
+    free(l->proxy_protocol_from);
 }
 
 /* A secret's bytes wiped, then freed. */
@@ -2369,27 +2456,75 @@ kr_cf_check_answerable(struct kr_cf_state *st, struct kr_cf_inst *in,
 }
 
 /*
- * Does legacy translation carry requests of api, sent at a version rule
- * r clamps clients to, up to a version Kafka 4 accepts?  It does not
- * exist yet (issue 10; kr_advertise_range's step 4): never.  HOOK (issue
- * 14): when it comes, answer from it here (no warning then); and when
- * its `broker_profile` key says the cluster is Kafka 4, the warning of
- * kr_cf_check_clamp_kafka4 becomes an error (kr_cf_err) for a clamp below
- * that profile's minimum which translation does not cover.
+ * The [upstream] section behind listener section l: the one its upstream
+ * key names, else the only one; NULL when neither resolves (an error of
+ * its own).
  */
-static bool
-kr_cf_legacy_translates(const struct kr_rule_conf *r, int16_t api)
+static const struct kr_cf_inst *
+kr_cf_listener_upstream(const struct kr_cf_state *st,
+                        const struct kr_cf_inst *l)
 {
-    (void)r;
-    (void)api;
-    return false;
+    const struct kr_listener_conf *lc = l->obj;
+    const struct kr_cf_inst *only = NULL;
+    int i, nu = 0;
+
+    for (i = 0; i < st->ninsts; i++) {
+        const struct kr_cf_inst *u = &st->insts[i];
+
+        if (u->bad || u->kind != KR_CS_UPSTREAM) {
+            continue;
+        }
+        if (lc->upstream != NULL && strcmp(lc->upstream, u->name) == 0) {
+            return u;
+        }
+        nu++;
+        only = u;
+    }
+    return lc->upstream == NULL && nu == 1 ? only : NULL;
+}
+
+/* Does rule r apply to listener section l (its `listener` names)? */
+static bool
+kr_cf_rule_on_listener(const struct kr_rule_conf *r,
+                       const struct kr_cf_inst *l)
+{
+    int i;
+
+    for (i = 0; i < r->listener.n; i++) {
+        if (strcmp(r->listener.v[i], l->name) == 0) {
+            return true;
+        }
+    }
+    return r->listener.n == 0;
 }
 
 /*
- * A clamp_max_version below the lowest version of api Kafka 4 accepts
- * (kr_api_min_kafka4): clients that follow the clamp are left only
- * versions a Kafka 4 broker refuses.  A warning, as krelay does not know
- * which Kafka is upstream (see kr_cf_legacy_translates).
+ * Does legacy translation carry requests of api at versions lo..max
+ * (those below floor, the lowest version the brokers accept) up to floor?
+ * Only where floor is where translation ends (kr_bv_decide's rule); l:
+ * translation on or not.
+ */
+static bool
+kr_cf_legacy_covers(const struct kr_listener_conf *l, int16_t api, int lo,
+                    int16_t floor)
+{
+    int16_t tlo, thi;
+
+    return kr_bv_legacy_range(api, &tlo, &thi) && lo >= tlo &&
+           floor == thi + 1 && (l == NULL || l->translate_legacy);
+}
+
+/*
+ * A clamp_max_version below the lowest version of api the brokers accept:
+ * clients that follow the clamp are left only versions they refuse.  For
+ * each listener the rule applies to, with the [upstream] behind it:
+ *   - broker_profile set: below that profile's minimum
+ *     (kr_bv_profile_min) is an error (kr_cf_err), unless translate_legacy
+ *     is on for the listener and translation covers those versions;
+ *   - no profile: below Kafka 4's minimum (kr_api_min_kafka4) is a
+ *     warning, as krelay does not know which Kafka is upstream, unless
+ *     translation covers those versions (translate_legacy on).
+ * One error (the first listener at fault) or one warning per API.
  */
 static void
 kr_cf_check_clamp_kafka4(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -2397,23 +2532,70 @@ kr_cf_check_clamp_kafka4(struct kr_cf_state *st, struct kr_cf_inst *in,
 {
     const struct kr_rule_conf *r = in->obj;
     const char *rel, *kafka;
-    char vs[32];
+    char vs[32], llbl[KR_CONF_MAX_NAME + 32], ulbl[KR_CONF_MAX_NAME + 32];
     int16_t k4 = kr_api_min_kafka4(a, &rel);
     int lo = r->clamp_min_version > a->valid.lo ? r->clamp_min_version
                                                 : a->valid.lo;
+    int max = r->clamp_max_version, i, nlist = 0;
+    bool warn = false;
 
-    if (r->clamp_max_version < 0 || k4 < 0 || r->clamp_max_version >= k4 ||
-        kr_cf_legacy_translates(r, a->key)) {
+    if (max < 0) {
+        return;
+    }
+    snprintf(vs, sizeof(vs), lo < max ? "v%d-%d" : "v%d", lo, max);
+    for (i = 0; i < st->ninsts; i++) {
+        const struct kr_cf_inst *l = &st->insts[i], *u;
+        const struct kr_listener_conf *lc = l->obj;
+        int profile;
+        int16_t pmin;
+
+        if (l->bad || l->kind != KR_CS_LISTENER ||
+            !kr_cf_rule_on_listener(r, l)) {
+            continue;
+        }
+        nlist++;
+        u = kr_cf_listener_upstream(st, l);
+        profile = u != NULL
+                      ? ((const struct kr_upstream_conf *)u->obj)
+                            ->broker_profile
+                      : KR_BROKER_PROFILE_LEARNED;
+        pmin = kr_bv_profile_min(profile, a->key);
+        if (profile == KR_BROKER_PROFILE_LEARNED || pmin < 0) {
+            warn = warn || (k4 >= 0 && max < k4 &&
+                            !kr_cf_legacy_covers(lc, a->key, lo, k4));
+            continue;
+        }
+        if (max >= pmin || kr_cf_legacy_covers(lc, a->key, lo, pmin)) {
+            continue;
+        }
+        kr_cf_inst_label(l, llbl, sizeof(llbl));
+        kr_cf_inst_label(u, ulbl, sizeof(ulbl));
+        kr_cf_err(st, kr_cf_line_of(in, "clamp_max_version"),
+                  "%s: clamp_max_version %d is below the lowest %s version "
+                  "the brokers of %s accept (broker_profile = %s: %d): "
+                  "clients of %s that follow the clamp are left %s %s, "
+                  "which those brokers refuse; %s", lbl, max, a->name, ulbl,
+                  kr_broker_profile_name(profile), (int)pmin, llbl, a->name,
+                  vs,
+                  kr_cf_legacy_covers(NULL, a->key, lo, pmin)
+                      ? "set translate_legacy = true there (krelay "
+                        "translates them up) or raise the clamp"
+                      : "krelay does not translate them: raise the clamp");
+        return;
+    }
+    if (nlist == 0) {
+        /* the rule names no listener that loaded (an error of its own) */
+        warn = k4 >= 0 && max < k4;
+    }
+    if (!warn) {
         return;
     }
     kafka = strcmp(rel, "4.0.0") == 0 ? "Kafka 4.0.0" : "Kafka 4";
-    snprintf(vs, sizeof(vs), lo < r->clamp_max_version ? "v%d-%d" : "v%d",
-             lo, (int)r->clamp_max_version);
     kr_cf_warn(st, kr_cf_line_of(in, "clamp_max_version"),
                "%s: clamp_max_version %d is below the lowest %s version %s "
                "accepts (%d%s): clients that follow the clamp are left %s "
                "%s, which %s brokers refuse, so against %s they cannot use "
-               "%s at all", lbl, (int)r->clamp_max_version, a->name, kafka,
+               "%s at all", lbl, max, a->name, kafka,
                (int)k4, strcmp(rel, "4.0.0") == 0
                             ? "; 4.0.1 and later accept lower ones again"
                             : ", per the 4.3.1 schemas",
@@ -3247,6 +3429,44 @@ kr_cf_check_sni_cert(struct kr_cf_state *st, struct kr_cf_inst *in,
 }
 
 /*
+ * proxy_protocol (issue 12): trusted senders are required with it (the
+ * spec: "only from a number of known sources"); without it the keys that
+ * go with it are not used (a warning).
+ */
+static void
+kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    static const char *const opt[] = { "proxy_protocol_from",
+                                       "proxy_protocol_timeout_ms", NULL };
+    const struct kr_listener_conf *l = in->obj;
+    char lbl[KR_CONF_MAX_NAME + 32];
+    int i;
+
+    kr_cf_inst_label(in, lbl, sizeof(lbl));
+    if (kr_cf_key_line_bad(in, "proxy_protocol")) {
+        return;
+    }
+    if (l->proxy_protocol == 0) {
+        for (i = 0; opt[i] != NULL; i++) {
+            if (kr_cf_key_given(in, opt[i])) {
+                kr_cf_warn(st, kr_cf_line_of(in, opt[i]), "%s: %s is set "
+                           "but proxy_protocol is off: no header is read, "
+                           "the key is not used", lbl, opt[i]);
+            }
+        }
+        return;
+    }
+    if (!kr_cf_key_given(in, "proxy_protocol_from") &&
+        !kr_cf_key_line_bad(in, "proxy_protocol_from")) {
+        kr_cf_err(st, kr_cf_line_of(in, "proxy_protocol"), "%s: "
+                  "proxy_protocol = %s needs proxy_protocol_from: the "
+                  "addresses of the load balancers trusted to send the "
+                  "header (any other client could claim any address)", lbl,
+                  kr_cf_proxy_choices[l->proxy_protocol]);
+    }
+}
+
+/*
  * SNI routing (sni_broker_name): TLS on, one port (no broker_port_base,
  * no advertised_host: each broker is advertised as its name), and the
  * names built (l->sni).  Without it, broker_port_base is required and
@@ -3578,6 +3798,7 @@ kr_cf_check_all(struct kr_cf_state *st)
         kr_cf_check_mapping(st, in);
         kr_cf_check_sasl_term(st, in);
         kr_cf_check_sni(st, in);
+        kr_cf_check_proxy(st, in);
         if (l->upstream != NULL) {
             bool found = false;
 

@@ -204,6 +204,17 @@ kr_conn_read(struct kr_conn *c)
 }
 
 ssize_t
+kr_conn_read_raw(struct kr_conn *c, void *buf, size_t max)
+{
+    ssize_t n;
+
+    do {
+        n = read(c->fd, buf, max);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
+ssize_t
 kr_conn_write(struct kr_conn *c)
 {
     ssize_t n;

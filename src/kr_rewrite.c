@@ -593,6 +593,7 @@ clamp_api_versions(const struct kr_rewrite_ctx *ctx, struct kr_arena *arena,
     ad.pass_unknown = !ctx->enforced_unknown &&
                       (ctx->clamps == NULL || ctx->pass_unknown_apis);
     ad.sasl_local = ctx->sasl_local;
+    ad.legacy = ctx->legacy;
     ad.arena = arena;
     return (int)kr_clamp_apiversions(body, &ad);
 }

@@ -151,9 +151,13 @@
  * transport (kr_conn.h): both connections go through kr_conn_ops (plain
  * TCP, or TLS: kr_tls.h, for a listener or an upstream with ssl; the
  * tests inject faults through kr_session_host.conn_ops).
- * A client connection passes its stages before framing in
- * client_preamble (a PROXY header: none accepted yet; the first-bytes
- * sniff, which closes on "TLS handshake on a plaintext listener", and on
+ * A client connection passes its stages before framing: on a listener
+ * with proxy_protocol its PROXY header (issue 12: client_proxy, read off
+ * the socket as kr_proxy_proto allows, never past its end; the rules,
+ * the audit lines and the upstream wait for it, proxy_done, within
+ * proxy_protocol_timeout_ms, T_PROXY; its source is the client's address
+ * from then on, the proxy's kept in proxy_peer), then in client_preamble
+ * (the first-bytes sniff, which closes on "TLS handshake on a plaintext listener", and on
  * a TLS listener on plaintext Kafka or HTTP, and the like; the
  * transport's handshake), an upstream one its handshake once connect(2)
  * completed (up_tcp_connected; it counts as connected after it, within
@@ -204,6 +208,7 @@
 #include "kr_listener.h"
 #include "kr_log.h"
 #include "kr_principal.h"
+#include "kr_proxy_proto.h"
 #include "kr_rewrite.h"
 #include "kr_sasl.h"
 #include "kr_sasl_server.h"
@@ -215,6 +220,7 @@
 #include "kr_topics.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
+#include "kr_broker_versions.h"
 #include "kr_session_int.h"
 
 #include <openssl/bio.h>
@@ -241,7 +247,7 @@ static void vclose(struct kr_session *s, enum kr_close_cause cause,
 
 enum timer_kind {
     T_NONE, T_CONNECT, T_REQUEST, T_RESPONSE, T_IDLE, T_DRAIN, T_LINGER,
-    T_CLOSING, T_HANDSHAKE, T_SASL, T_LOGIN
+    T_CLOSING, T_HANDSHAKE, T_SASL, T_LOGIN, T_PROXY
 };
 
 static void
@@ -367,6 +373,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     kr_s_orig_free(s);
+    free(s->pp);
     kr_s_rq_free(s->stream_rq);
     kr_s_rstream_drop(s);
     free(s->rscan);
@@ -380,6 +387,7 @@ session_free(struct kr_session *s)
         free(s->sasl_srv);
     }
     free(s->clamps);
+    free(s->legacy_conf);
     free(s->enforced);
     free(s->av);
     free(s->scan);
@@ -625,6 +633,11 @@ deadline_io(struct kr_session *s, enum timer_kind *kind)
     int64_t margin_ms = lc->up ? lc->up->request_timeout_margin_ms : 30000;
     uint32_t i;
 
+    if (s->client.stage == KR_STAGE_PROXY) {
+        /* the upstream waits for the header (proxy_done) */
+        *kind = T_PROXY;
+        return s->started_ms + lc->proxy_protocol_timeout_ms;
+    }
     if (s->client_tls && s->client.stage != KR_STAGE_FRAMES) {
         /* the upstream waits for the handshake (client_secured) */
         *kind = T_HANDSHAKE;
@@ -734,6 +747,17 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                                    ? "stalled in the handshake after "
                                    : "no handshake started: ",
                                s->client.bytes_in);
+            break;
+        case T_PROXY:
+            kr_s_close_timeout(s, KR_LOG_WARN, "no complete PROXY protocol "
+                               "header within proxy_protocol_timeout_ms %"
+                               PRId64 " (%" PRIu32 " bytes of it read%s%s)",
+                               s->lc->proxy_protocol_timeout_ms,
+                               s->pp != NULL ? s->pp->fed : 0,
+                               s->pp != NULL && s->pp->version != 0
+                                   ? ", " : "",
+                               s->pp != NULL ? kr_pp_version_name(s->pp)
+                                             : "");
             break;
         case T_CONNECT:
             if (s->upname[0] != '\0') {
@@ -1359,6 +1383,9 @@ client_principal(struct kr_session *s)
 }
 
 static void up_start(struct kr_session *s);
+static void client_addressed(struct kr_session *s);
+static void peer_split(const struct sockaddr *sa, char *host, size_t hlen,
+                       uint16_t *port);
 
 /*
  * SNI routing (the listener's sni_broker_name): the name the client's
@@ -1569,9 +1596,6 @@ client_preamble(struct kr_session *s)
     ev_ssize_t n;
     int rc;
 
-    if (c->stage == KR_STAGE_PROXY) {
-        c->stage = KR_STAGE_SNIFF;      /* no listener accepts one yet */
-    }
     if (c->stage == KR_STAGE_SNIFF) {
         n = evbuffer_copyout(c->in, first, sizeof(first));
         if (s->client_tls) {
@@ -1603,6 +1627,126 @@ client_preamble(struct kr_session *s)
     return 1;
 }
 
+/* The PROXY header is done (issue 12): its source is the client. */
+static void
+proxy_done(struct kr_session *s)
+{
+    const struct kr_pp *pp = s->pp;
+    char was[64], now[64];
+
+    if (pp->kind == KR_PP_PROXIED) {
+        memcpy(&s->proxy_peer, &s->peer, sizeof(s->proxy_peer));
+        memcpy(s->proxy_host, s->peer_host, sizeof(s->proxy_host));
+        s->proxy_port = s->peer_port;
+        kr_sockaddr_str(&s->peer.sa, s->peer.sa.sa_family == AF_INET6
+                                         ? sizeof(s->peer.in6)
+                                         : sizeof(s->peer.in),
+                        was, sizeof(was));
+        if (pp->src.sa.sa_family == AF_INET6) {
+            s->peer.in6 = pp->src.in6;
+        } else {
+            s->peer.in = pp->src.in;
+        }
+        peer_split(&s->peer.sa, s->peer_host, sizeof(s->peer_host),
+                   &s->peer_port);
+        kr_sockaddr_str(&pp->src.sa, pp->src.sa.sa_family == AF_INET6
+                                         ? sizeof(pp->src.in6)
+                                         : sizeof(pp->src.in),
+                        now, sizeof(now));
+        if (snprintf(s->name, sizeof(s->name), "%s %s via %s > %s",
+                     s->conn_id, now, was, s->l->label) >=
+            (int)sizeof(s->name)) {
+            s->name[sizeof(s->name) - 1] = '\0';   /* cut: its start */
+        }
+        s->proxied = 1;
+        if (s->sasl_srv != NULL) {
+            /* sasl = terminate: the login rate is the client's, not the
+               proxy's (nothing of the exchange has happened yet) */
+            uint8_t key[16];
+            size_t alen = kr_sasl_rate_key(&s->peer.sa, key);
+
+            kr_sasl_srv_init(s->sasl_srv, s->sasl_srv->cfg,
+                             alen > 0 ? key : NULL, alen);
+        }
+    }
+    kr_log_debug("[%s] PROXY protocol %s header (%s, %" PRIu32 " bytes)%s",
+                 s->name, kr_pp_version_name(pp), kr_pp_kind_name(pp->kind),
+                 pp->size, pp->kind == KR_PP_PROXIED
+                     ? "" : ": the connection's own addresses stand");
+    free(s->pp);
+    s->pp = NULL;
+    s->client.stage = KR_STAGE_SNIFF;
+    client_addressed(s);
+    if (!s->dead && !s->client_tls && !s->up_after_auth &&
+        s->resolve == NULL && s->up.fd < 0) {
+        up_start(s);
+    }
+    if (!s->dead) {
+        kr_s_update_io(s);
+        kr_s_arm_timer(s);
+    }
+}
+
+/*
+ * Stage KR_STAGE_PROXY (issue 12): the header, read off the socket by
+ * the parser's measure (kr_pp_want: never a byte past its end, so the
+ * sniff, the TLS handshake and the frames after it find theirs on the
+ * socket, whose next event goes on with them).  A malformed header, or
+ * the end of the connection inside it, closes with one line.
+ */
+static void
+client_proxy(struct kr_session *s)
+{
+    enum kr_pp_status st = KR_PP_MORE;
+    uint8_t b[256];
+    size_t want, used;
+    ssize_t n;
+
+    while (st == KR_PP_MORE) {
+        want = kr_pp_want(s->pp);
+        if (want > sizeof(b)) {
+            want = sizeof(b);
+        }
+        n = kr_conn_read_raw(&s->client, b, want);
+        if (n < 0 && kr_conn_again(errno)) {
+            return;
+        }
+        if (n < 0) {
+            kr_s_close_client(s, KR_LOG_INFO, "client read in its PROXY "
+                              "header: %s", strerror(errno));
+            return;
+        }
+        if (n == 0 && s->pp->fed == 0) {
+            /* a load balancer's TCP health check, most often */
+            kr_s_close_client(s, KR_LOG_INFO, "closed before its PROXY "
+                              "protocol header");
+            return;
+        }
+        if (n == 0) {
+            kr_s_close_bad(s, KR_LOG_WARN, "the connection ended inside its "
+                           "PROXY protocol header (%" PRIu32 " bytes of "
+                           "it%s%s)", s->pp->fed,
+                           s->pp->version != 0 ? ", " : "",
+                           kr_pp_version_name(s->pp));
+            return;
+        }
+        s->last_active_ms = kr_clock_timer_ms();
+        st = kr_pp_feed(s->pp, b, (size_t)n, &used);
+        if (st == KR_PP_MORE && (size_t)n < want) {
+            return;                     /* the rest is not there yet */
+        }
+    }
+    if (st == KR_PP_MALFORMED) {
+        kr_s_close_bad(s, KR_LOG_WARN, "PROXY protocol header refused "
+                       "(proxy_protocol = %s): %s",
+                       s->lc->proxy_protocol == KR_PP_V1 ? "v1"
+                       : s->lc->proxy_protocol == KR_PP_V2 ? "v2" : "any",
+                       s->pp->why);
+        return;
+    }
+    proxy_done(s);
+}
+
 /* The client's read (client_read) and what follows from it. */
 static void
 client_read_once(struct kr_session *s)
@@ -1611,6 +1755,10 @@ client_read_once(struct kr_session *s)
     ssize_t n;
     int rc;
 
+    if (s->client.stage == KR_STAGE_PROXY) {
+        client_proxy(s);
+        return;
+    }
     n = lane_read(s, &s->client, &s->upl, &spliced);
     if (spliced) {
         /* a request's opaque run: client socket -> pipe -> upstream */
@@ -2164,6 +2312,21 @@ peer_split(const struct sockaddr *sa, char *host, size_t hlen,
     }
 }
 
+/*
+ * The client's address is known (at accept; on a listener with
+ * proxy_protocol from its header): the rules that may match it, and its
+ * audit lines (on a TLS listener with SNI routing: once routed).
+ */
+static void
+client_addressed(struct kr_session *s)
+{
+    kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
+                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
+    if (s->lc->sni == NULL || !s->client_tls) {
+        kr_s_audit_open(s);             /* SNI routing: once routed */
+    }
+}
+
 int
 kr_session_new(struct kr_session_host *host, struct kr_group *g,
                const struct kr_listener *l, evutil_socket_t fd,
@@ -2203,8 +2366,16 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     xerr = errno;
     s->client_tls = s->client.ops == &kr_tls_ops;
     s->client.connected = 1;
-    /* no framing before the first bytes were looked at */
+    /* no framing before the first bytes were looked at; on a listener
+       with proxy_protocol, not before the header (issue 12) */
     s->client.stage = KR_STAGE_SNIFF;
+    if (s->lc->proxy_protocol != 0) {
+        s->pp = malloc(sizeof(*s->pp));
+        if (s->pp != NULL) {
+            kr_pp_init(s->pp, (unsigned)s->lc->proxy_protocol);
+            s->client.stage = KR_STAGE_PROXY;
+        }
+    }
     s->hold = evbuffer_new();
     s->timer = evtimer_new(host->base, timer_cb, s);
     if (salen <= sizeof(s->peer)) {
@@ -2228,6 +2399,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
+    s->rw.legacy = s->lc->translate_legacy ? kr_bv_legacy_ranges() : NULL;
     s->rw.sni_port = kr_listener_port(l);
     s->node_id = l->node_id;
     s->rw.upstream = g->up;
@@ -2246,7 +2418,8 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
-        s->client.rev == NULL || s->client.wev == NULL || !term_ok) {
+        s->client.rev == NULL || s->client.wev == NULL || !term_ok ||
+        (s->lc->proxy_protocol != 0 && s->pp == NULL)) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         kr_s_leave(s);
         return KR_ENOMEM;
@@ -2268,16 +2441,14 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     }
     kr_log_debug("[%s] accepted", s->name);
-    kr_rule_conn_mask(s->cref->conf->ruleset, s->lc->name,
-                      (const struct sockaddr *)&s->peer, NULL, &s->rmask);
-    if (s->lc->sni == NULL || !s->client_tls) {
-        kr_s_audit_open(s);             /* SNI routing: once routed */
+    if (s->pp == NULL) {
+        client_addressed(s);            /* with a PROXY header: then */
     }
     kr_s_update_io(s);
     kr_s_arm_timer(s);
     if (g->up == NULL) {
         kr_session_close(s, KR_LOG_ERROR, "listener has no upstream");
-    } else if (!s->client_tls && !s->up_after_auth) {
+    } else if (!s->client_tls && !s->up_after_auth && s->pp == NULL) {
         up_start(s);
     }
     kr_s_leave(s);

@@ -338,6 +338,14 @@ int kr_s_sasl_outcome(struct kr_session *s, enum kr_sasl_answer a);
 
 /* ApiVersions: this connection's clamps and enforced APIs for the
    request's own ClientId (cid, cidlen bytes; NULL when null). */
+/*
+ * issue 10: what legacy translation makes of a request of (key, ver) on
+ * s (kr_analyse_legacy_route with the session's knowledge of its
+ * brokers); anything but PASS is held and decoded whatever the rules say.
+ */
+enum kr_an_legacy_route kr_s_legacy_route(struct kr_session *s, int16_t key,
+                                          int16_t ver);
+
 void kr_s_apiversions_clamps(struct kr_session *s, const char *cid,
                              size_t cidlen);
 

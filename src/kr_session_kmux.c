@@ -601,7 +601,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     size_t c, flen, have, need = 0;
     int32_t size;
     int nf, rc;
-    bool expect = true;
+    bool expect = true, legacy = false;
 
     c = peek(s, in, scan, min_sz(avail, sizeof(small)), small, sizeof(small),
              &pk);
@@ -869,8 +869,12 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (h.known && s->sasl.tokens == 0) {
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
+        /* issue 10: a version the brokers no longer accept is held and
+           decoded, to be translated up or refused */
+        legacy = kr_s_legacy_route(s, h.api_key, h.api_version) !=
+                 KR_AN_LEGACY_PASS;
     }
-    if (nr->slot != NULL && h.api_key == KR_API_PRODUCE) {
+    if (nr->slot != NULL && h.api_key == KR_API_PRODUCE && !legacy) {
         /* issue 14: a Produce its rules only audit is not held, whatever
            its size: it streams to the broker as it arrives (its records
            spliced as an unaudited one's), its line built by a scanner
@@ -887,7 +891,7 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
             break;
         }
     }
-    if (nr->slot != NULL || nr->av_new) {
+    if (nr->slot != NULL || nr->av_new || legacy) {
         if (avail - KR_FRAME_PREFIX < flen) {
             return NREQ_WAIT;           /* wait for the whole frame */
         }

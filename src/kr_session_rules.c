@@ -49,6 +49,7 @@
 #include "kr_topics.h"
 #include "kr_translate.h"
 #include "kr_upstream.h"
+#include "kr_broker_versions.h"
 #include "kr_session_int.h"
 
 
@@ -208,6 +209,10 @@ audit_peer(struct kr_session *s, struct kr_audit_peer *p)
     p->listener = listener_name(s);
     p->client_addr = s->peer_host;
     p->client_port = s->peer_port;
+    if (s->proxied) {
+        p->proxy_addr = s->proxy_host;
+        p->proxy_port = s->proxy_port;
+    }
     p->route = s->node_id == KR_NODE_BOOTSTRAP ? "bootstrap" : "node";
     p->node_id = s->node_id;
     p->upstream_addr = s->up_named ? s->upname : NULL;
@@ -349,6 +354,7 @@ kr_s_conf_refresh(struct kr_session *s)
     s->rw.node_id_min = s->lc->node_id_min;
     s->rw.node_id_max = s->lc->node_id_max;
     s->rw.sni = s->lc->sni;
+    s->rw.legacy = s->lc->translate_legacy ? kr_bv_legacy_ranges() : NULL;
     if (s->sasl_srv != NULL) {
         /* issue 9: the new generation's settings (none: no longer
            terminated; a SASL step then closes) */
@@ -524,6 +530,8 @@ rewrite_tree(void *arg, int16_t key, int16_t ver, struct kr_node *body,
 }
 
 /* What the rule pipeline knows of this connection, as of now. */
+static const struct kr_an_legacy_conf *legacy_conf(struct kr_session *s);
+
 static void
 an_conn(struct kr_session *s, struct kr_an_conn *c)
 {
@@ -542,6 +550,71 @@ an_conn(struct kr_session *s, struct kr_an_conn *c)
     c->audit_sink = audit_sink(s) != NULL;
     c->name = s->name;
     audit_peer(s, &c->peer);
+    c->legacy = legacy_conf(s);
+}
+
+/*
+ * issue 10: legacy translation's counters for a request (h; went up:
+ * translated, else answered or closed) or a response (h NULL), its
+ * records converted (st) and partitions given an error (bad).
+ */
+static void
+legacy_count(struct kr_session *s, const struct kr_req_hdr *h, bool up,
+             const struct kr_records_stats *st, unsigned bad)
+{
+    struct kr_stats *t = s->host->stats;
+
+    if (h != NULL && up) {
+        KR_STAT_INC_L(t, legacy_translated,
+                      kr_stats_api_cell(h->api_key, h->api_version));
+    } else if (h != NULL) {
+        KR_STAT_INC(t, legacy_refused);
+    }
+    KR_STAT_ADD(t, legacy_records_in, st->bytes_in);
+    KR_STAT_ADD(t, legacy_records_out, st->bytes_out);
+    KR_STAT_ADD(t, legacy_zstd_recompressed, st->zstd_recompressed);
+    KR_STAT_ADD(t, legacy_partitions_corrupt, bad);
+}
+
+/*
+ * issue 10: the listener's legacy translation, as the pipeline takes it
+ * (kr_an_conn.legacy), in s->legacy_conf; NULL only when out of memory
+ * (then nothing is translated or refused).
+ */
+static const struct kr_an_legacy_conf *
+legacy_conf(struct kr_session *s)
+{
+    struct kr_an_legacy_conf *lc;
+
+    if (s->legacy_conf == NULL &&
+        (s->legacy_conf = calloc(1, sizeof(*s->legacy_conf))) == NULL) {
+        return NULL;            /* out of memory: nothing translated */
+    }
+    lc = s->legacy_conf;
+    lc->on = s->lc->translate_legacy;
+    lc->listener = s->lc->name;
+    lc->rec.max_batch_bytes = (size_t)s->lc->legacy_batch_max_bytes;
+    lc->rec.max_uncompressed = (size_t)s->lc->max_frame_bytes;
+    lc->rec.zstd = (enum kr_legacy_zstd)s->lc->legacy_zstd;
+    lc->profile = s->lc->up != NULL ? (int)s->lc->up->broker_profile : 0;
+    return lc;
+}
+
+enum kr_an_legacy_route
+kr_s_legacy_route(struct kr_session *s, int16_t key, int16_t ver)
+{
+    struct kr_an_conn c;
+    int16_t to;
+
+    if (kr_api_min_kafka4(kr_api_get(key), NULL) <= ver) {
+        return KR_AN_LEGACY_PASS;       /* every modern request */
+    }
+    memset(&c, 0, sizeof(c));
+    c.broker_av = s->av;
+    c.broker_range = s->g->up != NULL ? broker_range : NULL;
+    c.broker_arg = s->g->up;
+    c.legacy = legacy_conf(s);
+    return kr_analyse_legacy_route(&c, key, ver, &to);
 }
 
 /* The audit line of entry e (see kr_an_audit_line). */
@@ -926,6 +999,43 @@ take_rq(struct kr_session *s, struct kr_an_decision *d)
 }
 
 /*
+ * issue 10: when the answer refusing a version the brokers no longer
+ * accept may go out: at once, unless this client's address was refused
+ * within legacy_refuse_window_ms (a client reconnecting in a loop):
+ * then legacy_refuse_delay_ms later (counted).
+ */
+static int64_t
+legacy_refusal_release(struct kr_session *s)
+{
+    struct kr_legacy_refusal *r;
+    int64_t now = kr_clock_timer_ms(), at = now;
+    uint64_t h = 1469598103934665603ull;
+    const uint8_t *p;
+    size_t n, i;
+
+    if (s->peer.sa.sa_family == AF_INET6) {
+        p = (const uint8_t *)&s->peer.in6.sin6_addr;
+        n = sizeof(s->peer.in6.sin6_addr);
+    } else {
+        p = (const uint8_t *)&s->peer.in.sin_addr;
+        n = sizeof(s->peer.in.sin_addr);
+    }
+    for (i = 0; i < n; i++) {
+        h = (h ^ p[i]) * 1099511628211ull;     /* FNV-1a */
+    }
+    r = &s->host->legacy_refused[h % KR_ARRAY_LEN(s->host->legacy_refused)];
+    if (r->at_ms != 0 && r->addr_hash == h &&
+        now - r->at_ms <= s->lc->legacy_refuse_window_ms &&
+        s->lc->legacy_refuse_delay_ms > 0) {
+        at = now + s->lc->legacy_refuse_delay_ms;
+        KR_STAT_INC(s->host->stats, legacy_refusals_delayed);
+    }
+    r->addr_hash = h;
+    r->at_ms = now;
+    return at;
+}
+
+/*
  * Carry out the pipeline's decision d on request nr, whose payload is in
  * s->rq_payload (and d->msg borrows from it).  Takes what d owns.
  * Returns 0, or -1 when closed.
@@ -950,6 +1060,10 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     if (d->audit_now != NULL) {
         audit_put(s, d->audit_now);
         d->audit_now = NULL;
+    }
+    if (d->legacy) {
+        legacy_count(s, &nr->h, d->outcome == KR_AN_FORWARD_TRANSLATED,
+                     &d->legacy_st, 0);
     }
     switch (d->outcome) {
     case KR_AN_CLOSE:
@@ -980,6 +1094,9 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
                       kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
+        if (d->legacy && !(rq->a->actions & KR_AUDIT_TRANSLATED)) {
+            rq->release_ms = legacy_refusal_release(s);
+        }
         kr_log(d->level, "[%s] %s", s->name, d->text);
         kr_an_decision_free(d);
         return push_entry(s, &nr->e, rq);
@@ -1168,8 +1285,9 @@ kr_s_apiversions_clamps(struct kr_session *s, const char *cid, size_t cidlen)
 /* Process a held response (whole frame at the start of up.in). */
 /*
  * Remember the ranges of an ApiVersions response (ErrorCode 0) this
- * connection's broker sent, for clamp_target: only when a clamp rule
- * exists.  payload: the frame without its size prefix, left unchanged.
+ * connection's broker sent, for clamp_target and legacy translation
+ * (kr_an_broker_min): only when a clamp rule exists or the listener has
+ * translate_legacy.  payload: the frame without its size prefix, left unchanged.
  */
 void
 kr_s_learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
@@ -1184,7 +1302,7 @@ kr_s_learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
     uint32_t i;
     int rc;
 
-    if (rs == NULL || !rs->any_clamp) {
+    if ((rs == NULL || !rs->any_clamp) && !s->lc->translate_legacy) {
         return;
     }
     kr_arena_init(&arena, 0);
@@ -1713,8 +1831,12 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         kr_analyse_response(&c, e, rq->a, NULL, why, rsp_bytes, up_us,
                             &arena, &d);
     } else {
+        c.rsp_rb = decode ? &rb : NULL;
         kr_analyse_response(&c, e, rq->a, decode ? &m : NULL, NULL,
                             rsp_bytes, up_us, &arena, &d);
+    }
+    if (d.legacy) {
+        legacy_count(s, NULL, false, &d.legacy_st, d.legacy_bad);
     }
     switch (d.outcome) {
     case KR_AN_RSP_CLOSE:

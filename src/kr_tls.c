@@ -109,7 +109,7 @@ static void
 tls_why_clear(struct tls_conn *x)
 {
     if (x->why != NULL) {
-        tls_why_clear(x);
+        x->why[0] = '\0';
     }
 }
 

@@ -762,6 +762,13 @@ kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
         nlo = 0;
         nhi = 2;
     }
+    /* 4. legacy widening (issue 10), on the broker's minimum: the clamp
+       and the cap below bound the translated versions too */
+    if (ad != NULL && ad->legacy != NULL && known &&
+        ad->legacy[api_key].min <= ad->legacy[api_key].max &&
+        nlo == (int64_t)ad->legacy[api_key].max + 1) {
+        nlo = ad->legacy[api_key].min;
+    }
     /* 2. the connection's clamp */
     if (ad != NULL && ad->clamps != NULL && known &&
         ad->clamps[api_key].min <= ad->clamps[api_key].max) {
@@ -783,7 +790,6 @@ kr_advertise_range(int16_t api_key, int64_t bmin, int64_t bmax,
     if (nlo > nhi) {
         return false;
     }
-    /* 4. legacy widening: issue 10 */
     /* 5. Produce's MinVersion for librdkafka (KAFKA-18659) */
     if (api_key == KR_PRODUCE_KEY && nlo <= 3) {
         nlo = 0;

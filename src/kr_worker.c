@@ -181,6 +181,20 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     return w;
 }
 
+/* May sa send lc's listener a PROXY protocol header (issue 12)? */
+static bool
+proxy_trusted(const struct kr_listener_conf *lc, const struct sockaddr *sa)
+{
+    int i;
+
+    for (i = 0; i < lc->nproxy_protocol_from; i++) {
+        if (kr_cidr_match(&lc->proxy_protocol_from[i], sa)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
 accept_cb(struct kr_listener *l, evutil_socket_t fd,
           const struct sockaddr *sa, socklen_t salen, void *arg)
@@ -200,6 +214,18 @@ accept_cb(struct kr_listener *l, evutil_socket_t fd,
         kr_log_rl(KR_LOG_WARN, "listener %s (%s): max_connections %lld "
                   "reached, refused %s", l->label, l->addrstr,
                   (long long)g->lc->max_connections,
+                  kr_sockaddr_str(sa, salen, peer, sizeof(peer)));
+        return;
+    }
+    if (g->lc->proxy_protocol != 0 && !proxy_trusted(g->lc, sa)) {
+        char peer[64];
+
+        KR_STAT_INC(&w->stats, conn_proxy_untrusted);
+        close(fd);
+        kr_log_rl(KR_LOG_WARN, "listener %s (%s): %s is not in "
+                  "proxy_protocol_from: closed at accept (the listener takes "
+                  "connections only through the proxies trusted to send a "
+                  "PROXY protocol header)", l->label, l->addrstr,
                   kr_sockaddr_str(sa, salen, peer, sizeof(peer)));
         return;
     }

@@ -765,6 +765,25 @@ def summarize_auditline(runs):
     return {"runs": len(rs), "line_bytes": median(lb), "benches": res}
 
 
+def summarize_records(runs):
+    """bench_records (issue 10): median MB/s and records/s of each
+    conversion (up_V: Produce v0-2 -> RecordBatch v2, down_V: Fetch v0-3
+    <- v2; MB of the old client's message set)."""
+    rs = [r for r in runs if r["workload"] == "records"
+          and r.get("rc") == 0 and r.get("client", {}).get("benches")]
+    out = {}
+    for r in rs:
+        for b in r["client"]["benches"]:
+            out.setdefault(b["name"], []).append(b)
+    res = {}
+    for name, bs in out.items():
+        res[name] = {k: median([b.get(k) for b in bs])
+                     for k in ("value_bytes", "set_bytes", "mb_per_s",
+                               "records_per_s", "memcpy_mb_per_s")}
+        res[name]["runs"] = len(bs)
+    return {"runs": len(rs), "benches": res}
+
+
 def is_ab(res):
     return res.get("meta", {}).get("ab") == "1"
 
@@ -1286,6 +1305,15 @@ def table(res):
                     b["process_ns_per_op"], 0)
             lines.append("| %s | %s%s |" % (name, fmt(b["ns_per_op"], 0),
                                             extra))
+    if "records" in w and w["records"]["benches"]:
+        lines.append("")
+        lines.append("| record converter (1 core, uncompressed, CRCs "
+                     "checked) | value bytes | MB/s | records/s |")
+        lines.append("|---|---:|---:|---:|")
+        for name, b in w["records"]["benches"].items():
+            lines.append("| %s | %s | %s | %s |" % (
+                name, fmt(b["value_bytes"]), fmt(b["mb_per_s"]),
+                fmt(b["records_per_s"], 0)))
     lines.extend(audit_table(res))
     lines.extend(sasl_table(res))
     lines.extend(tls_table(res))
@@ -1519,6 +1547,8 @@ def main():
         w["codec"] = summarize_codec(runs)
     if any(r["workload"] == "auditline" for r in runs):
         w["auditline"] = summarize_auditline(runs)
+    if any(r["workload"] == "records" for r in runs):
+        w["records"] = summarize_records(runs)
     res = {"format": "krelay-bench/1", "meta": meta, "workloads": w,
            "runs": runs}
     res["notes"] = notes_for(res)

@@ -18,7 +18,8 @@
 #   --quick         smoke run: 1 repetition, short and small workloads
 #   --out FILE      results JSON (default $top_builddir/bench-results.json)
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
-#                   latency,idle,codec,auditline,tls_produce,tls_fetch,
+#                   latency,idle,codec,auditline,records,tls_produce,
+#                   tls_fetch,
 #                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
 #                   (default: all; produce_1k, produce_100 and
 #                   produce_1rec, the JSON's names, also do).  The
@@ -123,6 +124,7 @@ REPS=5
 QUICK=0
 OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
+WORKLOADS=$WORKLOADS,records
 WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
 WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce
 TARGETS=direct,haproxy,krelay,krelay_audit,krelay_sasl,krelay_tls,haproxy_tls
@@ -431,6 +433,7 @@ else
 fi
 BENCH_CODEC=$top_builddir/tests/bench/bench_codec
 BENCH_AUDIT=$top_builddir/tests/bench/bench_audit
+BENCH_RECORDS=$top_builddir/tests/bench/bench_records
 KRBENCH=$top_builddir/tests/bench/krbench
 PREFIX=$KRELAY_DEPS_DIR/node_modules/node-rdkafka/build/deps
 if [ ! -f "$PREFIX/pkgconfig/rdkafka.pc" ] &&
@@ -1368,6 +1371,22 @@ elif has "$WORKLOADS" auditline; then
         printf '{"workload":"auditline","target":"auditline","rep":%d,"rc":%d,"client":%s}\n' \
             "$rep" "$rc" "$out" >>"$RUNS"
         log "auditline (rep $rep): exit $rc"
+    done
+fi
+
+# ---- record converter micro-benchmark (issue 10; one core) ----------------
+if has "$WORKLOADS" records && [ "$AB" = 1 ]; then
+    log "records: not in A/B mode (bench_records is this build's)"
+elif has "$WORKLOADS" records; then
+    [ -x "$BENCH_RECORDS" ] || die "$BENCH_RECORDS not built (make bench builds it)"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        out=$(timeout -k 5 120 taskset -c "$CPU_MOCK" "$BENCH_RECORDS" \
+              -t "$CODEC_SECS" 2>>"$WORK/client.log" | tr -d '\n')
+        rc=$?
+        [ -n "$out" ] || out='{}'
+        printf '{"workload":"records","target":"records","rep":%d,"rc":%d,"client":%s}\n' \
+            "$rep" "$rc" "$out" >>"$RUNS"
+        log "records (rep $rep): exit $rc"
     done
 fi
 

@@ -24,11 +24,16 @@ kr_setup 200
 MOCK212=$top_builddir/tests/mock/krmock-rdkafka212
 SRC=$top_srcdir/tests/mock/krmock.c
 # krmock starts its cluster with src/kr_mock.c (shared with
-# krelay-demo-cluster); config.h is the build's.
+# krelay-demo-cluster); config.h is the build's; -K takes Kafka 4's
+# minima from krelay's schema tables (kr_api_min_kafka4), compiled here
+# too (the build's libkrcodec.a may be a sanitizer build).
 SRC_MOCK=$top_srcdir/src/kr_mock.c
+SRC_SCHEMA=("$top_srcdir/src/kr_schema.c" "$top_srcdir/src/kr_schema_gen.c")
 if [ ! -x "$MOCK212" ] || [ "$SRC" -nt "$MOCK212" ] ||
    [ "$SRC_MOCK" -nt "$MOCK212" ] ||
-   [ "$top_srcdir/include/kr_mock.h" -nt "$MOCK212" ]; then
+   [ "$top_srcdir/include/kr_mock.h" -nt "$MOCK212" ] ||
+   [ "${SRC_SCHEMA[0]}" -nt "$MOCK212" ] ||
+   [ "${SRC_SCHEMA[1]}" -nt "$MOCK212" ]; then
     mkdir -p "$top_builddir/tests/mock"
     # -isystem: librdkafka's own headers are not -Wextra clean.
     PKG_CONFIG_PATH=$PREFIX/pkgconfig
@@ -38,7 +43,8 @@ if [ ! -x "$MOCK212" ] || [ "$SRC" -nt "$MOCK212" ] ||
     # shellcheck disable=SC2086
     "${KRELAY_CC:-cc}" -std=gnu11 -O1 -g -Wall -Wextra $CFLAGS212 \
         -I"$top_srcdir/include" -I"$top_builddir" \
-        -o "$MOCK212.tmp" "$SRC" "$SRC_MOCK" $LIBS212 -Wl,-rpath,"$PREFIX" \
+        -o "$MOCK212.tmp" "$SRC" "$SRC_MOCK" "${SRC_SCHEMA[@]}" \
+        $LIBS212 -Wl,-rpath,"$PREFIX" \
         -ldl -lpthread -rdynamic >"$KR_WORK/build212.log" 2>&1 ||
         kr_fail "cannot build krmock against $PREFIX: $(tail -n 5 "$KR_WORK/build212.log")"
     mv -f "$MOCK212.tmp" "$MOCK212"

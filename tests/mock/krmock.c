@@ -4,7 +4,7 @@
  *
  *   krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...] [-t NAME:PARTITIONS]...
  *          [-r READYFILE] [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...
- *          [-V KEY:MIN:MAX]... [-d]
+ *          [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-d]
  *
  * Broker NodeId n (1..BROKERS) listens on 127.0.0.1:BASE+n, or on the n-th
  * port of -P; without either the kernel chooses.  librdkafka 2.0.2 has no
@@ -45,6 +45,32 @@
  * not exceed what the mock implements (Produce 7 with librdkafka 2.0.2);
  * MIN = MAX = -1 removes the API.  E.g. -V 0:3:7 is Produce as Kafka 4.0
  * accepts it (KIP-896).
+ *
+ * -K 4.0.0 or -K 4.0.1 makes the whole cluster look like that Kafka 4
+ * release to a client: once the brokers listen, krmock asks broker 1 for
+ * its ApiVersions (v0, on its own connection) and restricts every API the
+ * mock implements to the versions Kafka 4 accepts, through the same
+ * rd_kafka_mock_set_apiversion as -V: minimum max(mock's, Kafka 4's),
+ * maximum the mock's (never above what it implements); an API Kafka 4
+ * does not have (none here) or none of whose mock versions Kafka 4
+ * accepts is removed.  Kafka 4's minima are krelay's own tables
+ * (kr_api_min_kafka4, include/kr_schema.h: the 4.3.1 schemas; JoinGroup
+ * 2 in 4.0.0, 0 again from 4.0.1, KAFKA-19444).  With librdkafka 2.0.2:
+ * Fetch 4-11, ListOffsets 1-5, OffsetCommit 2-7, OffsetFetch 1-5 and, for
+ * 4.0.0, JoinGroup 2-5; the others keep the mock's ranges.
+ *
+ * Produce is the exception, as in Kafka 4 (KAFKA-18659): a 4.x broker
+ * still advertises Produce MinVersion 0 although it refuses v0-2 when
+ * sent, so -K leaves Produce advertised 0-7.  The refusal is then the
+ * mock's: it accepts only RecordBatch v2 (magic 2), and what old clients
+ * send with Produce v0-2 is a magic 0 or 1 message set, which it answers
+ * with UNSUPPORTED_VERSION (35) per partition (a real 4.x broker closes
+ * the connection instead).  Keeping MinVersion 0 matters beyond fidelity:
+ * librdkafka before 2.8 compresses only when the broker advertises
+ * Produce v0 (produce_min_version.sh).  For the strict variant (Produce
+ * advertised 3-7 and v0-2 closed), add -V 0:3:7 after -K: every -V is
+ * applied after -K, so -V overrides it API by API.  What -K did is
+ * printed on stderr ("krmock: -K 4.0.0: ...").
  */
 #define _GNU_SOURCE 1
 
@@ -70,10 +96,13 @@
 
 #include "kr_common.h"
 #include "kr_mock.h"
+#include "kr_api_keys.h"
+#include "kr_schema.h"
 
 #define KR_TM_MAX_BROKERS KR_MOCK_MAX_BROKERS
 #define KR_TM_MAX_TOPICS 64
 #define KR_TM_MAX_APIVERSIONS 16
+#define KR_TM_MAX_APIKEY 127
 
 struct kr_tm_topic {
     char *name;
@@ -365,7 +394,7 @@ kr_tm_usage(FILE *f)
     fputs("usage: krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...]\n"
           "              [-t NAME:PARTITIONS]... [-r READYFILE]\n"
           "              [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...\n"
-          "              [-V KEY:MIN:MAX]... [-d]\n"
+          "              [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-d]\n"
           "  -b N     brokers, NodeIds 1..N (default 3)\n"
           "  -p BASE  NodeId n listens on 127.0.0.1:BASE+n\n"
           "  -P LIST  one port per broker, in NodeId order\n"
@@ -375,6 +404,9 @@ kr_tm_usage(FILE *f)
           "  -A HOST  brokers advertise HOST (librdkafka >= 2.10)\n"
           "  -e K:E:N the next N requests of ApiKey K get error code E\n"
           "           (rd_kafka_mock_push_request_errors; repeatable)\n"
+          "  -K REL   every API restricted to what Kafka REL (4.0.0, or\n"
+          "           4.0.1 and later) accepts; Produce stays 0-7 as\n"
+          "           Kafka 4 advertises it (KAFKA-18659); -V overrides\n"
           "  -V K:MIN:MAX  ApiKey K supports only versions MIN..MAX\n"
           "           (rd_kafka_mock_set_apiversion; -1:-1 removes it;\n"
           "           repeatable), e.g. -V 0:3:7: Produce 3-7 only\n"
@@ -421,13 +453,174 @@ kr_tm_move_leaders(rd_kafka_mock_cluster_t *mc, struct kr_tm_topic *topics,
     }
 }
 
+/* ApiVersions as the mock advertises it: index ApiKey, lo > hi = absent. */
+struct kr_tm_apis {
+    int16_t lo[KR_TM_MAX_APIKEY + 1];
+    int16_t hi[KR_TM_MAX_APIKEY + 1];
+};
+
+/* Read exactly n bytes from fd (a receive timeout is set): 0 or -1. */
+static int
+kr_tm_read_full(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+static int16_t
+kr_tm_be16(const uint8_t *p)
+{
+    return (int16_t)(((unsigned)p[0] << 8) | p[1]);
+}
+
+static int32_t
+kr_tm_be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/*
+ * Ask the first broker of bootstraps ("127.0.0.1:P,...") for its
+ * ApiVersions v0 on a connection of our own, and fill out.  Dies on any
+ * failure (the cluster was just started: nothing should fail).
+ */
+static void
+kr_tm_query_apiversions(const char *bootstraps, struct kr_tm_apis *out)
+{
+    /* size 10; ApiKey 18, version 0, CorrelationId 1, ClientId null */
+    static const uint8_t req[] = {0, 0, 0, 10, 0, 18, 0, 0,
+                                  0, 0, 0, 1, 0xff, 0xff};
+    struct sockaddr_in sin;
+    struct timeval tv = {.tv_sec = 10};
+    const char *colon = strchr(bootstraps, ':');
+    uint8_t hdr[4], *body;
+    int32_t size, n;
+    int fd;
+
+    for (int k = 0; k <= KR_TM_MAX_APIKEY; k++) {
+        out->lo[k] = 1;
+        out->hi[k] = 0;
+    }
+    if (colon == NULL) {
+        kr_tm_die("-K: no port in '%s'", bootstraps);
+    }
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)atoi(colon + 1));
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        connect(fd, (const struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+        write(fd, req, sizeof(req)) != (ssize_t)sizeof(req) ||
+        kr_tm_read_full(fd, hdr, sizeof(hdr)) != 0) {
+        kr_tm_die("-K: ApiVersions from %s: %s", bootstraps,
+                  strerror(errno));
+    }
+    size = kr_tm_be32(hdr);
+    if (size < 10 || size > 1 << 16 || (body = malloc((size_t)size)) == NULL ||
+        kr_tm_read_full(fd, body, (size_t)size) != 0) {
+        kr_tm_die("-K: ApiVersions response of %d bytes unreadable",
+                  (int)size);
+    }
+    close(fd);
+    /* v0: CorrelationId, ErrorCode, [ApiKey MinVersion MaxVersion] */
+    n = kr_tm_be32(body + 6);
+    if (kr_tm_be32(body) != 1 || kr_tm_be16(body + 4) != 0 || n < 0 ||
+        10 + (int64_t)n * 6 > size) {
+        kr_tm_die("-K: bad ApiVersions response (%d bytes, error %d)",
+                  (int)size, (int)kr_tm_be16(body + 4));
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const uint8_t *e = body + 10 + i * 6;
+        int16_t k = kr_tm_be16(e);
+
+        if (k >= 0 && k <= KR_TM_MAX_APIKEY) {
+            out->lo[k] = kr_tm_be16(e + 2);
+            out->hi[k] = kr_tm_be16(e + 4);
+        }
+    }
+    free(body);
+}
+
+/*
+ * -K RELEASE: restrict every API the mock advertises to what Kafka
+ * RELEASE accepts (the comment at the top).  release_4_0_0: JoinGroup
+ * min 2 (kr_api_min_kafka4); else 4.0.1 and later (the 4.3.1 minima).
+ */
+static void
+kr_tm_kafka4(rd_kafka_mock_cluster_t *mc, const char *bootstraps,
+             const char *release, bool release_4_0_0)
+{
+    struct kr_tm_apis apis;
+    char said[1024];
+    size_t used = 0;
+
+    kr_tm_query_apiversions(bootstraps, &apis);
+    said[0] = '\0';
+    for (int16_t k = 0; k <= KR_TM_MAX_APIKEY; k++) {
+        const struct kr_api_desc *a = kr_api_get(k);
+        int16_t lo = apis.lo[k], hi = apis.hi[k], min4;
+        rd_kafka_resp_err_t err;
+
+        if (lo > hi || a == NULL) {
+            continue;   /* not in the mock, or unknown to krelay: as is */
+        }
+        if (k == KR_API_PRODUCE) {
+            /* KAFKA-18659: advertised from 0, v0-2 refused when sent
+             * (here: the mock's magic check) */
+            used += (size_t)snprintf(said + used, sizeof(said) - used,
+                                     " %s %d..%d (kept: KAFKA-18659)",
+                                     a->name, lo, hi);
+            continue;
+        }
+        min4 = release_4_0_0 ? kr_api_min_kafka4(a, NULL)
+               : (a->valid_4x.lo <= a->valid_4x.hi ? a->valid_4x.lo : -1);
+        if (min4 <= lo && (min4 >= 0 && hi <= a->valid_4x.hi)) {
+            continue;   /* Kafka 4 accepts every version the mock has */
+        }
+        if (min4 > lo) {
+            lo = min4;
+        }
+        if (min4 >= 0 && hi > a->valid_4x.hi) {
+            hi = a->valid_4x.hi;
+        }
+        if (min4 < 0 || lo > hi) {
+            lo = hi = -1;   /* nothing in common: removed */
+        }
+        err = rd_kafka_mock_set_apiversion(mc, k, lo, hi);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kr_tm_die("-K %s: %s %d..%d: %s", release, a->name, lo, hi,
+                      rd_kafka_err2str(err));
+        }
+        if (used < sizeof(said)) {
+            used += (size_t)snprintf(said + used, sizeof(said) - used,
+                                     " %s %d..%d", a->name, lo, hi);
+        }
+    }
+    fprintf(stderr, "krmock: -K %s:%s\n", release, said);
+}
+
 int
 main(int argc, char **argv)
 {
     struct kr_tm_topic topics[KR_TM_MAX_TOPICS];
     int ntopics = 0, nbrokers = 3, base = -1, opt, moves = 0, sig;
     const char *ready = NULL, *accept_path = NULL, *adv_host = NULL;
-    const char *port_list = NULL;
+    const char *port_list = NULL, *kafka4 = NULL;
     int push[8][3], npush = 0;
     int apiver[KR_TM_MAX_APIVERSIONS][3], napiver = 0;
     bool debug = false;
@@ -437,7 +630,7 @@ main(int argc, char **argv)
     const char *bootstraps;
     sigset_t sigs;
 
-    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:V:dh")) != -1) {
+    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:K:V:dh")) != -1) {
         switch (opt) {
         case 'b':
             nbrokers = kr_tm_parse_int(optarg, 1, KR_TM_MAX_BROKERS,
@@ -490,6 +683,13 @@ main(int argc, char **argv)
                 kr_tm_die("-e: expected APIKEY:ERRORCODE:COUNT (at most 8)");
             }
             npush++;
+            break;
+        case 'K':
+            if (strcmp(optarg, "4.0.0") != 0 && strcmp(optarg, "4.0.1") != 0) {
+                kr_tm_die("-K: expected 4.0.0 or 4.0.1 (4.0.1 and later), "
+                          "not '%s'", optarg);
+            }
+            kafka4 = optarg;
             break;
         case 'V': {
             int *v = apiver[napiver];
@@ -596,6 +796,10 @@ main(int argc, char **argv)
         }
     }
 #endif
+    if (kafka4 != NULL) {
+        kr_tm_kafka4(mc, kr_mock_bootstraps(mock), kafka4,
+                     strcmp(kafka4, "4.0.0") == 0);
+    }
     for (int i = 0; i < napiver; i++) {
         rd_kafka_resp_err_t err;
 

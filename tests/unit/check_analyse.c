@@ -18,6 +18,7 @@
 
 #include "kr_analyse.h"
 #include "kr_api_keys.h"
+#include "kr_broker_versions.h"
 #include "kr_conf.h"
 #include "kr_json.h"
 #include "kr_kerr.h"
@@ -129,6 +130,30 @@ static void
 request(const char *json, bool expect)
 {
     build(json, &T.m);
+    memset(&T.h, 0, sizeof(T.h));
+    T.h.api_key = T.m.api_key;
+    T.h.api_version = T.m.api_version;
+    T.h.correlation_id = T.m.correlation_id;
+    T.h.known = true;
+    snprintf(T.h.client_id, sizeof(T.h.client_id), "app");
+    T.h.client_id_len = 3;
+    memset(&T.r, 0, sizeof(T.r));
+    T.r.h = &T.h;
+    T.r.e.api_key = T.h.api_key;
+    T.r.e.api_version = T.h.api_version;
+    T.r.e.correlation_id = T.h.correlation_id;
+    T.r.flen = 100;
+    T.r.expect = expect;
+    T.r.slot = kr_rule_lookup(T.c.rs, T.h.api_key, T.h.api_version,
+                              &T.mask);
+    T.r.m = &T.m;
+}
+
+/* The request T.m (built by the caller) as the session would hand it
+   over. */
+static void
+request_decoded(bool expect)
+{
     memset(&T.h, 0, sizeof(T.h));
     T.h.api_key = T.m.api_key;
     T.h.api_version = T.m.api_version;
@@ -288,6 +313,229 @@ START_TEST(test_clamp_no_overlap_answers)
     ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
                      KR_KERR_UNSUPPORTED_VERSION);
     free(av);
+}
+END_TEST
+
+/*
+ * issue 10: legacy translation.  A Produce v2 (magic 1 message sets,
+ * made with python3's zlib.crc32 when the test was written) to a Kafka
+ * 4.0.0 profile goes up as v3 with RecordBatch v2; the partition whose
+ * CRC is wrong is not forwarded, and its CORRUPT_MESSAGE comes back
+ * merged into the broker's answer for the other one, at v2.
+ */
+#define LEGACY_GOOD "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbwAA" \
+    "AAAAAAABAAAAGx+LXQkBAAAAAYvP5WgB/////wAAAAV3b3JsZA=="
+#define LEGACY_BAD "AAAAAAAAAAAAAAAcVR9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbw=="
+
+START_TEST(test_legacy_produce_up_and_back)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"},"
+        "{\"Index\":1,\"Records\":\"" LEGACY_BAD "\"}]}]}}";
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":7},"
+        "\"body\":{\"Responses\":[{\"Name\":\"orders\",\"PartitionResponses\":"
+        "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":40,"
+        "\"LogAppendTimeMs\":-1}]}],\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_msg up, rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *v, *parts, *rec;
+    const uint8_t *b;
+    int16_t to = -1;
+    json_t *j;
+    int rc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    /* the request, its records in recs (the payload they point into) */
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(req_json, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    ck_assert_uint_eq(recs.len, 79 + 40);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    request_decoded(true);
+    T.r.rb = &rb;
+    ck_assert_int_eq(kr_analyse_legacy_route(&T.c, KR_API_PRODUCE, 2, &to),
+                     KR_AN_LEGACY_TRANSLATE);
+    ck_assert_int_eq(to, 3);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert(T.d.legacy);
+    ck_assert_int_eq(T.d.req->up_version, 3);
+    ck_assert(T.d.req->actions & KR_AUDIT_TRANSLATED);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].partition, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].error,
+                     KR_KERR_CORRUPT_MESSAGE);
+    /* what goes up: v3, partition 0 only, one RecordBatch v2 of 2 */
+    ck_assert_uint_eq(T.d.w.nrecs, 0);          /* records built: own */
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_version, 3);
+    parts = kr_node_get(kr_node_get(up.body, "TopicData")->u.arr->items[0]
+                            .u.node, "PartitionData");
+    ck_assert_uint_eq(parts->u.arr->n, 1);
+    ck_assert_int_eq(int_at(parts->u.arr->items[0].u.node, "Index"), 0);
+    rec = kr_node_get(parts->u.arr->items[0].u.node, "Records");
+    ck_assert_int_ge(rec->u.rec.len, 61);
+    b = T.d.w.buf + rec->u.rec.off;
+    ck_assert_int_eq(b[16], 2);                 /* magic */
+    ck_assert_int_eq((b[57] << 24) | (b[58] << 16) | (b[59] << 8) | b[60],
+                     2);                        /* RecordsCount */
+    /* the broker's answer for partition 0, back to v2 with partition 1 */
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                        &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%d %s", rd.outcome,
+                  rd.text);
+    ck_assert(rd.legacy);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    v = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                        .u.node, "PartitionResponses");
+    ck_assert_uint_eq(v->u.arr->n, 2);
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "Index"), 0);
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "BaseOffset"), 40);
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "ErrorCode"), 0);
+    ck_assert_int_eq(int_at(v->u.arr->items[1].u.node, "Index"), 1);
+    ck_assert_int_eq(int_at(v->u.arr->items[1].u.node, "ErrorCode"),
+                     KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_int_eq(int_at(v->u.arr->items[1].u.node, "BaseOffset"), -1);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * issue 10: a Fetch v2 from the middle of an uncompressed batch goes up
+ * as v4; the broker's RecordBatch v2 (made with kafka-python's
+ * DefaultRecordBatchBuilder when the test was written: offsets 40-41)
+ * comes back as the one magic 1 message at or after FetchOffset 41
+ * (expected bytes from python3's zlib.crc32 over the message).
+ */
+START_TEST(test_legacy_fetch_down)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"ReplicaId\":-1,"
+        "\"MaxWaitMs\":100,\"MinBytes\":1,\"Topics\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"Partition\":0,\"FetchOffset\":41,"
+        "\"PartitionMaxBytes\":1048576}]}]}}";
+    static const char *const rsp_json =
+        "{\"apiKey\":1,\"apiVersion\":4,\"header\":{\"CorrelationId\":9},"
+        "\"body\":{\"ThrottleTimeMs\":0,\"Responses\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"PartitionIndex\":0,\"ErrorCode\":0,"
+        "\"HighWatermark\":42,\"LastStableOffset\":42,"
+        "\"AbortedTransactions\":[],\"Records\":\"AAAAAAAAACgAAABKAAAAAAIS"
+        "k9mZAAAAAAABAAABi8/laAAAAAGLz+VoAf//////////////////AAAAAhgAAAAC"
+        "awpoZWxsbwAWAAICAQp3b3JsZAA=\"}]}]}}";
+    static const char *const want_hex =
+        "00000000000000290000001b1f8b5d0901000000018bcfe56801ffffffff"
+        "00000005776f726c64";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_msg up, rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *v, *rec;
+    char hex[128];
+    size_t i;
+    json_t *j;
+    int rc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_1;
+    T.c.legacy = &lc;
+    request(req_json, true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s", T.d.text);
+    ck_assert_int_eq(T.d.req->up_version, 4);
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_version, 4);
+    ck_assert_int_eq(int_at(up.body, "IsolationLevel"), 0);
+    ck_assert_int_eq(int_at(up.body, "MaxBytes"), INT32_MAX);
+    /* the broker's v4 answer, its records in recs */
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(rsp_json, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &rsp, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    T.c.rsp_rb = &rb;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 150, 100,
+                        &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%s", rd.text);
+    ck_assert(rd.legacy);
+    ck_assert_uint_eq(rd.legacy_bad, 0);
+    decode_w(&rd.w, true, KR_API_FETCH, 2, &out);
+    v = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                        .u.node, "Partitions");
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "HighWatermark"), 42);
+    rec = kr_node_get(v->u.arr->items[0].u.node, "Records");
+    ck_assert_int_eq(rec->u.rec.len, 39);
+    for (i = 0; i < 39; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", rd.w.buf[rec->u.rec.off + i]);
+    }
+    ck_assert_str_eq(hex, want_hex);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/* translate_legacy off: the same request answered 35, one line saying
+   what to enable; a modern version passes. */
+START_TEST(test_legacy_refused_when_off)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_msg rsp;
+    int16_t to = -1;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.listener = "old";
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    ck_assert_int_eq(kr_analyse_legacy_route(&T.c, KR_API_PRODUCE, 2, &to),
+                     KR_AN_LEGACY_REFUSE);
+    ck_assert_int_eq(to, 3);
+    ck_assert_int_eq(kr_analyse_legacy_route(&T.c, KR_API_PRODUCE, 3, &to),
+                     KR_AN_LEGACY_PASS);
+    ck_assert_int_eq(kr_analyse_legacy_route(&T.c, KR_API_METADATA, 0, &to),
+                     KR_AN_LEGACY_PASS);
+    request(PRODUCE(2, 1), true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_ANSWER);
+    ck_assert(T.d.legacy);
+    ck_assert_int_eq(T.d.error, KR_KERR_UNSUPPORTED_VERSION);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "translate_legacy = true on "
+                                           "[listener old]"));
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 2, &rsp);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_UNSUPPORTED_VERSION);
 }
 END_TEST
 
@@ -512,6 +760,9 @@ analyse_suite(void)
     tcase_add_test(tc, test_rsp_scan_only);
     tcase_add_test(tc, test_undecodable_refused);
     tcase_add_test(tc, test_undecodable_observed);
+    tcase_add_test(tc, test_legacy_produce_up_and_back);
+    tcase_add_test(tc, test_legacy_refused_when_off);
+    tcase_add_test(tc, test_legacy_fetch_down);
     suite_add_tcase(s, tc);
     return s;
 }

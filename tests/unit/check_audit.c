@@ -436,7 +436,9 @@ START_TEST(test_format_ids_unknown_api_conn)
     }
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_CLAMPED), "clamped");
     ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_REFUSED), "refused");
-    ck_assert_ptr_null(kr_audit_action_name(0x100));
+    ck_assert_str_eq(kr_audit_action_name(KR_AUDIT_TRANSLATED),
+                     "translated");
+    ck_assert_ptr_null(kr_audit_action_name(0x200));
 }
 END_TEST
 
@@ -1270,6 +1272,8 @@ START_TEST(test_peer_memo)
         case 12: info.peer.principal = "User:alice\"\\x"; break;
         case 13: info.peer.listener = "pl\"ain"; break;
         case 14: info.peer.instance = ""; break;
+        case 15: info.peer.proxy_addr = "10.0.0.2";
+                 info.peer.proxy_port = 4000; break;
         default: break;
         }
         for (rep = 0; rep < 4; rep++) {
@@ -1961,9 +1965,16 @@ START_TEST(test_doc_keys)
     cl.client_id = "c";
     cl.cause = "client";
     cl.reason = "r";
+    /* through a proxy that sent a PROXY protocol header (issue 12) */
+    cl.peer.proxy_addr = "10.0.0.1";
+    cl.peer.proxy_port = 33000;
     line = kr_audit_format_conn(&cl);
+    ck_assert_msg(strstr(line, "\"client_port\":51234,\"proxy_addr\":"
+                         "\"10.0.0.1\",\"proxy_port\":33000,\"route\"")
+                  != NULL, "%s", line);
     collect_keys(line, doc, seen, 8192);
     free(line);
+    cl.peer.proxy_addr = NULL;
     /* a SASL authentication (issue 9): every key of its table */
     {
         struct kr_audit_auth au;

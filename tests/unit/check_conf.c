@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "kr_broker_versions.h"
 #include "kr_conf.h"
 #include "kr_sasl_server.h"
 #include "kr_sasl_users.h"
@@ -1948,6 +1949,28 @@ static const struct reload_row reload_rows[] = {
       "sasl_auth_timeout_ms = 30000" },
     { "[listener a]", "oauthbearer_principal_claim", KR_RELOAD_APPLY, "",
       "oauthbearer_principal_claim = azp" },
+    /* issue 10: legacy clients; connections take them with the new
+       config (conf_refresh), as the rules */
+    { "[listener a]", "translate_legacy", KR_RELOAD_APPLY, "",
+      "translate_legacy = true" },
+    { "[listener a]", "legacy_zstd", KR_RELOAD_APPLY, "",
+      "legacy_zstd = refuse" },
+    { "[listener a]", "legacy_batch_max_bytes", KR_RELOAD_APPLY, "",
+      "legacy_batch_max_bytes = 65536" },
+    { "[listener a]", "legacy_refuse_delay_ms", KR_RELOAD_APPLY, "",
+      "legacy_refuse_delay_ms = 0" },
+    { "[listener a]", "legacy_refuse_window_ms", KR_RELOAD_APPLY, "",
+      "legacy_refuse_window_ms = 60000" },
+    { "[listener a]", "proxy_protocol", KR_RELOAD_APPLY,
+      "proxy_protocol = v1\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = any\nproxy_protocol_from = 10.0.0.0/8" },
+    { "[listener a]", "proxy_protocol_from", KR_RELOAD_APPLY,
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8, fd00::/8" },
+    { "[listener a]", "proxy_protocol_timeout_ms", KR_RELOAD_APPLY,
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8",
+      "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8\n"
+      "proxy_protocol_timeout_ms = 3000" },
 
     { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
       "bootstrap_servers = 127.0.0.1:9092",
@@ -2000,6 +2023,10 @@ static const struct reload_row reload_rows[] = {
       "", "metadata_sasl_username = m" },
     { "[upstream u1]", "metadata_sasl_password_file", KR_RELOAD_APPLY,
       "", "metadata_sasl_password_file = /etc/krelay/mpw" },
+    /* issue 10: what the operator asserts about the cluster; decisions
+       after the reload use it */
+    { "[upstream u1]", "broker_profile", KR_RELOAD_APPLY,
+      "", "broker_profile = kafka-4.0.0" },
 
     { "[log]", "level", KR_RELOAD_APPLY, "", "level = debug" },
     { "[log]", "target", KR_RELOAD_APPLY, "", "target = krelay.log" },
@@ -3058,6 +3085,85 @@ START_TEST(test_sni_keys)
 }
 END_TEST
 
+/*
+ * issue 10: the legacy keys, their defaults, their values dumped and read
+ * back, the choices in their enums' order, and bad values.
+ */
+START_TEST(test_legacy_keys)
+{
+    struct kr_conf *c = load_ok(MIN_UPSTREAM MIN_LISTENER), *d;
+    const struct kr_listener_conf *l = &c->listeners[0];
+    struct kr_conf_key_desc kd;
+    char *dump = NULL;
+    size_t len = 0, i;
+    bool seen = false;
+    FILE *f;
+
+    /* defaults */
+    ck_assert_int_eq(c->upstreams[0].broker_profile,
+                     KR_BROKER_PROFILE_LEARNED);
+    ck_assert(!l->translate_legacy);
+    ck_assert_int_eq(l->legacy_zstd, 0);                /* gzip */
+    ck_assert_int_eq(l->legacy_batch_max_bytes, 1048576);
+    ck_assert_int_eq(l->legacy_refuse_delay_ms, 1000);
+    ck_assert_int_eq(l->legacy_refuse_window_ms, 10000);
+    kr_conf_free(c);
+
+    c = load_ok(MIN_UPSTREAM "broker_profile = kafka-4.0.1+\n" MIN_LISTENER
+                "translate_legacy = true\nlegacy_zstd = refuse\n"
+                "legacy_batch_max_bytes = 0\nlegacy_refuse_delay_ms = 0\n"
+                "legacy_refuse_window_ms = 60000\n");
+    l = &c->listeners[0];
+    ck_assert_int_eq(c->upstreams[0].broker_profile,
+                     KR_BROKER_PROFILE_KAFKA_4_0_1);
+    ck_assert(l->translate_legacy);
+    ck_assert_int_eq(l->legacy_zstd, 2);                /* refuse */
+    ck_assert_int_eq(l->legacy_batch_max_bytes, 0);
+    ck_assert_int_eq(l->legacy_refuse_delay_ms, 0);
+    ck_assert_int_eq(l->legacy_refuse_window_ms, 60000);
+    f = open_memstream(&dump, &len);
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "broker_profile = kafka-4.0.1+"));
+    ck_assert_ptr_nonnull(strstr(dump, "legacy_zstd = refuse"));
+    d = load_ok(dump);
+    ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
+    kr_conf_free(d);
+    free(dump);
+    kr_conf_free(c);
+
+    /* broker_profile's choices are kr_broker_profile_name's, in order */
+    for (i = 0; kr_conf_key(i, &kd); i++) {
+        size_t n;
+
+        if (strcmp(kd.name, "broker_profile") != 0) {
+            continue;
+        }
+        seen = true;
+        ck_assert_ptr_nonnull(kd.choices);
+        for (n = 0; kd.choices[n] != NULL; n++) {
+            ck_assert_str_eq(kd.choices[n], kr_broker_profile_name((int)n));
+        }
+        ck_assert_uint_eq(n, 3);
+    }
+    ck_assert(seen);
+
+    expect_one_error(MIN_UPSTREAM "broker_profile = kafka-4\n" MIN_LISTENER,
+                     "t.ini:3: 'broker_profile': bad value 'kafka-4': "
+                     "expected learned, kafka-4.0.0 or kafka-4.0.1+");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "legacy_zstd = lz4\n",
+                     "t.ini:6: 'legacy_zstd': bad value 'lz4': expected "
+                     "gzip, none or refuse");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "legacy_refuse_delay_ms = 60001\n",
+                     "t.ini:6: 'legacy_refuse_delay_ms'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "legacy_batch_max_bytes = -1\n",
+                     "t.ini:6: 'legacy_batch_max_bytes'");
+}
+END_TEST
+
 /* What does not go with SNI routing, and names that are no names. */
 START_TEST(test_sni_errors)
 {
@@ -3118,6 +3224,77 @@ START_TEST(test_sni_errors)
 }
 END_TEST
 
+/*
+ * proxy_protocol (issue 12): the versions, the trusted senders parsed as
+ * client_address networks are, required with it, warned about without.
+ */
+START_TEST(test_proxy_protocol)
+{
+    struct kr_conf *c;
+    const struct kr_listener_conf *l;
+
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 0);
+    ck_assert_int_eq(c->listeners[0].nproxy_protocol_from, 0);
+    ck_assert_int_eq(c->listeners[0].proxy_protocol_timeout_ms, 5000);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                "proxy_protocol_from = 10.1.2.3/8, 2001:db8::/32,"
+                "127.0.0.1\nproxy_protocol_timeout_ms = 3000\n");
+    l = &c->listeners[0];
+    ck_assert_int_eq(l->proxy_protocol, 2);
+    ck_assert_int_eq(l->nproxy_protocol_from, 3);
+    ck_assert_int_eq(l->proxy_protocol_from[0].family, AF_INET);
+    ck_assert_int_eq(l->proxy_protocol_from[0].bits, 8);
+    ck_assert_int_eq(l->proxy_protocol_from[0].addr[0], 10);
+    ck_assert_int_eq(l->proxy_protocol_from[0].addr[1], 0);
+    ck_assert_int_eq(l->proxy_protocol_from[1].family, AF_INET6);
+    ck_assert_int_eq(l->proxy_protocol_from[1].bits, 32);
+    ck_assert_int_eq(l->proxy_protocol_from[2].bits, 32);
+    ck_assert_int_eq(l->proxy_protocol_timeout_ms, 3000);
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v1\n"
+                "proxy_protocol_from = 0.0.0.0/0\n");
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 1);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = any\n"
+                "proxy_protocol_from = ::/0\n");
+    ck_assert_int_eq(c->listeners[0].proxy_protocol, 3);
+    kr_conf_free(c);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v1\n",
+                     "t.ini:6: [listener]: proxy_protocol = v1 needs "
+                     "proxy_protocol_from: the addresses of the load "
+                     "balancers trusted to send the header");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/33\n",
+                     "t.ini:7: 'proxy_protocol_from': bad value "
+                     "'10.0.0.0/33': '10.0.0.0/33' is not ADDR[/BITS] (IPv4 "
+                     "or IPv6)");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/8,,::1\n",
+                     "t.ini:7: 'proxy_protocol_from': bad value");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v3\n"
+                     "proxy_protocol_from = 10.0.0.0/8\n",
+                     "t.ini:6: 'proxy_protocol': bad value 'v3': expected "
+                     "off, v1, v2 or any");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+                     "proxy_protocol_from = 10.0.0.0/8\n"
+                     "proxy_protocol_timeout_ms = 50\n",
+                     "t.ini:8: 'proxy_protocol_timeout_ms': bad value '50'");
+    /* without proxy_protocol: not used, a warning each */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "proxy_protocol_from = 10.0.0.0/8\n"
+                "proxy_protocol_timeout_ms = 3000\n");
+    ck_assert_int_eq(c->nwarnings, 2);
+    ck_assert_int_eq(c->warnings[0].line, 6);
+    ck_assert_str_eq(c->warnings[0].text, "[listener]: proxy_protocol_from "
+                     "is set but proxy_protocol is off: no header is read, "
+                     "the key is not used");
+    ck_assert_int_eq(c->warnings[1].line, 7);
+    kr_conf_free(c);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -3131,6 +3308,7 @@ conf_suite(void)
     tcase_add_test(tc, test_full);
     tcase_add_test(tc, test_admin_keys);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_proxy_protocol);
     tcase_add_test(tc, test_advertised_default);
     tcase_add_test(tc, test_warn_wildcard_listen);
     tcase_add_test(tc, test_warn_syslog_socket);
@@ -3164,6 +3342,7 @@ conf_suite(void)
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
+    tcase_add_test(tc, test_legacy_keys);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);

@@ -977,6 +977,133 @@ START_TEST(test_warn_clamp_kafka4)
 }
 END_TEST
 
+/* The config is refused with exactly the errors want (whole text). */
+static void
+expect_errors_exactly(const char *text, const char *want)
+{
+    struct kr_conf *c;
+    char *errs = NULL;
+    int rc = load(text, &c, &errs);
+
+    ck_assert_int_eq(rc, KR_ERROR);
+    ck_assert_ptr_null(c);
+    ck_assert_str_eq(errs, want);
+    free(errs);
+}
+
+/*
+ * Two upstreams: u1 with broker_profile (line 3), u2 without; listener a
+ * on u1 (translate_legacy tl_a, line 8), listener b on u2 (tl_b, line
+ * 13).  16 lines with the blank one: a rule section starts at line 17.
+ */
+#define PROFILE_BASE(profile, tl_a, tl_b)                                    \
+    "[upstream u1]\nbootstrap_servers = 127.0.0.1:9092\n"                    \
+    "broker_profile = " profile "\n"                                         \
+    "[upstream u2]\nbootstrap_servers = 127.0.0.1:9093\n"                    \
+    "[listener a]\nlisten = 127.0.0.1:29092\n"                               \
+    "translate_legacy = " tl_a "\n"                                          \
+    "broker_port_base = 29100\nupstream = u1\n"                              \
+    "[listener b]\nlisten = 127.0.0.1:39092\n"                               \
+    "translate_legacy = " tl_b "\n"                                          \
+    "broker_port_base = 39100\nupstream = u2\n\n"
+
+/*
+ * issue 10: with broker_profile, a clamp below the profile's minimum is
+ * an error unless translate_legacy covers it on the listener; without one
+ * the Kafka 4 warning stays, unless translation covers the versions.
+ */
+START_TEST(test_clamp_profile)
+{
+    unsigned n;
+    char *out;
+
+    /* no profile: a warning per API without translation, none with it
+       on every listener */
+    out = warnings_of(PROFILE_BASE("learned", "false", "false")
+                      "[rule old]\napi = Produce, Fetch, JoinGroup\n"
+                      "clamp_max_version = 1\n", &n);
+    ck_assert_uint_eq(n, 3);
+    free(out);
+    out = warnings_of(PROFILE_BASE("learned", "true", "true")
+                      "[rule old]\napi = Produce, Fetch, JoinGroup\n"
+                      "clamp_max_version = 1\n", &n);
+    ck_assert_msg(n == 0, "%s", out);
+    free(out);
+    /* on a alone: the rule on both listeners warns, the rule on a does
+       not (line 19: clamp_max_version) */
+    out = warnings_of(PROFILE_BASE("learned", "true", "false")
+                      "[rule old]\napi = Fetch\nclamp_max_version = 2\n"
+                      "[rule olda]\nlistener = a\napi = Fetch\n"
+                      "clamp_max_version = 2\n", &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(out,
+        "t.ini:19: [rule old]: clamp_max_version 2 is below the lowest "
+        "Fetch version Kafka 4 accepts (4, per the 4.3.1 schemas): clients "
+        "that follow the clamp are left Fetch v0-2, which Kafka 4 brokers "
+        "refuse, so against Kafka 4 they cannot use Fetch at all\n");
+    free(out);
+
+    /* a profile (u1, listener a) without translation: an error, and
+       nothing of the warning for b's u2 */
+    expect_errors_exactly(PROFILE_BASE("kafka-4.0.1+", "false", "false")
+                          "[rule old]\napi = Fetch\nclamp_min_version = 1\n"
+                          "clamp_max_version = 3\n",
+        "t.ini:20: [rule old]: clamp_max_version 3 is below the lowest Fetch "
+        "version the brokers of [upstream u1] accept (broker_profile = "
+        "kafka-4.0.1+: 4): clients of [listener a] that follow the clamp "
+        "are left Fetch v1-3, which those brokers refuse; set "
+        "translate_legacy = true there (krelay translates them up) or raise "
+        "the clamp\n");
+    /* ... and with translation on a: loads, and b (no profile, no
+       translation) warns */
+    out = warnings_of(PROFILE_BASE("kafka-4.0.1+", "true", "false")
+                      "[rule old]\napi = Fetch\nclamp_max_version = 3\n", &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_nonnull(strstr(out, "t.ini:19: [rule old]: "
+                                      "clamp_max_version 3 is below the "
+                                      "lowest Fetch version Kafka 4 "
+                                      "accepts"));
+    free(out);
+    out = warnings_of(PROFILE_BASE("kafka-4.0.1+", "true", "false")
+                      "[rule old]\nlistener = a\napi = Produce, Fetch, "
+                      "ListOffsets, OffsetCommit\nclamp_max_version = 0\n",
+                      &n);
+    ck_assert_msg(n == 0, "%s", out);
+    free(out);
+
+    /* versions krelay does not translate: an error, translation or not */
+    expect_errors_exactly(PROFILE_BASE("kafka-4.0.0", "true", "false")
+                          "[rule logs]\nlistener = a\napi = DescribeLogDirs\n"
+                          "clamp_max_version = 0\n",
+        "t.ini:20: [rule logs]: clamp_max_version 0 is below the lowest "
+        "DescribeLogDirs version the brokers of [upstream u1] accept "
+        "(broker_profile = kafka-4.0.0: 1): clients of [listener a] that "
+        "follow the clamp are left DescribeLogDirs v0, which those brokers "
+        "refuse; krelay does not translate them: raise the clamp\n");
+
+    /* JoinGroup v0-1: 4.0.0 refuses them, 4.0.1+ takes them */
+    expect_errors_exactly(PROFILE_BASE("kafka-4.0.0", "false", "false")
+                          "[rule jg]\nlistener = a\napi = JoinGroup\n"
+                          "clamp_max_version = 1\n",
+        "t.ini:20: [rule jg]: clamp_max_version 1 is below the lowest "
+        "JoinGroup version the brokers of [upstream u1] accept "
+        "(broker_profile = kafka-4.0.0: 2): clients of [listener a] that "
+        "follow the clamp are left JoinGroup v0-1, which those brokers "
+        "refuse; set translate_legacy = true there (krelay translates them "
+        "up) or raise the clamp\n");
+    out = warnings_of(PROFILE_BASE("kafka-4.0.1+", "false", "false")
+                      "[rule jg]\nlistener = a\napi = JoinGroup\n"
+                      "clamp_max_version = 1\n", &n);
+    ck_assert_msg(n == 0, "%s", out);
+    free(out);
+    out = warnings_of(PROFILE_BASE("kafka-4.0.0", "true", "false")
+                      "[rule jg]\nlistener = a\napi = JoinGroup\n"
+                      "clamp_max_version = 1\n", &n);
+    ck_assert_msg(n == 0, "%s", out);
+    free(out);
+}
+END_TEST
+
 /* issue 14 warned of rules on principal where no listener had
    ssl_client_ca; since issue 9 (SASL passthrough) every listener gives
    principals: none warns */
@@ -1048,6 +1175,7 @@ rule_suite(void)
     tcase_add_test(tc, test_gate);
     tcase_add_test(tc, test_warnings);
     tcase_add_test(tc, test_warn_clamp_kafka4);
+    tcase_add_test(tc, test_clamp_profile);
     tcase_add_test(tc, test_warn_principal);
     tcase_add_test(tc, test_warn_order);
     tcase_add_test(tc, test_eval_unknown_topic_id);

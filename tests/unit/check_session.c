@@ -40,6 +40,7 @@
 #include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_fault_xprt.h"
+#include "kr_proxy_proto.h"
 #include "kr_kerr.h"
 #include "kr_frame.h"
 #include "kr_log.h"
@@ -1751,6 +1752,166 @@ START_TEST(max_connections)
 }
 END_TEST
 
+/*
+ * The PROXY protocol (issue 12): a trusted sender's header, fed in
+ * pieces (case 0: whole with the first request, 1: byte by byte, 2: v2),
+ * names the client; the broker sees the request alone; the session
+ * carries the header's address and the proxy's.
+ */
+START_TEST(proxy_header)
+{
+    static const char v1[] = "PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n";
+    static const uint8_t v2[] = {
+        0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54,
+        0x0a, 0x21, 0x21, 0x00, 0x24,
+        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x07,
+        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01,
+        0x10, 0x92, 0x23, 0x84
+    };
+    struct kr_cidr from = { AF_INET, 8, { 127 } };
+    struct bb req = { 0 }, exp = { 0 };
+    struct wait w = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+    char *log;
+    size_t i;
+
+    T.lc.proxy_protocol = _i == 2 ? KR_PP_V2 : KR_PP_ANY;
+    T.lc.proxy_protocol_from = &from;
+    T.lc.nproxy_protocol_from = 1;
+    T.lc.proxy_protocol_timeout_ms = 5000;
+    log_capture();
+    kr_log_level_cur = KR_LOG_DEBUG;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    if (_i == 0) {
+        uint8_t both[256];
+
+        memcpy(both, v1, strlen(v1));
+        memcpy(both + strlen(v1), req.b, req.n);
+        cli_send(c, both, strlen(v1) + req.n);
+    } else {
+        const uint8_t *h = _i == 1 ? (const uint8_t *)v1 : v2;
+        size_t hn = _i == 1 ? strlen(v1) : sizeof(v2);
+
+        for (i = 0; i < hn; i++) {
+            cli_send(c, h + i, 1);
+            pump_once();
+            if (i == hn - 2) {
+                /* no upstream before the header is done */
+                while (T.w->sessions == NULL && waiting(&w, progress())) {
+                    pump_once();
+                }
+                ck_assert_ptr_nonnull(T.w->sessions);
+                ck_assert_int_eq(T.w->sessions->client.stage,
+                                 KR_STAGE_PROXY);
+                ck_assert_int_lt(T.w->sessions->up.fd, 0);
+                ck_assert_ptr_null(T.w->sessions->resolve);
+            }
+        }
+        w.started = false;
+        cli_send(c, req.b, req.n);
+    }
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    fake_expect(&req);
+    while ((s = T.w->sessions) == NULL && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_ptr_nonnull(s);
+    ck_assert(s->proxied);
+    ck_assert_ptr_null(s->pp);
+    ck_assert_int_eq(s->client.stage, KR_STAGE_FRAMES);
+    ck_assert_str_eq(s->peer_host, _i == 2 ? "2001:db8::7" : "203.0.113.7");
+    ck_assert_uint_eq(s->peer_port, 4242);
+    ck_assert_int_eq(s->peer.sa.sa_family, _i == 2 ? AF_INET6 : AF_INET);
+    ck_assert_str_eq(s->proxy_host, "127.0.0.1");
+    ck_assert_uint_ne(s->proxy_port, 0);
+    ck_assert_ptr_nonnull(strstr(s->name, _i == 2 ? " [2001:db8::7]:4242 "
+                                                  "via 127.0.0.1:"
+                                                  : " 203.0.113.7:4242 via "
+                                                    "127.0.0.1:"));
+    ck_assert_uint_eq(KR_STAT_GET(ST, conn_proxy_untrusted), 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, _i == 2 ? "PROXY protocol v2 header (PROXY, "
+                                        "52 bytes)"
+                                      : "PROXY protocol v1 header (PROXY, "
+                                        "44 bytes)") != NULL, "%s", log);
+    free(log);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * Refused: a peer outside proxy_protocol_from at accept (case 0); a
+ * malformed header (1), a v1 header on a v2 listener (2), none within
+ * proxy_protocol_timeout_ms (3, no upstream meanwhile), the end inside
+ * one (4): one line each.
+ */
+START_TEST(proxy_refused)
+{
+    static const char *const send[] = {
+        "PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n",
+        "", "PROXY TCP4 203.0",
+    };
+    static const char *const want[] = {
+        "127.0.0.1:", "PROXY protocol header refused (proxy_protocol = any): "
+        "not a PROXY protocol header: starts \"G",
+        "PROXY protocol header refused (proxy_protocol = v2): a v1 header "
+        "where only v2 is accepted",
+        "no complete PROXY protocol header within proxy_protocol_timeout_ms "
+        "150 (0 bytes of it read)",
+        "the connection ended inside its PROXY protocol header (16 bytes of "
+        "it, v1)",
+    };
+    struct kr_cidr from[2] = { { AF_INET, 8, { 10 } },
+                               { AF_INET6, 128, { 0 } } };
+    struct kr_cidr lo = { AF_INET, 32, { 127, 0, 0, 1 } };
+    struct cli *c;
+    char *log;
+
+    T.lc.proxy_protocol = _i == 2 ? KR_PP_V2 : KR_PP_ANY;
+    T.lc.proxy_protocol_from = _i == 0 ? from : &lo;
+    T.lc.nproxy_protocol_from = _i == 0 ? 2 : 1;
+    T.lc.proxy_protocol_timeout_ms = 150;
+    log_capture();
+    start();
+    c = cli_open(boot_port(), 0);
+    if (send[_i][0] != '\0') {
+        cli_send(c, send[_i], strlen(send[_i]));
+    }
+    if (_i == 4) {
+        shutdown(c->fd, SHUT_WR);
+    }
+    if (_i == 3) {
+        /* waiting for the header: no upstream yet */
+        pump_once();
+        ck_assert_ptr_nonnull(T.w->sessions);
+        ck_assert_int_lt(T.w->sessions->up.fd, 0);
+        ck_assert_ptr_null(T.w->sessions->resolve);
+    }
+    ck_assert(cli_wait_closed(c));
+    ck_assert_ptr_null(T.w->sessions);
+    ck_assert_uint_eq(KR_STAT_GET(ST, conn_proxy_untrusted), _i == 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, conn_accepted), _i != 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_BAD_INPUT),
+                      _i == 1 || _i == 2 || _i == 4);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), _i == 3);
+    log = log_text();
+    ck_assert_msg(strstr(log, want[_i]) != NULL, "want \"%s\" in %s",
+                  want[_i], log);
+    if (_i == 0) {
+        ck_assert_ptr_nonnull(strstr(log, "is not in proxy_protocol_from: "
+                                          "closed at accept"));
+    }
+    free(log);
+}
+END_TEST
+
 START_TEST(upstream_refuses)
 {
     struct bb req = { 0 };
@@ -2378,6 +2539,47 @@ START_TEST(sasl_term_pipelined)
     /* no SASL step reached the broker; alice's Produce did */
     ck_assert_int_eq(T.fb.nreq, _i == 0 ? 0 : 1);
     free(req.b);
+}
+END_TEST
+
+/*
+ * sasl = terminate behind a proxy (issue 12): the login rate is keyed by
+ * the client the PROXY header names, not by the proxy's address (which
+ * every client behind it shares).
+ */
+START_TEST(proxy_term_rate_key)
+{
+    static const char v1[] = "PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n";
+    struct kr_cidr from = { AF_INET, 8, { 127 } };
+    static const uint8_t want[4] = { 203, 0, 113, 7 };
+    struct wait w = { 0 };
+    struct kr_session *s;
+    struct cli *c;
+
+    term_listener(0);
+    T.lc.proxy_protocol = KR_PP_V1;
+    T.lc.proxy_protocol_from = &from;
+    T.lc.nproxy_protocol_from = 1;
+    T.lc.proxy_protocol_timeout_ms = 5000;
+    start();
+    c = cli_open(boot_port(), 0);
+    while ((s = T.w->sessions) == NULL && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_ptr_nonnull(s);
+    ck_assert_ptr_nonnull(s->sasl_srv);
+    ck_assert_uint_eq(s->sasl_srv->addr_len, 4);
+    ck_assert(memcmp(s->sasl_srv->addr, "\x7f\0\0\x01", 4) == 0);
+    cli_send(c, v1, strlen(v1));
+    w.started = false;
+    while (s->client.stage == KR_STAGE_PROXY && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_int_eq(s->client.stage, KR_STAGE_SNIFF);
+    ck_assert_uint_eq(s->sasl_srv->addr_len, 4);
+    ck_assert(memcmp(s->sasl_srv->addr, want, 4) == 0);
+    ck_assert_ptr_eq(s->sasl_srv->cfg, T.lc.sasl_srv);
+    ck_assert(!s->sasl_srv->authenticated);
 }
 END_TEST
 
@@ -5710,6 +5912,9 @@ session_suite(void)
     tcase_add_loop_test(tc, gssapi_raw_first_frame, 0, 2);
     tcase_add_test(tc, metadata_rewritten);
     tcase_add_test(tc, max_connections);
+    tcase_add_loop_test(tc, proxy_header, 0, 3);
+    tcase_add_loop_test(tc, proxy_refused, 0, 5);
+    tcase_add_test(tc, proxy_term_rate_key);
     tcase_add_test(tc, upstream_refuses);
     tcase_add_test(tc, upstream_closes_after_response);
     tcase_add_test(tc, stop_closes_everything);

@@ -16,6 +16,7 @@
 
 #include <event2/buffer.h>
 
+#include "kr_broker_versions.h"
 #include "kr_codec.h"
 #include "kr_schema.h"
 #include "kr_translate.h"
@@ -993,6 +994,7 @@ START_TEST(test_clamp_table)
     ad.pass_unknown = pass;
     ad.sasl_local = false;
     ad.arena = NULL;
+    ad.legacy = NULL;
     n = kr_clamp_apiversions(m.body, &ad);
     /* what changed: Produce, Fetch, Heartbeat, JoinGroup (clamps),
      * Metadata (known_only), unknown 999 (dropped unless pass) */
@@ -1040,7 +1042,7 @@ START_TEST(test_clamp_produce_empty)
     }
     c[PRODUCE] = (struct kr_clamp){ 0, 2 };
     api_entry(elem(a, 0), PRODUCE, 3, 13);
-    ad = (struct kr_advert){ c, NULL, true, false, false, NULL };
+    ad = (struct kr_advert){ c, NULL, true, false, false, NULL, NULL };
     ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 1);
     ck_assert_uint_eq(arr(m.body, "ApiKeys")->n, 0);
     /* nothing to do on a body without ApiKeys entries */
@@ -1129,7 +1131,7 @@ START_TEST(test_advertise_range)
     ck_assert_int_eq(lo, 4);
     /* ... but an empty intersection stays empty */
     c[PRODUCE] = (struct kr_clamp){ 0, 2 };
-    ad = (struct kr_advert){ c, dec, false, false, false, NULL };
+    ad = (struct kr_advert){ c, dec, false, false, false, NULL, NULL };
     ck_assert(!kr_advertise_range(PRODUCE, 3, 13, &ad, &lo, &hi));
     /* a Produce clamp's min does not raise the advertised min */
     c[PRODUCE] = (struct kr_clamp){ 5, 9 };
@@ -1152,6 +1154,105 @@ START_TEST(test_advertise_range)
     ck_assert_int_eq(hi, 4);
     c[20] = (struct kr_clamp){ 0, 1 };
     ck_assert(!kr_advertise_range(20, 3, dt_hi + 1, &ad, &lo, &hi));
+}
+END_TEST
+
+/*
+ * Step 4 (issue 10): with translation on, the versions krelay translates
+ * up are advertised below a broker's range that starts right after them,
+ * bounded by the clamp like the broker's own.
+ */
+START_TEST(test_advertise_legacy)
+{
+    struct kr_clamp *c = kr_arena_alloc(&arena, ((size_t)kr_api_max + 1) *
+                                                    sizeof(*c));
+    struct kr_msg m = msg_new(true, APIVERSIONS, 3), d;
+    struct kr_array *a = set_arr(m.body, "ApiKeys", 6);
+    struct kr_advert ad, off;
+    int64_t lo, hi;
+    uint8_t *p;
+    size_t l;
+    int16_t k;
+
+    ck_assert_ptr_nonnull(c);
+    for (k = 0; k <= kr_api_max; k++) {
+        c[k] = (struct kr_clamp){ 1, 0 };
+    }
+    memset(&ad, 0, sizeof(ad));
+    ad.legacy = kr_bv_legacy_ranges();
+    off = ad;
+    off.legacy = NULL;
+
+    /* a Kafka 4 Fetch (4-17): 0-17 with translation, as is without */
+    ck_assert(kr_advertise_range(FETCH, 4, 17, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 17);
+    ck_assert(kr_advertise_range(FETCH, 4, 17, &off, &lo, &hi));
+    ck_assert_int_eq(lo, 4);
+    ck_assert(kr_advertise_range(FETCH, 4, 17, NULL, &lo, &hi));
+    ck_assert_int_eq(lo, 4);
+    /* a 3.9 Fetch needs none; one starting at 5 would leave a gap */
+    ck_assert(kr_advertise_range(FETCH, 0, 17, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert(kr_advertise_range(FETCH, 5, 17, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 5);
+    /* ListOffsets 1-10, JoinGroup 2-9 (4.0.0) and 0-9 (4.0.1) */
+    ck_assert(kr_advertise_range(2, 1, 10, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert(kr_advertise_range(11, 2, 9, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 9);
+    ck_assert(kr_advertise_range(11, 0, 9, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    /* what Kafka 4 kept: untouched */
+    ck_assert(kr_advertise_range(HEARTBEAT, 1, 4, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 1);
+    /* Produce: 0 as step 5 makes it anyway, from 3 and from 0 */
+    ck_assert(kr_advertise_range(PRODUCE, 3, 12, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert(kr_advertise_range(PRODUCE, 0, 12, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+
+    /* the clamp bounds the translated versions: a clamp below the
+       broker's minimum leaves them (nothing without translation) ... */
+    ad.clamps = c;
+    off.clamps = c;
+    c[FETCH] = (struct kr_clamp){ 0, 2 };
+    ck_assert(kr_advertise_range(FETCH, 4, 17, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(hi, 2);
+    ck_assert(!kr_advertise_range(FETCH, 4, 17, &off, &lo, &hi));
+    /* ... and a clamp's min raises them */
+    c[FETCH] = (struct kr_clamp){ 2, 11 };
+    ck_assert(kr_advertise_range(FETCH, 4, 17, &ad, &lo, &hi));
+    ck_assert_int_eq(lo, 2);
+    ck_assert_int_eq(hi, 11);
+    c[FETCH] = (struct kr_clamp){ 1, 0 };
+
+    /* a Kafka 4.0.0 ApiVersions body, on the wire */
+    api_entry(elem(a, 0), PRODUCE, 0, 12);
+    api_entry(elem(a, 1), FETCH, 4, 17);
+    api_entry(elem(a, 2), 8, 2, 9);            /* OffsetCommit */
+    api_entry(elem(a, 3), 11, 2, 9);           /* JoinGroup */
+    api_entry(elem(a, 4), METADATA, 0, 12);
+    api_entry(elem(a, 5), 32, 1, 4);           /* DescribeConfigs */
+    ck_assert_uint_eq(kr_clamp_apiversions(m.body, &ad), 4);
+    p = encode(&m, NULL, 0, &l);
+    d = decode(p, l, true, APIVERSIONS, 3);
+    ck_assert(api_range(d.body, FETCH, &lo, &hi));
+    ck_assert(lo == 0 && hi == 17);
+    ck_assert(api_range(d.body, 8, &lo, &hi));
+    ck_assert(lo == 0 && hi == 9);
+    ck_assert(api_range(d.body, 11, &lo, &hi));
+    ck_assert(lo == 0 && hi == 9);
+    ck_assert(api_range(d.body, 32, &lo, &hi));
+    ck_assert(lo == 0 && hi == 4);
+    ck_assert(api_range(d.body, PRODUCE, &lo, &hi));
+    ck_assert(lo == 0 && hi == 12);
+    ck_assert(api_range(d.body, METADATA, &lo, &hi));
+    ck_assert(lo == 0 && hi == 12);
+    /* again: nothing left to widen */
+    ck_assert_uint_eq(kr_clamp_apiversions(d.body, &ad), 0);
 }
 END_TEST
 
@@ -1217,6 +1318,7 @@ translate_suite(void)
     tcase_add_loop_test(tc, test_clamp_table, 0, 4);
     tcase_add_test(tc, test_clamp_produce_empty);
     tcase_add_test(tc, test_advertise_range);
+    tcase_add_test(tc, test_advertise_legacy);
     tcase_add_test(tc, test_sasl_local);
     tcase_add_test(tc, test_apiversions_unsupported);
     suite_add_tcase(s, tc);

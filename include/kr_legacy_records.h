@@ -1,0 +1,122 @@
+/*
+ * kr_legacy_records.h - the records of a Produce request or Fetch
+ * response that legacy translation carries across the message-format
+ * boundary (issue 10): Produce v0-2's magic 0/1 message sets become
+ * RecordBatch v2 (the request goes up to v3+), Fetch v4+'s batches become
+ * magic 0/1 message sets for a v0-3 client.
+ *
+ * Works on decoded trees (kr_codec.h) and the payload their records
+ * slices point into (struct kr_rbuf); each partition's records are
+ * converted by kr_records (kr_records.h) and put back into the tree as
+ * records krelay built (kr_val_set_records_ext), allocated in the tree's
+ * arena.  A partition whose records do not convert is taken out of a
+ * Produce request (remembered, answered with its error in the response:
+ * kr_legacy_produce_merge) or gets its error in a Fetch response.  Pure:
+ * no session, no config, no I/O.
+ */
+#ifndef KR_LEGACY_RECORDS_H
+#define KR_LEGACY_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kr_codec.h"
+#include "kr_records.h"
+
+/* How records are converted (the listener's keys). */
+struct kr_legacy_rec_opts {
+    size_t max_batch_bytes;             /* legacy_batch_max_bytes: no
+                                           RecordBatch above it (0: none) */
+    size_t max_uncompressed;            /* max_frame_bytes: decompressed
+                                           bytes per wrapper or batch */
+    enum kr_legacy_zstd zstd;           /* legacy_zstd */
+};
+
+/*
+ * One partition a translated request named, kept with the request until
+ * its response: Fetch's FetchOffset and PartitionMaxBytes (the response's
+ * records are cut to them), or a Produce partition that was not forwarded
+ * because its records did not convert (error: the Kafka error its
+ * response carries).
+ */
+struct kr_legacy_part {
+    char *topic;                        /* malloc'd, NUL-terminated */
+    int32_t partition;
+    int64_t fetch_offset;
+    int32_t max_bytes;
+    int16_t error;                      /* KR_KERR_*; 0: none */
+    char why[160];                      /* error: what was wrong */
+};
+
+/* The partitions of one request (malloc'd array of n). */
+struct kr_legacy_parts {
+    struct kr_legacy_part *v;
+    size_t n;
+};
+
+/* Free the array and its topic names; leave p zeroed. */
+void kr_legacy_parts_free(struct kr_legacy_parts *p);
+
+/*
+ * A Produce request body decoded at v0-2 (req, whose records slices point
+ * into rb): every partition's magic 0/1 message set converted to
+ * RecordBatch v2 in place (arena a).  A partition whose records do not
+ * convert (CRC, compression, size: CORRUPT_MESSAGE), or convert into more
+ * than one batch (Produce v3+ takes one per partition: MESSAGE_TOO_LARGE
+ * past o->max_batch_bytes, CORRUPT_MESSAGE for a set mixing codecs; one
+ * Produce per batch is not done) is left as it came
+ * and added to *bad: the caller answers the request itself when
+ * kr_legacy_produce_any_left says nothing else is left, else drops them
+ * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns
+ * KR_OK, KR_ENOMEM, or KR_EPROTO when the tree is not a Produce body.
+ */
+int kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
+                         const struct kr_rbuf *rb,
+                         const struct kr_legacy_rec_opts *o,
+                         struct kr_legacy_parts *bad,
+                         struct kr_records_stats *st) KR_MUST_CHECK;
+
+/* Does req name a partition that is not one of bad's? */
+bool kr_legacy_produce_any_left(const struct kr_node *req,
+                                const struct kr_legacy_parts *bad);
+
+/* Remove bad's partitions from req (and topics left with none). */
+void kr_legacy_produce_drop(struct kr_node *req,
+                            const struct kr_legacy_parts *bad);
+
+/*
+ * Add the partitions of bad to a Produce response body rsp (any version,
+ * after it was translated back to the client's): each with its ErrorCode,
+ * BaseOffset -1, under its topic (added when the broker's response has
+ * no entry for it).  Returns KR_OK or KR_ENOMEM.
+ */
+int kr_legacy_produce_merge(struct kr_arena *a, struct kr_node *rsp,
+                            const struct kr_legacy_parts *bad) KR_MUST_CHECK;
+
+/*
+ * The partitions a Fetch request body (any version with topic names,
+ * v0-12) names, with their FetchOffset and PartitionMaxBytes, into *out.
+ * KR_OK or KR_ENOMEM.
+ */
+int kr_legacy_fetch_parts(const struct kr_node *req,
+                          struct kr_legacy_parts *out) KR_MUST_CHECK;
+
+/*
+ * A Fetch response body rsp (decoded at the upstream's version, v4-12,
+ * records slices into rb) for a client at client_version (0-3): every
+ * partition's records converted down to magic 0 (v0-1) or 1 (v2-3),
+ * from its FetchOffset and within its PartitionMaxBytes (parts, from the
+ * request; a partition not found there gets the whole batch set).  A
+ * partition whose records do not convert gets that ErrorCode (set in
+ * rsp) and no records.  st accumulates; *nbad counts those partitions.
+ * Returns KR_OK, KR_ENOMEM, or KR_EPROTO when rsp is not a Fetch body.
+ */
+int kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
+                         const struct kr_rbuf *rb, int16_t client_version,
+                         const struct kr_legacy_parts *parts,
+                         const struct kr_legacy_rec_opts *o,
+                         struct kr_records_stats *st,
+                         unsigned *nbad) KR_MUST_CHECK;
+
+#endif /* KR_LEGACY_RECORDS_H */

@@ -1,0 +1,532 @@
+/*
+ * kr_legacy_records.c - Produce and Fetch records carried across the
+ * message-format boundary by legacy translation (kr_legacy_records.h).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kr_field_ids.h"
+#include "kr_kerr.h"
+#include "kr_legacy_records.h"
+
+void
+kr_legacy_parts_free(struct kr_legacy_parts *p)
+{
+    size_t i;
+
+    for (i = 0; i < p->n; i++) {
+        free(p->v[i].topic);
+    }
+    free(p->v);
+    p->v = NULL;
+    p->n = 0;
+}
+
+static struct kr_legacy_part *
+parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
+          int32_t partition)
+{
+    struct kr_legacy_part *v, *e;
+    size_t tl = topic->len > 0 ? (size_t)topic->len : 0;
+
+    v = realloc(p->v, (p->n + 1) * sizeof(*v));
+    if (v == NULL) {
+        return NULL;
+    }
+    p->v = v;
+    e = &v[p->n];
+    memset(e, 0, sizeof(*e));
+    e->topic = malloc(tl + 1);
+    if (e->topic == NULL) {
+        return NULL;
+    }
+    if (tl > 0) {
+        memcpy(e->topic, topic->p, tl);
+    }
+    e->topic[tl] = '\0';
+    e->partition = partition;
+    p->n++;
+    return e;
+}
+
+/* The Kafka error a records outcome is answered with. */
+static int16_t
+outcome_error(enum kr_records_outcome o)
+{
+    return o == KR_RECORDS_UNSUPPORTED_COMPRESSION
+               ? KR_KERR_UNSUPPORTED_COMPRESSION_TYPE
+               : KR_KERR_CORRUPT_MESSAGE;
+}
+
+/*
+ * The records of val (a slice of rb, or bytes krelay built) as one
+ * contiguous run: a pointer into rb's segment when the slice lies in one,
+ * else copied into *tmp.  NULL on ENOMEM or a slice outside rb.
+ */
+static const uint8_t *
+records_bytes(const struct kr_val *val, const struct kr_rbuf *rb,
+              struct kr_bytes *tmp, size_t *len)
+{
+    uint64_t off, base = 0;
+    int i;
+
+    if (val->is_null || val->u.rec.len <= 0) {
+        *len = 0;
+        return (const uint8_t *)"";
+    }
+    if (val->rec_ext) {
+        *len = (size_t)val->u.s.len;
+        return val->u.s.p;
+    }
+    off = val->u.rec.off;
+    *len = (size_t)val->u.rec.len;
+    for (i = 0; i < rb->nseg; i++) {
+        size_t sl = rb->seg[i].iov_len;
+
+        if (off >= base && off + *len <= base + sl) {
+            return (const uint8_t *)rb->seg[i].iov_base + (off - base);
+        }
+        base += sl;
+    }
+    tmp->len = 0;
+    if (!kr_bytes_reserve(tmp, *len) ||
+        !kr_rbuf_read(rb, off, tmp->p, *len)) {
+        return NULL;
+    }
+    tmp->len = *len;
+    return tmp->p;
+}
+
+/* out's bytes as records of val, copied into the arena. */
+static int
+set_records(struct kr_arena *a, struct kr_val *val, const struct kr_bytes *out)
+{
+    uint8_t *p = NULL;
+
+    if (out->len > INT32_MAX) {
+        return KR_ELIMIT;
+    }
+    if (out->len > 0) {
+        p = kr_arena_alloc(a, out->len);
+        if (p == NULL) {
+            return KR_ENOMEM;
+        }
+        memcpy(p, out->p, out->len);
+    }
+    kr_val_set_records_ext(val, p != NULL ? p : (const uint8_t *)"",
+                           (int32_t)out->len);
+    return KR_OK;
+}
+
+static struct kr_array *
+array_of(struct kr_node *n, enum kr_field_id id)
+{
+    struct kr_val *v = kr_node_get_id(n, id);
+
+    return v != NULL && v->present && !v->is_null ? v->u.arr : NULL;
+}
+
+static bool
+str_is(const struct kr_val *v, const char *s)
+{
+    size_t l = strlen(s);
+
+    return v != NULL && !v->is_null && v->u.s.len >= 0 &&
+           (size_t)v->u.s.len == l && memcmp(v->u.s.p, s, l) == 0;
+}
+
+int
+kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
+                     const struct kr_rbuf *rb,
+                     const struct kr_legacy_rec_opts *o,
+                     struct kr_legacy_parts *bad,
+                     struct kr_records_stats *st)
+{
+    struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
+    struct kr_bytes tmp = { 0 }, out = { 0 };
+    struct kr_records_up_opts uo;
+    uint32_t t, p;
+    int rc = KR_OK;
+
+    if (topics == NULL) {
+        return KR_EPROTO;
+    }
+    memset(&uo, 0, sizeof(uo));
+    uo.max_batch_bytes = o->max_batch_bytes;
+    uo.max_uncompressed = o->max_uncompressed;
+    for (t = 0; t < topics->n && rc == KR_OK; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
+
+        if (name == NULL || parts == NULL) {
+            rc = KR_EPROTO;
+            break;
+        }
+        for (p = 0; p < parts->n; p++) {
+            struct kr_node *pn = parts->items[p].u.node;
+            struct kr_val *idx = kr_node_get_id(pn, KR_FIELD_INDEX);
+            struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
+            enum kr_records_outcome ro;
+            const uint8_t *set;
+            uint64_t nb;
+            char why[96];
+            size_t n;
+
+            if (idx == NULL || rec == NULL) {
+                rc = KR_EPROTO;
+                break;
+            }
+            set = records_bytes(rec, rb, &tmp, &n);
+            if (set == NULL) {
+                rc = KR_ENOMEM;
+                break;
+            }
+            out.len = 0;
+            why[0] = '\0';
+            nb = st->batches_out;
+            ro = kr_records_up(set, n, &uo, &out, st, why, sizeof(why));
+            if (ro == KR_RECORDS_NOMEM) {
+                rc = KR_ENOMEM;
+                break;
+            }
+            if (ro != KR_RECORDS_OK || st->batches_out - nb > 1) {
+                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
+                                                     (int32_t)idx->u.i);
+
+                if (e == NULL) {
+                    rc = KR_ENOMEM;
+                    break;
+                }
+                if (ro == KR_RECORDS_OK) {
+                    /* Produce v3+ takes one batch per partition
+                       (ProduceRequest.validateRecords) */
+                    bool big = o->max_batch_bytes > 0 &&
+                               out.len > o->max_batch_bytes;
+
+                    e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
+                                   : KR_KERR_CORRUPT_MESSAGE;
+                    snprintf(e->why, sizeof(e->why), "%.40s: %llu "
+                             "batches, %zu bytes (Produce v3+ takes one)",
+                             big ? "larger than legacy_batch_max_bytes"
+                                 : "it mixes compression codecs",
+                             (unsigned long long)(st->batches_out - nb),
+                             out.len);
+                } else {
+                    e->error = outcome_error(ro);
+                    snprintf(e->why, sizeof(e->why), "%s: %s",
+                             kr_records_outcome_name(ro), why);
+                }
+                continue;               /* left as it came: dropped */
+            }
+            rc = set_records(a, rec, &out);
+            if (rc != KR_OK) {
+                break;
+            }
+        }
+    }
+    kr_bytes_free(&tmp);
+    kr_bytes_free(&out);
+    return rc;
+}
+
+/* Is partition (name, index) one of bad's? */
+static bool
+is_bad(const struct kr_legacy_parts *bad, const struct kr_val *name,
+       int64_t index)
+{
+    size_t i;
+
+    for (i = 0; i < bad->n; i++) {
+        if (bad->v[i].partition == index && str_is(name, bad->v[i].topic)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool
+kr_legacy_produce_any_left(const struct kr_node *req,
+                           const struct kr_legacy_parts *bad)
+{
+    struct kr_array *topics = array_of((struct kr_node *)req,
+                                       KR_FIELD_TOPIC_DATA);
+    uint32_t t, p;
+
+    for (t = 0; topics != NULL && t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
+
+        for (p = 0; parts != NULL && p < parts->n; p++) {
+            struct kr_val *idx = kr_node_get_id(parts->items[p].u.node,
+                                                KR_FIELD_INDEX);
+
+            if (idx != NULL && !is_bad(bad, name, idx->u.i)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void
+kr_legacy_produce_drop(struct kr_node *req, const struct kr_legacy_parts *bad)
+{
+    struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
+    uint32_t t, p, tkeep = 0;
+
+    if (topics == NULL || bad->n == 0) {
+        return;
+    }
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
+        uint32_t pkeep = 0;
+
+        for (p = 0; parts != NULL && p < parts->n; p++) {
+            struct kr_val *idx = kr_node_get_id(parts->items[p].u.node,
+                                                KR_FIELD_INDEX);
+
+            if (idx == NULL || !is_bad(bad, name, idx->u.i)) {
+                parts->items[pkeep++] = parts->items[p];
+            }
+        }
+        if (parts != NULL) {
+            parts->n = pkeep;
+        }
+        if (pkeep > 0) {
+            topics->items[tkeep++] = topics->items[t];
+        }
+    }
+    topics->n = tkeep;
+}
+
+/* A copy of array arr with one more element (a new node at version v). */
+static struct kr_array *
+array_grow(struct kr_arena *a, struct kr_array *arr, int16_t v)
+{
+    struct kr_array *g = kr_array_new(a, arr->elem_type, arr->struct_id,
+                                      arr->n + 1, v);
+
+    if (g == NULL) {
+        return NULL;
+    }
+    memcpy(g->items, arr->items, arr->n * sizeof(*arr->items));
+    return g;
+}
+
+
+int
+kr_legacy_produce_merge(struct kr_arena *a, struct kr_node *rsp,
+                        const struct kr_legacy_parts *bad)
+{
+    struct kr_val *rv = kr_node_get_id(rsp, KR_FIELD_RESPONSES);
+    size_t i;
+
+    if (rv == NULL || rv->is_null || rv->u.arr == NULL) {
+        return KR_EPROTO;
+    }
+    for (i = 0; i < bad->n; i++) {
+        const struct kr_legacy_part *b = &bad->v[i];
+        struct kr_array *topics = rv->u.arr;
+        struct kr_node *tn = NULL, *pn;
+        struct kr_val *pv;
+        uint32_t t;
+        size_t tl = strlen(b->topic);
+        uint8_t *name;
+
+        for (t = 0; t < topics->n; t++) {
+            if (str_is(kr_node_get_id(topics->items[t].u.node, KR_FIELD_NAME),
+                       b->topic)) {
+                tn = topics->items[t].u.node;
+                break;
+            }
+        }
+        if (tn == NULL) {
+            struct kr_array *g = array_grow(a, topics, rsp->version);
+            struct kr_val *nv;
+
+            if (g == NULL) {
+                return KR_ENOMEM;
+            }
+            tn = g->items[g->n - 1].u.node;
+            nv = kr_node_get_id(tn, KR_FIELD_NAME);
+            name = kr_arena_alloc(a, tl + 1);
+            if (nv == NULL || name == NULL) {
+                return nv == NULL ? KR_EPROTO : KR_ENOMEM;
+            }
+            memcpy(name, b->topic, tl);
+            nv->u.s.p = name;
+            nv->u.s.len = (int32_t)tl;
+            nv->is_null = 0;
+            rv->u.arr = g;
+        }
+        pv = kr_node_get_id(tn, KR_FIELD_PARTITION_RESPONSES);
+        if (pv == NULL || pv->u.arr == NULL) {
+            return KR_EPROTO;
+        }
+        {
+            struct kr_array *g = array_grow(a, pv->u.arr, rsp->version);
+            struct kr_val *f;
+
+            if (g == NULL) {
+                return KR_ENOMEM;
+            }
+            pv->u.arr = g;
+            pv->is_null = 0;
+            pn = g->items[g->n - 1].u.node;
+            if ((f = kr_node_get_id(pn, KR_FIELD_INDEX)) != NULL) {
+                f->u.i = b->partition;
+            }
+            if ((f = kr_node_get_id(pn, KR_FIELD_ERROR_CODE)) != NULL) {
+                f->u.i = b->error;
+            }
+            if ((f = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET)) != NULL) {
+                f->u.i = -1;
+            }
+        }
+    }
+    return KR_OK;
+}
+
+int
+kr_legacy_fetch_parts(const struct kr_node *req, struct kr_legacy_parts *out)
+{
+    struct kr_array *topics = array_of((struct kr_node *)req,
+                                       KR_FIELD_TOPICS);
+    uint32_t t, p;
+
+    if (topics == NULL) {
+        return KR_OK;
+    }
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_TOPIC);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITIONS);
+
+        if (name == NULL || !name->present || parts == NULL) {
+            continue;
+        }
+        for (p = 0; p < parts->n; p++) {
+            struct kr_node *pn = parts->items[p].u.node;
+            struct kr_val *pi = kr_node_get_id(pn, KR_FIELD_PARTITION);
+            struct kr_val *fo = kr_node_get_id(pn, KR_FIELD_FETCH_OFFSET);
+            struct kr_val *mb = kr_node_get_id(pn,
+                                               KR_FIELD_PARTITION_MAX_BYTES);
+            struct kr_legacy_part *e;
+
+            if (pi == NULL) {
+                continue;
+            }
+            e = parts_add(out, &name->u.s, (int32_t)pi->u.i);
+            if (e == NULL) {
+                return KR_ENOMEM;
+            }
+            e->fetch_offset = fo != NULL ? fo->u.i : 0;
+            e->max_bytes = mb != NULL ? (int32_t)mb->u.i : INT32_MAX;
+        }
+    }
+    return KR_OK;
+}
+
+static const struct kr_legacy_part *
+parts_find(const struct kr_legacy_parts *parts, const struct kr_val *topic,
+           int32_t partition, size_t *hint)
+{
+    size_t i, k;
+
+    for (k = 0; k < parts->n; k++) {
+        i = (*hint + k) % parts->n;
+        if (parts->v[i].partition == partition &&
+            str_is(topic, parts->v[i].topic)) {
+            *hint = i + 1;
+            return &parts->v[i];
+        }
+    }
+    return NULL;
+}
+
+int
+kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
+                     const struct kr_rbuf *rb, int16_t client_version,
+                     const struct kr_legacy_parts *parts,
+                     const struct kr_legacy_rec_opts *o,
+                     struct kr_records_stats *st, unsigned *nbad)
+{
+    struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
+    struct kr_bytes tmp = { 0 }, out = { 0 };
+    struct kr_records_down_opts d;
+    size_t hint = 0;
+    uint32_t t, p;
+    int rc = KR_OK;
+
+    *nbad = 0;
+    if (topics == NULL) {
+        return KR_OK;           /* a top-level error: nothing to convert */
+    }
+    memset(&d, 0, sizeof(d));
+    d.magic = client_version >= 2 ? 1 : 0;
+    d.zstd = o->zstd;
+    d.max_uncompressed = o->max_uncompressed;
+    for (t = 0; t < topics->n && rc == KR_OK; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_TOPIC);
+        struct kr_array *pa = array_of(tn, KR_FIELD_PARTITIONS);
+
+        if (pa == NULL) {
+            continue;
+        }
+        for (p = 0; p < pa->n; p++) {
+            struct kr_node *pn = pa->items[p].u.node;
+            struct kr_val *pi = kr_node_get_id(pn, KR_FIELD_PARTITION_INDEX);
+            struct kr_val *ec = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
+            struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
+            const struct kr_legacy_part *lp;
+            enum kr_records_outcome ro;
+            const uint8_t *in;
+            char why[96];
+            size_t n;
+
+            if (pi == NULL || rec == NULL || ec == NULL) {
+                rc = KR_EPROTO;
+                break;
+            }
+            in = records_bytes(rec, rb, &tmp, &n);
+            if (in == NULL) {
+                rc = KR_ENOMEM;
+                break;
+            }
+            if (n == 0) {
+                continue;
+            }
+            lp = parts_find(parts, name, (int32_t)pi->u.i, &hint);
+            d.fetch_offset = lp != NULL ? lp->fetch_offset : 0;
+            d.max_bytes = lp != NULL && lp->max_bytes > 0
+                              ? (size_t)lp->max_bytes : (size_t)INT32_MAX;
+            out.len = 0;
+            why[0] = '\0';
+            ro = kr_records_down(in, n, &d, &out, st, why, sizeof(why));
+            if (ro == KR_RECORDS_NOMEM) {
+                rc = KR_ENOMEM;
+                break;
+            }
+            if (ro != KR_RECORDS_OK) {
+                ec->u.i = outcome_error(ro);
+                out.len = 0;
+                (*nbad)++;
+            }
+            rc = set_records(a, rec, &out);
+            if (rc != KR_OK) {
+                break;
+            }
+        }
+    }
+    kr_bytes_free(&tmp);
+    kr_bytes_free(&out);
+    return rc;
+}
