@@ -35,6 +35,10 @@
  *             kr_daemon_start before any worker exists, then only read.
  *   counters  per worker (struct kr_stats, kr_stats.h): written by the
  *             worker's thread only, readable from any thread.
+ *   calls     kr_worker_call: any thread queues a function for the
+ *             worker's loop (a mutex and an eventfd, on every worker);
+ *             the admin endpoint (kr_admin.h) asks about sessions and
+ *             upstreams this way, never reading them itself.
  *   session ids
  *             "c#W.N" in log and audit lines: W the worker's index (the
  *             daemon numbers its workers from 0), N the worker's own count
