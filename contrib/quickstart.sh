@@ -146,7 +146,12 @@ skipped_without() {
     check) echo "the unit tests, tests/unit/check_* (configure disables" \
                 "them without Check)" ;;
     python3) echo "every tests/integration/*.sh, tests/modgraph.sh" ;;
-    python3-kafka) echo "tests/integration/kafka_python.sh" ;;
+    python3-kafka) echo "tests/integration/kafka_python.sh," \
+                        "legacy_direct.sh" ;;
+    python3-snappy | python3-lz4)
+        echo "nothing (the snappy and lz4 cases of" \
+             "tests/integration/legacy_matrix.sh, \`make check-long\`," \
+             "need it)" ;;
     python3-confluent-kafka) echo "tests/integration/rules_deny.sh," \
                                   "rules_reload.sh" ;;
     nodejs | npm | libnode-dev | zlib1g-dev | libzstd-dev | liblz4-dev |\

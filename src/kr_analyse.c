@@ -570,6 +570,30 @@ sasl_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
     }
 }
 
+/*
+ * Encode the translated request d->msg (version to) into d->w.  False
+ * when it cannot be: d closes (req freed).
+ */
+static bool
+encode_translated(const struct kr_an_request *r, struct kr_an_req *req,
+                  int16_t to, struct kr_an_decision *d)
+{
+    struct kr_codec_err ce;
+    int rc;
+
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_encode_msg(&d->msg, &d->w, &ce);
+    if (rc != KR_OK || d->w.failed) {
+        kr_wbuf_free(&d->w);
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "cannot encode %s v%d request translated "
+                  "from v%d: %s at %s", api_name(r->h->api_key), to,
+                  r->h->api_version, ce.msg, ce.path);
+        return false;
+    }
+    return true;
+}
+
 /* issue 10: legacy translation (below) */
 static int16_t legacy_broker_min(const struct kr_an_conn *c, int16_t key);
 static bool legacy_crosses_records(int16_t key, int16_t from, int16_t to);
@@ -645,14 +669,7 @@ clamp(const struct kr_an_conn *c, const struct kr_an_request *r,
                      d);
         return;
     }
-    memset(&ce, 0, sizeof(ce));
-    rc = kr_encode_msg(&d->msg, &d->w, &ce);
-    if (rc != KR_OK || d->w.failed) {
-        kr_wbuf_free(&d->w);
-        kr_an_req_free(req);
-        close_now(d, KR_LOG_ERROR, "cannot encode %s v%d request translated "
-                  "from v%d: %s at %s", api_name(h->api_key), to,
-                  h->api_version, ce.msg, ce.path);
+    if (!encode_translated(r, req, to, d)) {
         return;
     }
     req->up_version = to;
@@ -817,14 +834,7 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
                      d);
         return;
     }
-    memset(&ce, 0, sizeof(ce));
-    rc = kr_encode_msg(&d->msg, &d->w, &ce);
-    if (rc != KR_OK || d->w.failed) {
-        kr_wbuf_free(&d->w);
-        kr_an_req_free(req);
-        close_now(d, KR_LOG_ERROR, "cannot encode %s v%d request translated "
-                  "from v%d: %s at %s", api_name(h->api_key), to,
-                  h->api_version, ce.msg, ce.path);
+    if (!encode_translated(r, req, to, d)) {
         return;
     }
     req->up_version = to;

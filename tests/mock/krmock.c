@@ -100,7 +100,7 @@
 #include "kr_schema.h"
 
 #define KR_TM_MAX_BROKERS KR_MOCK_MAX_BROKERS
-#define KR_TM_MAX_TOPICS 64
+#define KR_TM_MAX_TOPICS 128
 #define KR_TM_MAX_APIVERSIONS 16
 #define KR_TM_MAX_APIKEY 127
 

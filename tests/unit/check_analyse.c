@@ -126,27 +126,13 @@ build(const char *json, struct kr_msg *m)
 }
 
 /* The request of json as the session would hand it over (decoded). */
+static void request_decoded(bool expect);
+
 static void
 request(const char *json, bool expect)
 {
     build(json, &T.m);
-    memset(&T.h, 0, sizeof(T.h));
-    T.h.api_key = T.m.api_key;
-    T.h.api_version = T.m.api_version;
-    T.h.correlation_id = T.m.correlation_id;
-    T.h.known = true;
-    snprintf(T.h.client_id, sizeof(T.h.client_id), "app");
-    T.h.client_id_len = 3;
-    memset(&T.r, 0, sizeof(T.r));
-    T.r.h = &T.h;
-    T.r.e.api_key = T.h.api_key;
-    T.r.e.api_version = T.h.api_version;
-    T.r.e.correlation_id = T.h.correlation_id;
-    T.r.flen = 100;
-    T.r.expect = expect;
-    T.r.slot = kr_rule_lookup(T.c.rs, T.h.api_key, T.h.api_version,
-                              &T.mask);
-    T.r.m = &T.m;
+    request_decoded(expect);
 }
 
 /* The request T.m (built by the caller) as the session would hand it

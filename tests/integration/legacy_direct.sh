@@ -1,0 +1,109 @@
+#!/bin/bash
+# Old clients straight at a Kafka-4-like upstream, without krelay (issue
+# 10, "Tests"): `krmock -K 4.0.0` has only the versions Kafka 4.0.0
+# accepts (KIP-896), and each old client fails there, each in its own
+# named way; against a normal mock (no restriction) the consumers that can
+# read it do, so the client scripts are proven able to pass.  One client
+# per kind (kafka-python 0.10.0, kcat with fallback 0.9.0, kafka-node);
+# the whole matrix is legacy_matrix.sh (make check-long).  The clients and
+# the outcomes: legacy_lib.sh.
+#
+# Observed (librdkafka 2.0.2's mock, kafka-python 2.0.2, kcat 1.7.1,
+# kafka-node 5.0.0), and asserted below:
+#   Kafka-4-like mock:
+#     kafka-python 0.10.0 produce   Produce v2, magic 1: UnsupportedVersionError
+#                                   [Error 35] per partition (the mock
+#                                   refuses magic 0/1)
+#     kafka-python 0.10.0 group     JoinGroup v0: the connection is closed
+#                                   (JoinGroup 2-5), again and again
+#     kafka-python 0.10.0 fetch     from an explicit offset (no ListOffsets,
+#                                   no group): Fetch v2 closed (Fetch 4-11)
+#     kcat fallback 0.9.0 produce   Produce v1, magic 0: "Delivery failed ...
+#       (gzip)                      Broker: API version not supported"
+#     kcat fallback 0.9.0 consume   from the beginning: ListOffsets v0 (to
+#                                   find it) closed, "Broker transport
+#                                   failure ... Disconnected"; kcat exits 1
+#     kafka-node produce            Produce v2, magic 1: error 35, which
+#                                   kafka-node has no name for (an Error
+#                                   with an empty message)
+#     kafka-node consume            nothing: it takes the highest version it
+#                                   knows up to the broker's maximum and
+#                                   ignores the minimum (JoinGroup v0, Fetch
+#                                   v2, ListOffsets v0, all below)
+#   normal mock, the set written by a modern kcat:
+#     kafka-python 0.10.0 group     reads it back identical (Fetch v2 with
+#                                   RecordBatch v2 inside: kafka-python reads
+#                                   magic 2 whatever the Fetch version)
+#     kcat fallback 0.9.0 consume   identical
+#     kafka-node consume            fails: "Not a message set. Magic byte
+#                                   is 2" (it reads only magic 0/1: what
+#                                   krelay's down-conversion is for)
+# Then the same clients through krelay with translation (legacy_lib.sh's
+# legacy_through_krelay short: one case per kind, byte for byte).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/legacy_lib.sh"
+
+kr_need_py kafka
+kr_need_cmd kcat
+kr_setup 120
+W=$KR_WORK
+N=40                    # messages per set: 20 B to 4 KiB, 10 null keys
+F=$KR_LEGACY_FAIL_WAIT
+
+# topics: p- written by old producers, c- read by old consumers (seeded
+# by a modern kcat), f- one partition read from an offset
+leg_start_mock_pair "${LEG_KRELAY_TOPICS_SHORT[@]}" p-kpy:3 p-kcat:3 p-node:3 \
+    c-kpy:3 c-kcat:3 c-node:3 \
+    f-kpy:1
+leg_seed_all "$LEG_K4" "$LEG_NORMAL" -- c-kpy d1 "$N" -- c-kcat d1 "$N" -- \
+    c-node d1 "$N" -- f-kpy d1 "$N" -p 0
+
+# 1. The Kafka-4-like upstream: every old client fails.  All at once
+# (each failing consumer waits F seconds).
+leg_start k4-kpy-produce leg_kpy produce "$LEG_K4" p-kpy 0.10.0 dp "$N" \
+    --timeout "$F"
+leg_start k4-kpy-group leg_kpy consume "$LEG_K4" c-kpy 0.10.0 d1 "$N" \
+    --group ld-kpy --timeout "$F"
+leg_start k4-kpy-fetch leg_kpy consume "$LEG_K4" f-kpy 0.10.0 d1 "$N" \
+    --partition 0 --offset 0 --timeout "$F"
+leg_start k4-kcat-produce leg_kcat_produce "$LEG_K4" p-kcat dp "$N" 0.9.0 gzip
+leg_start k4-kcat-consume leg_kcat_consume "$LEG_K4" c-kcat d1 "$N" 0.9.0 \
+    "$W/k4-kcat.json"
+if leg_have_node; then
+    leg_start k4-node-produce leg_node produce "$LEG_K4" p-node dp "$N" \
+        ld-node "$F"
+    leg_start k4-node-consume leg_node consume "$LEG_K4" c-node d1 "$N" \
+        ld-node "$F"
+fi
+# 2. The normal upstream: the consumers that can read it do.
+leg_start n-kpy-group leg_kpy consume "$LEG_NORMAL" c-kpy 0.10.0 d1 "$N" \
+    --group ld-kpy --timeout 60
+leg_start n-kcat-consume leg_kcat_consume "$LEG_NORMAL" c-kcat d1 "$N" \
+    0.9.0 "$W/n-kcat.json"
+if leg_have_node; then
+    # ends at its 50th error (it fails on every fetch): a longer bound
+    leg_start n-node-consume leg_node consume "$LEG_NORMAL" c-node d1 "$N" \
+        ld-node 60
+fi
+leg_wait
+
+leg_check k4-kpy-produce 2 "$LEG_35_KPY"
+leg_check k4-kpy-group 3 "$(leg_closed_kpy JoinGroupRequest_v0)"
+leg_check k4-kpy-fetch 3 "$(leg_closed_kpy FetchRequest_v2)"
+leg_check k4-kcat-produce 2 "$LEG_35_KCAT"
+leg_check k4-kcat-consume 3 "$(leg_closed_kcat "ListOffsetsRequest (v0)")"
+leg_check n-kpy-group 0 "$LEG_OK"
+leg_check n-kcat-consume 0 "$LEG_OK"
+if leg_have_node; then
+    leg_check k4-node-produce 2 "$LEG_35_NODE"
+    leg_check k4-node-consume 3 \
+        "^CONSUME-FAILED kafka-node: 0 of $N .*below the broker's minimum: fetch v2 \\(min 4\\), joinGroup v0 \\(min 2\\), offset v0 \\(min 1\\)"
+    leg_check n-node-consume 3 \
+        "^CONSUME-FAILED kafka-node: 0 of $N .*Not a message set\\. Magic byte is 2"
+fi
+
+# 3. Through krelay with translation (legacy_lib.sh).
+legacy_through_krelay short
+
+leg_finish
