@@ -314,6 +314,26 @@ struct kr_audit_conf {
                                            (kr_audit_instance) */
 };
 
+/*
+ * [admin] (the operations issue): the admin HTTP endpoint (kr_admin.h).
+ * Off without the section.
+ */
+struct kr_admin_conf {
+    struct kr_hostport listen;          /* host NULL: no [admin]; a port
+                                           alone (":9644") listens on
+                                           127.0.0.1 (host "127.0.0.1"
+                                           after loading) */
+    int listen_line;                    /* line of `listen`; 0: none */
+    char *bearer_token;                 /* the token itself (a secret) */
+    char *bearer_token_file;            /* file whose first line is it */
+    char *token;                        /* the token in effect: a copy of
+                                           bearer_token, or the first line
+                                           of bearer_token_file read at
+                                           load (each reload reads it
+                                           again); wiped at free; NULL:
+                                           none, every request allowed */
+};
+
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
@@ -360,6 +380,8 @@ struct kr_conf {
     /* issue 14: the loader's warnings, in file order (appended) */
     struct kr_conf_warning *warnings;
     int nwarnings;
+    /* the operations issue: [admin] (appended) */
+    struct kr_admin_conf admin;
 };
 
 /*

@@ -24,6 +24,7 @@
 #ifndef KR_DAEMON_H
 #define KR_DAEMON_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -82,7 +83,9 @@ struct kr_daemon {
     _Atomic uint64_t ids;               /* session ids (kr_worker_next_id) */
     struct event *sigev[4];             /* TERM, INT, HUP, USR1 */
     struct event *rl_timer;             /* 1 s: kr_log_rl_flush */
-    uint64_t reloads, reloads_refused;  /* kr_daemon_reload counts */
+    _Atomic uint64_t reloads, reloads_refused; /* kr_daemon_reload counts
+                                           (any thread may read them: the
+                                           admin endpoint) */
     int log_verbose;                    /* -v count, added to a reloaded
                                            [log] level */
     /* krelay --demo -c FILE: each config a reload reads passes here
@@ -103,6 +106,20 @@ struct kr_daemon {
                                            SIGHUP only reopens the log
                                            and audit files, and says so */
     bool started, stopping;
+    /* the operations issue: what other threads (the admin endpoint) read
+       of the daemon (appended) */
+    pthread_mutex_t pub_lock;           /* guards the swaps of cref and
+                                           audit and the growth of workers
+                                           against kr_daemon_conf_get,
+                                           kr_daemon_audit_counts and
+                                           kr_daemon_workers */
+    _Atomic int64_t conf_loaded_us;     /* wall clock µs the current config
+                                           was loaded (start, or the last
+                                           reload that took) */
+    _Atomic int64_t conf_load_us;       /* how long its load took, µs
+                                           (read, checked, rules compiled;
+                                           0: not measured: krelay.c sets
+                                           the first) */
 };
 
 /*
@@ -205,6 +222,27 @@ const char *kr_daemon_reopen(struct kr_daemon *d);
  * base too when owned.  NULL is a no-op.
  */
 void kr_daemon_free(struct kr_daemon *d);
+
+/*
+ * A new reference to the current config (kr_conf_ref_put it), from any
+ * thread.
+ */
+struct kr_conf_ref *kr_daemon_conf_get(struct kr_daemon *d);
+
+/*
+ * The current audit sink's lines written and dropped (kr_audit.h) since
+ * it was opened (0 and 0 without one; a reload that opens another target
+ * starts again from 0), from any thread.
+ */
+void kr_daemon_audit_counts(struct kr_daemon *d, uint64_t *written,
+                            uint64_t *dropped);
+
+/*
+ * Copy up to max worker pointers into out, from any thread; returns how
+ * many there are (may be more than max).  The workers live until
+ * kr_daemon_free: a thread that uses them must end before that.
+ */
+int kr_daemon_workers(struct kr_daemon *d, struct kr_worker **out, int max);
 
 /*
  * The bound port of group gi's listener for node_id (KR_NODE_BOOTSTRAP

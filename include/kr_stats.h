@@ -29,7 +29,7 @@
  * only that worker's thread writes it.  With a single writer an update is
  * a relaxed atomic load and a relaxed atomic store (KR_STAT_ADD): no
  * locked instruction (x86 compiles both to plain moves), no lost update.
- * Any other thread (an admin endpoint later, the daemon's stop report)
+ * Any other thread (the admin endpoint, kr_admin.h; the daemon's stop report)
  * may read any cell at any time with a relaxed load (KR_STAT_GET,
  * kr_stats_sum) without a data race: each value is whole, but values of
  * different cells are not one snapshot (requests may be read before the
@@ -206,7 +206,10 @@ enum kr_stat_labels {
       "which cannot carry zstd.")                                            \
     X(legacy_partitions_corrupt, COUNTER, NONE, 1,                           \
       "Partitions whose records did not convert (CRC, compression, size): " \
-      "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")
+      "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")         \
+    X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
+      "Client requests answered (a response forwarded or built by krelay "  \
+      "reached its turn), by ApiKey and version (as the client sent them).")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {

@@ -110,6 +110,23 @@ const struct kr_topic_map *kr_upstream_topics(const struct kr_upstream *u);
 bool kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
                            int16_t *min, int16_t *max);
 
+/*
+ * How krelay's own metadata fetches to u went (the admin endpoint's
+ * /readyz): times on the monotonic clock (kr_clock_mono_ms), 0 for
+ * never.  The upstream is reachable when its last fetch succeeded
+ * (last_ok_ms > last_fail_ms).  name is the [upstream]'s (borrowed from
+ * the config, "" for an unnamed one).  u's thread.
+ */
+struct kr_upstream_health {
+    int64_t last_ok_ms;                 /* last fetch that succeeded */
+    int64_t last_fail_ms;               /* last that failed: no bootstrap
+                                           server answered */
+    int nbrokers;                       /* brokers known */
+    const char *name;
+};
+void kr_upstream_health(const struct kr_upstream *u,
+                        struct kr_upstream_health *h);
+
 /* Number of brokers currently known (tests, logs). */
 int kr_upstream_nbrokers(const struct kr_upstream *u);
 

@@ -35,6 +35,10 @@
  *             kr_daemon_start before any worker exists, then only read.
  *   counters  per worker (struct kr_stats, kr_stats.h): written by the
  *             worker's thread only, readable from any thread.
+ *   calls     kr_worker_call: any thread queues a function for the
+ *             worker's loop (a mutex and an eventfd, on every worker);
+ *             the admin endpoint (kr_admin.h) asks about sessions and
+ *             upstreams this way, never reading them itself.
  *   session ids
  *             "c#W.N" in log and audit lines: W the worker's index (the
  *             daemon numbers its workers from 0), N the worker's own count
@@ -173,11 +177,28 @@ struct kr_worker {
     struct kr_wgen *mb_head, **mb_tail; /* queued, oldest first */
     int mb_fd;                          /* eventfd: something queued */
     struct event *mb_ev;
+    /* calls from other threads (kr_worker_call): every worker */
+    pthread_mutex_t call_lock;
+    struct kr_wcall *call_head, **call_tail; /* queued, oldest first */
+    bool calls_closed;                  /* stopped: kr_worker_call refuses */
+    int call_fd;                        /* eventfd: a call queued */
+    struct event *call_ev;
     struct kr_pipe_pool pipes;          /* splice(2) pipes (kr_conn.h) */
     struct kr_session_host host;        /* what its sessions see of it
                                            (pointers into this struct) */
     struct kr_stats stats;              /* kr_stats.h; large: last */
 };
+
+/*
+ * A function to run on a worker's thread (kr_worker_call): w is the
+ * worker, or NULL when the call is cancelled (the worker stopped or is
+ * freed before it ran: then fn runs on the thread that stops or frees
+ * it, only to release arg).
+ */
+typedef void (*kr_worker_call_fn)(struct kr_worker *w, void *arg);
+
+/* A queued call (kr_worker.c). */
+struct kr_wcall;
 
 /*
  * A worker on base (borrowed: the caller runs and frees it).  index names
@@ -218,8 +239,22 @@ void kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen);
 void kr_worker_post(struct kr_worker *w, struct kr_wgen *gen);
 
 /*
- * Close the listeners and every session, free the upstreams, and break
- * w's loop.  On w's thread; idempotent.
+ * Run fn(w, arg) on w's thread, from its loop, soon (an eventfd wakes
+ * it).  Any thread, for any worker (also one on the daemon's base), at
+ * any time between kr_worker_new and kr_worker_free.  How the caller
+ * waits for a result is its own business (the admin endpoint: a
+ * condition variable with a deadline).  Returns KR_OK when queued (fn
+ * runs exactly once: with w, or with NULL when w stops first), KR_ERROR
+ * when w is stopping already or out of memory (fn is not called).  Calls
+ * run in the order queued.
+ */
+int kr_worker_call(struct kr_worker *w, kr_worker_call_fn fn, void *arg)
+    KR_MUST_CHECK;
+
+/*
+ * Close the listeners and every session, free the upstreams, cancel the
+ * calls queued (kr_worker_call) and refuse new ones, and break w's loop.
+ * On w's thread; idempotent.
  */
 void kr_worker_stop(struct kr_worker *w);
 

@@ -74,6 +74,7 @@ enum kr_cf_sect {
     KR_CS_LOG,
     KR_CS_RULE,
     KR_CS_AUDIT,
+    KR_CS_ADMIN,
     KR_CS_NKINDS
 };
 
@@ -83,6 +84,7 @@ static const char *const kr_cf_sect_names[KR_CS_NKINDS] = {
     [KR_CS_LOG] = "log",
     [KR_CS_RULE] = "rule",
     [KR_CS_AUDIT] = "audit",
+    [KR_CS_ADMIN] = "admin",
 };
 
 enum kr_cf_type {
@@ -189,6 +191,7 @@ static const char *const kr_cf_codec_names[] = {
 #define LOGC(f) offsetof(struct kr_log_conf, f)
 #define RUL(f) offsetof(struct kr_rule_conf, f)
 #define AUD(f) offsetof(struct kr_audit_conf, f)
+#define ADM(f) offsetof(struct kr_admin_conf, f)
 
 static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "listen", KR_CT_HOSTPORT, LST(listen), 0, NULL,
@@ -524,6 +527,18 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_AUDIT, "instance", KR_CT_STRING, AUD(instance), 0, NULL, 0, 0, 0,
       "this krelay's name in every audit line (default: the host name); "
       "a reload applies it to the lines written after it", NULL },
+    /* the operations issue: the admin endpoint (kr_admin.h) */
+    { KR_CS_ADMIN, "listen", KR_CT_HOSTPORT, ADM(listen), 0, NULL, 0, 0,
+      KR_CF_REQUIRED | KR_CF_RESTART, "HOST:PORT of the admin HTTP endpoint "
+      "(/metrics, /healthz, /readyz, /connections, /config); a port alone, "
+      ":PORT, listens on 127.0.0.1 (a restart applies a change)", NULL },
+    { KR_CS_ADMIN, "bearer_token_file", KR_CT_PATH, ADM(bearer_token_file),
+      0, NULL, 0, 0, 0, "file whose first line is the token every request "
+      "must bring (Authorization: Bearer TOKEN; 401 without it); read at "
+      "start and at each reload", NULL },
+    { KR_CS_ADMIN, "bearer_token", KR_CT_STRING, ADM(bearer_token), 0, NULL,
+      0, 0, KR_CF_SECRET, "the token itself, in the config file (krelay -t "
+      "warns: prefer bearer_token_file); never printed", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -657,6 +672,9 @@ static const struct {
     { KR_CS_UPSTREAM, "metadata_sasl_password_file", "none (required with "
       "metadata_sasl_mechanism)" },
     { KR_CS_AUDIT, "instance", "the host name (gethostname)" },
+    { KR_CS_ADMIN, "bearer_token_file",
+      "none: no token (one of it and bearer_token asks for one)" },
+    { KR_CS_ADMIN, "bearer_token", "none" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },
@@ -1801,13 +1819,17 @@ kr_cf_inst_add(struct kr_cf_state *st, enum kr_cf_sect kind,
     case KR_CS_AUDIT:
         in->obj = &st->conf->audit;
         break;
+    case KR_CS_ADMIN:
+        in->obj = &st->conf->admin;
+        break;
     default:
         in->obj = &st->conf->log;
         break;
     }
     in->name = strdup(name);
     if (in->obj == NULL || in->name == NULL) {
-        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT) {
+        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT &&
+            in->kind != KR_CS_ADMIN) {
             free(in->obj);
         }
         free(in->name);
@@ -1893,7 +1915,8 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     }
     if (wl == 0 || kind == KR_CS_NKINDS) {
         kr_cf_err(st, line, "unknown section [%.*s] (expected listener, "
-                  "upstream, log, rule or audit)", (int)(close - hdr - 1),
+                  "upstream, log, rule, audit or admin)",
+                  (int)(close - hdr - 1),
                   hdr + 1);
         return;
     }
@@ -1902,7 +1925,8 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
                   "at most %d)", name, KR_CONF_MAX_NAME);
         return;
     }
-    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT) && nl > 0) {
+    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT || kind == KR_CS_ADMIN) &&
+        nl > 0) {
         kr_cf_err(st, line, "[%s] takes no name", kr_cf_sect_names[kind]);
         return;
     }
@@ -2171,6 +2195,9 @@ kr_cf_check_syslog(struct kr_cf_state *st, struct kr_cf_inst *in)
                  "stderr (under systemd: the journal) or a file");
 }
 
+static void kr_cf_check_admin(struct kr_cf_state *st,
+                              struct kr_cf_inst *in);
+
 /* Defaults and required keys of one section. */
 static void
 kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
@@ -2244,6 +2271,9 @@ kr_cf_finish_inst(struct kr_cf_state *st, struct kr_cf_inst *in)
     }
     if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
         kr_cf_check_syslog(st, in);
+    }
+    if (in->kind == KR_CS_ADMIN) {
+        kr_cf_check_admin(st, in);
     }
 }
 
@@ -2770,6 +2800,57 @@ kr_cf_warn_mode(struct kr_cf_state *st, int line, const char *lbl,
     if (w != NULL) {
         kr_cf_warn(st, line, "%s: %s: %s", lbl, key, w);
         free(w);
+    }
+}
+
+/*
+ * [admin]: a port alone listens on loopback; the token from
+ * bearer_token or the first line of bearer_token_file (read now: each
+ * config generation, so a reload, reads it again), not both.
+ */
+static void
+kr_cf_check_admin(struct kr_cf_state *st, struct kr_cf_inst *in)
+{
+    struct kr_admin_conf *a = in->obj;
+    char why[600];
+    size_t len;
+    unsigned mode;
+    int fl = kr_cf_line_of(in, "bearer_token_file");
+
+    a->listen_line = kr_cf_line_of(in, "listen");
+    if (a->listen.host != NULL && a->listen.host[0] == '\0') {
+        char *lo = strdup("127.0.0.1");
+
+        if (lo == NULL) {
+            kr_cf_err(st, a->listen_line, "out of memory");
+            return;
+        }
+        free(a->listen.host);
+        a->listen.host = lo;
+    }
+    if (a->bearer_token != NULL && a->bearer_token_file != NULL) {
+        kr_cf_err(st, kr_cf_line_of(in, "bearer_token"), "[admin]: both "
+                  "bearer_token_file and bearer_token are set: give one");
+        return;
+    }
+    if (a->bearer_token != NULL) {
+        kr_cf_warn(st, kr_cf_line_of(in, "bearer_token"), "[admin]: "
+                   "bearer_token: the token is in the config file "
+                   "(bearer_token_file keeps it out of it)");
+        a->token = strdup(a->bearer_token);
+        if (a->token == NULL) {
+            kr_cf_err(st, kr_cf_line_of(in, "bearer_token"),
+                      "out of memory");
+        }
+    } else if (a->bearer_token_file != NULL) {
+        if (kr_cf_read_secret(a->bearer_token_file, &a->token, &len, &mode,
+                              why, sizeof(why)) != 0) {
+            kr_cf_err(st, fl, "[admin]: bearer_token_file: %s", why);
+            return;
+        }
+        kr_cf_warn_mode(st, fl, "[admin]", "bearer_token_file",
+                        a->bearer_token_file, mode, "a reader has the token "
+                        "of the admin endpoint");
     }
 }
 
@@ -3780,7 +3861,8 @@ kr_cf_build(struct kr_cf_state *st)
     for (i = 0; i < st->ninsts; i++) {
         struct kr_cf_inst *in = &st->insts[i];
 
-        if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
+        if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT ||
+            in->kind == KR_CS_ADMIN) {
             free(in->name);
         } else if (in->kind == KR_CS_RULE) {
             if (!in->bad && c->rules != NULL) {
@@ -3998,6 +4080,15 @@ kr_conf_free(struct kr_conf *c)
     free(c->warnings);
     free(c->audit.target);
     free(c->audit.instance);
+    for (i = 0; i < (int)KR_CF_NKEYS; i++) {
+        if (kr_conf_keys[i].sect == KR_CS_ADMIN) {
+            kr_cf_clear(&kr_conf_keys[i], &c->admin);
+        }
+    }
+    if (c->admin.token != NULL) {
+        OPENSSL_cleanse(c->admin.token, strlen(c->admin.token));
+        free(c->admin.token);
+    }
     free(c->log.target);
     free(c->path);
     free(c);
@@ -4035,6 +4126,7 @@ static const enum kr_conf_reload kr_cf_sect_reload[KR_CS_NKINDS][2] = {
     [KR_CS_LOG] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_RULE] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_AUDIT] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
+    [KR_CS_ADMIN] = { KR_RELOAD_RESTART, KR_RELOAD_RESTART },
 };
 
 static enum kr_conf_reload
@@ -4390,6 +4482,18 @@ kr_conf_reload_diff(const struct kr_conf *old, const struct kr_conf *new,
                                 arg);
     }
     set |= kr_cf_diff_arr(&arrs[2], fn, arg);
+    /* [admin] is there when it has a listen address (a required key) */
+    if (old->admin.listen.host != NULL && new->admin.listen.host != NULL) {
+        ch.section = kr_cf_sect_names[KR_CS_ADMIN];
+        set |= kr_cf_diff_keys(KR_CS_ADMIN, &old->admin, &new->admin, &ch,
+                               fn, arg);
+    } else if (old->admin.listen.host != NULL ||
+               new->admin.listen.host != NULL) {
+        set |= kr_cf_diff_whole(KR_CS_ADMIN, "",
+                                old->admin.listen.host != NULL ? 0 : -1,
+                                new->admin.listen.host != NULL ? 0 : -1, 0,
+                                fn, arg);
+    }
     return set;
 }
 
@@ -4747,6 +4851,9 @@ kr_conf_dump(const struct kr_conf *c, FILE *f)
     kr_cf_dump_section(f, KR_CS_LOG, NULL, &c->log);
     if (c->audit.target != NULL) {
         kr_cf_dump_section(f, KR_CS_AUDIT, NULL, &c->audit);
+    }
+    if (c->admin.listen.host != NULL) {
+        kr_cf_dump_section(f, KR_CS_ADMIN, NULL, &c->admin);
     }
     for (i = 0; i < c->nrules; i++) {
         kr_cf_dump_section(f, KR_CS_RULE, c->rules[i].name, &c->rules[i]);

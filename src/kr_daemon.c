@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "kr_audit.h"
+#include "kr_clock.h"
 #include "kr_daemon.h"
 #include "kr_log.h"
 #include "kr_rewrite.h"
@@ -50,7 +51,44 @@ kr_daemon_new(struct kr_conf *conf, bool own_conf, struct event_base *base)
     d->base = base;
     d->main_worker = true;
     atomic_init(&d->ids, 0);
+    pthread_mutex_init(&d->pub_lock, NULL);
+    atomic_store(&d->conf_loaded_us, kr_clock_wall_us());
     return d;
+}
+
+struct kr_conf_ref *
+kr_daemon_conf_get(struct kr_daemon *d)
+{
+    struct kr_conf_ref *r;
+
+    pthread_mutex_lock(&d->pub_lock);
+    r = kr_conf_ref_get(d->cref);
+    pthread_mutex_unlock(&d->pub_lock);
+    return r;
+}
+
+void
+kr_daemon_audit_counts(struct kr_daemon *d, uint64_t *written,
+                       uint64_t *dropped)
+{
+    pthread_mutex_lock(&d->pub_lock);
+    *written = kr_audit_written(d->audit != NULL ? d->audit->au : NULL);
+    *dropped = kr_audit_dropped(d->audit != NULL ? d->audit->au : NULL);
+    pthread_mutex_unlock(&d->pub_lock);
+}
+
+int
+kr_daemon_workers(struct kr_daemon *d, struct kr_worker **out, int max)
+{
+    int i, n;
+
+    pthread_mutex_lock(&d->pub_lock);
+    n = d->nworkers;
+    for (i = 0; i < n && i < max; i++) {
+        out[i] = d->workers[i];
+    }
+    pthread_mutex_unlock(&d->pub_lock);
+    return n;
 }
 
 struct kr_worker *
@@ -377,10 +415,12 @@ kr_daemon_add_worker(struct kr_daemon *d, struct event_base *base,
         snprintf(err, errlen, "the daemon is not running");
         return NULL;
     }
+    pthread_mutex_lock(&d->pub_lock);
     ws = realloc(d->workers, sizeof(*ws) * (size_t)(d->nworkers + 1));
     if (ws != NULL) {
         d->workers = ws;
     }
+    pthread_mutex_unlock(&d->pub_lock);
     wset = realloc(d->wset, sizeof(*wset) * (size_t)(d->nworkers + 1));
     if (wset != NULL) {
         d->wset = wset;
@@ -413,9 +453,11 @@ kr_daemon_add_worker(struct kr_daemon *d, struct event_base *base,
         kr_worker_free(w);
         return NULL;
     }
+    pthread_mutex_lock(&d->pub_lock);
     d->workers[d->nworkers] = w;
     d->wset[d->nworkers] = si;
     d->nworkers++;
+    pthread_mutex_unlock(&d->pub_lock);
     return w;
 }
 
@@ -740,6 +782,7 @@ kr_daemon_free(struct kr_daemon *d)
     if (d->own_base) {
         event_base_free(d->base);
     }
+    pthread_mutex_destroy(&d->pub_lock);
     free(d);
 }
 
@@ -948,13 +991,18 @@ reload(struct kr_daemon *d, const char *path, const char *by,
     char *errs = NULL;
     size_t elen = 0;
     FILE *ef;
+    int64_t t0;
     int rc;
 
     if (d->stopping) {
         return KR_ERROR;
     }
     ef = open_memstream(&errs, &elen);
+    t0 = kr_clock_mono_us();
     rc = kr_rule_load_with(path, d->load_opts, ef, &nc);
+    if (rc == KR_OK) {
+        atomic_store(&d->conf_load_us, kr_clock_mono_us() - t0);
+    }
     if (ef != NULL) {
         fclose(ef);
     }
@@ -1059,6 +1107,26 @@ audit_restart_cb(const struct kr_conf_change *ch, void *arg)
         kr_log_warn("reload: %s: [audit] %s changed: it needs a restart (or "
                     "a new target): the running audit sink keeps the value "
                     "it was opened with", (const char *)arg, ch->key);
+    }
+}
+
+/*
+ * kr_conf_reload_diff's callback: an [admin] key whose reload attribute
+ * is RESTART (listen) changed, or the section came or went.  arg: the
+ * config's path.
+ */
+static void
+admin_restart_cb(const struct kr_conf_change *ch, void *arg)
+{
+    if (ch->reload == KR_RELOAD_RESTART &&
+        strcmp(ch->section, "admin") == 0) {
+        kr_log_warn("reload: %s: [admin]%s%s %s: the admin endpoint "
+                    "changes only at a restart (it runs as krelay started "
+                    "it)", (const char *)arg, ch->key != NULL ? " " : "",
+                    ch->key != NULL ? ch->key : "",
+                    ch->key != NULL           ? "changed"
+                    : ch->new_index < 0 ? "removed"
+                                              : "added");
     }
 }
 
@@ -1183,11 +1251,14 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         }
     }
     /* the config and the sink the workers get */
+    pthread_mutex_lock(&d->pub_lock);
     d->cref = nref;
     oaref = d->audit;
     d->audit = naref != NULL             ? naref
                : nc->audit.target != NULL ? kr_audit_ref_get(oaref)
                                           : NULL;
+    pthread_mutex_unlock(&d->pub_lock);
+    atomic_store(&d->conf_loaded_us, kr_clock_wall_us());
     for (i = 0; i < d->nworkers; i++) {
         struct kr_lset tmp = { rs[d->wset[i]].ng, nc->nlisteners };
 
@@ -1235,6 +1306,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         (void)kr_conf_reload_diff(d->audit_cref->conf, nc, audit_restart_cb,
                                   (void *)path);
     }
+    (void)kr_conf_reload_diff(oc, nc, admin_restart_cb, (void *)path);
     /* the drops of the sink that was running */
     audit_report(oaref, "reload");
     kr_audit_ref_put(oaref);

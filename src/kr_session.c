@@ -453,6 +453,8 @@ kr_s_fifo_pop(struct kr_session *s)
     const struct kr_inflight *e = kr_inflight_head(&s->fifo);
     bool answered = !e->optional;
     int64_t sent = e->sent_ms;
+    size_t cell = kr_stats_api_cell(e->api_key, e->api_version);
+    bool client = e->kind == KR_INF_REQUEST;
 
     fifo_leave(s, e);
     kr_inflight_pop(&s->fifo, kr_clock_timer_ms());
@@ -460,6 +462,9 @@ kr_s_fifo_pop(struct kr_session *s)
     if (answered) {
         kr_stats_observe_latency(s->host->stats,
                                  s->fifo.head_since_ms - sent);
+        if (client) {
+            KR_STAT_INC_L(s->host->stats, api_responses, cell);
+        }
     }
 }
 

@@ -743,10 +743,12 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         e.sasl = h.api_key == KR_API_SASL_AUTHENTICATE ||
                  !sasl_refused(s, h.api_version);
     }
-    if (!h.client_id_null && *s->host->audit != NULL) {
+    if (!h.client_id_null &&
+        (*s->host->audit != NULL || s->client_id[0] == '\0')) {
         /* the close line's client_id: the last one the connection sent,
            whatever path its requests take (the header's printable
-           prefix; a copy of at most 49 bytes, with an audit sink only) */
+           prefix; a copy of at most 49 bytes, with an audit sink only;
+           without one the first, for the admin's /connections) */
         _Static_assert(sizeof(s->client_id) > KR_FRAME_CLIENT_ID_MAX,
                        "kr_session.client_id holds kr_req_hdr's");
         memcpy(s->client_id, h.client_id, strlen(h.client_id) + 1);

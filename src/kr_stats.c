@@ -174,7 +174,7 @@ static void
 prom_histogram(FILE *out, const char *full, const struct kr_stats *const *st,
                int n, enum kr_stat_id id)
 {
-    uint64_t cum = 0;
+    uint64_t cum = 0, sum_ms;
     size_t i;
 
     for (i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
@@ -186,9 +186,10 @@ prom_histogram(FILE *out, const char *full, const struct kr_stats *const *st,
             fprintf(out, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", full, cum);
         }
     }
-    fprintf(out, "%s_sum %g\n", full,
-            (double)kr_stats_sum(st, n, id, KR_STATS_LATENCY_BOUNDS + 1) /
-                1000.0);
+    /* ms as seconds, exactly (%g would keep 6 digits of a large sum) */
+    sum_ms = kr_stats_sum(st, n, id, KR_STATS_LATENCY_BOUNDS + 1);
+    fprintf(out, "%s_sum %" PRIu64 ".%03u\n", full, sum_ms / 1000,
+            (unsigned)(sum_ms % 1000));
     fprintf(out, "%s_count %" PRIu64 "\n", full, cum);
 }
 

@@ -153,6 +153,8 @@ struct kr_upstream {
     int32_t corr;
     int16_t md_version;
     int64_t last_done_ms;
+    int64_t last_ok_ms, last_fail_ms;   /* fetches that ended so
+                                           (kr_upstream_health) */
     int64_t backoff_ms;
     struct {
         int32_t node_id;
@@ -1335,6 +1337,11 @@ fetch_done(struct kr_upstream *u, bool ok)
     u->state = F_IDLE;
     u->last_done_ms = kr_clock_mono_ms();
     if (ok) {
+        u->last_ok_ms = u->last_done_ms;
+    } else {
+        u->last_fail_ms = u->last_done_ms;
+    }
+    if (ok) {
         u->backoff_ms = 0;
         next = u->uc->metadata_refresh_ms;
     } else {
@@ -1384,6 +1391,16 @@ fetch_done(struct kr_upstream *u, bool ok)
             resolve_free(r);
         }
     }
+}
+
+void
+kr_upstream_health(const struct kr_upstream *u, struct kr_upstream_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->last_ok_ms = u->last_ok_ms;
+    h->last_fail_ms = u->last_fail_ms;
+    h->nbrokers = u->nbrokers;
+    h->name = u->uc->name;
 }
 
 /* ---- life cycle ------------------------------------------------------- */

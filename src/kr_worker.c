@@ -106,6 +106,13 @@ kr_wgen_free(struct kr_wgen *gen)
 /* ---- the worker --------------------------------------------------------- */
 
 static void mailbox_cb(evutil_socket_t fd, short what, void *arg);
+static void call_cb(evutil_socket_t fd, short what, void *arg);
+
+struct kr_wcall {
+    struct kr_wcall *next;
+    kr_worker_call_fn fn;
+    void *arg;
+};
 
 struct kr_worker *
 kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
@@ -119,6 +126,7 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     w->base = base;
     w->index = index;
     w->mb_fd = -1;
+    w->call_fd = -1;
     w->scratch = malloc(KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX);
     if (w->scratch == NULL) {
         free(w);
@@ -137,15 +145,29 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     w->host.worker = index;
     w->host.seq = &w->seq;
     w->host.group_release = kr_worker_group_release;
+    w->call_tail = &w->call_head;
+    if (pthread_mutex_init(&w->call_lock, NULL) != 0) {
+        free(w->scratch);
+        free(w);
+        return NULL;
+    }
+    w->call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->call_ev = w->call_fd < 0 ? NULL
+                                : event_new(base, w->call_fd,
+                                            EV_READ | EV_PERSIST, call_cb, w);
+    if (w->call_ev == NULL || event_add(w->call_ev, NULL) != 0) {
+        kr_worker_free(w);
+        return NULL;
+    }
     if (mailbox) {
         w->mb_tail = &w->mb_head;
         w->mb_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (w->mb_fd < 0 || pthread_mutex_init(&w->mb_lock, NULL) != 0) {
             if (w->mb_fd >= 0) {
                 close(w->mb_fd);
+                w->mb_fd = -1;
             }
-            free(w->scratch);
-            free(w);
+            kr_worker_free(w);
             return NULL;
         }
         w->has_mailbox = true;
@@ -534,6 +556,74 @@ kr_worker_post(struct kr_worker *w, struct kr_wgen *gen)
     }
 }
 
+/* Take every queued call (and, with close, refuse new ones). */
+static struct kr_wcall *
+calls_take(struct kr_worker *w, bool close)
+{
+    struct kr_wcall *c;
+
+    pthread_mutex_lock(&w->call_lock);
+    c = w->call_head;
+    w->call_head = NULL;
+    w->call_tail = &w->call_head;
+    if (close) {
+        w->calls_closed = true;
+    }
+    pthread_mutex_unlock(&w->call_lock);
+    return c;
+}
+
+/* Run (w) or cancel (NULL) a list of calls, freeing them. */
+static void
+calls_run(struct kr_worker *w, struct kr_wcall *c)
+{
+    struct kr_wcall *next;
+
+    for (; c != NULL; c = next) {
+        next = c->next;
+        c->fn(w, c->arg);
+        free(c);
+    }
+}
+
+static void
+call_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_worker *w = arg;
+    uint64_t n;
+
+    (void)what;
+    while (read(fd, &n, sizeof(n)) < 0 && errno == EINTR) {
+    }
+    calls_run(w, calls_take(w, false));
+}
+
+int
+kr_worker_call(struct kr_worker *w, kr_worker_call_fn fn, void *arg)
+{
+    struct kr_wcall *c = malloc(sizeof(*c));
+    uint64_t one = 1;
+
+    if (c == NULL) {
+        return KR_ERROR;
+    }
+    c->next = NULL;
+    c->fn = fn;
+    c->arg = arg;
+    pthread_mutex_lock(&w->call_lock);
+    if (w->calls_closed) {
+        pthread_mutex_unlock(&w->call_lock);
+        free(c);
+        return KR_ERROR;
+    }
+    *w->call_tail = c;
+    w->call_tail = &c->next;
+    pthread_mutex_unlock(&w->call_lock);
+    while (write(w->call_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+    return KR_OK;
+}
+
 void
 kr_worker_stop(struct kr_worker *w)
 {
@@ -543,6 +633,8 @@ kr_worker_stop(struct kr_worker *w)
         return;
     }
     w->stopping = true;
+    /* the calls queued are cancelled: their callers stop waiting */
+    calls_run(NULL, calls_take(w, true));
     for (i = 0; i < w->ngroups; i++) {
         close_group(w->groups[i]);
     }
@@ -591,6 +683,14 @@ kr_worker_free(struct kr_worker *w)
     if (w->mb_ev != NULL) {
         event_free(w->mb_ev);
     }
+    calls_run(NULL, calls_take(w, true));
+    if (w->call_ev != NULL) {
+        event_free(w->call_ev);
+    }
+    if (w->call_fd >= 0) {
+        close(w->call_fd);
+    }
+    pthread_mutex_destroy(&w->call_lock);
     if (w->mb_fd >= 0) {
         close(w->mb_fd);
     }

@@ -22,6 +22,8 @@
 
 #include "kr_conf.h"
 #include "kr_log.h"
+#include "kr_admin.h"
+#include "kr_clock.h"
 #include "kr_daemon.h"
 #include "kr_demo.h"
 #include "kr_rule.h"
@@ -512,6 +514,8 @@ main(int argc, char **argv)
     struct kr_demo dm = { .pid = 0, .ctl_fd = -1, .out_fd = -1 };
     struct demo_watch watch = { .dm = &dm };
     struct event *demo_ev = NULL;
+    struct kr_admin *admin = NULL;
+    int64_t load_t0, load_us = 0;
 
     if (!std_fds_open()) {
         fprintf(stderr, "krelay: fd 0, 1 or 2 is closed and /dev/null "
@@ -656,10 +660,12 @@ main(int argc, char **argv)
         demo_opts.stand_in_upstream = dm.pid != 0 ? dm.bootstraps
                                                   : "127.0.0.1:1";
     }
+    load_t0 = kr_clock_mono_us();
     if (conf == NULL && load_conf(path, NULL, demo ? &demo_opts : NULL,
                                   &conf) != KR_OK) {
         goto out;
     }
+    load_us = kr_clock_mono_us() - load_t0;
     /* to stderr at start too: a warning never stops krelay (-t -W does) */
     nwarn = print_warnings(conf) + nlisten_warn;
     if (demo && path != NULL) {
@@ -729,6 +735,7 @@ main(int argc, char **argv)
     }
     conf = NULL;                /* the daemon owns it */
     p->log_verbose = verbose;
+    atomic_store(&p->conf_load_us, load_us);
     if (demo && path == NULL) {
         p->no_conf_file = true;
     } else if (dm.pid != 0) {
@@ -829,13 +836,28 @@ main(int argc, char **argv)
                 "brokers.\n" : ndemo_warn == 1 ? " above first: clients may "
                 "not reach the brokers.\n" : "");
     }
+    if (p->cref->conf->admin.listen.host != NULL) {
+        admin = kr_admin_start(p, &p->cref->conf->admin, err, sizeof(err));
+        if (admin == NULL) {
+            kr_log_error("cannot start: %s", err);
+            if (conf_log_elsewhere) {
+                fprintf(stderr, "krelay: cannot start: %s\n", err);
+            }
+            goto out;
+        }
+    }
     kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
                   p->cref->conf->nlisteners,
                   p->cref->conf->nlisteners == 1 ? "" : "s");
     kr_daemon_run(p);
+    /* the daemon stopped its workers: the admin thread goes before they
+       are freed */
+    kr_admin_stop(admin);
+    admin = NULL;
     kr_log_notice("krelay stopped");
     rc = watch.gone ? 1 : 0;
 out:
+    kr_admin_stop(admin);
     if (demo_ev != NULL) {
         event_free(demo_ev);
     }

@@ -20,6 +20,7 @@ SECTION_TITLES = {
     'upstream': '[upstream] or [upstream NAME]',
     'log': '[log]',
     'audit': '[audit]',
+    'admin': '[admin]',
     'rule': '[rule NAME]',
 }
 

@@ -283,6 +283,95 @@ warnings_of(const struct kr_conf *c, unsigned *n)
 }
 
 /*
+ * The operations issue: [admin].  A port alone listens on loopback; the
+ * token comes from bearer_token_file's first line or bearer_token (which
+ * warns), never both; the token is never dumped.
+ */
+START_TEST(test_admin_keys)
+{
+    char tf[] = "/tmp/check_conf_tok.XXXXXX", text[1024], *dump = NULL;
+    struct kr_conf *c;
+    size_t len = 0;
+    FILE *f;
+    unsigned n;
+    char *w;
+    int fd = mkstemp(tf);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "tok-one\nnext\n", 13), 13);
+    close(fd);
+    /* no [admin]: off */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_ptr_null(c->admin.listen.host);
+    ck_assert_ptr_null(c->admin.token);
+    kr_conf_free(c);
+    /* lines: 1 [upstream], 2 bootstrap, 3 [listener], 4 listen, 5 base,
+       6 [admin], 7 listen, 8 bearer_token_file */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER "[admin]\n"
+             "listen = :9644\nbearer_token_file = %s\n", tf);
+    c = load_ok(text);
+    ck_assert_str_eq(c->admin.listen.host, "127.0.0.1");
+    ck_assert_uint_eq(c->admin.listen.port, 9644);
+    ck_assert_int_eq(c->admin.listen_line, 7);
+    ck_assert_str_eq(c->admin.token, "tok-one");
+    ck_assert_int_eq(c->nwarnings, 0);
+    f = open_memstream(&dump, &len);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "\n[admin]\nlisten = 127.0.0.1:9644\n"
+                                       "bearer_token_file = "));
+    ck_assert_ptr_null(strstr(dump, "tok-one"));
+    free(dump);
+    kr_conf_free(c);
+    /* a token file others can read warns */
+    ck_assert_int_eq(chmod(tf, 0644), 0);
+    c = load_ok(text);
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_ptr_nonnull(strstr(w, "t.ini:8: [admin]: bearer_token_file: "));
+    ck_assert_ptr_nonnull(strstr(w, "a reader has the token of the admin "
+                                    "endpoint"));
+    free(w);
+    kr_conf_free(c);
+    /* inline: a warning, and never dumped */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[admin]\nlisten = [::1]:9644\n"
+                "bearer_token = inline-tok\n");
+    ck_assert_str_eq(c->admin.listen.host, "::1");
+    ck_assert_str_eq(c->admin.token, "inline-tok");
+    w = warnings_of(c, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(w, "t.ini:8: [admin]: bearer_token: the token is in "
+                        "the config file (bearer_token_file keeps it out of "
+                        "it)\n");
+    free(w);
+    dump = NULL;
+    f = open_memstream(&dump, &len);
+    kr_conf_dump(c, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(dump, "bearer_token = (not shown: a "
+                                       "secret)\n"));
+    ck_assert_ptr_null(strstr(dump, "inline-tok"));
+    free(dump);
+    kr_conf_free(c);
+    /* mistakes: one error each */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER "[admin]\n"
+             "listen = :9644\nbearer_token_file = %s\nbearer_token = x\n",
+             tf);
+    expect_one_error(text, "t.ini:9: [admin]: both bearer_token_file and "
+                           "bearer_token are set: give one");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[admin]\n"
+                     "bearer_token_file = /nonexistent/tok\nlisten = :1\n",
+                     "t.ini:7: [admin]: bearer_token_file: cannot read "
+                     "/nonexistent/tok: ");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[admin]\nbearer_token = x\n",
+                     "'listen'");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[admin x]\nlisten = :1\n",
+                     "[admin] takes no name");
+    ck_assert_int_eq(unlink(tf), 0);
+}
+END_TEST
+
+/*
  * issue 9: SASL origination keys.  The password file's first line is
  * loaded (CR LF cut), each mistake is one error at its line, an inline
  * secret warns, and no secret is ever dumped.
@@ -1162,7 +1251,7 @@ START_TEST(test_err_all_collected)
         "t.ini:8: 'level': bad value 'verbose': expected error, warn, "
         "notice, info, debug or trace\n"
         "t.ini:9: unknown section [extra] (expected listener, upstream, "
-        "log, rule or audit)\n"
+        "log, rule, audit or admin)\n"
         "t.ini:4: [listener]: missing required key 'broker_port_base' (or "
         "sni_broker_name: SNI routing, every broker on the listen port)\n");
     free(errs);
@@ -1729,6 +1818,7 @@ static const char *const reload_base[] = {
     "[log]", NULL,
     "[audit]", "target = audit.log", NULL,
     "[rule r]", "api = Produce", "audit = true", NULL,
+    "[admin]", "listen = 127.0.0.1:29644", NULL,
     NULL
 };
 
@@ -1947,6 +2037,15 @@ static const struct reload_row reload_rows[] = {
       "", "queue_bytes = 8192" },
     { "[audit]", "instance", KR_RELOAD_APPLY,
       "", "instance = proxy-eu-1" },
+
+    /* the operations issue: the admin endpoint keeps its address until a
+       restart; the token is read from the current config per request */
+    { "[admin]", "listen", KR_RELOAD_RESTART,
+      "listen = 127.0.0.1:29644", "listen = :29645" },
+    { "[admin]", "bearer_token_file", KR_RELOAD_APPLY,
+      "", "bearer_token_file = @D@/server-full.pem" },
+    { "[admin]", "bearer_token", KR_RELOAD_APPLY,
+      "", "bearer_token = fake-token" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
@@ -3207,6 +3306,7 @@ conf_suite(void)
     int nrows = (int)(sizeof(reload_rows) / sizeof(reload_rows[0]));
 
     tcase_add_test(tc, test_full);
+    tcase_add_test(tc, test_admin_keys);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_proxy_protocol);
     tcase_add_test(tc, test_advertised_default);

@@ -1,0 +1,236 @@
+#!/bin/bash
+# The admin endpoint ([admin], src/kr_admin.c): /healthz and /readyz with
+# the upstream down, then up, then dead; a confluent-kafka producer's own
+# count (librdkafka statistics: Produce requests, requests and bytes
+# sent, summed over its brokers) against /metrics scraped while it is
+# connected and idle; the whole scrape under a strict exposition-format
+# checker (prom_check.py); /connections shows the client with its
+# ClientId; /config hides a SASL password; a refused reload counts in
+# /metrics; the bearer token is asked (401) everywhere but /healthz.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/lib.sh"
+
+kr_need_py confluent_kafka
+kr_setup 120
+kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: no admin endpoint"
+W=$KR_WORK
+N=500
+CID=admin-test-producer
+TOKEN=fake-admin-token-$$
+SECRET=fake-sasl-password-$$
+CHECK=("$KR_PY" "$top_srcdir/tests/integration/prom_check.py")
+printf '%s\n' "$TOKEN" >"$W/token"
+chmod 600 "$W/token"
+
+# A second, unused [upstream] carries a SASL password for /config: the
+# lib's [upstream] is renamed "main" and the listener names it.
+eval "$(declare -f kr_write_conf | sed '1s/kr_write_conf/kr_write_conf_lib/')"
+kr_write_conf() {
+    kr_write_conf_lib "$1"
+    sed -i 's/^\[upstream\]$/[upstream main]/' "$1"
+}
+KR_LISTENER_CONF="upstream = main"
+KR_UPSTREAM_CONF="metadata_refresh_ms = 1000"
+
+# http PATH [TOKEN]: GET the admin endpoint; the status in CODE, the body
+# in $W/body.
+http() {
+    CODE=$("$KR_PY" - "http://127.0.0.1:$ADMIN_PORT$1" "${2:-}" \
+               "$W/body" <<'EOF'
+import sys, urllib.request, urllib.error
+url, token, out = sys.argv[1:]
+h = {'Authorization': 'Bearer ' + token} if token else {}
+try:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=h),
+                                timeout=10) as r:
+        code, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    code, body = e.code, e.read()
+open(out, 'wb').write(body)
+print(code)
+EOF
+) || CODE=none
+}
+
+start_with_admin() {
+    ADMIN_PORT=$(kr_free_ports 1) || exit 99
+    cat >"$W/admin.ini" <<EOF
+
+[upstream spare]
+bootstrap_servers = 127.0.0.1:$DEAD_PORT
+sasl_mechanism = PLAIN
+sasl_username = fake-user
+sasl_password = $SECRET
+
+[admin]
+listen = :$ADMIN_PORT
+bearer_token_file = $W/token
+EOF
+    KR_EXTRA_CONF=$W/admin.ini
+    kr_start_krelay
+    kr_wait_port "$ADMIN_PORT" 30 "$KR_KRELAY_PID" ||
+        kr_fail "the admin endpoint does not listen on 127.0.0.1:$ADMIN_PORT"
+}
+
+ready_is() {
+    http /readyz "$TOKEN"
+    [ "$CODE" = "$1" ]
+}
+
+# 1. No upstream yet (nothing listens where it points): alive, not ready.
+DEAD_PORT=$(kr_free_ports 1) || exit 99
+KR_UPSTREAM_BOOTSTRAP=127.0.0.1:$DEAD_PORT
+start_with_admin
+http /healthz
+[ "$CODE" = 200 ] && [ "$(cat "$W/body")" = ok ] ||
+    kr_fail "/healthz: $CODE $(cat "$W/body")"
+kr_wait_for 20 ready_is 503 || kr_fail "/readyz with no upstream: $CODE"
+grep -q 'upstream main: no metadata fetch' "$W/body" ||
+    kr_fail "/readyz gives no reason: $(cat "$W/body")"
+kr_log "no upstream: /healthz 200, /readyz 503: $(cat "$W/body")"
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+mv "$W/krelay.log" "$W/krelay-first.log"
+
+# 2. The mock up: ready.
+unset KR_UPSTREAM_BOOTSTRAP
+kr_start_mock admin:3
+start_with_admin
+kr_wait_for 20 ready_is 200 || kr_fail "/readyz with the mock up: $CODE $(cat "$W/body")"
+
+# 3. The token: 401 without it or with another one, not for /healthz.
+for p in /metrics /readyz /connections /config /nothing; do
+    http "$p"
+    [ "$CODE" = 401 ] || kr_fail "$p without the token: $CODE"
+    http "$p" "not-$TOKEN"
+    [ "$CODE" = 401 ] || kr_fail "$p with a wrong token: $CODE"
+done
+http /nothing "$TOKEN"
+[ "$CODE" = 404 ] || kr_fail "/nothing with the token: $CODE"
+kr_log "bearer token: 401 without it and with a wrong one"
+
+# 4. A producer's own count against /metrics.
+kr_run 60 "$KR_PY" "$top_srcdir/tests/integration/admin_client.py" \
+    "$KR_BOOTSTRAP" "http://127.0.0.1:$ADMIN_PORT" "$TOKEN" "$N" admin \
+    "$CID" "$W" >"$W/client.out" 2>"$W/client.log" ||
+    kr_fail "admin_client.py failed: $(tail -3 "$W/client.log")"
+"${CHECK[@]}" "$W/metrics.txt" >"$W/prom_check.out" 2>&1 ||
+    kr_fail "exposition format: $(cat "$W/prom_check.out")"
+kr_log "/metrics: $(cat "$W/prom_check.out")"
+"$KR_PY" - "$W/client.json" "$W/metrics.txt" "$N" <<'EOF' ||
+import json, re, sys
+c = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+n = int(sys.argv[3])
+
+def total(name, **labels):
+    s = 0
+    for line in text.splitlines():
+        m = re.match(r'(\w+)(?:\{(.*)\})? (\S+)$', line)
+        if not m or m.group(1) != name:
+            continue
+        ls = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ''))
+        if all(ls.get(k) == v for k, v in labels.items()):
+            s += float(m.group(3))
+    return int(s)
+
+bad = []
+def eq(what, krelay, client):
+    print('%-46s krelay %8d  client %8d' % (what, krelay, client))
+    if krelay != client:
+        bad.append(what)
+
+eq('messages delivered (client) = N', n, c['delivered'])
+eq('Produce requests', total('krelay_api_requests_total', api='Produce'),
+   c['produce'])
+eq('Produce responses', total('krelay_api_responses_total', api='Produce'),
+   c['produce'])
+eq('requests (all APIs)', total('krelay_requests_total'), c['tx'])
+eq('request bytes (client txbytes = bytes_up)',
+   total('krelay_bytes_up_total'), c['txbytes'])
+eq('connections open = brokers connected', total('krelay_conn_active'),
+   c['brokers'])
+if c['produce'] < 2:
+    bad.append('too few Produce requests to mean anything')
+sys.exit('mismatch: ' + ', '.join(bad) if bad else 0)
+EOF
+    kr_fail "/metrics does not match the client's count"
+"$KR_PY" - "$W/connections.json" "$CID" <<'EOF' >"$W/conns.out" ||
+import json, sys
+d = json.load(open(sys.argv[1]))
+cs = d['connections']
+assert d['total'] == len(cs) > 0, d
+mine = [c for c in cs if c['client_id'] == sys.argv[2]]
+assert len(mine) == len(cs), cs
+for c in mine:
+    assert c['client_address'] == '127.0.0.1' and c['client_port'] > 0, c
+    assert c['bytes_from_client'] > 0 and c['bytes_to_client'] > 0, c
+    assert c['in_flight'] == 0 and c['age_seconds'] > 0, c
+    assert c['listener_address'].startswith('127.0.0.1:'), c
+print('%d connections of %s' % (len(mine), sys.argv[2]))
+EOF
+    kr_fail "/connections: $(cat "$W/conns.out") $(head -c 600 "$W/connections.json")"
+kr_log "/connections: $(cat "$W/conns.out")"
+http "/connections?offset=1&limit=1" "$TOKEN"
+[ "$CODE" = 200 ] && grep -q '"offset": 1' "$W/body" ||
+    kr_fail "/connections?offset=1&limit=1: $CODE"
+http "/connections?limit=x" "$TOKEN"
+[ "$CODE" = 400 ] || kr_fail "/connections?limit=x: $CODE"
+
+# 5. /config: the effective configuration, the SASL password hidden.
+http /config "$TOKEN"
+[ "$CODE" = 200 ] || kr_fail "/config: $CODE"
+grep -q '^sasl_password = (not shown: a secret)$' "$W/body" ||
+    kr_fail "/config does not list sasl_password as hidden"
+grep -q "bearer_token_file = $W/token" "$W/body" ||
+    kr_fail "/config does not show the token's file name"
+if grep -q -e "$SECRET" -e "$TOKEN" "$W/body"; then
+    kr_fail "/config shows a secret"
+fi
+if grep -q -e "$SECRET" -e "$TOKEN" "$W/krelay.log" "$W/krelay.out.log"; then
+    kr_fail "a secret reached the log"
+fi
+kr_log "/config: the SASL password and the token are not shown"
+
+# 6. A reload refused (a broken file) counts as failed; a good one as ok.
+cp "$W/krelay.ini" "$W/krelay.ini.good"
+echo "[broken" >>"$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q 'reload of .* refused' "$W/krelay.log" ||
+    kr_fail "the broken reload was not refused"
+http /metrics "$TOKEN"
+grep -qx 'krelay_reloads_total{result="failed"} 1' "$W/body" ||
+    kr_fail "failed reload not counted: $(grep reloads "$W/body")"
+cp "$W/krelay.ini.good" "$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q ': reloaded ' "$W/krelay.log" ||
+    kr_fail "the good reload did not happen"
+http /metrics "$TOKEN"
+grep -qx 'krelay_reloads_total{result="ok"} 1' "$W/body" ||
+    kr_fail "reload not counted: $(grep reloads "$W/body")"
+kr_log "reloads: refused and applied, both counted"
+# A reload that removes [admin] leaves the endpoint as it started: its
+# token is still asked.
+sed '/^\[admin\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+kill -HUP "$KR_KRELAY_PID"
+kr_wait_for 20 grep -q '\[admin\] removed: the admin endpoint changes only at a restart' \
+    "$W/krelay.log" || kr_fail "removing [admin] by a reload not logged"
+http /metrics
+[ "$CODE" = 401 ] || kr_fail "[admin] removed: /metrics without the token: $CODE"
+http /metrics "$TOKEN"
+[ "$CODE" = 200 ] && grep -qx 'krelay_reloads_total{result="ok"} 2' "$W/body" ||
+    kr_fail "[admin] removed: /metrics with the token: $CODE"
+cp "$W/krelay.ini.good" "$W/krelay.ini"
+kr_log "a reload without [admin]: the endpoint keeps its token"
+
+# 7. The upstream dies: not ready, with the reason; still alive.
+kr_check_alive
+kr_check_no_direct
+kr_stop "$KR_MOCK_PID" krmock "$W/mock.log"
+kr_wait_for 20 ready_is 503 || kr_fail "/readyz with the mock gone: $CODE"
+grep -q 'upstream main: the last metadata fetch failed' "$W/body" ||
+    kr_fail "/readyz reason: $(cat "$W/body")"
+kr_log "upstream dead: /readyz 503: $(cat "$W/body")"
+http /healthz
+[ "$CODE" = 200 ] || kr_fail "/healthz with the mock gone: $CODE"
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+kr_log "PASS"
