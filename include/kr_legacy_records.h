@@ -47,12 +47,16 @@ struct kr_legacy_part {
     int32_t max_bytes;
     int16_t error;                      /* KR_KERR_*; 0: none */
     char why[160];                      /* error: what was wrong */
+    uint32_t topic_at, part_at;         /* Produce: its place in the
+                                           request (TopicData and
+                                           PartitionData indexes) */
 };
 
-/* The partitions of one request (malloc'd array of n). */
+/* The partitions of one request (malloc'd array of n; zeroed: empty). */
 struct kr_legacy_parts {
     struct kr_legacy_part *v;
     size_t n;
+    size_t cap;                         /* v's room, grown by doubling */
 };
 
 /* Free the array and its topic names; leave p zeroed. */
@@ -77,11 +81,13 @@ int kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                          struct kr_legacy_parts *bad,
                          struct kr_records_stats *st) KR_MUST_CHECK;
 
-/* Does req name a partition that is not one of bad's? */
+/* Does req name a partition that is not one of bad's?  (bad: as
+   kr_legacy_produce_up filled it for req, in request order.) */
 bool kr_legacy_produce_any_left(const struct kr_node *req,
                                 const struct kr_legacy_parts *bad);
 
-/* Remove bad's partitions from req (and topics left with none). */
+/* Remove bad's partitions (kr_legacy_produce_up's, by their place in
+   req) from req, and topics left with none.  Linear in req's size. */
 void kr_legacy_produce_drop(struct kr_node *req,
                             const struct kr_legacy_parts *bad);
 
@@ -89,7 +95,10 @@ void kr_legacy_produce_drop(struct kr_node *req,
  * Add the partitions of bad to a Produce response body rsp (any version,
  * after it was translated back to the client's): each with its ErrorCode,
  * BaseOffset -1, under its topic (added when the broker's response has
- * no entry for it).  Returns KR_OK or KR_ENOMEM.
+ * no entry for it).  Each topic's partition array and the topic array
+ * grow once, whatever the number of bad partitions (a request may name
+ * tens of thousands).  Returns KR_OK, KR_ENOMEM, or KR_EPROTO when rsp
+ * is not a Produce response body.
  */
 int kr_legacy_produce_merge(struct kr_arena *a, struct kr_node *rsp,
                             const struct kr_legacy_parts *bad) KR_MUST_CHECK;

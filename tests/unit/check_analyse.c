@@ -410,6 +410,124 @@ START_TEST(test_legacy_produce_up_and_back)
 END_TEST
 
 /*
+ * issue 10, a hostile client: a Produce v2 naming thousands of partitions
+ * whose records do not convert (here 2000 over two topics, a message
+ * whose Size is below the minimum: 17 bytes each, 34 KiB of request) and
+ * one good one.  Each bad partition gets its CORRUPT_MESSAGE merged into
+ * the broker's answer; the merge grows each array once, so its arena
+ * memory is linear in the partitions (one grow per partition made it
+ * quadratic: about 400 MB here, and seconds of a worker's time).
+ */
+#define LEGACY_SHORT "AAAAAAAAAAAAAAAFeHh4eHg="
+
+START_TEST(test_legacy_produce_many_bad)
+{
+    enum { NBAD = 2000 };
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":7},"
+        "\"body\":{\"Responses\":[{\"Name\":\"orders\",\"PartitionResponses\":"
+        "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":40,"
+        "\"LogAppendTimeMs\":-1}]}],\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_msg up, rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *v;
+    size_t cap = 256 + (size_t)NBAD * 64, len, used;
+    char *js = malloc(cap);
+    unsigned nerr[2] = { 0, 0 };
+    json_t *j;
+    int rc;
+
+    ck_assert_ptr_nonnull(js);
+    len = (size_t)snprintf(js, cap,
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"}");
+    for (int i = 1; i <= NBAD; i++) {
+        if (i == NBAD / 2 + 1) {
+            len += (size_t)snprintf(js + len, cap - len, "]},{\"Name\":"
+                                    "\"other\",\"PartitionData\":[");
+        }
+        len += (size_t)snprintf(js + len, cap - len,
+                                "%s{\"Index\":%d,\"Records\":\""
+                                LEGACY_SHORT "\"}",
+                                i == NBAD / 2 + 1 ? "" : ",", i);
+    }
+    len += (size_t)snprintf(js + len, cap - len, "]}]}}");
+    ck_assert_uint_lt(len, cap);
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(js, 0, NULL);
+    free(js);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, NBAD);
+    /* what goes up: the good partition alone */
+    decode_w(&T.d.w, false, 0, 0, &up);
+    v = kr_node_get(up.body, "TopicData");
+    ck_assert_uint_eq(v->u.arr->n, 1);
+    v = kr_node_get(v->u.arr->items[0].u.node, "PartitionData");
+    ck_assert_uint_eq(v->u.arr->n, 1);
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "Index"), 0);
+    /* the broker's answer for partition 0; the bad ones merged in */
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    used = T.arena.used;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                        &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%d %s", rd.outcome,
+                  rd.text);
+    ck_assert_msg(T.arena.used - used < (size_t)NBAD * 1024,
+                  "the merge took %zu bytes of arena for %d partitions",
+                  T.arena.used - used, NBAD);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    v = kr_node_get(out.body, "Responses");
+    ck_assert_uint_eq(v->u.arr->n, 2);
+    for (unsigned t = 0; t < 2; t++) {
+        const struct kr_node *tn = v->u.arr->items[t].u.node;
+        const struct kr_val *pv = kr_node_get(tn, "PartitionResponses");
+
+        ck_assert_uint_eq(pv->u.arr->n, t == 0 ? NBAD / 2 + 1 : NBAD / 2);
+        for (unsigned p = 0; p < pv->u.arr->n; p++) {
+            const struct kr_node *pn = pv->u.arr->items[p].u.node;
+            /* orders: 0 (the broker's), then 1..; other: NBAD/2+1.. */
+            int64_t want = t == 0 ? (int64_t)p : NBAD / 2 + 1 + (int64_t)p;
+
+            ck_assert_int_eq(int_at(pn, "Index"), want);
+            if (int_at(pn, "ErrorCode") == KR_KERR_CORRUPT_MESSAGE) {
+                ck_assert_int_eq(int_at(pn, "BaseOffset"), -1);
+                nerr[t]++;
+            }
+        }
+    }
+    ck_assert_uint_eq(nerr[0], NBAD / 2);
+    ck_assert_uint_eq(nerr[1], NBAD / 2);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
  * issue 10: a Fetch v2 from the middle of an uncompressed batch goes up
  * as v4; the broker's RecordBatch v2 (made with kafka-python's
  * DefaultRecordBatchBuilder when the test was written: offsets 40-41)
@@ -749,6 +867,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
+    tcase_add_test(tc, test_legacy_produce_many_bad);
     suite_add_tcase(s, tc);
     return s;
 }
