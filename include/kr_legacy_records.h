@@ -29,7 +29,9 @@ struct kr_legacy_rec_opts {
     size_t max_batch_bytes;             /* legacy_batch_max_bytes: no
                                            RecordBatch above it (0: none) */
     size_t max_uncompressed;            /* max_frame_bytes: decompressed
-                                           bytes per wrapper or batch */
+                                           bytes of a Produce request's
+                                           wrappers together, of a Fetch
+                                           response's batch */
     enum kr_legacy_zstd zstd;           /* legacy_zstd */
 };
 
@@ -66,10 +68,14 @@ void kr_legacy_parts_free(struct kr_legacy_parts *p);
  * A Produce request body decoded at v0-2 (req, whose records slices point
  * into rb): every partition's magic 0/1 message set converted to
  * RecordBatch v2 in place (arena a).  A partition whose records do not
- * convert (CRC, compression, size: CORRUPT_MESSAGE), or convert into more
- * than one batch (Produce v3+ takes one per partition: MESSAGE_TOO_LARGE
- * past o->max_batch_bytes, CORRUPT_MESSAGE for a set mixing codecs; one
- * Produce per batch is not done) is left as it came
+ * convert (CRC, compression, size: CORRUPT_MESSAGE), whose wrappers
+ * decompress past what the partitions before it left of
+ * o->max_uncompressed (a budget for the whole request: gzip bombs spread
+ * over many partitions do not each get the limit; CORRUPT_MESSAGE), or
+ * that converts into more than one batch (Produce v3+ takes one per
+ * partition: MESSAGE_TOO_LARGE past o->max_batch_bytes, CORRUPT_MESSAGE
+ * for a set mixing codecs; one Produce per batch is not done) is left as
+ * it came
  * and added to *bad: the caller answers the request itself when
  * kr_legacy_produce_any_left says nothing else is left, else drops them
  * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns

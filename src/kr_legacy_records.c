@@ -155,6 +155,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
     struct kr_bytes tmp = { 0 }, out = { 0 };
     struct kr_records_up_opts uo;
+    size_t left = o->max_uncompressed, used;
+    uint64_t inf;
     uint32_t t, p;
     int rc = KR_OK;
 
@@ -195,7 +197,14 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             out.len = 0;
             why[0] = '\0';
             nb = st->batches_out;
+            inf = st->bytes_inflated;
+            if (o->max_uncompressed > 0) {
+                /* the request's budget: what its sets have left */
+                uo.max_uncompressed = left > 0 ? left : 1;
+            }
             ro = kr_records_up(set, n, &uo, &out, st, why, sizeof(why));
+            used = (size_t)(st->bytes_inflated - inf);
+            left -= used < left ? used : left;
             if (ro == KR_RECORDS_NOMEM) {
                 rc = KR_ENOMEM;
                 break;

@@ -528,6 +528,61 @@ START_TEST(test_legacy_produce_many_bad)
 END_TEST
 
 /*
+ * issue 10, a hostile client: gzip bombs spread over partitions.  Each
+ * partition's wrapper (python3's zlib when the test was written: 1000
+ * bytes of 'z' in a magic 1 message of 1034 bytes, gzip) fits the
+ * listener's max_frame_bytes alone, but the request's wrappers share it:
+ * the second partition past it gets CORRUPT_MESSAGE, the first goes up.
+ */
+#define LEGACY_GZIP_1034 "AAAAAAAAAAAAAABKICu0/AEBAAABi8/laAD/////AAAANB+LCAAA" \
+    "AAAAAgNjYIAB5n+Sh7UnMwJZjN3nn2Yw/AcCoOiLqlEwCkbBsAcA3jQlmgoEAAA="
+
+START_TEST(test_legacy_produce_inflate_budget)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GZIP_1034
+        "\"},{\"Index\":1,\"Records\":\"" LEGACY_GZIP_1034 "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    json_t *j;
+    int rc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1500;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(req_json, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].partition, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].error,
+                     KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_ptr_nonnull(strstr(T.d.req->legacy->parts.v[0].why,
+                                 "past the limit"));
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
  * issue 10: a Fetch v2 from the middle of an uncompressed batch goes up
  * as v4; the broker's RecordBatch v2 (made with kafka-python's
  * DefaultRecordBatchBuilder when the test was written: offsets 40-41)
@@ -868,6 +923,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
     tcase_add_test(tc, test_legacy_produce_many_bad);
+    tcase_add_test(tc, test_legacy_produce_inflate_budget);
     suite_add_tcase(s, tc);
     return s;
 }
