@@ -764,6 +764,26 @@ legacy_crosses_records(int16_t key, int16_t from, int16_t to)
 }
 
 /*
+ * A translated Fetch's MaxBytes (v0-2 had none: INT32_MAX) kept to half
+ * of max_frame_bytes (frame; 0: none): krelay holds the response whole to
+ * convert it, and one larger than max_frame_bytes closes the connection,
+ * so a consumer whose partitions' limits add up past it (kafka-python's
+ * 1 MiB each, a hundred partitions) would be closed on every fetch once
+ * caught up.  The half leaves room for the partitions' own fields; the
+ * broker still sends a first batch larger than MaxBytes whole (KIP-74).
+ */
+static void
+legacy_fetch_cap(struct kr_node *body, size_t frame)
+{
+    struct kr_val *mb = kr_node_get_id(body, KR_FIELD_MAX_BYTES);
+    int64_t cap = (int64_t)(frame / 2 > 0 ? frame / 2 : 1);
+
+    if (frame > 0 && mb != NULL && mb->u.i > cap) {
+        mb->u.i = cap;
+    }
+}
+
+/*
  * Translate request r up to version to (legacy translation; req is d's):
  * records converted (Produce), partitions remembered (Fetch), the rest by
  * kr_legacy_request_up, encoded into d->w.  A Produce none of whose
@@ -833,6 +853,10 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
         answer_error(c, r, a, &orig, req, KR_KERR_UNSUPPORTED_VERSION, why,
                      d);
         return;
+    }
+    if (h->api_key == KR_API_FETCH &&
+        legacy_crosses_records(h->api_key, h->api_version, to)) {
+        legacy_fetch_cap(d->msg.body, lg->rec.max_uncompressed);
     }
     if (!encode_translated(r, req, to, d)) {
         return;

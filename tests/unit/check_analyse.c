@@ -634,7 +634,10 @@ START_TEST(test_legacy_fetch_down)
     decode_w(&T.d.w, false, 0, 0, &up);
     ck_assert_int_eq(up.api_version, 4);
     ck_assert_int_eq(int_at(up.body, "IsolationLevel"), 0);
-    ck_assert_int_eq(int_at(up.body, "MaxBytes"), INT32_MAX);
+    /* v2 had no MaxBytes: half of max_frame_bytes (1 MiB here), so the
+       response krelay holds to convert fits it (INT32_MAX let a consumer
+       of many partitions be closed on every fetch) */
+    ck_assert_int_eq(int_at(up.body, "MaxBytes"), (1 << 20) / 2);
     /* the broker's v4 answer, its records in recs */
     memset(&recs, 0, sizeof(recs));
     j = json_loads(rsp_json, 0, NULL);
