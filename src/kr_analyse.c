@@ -764,6 +764,41 @@ legacy_crosses_records(int16_t key, int16_t from, int16_t to)
 }
 
 /*
+ * issue 10: a request of a version the brokers no longer accept that does
+ * not decode.  Neither translated nor answered (nothing to build an
+ * answer from), and not forwarded unchanged either, as observing rules
+ * let other undecodable requests go (issue 13): the broker would close on
+ * its version and krelay's line would blame the upstream.  Closed after
+ * the responses owed, as a broker closes on a request it cannot parse,
+ * with one line naming the client and the fault.
+ */
+static void
+legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
+                   struct kr_an_decision *d)
+{
+    const struct kr_req_hdr *h = r->h;
+    const char *why = r->decode_error != NULL ? r->decode_error : "?";
+
+    d->outcome = KR_AN_CLOSE_AFTER_OWED;
+    d->legacy = true;
+    d->level = KR_LOG_NOTICE;
+    if (c->audit_sink) {
+        struct kr_an_req *req = kr_an_req_from_header(r, r->cid, r->cidlen,
+                                                      why, KR_AUDIT_REFUSED);
+
+        if (req != NULL) {
+            d->audit_now = kr_an_audit_line(c, &r->e, req, NULL, 0, 0, 0);
+            kr_an_req_free(req);
+        }
+    }
+    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId %s "
+             "(below the brokers' versions, KIP-896): %.160s; not forwarded, "
+             "closing after the responses owed", api_name(h->api_key),
+             h->api_version, h->correlation_id,
+             h->client_id_null ? "(null)" : h->client_id, why);
+}
+
+/*
  * A translated Fetch's MaxBytes (v0-2 had none: INT32_MAX) kept to half
  * of max_frame_bytes (frame; 0: none): krelay holds the response whole to
  * convert it, and one larger than max_frame_bytes closes the connection,
@@ -936,7 +971,12 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
 
     memset(d, 0, sizeof(*d));
     if (m == NULL) {
-        undecodable(c, r, a, d);
+        if (kr_analyse_legacy_route(c, h->api_key, h->api_version, &to) !=
+            KR_AN_LEGACY_PASS) {
+            legacy_undecodable(c, r, d);
+        } else {
+            undecodable(c, r, a, d);
+        }
         return;
     }
     refuse = r->sasl_refuse;

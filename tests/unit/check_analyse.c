@@ -903,6 +903,48 @@ START_TEST(test_undecodable_observed)
 }
 END_TEST
 
+/*
+ * issue 10: a Produce v2 (a version the brokers refuse) that does not
+ * decode, translate_legacy on: not forwarded unchanged (the broker would
+ * close on a version it does not accept, and krelay's line would blame
+ * the upstream): closed after the responses owed, one line naming the
+ * client and the fault.
+ */
+START_TEST(test_legacy_undecodable_closes)
+{
+    struct kr_an_legacy_conf lc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    request(PRODUCE(2, 1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: records length 1000 past "
+                       "end";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_CLOSE_AFTER_OWED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "Produce v2 CorrelationId 7 "
+                                 "ClientId app"));
+    ck_assert_ptr_nonnull(strstr(T.d.text, "records length 1000 past end"));
+    /* without translation too: nothing decoded to answer */
+    lc.on = false;
+    kr_an_decision_free(&T.d);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    /* a version the brokers accept still fails open */
+    request(PRODUCE(9, 1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: truncated";
+    kr_an_decision_free(&T.d);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_UNDECODED);
+}
+END_TEST
+
 static Suite *
 analyse_suite(void)
 {
@@ -927,6 +969,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_fetch_down);
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
+    tcase_add_test(tc, test_legacy_undecodable_closes);
     suite_add_tcase(s, tc);
     return s;
 }
