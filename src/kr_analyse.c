@@ -791,8 +791,10 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
             kr_an_req_free(req);
         }
     }
-    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId %s "
-             "(below the brokers' versions, KIP-896): %.160s; not forwarded, "
+    /* the session's close line holds 256 bytes: the fault before the
+       outcome, both short enough */
+    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId "
+             "%.40s (below the brokers' versions): %.110s; not forwarded, "
              "closing after the responses owed", api_name(h->api_key),
              h->api_version, h->correlation_id,
              h->client_id_null ? "(null)" : h->client_id, why);
