@@ -29,7 +29,9 @@ struct kr_legacy_rec_opts {
     size_t max_batch_bytes;             /* legacy_batch_max_bytes: no
                                            RecordBatch above it (0: none) */
     size_t max_uncompressed;            /* max_frame_bytes: decompressed
-                                           bytes per wrapper or batch */
+                                           bytes of a Produce request's
+                                           wrappers together, of a Fetch
+                                           response's batch */
     enum kr_legacy_zstd zstd;           /* legacy_zstd */
 };
 
@@ -47,12 +49,16 @@ struct kr_legacy_part {
     int32_t max_bytes;
     int16_t error;                      /* KR_KERR_*; 0: none */
     char why[160];                      /* error: what was wrong */
+    uint32_t topic_at, part_at;         /* Produce: its place in the
+                                           request (TopicData and
+                                           PartitionData indexes) */
 };
 
-/* The partitions of one request (malloc'd array of n). */
+/* The partitions of one request (malloc'd array of n; zeroed: empty). */
 struct kr_legacy_parts {
     struct kr_legacy_part *v;
     size_t n;
+    size_t cap;                         /* v's room, grown by doubling */
 };
 
 /* Free the array and its topic names; leave p zeroed. */
@@ -62,10 +68,14 @@ void kr_legacy_parts_free(struct kr_legacy_parts *p);
  * A Produce request body decoded at v0-2 (req, whose records slices point
  * into rb): every partition's magic 0/1 message set converted to
  * RecordBatch v2 in place (arena a).  A partition whose records do not
- * convert (CRC, compression, size: CORRUPT_MESSAGE), or convert into more
- * than one batch (Produce v3+ takes one per partition: MESSAGE_TOO_LARGE
- * past o->max_batch_bytes, CORRUPT_MESSAGE for a set mixing codecs; one
- * Produce per batch is not done) is left as it came
+ * convert (CRC, compression, size: CORRUPT_MESSAGE), whose wrappers
+ * decompress past what the partitions before it left of
+ * o->max_uncompressed (a budget for the whole request: gzip bombs spread
+ * over many partitions do not each get the limit; CORRUPT_MESSAGE), or
+ * that converts into more than one batch (Produce v3+ takes one per
+ * partition: MESSAGE_TOO_LARGE past o->max_batch_bytes, CORRUPT_MESSAGE
+ * for a set mixing codecs; one Produce per batch is not done) is left as
+ * it came
  * and added to *bad: the caller answers the request itself when
  * kr_legacy_produce_any_left says nothing else is left, else drops them
  * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns
@@ -77,11 +87,13 @@ int kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                          struct kr_legacy_parts *bad,
                          struct kr_records_stats *st) KR_MUST_CHECK;
 
-/* Does req name a partition that is not one of bad's? */
+/* Does req name a partition that is not one of bad's?  (bad: as
+   kr_legacy_produce_up filled it for req, in request order.) */
 bool kr_legacy_produce_any_left(const struct kr_node *req,
                                 const struct kr_legacy_parts *bad);
 
-/* Remove bad's partitions from req (and topics left with none). */
+/* Remove bad's partitions (kr_legacy_produce_up's, by their place in
+   req) from req, and topics left with none.  Linear in req's size. */
 void kr_legacy_produce_drop(struct kr_node *req,
                             const struct kr_legacy_parts *bad);
 
@@ -89,7 +101,10 @@ void kr_legacy_produce_drop(struct kr_node *req,
  * Add the partitions of bad to a Produce response body rsp (any version,
  * after it was translated back to the client's): each with its ErrorCode,
  * BaseOffset -1, under its topic (added when the broker's response has
- * no entry for it).  Returns KR_OK or KR_ENOMEM.
+ * no entry for it).  Each topic's partition array and the topic array
+ * grow once, whatever the number of bad partitions (a request may name
+ * tens of thousands).  Returns KR_OK, KR_ENOMEM, or KR_EPROTO when rsp
+ * is not a Produce response body.
  */
 int kr_legacy_produce_merge(struct kr_arena *a, struct kr_node *rsp,
                             const struct kr_legacy_parts *bad) KR_MUST_CHECK;

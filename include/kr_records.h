@@ -83,6 +83,8 @@ struct kr_records_stats {
     uint64_t dropped_control;      /* control batches skipped (down) */
     uint64_t dropped_below_offset; /* records below the fetch offset
                                       dropped (down, uncompressed) */
+    uint64_t bytes_inflated;       /* up: bytes the wrappers decompressed
+                                      to (a caller's budget over sets) */
 };
 
 /*
@@ -127,9 +129,10 @@ struct kr_records_up_opts {
                                       max.message.bytes per batch; a
                                       single record larger goes alone.
                                       0: no limit */
-    size_t max_uncompressed;       /* a wrapper may decompress to at most
-                                      this many bytes (max_frame_bytes);
-                                      0: no limit */
+    size_t max_uncompressed;       /* the set's wrappers together may
+                                      decompress to at most this many
+                                      bytes (max_frame_bytes); 0: no
+                                      limit */
 };
 
 /*

@@ -764,6 +764,63 @@ legacy_crosses_records(int16_t key, int16_t from, int16_t to)
 }
 
 /*
+ * issue 10: a request of a version the brokers no longer accept that does
+ * not decode.  Neither translated nor answered (nothing to build an
+ * answer from), and not forwarded unchanged either, as observing rules
+ * let other undecodable requests go (issue 13): the broker would close on
+ * its version and krelay's line would blame the upstream.  Closed after
+ * the responses owed, as a broker closes on a request it cannot parse,
+ * with one line naming the client and the fault.
+ */
+static void
+legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
+                   struct kr_an_decision *d)
+{
+    const struct kr_req_hdr *h = r->h;
+    const char *why = r->decode_error != NULL ? r->decode_error : "?";
+
+    d->outcome = KR_AN_CLOSE_AFTER_OWED;
+    d->legacy = true;
+    d->level = KR_LOG_NOTICE;
+    if (c->audit_sink) {
+        struct kr_an_req *req = kr_an_req_from_header(r, r->cid, r->cidlen,
+                                                      why, KR_AUDIT_REFUSED);
+
+        if (req != NULL) {
+            d->audit_now = kr_an_audit_line(c, &r->e, req, NULL, 0, 0, 0);
+            kr_an_req_free(req);
+        }
+    }
+    /* the session's close line holds 256 bytes: the fault before the
+       outcome, both short enough */
+    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId "
+             "%.40s (below the brokers' versions): %.110s; not forwarded, "
+             "closing after the responses owed", api_name(h->api_key),
+             h->api_version, h->correlation_id,
+             h->client_id_null ? "(null)" : h->client_id, why);
+}
+
+/*
+ * A translated Fetch's MaxBytes (v0-2 had none: INT32_MAX) kept to half
+ * of max_frame_bytes (frame; 0: none): krelay holds the response whole to
+ * convert it, and one larger than max_frame_bytes closes the connection,
+ * so a consumer whose partitions' limits add up past it (kafka-python's
+ * 1 MiB each, a hundred partitions) would be closed on every fetch once
+ * caught up.  The half leaves room for the partitions' own fields; the
+ * broker still sends a first batch larger than MaxBytes whole (KIP-74).
+ */
+static void
+legacy_fetch_cap(struct kr_node *body, size_t frame)
+{
+    struct kr_val *mb = kr_node_get_id(body, KR_FIELD_MAX_BYTES);
+    int64_t cap = (int64_t)(frame / 2 > 0 ? frame / 2 : 1);
+
+    if (frame > 0 && mb != NULL && mb->u.i > cap) {
+        mb->u.i = cap;
+    }
+}
+
+/*
  * Translate request r up to version to (legacy translation; req is d's):
  * records converted (Produce), partitions remembered (Fetch), the rest by
  * kr_legacy_request_up, encoded into d->w.  A Produce none of whose
@@ -833,6 +890,10 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
         answer_error(c, r, a, &orig, req, KR_KERR_UNSUPPORTED_VERSION, why,
                      d);
         return;
+    }
+    if (h->api_key == KR_API_FETCH &&
+        legacy_crosses_records(h->api_key, h->api_version, to)) {
+        legacy_fetch_cap(d->msg.body, lg->rec.max_uncompressed);
     }
     if (!encode_translated(r, req, to, d)) {
         return;
@@ -912,7 +973,12 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
 
     memset(d, 0, sizeof(*d));
     if (m == NULL) {
-        undecodable(c, r, a, d);
+        if (kr_analyse_legacy_route(c, h->api_key, h->api_version, &to) !=
+            KR_AN_LEGACY_PASS) {
+            legacy_undecodable(c, r, d);
+        } else {
+            undecodable(c, r, a, d);
+        }
         return;
     }
     refuse = r->sasl_refuse;

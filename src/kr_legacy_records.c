@@ -25,6 +25,7 @@ kr_legacy_parts_free(struct kr_legacy_parts *p)
     free(p->v);
     p->v = NULL;
     p->n = 0;
+    p->cap = 0;
 }
 
 static struct kr_legacy_part *
@@ -34,11 +35,17 @@ parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
     struct kr_legacy_part *v, *e;
     size_t tl = topic->len > 0 ? (size_t)topic->len : 0;
 
-    v = realloc(p->v, (p->n + 1) * sizeof(*v));
-    if (v == NULL) {
-        return NULL;
+    if (p->n == p->cap) {
+        size_t ncap = p->cap > 0 ? p->cap * 2 : 8;
+
+        v = realloc(p->v, ncap * sizeof(*v));
+        if (v == NULL) {
+            return NULL;
+        }
+        p->v = v;
+        p->cap = ncap;
     }
-    p->v = v;
+    v = p->v;
     e = &v[p->n];
     memset(e, 0, sizeof(*e));
     e->topic = malloc(tl + 1);
@@ -234,6 +241,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
     struct kr_bytes tmp, out;
     struct kr_records_up_opts uo;
+    size_t left = o->max_uncompressed, used;
+    uint64_t inf;
     uint32_t t, p;
     int rc = KR_OK;
 
@@ -275,7 +284,14 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             out.len = 0;
             why[0] = '\0';
             nb = st->batches_out;
+            inf = st->bytes_inflated;
+            if (o->max_uncompressed > 0) {
+                /* the request's budget: what its sets have left */
+                uo.max_uncompressed = left > 0 ? left : 1;
+            }
             ro = kr_records_up(set, n, &uo, &out, st, why, sizeof(why));
+            used = (size_t)(st->bytes_inflated - inf);
+            left -= used < left ? used : left;
             if (ro == KR_RECORDS_NOMEM) {
                 rc = KR_ENOMEM;
                 break;
@@ -288,6 +304,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                     rc = KR_ENOMEM;
                     break;
                 }
+                e->topic_at = t;
+                e->part_at = p;
                 if (ro == KR_RECORDS_OK) {
                     /* Produce v3+ takes one batch per partition
                        (ProduceRequest.validateRecords) */
@@ -319,44 +337,23 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
     return rc;
 }
 
-/* Is partition (name, index) one of bad's? */
-static bool
-is_bad(const struct kr_legacy_parts *bad, const struct kr_val *name,
-       int64_t index)
-{
-    size_t i;
-
-    for (i = 0; i < bad->n; i++) {
-        if (bad->v[i].partition == index && str_is(name, bad->v[i].topic)) {
-            return true;
-        }
-    }
-    return false;
-}
-
 bool
 kr_legacy_produce_any_left(const struct kr_node *req,
                            const struct kr_legacy_parts *bad)
 {
     struct kr_array *topics = array_of((struct kr_node *)req,
                                        KR_FIELD_TOPIC_DATA);
-    uint32_t t, p;
+    size_t total = 0;
+    uint32_t t;
 
+    /* bad's partitions are distinct places of req's */
     for (t = 0; topics != NULL && t < topics->n; t++) {
-        struct kr_node *tn = topics->items[t].u.node;
-        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
-        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
+        struct kr_array *parts = array_of(topics->items[t].u.node,
+                                          KR_FIELD_PARTITION_DATA);
 
-        for (p = 0; parts != NULL && p < parts->n; p++) {
-            struct kr_val *idx = kr_node_get_id(parts->items[p].u.node,
-                                                KR_FIELD_INDEX);
-
-            if (idx != NULL && !is_bad(bad, name, idx->u.i)) {
-                return true;
-            }
-        }
+        total += parts != NULL ? parts->n : 0;
     }
-    return false;
+    return total > bad->n;
 }
 
 void
@@ -364,23 +361,23 @@ kr_legacy_produce_drop(struct kr_node *req, const struct kr_legacy_parts *bad)
 {
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
     uint32_t t, p, tkeep = 0;
+    size_t k = 0;               /* bad's next, in request order */
 
     if (topics == NULL || bad->n == 0) {
         return;
     }
     for (t = 0; t < topics->n; t++) {
         struct kr_node *tn = topics->items[t].u.node;
-        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
         struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
         uint32_t pkeep = 0;
 
         for (p = 0; parts != NULL && p < parts->n; p++) {
-            struct kr_val *idx = kr_node_get_id(parts->items[p].u.node,
-                                                KR_FIELD_INDEX);
-
-            if (idx == NULL || !is_bad(bad, name, idx->u.i)) {
-                parts->items[pkeep++] = parts->items[p];
+            if (k < bad->n && bad->v[k].topic_at == t &&
+                bad->v[k].part_at == p) {
+                k++;
+                continue;
             }
+            parts->items[pkeep++] = parts->items[p];
         }
         if (parts != NULL) {
             parts->n = pkeep;
@@ -392,12 +389,12 @@ kr_legacy_produce_drop(struct kr_node *req, const struct kr_legacy_parts *bad)
     topics->n = tkeep;
 }
 
-/* A copy of array arr with one more element (a new node at version v). */
+/* A copy of array arr with k more elements (new nodes at version v). */
 static struct kr_array *
-array_grow(struct kr_arena *a, struct kr_array *arr, int16_t v)
+array_grow(struct kr_arena *a, struct kr_array *arr, uint32_t k, int16_t v)
 {
     struct kr_array *g = kr_array_new(a, arr->elem_type, arr->struct_id,
-                                      arr->n + 1, v);
+                                      arr->n + k, v);
 
     if (g == NULL) {
         return NULL;
@@ -406,78 +403,160 @@ array_grow(struct kr_arena *a, struct kr_array *arr, int16_t v)
     return g;
 }
 
+/* A topic of the response by name, for the sorted index of merge. */
+struct merge_name {
+    const uint8_t *p;
+    size_t len;
+    uint32_t at;                /* its index in the topics array */
+};
 
+static int
+merge_name_cmp(const void *x, const void *y)
+{
+    const struct merge_name *a = x, *b = y;
+    size_t l = a->len < b->len ? a->len : b->len;
+    int c = l > 0 ? memcmp(a->p, b->p, l) : 0;
+
+    if (c != 0) {
+        return c;
+    }
+    return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/*
+ * The merge in three steps, each linear (but the sort): every bad
+ * partition's target topic (one of the response's, found through a sorted
+ * index, or a new one per run of bad partitions of a topic it lacks), the
+ * topics array grown once for the new ones, then each target's
+ * partitions array grown once and filled in bad's order.
+ */
 int
 kr_legacy_produce_merge(struct kr_arena *a, struct kr_node *rsp,
                         const struct kr_legacy_parts *bad)
 {
     struct kr_val *rv = kr_node_get_id(rsp, KR_FIELD_RESPONSES);
+    struct kr_array *topics;
+    struct merge_name *ix = NULL;
+    uint32_t *target = NULL, *count = NULL, n0, nnew = 0, t;
     size_t i;
+    int rc = KR_ENOMEM;
 
     if (rv == NULL || rv->is_null || rv->u.arr == NULL) {
         return KR_EPROTO;
     }
+    if (bad->n == 0) {
+        return KR_OK;
+    }
+    if (bad->n > UINT32_MAX / 2) {
+        return KR_ELIMIT;
+    }
+    topics = rv->u.arr;
+    n0 = topics->n;
+    ix = malloc((n0 > 0 ? n0 : 1) * sizeof(*ix));
+    target = malloc(bad->n * sizeof(*target));
+    count = calloc(n0 + bad->n, sizeof(*count));
+    if (ix == NULL || target == NULL || count == NULL) {
+        goto out;
+    }
+    for (t = 0; t < n0; t++) {
+        struct kr_val *nv = kr_node_get_id(topics->items[t].u.node,
+                                           KR_FIELD_NAME);
+
+        ix[t].p = nv != NULL && !nv->is_null && nv->u.s.len > 0
+                      ? nv->u.s.p : (const uint8_t *)"";
+        ix[t].len = nv != NULL && !nv->is_null && nv->u.s.len > 0
+                        ? (size_t)nv->u.s.len : 0;
+        ix[t].at = t;
+    }
+    qsort(ix, n0, sizeof(*ix), merge_name_cmp);
     for (i = 0; i < bad->n; i++) {
-        const struct kr_legacy_part *b = &bad->v[i];
-        struct kr_array *topics = rv->u.arr;
-        struct kr_node *tn = NULL, *pn;
-        struct kr_val *pv;
-        uint32_t t;
-        size_t tl = strlen(b->topic);
-        uint8_t *name;
+        const char *name = bad->v[i].topic;
 
-        for (t = 0; t < topics->n; t++) {
-            if (str_is(kr_node_get_id(topics->items[t].u.node, KR_FIELD_NAME),
-                       b->topic)) {
-                tn = topics->items[t].u.node;
-                break;
-            }
+        if (i > 0 && strcmp(name, bad->v[i - 1].topic) == 0) {
+            target[i] = target[i - 1];      /* the same run */
+        } else {
+            struct merge_name key = { (const uint8_t *)name, strlen(name),
+                                      0 };
+            struct merge_name *f = bsearch(&key, ix, n0, sizeof(*ix),
+                                           merge_name_cmp);
+
+            target[i] = f != NULL ? f->at : n0 + nnew++;
         }
-        if (tn == NULL) {
-            struct kr_array *g = array_grow(a, topics, rsp->version);
-            struct kr_val *nv;
+        count[target[i]]++;
+    }
+    if (nnew > 0) {
+        struct kr_array *g = array_grow(a, topics, nnew, rsp->version);
 
-            if (g == NULL) {
-                return KR_ENOMEM;
+        if (g == NULL) {
+            goto out;
+        }
+        for (i = 0; i < bad->n; i++) {
+            struct kr_val *nv;
+            size_t tl;
+            uint8_t *name;
+
+            if (target[i] < n0 || (i > 0 && target[i] == target[i - 1])) {
+                continue;
             }
-            tn = g->items[g->n - 1].u.node;
-            nv = kr_node_get_id(tn, KR_FIELD_NAME);
+            nv = kr_node_get_id(g->items[target[i]].u.node, KR_FIELD_NAME);
+            tl = strlen(bad->v[i].topic);
             name = kr_arena_alloc(a, tl + 1);
             if (nv == NULL || name == NULL) {
-                return nv == NULL ? KR_EPROTO : KR_ENOMEM;
+                rc = nv == NULL ? KR_EPROTO : KR_ENOMEM;
+                goto out;
             }
-            memcpy(name, b->topic, tl);
+            memcpy(name, bad->v[i].topic, tl);
             nv->u.s.p = name;
             nv->u.s.len = (int32_t)tl;
             nv->is_null = 0;
-            rv->u.arr = g;
         }
-        pv = kr_node_get_id(tn, KR_FIELD_PARTITION_RESPONSES);
-        if (pv == NULL || pv->u.arr == NULL) {
-            return KR_EPROTO;
-        }
-        {
-            struct kr_array *g = array_grow(a, pv->u.arr, rsp->version);
-            struct kr_val *f;
+        rv->u.arr = topics = g;
+    }
+    /* count[] becomes each target's next free item */
+    for (t = 0; t < n0 + nnew; t++) {
+        struct kr_val *pv;
+        struct kr_array *g;
 
-            if (g == NULL) {
-                return KR_ENOMEM;
-            }
-            pv->u.arr = g;
-            pv->is_null = 0;
-            pn = g->items[g->n - 1].u.node;
-            if ((f = kr_node_get_id(pn, KR_FIELD_INDEX)) != NULL) {
-                f->u.i = b->partition;
-            }
-            if ((f = kr_node_get_id(pn, KR_FIELD_ERROR_CODE)) != NULL) {
-                f->u.i = b->error;
-            }
-            if ((f = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET)) != NULL) {
-                f->u.i = -1;
-            }
+        if (count[t] == 0) {
+            continue;
+        }
+        pv = kr_node_get_id(topics->items[t].u.node,
+                            KR_FIELD_PARTITION_RESPONSES);
+        if (pv == NULL || pv->u.arr == NULL) {
+            rc = KR_EPROTO;
+            goto out;
+        }
+        g = array_grow(a, pv->u.arr, count[t], rsp->version);
+        if (g == NULL) {
+            goto out;
+        }
+        count[t] = pv->u.arr->n;
+        pv->u.arr = g;
+        pv->is_null = 0;
+    }
+    for (i = 0; i < bad->n; i++) {
+        const struct kr_legacy_part *b = &bad->v[i];
+        struct kr_val *pv = kr_node_get_id(topics->items[target[i]].u.node,
+                                           KR_FIELD_PARTITION_RESPONSES);
+        struct kr_node *pn = pv->u.arr->items[count[target[i]]++].u.node;
+        struct kr_val *f;
+
+        if ((f = kr_node_get_id(pn, KR_FIELD_INDEX)) != NULL) {
+            f->u.i = b->partition;
+        }
+        if ((f = kr_node_get_id(pn, KR_FIELD_ERROR_CODE)) != NULL) {
+            f->u.i = b->error;
+        }
+        if ((f = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET)) != NULL) {
+            f->u.i = -1;
         }
     }
-    return KR_OK;
+    rc = KR_OK;
+out:
+    free(ix);
+    free(target);
+    free(count);
+    return rc;
 }
 
 int

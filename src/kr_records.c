@@ -931,6 +931,8 @@ up_convert(struct conv *c, const uint8_t *set, size_t n,
     struct run ru = { .codec = -1 };
     size_t pos = 0, maxu = o != NULL && o->max_uncompressed
                                ? o->max_uncompressed : SIZE_MAX;
+    size_t inflated = 0;            /* the set's wrappers decompressed:
+                                       maxu bounds their sum */
     enum kr_records_outcome oc;
 
     if (n >= 17 && set[16] == 2) {
@@ -992,11 +994,13 @@ up_convert(struct conv *c, const uint8_t *set, size_t n,
             size_t from = c->dz.len;
             enum kr_z_outcome z = kr_decompress(
                 codec, m.magic == 0 ? KR_Z_LZ4_KAFKA1493 : 0, set + m.val,
-                (size_t)m.vlen, maxu, &c->dz);
+                (size_t)m.vlen, maxu - inflated, &c->dz);
 
             if (z != KR_Z_OK) {
                 return z_outcome(c, z, "wrapper", pos, m.offset, codec);
             }
+            inflated += c->dz.len - from;
+            st->bytes_inflated += c->dz.len - from;
             oc = up_inner(c, &m, pos, from, st);
             if (oc != KR_RECORDS_OK) {
                 return oc;
@@ -1037,6 +1041,7 @@ kr_records_up(const uint8_t *set, size_t n,
         st->batches_out += s.batches_out;
         st->bytes_in += s.bytes_in;
         st->bytes_out += s.bytes_out;
+        st->bytes_inflated += s.bytes_inflated;
     }
     return KR_RECORDS_OK;
 }

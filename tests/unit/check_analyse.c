@@ -410,6 +410,179 @@ START_TEST(test_legacy_produce_up_and_back)
 END_TEST
 
 /*
+ * issue 10, a hostile client: a Produce v2 naming thousands of partitions
+ * whose records do not convert (here 2000 over two topics, a message
+ * whose Size is below the minimum: 17 bytes each, 34 KiB of request) and
+ * one good one.  Each bad partition gets its CORRUPT_MESSAGE merged into
+ * the broker's answer; the merge grows each array once, so its arena
+ * memory is linear in the partitions (one grow per partition made it
+ * quadratic: about 400 MB here, and seconds of a worker's time).
+ */
+#define LEGACY_SHORT "AAAAAAAAAAAAAAAFeHh4eHg="
+
+START_TEST(test_legacy_produce_many_bad)
+{
+    enum { NBAD = 2000 };
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":7},"
+        "\"body\":{\"Responses\":[{\"Name\":\"orders\",\"PartitionResponses\":"
+        "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":40,"
+        "\"LogAppendTimeMs\":-1}]}],\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct kr_msg up, rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *v;
+    size_t cap = 256 + (size_t)NBAD * 64, len, used;
+    char *js = malloc(cap);
+    unsigned nerr[2] = { 0, 0 };
+    json_t *j;
+    int rc;
+
+    ck_assert_ptr_nonnull(js);
+    len = (size_t)snprintf(js, cap,
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"}");
+    for (int i = 1; i <= NBAD; i++) {
+        if (i == NBAD / 2 + 1) {
+            len += (size_t)snprintf(js + len, cap - len, "]},{\"Name\":"
+                                    "\"other\",\"PartitionData\":[");
+        }
+        len += (size_t)snprintf(js + len, cap - len,
+                                "%s{\"Index\":%d,\"Records\":\""
+                                LEGACY_SHORT "\"}",
+                                i == NBAD / 2 + 1 ? "" : ",", i);
+    }
+    len += (size_t)snprintf(js + len, cap - len, "]}]}}");
+    ck_assert_uint_lt(len, cap);
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(js, 0, NULL);
+    free(js);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, NBAD);
+    /* what goes up: the good partition alone */
+    decode_w(&T.d.w, false, 0, 0, &up);
+    v = kr_node_get(up.body, "TopicData");
+    ck_assert_uint_eq(v->u.arr->n, 1);
+    v = kr_node_get(v->u.arr->items[0].u.node, "PartitionData");
+    ck_assert_uint_eq(v->u.arr->n, 1);
+    ck_assert_int_eq(int_at(v->u.arr->items[0].u.node, "Index"), 0);
+    /* the broker's answer for partition 0; the bad ones merged in */
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    used = T.arena.used;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                        &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%d %s", rd.outcome,
+                  rd.text);
+    ck_assert_msg(T.arena.used - used < (size_t)NBAD * 1024,
+                  "the merge took %zu bytes of arena for %d partitions",
+                  T.arena.used - used, NBAD);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    v = kr_node_get(out.body, "Responses");
+    ck_assert_uint_eq(v->u.arr->n, 2);
+    for (unsigned t = 0; t < 2; t++) {
+        const struct kr_node *tn = v->u.arr->items[t].u.node;
+        const struct kr_val *pv = kr_node_get(tn, "PartitionResponses");
+
+        ck_assert_uint_eq(pv->u.arr->n, t == 0 ? NBAD / 2 + 1 : NBAD / 2);
+        for (unsigned p = 0; p < pv->u.arr->n; p++) {
+            const struct kr_node *pn = pv->u.arr->items[p].u.node;
+            /* orders: 0 (the broker's), then 1..; other: NBAD/2+1.. */
+            int64_t want = t == 0 ? (int64_t)p : NBAD / 2 + 1 + (int64_t)p;
+
+            ck_assert_int_eq(int_at(pn, "Index"), want);
+            if (int_at(pn, "ErrorCode") == KR_KERR_CORRUPT_MESSAGE) {
+                ck_assert_int_eq(int_at(pn, "BaseOffset"), -1);
+                nerr[t]++;
+            }
+        }
+    }
+    ck_assert_uint_eq(nerr[0], NBAD / 2);
+    ck_assert_uint_eq(nerr[1], NBAD / 2);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * issue 10, a hostile client: gzip bombs spread over partitions.  Each
+ * partition's wrapper (python3's zlib when the test was written: 1000
+ * bytes of 'z' in a magic 1 message of 1034 bytes, gzip) fits the
+ * listener's max_frame_bytes alone, but the request's wrappers share it:
+ * the second partition past it gets CORRUPT_MESSAGE, the first goes up.
+ */
+#define LEGACY_GZIP_1034 "AAAAAAAAAAAAAABKICu0/AEBAAABi8/laAD/////AAAANB+LCAAA" \
+    "AAAAAgNjYIAB5n+Sh7UnMwJZjN3nn2Yw/AcCoOiLqlEwCkbBsAcA3jQlmgoEAAA="
+
+START_TEST(test_legacy_produce_inflate_budget)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GZIP_1034
+        "\"},{\"Index\":1,\"Records\":\"" LEGACY_GZIP_1034 "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct kr_codec_err err;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    json_t *j;
+    int rc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1500;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    memset(&recs, 0, sizeof(recs));
+    j = json_loads(req_json, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].partition, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].error,
+                     KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_ptr_nonnull(strstr(T.d.req->legacy->parts.v[0].why,
+                                 "past the limit"));
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
  * issue 10: a Fetch v2 from the middle of an uncompressed batch goes up
  * as v4; the broker's RecordBatch v2 (made with kafka-python's
  * DefaultRecordBatchBuilder when the test was written: offsets 40-41)
@@ -461,7 +634,10 @@ START_TEST(test_legacy_fetch_down)
     decode_w(&T.d.w, false, 0, 0, &up);
     ck_assert_int_eq(up.api_version, 4);
     ck_assert_int_eq(int_at(up.body, "IsolationLevel"), 0);
-    ck_assert_int_eq(int_at(up.body, "MaxBytes"), INT32_MAX);
+    /* v2 had no MaxBytes: half of max_frame_bytes (1 MiB here), so the
+       response krelay holds to convert fits it (INT32_MAX let a consumer
+       of many partitions be closed on every fetch) */
+    ck_assert_int_eq(int_at(up.body, "MaxBytes"), (1 << 20) / 2);
     /* the broker's v4 answer, its records in recs */
     memset(&recs, 0, sizeof(recs));
     j = json_loads(rsp_json, 0, NULL);
@@ -727,6 +903,48 @@ START_TEST(test_undecodable_observed)
 }
 END_TEST
 
+/*
+ * issue 10: a Produce v2 (a version the brokers refuse) that does not
+ * decode, translate_legacy on: not forwarded unchanged (the broker would
+ * close on a version it does not accept, and krelay's line would blame
+ * the upstream): closed after the responses owed, one line naming the
+ * client and the fault.
+ */
+START_TEST(test_legacy_undecodable_closes)
+{
+    struct kr_an_legacy_conf lc;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    request(PRODUCE(2, 1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: records length 1000 past "
+                       "end";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_CLOSE_AFTER_OWED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "Produce v2 CorrelationId 7 "
+                                 "ClientId app"));
+    ck_assert_ptr_nonnull(strstr(T.d.text, "records length 1000 past end"));
+    /* without translation too: nothing decoded to answer */
+    lc.on = false;
+    kr_an_decision_free(&T.d);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    /* a version the brokers accept still fails open */
+    request(PRODUCE(9, 1), true);
+    T.r.m = NULL;
+    T.r.decode_error = "request does not decode: truncated";
+    kr_an_decision_free(&T.d);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_UNDECODED);
+}
+END_TEST
+
 static Suite *
 analyse_suite(void)
 {
@@ -749,6 +967,9 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
+    tcase_add_test(tc, test_legacy_produce_many_bad);
+    tcase_add_test(tc, test_legacy_produce_inflate_budget);
+    tcase_add_test(tc, test_legacy_undecodable_closes);
     suite_add_tcase(s, tc);
     return s;
 }

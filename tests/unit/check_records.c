@@ -469,6 +469,41 @@ START_TEST(test_up_bad)
 }
 END_TEST
 
+/*
+ * A set of wrappers each below max_uncompressed but together above it
+ * (a hostile client's gzip bombs side by side: 12 wrappers of 58 KiB
+ * inflating to 60 MB each once made 720 MB of scratch and minutes of a
+ * worker's time): TOO_LARGE at the wrapper that passes the limit, which
+ * holds for the whole set.
+ */
+START_TEST(test_up_bad_sum)
+{
+    static uint8_t in[3 * 16384];
+    size_t one = mk_big_gzip(in, 16384), n = one, inflated;
+    struct kr_records_up_opts o = { 0 };
+    struct kr_records_stats st = { 0 };
+    struct kr_bytes out = { 0 };
+    char exp[64];
+
+    memcpy(in + n, in, one);
+    n += one;
+    memcpy(in + n, in, one);
+    n += one;
+    /* one wrapper inflates to 60 messages of 235 bytes */
+    inflated = 60 * (12 + 22 + 1 + 200);
+    o.max_uncompressed = inflated;
+    ck_assert_int_eq(kr_records_up(in, one, &o, &out, &st, NULL, 0),
+                     KR_RECORDS_OK);
+    o.max_uncompressed = 3 * inflated;
+    ck_assert_int_eq(kr_records_up(in, n, &o, &out, &st, NULL, 0),
+                     KR_RECORDS_OK);
+    kr_bytes_free(&out);
+    snprintf(exp, sizeof(exp), "wrapper at byte %zu ", 2 * one);
+    up_bad(in, n, 3 * inflated - 1, KR_RECORDS_TOO_LARGE, exp);
+    up_bad(in, n, 2 * inflated, KR_RECORDS_TOO_LARGE, "past the limit");
+}
+END_TEST
+
 /* ---- down --------------------------------------------------------------- */
 
 static struct kr_records_stats
@@ -908,6 +943,7 @@ records_suite(void)
     tcase_add_test(tc, test_up_split);
     tcase_add_test(tc, test_up_split_compressed);
     tcase_add_test(tc, test_up_bad);
+    tcase_add_test(tc, test_up_bad_sum);
     tcase_add_test(tc, test_down_plain);
     tcase_add_test(tc, test_down_compressed);
     tcase_add_test(tc, test_down_zstd);
