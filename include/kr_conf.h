@@ -314,6 +314,20 @@ struct kr_audit_conf {
                                            (kr_audit_instance) */
 };
 
+/*
+ * [process] (the operations issue): once-per-process settings.  The
+ * section may be absent: its defaults apply anyway.
+ */
+struct kr_process_conf {
+    int64_t drain_timeout_ms;           /* SIGTERM: how long the drain
+                                           may take before the connections
+                                           left are closed; default 30000 */
+    char *user;                         /* drop to it after binding and
+                                           reading keys; NULL: no drop */
+    char *group;                        /* its group; NULL: user's primary
+                                           group */
+};
+
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
@@ -360,6 +374,8 @@ struct kr_conf {
     /* issue 14: the loader's warnings, in file order (appended) */
     struct kr_conf_warning *warnings;
     int nwarnings;
+    /* the operations issue: [process] (appended) */
+    struct kr_process_conf process;
 };
 
 /*

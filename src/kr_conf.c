@@ -74,6 +74,7 @@ enum kr_cf_sect {
     KR_CS_LOG,
     KR_CS_RULE,
     KR_CS_AUDIT,
+    KR_CS_PROCESS,
     KR_CS_NKINDS
 };
 
@@ -83,6 +84,7 @@ static const char *const kr_cf_sect_names[KR_CS_NKINDS] = {
     [KR_CS_LOG] = "log",
     [KR_CS_RULE] = "rule",
     [KR_CS_AUDIT] = "audit",
+    [KR_CS_PROCESS] = "process",
 };
 
 enum kr_cf_type {
@@ -189,6 +191,7 @@ static const char *const kr_cf_codec_names[] = {
 #define LOGC(f) offsetof(struct kr_log_conf, f)
 #define RUL(f) offsetof(struct kr_rule_conf, f)
 #define AUD(f) offsetof(struct kr_audit_conf, f)
+#define PRC(f) offsetof(struct kr_process_conf, f)
 
 static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "listen", KR_CT_HOSTPORT, LST(listen), 0, NULL,
@@ -524,6 +527,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_AUDIT, "instance", KR_CT_STRING, AUD(instance), 0, NULL, 0, 0, 0,
       "this krelay's name in every audit line (default: the host name); "
       "a reload applies it to the lines written after it", NULL },
+    /* the operations issue: [process] */
+    { KR_CS_PROCESS, "drain_timeout_ms", KR_CT_I64, PRC(drain_timeout_ms),
+      0, "30000", 0, INT32_MAX, 0, "SIGTERM drains: how long krelay waits, "
+      "in ms, for the responses owed before it closes the connections "
+      "left (0: close them at once)", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -1801,13 +1809,17 @@ kr_cf_inst_add(struct kr_cf_state *st, enum kr_cf_sect kind,
     case KR_CS_AUDIT:
         in->obj = &st->conf->audit;
         break;
+    case KR_CS_PROCESS:
+        in->obj = &st->conf->process;
+        break;
     default:
         in->obj = &st->conf->log;
         break;
     }
     in->name = strdup(name);
     if (in->obj == NULL || in->name == NULL) {
-        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT) {
+        if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT &&
+            in->kind != KR_CS_PROCESS) {
             free(in->obj);
         }
         free(in->name);
@@ -1893,7 +1905,7 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     }
     if (wl == 0 || kind == KR_CS_NKINDS) {
         kr_cf_err(st, line, "unknown section [%.*s] (expected listener, "
-                  "upstream, log, rule or audit)", (int)(close - hdr - 1),
+                  "upstream, log, rule, audit or process)", (int)(close - hdr - 1),
                   hdr + 1);
         return;
     }
@@ -1902,7 +1914,8 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
                   "at most %d)", name, KR_CONF_MAX_NAME);
         return;
     }
-    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT) && nl > 0) {
+    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT ||
+         kind == KR_CS_PROCESS) && nl > 0) {
         kr_cf_err(st, line, "[%s] takes no name", kr_cf_sect_names[kind]);
         return;
     }
@@ -3780,7 +3793,8 @@ kr_cf_build(struct kr_cf_state *st)
     for (i = 0; i < st->ninsts; i++) {
         struct kr_cf_inst *in = &st->insts[i];
 
-        if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT) {
+        if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT ||
+            in->kind == KR_CS_PROCESS) {
             free(in->name);
         } else if (in->kind == KR_CS_RULE) {
             if (!in->bad && c->rules != NULL) {
@@ -3851,12 +3865,15 @@ kr_cf_load_buf(const char *text, size_t len, const char *name,
         return KR_ERROR;
     }
     st.conf = c;
-    /* [log] may be absent: its defaults apply anyway. */
+    /* [log] and [process] may be absent: their defaults apply anyway. */
     for (i = 0; i < KR_CF_NKEYS; i++) {
         const struct kr_cf_key *k = &kr_conf_keys[i];
 
-        if (k->sect == KR_CS_LOG &&
-            kr_cf_set(k, &c->log, k->def, buf, sizeof(buf)) != NULL) {
+        if ((k->sect == KR_CS_LOG ||
+             (k->sect == KR_CS_PROCESS && k->def != NULL)) &&
+            kr_cf_set(k, k->sect == KR_CS_LOG ? (void *)&c->log
+                                              : (void *)&c->process,
+                      k->def, buf, sizeof(buf)) != NULL) {
             kr_cf_err(&st, 0, "internal error: default of '%s'", k->name);
         }
     }
@@ -3998,6 +4015,8 @@ kr_conf_free(struct kr_conf *c)
     free(c->warnings);
     free(c->audit.target);
     free(c->audit.instance);
+    free(c->process.user);
+    free(c->process.group);
     free(c->log.target);
     free(c->path);
     free(c);
@@ -4035,6 +4054,7 @@ static const enum kr_conf_reload kr_cf_sect_reload[KR_CS_NKINDS][2] = {
     [KR_CS_LOG] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_RULE] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_AUDIT] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
+    [KR_CS_PROCESS] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
 };
 
 static enum kr_conf_reload
@@ -4390,6 +4410,9 @@ kr_conf_reload_diff(const struct kr_conf *old, const struct kr_conf *new,
                                 arg);
     }
     set |= kr_cf_diff_arr(&arrs[2], fn, arg);
+    ch.section = kr_cf_sect_names[KR_CS_PROCESS];
+    set |= kr_cf_diff_keys(KR_CS_PROCESS, &old->process, &new->process, &ch,
+                           fn, arg);
     return set;
 }
 
@@ -4745,6 +4768,7 @@ kr_conf_dump(const struct kr_conf *c, FILE *f)
         }
     }
     kr_cf_dump_section(f, KR_CS_LOG, NULL, &c->log);
+    kr_cf_dump_section(f, KR_CS_PROCESS, NULL, &c->process);
     if (c->audit.target != NULL) {
         kr_cf_dump_section(f, KR_CS_AUDIT, NULL, &c->audit);
     }

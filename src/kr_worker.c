@@ -184,6 +184,12 @@ accept_cb(struct kr_listener *l, evutil_socket_t fd,
         close(fd);
         return;
     }
+    if (w->draining) {
+        /* nothing read from it: close sends FIN, not RST */
+        KR_STAT_INC(&w->stats, conn_drain_closed);
+        close(fd);
+        return;
+    }
     if (g->nconn >= g->lc->max_connections) {
         char peer[64];
 
@@ -386,6 +392,11 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
         kr_worker_stop(w);
         return;
     }
+    if (gen->drain) {
+        kr_wgen_free(gen);
+        kr_worker_drain(w);
+        return;
+    }
     if (w->stopping) {
         kr_wgen_free(gen);
         return;
@@ -531,6 +542,21 @@ kr_worker_post(struct kr_worker *w, struct kr_wgen *gen)
     w->mb_tail = &gen->next;
     pthread_mutex_unlock(&w->mb_lock);
     while (write(w->mb_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+}
+
+void
+kr_worker_drain(struct kr_worker *w)
+{
+    struct kr_session *s, *next;
+
+    if (w->draining || w->stopping) {
+        return;
+    }
+    w->draining = true;
+    for (s = w->sessions; s != NULL; s = next) {
+        next = s->next;                 /* s may be freed */
+        (void)kr_session_drain(s);
     }
 }
 

@@ -21,6 +21,7 @@ SECTION_TITLES = {
     'log': '[log]',
     'audit': '[audit]',
     'rule': '[rule NAME]',
+    'process': '[process]',
 }
 
 FIELDS = ['section', 'name', 'type', 'unit', 'min', 'max', 'default',

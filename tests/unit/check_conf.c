@@ -1162,7 +1162,7 @@ START_TEST(test_err_all_collected)
         "t.ini:8: 'level': bad value 'verbose': expected error, warn, "
         "notice, info, debug or trace\n"
         "t.ini:9: unknown section [extra] (expected listener, upstream, "
-        "log, rule or audit)\n"
+        "log, rule, audit or process)\n"
         "t.ini:4: [listener]: missing required key 'broker_port_base' (or "
         "sni_broker_name: SNI routing, every broker on the listen port)\n");
     free(errs);
@@ -1729,6 +1729,7 @@ static const char *const reload_base[] = {
     "[log]", NULL,
     "[audit]", "target = audit.log", NULL,
     "[rule r]", "api = Produce", "audit = true", NULL,
+    "[process]", NULL,
     NULL
 };
 
@@ -1947,6 +1948,9 @@ static const struct reload_row reload_rows[] = {
       "", "queue_bytes = 8192" },
     { "[audit]", "instance", KR_RELOAD_APPLY,
       "", "instance = proxy-eu-1" },
+
+    { "[process]", "drain_timeout_ms", KR_RELOAD_APPLY,
+      "", "drain_timeout_ms = 5000" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
