@@ -532,6 +532,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       0, "30000", 0, INT32_MAX, 0, "SIGTERM drains: how long krelay waits, "
       "in ms, for the responses owed before it closes the connections "
       "left (0: close them at once)", NULL },
+    { KR_CS_PROCESS, "user", KR_CT_STRING, PRC(user), 0, NULL, 0, 0,
+      KR_CF_RESTART, "the user krelay runs as once listeners are bound and "
+      "keys read, when started as root (a restart applies a change)", NULL },
+    { KR_CS_PROCESS, "group", KR_CT_STRING, PRC(group), 0, NULL, 0, 0,
+      KR_CF_RESTART, "its group (with user; a restart applies a change)",
+      NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -665,6 +671,9 @@ static const struct {
     { KR_CS_UPSTREAM, "metadata_sasl_password_file", "none (required with "
       "metadata_sasl_mechanism)" },
     { KR_CS_AUDIT, "instance", "the host name (gethostname)" },
+    { KR_CS_PROCESS, "user", "none: krelay stays the user it was started "
+      "as" },
+    { KR_CS_PROCESS, "group", "the user's primary group" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },

@@ -18,6 +18,7 @@
 #include "kr_clock.h"
 #include "kr_daemon.h"
 #include "kr_log.h"
+#include "kr_proc.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
 #include "kr_stats.h"
@@ -552,7 +553,9 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
                           "%s", words);
             break;
         }
+        kr_proc_notify("RELOADING=1");
         (void)reload(d, d->cref->conf->path, "SIGHUP", words);
+        kr_proc_notify("READY=1");
         break;
     case SIGUSR1:
         kr_log_notice("SIGUSR1: %s", reopen_words(d, words, sizeof(words)));
@@ -613,6 +616,7 @@ kr_daemon_drain(struct kr_daemon *d)
         return;
     }
     d->draining = true;
+    kr_proc_notify("STOPPING=1");
     d->drain_started_ms = kr_clock_timer_ms();
     d->drain_deadline_ms = d->drain_started_ms + timeout_ms;
     kr_log_notice("SIGTERM: draining: new connections close at accept; "
@@ -696,6 +700,9 @@ kr_daemon_stop(struct kr_daemon *d)
         return;
     }
     d->stopping = true;
+    if (!d->draining && d->started) {
+        kr_proc_notify("STOPPING=1");   /* the drain said it already */
+    }
     for (i = 0; i < d->nworkers; i++) {
         struct kr_worker *w = d->workers[i];
         struct kr_wgen *gen;
@@ -1005,6 +1012,15 @@ reload(struct kr_daemon *d, const char *path, const char *by,
     }
     if (rc != KR_OK) {
         log_lines(KR_LOG_ERROR, "reload refused: ", errs);
+        if (geteuid() != 0 && errs != NULL &&
+            strstr(errs, strerror(EACCES)) != NULL) {
+            /* [process] user: started as root, the files were read */
+            kr_log_error("reload: krelay runs as uid %u (no longer root: "
+                         "[process] user): every file a reload reads "
+                         "(the configuration, certificates, keys, "
+                         "credentials) must be readable by it",
+                         (unsigned)geteuid());
+        }
         kr_log_error("%s%sreload of %s refused: the running configuration "
                      "stays", by != NULL ? by : "", by != NULL ? ": " : "",
                      path);

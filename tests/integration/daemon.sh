@@ -6,6 +6,16 @@
 #      drain is closed at once (EOF, no byte), krelay exits 0 well within
 #      drain_timeout_ms, one log line per phase.  A second case: SIGTERM
 #      twice stops at once (the requests in flight are not waited for).
+#   2. -d -p: the command returns 0 once krelay serves; the pid file holds
+#      the daemon's pid, locked (flock); the daemon leads its own session
+#      with no terminal; a second krelay with the pid file refuses; SIGTERM
+#      ends it and removes the file.  -d with the log on stderr refuses.
+#   3. [process] user = nobody (run as root, as CI is; skipped otherwise):
+#      after start /proc/PID/status shows uid, gid and groups nobody's; a
+#      reload of a config only root may read is refused, saying why.
+#   4. sd_notify: a scripted NOTIFY_SOCKET (daemon_peers.py notify, in the
+#      abstract namespace) receives READY=1 after start, RELOADING=1 then
+#      READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, in that order.
 . "$(dirname "$0")/lib.sh"
 kr_setup 60
 
@@ -103,5 +113,93 @@ case $got in
     "answered 5 "*) kr_fail "second SIGTERM waited for every response: $got" ;;
 esac
 kr_log "second SIGTERM: stopped at once ($got)"
+
+# ---- 2. -d and -p ------------------------------------------------------------
+W=$(cd "$KR_WORK" && pwd)      # -d runs in /: absolute paths
+conf "$W/d.ini"
+sed -i "s|^target = .*|target = $W/krelay.log|" "$W/d.ini"
+: >"$W/krelay.log"
+"$KR_KRELAY" -d -p "$W/krelay.pid" -c "$W/d.ini" >"$W/d.out" 2>&1 ||
+    kr_fail "krelay -d exited $?: $(cat "$W/d.out")"
+[ ! -s "$W/d.out" ] || kr_fail "krelay -d wrote on its terminal: $(cat "$W/d.out")"
+DPID=$(cat "$W/krelay.pid")
+KR_PIDS+=("$DPID")
+kr_listening "$PORT" || kr_fail "krelay -d returned before listening"
+[ "$(cat "/proc/$DPID/comm")" = krelay ] || kr_fail "pid file: $DPID is not krelay"
+read -r -a st <"/proc/$DPID/stat"
+[ "${st[5]}" = "$DPID" ] || kr_fail "the daemon is not a session leader (sid ${st[5]})"
+[ "${st[6]}" = 0 ] || kr_fail "the daemon has a terminal (tty_nr ${st[6]})"
+[ "$(readlink "/proc/$DPID/fd/2")" = /dev/null ] || kr_fail "stderr is $(readlink "/proc/$DPID/fd/2")"
+flock -n "$W/krelay.pid" true && kr_fail "the pid file is not locked"
+"$KR_KRELAY" -d -p "$W/krelay.pid" -c "$W/d.ini" >"$W/d2.out" 2>&1 &&
+    kr_fail "a second krelay with the same pid file started"
+grep -q "krelay: -p $W/krelay.pid: another krelay (pid $DPID) holds this pid file: not starting" "$W/d2.out" ||
+    kr_fail "second krelay: $(cat "$W/d2.out")"
+grep -q "started (1 listener group), in the background, pid file $W/krelay.pid" "$W/krelay.log" ||
+    kr_fail "no start line naming -d and the pid file"
+kill -TERM "$DPID"
+kr_wait_for 10 kr_gone "$DPID" || kr_fail "krelay -d did not stop on SIGTERM"
+[ ! -e "$W/krelay.pid" ] || kr_fail "the pid file is left after exit"
+conf "$W/d3.ini"
+sed -i "s|^target = .*|target = stderr|" "$W/d3.ini"
+"$KR_KRELAY" -d -c "$W/d3.ini" >"$W/d3.out" 2>&1 && kr_fail "-d with the log on stderr started"
+grep -q 'krelay: -d: the log goes to stderr' "$W/d3.out" || kr_fail "-d, log on stderr: $(cat "$W/d3.out")"
+kr_log "-d -p: ready before return, pid file locked and removed, second one refused"
+
+# ---- 3. [process] user --------------------------------------------------------
+if [ "$(id -u)" = 0 ]; then
+    NUID=$(id -u nobody) NGID=$(id -g nobody)
+    conf "$W/u.ini" '[process]' 'user = nobody'
+    sed -i "s|^target = .*|target = $W/krelay.log|" "$W/u.ini"
+    chmod 600 "$W/u.ini"
+    : >"$W/krelay.log"
+    "$KR_KRELAY" -c "$W/u.ini" >>"$W/krelay.out.log" 2>&1 &
+    KPID=$!
+    KR_PIDS+=("$KPID")
+    kr_wait_for 20 grep -q 'krelay .* started' "$W/krelay.log" ||
+        kr_fail "krelay with user = nobody did not start: $(tail -3 "$W/krelay.log")"
+    kr_listening "$PORT" || kr_fail "not listening after the drop"
+    uids=$(awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$KPID/status")
+    gids=$(awk '/^Gid:/ { print $2, $3, $4, $5 }' "/proc/$KPID/status")
+    groups=$(awk '/^Groups:/ { $1 = ""; print }' "/proc/$KPID/status" | xargs)
+    [ "$uids" = "$NUID $NUID $NUID $NUID" ] || kr_fail "Uid: $uids, want $NUID x4"
+    [ "$gids" = "$NGID $NGID $NGID $NGID" ] || kr_fail "Gid: $gids, want $NGID x4"
+    [ "$groups" = "$NGID" ] || kr_fail "Groups: '$groups', want $NGID"
+    grep -q "running as user nobody (uid $NUID), group .* (gid $NGID)" "$W/krelay.log" ||
+        kr_fail "no line saying the user"
+    kill -HUP "$KPID"
+    kr_wait_for 10 grep -q 'reload: krelay runs as uid .* every file a reload reads' "$W/krelay.log" ||
+        kr_fail "a reload of a root-only file did not say why: $(tail -3 "$W/krelay.log")"
+    kr_stop "$KPID" krelay "$W/krelay.log"
+    kr_log "user = nobody: uid/gid/groups $NUID/$NGID/$groups after start; root-only reload explained"
+else
+    kr_log "not root: [process] user not tested"
+fi
+
+# ---- 4. sd_notify -------------------------------------------------------------
+NSOCK="@krelay-test-$$-$RANDOM"
+: >"$W/notify.txt"
+"$KR_PY" "$PEERS" notify "$NSOCK" "$W/notify.txt" >>"$W/notify.log" 2>&1 &
+KR_PIDS+=($!)
+kr_wait_for 10 grep -q "@krelay-test-$$" /proc/net/unix || kr_fail "notify socket not bound"
+conf "$W/n.ini"
+sed -i "s|^target = .*|target = $W/krelay.log|" "$W/n.ini"
+: >"$W/krelay.log"
+NOTIFY_SOCKET=$NSOCK "$KR_KRELAY" -c "$W/n.ini" >>"$W/krelay.out.log" 2>&1 &
+KPID=$!
+KR_PIDS+=("$KPID")
+kr_wait_for 20 grep -q '^READY=1' "$W/notify.txt" || kr_fail "no READY=1 after start"
+kr_listening "$PORT" || kr_fail "READY=1 before the listener was bound"
+kill -HUP "$KPID"
+kr_wait_for 10 grep -q 'reloaded' "$W/krelay.log" || kr_fail "SIGHUP: no reload"
+kr_wait_for 5 test "$(grep -c '^READY=1' "$W/notify.txt")" = 2 || kr_fail "no READY=1 after the reload"
+kr_stop "$KPID" krelay "$W/krelay.log"
+kr_wait_for 5 grep -q '^STOPPING=1' "$W/notify.txt" || kr_fail "no STOPPING=1"
+got=$(sed 's/ MONOTONIC_USEC=[0-9]*$//' "$W/notify.txt" | tr '\n' ' ')
+[ "$got" = "READY=1 RELOADING=1 READY=1 STOPPING=1 " ] ||
+    kr_fail "notifications: '$got', want READY=1 RELOADING=1 READY=1 STOPPING=1"
+grep -q '^RELOADING=1 MONOTONIC_USEC=[0-9][0-9]*$' "$W/notify.txt" ||
+    kr_fail "RELOADING=1 without MONOTONIC_USEC"
+kr_log "sd_notify: $got"
 
 kr_log PASS

@@ -1951,6 +1951,8 @@ static const struct reload_row reload_rows[] = {
 
     { "[process]", "drain_timeout_ms", KR_RELOAD_APPLY,
       "", "drain_timeout_ms = 5000" },
+    { "[process]", "user", KR_RELOAD_RESTART, "", "user = nobody" },
+    { "[process]", "group", KR_RELOAD_RESTART, "", "group = nogroup" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
