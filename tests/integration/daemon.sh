@@ -16,6 +16,8 @@
 #   4. sd_notify: a scripted NOTIFY_SOCKET (daemon_peers.py notify, in the
 #      abstract namespace) receives READY=1 after start, RELOADING=1 then
 #      READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, in that order.
+#   5. SIGUSR1 (same krelay): the log and audit files, moved away, are
+#      opened again under their names; the moved ones get nothing more.
 . "$(dirname "$0")/lib.sh"
 kr_setup 60
 
@@ -182,8 +184,8 @@ NSOCK="@krelay-test-$$-$RANDOM"
 "$KR_PY" "$PEERS" notify "$NSOCK" "$W/notify.txt" >>"$W/notify.log" 2>&1 &
 KR_PIDS+=($!)
 kr_wait_for 10 grep -q "@krelay-test-$$" /proc/net/unix || kr_fail "notify socket not bound"
-conf "$W/n.ini"
-sed -i "s|^target = .*|target = $W/krelay.log|" "$W/n.ini"
+conf "$W/n.ini" '[audit]' "target = $W/audit.log" '[rule all]' 'audit = true'
+sed -i "0,/^target = .*/s|^target = .*|target = $W/krelay.log|" "$W/n.ini"
 : >"$W/krelay.log"
 NOTIFY_SOCKET=$NSOCK "$KR_KRELAY" -c "$W/n.ini" >>"$W/krelay.out.log" 2>&1 &
 KPID=$!
@@ -193,6 +195,25 @@ kr_listening "$PORT" || kr_fail "READY=1 before the listener was bound"
 kill -HUP "$KPID"
 kr_wait_for 10 grep -q 'reloaded' "$W/krelay.log" || kr_fail "SIGHUP: no reload"
 kr_wait_for 5 test "$(grep -c '^READY=1' "$W/notify.txt")" = 2 || kr_fail "no READY=1 after the reload"
+
+# ---- 5. SIGUSR1 (same krelay) -----------------------------------------------
+"$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 1 "$W/sent5" >"$W/p5.out" 2>&1 &
+kr_wait_for 10 test -e "$W/sent5" || kr_fail "client did not send"
+kr_wait_for 10 grep -q '"api_key":18\|"ApiVersions"' "$W/audit.log" ||
+    kr_fail "no audit line before SIGUSR1"
+mv "$W/krelay.log" "$W/krelay.log.1"
+mv "$W/audit.log" "$W/audit.log.1"
+kill -USR1 "$KPID"
+kr_wait_for 10 grep -q 'SIGUSR1: reopening the log and audit files' "$W/krelay.log" ||
+    kr_fail "SIGUSR1: no new log file with its line"
+old_audit=$(wc -c <"$W/audit.log.1")
+"$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 1 "$W/sent6" >"$W/p6.out" 2>&1
+[ "$(cat "$W/p6.out")" = "answered 1 ids 1" ] || kr_fail "after SIGUSR1: $(cat "$W/p6.out")"
+kr_wait_for 10 test -s "$W/audit.log" || kr_fail "SIGUSR1: the audit file was not opened again"
+[ "$(wc -c <"$W/audit.log.1")" = "$old_audit" ] || kr_fail "the moved audit file still grows"
+grep -q 'SIGUSR1' "$W/krelay.log.1" && kr_fail "the moved log got the SIGUSR1 line"
+kr_log "SIGUSR1: log and audit files reopened after a move"
+
 kr_stop "$KPID" krelay "$W/krelay.log"
 kr_wait_for 5 grep -q '^STOPPING=1' "$W/notify.txt" || kr_fail "no STOPPING=1"
 got=$(sed 's/ MONOTONIC_USEC=[0-9]*$//' "$W/notify.txt" | tr '\n' ' ')

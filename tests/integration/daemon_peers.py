@@ -8,7 +8,8 @@ slow-broker PORTFILE DELAY
     requests stay in flight that long.
 pipeline HOST:PORT N SENTFILE
     Send N ApiVersions v0 requests (CorrelationIds 1..N) at once, write
-    SENTFILE, then read responses until the connection closes; print
+    SENTFILE, then read responses until N came or the connection closes;
+    print
     "answered K ids I,J,..." (K responses, their CorrelationIds).
 probe HOST:PORT
     Connect; print "eof" when the connection is closed without a byte
@@ -85,7 +86,7 @@ def pipeline(addr, n, sentfile):
     s.sendall(out)
     open(sentfile, 'w').close()
     ids = []
-    while True:
+    while len(ids) < n:
         hdr = recv_exact(s, 4)
         if hdr is None:
             break
