@@ -4750,14 +4750,65 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
     fputc('\n', f);
 }
 
+/*
+ * The dump's lines to f as inih reads them back: a value that starts with
+ * ';' after "key = " would be an inline comment (inih: a ';' after
+ * whitespace), so such a line is written "key =;..." (no blank: inih
+ * then keeps it).  Other values need nothing: the loader never keeps
+ * leading or trailing blanks (inih strips them), a '#' starts a comment
+ * only at the start of a line, and a list's items are joined without
+ * blanks.
+ */
+static void
+kr_cf_put_dump(FILE *f, const char *text)
+{
+    const char *l, *nl, *eq;
+    size_t n;
+
+    for (l = text; *l != '\0'; l = nl) {
+        nl = strchr(l, '\n');
+        nl = nl != NULL ? nl + 1 : l + strlen(l);
+        n = (size_t)(nl - l);
+        eq = l[0] != ';' && l[0] != '[' ? memchr(l, '=', n) : NULL;
+        if (eq != NULL && eq > l && eq[-1] == ' ' && eq + 2 < nl &&
+            eq[1] == ' ' && eq[2] == ';') {
+            fwrite(l, 1, (size_t)(eq + 1 - l), f);
+            fwrite(eq + 2, 1, (size_t)(nl - eq - 2), f);
+        } else {
+            fwrite(l, 1, n, f);
+        }
+    }
+}
+
+static void kr_cf_dump_all(const struct kr_conf *c, FILE *f);
+
 void
 kr_conf_dump(const struct kr_conf *c, FILE *f)
 {
-    int i;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m;
 
     if (c == NULL || f == NULL) {
         return;
     }
+    m = open_memstream(&text, &len);
+    if (m == NULL) {
+        kr_cf_dump_all(c, f);           /* out of memory: as it is */
+        return;
+    }
+    kr_cf_dump_all(c, m);
+    if (fclose(m) == 0 && text != NULL) {
+        kr_cf_put_dump(f, text);
+    }
+    free(text);
+}
+
+static void
+kr_cf_dump_all(const struct kr_conf *c, FILE *f)
+{
+    int i;
+
     fprintf(f, "; effective configuration from %s\n\n", c->path);
     for (i = 0; i < c->nupstreams; i++) {
         kr_cf_dump_section(f, KR_CS_UPSTREAM, c->upstreams[i].name,

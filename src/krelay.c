@@ -52,6 +52,7 @@ usage(FILE *f)
     fprintf(f,
 "Usage: krelay -c FILE [-d] [-p PIDFILE] [-v...]\n"
 "       krelay -c FILE -t [-W]\n"
+"       krelay -c FILE -T\n"
 "       krelay --demo [-c FILE] [--listen HOST:PORT] [--broker-port-base N]\n"
 "\n"
 "A protocol-aware TCP proxy for Apache Kafka.  Runs in the foreground\n"
@@ -61,6 +62,10 @@ usage(FILE *f)
 "  -t, --test               check the configuration and exit: errors and\n"
 "                           warnings (\"krelay: warning: \") on stderr, then\n"
 "                           the compiled rule table; exit 1 on an error\n"
+"  -T, --dump               print the effective configuration (every key,\n"
+"                           defaults included) on stdout and exit; it loads\n"
+"                           back as the same configuration (secrets aside:\n"
+"                           not printed)\n"
 "  -W, --strict             with -t: warnings are errors too (exit 1), for\n"
 "                           CI and ExecStartPre=\n"
 "  -d, --daemon             run in the background (fork, new session, stdio\n"
@@ -541,6 +546,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
         { "test", no_argument, NULL, 't' },
+        { "dump", no_argument, NULL, 'T' },
         { "strict", no_argument, NULL, 'W' },
         { "verbose", no_argument, NULL, 'v' },
         { "version", no_argument, NULL, 'V' },
@@ -556,7 +562,7 @@ main(int argc, char **argv)
     const char *demo_opt = NULL;        /* --listen or --broker-port-base */
     long port_base = 19092, listen_port = 9092;
     bool test = false, strict = false, demo = false, listen_wild = false;
-    bool conf_log_elsewhere = false, daemonize = false;
+    bool conf_log_elsewhere = false, daemonize = false, dump = false;
     const char *pid_path = NULL;
     struct kr_pidfile pf = { .fd = -1, .path = NULL };
     char *abs_conf = NULL;
@@ -578,7 +584,7 @@ main(int argc, char **argv)
                 "cannot be opened in its place: %s\n", strerror(errno));
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "c:tWvVhdp:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:tTWvVhdp:", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             path = optarg;
@@ -588,6 +594,9 @@ main(int argc, char **argv)
             break;
         case 'W':
             strict = true;
+            break;
+        case 'T':
+            dump = true;
             break;
         case 'd':
             daemonize = true;
@@ -650,6 +659,12 @@ main(int argc, char **argv)
     }
     if (strict && !test) {
         fprintf(stderr, "krelay: -W (--strict) applies to -t only\n");
+        try_help();
+        return 2;
+    }
+    if (dump && (test || demo || daemonize || pid_path != NULL ||
+                 path == NULL)) {
+        fprintf(stderr, "krelay: -T goes with -c FILE alone\n");
         try_help();
         return 2;
     }
@@ -739,6 +754,12 @@ main(int argc, char **argv)
     }
     if (conf == NULL && load_conf(path, NULL, demo ? &demo_opts : NULL,
                                   &conf) != KR_OK) {
+        goto out;
+    }
+    if (dump) {
+        /* the warnings are -t's business; the errors were printed */
+        kr_conf_dump(conf, stdout);
+        rc = fflush(stdout) == 0 ? 0 : 1;
         goto out;
     }
     /* to stderr at start too: a warning never stops krelay (-t -W does) */

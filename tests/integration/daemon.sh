@@ -18,6 +18,8 @@
 #      READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, in that order.
 #   5. SIGUSR1 (same krelay): the log and audit files, moved away, are
 #      opened again under their names; the moved ones get nothing more.
+#   6. krelay -T prints the effective configuration; that output, given
+#      to -T again, prints the same (a value starting with ';' included).
 . "$(dirname "$0")/lib.sh"
 kr_setup 60
 
@@ -222,5 +224,16 @@ got=$(sed 's/ MONOTONIC_USEC=[0-9]*$//' "$W/notify.txt" | tr '\n' ' ')
 grep -q '^RELOADING=1 MONOTONIC_USEC=[0-9][0-9]*$' "$W/notify.txt" ||
     kr_fail "RELOADING=1 without MONOTONIC_USEC"
 kr_log "sd_notify: $got"
+
+# ---- 6. -T --------------------------------------------------------------------
+conf "$W/t.ini" '[rule r]' 'client_id =;x,#y' 'deny = true' '[process]' 'drain_timeout_ms = 0'
+"$KR_KRELAY" -T -c "$W/t.ini" >"$W/t1.ini" 2>"$W/t1.err" || kr_fail "-T: $(cat "$W/t1.err")"
+grep -qx 'client_id =;x,#y' "$W/t1.ini" || kr_fail "-T: client_id: $(grep client_id "$W/t1.ini")"
+grep -qx 'drain_timeout_ms = 0' "$W/t1.ini" || kr_fail "-T: no drain_timeout_ms = 0"
+grep -qx 'max_inflight = [0-9]*' "$W/t1.ini" || kr_fail "-T: defaults not printed"
+"$KR_KRELAY" -T -c "$W/t1.ini" >"$W/t2.ini" 2>"$W/t2.err" || kr_fail "-T of -T: $(cat "$W/t2.err")"
+diff <(tail -n +2 "$W/t1.ini") <(tail -n +2 "$W/t2.ini") >"$W/t.diff" ||
+    kr_fail "-T's output does not load back the same: $(head -5 "$W/t.diff")"
+kr_log "-T: $(wc -l <"$W/t1.ini") lines, loads back the same"
 
 kr_log PASS
