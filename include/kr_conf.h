@@ -334,6 +334,20 @@ struct kr_admin_conf {
                                            none, every request allowed */
 };
 
+/*
+ * [process] (the operations issue): once-per-process settings.  The
+ * section may be absent: its defaults apply anyway.
+ */
+struct kr_process_conf {
+    int64_t drain_timeout_ms;           /* SIGTERM: how long the drain
+                                           may take before the connections
+                                           left are closed; default 30000 */
+    char *user;                         /* drop to it after binding and
+                                           reading keys; NULL: no drop */
+    char *group;                        /* its group; NULL: user's primary
+                                           group */
+};
+
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 
 /*
@@ -382,6 +396,8 @@ struct kr_conf {
     int nwarnings;
     /* the operations issue: [admin] (appended) */
     struct kr_admin_conf admin;
+    /* the operations issue: [process] (appended) */
+    struct kr_process_conf process;
 };
 
 /*
@@ -476,7 +492,13 @@ unsigned kr_conf_warnings(const struct kr_conf *c, FILE *f);
  */
 const char *kr_conf_codec_name(int id);
 
-/* Print the effective config (every key with its value) to f. */
+/*
+ * Print the effective config (every key with its value) to f (krelay -T),
+ * as text that loads back (kr_conf_load_string) as the same config: a
+ * value that starts with ';' is written "key =;..." so inih does not take
+ * it for a comment.  Secrets are not printed ("(not shown: a secret)"):
+ * a config with an inline secret loads back with that text in its place.
+ */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);
 
 /*

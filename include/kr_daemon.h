@@ -120,6 +120,11 @@ struct kr_daemon {
                                            (read, checked, rules compiled;
                                            0: not measured: krelay.c sets
                                            the first) */
+    /* SIGTERM drains (the operations issue): kr_daemon_drain */
+    bool draining;
+    struct event *drain_timer;          /* every 50 ms while draining */
+    int64_t drain_started_ms;           /* kr_clock_timer_ms at its start */
+    int64_t drain_deadline_ms;          /* then + drain_timeout_ms */
 };
 
 /*
@@ -161,8 +166,9 @@ struct kr_worker *kr_daemon_add_worker(struct kr_daemon *d,
 struct kr_worker *kr_daemon_worker(const struct kr_daemon *d, int i);
 
 /*
- * Run the daemon's loop with SIGTERM/SIGINT (stop), SIGHUP (reload and
- * reopen) and SIGUSR1 (reopen the log) handled, until kr_daemon_stop.
+ * Run the daemon's loop with SIGTERM (drain; a second one stops at
+ * once), SIGINT (stop at once), SIGHUP (reload and reopen) and SIGUSR1
+ * (reopen the log) handled, until kr_daemon_stop.
  * Returns KR_OK.
  */
 int kr_daemon_run(struct kr_daemon *d);
@@ -176,6 +182,17 @@ int kr_daemon_run(struct kr_daemon *d);
  * their threads before kr_daemon_free.
  */
 void kr_daemon_stop(struct kr_daemon *d);
+
+/*
+ * Drain (SIGTERM): every worker keeps its listeners open but closes new
+ * connections at accept (FIN, counted), and each session forwards no
+ * further request, delivers the responses it owes and closes
+ * (kr_worker_drain).  When no connection is left, or after [process]
+ * drain_timeout_ms, kr_daemon_stop (which closes what is left).  One log
+ * line at the start, one at the end.  A reload is refused while
+ * draining.  d->base's thread; idempotent.
+ */
+void kr_daemon_drain(struct kr_daemon *d);
 
 /*
  * Reread the config from path (SIGHUP).  A valid one replaces, for new

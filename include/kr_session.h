@@ -412,4 +412,15 @@ int kr_session_internal_request(struct kr_session *s, const uint8_t *frame,
 void kr_session_close(struct kr_session *s, int level, const char *fmt,
                       ...) KR_PRINTF(3, 4);
 
+/*
+ * krelay drains (SIGTERM; the operations issue): s forwards no further
+ * request (what the client sends from now on, and a request krelay has
+ * not begun to forward, is read and discarded: the client sees the
+ * connection close after its answered requests and sends them again
+ * elsewhere), delivers the responses owed, then closes (logged at info).
+ * A session with nothing owed closes now.  Not from s's own callbacks.
+ * Returns -1 when s was closed (freed), else 0.
+ */
+int kr_session_drain(struct kr_session *s);
+
 #endif /* KR_SESSION_H */

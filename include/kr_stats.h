@@ -115,6 +115,9 @@ enum kr_stat_labels {
     X(conn_proxy_untrusted, COUNTER, NONE, 1,                                \
       "Client connections closed at accept on a listener with "              \
       "proxy_protocol: their address is outside proxy_protocol_from.")      \
+    X(conn_drain_closed, COUNTER, NONE, 1,                                   \
+      "Client connections closed at accept because krelay was draining "    \
+      "(SIGTERM).")                                                          \
     X(conn_active, GAUGE, NONE, 1,                                           \
       "Sessions open now.")                                                  \
     X(closes, COUNTER, CAUSE, KR_CLOSE__N,                                   \

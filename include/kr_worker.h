@@ -109,6 +109,8 @@ struct kr_wgen {
     struct kr_wgen *next;               /* the mailbox queue */
     bool stop;                          /* kr_worker_stop; nothing else
                                            is set */
+    bool drain;                         /* kr_worker_drain; nothing else
+                                           is set */
     struct kr_conf_ref *cref;           /* one reference, the worker's */
     struct kr_audit_ref *audit;         /* one reference, or NULL */
     int ngroups;                        /* cref->conf->nlisteners */
@@ -171,6 +173,8 @@ struct kr_worker {
     uint64_t seq;                       /* connections accepted: N of
                                            "c#W.N" (W is index) */
     bool started, stopping;
+    bool draining;                      /* kr_worker_drain: new
+                                           connections close at accept */
     /* mailbox (kr_worker_post): workers on a thread of their own */
     bool has_mailbox;
     pthread_mutex_t mb_lock;
@@ -257,6 +261,17 @@ int kr_worker_call(struct kr_worker *w, kr_worker_call_fn fn, void *arg)
  * On w's thread; idempotent.
  */
 void kr_worker_stop(struct kr_worker *w);
+
+/*
+ * Drain w (SIGTERM): its listeners stay open (a connection waiting in an
+ * accept queue is not reset) but each connection accepted from now on is
+ * closed at once (counted: conn_drain_closed); every session forwards no
+ * further request and closes once the responses it owes are delivered
+ * (kr_session_drain).  conn_active reaches 0 when the drain is done; the
+ * daemon watches it and stops w then (or at its drain timeout).  On w's
+ * thread; idempotent.
+ */
+void kr_worker_drain(struct kr_worker *w);
 
 /*
  * Stop (if needed) and free w with everything it holds (not its base).

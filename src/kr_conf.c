@@ -75,6 +75,7 @@ enum kr_cf_sect {
     KR_CS_RULE,
     KR_CS_AUDIT,
     KR_CS_ADMIN,
+    KR_CS_PROCESS,
     KR_CS_NKINDS
 };
 
@@ -85,6 +86,7 @@ static const char *const kr_cf_sect_names[KR_CS_NKINDS] = {
     [KR_CS_RULE] = "rule",
     [KR_CS_AUDIT] = "audit",
     [KR_CS_ADMIN] = "admin",
+    [KR_CS_PROCESS] = "process",
 };
 
 enum kr_cf_type {
@@ -192,6 +194,7 @@ static const char *const kr_cf_codec_names[] = {
 #define RUL(f) offsetof(struct kr_rule_conf, f)
 #define AUD(f) offsetof(struct kr_audit_conf, f)
 #define ADM(f) offsetof(struct kr_admin_conf, f)
+#define PRC(f) offsetof(struct kr_process_conf, f)
 
 static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "listen", KR_CT_HOSTPORT, LST(listen), 0, NULL,
@@ -539,6 +542,17 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_ADMIN, "bearer_token", KR_CT_STRING, ADM(bearer_token), 0, NULL,
       0, 0, KR_CF_SECRET, "the token itself, in the config file (krelay -t "
       "warns: prefer bearer_token_file); never printed", NULL },
+    /* the operations issue: [process] */
+    { KR_CS_PROCESS, "drain_timeout_ms", KR_CT_I64, PRC(drain_timeout_ms),
+      0, "30000", 0, INT32_MAX, 0, "SIGTERM drains: how long krelay waits, "
+      "in ms, for the responses owed before it closes the connections "
+      "left (0: close them at once)", NULL },
+    { KR_CS_PROCESS, "user", KR_CT_STRING, PRC(user), 0, NULL, 0, 0,
+      KR_CF_RESTART, "the user krelay runs as once listeners are bound and "
+      "keys read, when started as root (a restart applies a change)", NULL },
+    { KR_CS_PROCESS, "group", KR_CT_STRING, PRC(group), 0, NULL, 0, 0,
+      KR_CF_RESTART, "its group (with user; a restart applies a change)",
+      NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -675,6 +689,9 @@ static const struct {
     { KR_CS_ADMIN, "bearer_token_file",
       "none: no token (one of it and bearer_token asks for one)" },
     { KR_CS_ADMIN, "bearer_token", "none" },
+    { KR_CS_PROCESS, "user", "none: krelay stays the user it was started "
+      "as" },
+    { KR_CS_PROCESS, "group", "the user's primary group" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },
@@ -1822,6 +1839,9 @@ kr_cf_inst_add(struct kr_cf_state *st, enum kr_cf_sect kind,
     case KR_CS_ADMIN:
         in->obj = &st->conf->admin;
         break;
+    case KR_CS_PROCESS:
+        in->obj = &st->conf->process;
+        break;
     default:
         in->obj = &st->conf->log;
         break;
@@ -1829,7 +1849,8 @@ kr_cf_inst_add(struct kr_cf_state *st, enum kr_cf_sect kind,
     in->name = strdup(name);
     if (in->obj == NULL || in->name == NULL) {
         if (in->kind != KR_CS_LOG && in->kind != KR_CS_AUDIT &&
-            in->kind != KR_CS_ADMIN) {
+            in->kind != KR_CS_ADMIN &&
+            in->kind != KR_CS_PROCESS) {
             free(in->obj);
         }
         free(in->name);
@@ -1915,7 +1936,7 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
     }
     if (wl == 0 || kind == KR_CS_NKINDS) {
         kr_cf_err(st, line, "unknown section [%.*s] (expected listener, "
-                  "upstream, log, rule, audit or admin)",
+                  "upstream, log, rule, audit, admin or process)",
                   (int)(close - hdr - 1),
                   hdr + 1);
         return;
@@ -1925,8 +1946,8 @@ kr_cf_section(struct kr_cf_state *st, const char *hdr, size_t len)
                   "at most %d)", name, KR_CONF_MAX_NAME);
         return;
     }
-    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT || kind == KR_CS_ADMIN) &&
-        nl > 0) {
+    if ((kind == KR_CS_LOG || kind == KR_CS_AUDIT || kind == KR_CS_ADMIN ||
+         kind == KR_CS_PROCESS) && nl > 0) {
         kr_cf_err(st, line, "[%s] takes no name", kr_cf_sect_names[kind]);
         return;
     }
@@ -3862,7 +3883,7 @@ kr_cf_build(struct kr_cf_state *st)
         struct kr_cf_inst *in = &st->insts[i];
 
         if (in->kind == KR_CS_LOG || in->kind == KR_CS_AUDIT ||
-            in->kind == KR_CS_ADMIN) {
+            in->kind == KR_CS_ADMIN || in->kind == KR_CS_PROCESS) {
             free(in->name);
         } else if (in->kind == KR_CS_RULE) {
             if (!in->bad && c->rules != NULL) {
@@ -3933,12 +3954,15 @@ kr_cf_load_buf(const char *text, size_t len, const char *name,
         return KR_ERROR;
     }
     st.conf = c;
-    /* [log] may be absent: its defaults apply anyway. */
+    /* [log] and [process] may be absent: their defaults apply anyway. */
     for (i = 0; i < KR_CF_NKEYS; i++) {
         const struct kr_cf_key *k = &kr_conf_keys[i];
 
-        if (k->sect == KR_CS_LOG &&
-            kr_cf_set(k, &c->log, k->def, buf, sizeof(buf)) != NULL) {
+        if ((k->sect == KR_CS_LOG ||
+             (k->sect == KR_CS_PROCESS && k->def != NULL)) &&
+            kr_cf_set(k, k->sect == KR_CS_LOG ? (void *)&c->log
+                                              : (void *)&c->process,
+                      k->def, buf, sizeof(buf)) != NULL) {
             kr_cf_err(&st, 0, "internal error: default of '%s'", k->name);
         }
     }
@@ -4089,6 +4113,8 @@ kr_conf_free(struct kr_conf *c)
         OPENSSL_cleanse(c->admin.token, strlen(c->admin.token));
         free(c->admin.token);
     }
+    free(c->process.user);
+    free(c->process.group);
     free(c->log.target);
     free(c->path);
     free(c);
@@ -4127,6 +4153,7 @@ static const enum kr_conf_reload kr_cf_sect_reload[KR_CS_NKINDS][2] = {
     [KR_CS_RULE] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_AUDIT] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_ADMIN] = { KR_RELOAD_RESTART, KR_RELOAD_RESTART },
+    [KR_CS_PROCESS] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
 };
 
 static enum kr_conf_reload
@@ -4494,6 +4521,9 @@ kr_conf_reload_diff(const struct kr_conf *old, const struct kr_conf *new,
                                 new->admin.listen.host != NULL ? 0 : -1, 0,
                                 fn, arg);
     }
+    ch.section = kr_cf_sect_names[KR_CS_PROCESS];
+    set |= kr_cf_diff_keys(KR_CS_PROCESS, &old->process, &new->process, &ch,
+                           fn, arg);
     return set;
 }
 
@@ -4822,14 +4852,65 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
     fputc('\n', f);
 }
 
+/*
+ * The dump's lines to f as inih reads them back: a value that starts with
+ * ';' after "key = " would be an inline comment (inih: a ';' after
+ * whitespace), so such a line is written "key =;..." (no blank: inih
+ * then keeps it).  Other values need nothing: the loader never keeps
+ * leading or trailing blanks (inih strips them), a '#' starts a comment
+ * only at the start of a line, and a list's items are joined without
+ * blanks.
+ */
+static void
+kr_cf_put_dump(FILE *f, const char *text)
+{
+    const char *l, *nl, *eq;
+    size_t n;
+
+    for (l = text; *l != '\0'; l = nl) {
+        nl = strchr(l, '\n');
+        nl = nl != NULL ? nl + 1 : l + strlen(l);
+        n = (size_t)(nl - l);
+        eq = l[0] != ';' && l[0] != '[' ? memchr(l, '=', n) : NULL;
+        if (eq != NULL && eq > l && eq[-1] == ' ' && eq + 2 < nl &&
+            eq[1] == ' ' && eq[2] == ';') {
+            fwrite(l, 1, (size_t)(eq + 1 - l), f);
+            fwrite(eq + 2, 1, (size_t)(nl - eq - 2), f);
+        } else {
+            fwrite(l, 1, n, f);
+        }
+    }
+}
+
+static void kr_cf_dump_all(const struct kr_conf *c, FILE *f);
+
 void
 kr_conf_dump(const struct kr_conf *c, FILE *f)
 {
-    int i;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m;
 
     if (c == NULL || f == NULL) {
         return;
     }
+    m = open_memstream(&text, &len);
+    if (m == NULL) {
+        kr_cf_dump_all(c, f);           /* out of memory: as it is */
+        return;
+    }
+    kr_cf_dump_all(c, m);
+    if (fclose(m) == 0 && text != NULL) {
+        kr_cf_put_dump(f, text);
+    }
+    free(text);
+}
+
+static void
+kr_cf_dump_all(const struct kr_conf *c, FILE *f)
+{
+    int i;
+
     fprintf(f, "; effective configuration from %s\n\n", c->path);
     for (i = 0; i < c->nupstreams; i++) {
         kr_cf_dump_section(f, KR_CS_UPSTREAM, c->upstreams[i].name,
@@ -4849,6 +4930,7 @@ kr_conf_dump(const struct kr_conf *c, FILE *f)
         }
     }
     kr_cf_dump_section(f, KR_CS_LOG, NULL, &c->log);
+    kr_cf_dump_section(f, KR_CS_PROCESS, NULL, &c->process);
     if (c->audit.target != NULL) {
         kr_cf_dump_section(f, KR_CS_AUDIT, NULL, &c->audit);
     }

@@ -18,6 +18,7 @@
 #include "kr_clock.h"
 #include "kr_daemon.h"
 #include "kr_log.h"
+#include "kr_proc.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
 #include "kr_stats.h"
@@ -593,16 +594,101 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
                           "%s", words);
             break;
         }
+        kr_proc_notify("RELOADING=1");
         (void)reload(d, d->cref->conf->path, "SIGHUP", words);
+        kr_proc_notify("READY=1");
         break;
     case SIGUSR1:
         kr_log_notice("SIGUSR1: %s", reopen_words(d, words, sizeof(words)));
         break;
+    case SIGTERM:
+        if (!d->draining) {
+            kr_daemon_drain(d);
+            break;
+        }
+        kr_log_notice("SIGTERM again while draining: stopping at once");
+        kr_daemon_stop(d);
+        break;
     default:
-        kr_log_notice("signal %d: stopping", (int)sig);
+        kr_log_notice("signal %d: stopping at once", (int)sig);
         kr_daemon_stop(d);
         break;
     }
+}
+
+/* ---- drain -------------------------------------------------------------- */
+
+static uint64_t total(const struct kr_daemon *d, enum kr_stat_id id);
+static const char *plural(long long n);
+
+/* While draining: stop once no connection is left, or at the deadline. */
+static void
+drain_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_daemon *d = arg;
+    uint64_t left = total(d, KR_STAT_ID_conn_active);
+    int64_t now = kr_clock_timer_ms();
+
+    (void)fd;
+    (void)what;
+    if (left == 0) {
+        kr_log_notice("drain: done in %lld ms: every connection closed "
+                      "after the responses it was owed",
+                      (long long)(now - d->drain_started_ms));
+    } else if (now >= d->drain_deadline_ms) {
+        kr_log_notice("drain: drain_timeout_ms (%lld) reached: closing the "
+                      "%" PRIu64 " connection%s left",
+                      (long long)(d->drain_deadline_ms - d->drain_started_ms),
+                      left, plural((long long)left));
+    } else {
+        return;
+    }
+    kr_daemon_stop(d);
+}
+
+void
+kr_daemon_drain(struct kr_daemon *d)
+{
+    int64_t timeout_ms = d->cref->conf->process.drain_timeout_ms;
+    struct timeval tv = { 0, 50000 };
+    int i;
+
+    if (d->draining || d->stopping) {
+        return;
+    }
+    d->draining = true;
+    kr_proc_notify("STOPPING=1");
+    d->drain_started_ms = kr_clock_timer_ms();
+    d->drain_deadline_ms = d->drain_started_ms + timeout_ms;
+    kr_log_notice("SIGTERM: draining: new connections close at accept; "
+                  "%" PRIu64 " open connection%s: each forwards no further "
+                  "request and closes once its responses are delivered, "
+                  "within "
+                  "drain_timeout_ms %lld (a second SIGTERM or SIGINT stops "
+                  "at once)", total(d, KR_STAT_ID_conn_active),
+                  plural((long long)total(d, KR_STAT_ID_conn_active)),
+                  (long long)timeout_ms);
+    for (i = 0; i < d->nworkers; i++) {
+        struct kr_worker *w = d->workers[i];
+        struct kr_wgen *gen;
+
+        if (w->base == d->base) {
+            kr_worker_drain(w);
+            continue;
+        }
+        gen = kr_wgen_new(NULL, NULL, 0);
+        if (gen != NULL) {
+            gen->drain = true;
+            kr_worker_post(w, gen);
+        }
+    }
+    d->drain_timer = event_new(d->base, -1, EV_PERSIST, drain_timer_cb, d);
+    if (d->drain_timer == NULL || event_add(d->drain_timer, &tv) != 0) {
+        kr_log_error("drain: no timer (out of memory): stopping at once");
+        kr_daemon_stop(d);
+        return;
+    }
+    drain_timer_cb(-1, 0, d);           /* nothing open, or timeout 0 */
 }
 
 int
@@ -701,6 +787,9 @@ kr_daemon_stop(struct kr_daemon *d)
         return;
     }
     d->stopping = true;
+    if (!d->draining && d->started) {
+        kr_proc_notify("STOPPING=1");   /* the drain said it already */
+    }
     for (i = 0; i < d->nworkers; i++) {
         struct kr_worker *w = d->workers[i];
         struct kr_wgen *gen;
@@ -724,6 +813,10 @@ kr_daemon_stop(struct kr_daemon *d)
     if (d->rl_timer != NULL) {
         event_free(d->rl_timer);
         d->rl_timer = NULL;
+    }
+    if (d->drain_timer != NULL) {
+        event_free(d->drain_timer);
+        d->drain_timer = NULL;
     }
     /* the lines queued so far are written (or counted as dropped)
        before the drops are reported */
@@ -997,6 +1090,11 @@ reload(struct kr_daemon *d, const char *path, const char *by,
     if (d->stopping) {
         return KR_ERROR;
     }
+    if (d->draining) {
+        kr_log_warn("%s%sreload of %s refused: krelay is draining",
+                    by != NULL ? by : "", by != NULL ? ": " : "", path);
+        return KR_ERROR;
+    }
     ef = open_memstream(&errs, &elen);
     t0 = kr_clock_mono_us();
     rc = kr_rule_load_with(path, d->load_opts, ef, &nc);
@@ -1008,6 +1106,15 @@ reload(struct kr_daemon *d, const char *path, const char *by,
     }
     if (rc != KR_OK) {
         log_lines(KR_LOG_ERROR, "reload refused: ", errs);
+        if (geteuid() != 0 && errs != NULL &&
+            strstr(errs, strerror(EACCES)) != NULL) {
+            /* [process] user: started as root, the files were read */
+            kr_log_error("reload: krelay runs as uid %u (no longer root: "
+                         "[process] user): every file a reload reads "
+                         "(the configuration, certificates, keys, "
+                         "credentials) must be readable by it",
+                         (unsigned)geteuid());
+        }
         kr_log_error("%s%sreload of %s refused: the running configuration "
                      "stays", by != NULL ? by : "", by != NULL ? ": " : "",
                      path);

@@ -991,6 +991,20 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     return 0;
 }
 
+int
+kr_session_drain(struct kr_session *s)
+{
+    if (s->dead) {
+        return -1;
+    }
+    if (s->closing) {
+        return 0;                       /* closing already, for its own
+                                           reason */
+    }
+    return kr_s_close_after_owed(s, KR_LOG_INFO, "krelay drains: closed "
+                                 "after the responses owed");
+}
+
 /* n bytes went out on c: the response is moving when c is the client. */
 static void
 wrote(struct kr_session *s, struct kr_conn *c, size_t n)

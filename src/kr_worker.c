@@ -206,6 +206,12 @@ accept_cb(struct kr_listener *l, evutil_socket_t fd,
         close(fd);
         return;
     }
+    if (w->draining) {
+        /* nothing read from it: close sends FIN, not RST */
+        KR_STAT_INC(&w->stats, conn_drain_closed);
+        close(fd);
+        return;
+    }
     if (g->nconn >= g->lc->max_connections) {
         char peer[64];
 
@@ -406,6 +412,11 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
     if (gen->stop) {
         kr_wgen_free(gen);
         kr_worker_stop(w);
+        return;
+    }
+    if (gen->drain) {
+        kr_wgen_free(gen);
+        kr_worker_drain(w);
         return;
     }
     if (w->stopping) {
@@ -622,6 +633,21 @@ kr_worker_call(struct kr_worker *w, kr_worker_call_fn fn, void *arg)
     while (write(w->call_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
     }
     return KR_OK;
+}
+
+void
+kr_worker_drain(struct kr_worker *w)
+{
+    struct kr_session *s, *next;
+
+    if (w->draining || w->stopping) {
+        return;
+    }
+    w->draining = true;
+    for (s = w->sessions; s != NULL; s = next) {
+        next = s->next;                 /* s may be freed */
+        (void)kr_session_drain(s);
+    }
 }
 
 void

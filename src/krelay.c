@@ -26,6 +26,7 @@
 #include "kr_clock.h"
 #include "kr_daemon.h"
 #include "kr_demo.h"
+#include "kr_proc.h"
 #include "kr_rule.h"
 #include "kr_sasl_client.h"
 #include "kr_sasl_server.h"
@@ -51,17 +52,31 @@ static void
 usage(FILE *f)
 {
     fprintf(f,
-"Usage: krelay -c FILE [-t [-W]] [-v...]\n"
+"Usage: krelay -c FILE [-d] [-p PIDFILE] [-v...]\n"
+"       krelay -c FILE -t [-W]\n"
+"       krelay -c FILE -T\n"
 "       krelay --demo [-c FILE] [--listen HOST:PORT] [--broker-port-base N]\n"
 "\n"
-"A protocol-aware TCP proxy for Apache Kafka.  Runs in the foreground.\n"
+"A protocol-aware TCP proxy for Apache Kafka.  Runs in the foreground\n"
+"unless -d.\n"
 "\n"
 "  -c, --config FILE        read the configuration from FILE\n"
 "  -t, --test               check the configuration and exit: errors and\n"
 "                           warnings (\"krelay: warning: \") on stderr, then\n"
 "                           the compiled rule table; exit 1 on an error\n"
+"  -T, --dump               print the effective configuration (every key,\n"
+"                           defaults included) on stdout and exit; it loads\n"
+"                           back as the same configuration (secrets aside:\n"
+"                           not printed)\n"
 "  -W, --strict             with -t: warnings are errors too (exit 1), for\n"
 "                           CI and ExecStartPre=\n"
+"  -d, --daemon             run in the background (fork, new session, stdio\n"
+"                           on /dev/null); the log must go to a file or\n"
+"                           syslog.  Exits 0 once krelay is ready, 1 (the\n"
+"                           reason on stderr) when it cannot start\n"
+"  -p, --pidfile FILE       write krelay's pid to FILE, locked while it runs\n"
+"                           (a second krelay with FILE refuses to start),\n"
+"                           removed at exit\n"
 "  -v, --verbose            more logging (repeat for more)\n"
 "      --demo               start a mock Kafka cluster (%d brokers, topics\n"
 "                           %s) behind krelay: the program\n"
@@ -82,8 +97,9 @@ usage(FILE *f)
 "  -V, --version            print the version and exit\n"
 "  -h, --help               print this help and exit\n"
 "\n"
-"Signals: SIGTERM/SIGINT stop, SIGHUP reloads the configuration (and\n"
-"reopens the log and audit files), SIGUSR1 reopens the log and audit files.\n"
+"Signals: SIGTERM drains then stops (a second one, or SIGINT, stops at\n"
+"once), SIGHUP reloads the configuration (and reopens the log and audit\n"
+"files), SIGUSR1 reopens the log and audit files.\n"
 "\n"
 "--demo prints what to try on stderr.  It looks for " KR_DEMO_PROGRAM "\n"
 "beside krelay, then in\n"
@@ -485,12 +501,54 @@ std_fds_open(void)
     return true;
 }
 
+/*
+ * -d closes stdin, stdout and stderr and runs in /: the log must go to a
+ * file or syslog, an audit file must not be stdout, and file targets
+ * must be absolute (a reopen would look for them in /).  Prints why not
+ * and returns false.
+ */
+static bool
+daemon_targets_ok(const struct kr_conf *conf)
+{
+    const char *lt = conf->log.target, *at = conf->audit.target;
+    char where[4160];
+
+    if (lt == NULL || strcmp(lt, "stderr") == 0) {
+        fprintf(stderr, "krelay: -d: the log goes to stderr, which -d points "
+                "at /dev/null: set [log] target to a file or syslog\n");
+        return false;
+    }
+    if (strcmp(lt, "syslog") != 0 && lt[0] != '/') {
+        fprintf(stderr, "krelay: -d: %s: [log] target %s is a relative path: "
+                "krelay -d runs in /; write an absolute one\n",
+                kr_conf_where(conf, conf->log.target_line, where,
+                              sizeof(where)), lt);
+        return false;
+    }
+    if (at != NULL && strcmp(at, "stdout") == 0) {
+        fprintf(stderr, "krelay: -d: %s: [audit] target = stdout, which -d "
+                "points at /dev/null: set it to a file or syslog\n",
+                kr_conf_where(conf, conf->audit.target_line, where,
+                              sizeof(where)));
+        return false;
+    }
+    if (at != NULL && strcmp(at, "syslog") != 0 && at[0] != '/') {
+        fprintf(stderr, "krelay: -d: %s: [audit] target %s is a relative "
+                "path: krelay -d runs in /; write an absolute one\n",
+                kr_conf_where(conf, conf->audit.target_line, where,
+                              sizeof(where)), at);
+        return false;
+    }
+    return true;
+}
+
 int
 main(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "config", required_argument, NULL, 'c' },
         { "test", no_argument, NULL, 't' },
+        { "dump", no_argument, NULL, 'T' },
         { "strict", no_argument, NULL, 'W' },
         { "verbose", no_argument, NULL, 'v' },
         { "version", no_argument, NULL, 'V' },
@@ -498,19 +556,27 @@ main(int argc, char **argv)
         { "demo", no_argument, NULL, 'D' },
         { "listen", required_argument, NULL, 'L' },
         { "broker-port-base", required_argument, NULL, 'B' },
+        { "daemon", no_argument, NULL, 'd' },
+        { "pidfile", required_argument, NULL, 'p' },
         { NULL, 0, NULL, 0 }
     };
     const char *path = NULL, *listen = "127.0.0.1:9092";
     const char *demo_opt = NULL;        /* --listen or --broker-port-base */
     long port_base = 19092, listen_port = 9092;
     bool test = false, strict = false, demo = false, listen_wild = false;
-    bool conf_log_elsewhere = false;
+    bool conf_log_elsewhere = false, daemonize = false, dump = false;
+    const char *pid_path = NULL;
+    struct kr_pidfile pf = { .fd = -1, .path = NULL };
+    char *abs_conf = NULL;
+    int ready_fd = -1;
+    struct kr_proc_ids ids;
+    bool drop = false;
     unsigned nwarn, ndemo_warn = 0, nlisten_warn = 0;
     struct kr_conf_load_opts demo_opts = { NULL };
     int verbose = 0, c, rc = 1, level;
     struct kr_conf *conf = NULL;
     struct kr_daemon *p = NULL;
-    char err[512];
+    char err[512], why[600];
     struct kr_demo dm = { .pid = 0, .ctl_fd = -1, .out_fd = -1 };
     struct demo_watch watch = { .dm = &dm };
     struct event *demo_ev = NULL;
@@ -522,7 +588,7 @@ main(int argc, char **argv)
                 "cannot be opened in its place: %s\n", strerror(errno));
         return 1;
     }
-    while ((c = getopt_long(argc, argv, "c:tWvVh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:tTWvVhdp:", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             path = optarg;
@@ -532,6 +598,15 @@ main(int argc, char **argv)
             break;
         case 'W':
             strict = true;
+            break;
+        case 'T':
+            dump = true;
+            break;
+        case 'd':
+            daemonize = true;
+            break;
+        case 'p':
+            pid_path = optarg;
             break;
         case 'v':
             verbose++;
@@ -590,6 +665,27 @@ main(int argc, char **argv)
         fprintf(stderr, "krelay: -W (--strict) applies to -t only\n");
         try_help();
         return 2;
+    }
+    if (dump && (test || demo || daemonize || pid_path != NULL ||
+                 path == NULL)) {
+        fprintf(stderr, "krelay: -T goes with -c FILE alone\n");
+        try_help();
+        return 2;
+    }
+    if ((daemonize || pid_path != NULL) && (test || demo)) {
+        fprintf(stderr, "krelay: %s applies to running krelay -c FILE (not "
+                "with %s)\n", daemonize ? "-d" : "-p", test ? "-t" : "--demo");
+        try_help();
+        return 2;
+    }
+    if (daemonize && path != NULL) {
+        /* -d runs in /: SIGHUP must find the file again */
+        abs_conf = kr_proc_abspath(path);
+        if (abs_conf == NULL) {
+            fprintf(stderr, "krelay: -c %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+        path = abs_conf;
     }
     if (demo_opt != NULL && (!demo || path != NULL)) {
         fprintf(stderr, "krelay: %s applies to --demo without -c only (with "
@@ -666,6 +762,12 @@ main(int argc, char **argv)
         goto out;
     }
     load_us = kr_clock_mono_us() - load_t0;
+    if (dump) {
+        /* the warnings are -t's business; the errors were printed */
+        kr_conf_dump(conf, stdout);
+        rc = fflush(stdout) == 0 ? 0 : 1;
+        goto out;
+    }
     /* to stderr at start too: a warning never stops krelay (-t -W does) */
     nwarn = print_warnings(conf) + nlisten_warn;
     if (demo && path != NULL) {
@@ -680,6 +782,19 @@ main(int argc, char **argv)
             free(text);
             nwarn += ndemo_warn;
         }
+    }
+    if (conf->process.user != NULL || conf->process.group != NULL) {
+        if (conf->process.user == NULL) {
+            fprintf(stderr, "krelay: [process] group = %s without user: "
+                    "set user too\n", conf->process.group);
+            goto out;
+        }
+        if (!kr_proc_lookup(conf->process.user, conf->process.group, &ids,
+                            err, sizeof(err))) {
+            fprintf(stderr, "krelay: %s\n", err);
+            goto out;
+        }
+        drop = true;
     }
     if (test) {
         const char *cp = path ? path : "(demo)";
@@ -711,6 +826,14 @@ main(int argc, char **argv)
                 dm.bootstraps, dm.path);
         goto out;
     }
+    if (daemonize && !daemon_targets_ok(conf)) {
+        goto out;
+    }
+    if (pid_path != NULL && !kr_pidfile_open(&pf, pid_path, err,
+                                             sizeof(err))) {
+        fprintf(stderr, "krelay: %s\n", err);
+        goto out;
+    }
     level = conf->log.level + verbose;
     if (level > KR_LOG_TRACE) {
         level = KR_LOG_TRACE;
@@ -728,6 +851,22 @@ main(int argc, char **argv)
     }
     conf_log_elsewhere = conf->log.target != NULL &&
         strcmp(conf->log.target, "stderr") != 0;
+    if (daemonize) {
+        /* before any thread starts (the audit writer: kr_daemon_start) */
+        ready_fd = kr_proc_daemonize(err, sizeof(err));
+        if (ready_fd < 0) {
+            fprintf(stderr, "krelay: %s\n", err);
+            goto out;
+        }
+    }
+    if (pf.fd >= 0 && !kr_pidfile_write(&pf)) {
+        snprintf(err, sizeof(err), "-p %s: cannot write the pid file: %s",
+                 pf.path, strerror(errno));
+        kr_log_error("%s", err);
+        kr_proc_ready(ready_fd, err);
+        ready_fd = -1;
+        goto out;
+    }
     p = kr_daemon_new(conf, true, NULL);
     if (p == NULL) {
         fprintf(stderr, "krelay: out of memory\n");
@@ -745,6 +884,11 @@ main(int argc, char **argv)
     }
     if (kr_daemon_start(p, err, sizeof(err)) != KR_OK) {
         kr_log_error("cannot start: %s", err);
+        if (ready_fd >= 0) {
+            snprintf(why, sizeof(why), "cannot start: %s", err);
+            kr_proc_ready(ready_fd, why);
+            ready_fd = -1;
+        }
         if (conf_log_elsewhere) {
             fprintf(stderr, "krelay: cannot start: %s\n", err);
         }
@@ -846,9 +990,31 @@ main(int argc, char **argv)
             goto out;
         }
     }
-    kr_log_notice("krelay %s started (%d listener group%s)", PACKAGE_VERSION,
-                  p->cref->conf->nlisteners,
-                  p->cref->conf->nlisteners == 1 ? "" : "s");
+    /* listeners bound, keys and certificates read, log, audit and pid
+       files open: what needs root is done */
+    if (drop && !kr_proc_drop(&ids, err, sizeof(err))) {
+        kr_log_error("cannot drop privileges: %s: not running as root", err);
+        snprintf(why, sizeof(why), "cannot drop privileges: %s", err);
+        kr_proc_ready(ready_fd, why);
+        ready_fd = -1;
+        if (conf_log_elsewhere && !daemonize) {
+            fprintf(stderr, "krelay: %s\n", why);
+        }
+        goto out;
+    }
+    if (drop) {
+        kr_log_notice("running as user %s (uid %u), group %s (gid %u)",
+                      ids.user, ids.uid, ids.group, ids.gid);
+    }
+    kr_log_notice("krelay %s started (%d listener group%s)%s%s%s",
+                  PACKAGE_VERSION, p->cref->conf->nlisteners,
+                  p->cref->conf->nlisteners == 1 ? "" : "s",
+                  daemonize ? ", in the background" : "",
+                  pf.path != NULL ? ", pid file " : "",
+                  pf.path != NULL ? pf.path : "");
+    kr_proc_ready(ready_fd, NULL);
+    ready_fd = -1;
+    kr_proc_notify("READY=1");          /* listeners bound, worker running */
     kr_daemon_run(p);
     /* the daemon stopped its workers: the admin thread goes before they
        are freed */
@@ -858,6 +1024,7 @@ main(int argc, char **argv)
     rc = watch.gone ? 1 : 0;
 out:
     kr_admin_stop(admin);
+    kr_proc_ready(ready_fd, "cannot start (the log says why)");
     if (demo_ev != NULL) {
         event_free(demo_ev);
     }
@@ -870,7 +1037,17 @@ out:
         kr_log_warn("the demo cluster (%s) did not stop cleanly on SIGTERM",
                     dm.path);
     }
+    if (pf.path != NULL) {
+        char *pp = strdup(pf.path);
+
+        if (!kr_pidfile_remove(&pf)) {
+            kr_log_warn("-p %s: cannot remove the pid file: %s (emptied "
+                        "instead)", pp != NULL ? pp : "", strerror(errno));
+        }
+        free(pp);
+    }
     kr_log_close();
     libevent_global_shutdown();
+    free(abs_conf);
     return rc;
 }

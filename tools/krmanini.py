@@ -22,6 +22,7 @@ SECTION_TITLES = {
     'audit': '[audit]',
     'admin': '[admin]',
     'rule': '[rule NAME]',
+    'process': '[process]',
 }
 
 FIELDS = ['section', 'name', 'type', 'unit', 'min', 'max', 'default',

@@ -139,6 +139,12 @@ def main():
           b"[listener y]\nlisten = 0.0.0.0:29092\nupstream = b\n"
           b"broker_port_base = 30000\n[log]\nlevel = debug\n"
           b"target = syslog\n")
+    # a value starting with ';' (the dump must write "key =;x")
+    write("conf", "semicolon-value",
+          b"[upstream]\nbootstrap_servers = 127.0.0.1:9092\n"
+          b"[listener]\nlisten = 127.0.0.1:19092\nbroker_port_base = 19100\n"
+          b"[rule r]\nclient_id =;x,#y\ndeny = true\n[process]\n"
+          b"drain_timeout_ms = 0\n")
     write("conf", "bad-errors",
           b"[listener]\nlisten = nope\nbroker_port_base = 70000\n"
           b"max_frame_bytes = -1\nfoo = bar\n[bogus]\n")

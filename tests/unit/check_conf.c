@@ -1251,7 +1251,7 @@ START_TEST(test_err_all_collected)
         "t.ini:8: 'level': bad value 'verbose': expected error, warn, "
         "notice, info, debug or trace\n"
         "t.ini:9: unknown section [extra] (expected listener, upstream, "
-        "log, rule, audit or admin)\n"
+        "log, rule, audit, admin or process)\n"
         "t.ini:4: [listener]: missing required key 'broker_port_base' (or "
         "sni_broker_name: SNI routing, every broker on the listen port)\n");
     free(errs);
@@ -1819,6 +1819,7 @@ static const char *const reload_base[] = {
     "[audit]", "target = audit.log", NULL,
     "[rule r]", "api = Produce", "audit = true", NULL,
     "[admin]", "listen = 127.0.0.1:29644", NULL,
+    "[process]", NULL,
     NULL
 };
 
@@ -2046,6 +2047,10 @@ static const struct reload_row reload_rows[] = {
       "", "bearer_token_file = @D@/server-full.pem" },
     { "[admin]", "bearer_token", KR_RELOAD_APPLY,
       "", "bearer_token = fake-token" },
+    { "[process]", "drain_timeout_ms", KR_RELOAD_APPLY,
+      "", "drain_timeout_ms = 5000" },
+    { "[process]", "user", KR_RELOAD_RESTART, "", "user = nobody" },
+    { "[process]", "group", KR_RELOAD_RESTART, "", "group = nogroup" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
