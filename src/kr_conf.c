@@ -370,8 +370,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "DescribeConfigs v0, the ACL APIs v0, JoinGroup v0-1) up to the "
       "lowest version the brokers accept, their message sets to "
       "RecordBatch v2 and back, and the responses back down, and "
-      "advertise those versions in ApiVersions; false: such a request "
-      "gets its version's error response or a close, with one log line",
+      "advertise those versions in ApiVersions; false: krelay answers "
+      "such a request UNSUPPORTED_VERSION (an Acks=0 Produce: a close), "
+      "with one log line saying to enable this",
       NULL },
     { KR_CS_LISTENER, "legacy_zstd", KR_CT_CHOICE, LST(legacy_zstd), 0,
       "gzip", 0, 0, 0,
@@ -382,10 +383,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       kr_cf_legacy_zstd_choices },
     { KR_CS_LISTENER, "legacy_batch_max_bytes", KR_CT_I64,
       LST(legacy_batch_max_bytes), 0, "1048576", 0, INT32_MAX, 0,
-      "with translate_legacy: a Produce v0-2 message set becomes "
-      "RecordBatches of at most this many bytes each (brokers check "
-      "max.message.bytes per batch; a single record larger still goes "
-      "alone); 0: one batch per message set", NULL },
+      "with translate_legacy: the largest RecordBatch a partition's "
+      "Produce v0-2 message set may become (brokers check "
+      "max.message.bytes per batch); Produce v3+ takes one batch per "
+      "partition and krelay does not split a request, so a set of "
+      "several records converting to more gets MESSAGE_TOO_LARGE (a "
+      "single record larger still goes, alone); 0: no limit", NULL },
     { KR_CS_LISTENER, "legacy_refuse_delay_ms", KR_CT_I64,
       LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
       "without translate_legacy: a client refused for a version the "
