@@ -125,6 +125,24 @@ build(const char *json, struct kr_msg *m)
     kr_json_recbuf_free(&recs);
 }
 
+/* A message from JSON whose records stay in recs, with rb over them (the
+   payload its records slices point into). */
+static void
+build_recs(const char *json, struct kr_msg *m, struct kr_json_recbuf *recs,
+           struct iovec *iov, struct kr_rbuf *rb)
+{
+    struct kr_codec_err err;
+    json_t *j = json_loads(json, 0, NULL);
+    int rc;
+
+    ck_assert_ptr_nonnull(j);
+    memset(recs, 0, sizeof(*recs));
+    rc = kr_json_to_msg(&T.arena, j, recs, m, &err);
+    json_decref(j);
+    ck_assert_int_eq(rc, KR_OK);
+    kr_rbuf_init_flat(rb, iov, recs->p, recs->len);
+}
+
 /* The request of json as the session would hand it over (decoded). */
 static void request_decoded(bool expect);
 
@@ -329,15 +347,12 @@ START_TEST(test_legacy_produce_up_and_back)
     struct kr_an_legacy_conf lc;
     struct kr_an_rsp_decision rd;
     struct kr_json_recbuf recs;
-    struct kr_codec_err err;
     struct kr_msg up, rsp, out;
     struct iovec iov;
     struct kr_rbuf rb;
     const struct kr_val *v, *parts, *rec;
     const uint8_t *b;
     int16_t to = -1;
-    json_t *j;
-    int rc;
 
     setup_rules("");
     memset(&lc, 0, sizeof(lc));
@@ -348,13 +363,8 @@ START_TEST(test_legacy_produce_up_and_back)
     T.c.legacy = &lc;
     /* the request, its records in recs (the payload they point into) */
     memset(&recs, 0, sizeof(recs));
-    j = json_loads(req_json, 0, NULL);
-    ck_assert_ptr_nonnull(j);
-    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
-    json_decref(j);
-    ck_assert_int_eq(rc, KR_OK);
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
     ck_assert_uint_eq(recs.len, 79 + 40);
-    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
     request_decoded(true);
     T.r.rb = &rb;
     ck_assert_int_eq(kr_analyse_legacy_route(&T.c, KR_API_PRODUCE, 2, &to),
@@ -547,11 +557,8 @@ START_TEST(test_legacy_produce_inflate_budget)
         "\"},{\"Index\":1,\"Records\":\"" LEGACY_GZIP_1034 "\"}]}]}}";
     struct kr_an_legacy_conf lc;
     struct kr_json_recbuf recs;
-    struct kr_codec_err err;
     struct iovec iov;
     struct kr_rbuf rb;
-    json_t *j;
-    int rc;
 
     setup_rules("");
     memset(&lc, 0, sizeof(lc));
@@ -561,12 +568,7 @@ START_TEST(test_legacy_produce_inflate_budget)
     lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
     T.c.legacy = &lc;
     memset(&recs, 0, sizeof(recs));
-    j = json_loads(req_json, 0, NULL);
-    ck_assert_ptr_nonnull(j);
-    rc = kr_json_to_msg(&T.arena, j, &recs, &T.m, &err);
-    json_decref(j);
-    ck_assert_int_eq(rc, KR_OK);
-    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
     request_decoded(true);
     T.r.rb = &rb;
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
@@ -611,15 +613,12 @@ START_TEST(test_legacy_fetch_down)
     struct kr_an_legacy_conf lc;
     struct kr_an_rsp_decision rd;
     struct kr_json_recbuf recs;
-    struct kr_codec_err err;
     struct kr_msg up, rsp, out;
     struct iovec iov;
     struct kr_rbuf rb;
     const struct kr_val *v, *rec;
     char hex[128];
     size_t i;
-    json_t *j;
-    int rc;
 
     setup_rules("");
     memset(&lc, 0, sizeof(lc));
@@ -640,12 +639,7 @@ START_TEST(test_legacy_fetch_down)
     ck_assert_int_eq(int_at(up.body, "MaxBytes"), (1 << 20) / 2);
     /* the broker's v4 answer, its records in recs */
     memset(&recs, 0, sizeof(recs));
-    j = json_loads(rsp_json, 0, NULL);
-    ck_assert_ptr_nonnull(j);
-    rc = kr_json_to_msg(&T.arena, j, &recs, &rsp, &err);
-    json_decref(j);
-    ck_assert_int_eq(rc, KR_OK);
-    kr_rbuf_init_flat(&rb, &iov, recs.p, recs.len);
+    build_recs(rsp_json, &rsp, &recs, &iov, &rb);
     T.c.rsp_rb = &rb;
     memset(&rd, 0, sizeof(rd));
     kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 150, 100,
