@@ -5994,17 +5994,6 @@ session_suite(void)
     tcase_add_loop_test(tc, fault_paused_reads_resume, 0, 4);
     tcase_add_loop_test(tc, fault_sniff_then_handshake, 0, 4);
     suite_add_tcase(s, tc);
-    tc = tcase_create("xprt");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, upstream_host_name);
-    tcase_add_loop_test(tc, fault_round_trips, 0, 6);
-    tcase_add_loop_test(tc, fault_fetch_streamed, 0, 4);
-    tcase_add_loop_test(tc, fault_rule_held, 0, 4);
-    tcase_add_loop_test(tc, fault_backpressure, 0, 4);
-    tcase_add_loop_test(tc, fault_paused_reads_resume, 0, 4);
-    tcase_add_loop_test(tc, fault_sniff_then_handshake, 0, 4);
-    suite_add_tcase(s, tc);
     return s;
 }
 
