@@ -3035,6 +3035,106 @@ START_TEST(sasl_login_timeout)
 END_TEST
 
 /*
+ * sasl = terminate before the login: a SaslAuthenticate (_i 0) or a raw
+ * token after SaslHandshake v0 (_i 1) above 512 KiB (Kafka's
+ * sasl.server.max.receive.size) closes, one line, nothing upstream.
+ * After the login, sasl_session_lifetime_ms 500: once it ran out a
+ * request that does not start re-authentication closes (_i 2); a
+ * SaslHandshake re-authenticates (same user), and requests go on (_i 3).
+ */
+START_TEST(sasl_term_cap_expiry)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    char *log;
+    size_t at, n = 600 * 1024;
+    uint8_t *big = calloc(1, n);
+
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    term_listener(_i >= 2 ? 500 : 0);
+    start();
+    c = cli_open(boot_port(), 0);
+    if (_i == 0) {
+        at = req_begin(&req, KR_API_SASL_HANDSHAKE, 1, 1);
+        bstr(&req, "PLAIN");
+        bend(&req, at);
+        at = req_begin(&req, KR_API_SASL_AUTHENTICATE, 1, 2);
+        b32(&req, (int32_t)n);
+        bput(&req, big, n);
+        bend(&req, at);
+        cli_send(c, req.b, req.n);
+    } else if (_i == 1) {
+        at = req_begin(&req, KR_API_SASL_HANDSHAKE, 0, 1);
+        bstr(&req, "PLAIN");
+        bend(&req, at);
+        cli_send(c, req.b, req.n);
+        ck_assert_int_eq(cli_frames(c, 1), 1);  /* raw tokens follow */
+        req.n = 0;
+        at = req.n;
+        b32(&req, 0);
+        bput(&req, big, n);
+        bend(&req, at);
+        cli_send(c, req.b, req.n);
+    } else {
+        /* the Heartbeat after the answers: the lifetime runs from
+           before the password check, slow under sanitizers */
+        req_sasl_plain(&req, 1, "alice");
+        cli_send(c, req.b, req.n);
+        ck_assert_int_eq(cli_frames(c, 2), 2);
+        req.n = 0;
+        req_heartbeat(&req, 3);
+        cli_send(c, req.b, req.n);
+        ck_assert_int_eq(cli_frames(c, 3), 3);
+        ck_assert_int_eq(cli_corr(c, 2), 3);
+        evbuffer_drain(c->in, evbuffer_get_length(c->in));
+        pump_for(600);          /* the 500 ms session ran out */
+        req.n = 0;
+        if (_i == 3) {
+            req_sasl_plain(&req, 5, "alice");
+        }
+        req_heartbeat(&req, 7);
+        cli_send(c, req.b, req.n);
+    }
+    if (_i == 3) {
+        ck_assert_int_eq(cli_frames(c, 3), 3);
+        ck_assert_int_eq(cli_corr(c, 2), 7);
+        ck_assert(!c->closed);
+        ck_assert_uint_eq(KR_STAT_GET(ST, sasl_successes), 2);
+        ck_assert_int_eq(T.fb.nreq, 2);         /* the two Heartbeats */
+        free(big);
+        free(req.b);
+        return;
+    }
+    ck_assert(cli_wait_closed(c));
+    log = log_text();
+    if (_i <= 1) {
+        /* krelay answered the handshake at most; no broker connection */
+        ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                                   evbuffer_get_length(c->in)), _i);
+        ck_assert_int_eq(fake_client_conns(), 0);
+        ck_assert_msg(strstr(log, _i == 0
+                             ? "SaslAuthenticate request of 614419 bytes "
+                               "before SASL authentication is done: above "
+                               "524288"
+                             : "SASL token frame of 614400 bytes: above "
+                               "524288") != NULL, "log: %s", log);
+    } else {
+        ck_assert_int_eq(frames_in(evbuffer_pullup(c->in, -1),
+                                   evbuffer_get_length(c->in)), 0);
+        ck_assert_int_eq(T.fb.nreq, 1);         /* Heartbeat 7 never */
+        ck_assert_msg(strstr(log, "Heartbeat request after the SASL session "
+                             "lifetime (sasl_session_lifetime_ms 500) ran "
+                             "out without re-authentication") != NULL,
+                      "log: %s", log);
+    }
+    free(log);
+    free(big);
+    free(req.b);
+}
+END_TEST
+
+/*
  * KIP-368: re-authentication with a request in flight passes (the
  * request's answer comes, a request behind the new SaslAuthenticate is
  * held until its answer); another principal closes.
@@ -6109,6 +6209,7 @@ session_suite(void)
     tcase_add_test(tc, sasl_term_unread_answers);
     tcase_add_test(tc, sasl_term_apiversions_negative);
     tcase_add_loop_test(tc, sasl_login_timeout, 0, 5);
+    tcase_add_loop_test(tc, sasl_term_cap_expiry, 0, 4);
     tcase_add_test(tc, sasl_reauth);
     tcase_add_test(tc, sasl_handshake_pipelined);
     tcase_add_test(tc, metadata_negative_node_id);
