@@ -92,6 +92,35 @@ int kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
                   size_t errlen) KR_MUST_CHECK;
 
 /*
+ * How kr_lsock_bind_share shares an address ([process] workers > 1:
+ * each worker accepts on a socket of its own, kr_worker.h):
+ *   KR_LSOCK_ALONE   as kr_lsock_bind: no SO_REUSEPORT, nobody joins.
+ *   KR_LSOCK_FIRST   the first socket of an SO_REUSEPORT group: a probe
+ *                    socket without SO_REUSEPORT is bound to the address
+ *                    first and closed, so an address another process
+ *                    listens on (even a second krelay of the same user,
+ *                    which SO_REUSEPORT would let join) fails with the
+ *                    usual "Address already in use"; then the socket is
+ *                    bound with SO_REUSEPORT.  Port 0 needs no probe:
+ *                    Linux never gives an ephemeral port that another
+ *                    SO_REUSEPORT socket holds (since 4.6).
+ *   KR_LSOCK_JOIN    another socket of the group a KR_LSOCK_FIRST socket
+ *                    of this process started: SO_REUSEPORT, bound to that
+ *                    socket's actual port (never 0).
+ */
+enum kr_lsock_share {
+    KR_LSOCK_ALONE,
+    KR_LSOCK_FIRST,
+    KR_LSOCK_JOIN
+};
+
+/* kr_lsock_bind, sharing the address as share says. */
+int kr_lsock_bind_share(struct kr_lsock *ls, const char *host,
+                        uint16_t port, int32_t node_id, const char *label,
+                        int backlog, enum kr_lsock_share share, char *err,
+                        size_t errlen) KR_MUST_CHECK;
+
+/*
  * Is ls open and bound to exactly sa (family, address and port; a
  * requested port 0 never matches)?  Lets a reload hand a running socket
  * to a new listener instead of closing and binding it again.

@@ -175,6 +175,9 @@ struct kr_worker {
     bool started, stopping;
     bool draining;                      /* kr_worker_drain: new
                                            connections close at accept */
+    atomic_bool drain_seen;             /* draining, for the daemon's
+                                           thread: set (release) once w
+                                           applied the drain */
     /* mailbox (kr_worker_post): workers on a thread of their own */
     bool has_mailbox;
     pthread_mutex_t mb_lock;
