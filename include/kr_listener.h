@@ -6,11 +6,12 @@
  * A [listener] section of the config becomes a group of these (see
  * kr_daemon.h and kr_worker.h): the bootstrap listener plus one per
  * NodeId.  Binding happens at start, so a port clash fails the start with
- * a message.  Several workers accept on one socket: each attaches its own
- * kr_listener to it, the one on the daemon's thread with the socket's own
- * descriptor, the others with a duplicate each (the kernel hands every
- * connection to one accept(2); the others get EAGAIN, which libevent
- * ignores).
+ * a message.  With several workers each has its own socket per address,
+ * an SO_REUSEPORT group (kr_lsock_bind_share); a worker attaches its own
+ * kr_listener to its socket, the one on the daemon's thread with the
+ * socket's own descriptor, the others with a duplicate each.  Workers
+ * may also share one socket (tests): the kernel hands every connection
+ * to one accept(2); the others get EAGAIN, which libevent ignores.
  */
 #ifndef KR_LISTENER_H
 #define KR_LISTENER_H

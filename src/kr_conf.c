@@ -609,7 +609,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
       NULL },
     { KR_CS_RULE, "throttle_mode", KR_CT_CHOICE, RUL(throttle_mode), 0,
       "inject", 0, 0, 0, "inject (the field only) or enforce (also delay "
-      "the client as brokers do)", kr_cf_tmode_choices },
+      "the client as brokers do).  Enforcement is per connection, kept by "
+      "the worker that serves it: no state is shared between connections "
+      "or [process] workers, so what it limits is each connection's pace "
+      "(a client with more connections gets more, whatever the number of "
+      "workers or of krelay instances)", kr_cf_tmode_choices },
     { KR_CS_RULE, "throttle_op", KR_CT_CHOICE, RUL(throttle_op), 0, "set",
       0, 0, 0, "set or add", kr_cf_top_choices },
     { KR_CS_RULE, "throttle_jitter_ms", KR_CT_I32, RUL(throttle_jitter_ms), 0,
