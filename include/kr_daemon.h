@@ -12,9 +12,10 @@
  *
  * Threads: a daemon is driven from the thread that runs its event_base
  * (kr_daemon_run: signals, reload, stop).  Its workers run on that base
- * (krelay: one today) or on bases of their own on other threads
- * (kr_daemon_add_worker; reloads and the stop reach those through their
- * mailbox, kr_worker_post).
+ * (krelay: worker 0) or on bases of their own on other threads
+ * (kr_daemon_add_worker; krelay's workers 1..N-1: kr_daemon_spawn_workers;
+ * reloads, the drain and the stop reach those through their mailbox,
+ * kr_worker_post).
  *
  * Config: the daemon holds a reference (struct kr_conf_ref) to the
  * current config; each worker and session holds its own, so a reload

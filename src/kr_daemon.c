@@ -980,8 +980,15 @@ kr_daemon_spawn_workers(struct kr_daemon *d, char *err, size_t errlen)
         return KR_ERROR;
     }
     /* signals go to the daemon's thread (libevent's signal events on
-       d->base): the workers' threads block them all */
+       d->base): the workers' threads block them, but for the faults a
+       thread raises itself (a sanitizer's handler reports those) */
     sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGTRAP);
+    sigdelset(&all, SIGABRT);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     for (k = 0; k < n; k++) {
         struct event_base *base = event_base_new();
