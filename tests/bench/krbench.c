@@ -104,16 +104,19 @@
  *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
  *   the harness uses it to route through HAProxy when the mock cannot
  *   advertise HAProxy's ports (librdkafka < 2.10).
- * -C PID,... (produce, consume, latency): report how much CPU time each
- *   of these processes (the mock, the proxies) used inside the measured
- *   window ("peer_cpu_window_s", seconds, in the order given; -1 if unreadable
- *   or PID is 0, a placeholder), from /proc/PID/stat.  Always reported:
+ * -C PID,... (produce, consume, latency, blast): report how much CPU time
+ *   each of these processes (the mock, the proxies) used inside the
+ *   measured window ("peer_cpu_window_s", seconds, in the order given; -1
+ *   if unreadable or PID is 0, a placeholder), from /proc/PID/stat; an
+ *   entry PID/NAME counts only PID's threads named NAME (e.g.
+ *   PID/krelay-audit: krelay's audit writer).  Always reported:
  *   "system_cpu_window_s", the busy CPU seconds of the whole machine in
  *   the window (/proc/stat), so that other load can be noticed.
  */
 #define _GNU_SOURCE 1
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -199,24 +202,24 @@ kb_cpu_s(void)
 
 /*
  * -C PID,...: other processes (the mock, the proxies) whose CPU time is
- * read at the edges of the measured window, from /proc/PID/stat.
+ * read at the edges of the measured window, from /proc/PID/stat; an entry
+ * PID/NAME reads only PID's threads named NAME (/proc/PID/task/TID/comm,
+ * e.g. krelay's audit writer "krelay-audit"), from their
+ * /proc/PID/task/TID/stat.
  */
 static long kb_peers[KB_MAX_PEERS];
+static const char *kb_peer_comm[KB_MAX_PEERS];  /* NULL: the process */
 static int kb_npeers;
 
-/* utime + stime of pid in seconds; -1 when unreadable. */
+/* utime + stime in seconds from a stat file; -1 when unreadable. */
 static double
-kb_proc_cpu_s(long pid)
+kb_stat_cpu_s(const char *path)
 {
-    char path[64], line[1024], *p;
+    char line[1024], *p;
     unsigned long ut = 0, st = 0;
     FILE *f;
     int ok;
 
-    if (pid <= 0) {
-        return -1;                  /* -C 0: a placeholder */
-    }
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     f = fopen(path, "r");
     if (f == NULL) {
         return -1;
@@ -233,6 +236,59 @@ kb_proc_cpu_s(long pid)
         return -1;
     }
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* utime + stime of pid in seconds (comm != NULL: of its threads named
+   comm only; 0 when none is); -1 when unreadable. */
+static double
+kb_proc_cpu_s(long pid, const char *comm)
+{
+    char path[300], name[64];
+    double sum = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (pid <= 0) {
+        return -1;                  /* -C 0: a placeholder */
+    }
+    if (comm == NULL) {
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        return kb_stat_cpu_s(path);
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+    d = opendir(path);
+    if (d == NULL) {
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        FILE *f;
+        double v;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/comm", pid,
+                 de->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;               /* the thread is gone */
+        }
+        if (fgets(name, sizeof(name), f) == NULL) {
+            name[0] = '\0';
+        }
+        fclose(f);
+        name[strcspn(name, "\n")] = '\0';
+        if (strcmp(name, comm) != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/stat", pid,
+                 de->d_name);
+        if ((v = kb_stat_cpu_s(path)) >= 0) {
+            sum += v;
+        }
+    }
+    closedir(d);
+    return sum;
 }
 
 /*
@@ -267,7 +323,7 @@ void
 kb_peers_snap(double *out)
 {
     for (int i = 0; i < kb_npeers; i++) {
-        out[i] = kb_proc_cpu_s(kb_peers[i]);
+        out[i] = kb_proc_cpu_s(kb_peers[i], kb_peer_comm[i]);
     }
     out[kb_npeers] = kb_system_busy_s();
 }
@@ -496,19 +552,29 @@ kb_connect_cb(int fd, const struct sockaddr *addr, int addrlen,
 void
 kb_parse_peers(const char *s)
 {
-    char *copy = strdup(s), *save = NULL, *tok;
+    char *copy = strdup(s), *save = NULL, *tok, *slash;
 
     if (copy == NULL) {
         kb_die("out of memory");
     }
+    /* copy stays allocated: kb_peer_comm points into it */
     for (tok = strtok_r(copy, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
         if (kb_npeers == KB_MAX_PEERS) {
             kb_die("too many -C pids");
         }
+        slash = strchr(tok, '/');
+        kb_peer_comm[kb_npeers] = NULL;
+        if (slash != NULL) {
+            *slash = '\0';
+            if (slash[1] == '\0' || strlen(slash + 1) > 15) {
+                kb_die("bad -C entry '%s/%s' (want PID/THREADNAME)", tok,
+                       slash + 1);
+            }
+            kb_peer_comm[kb_npeers] = slash + 1;
+        }
         kb_peers[kb_npeers++] = kb_parse_long(tok, 0, 1L << 30, "pid");
     }
-    free(copy);
 }
 
 static void
