@@ -436,7 +436,7 @@ kb_blast(int argc, char **argv)
     struct kb_bconn *conns;
     SSL_CTX *ctx = NULL;
     double cpu_start, cpu0 = 0, cpu1 = 0, sys0 = 0, sys1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     int64_t t_start, t_warm, t_end, w0 = 0, w1 = 0, r0 = 0, r1 = 0;
     int64_t calls0[3] = { 0 }, calls1[3] = { 0 };
     bool measuring = false, done = false;

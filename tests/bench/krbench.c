@@ -109,7 +109,9 @@
  *   measured window ("peer_cpu_window_s", seconds, in the order given; -1
  *   if unreadable or PID is 0, a placeholder), from /proc/PID/stat; an
  *   entry PID/NAME counts only PID's threads named NAME (e.g.
- *   PID/krelay-audit: krelay's audit writer).  Always reported:
+ *   PID/krelay-audit: krelay's audit writer), and how long each one's
+ *   threads waited, runnable, for a CPU ("peer_wait_window_s", from
+ *   /proc/PID/task/TID/schedstat).  Always reported:
  *   "system_cpu_window_s", the busy CPU seconds of the whole machine in
  *   the window (/proc/stat), so that other load can be noticed.
  */
@@ -318,12 +320,78 @@ kb_system_busy_s(void)
            (double)sysconf(_SC_CLK_TCK);
 }
 
-/* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system. */
+/*
+ * Seconds pid's threads (comm != NULL: those named comm) have spent
+ * runnable but waiting for a CPU: the second field of
+ * /proc/PID/task/TID/schedstat, summed over the threads alive now; -1
+ * when unreadable.  With the CPU time it says whether a process was held
+ * back by other load (busy + waiting = the whole window: it had work all
+ * along).
+ */
+static double
+kb_proc_wait_s(long pid, const char *comm)
+{
+    char path[300], name[64];
+    unsigned long long run, wait;
+    double sum = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (pid <= 0) {
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+    d = opendir(path);
+    if (d == NULL) {
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        FILE *f;
+        int ok;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        if (comm != NULL) {
+            snprintf(path, sizeof(path), "/proc/%ld/task/%s/comm", pid,
+                     de->d_name);
+            f = fopen(path, "r");
+            if (f == NULL) {
+                continue;
+            }
+            if (fgets(name, sizeof(name), f) == NULL) {
+                name[0] = '\0';
+            }
+            fclose(f);
+            name[strcspn(name, "\n")] = '\0';
+            if (strcmp(name, comm) != 0) {
+                continue;
+            }
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/schedstat", pid,
+                 de->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;
+        }
+        ok = fscanf(f, "%llu %llu", &run, &wait);
+        fclose(f);
+        if (ok == 2) {
+            sum += (double)wait / 1e9;
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+/* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system,
+   out[kb_npeers + 1 + i] = peer i's run-queue wait. */
 void
 kb_peers_snap(double *out)
 {
     for (int i = 0; i < kb_npeers; i++) {
         out[i] = kb_proc_cpu_s(kb_peers[i], kb_peer_comm[i]);
+        out[kb_npeers + 1 + i] = kb_proc_wait_s(kb_peers[i], kb_peer_comm[i]);
     }
     out[kb_npeers] = kb_system_busy_s();
 }
@@ -331,10 +399,14 @@ kb_peers_snap(double *out)
 /*
  * ,"peer_cpu_window_s":[...] (seconds each peer ran in the window)
  * ,"system_cpu_window_s":S (busy seconds of all CPUs in the window)
+ * ,"peer_wait_window_s":[...] (seconds each peer's threads waited,
+ *   runnable, for a CPU in the window; summed over threads)
  */
 void
 kb_peers_print(const double *a, const double *b)
 {
+    const double *wa = a + kb_npeers + 1, *wb = b + kb_npeers + 1;
+
     printf(",\"peer_cpu_window_s\":[");
     for (int i = 0; i < kb_npeers; i++) {
         printf("%s%.3f", i ? "," : "",
@@ -343,6 +415,12 @@ kb_peers_print(const double *a, const double *b)
     printf("],\"system_cpu_window_s\":%.3f",
            a[kb_npeers] >= 0 && b[kb_npeers] >= 0 ? b[kb_npeers] -
            a[kb_npeers] : -1.0);
+    printf(",\"peer_wait_window_s\":[");
+    for (int i = 0; i < kb_npeers; i++) {
+        printf("%s%.4f", i ? "," : "",
+               wa[i] >= 0 && wb[i] >= 0 ? wb[i] - wa[i] : -1.0);
+    }
+    printf("]");
 }
 
 long
@@ -1032,7 +1110,7 @@ kb_produce(int argc, char **argv)
     uint8_t *payload;
     int64_t t0, tw0 = 0, tw1 = 0, tdeadline, tend;
     double cpu0, cpuw0 = 0, cpuw1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     uint64_t sent = 0;
     bool in_window = false, seq = false;
 
@@ -1257,7 +1335,7 @@ kb_consume(int argc, char **argv)
     uint64_t recs = 0, bytes = 0, errors = 0;
     int64_t t0, tfirst = 0, tlastrec = 0, tdeadline;
     double cpu0, cpuw0 = 0, cpuw1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
 
     while ((opt = getopt(argc, argv, "B:t:p:d:m:C:S:A:")) != -1) {
         switch (opt) {
@@ -1681,7 +1759,7 @@ kb_latency(int argc, char **argv)
     struct kb_lat L = { 0 };
     int64_t t0, tm, deadline, late_ns, *sorted, *late, *late1;
     uint8_t perm[KB_LAT_MAX_TARGETS];
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     long all_answered;
 
     memset(tg, 0, sizeof(tg));
@@ -2336,7 +2414,7 @@ kb_handshake(int argc, char **argv)
     long n = 1000, ok = 0, failed = 0;
     const char *ca = NULL;
     char version[32] = "", cipher[64] = "", group[32] = "";
-    double cpu0, peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double cpu0, peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     int64_t t0, t1;
     SSL_CTX *ctx;
 
