@@ -20,7 +20,8 @@
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
 #                   latency,idle,codec,auditline,records,legacy_produce,
 #                   legacy_fetch,tls_produce,tls_fetch,
-#                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
+#                   tls_handshake,tls_idle,blast_produce,tls_blast_produce,
+#                   blast_scale
 #                   (default: all; produce_1k, produce_100 and
 #                   produce_1rec, the JSON's names, also do).  The
 #                   blast workloads (krbench blast and krbench canned,
@@ -29,7 +30,11 @@
 #                   upstream: the proxy is the bottleneck.  The legacy
 #                   workloads (issue 10) run kcat through krelay
 #                   translating (Produce/Fetch v2 for krmock -K 4.0.0)
-#                   and passing through, whatever --targets says
+#                   and passing through, whatever --targets says;
+#                   blast_scale (issue 12) runs krelay with 1 worker and
+#                   with 2 (KRBENCH_SCALE_WORKERS) behind a rule-heavy
+#                   configuration (audit + clamp) between krbench blast
+#                   and its own krbench canned, whatever --targets says
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
 #                   krelay_sasl,krelay_tls,haproxy_tls (default: all).
 #                   krelay_audit is a second krelay, the same binary,
@@ -109,6 +114,19 @@
 #                              the peers cost about what the proxy does
 #                              per request, so only a cap makes the proxy
 #                              the bottleneck on 2 CPUs
+#   KRBENCH_SCALE_WORKERS      blast_scale's legs, worker counts (default
+#                              1,2; the 1-worker leg is the base)
+#   KRBENCH_SCALE_CONNS, KRBENCH_SCALE_DEPTH, KRBENCH_SCALE_RECORDS,
+#   KRBENCH_SCALE_SIZE, KRBENCH_SCALE_VERSION, KRBENCH_SCALE_CLAMP
+#                              its generator's shape (64 connections, 64
+#                              in flight, 1 record of 100 bytes, Produce
+#                              v9) and the version krelay clamps it to (7)
+#   KRBENCH_SCALE_PAUSE, KRBENCH_SCALE_PAUSE_CANNED
+#                              µs its generator and its scripted upstream
+#                              sleep between polls (3000, 2000)
+#   KRBENCH_SCALE_AUDIT_DIR    where its krelays write their audit files
+#                              (default: a directory on /dev/shm, else the
+#                              work directory)
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
 #   KRBENCH_LOG_LEVEL          the krelay instances' [log] level (default

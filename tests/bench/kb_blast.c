@@ -5,14 +5,17 @@
  *
  *   krbench blast  -a HOST:PORT[,HOST:PORT...] [-c CONNS] [-D DEPTH]
  *                  [-d SECONDS] [-w WARMUP] [-r RECORDS] [-s SIZE]
- *                  [-V VERSION] [-t TOPIC] [-S CAFILE] [-C PID,...]
+ *                  [-p PARTITIONS] [-V VERSION] [-t TOPIC] [-S CAFILE]
+ *                  [-i USEC] [-C PID[/THREAD],...]
  *   krbench canned -l HOST:PORT [-r FILE] [-t TOPIC] [-n NODEID]
+ *                  [-i USEC]
  *
  * blast: CONNS connections (default 64, round-robin over the addresses;
  *   with -S each does its TLS handshake first: kb_tls_ctx's settings)
  *   send one prebuilt Produce request over and over (version VERSION,
- *   default 9, Acks=1, topic TOPIC partition 0, one RecordBatch v2 of
- *   RECORDS records of SIZE bytes: default 16 x 1 KiB), keeping DEPTH
+ *   default 9, Acks=1, topic TOPIC, PARTITIONS partitions from 0
+ *   (default 1), each one RecordBatch v2 of RECORDS records of SIZE
+ *   bytes: default 16 x 1 KiB), keeping DEPTH
  *   requests in flight on each (default 4), for WARMUP (default 1) then
  *   SECONDS (default 3) seconds.  Each connection holds DEPTH copies of
  *   the frame back to back in one ring; a request's CorrelationId is its
@@ -26,7 +29,13 @@
  *   response has (kb_produce_response), is 0; a bad response closes its
  *   connection and fails the run.  No allocation after the start.
  *   Reports requests/s, records/s and MB/s of record bytes (10^6 bytes of
- *   record values) in the window, its own CPU, and with -C the peers'.
+ *   record values) in the window, its own CPU and socket calls (reads,
+ *   writes, epoll_waits), and with -C the peers' CPU and run-queue wait.
+ *   -i USEC (blast and canned): sleep USEC microseconds before each
+ *   epoll_wait (default 0), so that one wake-up handles what many
+ *   connections received meanwhile: with enough requests in flight the
+ *   proxy never runs dry, and the peers' CPU per request falls (fewer
+ *   wake-ups, larger reads); blast_scale uses it.
  * canned: a scripted upstream on HOST:PORT (port 0: chosen by the kernel;
  *   the port is written to FILE and stdout once listening).  Reads in
  *   large pieces and looks only at each request's header (size, ApiKey,
@@ -40,7 +49,8 @@
  *   TOPIC with partition 0 led by it): what krelay's upstream fetch asks
  *   (src/kr_upstream.c).  Any other request closes its connection with a
  *   line on stderr.  Responses of one read go out in one write.  Stops on
- *   SIGTERM/SIGINT and prints its counts as JSON.
+ *   SIGTERM/SIGINT and prints its counts (and its recv, send and
+ *   epoll_wait calls) as JSON.
  *
  * Layouts: ProduceRequest/ProduceResponse.json (flexible from v9),
  * MetadataResponse.json v1, ApiVersionsResponse.json v0.
@@ -425,6 +435,7 @@ kb_blast(int argc, char **argv)
 {
     struct sockaddr_in addrs[KB_B_MAX_ADDRS];
     int naddrs = 0, opt, nconns = 64, version = 9, nrec = 16, ep, alive = 0;
+    int nparts = 1;
     int connected = 0;
     long lost;
     long size = 1024, pause_us = 0;
@@ -441,8 +452,10 @@ kb_blast(int argc, char **argv)
     int64_t calls0[3] = { 0 }, calls1[3] = { 0 };
     bool measuring = false, done = false;
 
-    while ((opt = getopt(argc, argv, "a:c:D:d:w:r:s:V:t:S:C:i:")) != -1) {
+    while ((opt = getopt(argc, argv, "a:c:D:d:w:r:s:V:t:S:C:i:p:")) != -1) {
         switch (opt) {
+        case 'p': nparts = (int)kb_parse_long(optarg, 1, 10000, "partitions");
+            break;
         case 'i': pause_us = kb_parse_long(optarg, 0, 100000, "pause");
             break;
         case 'a':
@@ -475,7 +488,7 @@ kb_blast(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     kb_raise_nofile((rlim_t)nconns + 64);
-    kb_produce_frame(&frame, version, topic, 0, 1, nrec, (size_t)size);
+    kb_produce_frame(&frame, version, topic, 0, nparts, nrec, (size_t)size);
     B.err_at = kb_produce_response(&resp, version, topic, 0);
     free(resp.p);
     B.frame_len = frame.len;
@@ -526,9 +539,9 @@ kb_blast(int argc, char **argv)
         connected++;
     }
     fprintf(stderr, "krbench blast: %d of %d connections%s, Produce v%d of "
-            "%zu bytes (%d x %ld-byte records), %d in flight each\n", alive,
-            nconns, ctx != NULL ? " (TLS)" : "", version, frame.len, nrec,
-            size, B.depth);
+            "%zu bytes (%d partition(s) x %d x %ld-byte records), %d in "
+            "flight each\n", alive, nconns, ctx != NULL ? " (TLS)" : "",
+            version, frame.len, nparts, nrec, size, B.depth);
     t_warm = kb_now_ns() + (int64_t)(warm * 1e9);
     t_end = t_warm + (int64_t)(secs * 1e9);
     for (int i = 0; i < nconns; i++) {
@@ -618,11 +631,13 @@ kb_blast(int argc, char **argv)
     {
         double win = (double)(w1 - w0) / 1e9;
         double reqs = (double)(r1 - r0), per_s = win > 0 ? reqs / win : 0;
-        double rec_bytes = (double)nrec * (double)size;
+        int recs = nrec * nparts;   /* records per request */
+        double rec_bytes = (double)recs * (double)size;
 
         printf("{\"mode\":\"blast\",\"connections\":%d,\"connected\":%d,"
                "\"depth\":%d,\"tls\":%s,\"version\":\"%s\",\"cipher\":\"%s\","
                "\"group\":\"%s\",\"produce_version\":%d,\"request_bytes\":%zu,"
+               "\"partitions_per_request\":%d,"
                "\"records_per_request\":%d,\"record_bytes\":%ld,"
                "\"window_s\":%.4f,\"requests\":%.0f,\"requests_per_s\":%.1f,"
                "\"records_per_s\":%.1f,\"mb_per_s\":%.2f,"
@@ -635,8 +650,8 @@ kb_blast(int argc, char **argv)
                PRId64,
                nconns, connected, B.depth,
                ctx != NULL ? "true" : "false", tls_version, cipher, group,
-               version, frame.len, nrec, size, win, reqs, per_s,
-               per_s * nrec, per_s * rec_bytes / 1e6,
+               version, frame.len, nparts, recs, size, win, reqs, per_s,
+               per_s * recs, per_s * rec_bytes / 1e6,
                per_s * (double)frame.len / 1e6, B.responses,
                (double)B.responses * rec_bytes,
                (double)(kb_now_ns() - t_start) / 1e9, B.bad, B.lost,

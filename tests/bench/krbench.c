@@ -19,8 +19,10 @@
  *                   [-C PID,...]
  *   krbench blast   -a HOST:PORT[,HOST:PORT...] [-c CONNS] [-D DEPTH]
  *                   [-d SECONDS] [-w WARMUP] [-r RECORDS] [-s SIZE]
- *                   [-V VERSION] [-t TOPIC] [-S CA] [-C PID,...]
+ *                   [-p PARTITIONS] [-V VERSION] [-t TOPIC] [-S CA]
+ *                   [-i USEC] [-C PID[/THREAD],...]
  *   krbench canned  -l HOST:PORT [-r FILE] [-t TOPIC] [-n NODEID]
+ *                   [-i USEC]
  *
  * Every mode but mock prints one JSON object on stdout when it is done
  * (fields described in contrib/bench/results/README.md); progress and
