@@ -464,8 +464,13 @@ def summarize_scale(runs, meta):
         ncpu = int(meta.get("ncpu") or 0)
     except ValueError:
         ncpu = 0
+    try:
+        quota = max(0.0, float(meta.get("scale_quota") or 0))
+    except ValueError:
+        quota = 0.0
     out = {"legs": {}, "scaling": {}, "limits": SCALE_LIMITS,
-           "ncpu": ncpu, "workers_key": meta.get("scale_workers_key")}
+           "ncpu": ncpu, "quota_per_worker": quota,
+           "workers_key": meta.get("scale_workers_key")}
     per = {}
     for n, rs in sorted(legs.items()):
         xs = [x for x in (scale_run(r) for r in rs) if x is not None]
@@ -487,7 +492,7 @@ def summarize_scale(runs, meta):
         # krelay had work all along: its threads on a CPU or waiting for
         # one for nearly the whole window, every worker
         busy = (e["krelay_cpus"] or 0) + (e["krelay_wait_cpus"] or 0)
-        e["krelay_bound"] = busy >= SATURATED * n
+        e["krelay_bound"] = busy >= SATURATED * n * (quota or 1.0)
         e["verdict_peers"] = scale_verdict(
             e["peers_vs_krelay"], SCALE_LIMITS["peers_vs_krelay"], "max")
         out["legs"]["krelay_w%d" % n] = e
@@ -505,11 +510,16 @@ def summarize_scale(runs, meta):
                       for k in reps])
         # what the CPUs allow: workers on CPUs of their own while there
         # are more CPUs than workers, else every CPU shared with the
-        # peers, whose share of the work is p / (1 + p)
+        # peers, whose share of the work is p / (1 + p); with a quota,
+        # k workers get at most k x quota of that
         p = leg["peers_vs_krelay"] or 0.0
 
         def room(k, pp):
-            return float(k) if ncpu > k or ncpu <= 0 else ncpu / (1 + pp)
+            if ncpu <= 0:
+                return float(k) * (quota or 1.0)
+            if quota > 0:
+                return min(k * quota, ncpu / (1 + pp))
+            return float(k) if ncpu > k else ncpu / (1 + pp)
         bound = room(n, p) / room(1, base["peers_vs_krelay"] or 0.0)
         want = SCALE_LIMITS["requests_per_s_per_worker"] * n
         out["scaling"]["krelay_w%d_vs_krelay_w1" % n] = {
@@ -545,7 +555,10 @@ def scale_table(res):
                  m.get("scale_produce_version"), m.get("scale_records"),
                  m.get("scale_record_bytes"), m.get("scale_clamp_version"),
                  m.get("scale_audit_dir") or "file",
-                 m.get("scale_cpus") or "?"), "",
+                 m.get("scale_cpus") or "?") + (
+                     "; workers capped at %s of a CPU each (cgroup)" %
+                     m.get("scale_quota")
+                     if float(m.get("scale_quota") or 0) > 0 else ""), "",
              "| krelay | requests/s | krelay CPU µs/request | generator | "
              "scripted upstream | audit writer | peers / krelay | krelay "
              "CPUs busy + waiting | other load, CPUs | clamped |",
@@ -591,6 +604,10 @@ def scale_notes(res):
     if not sc:
         return []
     notes = []
+    if res.get("meta", {}).get("scale_audit_thread") == "unnamed":
+        notes.append("blast_scale: krelay has no thread named krelay-audit "
+                     "(a build before it was named): its audit writer's "
+                     "CPU counts as krelay's, not the peers'")
     if sc.get("workers_key") == "rejected":
         notes.append("blast_scale: this krelay does not know [process] "
                      "workers: only the 1-worker leg ran (without the key)")
@@ -599,8 +616,10 @@ def scale_notes(res):
         if not e["krelay_bound"]:
             notes.append("blast_scale via %s: NOT krelay-bound (its threads "
                          "busy or waiting for a CPU %.2f CPUs' worth of the "
-                         "window, under %.0f%% of %d)" % (
-                             t, busy, 100 * SATURATED, e["workers"]))
+                         "window, under %.0f%% of %g)" % (
+                             t, busy, 100 * SATURATED,
+                             e["workers"] * (sc.get("quota_per_worker")
+                                             or 1.0)))
         elif (e["krelay_wait_cpus"] or 0) >= 0.1 * e["workers"]:
             notes.append("blast_scale via %s: krelay is the bottleneck but "
                          "was held back by other load (on a CPU %.2f, "
@@ -616,8 +635,9 @@ def scale_notes(res):
             notes.append("blast_scale: %d workers on %d CPUs share them with "
                          "the peers: at most about %.2fx the requests/s of "
                          "one worker here, below issue 12's %.1fx; judge the "
-                         "scaling on a machine with more CPUs than workers "
-                         "(README.md, blast_scale)" % (
+                         "scaling on a machine with more CPUs than workers, "
+                         "or with KRBENCH_SCALE_QUOTA (README.md, "
+                         "blast_scale)" % (
                              s["workers"], sc["ncpu"],
                              s["requests_per_s_ratio_bound"],
                              s["requests_per_s_ratio_limit"]))

@@ -124,6 +124,11 @@
 #   KRBENCH_SCALE_PAUSE, KRBENCH_SCALE_PAUSE_CANNED
 #                              µs its generator and its scripted upstream
 #                              sleep between polls (3000, 2000)
+#   KRBENCH_SCALE_QUOTA        a share of one CPU per worker (default 0:
+#                              none): each leg's workers capped at N x
+#                              that (cgroup), every leg on every CPU, so
+#                              that on a small machine N workers and the
+#                              peers need not compete for the CPUs
 #   KRBENCH_SCALE_AUDIT_DIR    where its krelays write their audit files
 #                              (default: a directory on /dev/shm, else the
 #                              work directory)
@@ -305,6 +310,9 @@ SCALE_CLAMP=${KRBENCH_SCALE_CLAMP:-7}
 SCALE_PAUSE=${KRBENCH_SCALE_PAUSE:-3000}
 SCALE_PAUSE_CANNED=${KRBENCH_SCALE_PAUSE_CANNED:-2000}
 SCALE_AUDIT_DIR=${KRBENCH_SCALE_AUDIT_DIR:-}
+SCALE_QUOTA=${KRBENCH_SCALE_QUOTA:-0}
+SCALE_QUOTA_US=0
+SCALE_AUDIT_THREAD=named
 # What both TLS-terminating targets accept, and all the clients offer.
 TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
@@ -342,6 +350,7 @@ cleanup() {
     done
     # the blast workloads' cgroup, empty once its proxy is gone
     [ -n "${CG_DIR:-}" ] && rmdir "$CG_DIR" 2>/dev/null
+    [ -n "${CG_SCALE:-}" ] && rmdir "$CG_SCALE" 2>/dev/null
     # blast_scale's audit files (tmpfs)
     [ -n "${SCALE_AUDIT_TMP:-}" ] && rm -rf "$SCALE_AUDIT_TMP"
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
@@ -1688,6 +1697,42 @@ elif [ "$SCALE_WL" = 1 ]; then
     [ -s "$WORK/scanned.ready" ] ||
         die "blast_scale: the scripted upstream did not start: $(cat "$WORK/scanned.log")"
     SC_PORT=$(cat "$WORK/scanned.ready")
+    # KRBENCH_SCALE_QUOTA: each leg's workers capped at N x that share of
+    # a CPU (cgroup v1 cpu: the worker threads only, the audit writer
+    # stays out; v2 cpu.max: the whole process), every leg on every CPU
+    SCALE_QUOTA_US=$(awk -v q="$SCALE_QUOTA" 'BEGIN { printf "%d", q * 100000 }')
+    SCG_DIR= SCG_ROOT= SCG_KIND=
+    if [ "$SCALE_QUOTA_US" -gt 0 ]; then
+        if [ -w /sys/fs/cgroup/cpu/tasks ] &&
+           mkdir "/sys/fs/cgroup/cpu/krbench-scale.$$" 2>/dev/null; then
+            SCG_KIND=v1 SCG_ROOT=/sys/fs/cgroup/cpu
+            SCG_DIR=/sys/fs/cgroup/cpu/krbench-scale.$$
+            echo 100000 >"$SCG_DIR/cpu.cfs_period_us"
+        elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null &&
+             mkdir "/sys/fs/cgroup/krbench-scale.$$" 2>/dev/null; then
+            SCG_KIND=v2 SCG_ROOT=/sys/fs/cgroup
+            SCG_DIR=/sys/fs/cgroup/krbench-scale.$$
+        else
+            log "blast_scale: no writable cgroup cpu controller: no quota"
+            SCALE_QUOTA=0 SCALE_QUOTA_US=0
+        fi
+    else
+        SCALE_QUOTA=0 SCALE_QUOTA_US=0
+    fi
+    CG_SCALE=$SCG_DIR                   # for cleanup
+    # scg_move PID DIR: krelay's threads but its audit writer into DIR
+    # (v2: the process)
+    scg_move() {
+        local t
+        if [ "$SCG_KIND" = v1 ]; then
+            for t in /proc/"$1"/task/*; do
+                [ "$(cat "$t/comm" 2>/dev/null)" = krelay-audit ] && continue
+                echo "${t##*/}" >"$2/tasks" 2>/dev/null || true
+            done
+        else
+            echo "$1" >"$2/cgroup.procs" 2>/dev/null || true
+        fi
+    }
     declare -A SC_CPUS=() SC_PCPUS=()
     # sc_ini N [nokey]: krelay_wN's configuration
     sc_ini() {
@@ -1732,7 +1777,7 @@ SCEOF
     for n in ${SCALE_WORKERS//,/ }; do
         case $n in ''|*[!0-9]*|0) die "blast_scale: bad worker count '$n'" ;; esac
         KR_PORT[krelay_w$n]=$(free_ports 3) || die "no free ports"
-        if [ "$NCPU" -gt "$n" ]; then
+        if [ "$NCPU" -gt "$n" ] && [ "$SCALE_QUOTA_US" = 0 ]; then
             SC_CPUS[$n]=1-$n SC_PCPUS[$n]=0
             [ "$n" = 1 ] && SC_CPUS[$n]=1
         else
@@ -1770,15 +1815,26 @@ SCEOF
                 log "blast_scale: taskset -p ${SC_PCPUS[$n]} $atid failed"
         else
             log "blast_scale: krelay_w$n has no thread named krelay-audit: its audit writer counts as krelay's"
+            SCALE_AUDIT_THREAD=unnamed
         fi
         SCALE_LEGS+=("$n")
         log "blast_scale: krelay_w$n (pid $kpid) at 127.0.0.1:${KR_PORT[krelay_w$n]}, workers on cpu ${SC_CPUS[$n]}, peers and audit writer on cpu ${SC_PCPUS[$n]}; threads: $(cat /proc/"$kpid"/task/*/comm 2>/dev/null | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
     done
     log "blast_scale: scripted upstream (pid $SC_PID) at 127.0.0.1:$SC_PORT; audit files in $SCALE_AUDIT_DIR"
+    [ -n "$SCG_DIR" ] &&
+        log "blast_scale: N workers capped at N x $SCALE_QUOTA of a CPU (cgroup $SCG_KIND $SCG_DIR)"
     # sc_run N REP: one blast run through krelay_wN
     sc_run() {
         local n=$1 kpid=${KR_PID[krelay_w$1]}
         taskset -a -p -c "${SC_PCPUS[$n]}" "$SC_PID" >/dev/null 2>&1
+        if [ -n "$SCG_DIR" ]; then
+            if [ "$SCG_KIND" = v1 ]; then
+                echo $((n * SCALE_QUOTA_US)) >"$SCG_DIR/cpu.cfs_quota_us"
+            else
+                echo "$((n * SCALE_QUOTA_US)) 100000" >"$SCG_DIR/cpu.max"
+            fi
+            scg_move "$kpid" "$SCG_DIR"
+        fi
         RUN_AUDIT_LOG=$SCALE_AUDIT_DIR/krelay_w$n.audit.jsonl \
         CPU_CLIENT=${SC_PCPUS[$n]} \
             run_client blast_scale "krelay_w$n" "$2" 90 "$KRBENCH" blast \
@@ -1787,6 +1843,7 @@ SCEOF
             -s "$SCALE_SIZE" -V "$SCALE_VERSION" -i "$SCALE_PAUSE" \
             -d "$PRODUCE_SECS" -w "$PRODUCE_WARM" \
             -C "$SC_PID,$kpid,$kpid/krelay-audit"
+        [ -n "$SCG_DIR" ] && scg_move "$kpid" "$SCG_ROOT"
         log "blast_scale via krelay_w$n (rep $2): $(tail -n 1 "$RUNS" | "$PY" -c '
 import json, sys
 r = json.load(sys.stdin)
@@ -1819,6 +1876,7 @@ else:
         rm -f "$SCALE_AUDIT_DIR/krelay_w$n.audit.jsonl"
     done
     stop_pid "$SC_TPID"
+    [ -n "$SCG_DIR" ] && rmdir "$SCG_DIR" 2>/dev/null && CG_SCALE=
     log "blast_scale: the scripted upstream said $(grep '^{' "$WORK/scanned.out" | tail -n 1)"
 fi
 
@@ -1885,6 +1943,8 @@ fi
     --meta "scale_clamp_version=$SCALE_CLAMP" \
     --meta "scale_pause_us=$SCALE_PAUSE" \
     --meta "scale_pause_canned_us=$SCALE_PAUSE_CANNED" \
+    --meta "scale_quota=$SCALE_QUOTA" \
+    --meta "scale_audit_thread=$([ "$SCALE_WL" = 1 ] && echo "$SCALE_AUDIT_THREAD")" \
     --meta "scale_audit_dir=$([ "$SCALE_WL" = 1 ] && { [ -n "$SCALE_AUDIT_TMP" ] && echo tmpfs || echo "$SCALE_AUDIT_DIR"; })" \
     --meta "scale_cpus=$(for n in "${SCALE_LEGS[@]}"; do printf '%sw%s %s/%s' "${sep:-}" "$n" "${SC_CPUS[$n]}" "${SC_PCPUS[$n]}"; sep=', '; done)" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
