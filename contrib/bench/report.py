@@ -576,8 +576,9 @@ def scale_table(res):
     lines.extend(["", "| issue 12's target | measured | limit | verdict |",
                   "|---|---:|---:|---|"])
     for t, e in sorted(sc["legs"].items(), key=lambda kv: kv[1]["workers"]):
+        pv = e["peers_vs_krelay"]
         lines.append("| peers' CPU per request / krelay's, %s | %s | at most "
-                     "%s | %s |" % (t, fmtr(e["peers_vs_krelay"]),
+                     "%s | %s |" % (t, "–" if pv is None else "%.3fx" % pv,
                                     fmtr(sc["limits"]["peers_vs_krelay"]),
                                     e["verdict_peers"]))
     for k, s in sorted(sc["scaling"].items(), key=lambda kv:
