@@ -1678,7 +1678,8 @@ fi
 # shares every CPU (2 workers on 2 CPUs: what the peers use is taken
 # from the workers, README.md "blast_scale").  krelay's CPU is its
 # process's minus the audit writer's (krbench -C PID/krelay-audit);
-# the writer counts with the peers.
+# the writer counts with the peers.  KRBENCH_SCALE_QUOTA caps each leg's
+# workers at N x a share of a CPU instead (every leg on every CPU).
 SCALE_WL=0
 has "$WORKLOADS" blast_scale && SCALE_WL=1
 SCALE_LEGS=()
