@@ -632,6 +632,14 @@ def scale_notes(res):
                          "an audit line with \"clamped\": not the workload "
                          "described" % (t, pct(e["clamped_share"])))
     for k, s in sc["scaling"].items():
+        rr = s["requests_per_s_ratio"]
+        if rr is not None and rr > 1.05 * s["requests_per_s_ratio_bound"]:
+            notes.append("blast_scale: %d workers / 1 = %.2fx, above the "
+                         "%.2fx the CPUs allow: other load took CPU time "
+                         "per thread, and more threads got more of it; the "
+                         "ratio says little here (run it on a quiet "
+                         "machine)" % (s["workers"], rr,
+                                       s["requests_per_s_ratio_bound"]))
         if s["requests_per_s_ratio_bound"] < s["requests_per_s_ratio_limit"]:
             notes.append("blast_scale: %d workers on %d CPUs share them with "
                          "the peers: at most about %.2fx the requests/s of "
