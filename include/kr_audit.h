@@ -63,6 +63,7 @@ struct kr_audit;            /* a sink: file (reopenable), syslog or stdout */
 /* Default and bounds of queue_bytes. */
 #define KR_AUDIT_QUEUE_DEFAULT (4u << 20)
 #define KR_AUDIT_QUEUE_MIN 4096u
+#define KR_AUDIT_QUEUE_MAX 2147483647u  /* INT32_MAX, [audit]'s bound */
 
 /*
  * Open a sink: target is "syslog", "stdout" or a file path.  queue_bytes:
