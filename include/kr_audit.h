@@ -103,8 +103,15 @@ bool kr_audit_write(struct kr_audit *au, const char *line, size_t len);
 uint64_t kr_audit_dropped(const struct kr_audit *au);
 /* Lines written to the target so far (tests, stats). */
 uint64_t kr_audit_written(const struct kr_audit *au);
-/* Wait until the queue is empty and written (at stop, tests; blocks).
-   NULL is a no-op. */
+/* Rings the sink holds: one per thread that has written to it, whether
+   or not the thread still runs (tests).  0 for NULL. */
+size_t kr_audit_rings(const struct kr_audit *au);
+/*
+ * Wait until every line queued before the call (by any thread, when that
+ * thread's kr_audit_write returned before this call began) is written or
+ * counted as lost (at stop, tests; blocks: also on a target that blocks).
+ * NULL is a no-op.
+ */
 void kr_audit_flush(struct kr_audit *au);
 
 /* ---- formatting --------------------------------------------------------- */

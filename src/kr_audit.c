@@ -846,6 +846,25 @@ kr_audit_written(const struct kr_audit *au)
     return au != NULL ? atomic_load(&((struct kr_audit *)au)->written) : 0;
 }
 
+size_t
+kr_audit_rings(const struct kr_audit *au)
+{
+    struct kr_audit *m = (struct kr_audit *)au;
+    struct audit_ring *r;
+    size_t n = 0;
+
+    if (m == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&m->mu);
+    for (r = atomic_load_explicit(&m->rings, memory_order_relaxed);
+         r != NULL; r = r->next) {
+        n++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 void
 kr_audit_flush(struct kr_audit *au)
 {
