@@ -78,7 +78,11 @@
  * moves the queue of a closed SO_REUSEPORT socket to another) is not
  * needed; what waits in a queue at stop is reset, as with any listener
  * that closes.  During a drain every worker keeps accepting and closes
- * each new connection at once, unread (FIN, conn_drain_closed).  With one
+ * each new connection at once (conn_drain_closed): its write side is shut
+ * (FIN) and what the client sends anyway (its ApiVersions, written before
+ * it saw the FIN) is read and dropped until the client closes too, or for
+ * KR_LINGER_MS, so the client sees an orderly end, never RST (a socket
+ * closed with unread bytes, or receiving bytes after close, resets).  With one
  * worker there is one set, bound without SO_REUSEPORT.  A worker added
  * without sockets of its own (tests) attaches to set 0 as the others do.
  */
@@ -201,6 +205,11 @@ struct kr_worker {
     atomic_bool drain_seen;             /* draining, for the daemon's
                                            thread: set (release) once w
                                            applied the drain */
+    struct kr_linger *lingers;          /* connections closed at accept
+                                           while draining, their FIN sent,
+                                           read until the client's own
+                                           (kr_worker.c) */
+    int nlingers;
     /* mailbox (kr_worker_post): workers on a thread of their own */
     bool has_mailbox;
     pthread_mutex_t mb_lock;
@@ -291,7 +300,8 @@ void kr_worker_stop(struct kr_worker *w);
 /*
  * Drain w (SIGTERM): its listeners stay open (a connection waiting in an
  * accept queue is not reset) but each connection accepted from now on is
- * closed at once (counted: conn_drain_closed); every session forwards no
+ * closed at once with FIN, never RST (counted: conn_drain_closed; see
+ * "Listening sockets" above); every session forwards no
  * further request and closes once the responses it owes are delivered
  * (kr_session_drain).  conn_active reaches 0 when the drain is done; the
  * daemon watches it and stops w then (or at its drain timeout).  On w's

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "kr_audit.h"
@@ -196,6 +197,91 @@ proxy_trusted(const struct kr_listener_conf *lc, const struct sockaddr *sa)
     return false;
 }
 
+/* ---- closed at accept while draining ------------------------------------ */
+
+/* How long a connection closed at accept while draining is read after its
+   FIN, at most, ms (a client that neither closes nor stops sending). */
+#define KR_LINGER_MS 2000
+/* At most this many at once per worker; past it a close is plain. */
+#define KR_LINGER_MAX 1024
+
+/* One connection closed at accept while draining (kr_worker.h). */
+struct kr_linger {
+    struct kr_linger *next, **pprev;
+    struct kr_worker *w;
+    struct event *ev;
+    evutil_socket_t fd;
+};
+
+static void
+linger_end(struct kr_linger *lg)
+{
+    *lg->pprev = lg->next;
+    if (lg->next != NULL) {
+        lg->next->pprev = lg->pprev;
+    }
+    lg->w->nlingers--;
+    event_free(lg->ev);
+    close(lg->fd);
+    free(lg);
+}
+
+/* Read and drop what the client sends until its EOF, an error, or the
+   timeout: then close (nothing unread left: no RST). */
+static void
+linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct kr_linger *lg = arg;
+    uint8_t buf[4096];
+    ssize_t n;
+
+    if (what & EV_TIMEOUT) {
+        linger_end(lg);
+        return;
+    }
+    do {
+        n = read(fd, buf, sizeof(buf));
+    } while (n > 0);
+    if (n == 0 || !kr_conn_again(errno)) {
+        linger_end(lg);
+    }
+}
+
+/* Close fd, accepted while draining, with FIN and never RST (kr_worker.h):
+   shut its write side now, read until the client's FIN, then close. */
+static void
+drain_close(struct kr_worker *w, evutil_socket_t fd)
+{
+    struct timeval tv = { KR_LINGER_MS / 1000, (KR_LINGER_MS % 1000) * 1000 };
+    struct kr_linger *lg;
+
+    KR_STAT_INC(&w->stats, conn_drain_closed);
+    if (w->nlingers >= KR_LINGER_MAX || shutdown(fd, SHUT_WR) != 0 ||
+        evutil_make_socket_nonblocking(fd) != 0 ||
+        (lg = calloc(1, sizeof(*lg))) == NULL) {
+        close(fd);
+        return;
+    }
+    lg->w = w;
+    lg->fd = fd;
+    lg->ev = event_new(w->base, fd, EV_READ | EV_PERSIST, linger_cb, lg);
+    if (lg->ev == NULL || event_add(lg->ev, &tv) != 0) {
+        if (lg->ev != NULL) {
+            event_free(lg->ev);
+        }
+        free(lg);
+        close(fd);
+        return;
+    }
+    lg->next = w->lingers;
+    if (lg->next != NULL) {
+        lg->next->pprev = &lg->next;
+    }
+    lg->pprev = &w->lingers;
+    w->lingers = lg;
+    w->nlingers++;
+}
+
 static void
 accept_cb(struct kr_listener *l, evutil_socket_t fd,
           const struct sockaddr *sa, socklen_t salen, void *arg)
@@ -208,9 +294,7 @@ accept_cb(struct kr_listener *l, evutil_socket_t fd,
         return;
     }
     if (w->draining) {
-        /* nothing read from it: close sends FIN, not RST */
-        KR_STAT_INC(&w->stats, conn_drain_closed);
-        close(fd);
+        drain_close(w, fd);
         return;
     }
     if (g->nconn >= g->lc->max_connections) {
@@ -668,6 +752,9 @@ kr_worker_stop(struct kr_worker *w)
     }
     while (w->sessions != NULL) {
         kr_session_close(w->sessions, KR_LOG_INFO, "krelay is stopping");
+    }
+    while (w->lingers != NULL) {
+        linger_end(w->lingers);
     }
     for (i = 0; i < w->nups; i++) {
         if (w->ups[i] != NULL) {

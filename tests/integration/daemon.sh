@@ -70,6 +70,10 @@ kr_wait_for 5 grep -q 'SIGTERM: draining' "$KR_WORK/krelay.log" ||
     kr_fail "no drain line after SIGTERM"
 probe=$("$KR_PY" "$PEERS" probe "127.0.0.1:$PORT")
 [ "$probe" = eof ] || kr_fail "a connection during the drain: $probe, want eof"
+# one that sends at once (as Kafka clients do) sees FIN too, not RST
+probe=$("$KR_PY" "$PEERS" probe-send "127.0.0.1:$PORT")
+[ "$probe" = eof ] ||
+    kr_fail "a connection sending during the drain: $probe, want eof (FIN)"
 kr_wait_for 15 kr_gone "$KPID" || kr_fail "krelay still runs 15 s after SIGTERM"
 wait "$KPID"
 rc=$?

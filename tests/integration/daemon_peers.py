@@ -12,9 +12,10 @@ pipeline HOST:PORT N SENTFILE
     print
     "answered K ids I,J,..." (K responses, their CorrelationIds).
 probe HOST:PORT
-    Connect; print "eof" when the connection is closed without a byte
-    (krelay draining), "refused" when nothing listens, "open" when it
-    stays open for 2 s.
+probe-send HOST:PORT
+    Connect (probe-send: and send an ApiVersions request at once); print "eof" when the connection is closed without a byte
+    (krelay draining), "reset" when it is reset, "refused" when nothing
+    listens, "open" when it stays open for 2 s.
 notify SOCKPATH OUTFILE
     An AF_UNIX datagram server (the NOTIFY_SOCKET of sd_notify): each
     datagram is appended to OUTFILE as one line.
@@ -98,7 +99,7 @@ def pipeline(addr, n, sentfile):
     print('answered %d ids %s' % (len(ids), ','.join(map(str, ids))))
 
 
-def probe(addr):
+def probe(addr, send=False):
     try:
         s = socket.create_connection(hostport(addr), timeout=5)
     except ConnectionRefusedError:
@@ -106,11 +107,23 @@ def probe(addr):
         return
     s.settimeout(2)
     try:
+        if send:
+            # what a Kafka client sends at once: ApiVersions v0, before it
+            # can have seen krelay's FIN; a peer that closed its socket
+            # answers it with RST
+            body = struct.pack('>hhih', 18, 0, 7, 5) + b'probe'
+            s.sendall(struct.pack('>i', len(body)) + body)
+            time.sleep(0.3)
+            # a RST after the FIN leaves recv() saying EOF all the same
+            # (the FIN came first): the socket's error says it
+            if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+                print('reset')
+                return
         data = s.recv(1)
         print('eof' if data == b'' else 'data')
     except socket.timeout:
         print('open')
-    except ConnectionResetError:
+    except (ConnectionResetError, BrokenPipeError):
         print('reset')
 
 
@@ -132,6 +145,8 @@ def main():
         pipeline(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif cmd == 'probe':
         probe(sys.argv[2])
+    elif cmd == 'probe-send':
+        probe(sys.argv[2], send=True)
     elif cmd == 'notify':
         notify(sys.argv[2], sys.argv[3])
     else:
