@@ -57,6 +57,8 @@ struct kr_lset {
  * The process part.  Created by kr_daemon_new, freed by kr_daemon_free,
  * which releases everything below (base only when own_base).
  */
+struct kr_cluster;
+
 struct kr_daemon {
     struct event_base *base;            /* signals, timers, reload; the
                                            main worker runs on it too */
@@ -66,9 +68,14 @@ struct kr_daemon {
                                            running workers on threads
                                            clear it) */
     struct kr_conf_ref *cref;           /* current config */
-    struct kr_conf_ref *cref0;          /* the config the upstreams were
-                                           built from: [upstream] changes
-                                           need a restart */
+    struct kr_cluster **clusters;       /* issue 12: the view of each
+                                           [upstream] of cref's config
+                                           (kr_cluster.h), one for every
+                                           worker; kept by a reload that
+                                           changes none of its NEWCONN
+                                           keys; NULL until the first
+                                           worker */
+    int nclusters;
     struct kr_audit_ref *audit;         /* [audit] sink, NULL when none */
     struct kr_conf_ref *audit_cref;     /* the config the sink was opened
                                            with: a reload logs the changes
