@@ -210,7 +210,10 @@ void kr_daemon_drain(struct kr_daemon *d);
  * connections stay open.  New listeners are bound before any running one
  * is touched, and a socket on an unchanged address is handed over, not
  * bound again; if a bind fails only the new sockets are closed and the
- * reload is refused.  [upstream] changes need a restart (logged).
+ * reload is refused.  [upstream] changes (NEWCONN in the key table,
+ * kr_conf.h) apply to new connections: a changed or new section gets a
+ * new cluster view (kr_cluster.h) and each worker a new kr_upstream;
+ * open connections keep theirs until they end (logged).
  * With reload_adjust set, the new config passes through it first (and
  * the reload is refused when it says false).
  * An invalid config is refused: every error is logged as FILE:LINE and
