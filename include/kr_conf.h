@@ -346,7 +346,21 @@ struct kr_process_conf {
                                            reading keys; NULL: no drop */
     char *group;                        /* its group; NULL: user's primary
                                            group */
+    int64_t workers;                    /* event loops, one per thread,
+                                           1..KR_WORKERS_MAX; default
+                                           kr_conf_default_workers() */
 };
+
+/* The most [process] workers a config may ask for. */
+#define KR_WORKERS_MAX 256
+
+/*
+ * [process] workers when the file does not set it: $KRELAY_WORKERS when
+ * set (tests: `make check-workers`), else the CPUs krelay may run on
+ * (sched_getaffinity's CPU_COUNT), at most KR_WORKERS_MAX.  Returns it,
+ * or 0 when KRELAY_WORKERS is set but is not a number 1..KR_WORKERS_MAX.
+ */
+int64_t kr_conf_default_workers(void);
 
 struct kr_ruleset;                      /* compiled rules: kr_rule.h */
 

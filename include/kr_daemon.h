@@ -12,9 +12,10 @@
  *
  * Threads: a daemon is driven from the thread that runs its event_base
  * (kr_daemon_run: signals, reload, stop).  Its workers run on that base
- * (krelay: one today) or on bases of their own on other threads
- * (kr_daemon_add_worker; reloads and the stop reach those through their
- * mailbox, kr_worker_post).
+ * (krelay: worker 0) or on bases of their own on other threads
+ * (kr_daemon_add_worker; krelay's workers 1..N-1: kr_daemon_spawn_workers;
+ * reloads, the drain and the stop reach those through their mailbox,
+ * kr_worker_post).
  *
  * Config: the daemon holds a reference (struct kr_conf_ref) to the
  * current config; each worker and session holds its own, so a reload
@@ -45,8 +46,11 @@ struct kr_lgroup {
 
 /*
  * A set of bound sockets, one group per [listener] of the current config
- * (same order).  Set 0 is shared by every worker; a worker added with
- * sockets of its own has a set of its own.
+ * (same order).  Set 0 is shared by every worker added without sockets
+ * of its own; a worker added with sockets of its own has a set of its
+ * own.  With [process] workers = N > 1 kr_daemon_start binds N sets as
+ * SO_REUSEPORT groups (set k's sockets at set 0's ports; kr_worker.h,
+ * "Listening sockets"), worker k accepts on set k.
  */
 struct kr_lset {
     struct kr_lgroup **g;               /* each malloc'd */
@@ -132,6 +136,19 @@ struct kr_daemon {
     struct event *drain_timer;          /* every 50 ms while draining */
     int64_t drain_started_ms;           /* kr_clock_timer_ms at its start */
     int64_t drain_deadline_ms;          /* then + drain_timeout_ms */
+    /* [process] workers (the operations issue) */
+    bool reuseport;                     /* the sets are SO_REUSEPORT
+                                           groups (workers > 1) */
+    int sets_given;                     /* sets handed to workers so far
+                                           (set 0 first) */
+    struct event_base **tbases;         /* kr_daemon_spawn_workers: the
+                                           bases of its threads' workers,
+                                           freed after the workers */
+    int ntbases;
+    pthread_t *threads;                 /* their threads, joined by
+                                           kr_daemon_join */
+    int nthreads;
+    bool reported;                      /* the stop report was logged */
 };
 
 /*
@@ -145,10 +162,14 @@ struct kr_daemon *kr_daemon_new(struct kr_conf *conf, bool own_conf,
 /*
  * Once per process: ignore SIGPIPE, route libevent's warnings to the log,
  * build the tables the workers read (kr_rewrite_init, kr_topics_init);
- * then open the audit sink, bind every listener (each logged), start the
- * rate-limit flush timer, and with main_worker add worker 0 on d->base.
- * Returns KR_OK, or KR_ERROR with a message in err (everything bound so
- * far is closed again).
+ * then open the audit sink, bind every listener (each logged; with
+ * [process] workers = N > 1, N sockets per address: an SO_REUSEPORT
+ * group, whose first socket fails when another process listens there:
+ * kr_lsock_bind_share's KR_LSOCK_FIRST), start the rate-limit flush
+ * timer, and with main_worker add worker 0 on d->base.  No thread of a
+ * worker starts here (kr_daemon_spawn_workers).  Returns KR_OK, or
+ * KR_ERROR with a message in err (everything bound so far is closed
+ * again).
  */
 int kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
     KR_MUST_CHECK;
@@ -158,16 +179,37 @@ int kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
  * it accepts on the daemon's sockets themselves; another base: the
  * caller runs it on a thread of its own (started after this returns), it
  * accepts on duplicates and gets reloads and the stop through its
- * mailbox.  own_sockets: bind a set of sockets for it alone (the same
- * addresses: a config with port 0 gives it ports of its own, which
- * tests use to know which worker serves a connection; a fixed port
- * clashes).  Returns the worker (the daemon's: freed by kr_daemon_free),
- * or NULL with a message in err.
+ * mailbox.  own_sockets: a set of sockets for it alone: with SO_REUSEPORT
+ * sets (workers > 1) the next one kr_daemon_start bound (or a new one
+ * joining set 0's ports); without, a new set on the same addresses (a
+ * config with port 0 gives it ports of its own, which tests use to know
+ * which worker serves a connection; a fixed port clashes).  Returns the
+ * worker (the daemon's: freed by kr_daemon_free), or NULL with a message
+ * in err.
  */
 struct kr_worker *kr_daemon_add_worker(struct kr_daemon *d,
                                        struct event_base *base,
                                        bool own_sockets, char *err,
                                        size_t errlen);
+
+/*
+ * [process] workers = N: workers 1..N-1, each on an event_base and a
+ * thread of its own ("krelay-wK", every signal blocked: they go to the
+ * daemon's thread), accepting on sets 1..N-1.  krelay calls it after the
+ * privilege drop (-d forked before any thread).  Nothing to do for one
+ * worker.  Returns KR_OK, or KR_ERROR with a message in err (the threads
+ * started run until kr_daemon_stop; kr_daemon_join ends them).
+ */
+int kr_daemon_spawn_workers(struct kr_daemon *d, char *err, size_t errlen)
+    KR_MUST_CHECK;
+
+/*
+ * kr_daemon_stop (if needed), then wait for the threads of
+ * kr_daemon_spawn_workers to end, then the stop report (when there are
+ * such threads, it waits for them: their last counts are in it).
+ * d->base's thread; idempotent; kr_daemon_free calls it.
+ */
+void kr_daemon_join(struct kr_daemon *d);
 
 /* Worker i (0..nworkers - 1), NULL when there is none. */
 struct kr_worker *kr_daemon_worker(const struct kr_daemon *d, int i);
@@ -186,7 +228,8 @@ int kr_daemon_run(struct kr_daemon *d);
  * stop report (totals over the workers' counters), and break the loop.
  * Safe from any callback on d->base; idempotent.  Workers on other
  * threads may still be closing their sessions when this returns: join
- * their threads before kr_daemon_free.
+ * their threads before kr_daemon_free (kr_daemon_join for those of
+ * kr_daemon_spawn_workers, whose stop report waits for that).
  */
 void kr_daemon_stop(struct kr_daemon *d);
 
@@ -194,8 +237,10 @@ void kr_daemon_stop(struct kr_daemon *d);
  * Drain (SIGTERM): every worker keeps its listeners open but closes new
  * connections at accept (FIN, counted), and each session forwards no
  * further request, delivers the responses it owes and closes
- * (kr_worker_drain).  When no connection is left, or after [process]
- * drain_timeout_ms, kr_daemon_stop (which closes what is left).  One log
+ * (kr_worker_drain).  When every worker has applied the drain and no
+ * connection is left on any (their conn_active, relaxed atomics), or
+ * after [process] drain_timeout_ms, kr_daemon_stop (which closes what is
+ * left).  One log
  * line at the start, one at the end.  A reload is refused while
  * draining.  d->base's thread; idempotent.
  */

@@ -6,11 +6,12 @@
  * A [listener] section of the config becomes a group of these (see
  * kr_daemon.h and kr_worker.h): the bootstrap listener plus one per
  * NodeId.  Binding happens at start, so a port clash fails the start with
- * a message.  Several workers accept on one socket: each attaches its own
- * kr_listener to it, the one on the daemon's thread with the socket's own
- * descriptor, the others with a duplicate each (the kernel hands every
- * connection to one accept(2); the others get EAGAIN, which libevent
- * ignores).
+ * a message.  With several workers each has its own socket per address,
+ * an SO_REUSEPORT group (kr_lsock_bind_share); a worker attaches its own
+ * kr_listener to its socket, the one on the daemon's thread with the
+ * socket's own descriptor, the others with a duplicate each.  Workers
+ * may also share one socket (tests): the kernel hands every connection
+ * to one accept(2); the others get EAGAIN, which libevent ignores.
  */
 #ifndef KR_LISTENER_H
 #define KR_LISTENER_H
@@ -90,6 +91,35 @@ struct kr_listener {
 int kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
                   int32_t node_id, const char *label, int backlog, char *err,
                   size_t errlen) KR_MUST_CHECK;
+
+/*
+ * How kr_lsock_bind_share shares an address ([process] workers > 1:
+ * each worker accepts on a socket of its own, kr_worker.h):
+ *   KR_LSOCK_ALONE   as kr_lsock_bind: no SO_REUSEPORT, nobody joins.
+ *   KR_LSOCK_FIRST   the first socket of an SO_REUSEPORT group: a probe
+ *                    socket without SO_REUSEPORT is bound to the address
+ *                    first and closed, so an address another process
+ *                    listens on (even a second krelay of the same user,
+ *                    which SO_REUSEPORT would let join) fails with the
+ *                    usual "Address already in use"; then the socket is
+ *                    bound with SO_REUSEPORT.  Port 0 needs no probe:
+ *                    Linux never gives an ephemeral port that another
+ *                    SO_REUSEPORT socket holds (since 4.6).
+ *   KR_LSOCK_JOIN    another socket of the group a KR_LSOCK_FIRST socket
+ *                    of this process started: SO_REUSEPORT, bound to that
+ *                    socket's actual port (never 0).
+ */
+enum kr_lsock_share {
+    KR_LSOCK_ALONE,
+    KR_LSOCK_FIRST,
+    KR_LSOCK_JOIN
+};
+
+/* kr_lsock_bind, sharing the address as share says. */
+int kr_lsock_bind_share(struct kr_lsock *ls, const char *host,
+                        uint16_t port, int32_t node_id, const char *label,
+                        int backlog, enum kr_lsock_share share, char *err,
+                        size_t errlen) KR_MUST_CHECK;
 
 /*
  * Is ls open and bound to exactly sa (family, address and port; a

@@ -6,10 +6,13 @@
  * A kr_worker lives on one event_base and is touched only by the thread
  * that runs that base (the sessions too: kr_session.h).  The process part
  * (kr_daemon.h) creates workers, hands each the config and the sockets to
- * accept on, and fans reloads out to them.  Today krelay runs exactly one
- * worker, on the daemon's own event_base; the unit tests run two on
- * threads of their own (tests/unit/check_worker.c).  `workers = N` is for
- * later (the operations issue).
+ * accept on, and fans reloads out to them.  krelay runs [process] workers
+ * = N of them (default: the CPUs it may run on): worker 0 on the daemon's
+ * own event_base and thread, workers 1..N-1 each on a base and a thread
+ * of its own ("krelay-w1"..., kr_daemon_spawn_workers), started after -d
+ * forked and after the privilege drop; reloads, the drain and the stop
+ * reach those through their mailbox (kr_worker_post).  The unit tests
+ * also run workers on threads of their own (tests/unit/check_worker.c).
  *
  * What a worker uses that is not its own, and how it is safe to share:
  *   log       process-wide (kr_log.h): one write(2) per line under a
@@ -62,18 +65,38 @@
  *             atomic counter in the daemon also numbers sessions for the
  *             fault rng's seed.)
  *
- * Listening sockets: shared, not SO_REUSEPORT.  The daemon binds each
- * address once (struct kr_lsock); every worker attaches its own accept
- * event to it (the worker on the daemon's thread to the descriptor itself,
- * the others to a duplicate each).  Why: one bind, so a clash fails once
- * with one message and port 0 gives every worker the same port; a reload
- * hands a running socket over with its accept queue (no connection lost,
- * where closing one of N SO_REUSEPORT sockets drops what waits in its
- * queue); a worker that ends loses nothing.  The cost: every worker polling
- * a socket wakes for each connection and all but one get EAGAIN, and the
- * kernel does not balance (an idle worker tends to win).  A worker may
- * also be given sockets of its own (kr_daemon_add_worker), which is where
- * SO_REUSEPORT sockets would plug in.
+ *   throttle  per worker: throttle_mode = enforce delays a client by
+ *             its own connection's state (as a broker's quota does per
+ *             connection's channel), so nothing is shared; a quota that
+ *             a rule expresses holds per worker: N workers let through up
+ *             to N times what one would (as N krelay instances would).
+ *
+ * Listening sockets: one per worker and address, SO_REUSEPORT.  The
+ * daemon binds, once at start (before the privilege drop: ports below
+ * 1024), a set of sockets per worker (struct kr_lset): set 0 first, each
+ * address of it probed with a plain bind (no SO_REUSEPORT) and then bound
+ * with SO_REUSEPORT; sets 1..N-1 join each group at set 0's actual port
+ * (so port 0 gives every worker the same port).  Why the probe: a second
+ * krelay of the same user on the same address would otherwise join the
+ * group silently and take a share of the connections; the probe fails
+ * with the usual "Address already in use" instead (a race of two krelays
+ * starting in the same instant remains).  Worker k accepts on set k (the
+ * worker on the daemon's thread on the descriptors themselves, the others
+ * on duplicates), so each connection wakes one worker, and the kernel
+ * spreads new connections over the sockets by a hash of their addresses
+ * (an idle worker does not win them all, a busy one gets its share: its
+ * queue waits for it).  Only the process closes a socket: at stop, or
+ * when a reload removes its listener; a reload keeps every running
+ * socket whose address stays (each set's socket handed to its worker's
+ * new listener, accept queue and all), and a worker never closes the
+ * socket itself, only its duplicate.  So no socket with connections
+ * queued is closed while krelay runs, and net.ipv4.tcp_migrate_req (which
+ * moves the queue of a closed SO_REUSEPORT socket to another) is not
+ * needed; what waits in a queue at stop is reset, as with any listener
+ * that closes.  During a drain every worker keeps accepting and closes
+ * each new connection at once, unread (FIN, conn_drain_closed).  With one
+ * worker there is one set, bound without SO_REUSEPORT.  A worker added
+ * without sockets of its own (tests) attaches to set 0 as the others do.
  */
 #ifndef KR_WORKER_H
 #define KR_WORKER_H
@@ -205,6 +228,9 @@ struct kr_worker {
     bool started, stopping;
     bool draining;                      /* kr_worker_drain: new
                                            connections close at accept */
+    atomic_bool drain_seen;             /* draining, for the daemon's
+                                           thread: set (release) once w
+                                           applied the drain */
     /* mailbox (kr_worker_post): workers on a thread of their own */
     bool has_mailbox;
     pthread_mutex_t mb_lock;

@@ -36,6 +36,7 @@
 
 #include <math.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -558,6 +559,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_PROCESS, "group", KR_CT_STRING, PRC(group), 0, NULL, 0, 0,
       KR_CF_RESTART, "its group (with user; a restart applies a change)",
       NULL },
+    { KR_CS_PROCESS, "workers", KR_CT_I64, PRC(workers), 0, NULL, 1,
+      KR_WORKERS_MAX, KR_CF_RESTART, "event loops, one per thread: each "
+      "accepts on its own SO_REUSEPORT socket of every listener (the "
+      "kernel spreads new connections over them) and serves its "
+      "connections alone, with its own upstream connections, metadata and "
+      "throttle state (a restart applies a change)", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
@@ -604,7 +611,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
       NULL },
     { KR_CS_RULE, "throttle_mode", KR_CT_CHOICE, RUL(throttle_mode), 0,
       "inject", 0, 0, 0, "inject (the field only) or enforce (also delay "
-      "the client as brokers do)", kr_cf_tmode_choices },
+      "the client as brokers do).  Enforcement is per connection, kept by "
+      "the worker that serves it: no state is shared between connections "
+      "or [process] workers, so what it limits is each connection's pace "
+      "(a client with more connections gets more, whatever the number of "
+      "workers or of krelay instances)", kr_cf_tmode_choices },
     { KR_CS_RULE, "throttle_op", KR_CT_CHOICE, RUL(throttle_op), 0, "set",
       0, 0, 0, "set or add", kr_cf_top_choices },
     { KR_CS_RULE, "throttle_jitter_ms", KR_CT_I32, RUL(throttle_jitter_ms), 0,
@@ -697,6 +708,9 @@ static const struct {
     { KR_CS_PROCESS, "user", "none: krelay stays the user it was started "
       "as" },
     { KR_CS_PROCESS, "group", "the user's primary group" },
+    { KR_CS_PROCESS, "workers", "the CPUs krelay may run on "
+      "(sched_getaffinity), at most 256; the environment variable "
+      "KRELAY_WORKERS, when set, replaces that default" },
     { KR_CS_RULE, "listener", "every listener" },
     { KR_CS_RULE, "client_address", "any address" },
     { KR_CS_RULE, "client_id", "any ClientId" },
@@ -712,6 +726,28 @@ static const struct {
     { KR_CS_RULE, "allowed_compression", "any" },
     { KR_CS_RULE, "fault_error", "none" },
 };
+
+int64_t
+kr_conf_default_workers(void)
+{
+    const char *env = getenv("KRELAY_WORKERS");
+    cpu_set_t set;
+    int n;
+
+    if (env != NULL && env[0] != '\0') {
+        char *end;
+        long long v;
+
+        errno = 0;
+        v = strtoll(env, &end, 10);
+        return errno == 0 && *end == '\0' && v >= 1 && v <= KR_WORKERS_MAX
+                   ? (int64_t)v
+                   : 0;
+    }
+    CPU_ZERO(&set);
+    n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > KR_WORKERS_MAX ? KR_WORKERS_MAX : n;
+}
 
 /* One [section] as read, before the final arrays are built. */
 struct kr_cf_inst {
@@ -3970,6 +4006,12 @@ kr_cf_load_buf(const char *text, size_t len, const char *name,
                       k->def, buf, sizeof(buf)) != NULL) {
             kr_cf_err(&st, 0, "internal error: default of '%s'", k->name);
         }
+    }
+    c->process.workers = kr_conf_default_workers();
+    if (c->process.workers == 0) {
+        kr_cf_err(&st, 0, "the environment variable KRELAY_WORKERS (the "
+                  "default of [process] workers) is not a number 1..%d",
+                  KR_WORKERS_MAX);
     }
 
     if (have_max) {

@@ -216,7 +216,29 @@ reuse_claim(struct kr_reuse *ru, const struct sockaddr *sa, socklen_t salen)
 }
 
 /*
- * Bind the sockets of [listener] lc into a new group (*out).  At start ru
+ * The SO_REUSEPORT group a set of sockets joins ([process] workers > 1):
+ * set 0's group of the same [listener], whose socket i gives the port
+ * (take[i], a running socket a reload hands over, else the one bound).
+ */
+struct kr_lref {
+    const struct kr_lgroup *g;
+    struct kr_lsock *const *take;       /* NULL: none taken over */
+};
+
+/* The port socket i of ref's group listens on, 0 when closed. */
+static uint16_t
+lref_port(const struct kr_lref *ref, int i)
+{
+    if (ref->take != NULL && ref->take[i] != NULL) {
+        return kr_lsock_port(ref->take[i]);
+    }
+    return i < ref->g->nsocks ? kr_lsock_port(&ref->g->socks[i]) : 0;
+}
+
+/*
+ * Bind the sockets of [listener] lc into a new group (*out), sharing
+ * each address as share says; with KR_LSOCK_JOIN, ref gives the ports
+ * (set 0's), and nothing is logged (set 0's lines said it).  At start ru
  * and take are NULL: every socket is bound and logged.  In a reload, a
  * listener whose address a socket of ru already listens on is not bound:
  * that socket goes in take[i] (nsocks slots, caller frees) for
@@ -227,7 +249,8 @@ reuse_claim(struct kr_reuse *ru, const struct sockaddr *sa, socklen_t salen)
 static int
 bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
             struct kr_lgroup **out, struct kr_reuse *ru,
-            struct kr_lsock ***take, char *err, size_t errlen)
+            struct kr_lsock ***take, enum kr_lsock_share share,
+            const struct kr_lref *ref, char *err, size_t errlen)
 {
     struct kr_lgroup *lg = calloc(1, sizeof(*lg));
     char label[48];
@@ -266,6 +289,14 @@ bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
                      ? conf->path : "config", lc->line, label, port);
             return KR_ERROR;
         }
+        if (share == KR_LSOCK_JOIN) {
+            port = lref_port(ref, i);
+            if (port == 0) {
+                snprintf(err, errlen, "listener %s: the first socket of its "
+                         "address is closed", label);
+                return KR_ERROR;
+            }
+        }
         if (ru != NULL && take != NULL) {
             struct sockaddr_storage ss;
             socklen_t sslen;
@@ -279,11 +310,12 @@ bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
                 continue;
             }
         }
-        if (kr_lsock_bind(ls, lc->listen.host, (uint16_t)port, n, label,
-                          KR_LISTEN_BACKLOG, err, errlen) != KR_OK) {
+        if (kr_lsock_bind_share(ls, lc->listen.host, (uint16_t)port, n,
+                                label, KR_LISTEN_BACKLOG, share, err,
+                                errlen) != KR_OK) {
             return KR_ERROR;
         }
-        if (ru == NULL) {
+        if (ru == NULL && share != KR_LSOCK_JOIN) {
             kr_log_info("listening on %s (%s)", ls->addrstr, ls->label);
         }
     }
@@ -292,11 +324,11 @@ bind_lgroup(const struct kr_conf *conf, const struct kr_listener_conf *lc,
 
 /*
  * Reload commit for a new group lg of lc: move in the sockets promised in
- * take (NULL: none) and log every listener.  Cannot fail.
+ * take (NULL: none) and, with log, log every listener.  Cannot fail.
  */
 static void
 commit_lgroup(struct kr_lgroup *lg, const struct kr_listener_conf *lc,
-              struct kr_lsock **take)
+              struct kr_lsock **take, bool log)
 {
     char label[48];
     int32_t n;
@@ -311,17 +343,25 @@ commit_lgroup(struct kr_lgroup *lg, const struct kr_listener_conf *lc,
             snprintf(was, sizeof(was), "%s", take[i]->label);
             (void)listener_slot(lc, i, &n, label, sizeof(label));
             kr_lsock_take(ls, take[i], n, label);
+            if (!log) {
+                continue;
+            }
             kr_log_info("listening on %s (%s): the socket of %s, kept open",
                         ls->addrstr, ls->label, was);
-        } else {
+        } else if (log) {
             kr_log_info("listening on %s (%s)", ls->addrstr, ls->label);
         }
     }
 }
 
-/* Bind a whole set for conf (start, own sockets); NULL with err. */
+/*
+ * Bind a whole set for conf (start, own sockets), sharing each address as
+ * share says (KR_LSOCK_JOIN: at the ports of set ref, set 0); NULL with
+ * err.
+ */
 static struct kr_lset *
-bind_lset(const struct kr_conf *conf, char *err, size_t errlen)
+bind_lset(const struct kr_conf *conf, enum kr_lsock_share share,
+          const struct kr_lset *ref, char *err, size_t errlen)
 {
     struct kr_lset *set = calloc(1, sizeof(*set));
     int i;
@@ -334,8 +374,9 @@ bind_lset(const struct kr_conf *conf, char *err, size_t errlen)
         return NULL;
     }
     for (i = 0; i < conf->nlisteners; i++) {
+        struct kr_lref r = { ref != NULL ? ref->g[i] : NULL, NULL };
         int rc = bind_lgroup(conf, &conf->listeners[i], &set->g[i], NULL,
-                             NULL, err, errlen);
+                             NULL, share, &r, err, errlen);
 
         set->ng = i + 1;
         if (rc != KR_OK) {
@@ -502,19 +543,24 @@ kr_daemon_add_worker(struct kr_daemon *d, struct event_base *base,
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (own_sockets) {
+    if (own_sockets && d->reuseport && d->sets_given < d->nsets) {
+        si = d->sets_given++;           /* bound at start */
+    } else if (own_sockets) {
         sets = realloc(d->sets, sizeof(*sets) * (size_t)(d->nsets + 1));
         if (sets == NULL) {
             snprintf(err, errlen, "out of memory");
             return NULL;
         }
         d->sets = sets;
-        set = bind_lset(d->cref->conf, err, errlen);
+        set = bind_lset(d->cref->conf,
+                        d->reuseport ? KR_LSOCK_JOIN : KR_LSOCK_ALONE,
+                        d->sets[0], err, errlen);
         if (set == NULL) {
             return NULL;
         }
         si = d->nsets++;
         d->sets[si] = set;
+        d->sets_given = d->nsets;
     }
     w = kr_worker_new(base, d->nworkers, &d->ids, base != d->base);
     if (w == NULL) {
@@ -580,6 +626,7 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
 {
     const struct kr_conf *conf = d->cref->conf;
     struct kr_audit *au;
+    int i, nw;
 
     /* a peer that goes away mid-write must not kill the process */
     signal(SIGPIPE, SIG_IGN);
@@ -604,16 +651,30 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
     if (d->audit != NULL && d->audit_cref == NULL) {
         d->audit_cref = kr_conf_ref_get(d->cref);
     }
-    d->sets = calloc(1, sizeof(*d->sets));
+    /* [process] workers: a set of sockets per worker, SO_REUSEPORT groups
+       (kr_worker.h, "Listening sockets"); one worker: one plain set */
+    nw = conf->process.workers > 1 ? (int)conf->process.workers : 1;
+    d->reuseport = nw > 1;
+    d->sets = calloc((size_t)nw, sizeof(*d->sets));
     if (d->sets == NULL) {
         snprintf(err, errlen, "out of memory");
         return KR_ERROR;
     }
-    d->sets[0] = bind_lset(conf, err, errlen);
-    if (d->sets[0] == NULL) {
-        return KR_ERROR;
+    for (i = 0; i < nw; i++) {
+        d->sets[i] = bind_lset(conf, !d->reuseport ? KR_LSOCK_ALONE
+                                     : i == 0      ? KR_LSOCK_FIRST
+                                                   : KR_LSOCK_JOIN,
+                               d->sets[0], err, errlen);
+        if (d->sets[i] == NULL) {
+            return KR_ERROR;
+        }
+        d->nsets = i + 1;
     }
-    d->nsets = 1;
+    d->sets_given = 1;                  /* set 0: the shared one */
+    if (d->reuseport) {
+        kr_log_info("%d workers: each accepts on its own SO_REUSEPORT "
+                    "socket of every listener address above", nw);
+    }
     d->rl_timer = event_new(d->base, -1, EV_PERSIST, rl_timer_cb, d);
     if (d->rl_timer != NULL) {
         struct timeval tv = { 1, 0 };
@@ -687,20 +748,43 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 
 /* ---- drain -------------------------------------------------------------- */
 
+static void stop_report(struct kr_daemon *d);
+
 static uint64_t total(const struct kr_daemon *d, enum kr_stat_id id);
 static const char *plural(long long n);
+
+/*
+ * Has every worker applied the drain (those on other threads read it from
+ * their mailbox)?  Until then one may still accept a connection it will
+ * serve: its conn_active, counted before drain_seen is set, is seen by a
+ * load after this one.
+ */
+static bool
+drain_seen_all(const struct kr_daemon *d)
+{
+    int i;
+
+    for (i = 0; i < d->nworkers; i++) {
+        if (!atomic_load_explicit(&d->workers[i]->drain_seen,
+                                  memory_order_acquire)) {
+            return false;
+        }
+    }
+    return true;
+}
 
 /* While draining: stop once no connection is left, or at the deadline. */
 static void
 drain_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct kr_daemon *d = arg;
+    bool seen = drain_seen_all(d);
     uint64_t left = total(d, KR_STAT_ID_conn_active);
     int64_t now = kr_clock_timer_ms();
 
     (void)fd;
     (void)what;
-    if (left == 0) {
+    if (left == 0 && seen) {
         kr_log_notice("drain: done in %lld ms: every connection closed "
                       "after the responses it was owed",
                       (long long)(now - d->drain_started_ms));
@@ -887,6 +971,26 @@ kr_daemon_stop(struct kr_daemon *d)
         event_free(d->drain_timer);
         d->drain_timer = NULL;
     }
+    /* workers on threads of ours (kr_daemon_spawn_workers) may still be
+       closing sessions: the report waits for kr_daemon_join */
+    if (d->nthreads == 0) {
+        stop_report(d);
+    }
+    (void)kr_log_rl_flush();
+    event_base_loopbreak(d->base);
+}
+
+/*
+ * The stop report: the audit sink flushed and its drops, the totals over
+ * every worker's counters.  Once.
+ */
+static void
+stop_report(struct kr_daemon *d)
+{
+    if (d->reported) {
+        return;
+    }
+    d->reported = true;
     /* the lines queued so far are written (or counted as dropped)
        before the drops are reported */
     kr_audit_flush(d->audit != NULL ? d->audit->au : NULL);
@@ -916,7 +1020,94 @@ kr_daemon_stop(struct kr_daemon *d)
         legacy_report(d);
     }
     (void)kr_log_rl_flush();
-    event_base_loopbreak(d->base);
+}
+
+/* A worker's thread (kr_daemon_spawn_workers): its loop, until stopped. */
+static void *
+worker_thread(void *arg)
+{
+    struct event_base *base = arg;
+
+    (void)event_base_dispatch(base);
+    return NULL;
+}
+
+int
+kr_daemon_spawn_workers(struct kr_daemon *d, char *err, size_t errlen)
+{
+    int n = d->reuseport ? d->nsets - d->sets_given : 0;
+    sigset_t all, old;
+    int k, rc = KR_OK;
+
+    if (n <= 0) {
+        return KR_OK;
+    }
+    d->tbases = calloc((size_t)n, sizeof(*d->tbases));
+    d->threads = calloc((size_t)n, sizeof(*d->threads));
+    if (d->tbases == NULL || d->threads == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return KR_ERROR;
+    }
+    /* signals go to the daemon's thread (libevent's signal events on
+       d->base): the workers' threads block them, but for the faults a
+       thread raises itself (a sanitizer's handler reports those) */
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGTRAP);
+    sigdelset(&all, SIGABRT);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (k = 0; k < n; k++) {
+        struct event_base *base = event_base_new();
+        struct kr_worker *w;
+        char name[16];
+        int e;
+
+        if (base == NULL) {
+            snprintf(err, errlen, "out of memory");
+            rc = KR_ERROR;
+            break;
+        }
+        d->tbases[d->ntbases++] = base;
+        w = kr_daemon_add_worker(d, base, true, err, errlen);
+        if (w == NULL) {
+            rc = KR_ERROR;
+            break;
+        }
+        e = pthread_create(&d->threads[d->nthreads], NULL, worker_thread,
+                           base);
+        if (e != 0) {
+            snprintf(err, errlen, "worker %d: cannot start its thread: %s",
+                     w->index, strerror(e));
+            rc = KR_ERROR;
+            break;
+        }
+        snprintf(name, sizeof(name), "krelay-w%d", w->index);
+        (void)pthread_setname_np(d->threads[d->nthreads], name);
+        d->nthreads++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == KR_OK) {
+        kr_log_info("%d workers running: worker 0 on the main thread, "
+                    "%d on threads of their own (krelay-w1...)",
+                    d->nworkers, d->nthreads);
+    }
+    return rc;
+}
+
+void
+kr_daemon_join(struct kr_daemon *d)
+{
+    int i;
+
+    kr_daemon_stop(d);
+    for (i = 0; i < d->nthreads; i++) {
+        (void)pthread_join(d->threads[i], NULL);
+    }
+    d->nthreads = 0;
+    stop_report(d);
 }
 
 void
@@ -927,10 +1118,16 @@ kr_daemon_free(struct kr_daemon *d)
     if (d == NULL) {
         return;
     }
-    kr_daemon_stop(d);
+    kr_daemon_join(d);
     for (i = 0; i < d->nworkers; i++) {
         kr_worker_free(d->workers[i]);
     }
+    /* after their workers: the workers' events live on them */
+    for (i = 0; i < d->ntbases; i++) {
+        event_base_free(d->tbases[i]);
+    }
+    free(d->tbases);
+    free(d->threads);
     free(d->workers);
     free(d->wset);
     for (i = 0; i < d->nsets; i++) {
@@ -1075,12 +1272,14 @@ reload_set_free(struct reload_set *rs, int n, const int *keep, bool undo)
 
 /*
  * Bind set's new groups for nc (keep[i]: the running group i keeps, -1:
- * new; kept[j]: running group j is kept).  KR_ERROR with err: the caller
- * undoes.
+ * new; kept[j]: running group j is kept), sharing addresses as share
+ * says (KR_LSOCK_JOIN: at the ports of set 0's new groups, rs0).
+ * KR_ERROR with err: the caller undoes.
  */
 static int
 reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
             const int *keep, const bool *kept, struct reload_set *rs,
+            enum kr_lsock_share share, const struct reload_set *rs0,
             char *err, size_t errlen)
 {
     int i, j, nclaim = 0;
@@ -1109,8 +1308,11 @@ reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
             rs->ng[i] = set->g[keep[i]];
             continue;
         }
+        struct kr_lref r = { rs0 != NULL ? rs0->ng[i] : NULL,
+                             rs0 != NULL ? rs0->take[i] : NULL };
+
         if (bind_lgroup(nc, &nc->listeners[i], &rs->ng[i], &rs->ru,
-                        &rs->take[i], err, errlen) != KR_OK) {
+                        &rs->take[i], share, &r, err, errlen) != KR_OK) {
             return KR_ERROR;
         }
     }
@@ -1315,6 +1517,21 @@ newconn_cb(const struct kr_conf_change *ch, void *arg)
     }
 }
 
+/*
+ * kr_conf_reload_diff's callback: a [process] key whose reload attribute
+ * is RESTART (workers, user, group) changed.  arg: the config's path.
+ */
+static void
+process_restart_cb(const struct kr_conf_change *ch, void *arg)
+{
+    if (ch->key != NULL && ch->reload == KR_RELOAD_RESTART &&
+        strcmp(ch->section, "process") == 0) {
+        kr_log_warn("reload: %s: [process] %s changed: it needs a restart "
+                    "(krelay keeps running as it started)",
+                    (const char *)arg, ch->key);
+    }
+}
+
 /* reload, from the loaded config nc (freed at the end when own). */
 static int
 reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
@@ -1391,8 +1608,11 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
      * at commit (no close and rebind: its accept queue stays).
      */
     for (s = 0; s < nsets; s++) {
-        if (reload_bind(nc, d->sets[s], keep, kept, &rs[s], err,
-                        sizeof(err)) != KR_OK) {
+        if (reload_bind(nc, d->sets[s], keep, kept, &rs[s],
+                        !d->reuseport ? KR_LSOCK_ALONE
+                        : s == 0      ? KR_LSOCK_FIRST
+                                      : KR_LSOCK_JOIN,
+                        s > 0 ? &rs[0] : NULL, err, sizeof(err)) != KR_OK) {
             goto undo;
         }
     }
@@ -1406,8 +1626,9 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
     for (s = 0; s < nsets; s++) {
         for (i = 0; i < nc->nlisteners; i++) {
             if (keep[i] < 0) {
+                /* the sets of other workers: set 0's lines say it */
                 commit_lgroup(rs[s].ng[i], &nc->listeners[i],
-                              rs[s].take[i]);
+                              rs[s].take[i], s == 0 || !d->reuseport);
             }
         }
     }
@@ -1473,6 +1694,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
                                   (void *)path);
     }
     (void)kr_conf_reload_diff(oc, nc, admin_restart_cb, (void *)path);
+    (void)kr_conf_reload_diff(oc, nc, process_restart_cb, (void *)path);
     /* the drops of the sink that was running */
     audit_report(oaref, "reload");
     kr_audit_ref_put(oaref);

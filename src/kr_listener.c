@@ -154,6 +154,45 @@ kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
               int32_t node_id, const char *label, int backlog, char *err,
               size_t errlen)
 {
+    return kr_lsock_bind_share(ls, host, port, node_id, label, backlog,
+                               KR_LSOCK_ALONE, err, errlen);
+}
+
+/*
+ * KR_LSOCK_FIRST's probe: can a socket without SO_REUSEPORT bind ss
+ * (nobody listens there, krelay or another process)?  KR_OK, or KR_ERROR
+ * with kr_lsock_bind's message.
+ */
+static int
+probe_alone(const struct sockaddr_storage *ss, socklen_t sslen,
+            const char *label, char *err, size_t errlen)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int on = 1, rc = KR_OK;
+    char a[64];
+
+    if (fd < 0) {
+        snprintf(err, errlen, "socket for %s (%s): %s",
+                 kr_sockaddr_str((const struct sockaddr *)ss, sslen, a,
+                                 sizeof(a)), label, strerror(errno));
+        return KR_ERROR;
+    }
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, (const struct sockaddr *)ss, sslen) != 0) {
+        snprintf(err, errlen, "bind %s (%s): %s",
+                 kr_sockaddr_str((const struct sockaddr *)ss, sslen, a,
+                                 sizeof(a)), label, strerror(errno));
+        rc = KR_ERROR;
+    }
+    close(fd);
+    return rc;
+}
+
+int
+kr_lsock_bind_share(struct kr_lsock *ls, const char *host, uint16_t port,
+                    int32_t node_id, const char *label, int backlog,
+                    enum kr_lsock_share share, char *err, size_t errlen)
+{
     struct sockaddr_storage ss;
     socklen_t sslen = 0;
     evutil_socket_t fd = -1;
@@ -167,6 +206,10 @@ kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
         != KR_OK) {
         return KR_ERROR;
     }
+    if (share == KR_LSOCK_FIRST && port != 0 &&
+        probe_alone(&ss, sslen, label, err, errlen) != KR_OK) {
+        return KR_ERROR;
+    }
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         char a[64];
@@ -178,6 +221,17 @@ kr_lsock_bind(struct kr_lsock *ls, const char *host, uint16_t port,
         return KR_ERROR;
     }
     (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (share != KR_LSOCK_ALONE &&
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0) {
+        char a[64];
+
+        snprintf(err, errlen, "SO_REUSEPORT on %s (%s): %s",
+                 kr_sockaddr_str((struct sockaddr *)&ss, sslen, a,
+                                 sizeof(a)),
+                 label, strerror(errno));
+        close(fd);
+        return KR_ERROR;
+    }
     if (bind(fd, (struct sockaddr *)&ss, sslen) != 0 ||
         listen(fd, backlog) != 0) {
         char a[64];

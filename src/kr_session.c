@@ -655,6 +655,10 @@ deadline_io(struct kr_session *s, enum timer_kind *kind)
     }
     if (s->closing && kr_s_fifo_first(s, &i) == NULL) {
         *kind = T_CLOSING;
+        if (s->req_remain > 0 && s->last_active_ms > s->closing_ms) {
+            /* the rest of a request still arriving (kr_s_finish_request) */
+            return s->last_active_ms + KR_DRAIN_MS;
+        }
         return s->closing_ms + KR_DRAIN_MS;
     }
     if (s->client_eof && !s->closing) {
@@ -837,6 +841,19 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                               KR_DRAIN_MS, kr_inflight_expected(&s->fifo));
             break;
         case T_CLOSING:
+            if (s->req_remain > 0) {
+                kr_s_close_client(s, KR_LOG_INFO, "the client sent nothing "
+                                  "more of its last request for %d ms (%"
+                                  PRIu64 " bytes missing)", KR_DRAIN_MS,
+                                  s->req_remain);
+                break;
+            }
+            if (client_owed(s) == 0 && up_owed(s) > 0) {
+                kr_s_close_up(s, KR_LOG_INFO, "upstream %s took no request "
+                              "bytes for %d ms (%zu bytes not delivered)",
+                              s->upname, KR_DRAIN_MS, up_owed(s));
+                break;
+            }
             kr_s_close_client(s, KR_LOG_INFO, "the client took no response "
                               "bytes for %d ms (%zu bytes not delivered)",
                               KR_DRAIN_MS, client_owed(s));
@@ -947,15 +964,19 @@ kr_s_update_io(struct kr_session *s)
 }
 
 /*
- * Closing after the responses owed (s->closing): once none is in flight
- * and the client took every byte, close with the message given.  True
- * when closed.
+ * Closing after the responses owed (s->closing): once none is in flight,
+ * the client took every byte and every request byte krelay took went
+ * upstream (the rest of a frame forwarded in part, req_remain; what a
+ * live upstream connection has not taken yet: an Acks=0 Produce waits
+ * for no answer, yet was sent before the close), close with the message
+ * given.  True when closed.
  */
 static bool
 closing_done(struct kr_session *s)
 {
     if (!s->closing || s->dead || kr_inflight_expected(&s->fifo) > 0 ||
-        kr_s_rsp_mid(s) || client_owed(s) > 0) {
+        kr_s_rsp_mid(s) || client_owed(s) > 0 || s->req_remain > 0 ||
+        (s->up.connected && s->up.fd >= 0 && up_owed(s) > 0)) {
         return false;
     }
     kr_session_close(s, s->close_level, "%s", close_msg(s));
@@ -977,16 +998,28 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     s->closing = 1;
     s->close_level = level;
     s->closing_ms = kr_clock_timer_ms();
-    evbuffer_drain(s->client.in, evbuffer_get_length(s->client.in));
-    s->req_remain = 0;
-    kr_s_rstream_abort(s, "the connection closes before krelay read the "
-                       "whole request (topics and records: as far as it "
-                       "read them)");
+    /* the request frame forwarded in part goes on to its end (its start
+       is upstream, its answer owed); nothing after it does */
+    if (kr_s_finish_request(s) > 0 && kr_s_conn_flush(s, &s->up) != 0) {
+        return -1;
+    }
+    if (s->req_remain == 0) {
+        kr_s_rstream_abort(s, "the connection closes before krelay read "
+                           "the whole request (topics and records: as far "
+                           "as it read them)");
+    }
     if (closing_done(s)) {
         return -1;
     }
-    kr_log_debug("[%s] closing after %u responses owed", s->name,
-                 kr_inflight_expected(&s->fifo));
+    if (s->req_remain > 0) {
+        kr_log_debug("[%s] closing after %u responses owed, once the rest "
+                     "of the request being forwarded came (%" PRIu64
+                     " bytes)", s->name, kr_inflight_expected(&s->fifo),
+                     s->req_remain);
+    } else {
+        kr_log_debug("[%s] closing after %u responses owed", s->name,
+                     kr_inflight_expected(&s->fifo));
+    }
     s->timer_at = 0;
     if (s->timer != NULL) {
         event_del(s->timer);
@@ -1080,7 +1113,7 @@ kr_s_conn_flush(struct kr_session *s, struct kr_conn *c)
 
         s->client_outq = q >= 0 ? (uint64_t)q : UINT64_MAX;
     }
-    if (c == &s->client && closing_done(s)) {
+    if (closing_done(s)) {
         return -1;
     }
     return 0;

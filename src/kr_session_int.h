@@ -439,6 +439,16 @@ void kr_s_orig_free(struct kr_session *s);
    Returns 0, or -1 when closed. */
 int kr_s_process_requests(struct kr_session *s);
 
+/*
+ * The connection closes after the responses owed (s->closing): the rest
+ * of the request frame forwarded in part (req_remain: cut-through,
+ * spliced, streamed for its audit line) still goes upstream, as far as
+ * client.in holds it (the broker answers that request only once it has
+ * all of it, and its answer is owed); what client.in holds after it is
+ * discarded.  Returns the bytes moved to up.out.
+ */
+size_t kr_s_finish_request(struct kr_session *s);
+
 /* Forward (or hold, stream, hand to the rules) what up.in holds, frame by
    frame, in order.  Returns 0, or -1 when closed. */
 int kr_s_process_responses(struct kr_session *s);

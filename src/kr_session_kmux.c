@@ -942,6 +942,29 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     return NREQ_FORWARD;
 }
 
+size_t
+kr_s_finish_request(struct kr_session *s)
+{
+    struct evbuffer *in = s->client.in;
+    size_t total = evbuffer_get_length(in), take = 0;
+
+    if (s->req_remain > 0 && s->upl.left == 0) {
+        /* (while a lane runs, the rest goes socket to pipe: client.in
+           holds nothing of it) */
+        take = s->req_remain < total ? (size_t)s->req_remain : total;
+    }
+    if (take > 0) {
+        if (s->rstream) {
+            rstream_feed(s, in, 0, take);
+        }
+        s->req_remain -= take;
+        KR_STAT_ADD(s->host->stats, bytes_up, take);
+        move_bytes(s, in, s->up.out, take);
+    }
+    evbuffer_drain(in, evbuffer_get_length(in));
+    return take;
+}
+
 /* Forward whole or partial request frames from client.in to up.out. */
 int
 kr_s_process_requests(struct kr_session *s)
@@ -952,8 +975,9 @@ kr_s_process_requests(struct kr_session *s)
     int rc;
 
     if (s->closing) {
-        /* nothing after the request that closes it is forwarded */
-        evbuffer_drain(in, total);
+        /* nothing after the request that closes it is forwarded (the
+           rest of one forwarded in part is) */
+        (void)kr_s_finish_request(s);
         return 0;
     }
     if (s->client.stage != KR_STAGE_FRAMES) {

@@ -159,6 +159,7 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
         return NULL;
     }
     atomic_init(&w->own_ids, 0);
+    atomic_init(&w->drain_seen, false);
     w->ids = ids != NULL ? ids : &w->own_ids;
     w->host.base = base;
     w->host.cref = &w->cref;
@@ -715,6 +716,7 @@ kr_worker_drain(struct kr_worker *w)
         return;
     }
     w->draining = true;
+    atomic_store_explicit(&w->drain_seen, true, memory_order_release);
     for (s = w->sessions; s != NULL; s = next) {
         next = s->next;                 /* s may be freed */
         (void)kr_session_drain(s);

@@ -1006,9 +1006,22 @@ main(int argc, char **argv)
         kr_log_notice("running as user %s (uid %u), group %s (gid %u)",
                       ids.user, ids.uid, ids.group, ids.gid);
     }
-    kr_log_notice("krelay %s started (%d listener group%s)%s%s%s",
-                  PACKAGE_VERSION, p->cref->conf->nlisteners,
-                  p->cref->conf->nlisteners == 1 ? "" : "s",
+    /* [process] workers: workers 1..N-1 on threads, after the fork (-d)
+       and the privilege drop: no connection is served as root */
+    if (kr_daemon_spawn_workers(p, err, sizeof(err)) != KR_OK) {
+        kr_log_error("cannot start: %s", err);
+        snprintf(why, sizeof(why), "cannot start: %s", err);
+        kr_proc_ready(ready_fd, why);
+        ready_fd = -1;
+        if (conf_log_elsewhere && !daemonize) {
+            fprintf(stderr, "krelay: %s\n", why);
+        }
+        goto out;
+    }
+    kr_log_notice("krelay %s started (%d listener group%s, %d worker%s)%s%s"
+                  "%s", PACKAGE_VERSION, p->cref->conf->nlisteners,
+                  p->cref->conf->nlisteners == 1 ? "" : "s", p->nworkers,
+                  p->nworkers == 1 ? "" : "s",
                   daemonize ? ", in the background" : "",
                   pf.path != NULL ? ", pid file " : "",
                   pf.path != NULL ? pf.path : "");
@@ -1020,6 +1033,7 @@ main(int argc, char **argv)
        are freed */
     kr_admin_stop(admin);
     admin = NULL;
+    kr_daemon_join(p);                  /* the workers' threads; totals */
     kr_log_notice("krelay stopped");
     rc = watch.gone ? 1 : 0;
 out:

@@ -373,6 +373,286 @@ def summarize_blast(runs, workload, quota=0.0):
     return res
 
 
+# blast_scale (issue 12, "every core"): krelay with 1 worker and with N,
+# each the bottleneck between krbench blast and krbench canned.  The -C
+# order of its runs (peer_cpu_window_s, peer_wait_window_s): the scripted
+# upstream, krelay's process, krelay's audit writer thread.
+SCALE_PEERS = {"canned": 0, "krelay": 1, "audit": 2}
+# Issue 12's targets: the peers' CPU per request (generator + scripted
+# upstream + krelay's audit writer) at most 0.2x krelay's; N workers at
+# least 0.8 N times the requests/s of 1 ("2 workers >= 1.6x"); krelay's
+# CPU per request not growing with N (at most 1.10x: the noise of a
+# shared machine, paired ratios shown beside).
+SCALE_LIMITS = {"peers_vs_krelay": 0.2, "requests_per_s_per_worker": 0.8,
+                "cpu_per_request_ratio": 1.10}
+
+
+def scale_legs(runs):
+    """{N: [run, ...]} of the blast_scale runs that succeeded, by the
+    worker count in their target's name (krelay_wN)."""
+    legs = {}
+    for r in runs:
+        if r["workload"] != "blast_scale" or r.get("rc") != 0 \
+                or not r.get("client") or \
+                not r["target"].startswith("krelay_w"):
+            continue
+        try:
+            n = int(r["target"][len("krelay_w"):])
+        except ValueError:
+            continue
+        legs.setdefault(n, []).append(r)
+    return legs
+
+
+def scale_run(r):
+    """One blast_scale run's figures (None when it has none): CPU
+    microseconds per request of krelay (its process minus the audit
+    writer thread), the generator, the scripted upstream, the audit
+    writer and the peers (the last three and the generator); the peers'
+    over krelay's; CPUs krelay used and CPUs' worth of its threads
+    waiting runnable; other load (CPUs)."""
+    c = r["client"]
+    w, n = c.get("window_s") or 0, c.get("requests") or 0
+    p = c.get("peer_cpu_window_s") or []
+    pw = c.get("peer_wait_window_s") or []
+    if w <= 0 or n <= 0 or len(p) < 2 or p[0] < 0 or p[1] < 0 or \
+            c.get("client_cpu_window_s") is None:
+        return None
+    audit = p[2] if len(p) > 2 and p[2] >= 0 else 0.0
+    kr = p[1] - audit
+    gen, up = c["client_cpu_window_s"], p[0]
+    peers = gen + up + audit
+    out = {
+        "rep": r["rep"],
+        "requests_per_s": c.get("requests_per_s"),
+        "krelay_us": kr / n * 1e6,
+        "generator_us": gen / n * 1e6,
+        "upstream_us": up / n * 1e6,
+        "audit_writer_us": audit / n * 1e6,
+        "peers_us": peers / n * 1e6,
+        "peers_vs_krelay": peers / kr if kr > 0 else None,
+        "krelay_cpus": kr / w,
+    }
+    if len(pw) > 1 and pw[1] >= 0:
+        aw = pw[2] if len(pw) > 2 and pw[2] >= 0 else 0.0
+        out["krelay_wait_cpus"] = (pw[1] - aw) / w
+    sysw = c.get("system_cpu_window_s")
+    if sysw is not None and sysw >= 0:
+        out["other_cpus"] = max(0.0, sysw - p[1] - gen - up) / w
+    total = c.get("total_requests") or 0
+    if r.get("audit_clamped") is not None and total > 0:
+        # lines of requests answered after the client's count (in flight
+        # when it stopped) may add a little: at most 1
+        out["clamped_share"] = min(1.0, r["audit_clamped"] / total)
+    return out
+
+
+def scale_verdict(v, limit, kind):
+    if v is None:
+        return "no data"
+    ok = v <= limit if kind == "max" else v >= limit
+    return "pass" if ok else "fail"
+
+
+def summarize_scale(runs, meta):
+    """blast_scale: per leg (worker count) the medians of scale_run's
+    figures, and per leg beyond the 1-worker one its ratios to it (of the
+    medians, and paired: within each repetition), the bound this machine
+    puts on the requests/s ratio, and verdicts against SCALE_LIMITS."""
+    legs = scale_legs(runs)
+    try:
+        ncpu = int(meta.get("ncpu") or 0)
+    except ValueError:
+        ncpu = 0
+    try:
+        quota = max(0.0, float(meta.get("scale_quota") or 0))
+    except ValueError:
+        quota = 0.0
+    out = {"legs": {}, "scaling": {}, "limits": SCALE_LIMITS,
+           "ncpu": ncpu, "quota_per_worker": quota,
+           "workers_key": meta.get("scale_workers_key")}
+    per = {}
+    for n, rs in sorted(legs.items()):
+        xs = [x for x in (scale_run(r) for r in rs) if x is not None]
+        per[n] = {x["rep"]: x for x in xs}
+        if not xs:
+            continue
+        keys = ("requests_per_s", "krelay_us", "generator_us",
+                "upstream_us", "audit_writer_us", "peers_us",
+                "peers_vs_krelay", "krelay_cpus", "krelay_wait_cpus",
+                "other_cpus", "clamped_share")
+        e = {"workers": n, "runs": len(xs)}
+        for k in keys:
+            v = median([x.get(k) for x in xs])
+            e[k] = None if v is None else round(v, 4)
+        e["requests_per_s_all"] = [x["requests_per_s"] for x in xs]
+        e["peers_vs_krelay_all"] = [
+            None if x["peers_vs_krelay"] is None
+            else round(x["peers_vs_krelay"], 3) for x in xs]
+        # krelay had work all along: its threads on a CPU or waiting for
+        # one for nearly the whole window, every worker
+        busy = (e["krelay_cpus"] or 0) + (e["krelay_wait_cpus"] or 0)
+        e["krelay_bound"] = busy >= SATURATED * n * (quota or 1.0)
+        e["verdict_peers"] = scale_verdict(
+            e["peers_vs_krelay"], SCALE_LIMITS["peers_vs_krelay"], "max")
+        out["legs"]["krelay_w%d" % n] = e
+    base = out["legs"].get("krelay_w1")
+    for n in sorted(per):
+        leg = out["legs"].get("krelay_w%d" % n)
+        if n == 1 or leg is None or base is None:
+            continue
+        rr = ratio(leg["requests_per_s"], base["requests_per_s"])
+        cr = ratio(leg["krelay_us"], base["krelay_us"])
+        reps = sorted(set(per[n]) & set(per[1]))
+        prr = median([ratio(per[n][k]["requests_per_s"],
+                            per[1][k]["requests_per_s"]) for k in reps])
+        pcr = median([ratio(per[n][k]["krelay_us"], per[1][k]["krelay_us"])
+                      for k in reps])
+        # what the CPUs allow: workers on CPUs of their own while there
+        # are more CPUs than workers, else every CPU shared with the
+        # peers, whose share of the work is p / (1 + p); with a quota,
+        # k workers get at most k x quota of that
+        p = leg["peers_vs_krelay"] or 0.0
+
+        def room(k, pp):
+            if ncpu <= 0:
+                return float(k) * (quota or 1.0)
+            if quota > 0:
+                return min(k * quota, ncpu / (1 + pp))
+            return float(k) if ncpu > k else ncpu / (1 + pp)
+        bound = room(n, p) / room(1, base["peers_vs_krelay"] or 0.0)
+        want = SCALE_LIMITS["requests_per_s_per_worker"] * n
+        out["scaling"]["krelay_w%d_vs_krelay_w1" % n] = {
+            "workers": n,
+            "requests_per_s_ratio": None if rr is None else round(rr, 3),
+            "requests_per_s_ratio_paired": (None if prr is None
+                                            else round(prr, 3)),
+            "requests_per_s_ratio_limit": want,
+            "requests_per_s_ratio_bound": round(bound, 3),
+            "cpu_per_request_ratio": None if cr is None else round(cr, 3),
+            "cpu_per_request_ratio_paired": (None if pcr is None
+                                             else round(pcr, 3)),
+            "cpu_per_request_ratio_limit":
+                SCALE_LIMITS["cpu_per_request_ratio"],
+            "verdict_requests_per_s": scale_verdict(rr, want, "min"),
+            "verdict_cpu_per_request": scale_verdict(
+                cr, SCALE_LIMITS["cpu_per_request_ratio"], "max"),
+            "paired_repetitions": len(reps),
+        }
+    return out
+
+
+def scale_table(res):
+    sc = res.get("workloads", {}).get("blast_scale")
+    if not sc or not sc.get("legs"):
+        return []
+    m = res.get("meta", {})
+    lines = ["", "Scaling with workers (blast_scale, issue 12): %s "
+             "connections x %s in flight of Produce v%s (%s record of %s "
+             "bytes), clamped to v%s, every request audited (%s); "
+             "placement (taskset, krelay / peers and audit writer): %s" % (
+                 m.get("scale_conns"), m.get("scale_depth"),
+                 m.get("scale_produce_version"), m.get("scale_records"),
+                 m.get("scale_record_bytes"), m.get("scale_clamp_version"),
+                 m.get("scale_audit_dir") or "file",
+                 m.get("scale_cpus") or "?") + (
+                     "; workers capped at %s of a CPU each (cgroup)" %
+                     m.get("scale_quota")
+                     if float(m.get("scale_quota") or 0) > 0 else ""), "",
+             "| krelay | requests/s | krelay CPU µs/request | generator | "
+             "scripted upstream | audit writer | peers / krelay | krelay "
+             "CPUs busy + waiting | other load, CPUs | clamped |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for t, e in sorted(sc["legs"].items(), key=lambda kv: kv[1]["workers"]):
+        lines.append("| %d worker%s | %s | %s | %s | %s | %s | %s | %s + %s "
+                     "| %s | %s |" % (
+                         e["workers"], "" if e["workers"] == 1 else "s",
+                         fmt(e["requests_per_s"]), fmt(e["krelay_us"], 2),
+                         fmt(e["generator_us"], 2), fmt(e["upstream_us"], 2),
+                         fmt(e["audit_writer_us"], 2),
+                         fmtr(e["peers_vs_krelay"]), fmt(e["krelay_cpus"], 2),
+                         fmt(e["krelay_wait_cpus"], 2),
+                         fmt(e["other_cpus"], 2), pct(e["clamped_share"])))
+    lines.extend(["", "| issue 12's target | measured | limit | verdict |",
+                  "|---|---:|---:|---|"])
+    for t, e in sorted(sc["legs"].items(), key=lambda kv: kv[1]["workers"]):
+        pv = e["peers_vs_krelay"]
+        lines.append("| peers' CPU per request / krelay's, %s | %s | at most "
+                     "%s | %s |" % (t, "–" if pv is None else "%.3fx" % pv,
+                                    fmtr(sc["limits"]["peers_vs_krelay"]),
+                                    e["verdict_peers"]))
+    for k, s in sorted(sc["scaling"].items(), key=lambda kv:
+                       kv[1]["workers"]):
+        n = s["workers"]
+        lines.append("| requests/s, %d workers / 1 (paired) | %s (%s) | at "
+                     "least %s (this machine allows about %s) | %s |" % (
+                         n, fmtr(s["requests_per_s_ratio"]),
+                         fmtr(s["requests_per_s_ratio_paired"]),
+                         fmtr(s["requests_per_s_ratio_limit"]),
+                         fmtr(s["requests_per_s_ratio_bound"]),
+                         s["verdict_requests_per_s"]))
+        lines.append("| krelay CPU per request, %d workers / 1 (paired) | %s "
+                     "(%s) | at most %s | %s |" % (
+                         n, fmtr(s["cpu_per_request_ratio"]),
+                         fmtr(s["cpu_per_request_ratio_paired"]),
+                         fmtr(s["cpu_per_request_ratio_limit"]),
+                         s["verdict_cpu_per_request"]))
+    return lines
+
+
+def scale_notes(res):
+    sc = res.get("workloads", {}).get("blast_scale")
+    if not sc:
+        return []
+    notes = []
+    if res.get("meta", {}).get("scale_audit_thread") == "unnamed":
+        notes.append("blast_scale: krelay has no thread named krelay-audit "
+                     "(a build before it was named): its audit writer's "
+                     "CPU counts as krelay's, not the peers'")
+    if sc.get("workers_key") == "rejected":
+        notes.append("blast_scale: this krelay does not know [process] "
+                     "workers: only the 1-worker leg ran (without the key)")
+    for t, e in sorted(sc["legs"].items(), key=lambda kv: kv[1]["workers"]):
+        busy = (e["krelay_cpus"] or 0) + (e["krelay_wait_cpus"] or 0)
+        if not e["krelay_bound"]:
+            notes.append("blast_scale via %s: NOT krelay-bound (its threads "
+                         "busy or waiting for a CPU %.2f CPUs' worth of the "
+                         "window, under %.0f%% of %g)" % (
+                             t, busy, 100 * SATURATED,
+                             e["workers"] * (sc.get("quota_per_worker")
+                                             or 1.0)))
+        elif (e["krelay_wait_cpus"] or 0) >= 0.1 * e["workers"]:
+            notes.append("blast_scale via %s: krelay is the bottleneck but "
+                         "was held back by other load (on a CPU %.2f, "
+                         "waiting for one %.2f CPUs' worth): requests/s "
+                         "depend on the machine's other load" % (
+                             t, e["krelay_cpus"], e["krelay_wait_cpus"]))
+        if e.get("clamped_share") is not None and e["clamped_share"] < 0.9:
+            notes.append("blast_scale via %s: only %s of the requests have "
+                         "an audit line with \"clamped\": not the workload "
+                         "described" % (t, pct(e["clamped_share"])))
+    for k, s in sc["scaling"].items():
+        rr = s["requests_per_s_ratio"]
+        if rr is not None and rr > 1.05 * s["requests_per_s_ratio_bound"]:
+            notes.append("blast_scale: %d workers / 1 = %.2fx, above the "
+                         "%.2fx the CPUs allow: other load took CPU time "
+                         "per thread, and more threads got more of it; the "
+                         "ratio says little here (run it on a quiet "
+                         "machine)" % (s["workers"], rr,
+                                       s["requests_per_s_ratio_bound"]))
+        if s["requests_per_s_ratio_bound"] < s["requests_per_s_ratio_limit"]:
+            notes.append("blast_scale: %d workers on %d CPUs share them with "
+                         "the peers: at most about %.2fx the requests/s of "
+                         "one worker here, below issue 12's %.1fx; judge the "
+                         "scaling on a machine with more CPUs than workers, "
+                         "or with KRBENCH_SCALE_QUOTA (README.md, "
+                         "blast_scale)" % (
+                             s["workers"], sc["ncpu"],
+                             s["requests_per_s_ratio_bound"],
+                             s["requests_per_s_ratio_limit"]))
+    return notes
+
+
 def latency_legs(runs):
     """(rep, target, leg, run) for every latency measurement: a separate
     run per target (method "separate": leg = the client's JSON), or one
@@ -1395,6 +1675,7 @@ def table(res):
                 name, fmt(b["value_bytes"]), fmt(b["mb_per_s"]),
                 fmt(b["records_per_s"], 0)))
     lines.extend(legacy_table(res))
+    lines.extend(scale_table(res))
     lines.extend(audit_table(res))
     lines.extend(sasl_table(res))
     lines.extend(tls_table(res))
@@ -1566,6 +1847,7 @@ def notes_for(res):
         else:
             notes.append("haproxy_tls leg: sessions per broker listener "
                          "(%s)" % hs)
+    notes.extend(scale_notes(res))
     failed = [r for r in res["runs"] if r.get("rc") not in (0, None)]
     if failed:
         notes.append("%d client runs failed (not in the medians): %s" % (
@@ -1615,6 +1897,8 @@ def main():
     for key, _ in BLAST + TLS_BLAST:
         if any(r["workload"] == key for r in runs):
             w[key] = summarize_blast(runs, key, blast_quota(meta))
+    if any(r["workload"] == "blast_scale" for r in runs):
+        w["blast_scale"] = summarize_scale(runs, meta)
     if any(r["workload"] == "tls_handshake" for r in runs):
         w["tls_handshake"] = summarize_handshake(runs)
     if any(r["workload"] == "tls_idle" for r in runs):

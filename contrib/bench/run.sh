@@ -20,7 +20,8 @@
 #   --workloads L   comma list of produce1k,produce100,produce1rec,fetch,
 #                   latency,idle,codec,auditline,records,legacy_produce,
 #                   legacy_fetch,tls_produce,tls_fetch,
-#                   tls_handshake,tls_idle,blast_produce,tls_blast_produce
+#                   tls_handshake,tls_idle,blast_produce,tls_blast_produce,
+#                   blast_scale
 #                   (default: all; produce_1k, produce_100 and
 #                   produce_1rec, the JSON's names, also do).  The
 #                   blast workloads (krbench blast and krbench canned,
@@ -29,7 +30,11 @@
 #                   upstream: the proxy is the bottleneck.  The legacy
 #                   workloads (issue 10) run kcat through krelay
 #                   translating (Produce/Fetch v2 for krmock -K 4.0.0)
-#                   and passing through, whatever --targets says
+#                   and passing through, whatever --targets says;
+#                   blast_scale (issue 12) runs krelay with 1 worker and
+#                   with 2 (KRBENCH_SCALE_WORKERS) behind a rule-heavy
+#                   configuration (audit + clamp) between krbench blast
+#                   and its own krbench canned, whatever --targets says
 #   --targets L     comma list of direct,haproxy,krelay,krelay_audit,
 #                   krelay_sasl,krelay_tls,haproxy_tls (default: all).
 #                   krelay_audit is a second krelay, the same binary,
@@ -109,6 +114,24 @@
 #                              the peers cost about what the proxy does
 #                              per request, so only a cap makes the proxy
 #                              the bottleneck on 2 CPUs
+#   KRBENCH_SCALE_WORKERS      blast_scale's legs, worker counts (default
+#                              1,2; the 1-worker leg is the base)
+#   KRBENCH_SCALE_CONNS, KRBENCH_SCALE_DEPTH, KRBENCH_SCALE_RECORDS,
+#   KRBENCH_SCALE_SIZE, KRBENCH_SCALE_VERSION, KRBENCH_SCALE_CLAMP
+#                              its generator's shape (64 connections, 64
+#                              in flight, 1 record of 100 bytes, Produce
+#                              v9) and the version krelay clamps it to (7)
+#   KRBENCH_SCALE_PAUSE, KRBENCH_SCALE_PAUSE_CANNED
+#                              µs its generator and its scripted upstream
+#                              sleep between polls (3000, 2000)
+#   KRBENCH_SCALE_QUOTA        a share of one CPU per worker (default 0:
+#                              none): each leg's workers capped at N x
+#                              that (cgroup), every leg on every CPU, so
+#                              that on a small machine N workers and the
+#                              peers need not compete for the CPUs
+#   KRBENCH_SCALE_AUDIT_DIR    where its krelays write their audit files
+#                              (default: a directory on /dev/shm, else the
+#                              work directory)
 #   KRBENCH_LAT_MODE, KRBENCH_LAT_PRIO
 #                              defaults of --latency-mode, --latency-prio
 #   KRBENCH_LOG_LEVEL          the krelay instances' [log] level (default
@@ -133,7 +156,7 @@ OUT=$top_builddir/bench-results.json
 WORKLOADS=produce1k,produce100,produce1rec,fetch,latency,idle,codec,auditline
 WORKLOADS=$WORKLOADS,records,legacy_produce,legacy_fetch
 WORKLOADS=$WORKLOADS,tls_produce,tls_fetch,tls_handshake,tls_idle
-WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce
+WORKLOADS=$WORKLOADS,blast_produce,tls_blast_produce,blast_scale
 TARGETS=direct,haproxy,krelay,krelay_audit,krelay_sasl,krelay_tls,haproxy_tls
 LAT_MODE=${KRBENCH_LAT_MODE:-interleaved}
 LAT_PRIO=${KRBENCH_LAT_PRIO:-rt}
@@ -272,6 +295,24 @@ BLAST_RECORDS=${KRBENCH_BLAST_RECORDS:-16}
 BLAST_SIZE=${KRBENCH_BLAST_SIZE:-1024}
 BLAST_VERSION=${KRBENCH_BLAST_VERSION:-9}
 BLAST_QUOTA=${KRBENCH_BLAST_QUOTA:-0.5}
+# blast_scale (issue 12): krelay's worker counts, the generator's
+# connections and requests in flight on each, records per request and
+# their bytes, the Produce version it sends and the one krelay's clamp
+# rule translates it to, the peers' pause between polls (µs: generator,
+# scripted upstream), where the audit file goes
+SCALE_WORKERS=${KRBENCH_SCALE_WORKERS:-1,2}
+SCALE_CONNS=${KRBENCH_SCALE_CONNS:-64}
+SCALE_DEPTH=${KRBENCH_SCALE_DEPTH:-64}
+SCALE_RECORDS=${KRBENCH_SCALE_RECORDS:-1}
+SCALE_SIZE=${KRBENCH_SCALE_SIZE:-100}
+SCALE_VERSION=${KRBENCH_SCALE_VERSION:-9}
+SCALE_CLAMP=${KRBENCH_SCALE_CLAMP:-7}
+SCALE_PAUSE=${KRBENCH_SCALE_PAUSE:-3000}
+SCALE_PAUSE_CANNED=${KRBENCH_SCALE_PAUSE_CANNED:-2000}
+SCALE_AUDIT_DIR=${KRBENCH_SCALE_AUDIT_DIR:-}
+SCALE_QUOTA=${KRBENCH_SCALE_QUOTA:-0}
+SCALE_QUOTA_US=0
+SCALE_AUDIT_THREAD=named
 # What both TLS-terminating targets accept, and all the clients offer.
 TLS_SUITE=TLS_AES_128_GCM_SHA256
 TLS_GROUP=X25519
@@ -309,6 +350,9 @@ cleanup() {
     done
     # the blast workloads' cgroup, empty once its proxy is gone
     [ -n "${CG_DIR:-}" ] && rmdir "$CG_DIR" 2>/dev/null
+    [ -n "${CG_SCALE:-}" ] && rmdir "$CG_SCALE" 2>/dev/null
+    # blast_scale's audit files (tmpfs)
+    [ -n "${SCALE_AUDIT_TMP:-}" ] && rm -rf "$SCALE_AUDIT_TMP"
     if [ -n "$WORK" ] && [ -d "$WORK" ]; then
         if [ "${KRBENCH_KEEP:-0}" = 1 ] || [ "$rc" -ne 0 ]; then
             log "work directory kept: $WORK"
@@ -510,6 +554,17 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 RUNS=$WORK/runs.jsonl
 : >"$RUNS"
+# blast_scale's audit files: tmpfs when there is one (a file's cost, not a
+# disk's), else the work directory
+SCALE_AUDIT_TMP=
+if has "$WORKLOADS" blast_scale && [ -z "$SCALE_AUDIT_DIR" ]; then
+    if [ -d /dev/shm ] && [ -w /dev/shm ] &&
+       SCALE_AUDIT_TMP=$(mktemp -d /dev/shm/krbench.XXXXXX 2>/dev/null); then
+        SCALE_AUDIT_DIR=$SCALE_AUDIT_TMP
+    else
+        SCALE_AUDIT_DIR=$WORK
+    fi
+fi
 # Watchdog: the whole run is bounded (30 min; 5 for --quick).
 LIMIT=1800
 [ "$QUICK" = 1 ] && LIMIT=300
@@ -896,9 +951,11 @@ run_client() {
     local n extra='' ns0=() ns1=() i alog
     shift 4
     advertise "$(advertise_of "$tg")"
-    alog=$WORK/krelay_audit.audit.jsonl
+    # RUN_AUDIT_LOG: the audit file of the instance measured (blast_scale)
+    alog=${RUN_AUDIT_LOG:-$WORK/krelay_audit.audit.jsonl}
     # the audit leg's lines of this run only (the writer appends)
-    [ "$tg" = krelay_audit ] && [ -f "$alog" ] && : >"$alog"
+    { [ "$tg" = krelay_audit ] || [ -n "${RUN_AUDIT_LOG:-}" ]; } &&
+        [ -f "$alog" ] && : >"$alog"
     for n in "${SCHED[@]}"; do
         ns0+=("$(cpu_ns "$(proxy_pid_of "$n")")")
     done
@@ -924,10 +981,17 @@ run_client() {
             -v b="${ns1[$i]}" 'BEGIN {
             printf "\"%s_cpu_s\":%.4f,", n, (b - a) / 1e9 }')
     done
-    if [ "$tg" = krelay_audit ]; then
+    if [ "$tg" = krelay_audit ] || [ -n "${RUN_AUDIT_LOG:-}" ]; then
         # lines the run wrote (those still in the writer's 10 ms batch
         # at this moment are missed)
         extra=$extra"\"audit_lines\":$(wc -l <"$alog" 2>/dev/null || echo 0),"
+    fi
+    if [ -n "${RUN_AUDIT_LOG:-}" ]; then
+        # blast_scale: the request lines whose version the clamp changed
+        # (actions "clamped", upstream_version set), then the file emptied
+        i=$(grep -c '"actions":\["forwarded","clamped"\]' "$alog" 2>/dev/null)
+        extra=$extra"\"audit_clamped\":${i:-0},"
+        : >"$alog"
     fi
     out=$(printf '%s\n' "$out" | grep '^{' | tail -n 1)
     [ -n "$out" ] || out='{}'
@@ -1594,6 +1658,229 @@ LKEOF
         log "ERROR: legacy: some runs failed or did not translate (see the table and legacy_client.log)"
 fi
 
+# ---- blast_scale: krelay's workers (issue 12, "every core") ------------------
+# krelay alone is the bottleneck, once with 1 worker and once with each
+# count in SCALE_WORKERS (default 1,2): krbench blast (SCALE_CONNS
+# connections, SCALE_DEPTH prebuilt Produce requests in flight on each,
+# one small record each) at krbench canned (a scripted upstream, its own
+# instance here) through a krelay with a rule-heavy configuration: every
+# request audited to a file (tmpfs by default: the audit writer's cost is
+# a file's, not a disk's) and Produce clamped to v7, so that krelay
+# decodes each v9 request, re-encodes it at v7, and does the reverse for
+# its response (the audit line says "clamped"; a run without clamped
+# lines is reported as such).  Both peers pause SCALE_PAUSE /
+# SCALE_PAUSE_CANNED microseconds between polls: with thousands of
+# requests in flight krelay never runs dry, and each wake-up of the
+# peers then handles many connections' traffic (the peers' CPU per
+# request is what issue 12 limits to 0.2x krelay's).  Placement: with
+# more CPUs than workers, the workers get CPUs 1..N and the peers and
+# krelay's audit writer thread CPU 0; otherwise every process and thread
+# shares every CPU (2 workers on 2 CPUs: what the peers use is taken
+# from the workers, README.md "blast_scale").  krelay's CPU is its
+# process's minus the audit writer's (krbench -C PID/krelay-audit);
+# the writer counts with the peers.  KRBENCH_SCALE_QUOTA caps each leg's
+# workers at N x a share of a CPU instead (every leg on every CPU).
+SCALE_WL=0
+has "$WORKLOADS" blast_scale && SCALE_WL=1
+SCALE_LEGS=()
+SCALE_KEY=
+if [ "$SCALE_WL" = 1 ] && [ "$AB" = 1 ]; then
+    log "blast_scale: not in A/B mode"
+elif [ "$SCALE_WL" = 1 ]; then
+    bounded SC_PID SC_TPID "$CPU_CLIENT" "$KRBENCH" canned \
+        -l 127.0.0.1:0 -i "$SCALE_PAUSE_CANNED" -r "$WORK/scanned.ready" \
+        >"$WORK/scanned.out" 2>"$WORK/scanned.log"
+    for _ in $(seq 100); do
+        [ -s "$WORK/scanned.ready" ] && break
+        kill -0 "$SC_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ -s "$WORK/scanned.ready" ] ||
+        die "blast_scale: the scripted upstream did not start: $(cat "$WORK/scanned.log")"
+    SC_PORT=$(cat "$WORK/scanned.ready")
+    # KRBENCH_SCALE_QUOTA: each leg's workers capped at N x that share of
+    # a CPU (cgroup v1 cpu: the worker threads only, the audit writer
+    # stays out; v2 cpu.max: the whole process), every leg on every CPU
+    SCALE_QUOTA_US=$(awk -v q="$SCALE_QUOTA" 'BEGIN { printf "%d", q * 100000 }')
+    SCG_DIR= SCG_ROOT= SCG_KIND=
+    if [ "$SCALE_QUOTA_US" -gt 0 ]; then
+        if [ -w /sys/fs/cgroup/cpu/tasks ] &&
+           mkdir "/sys/fs/cgroup/cpu/krbench-scale.$$" 2>/dev/null; then
+            SCG_KIND=v1 SCG_ROOT=/sys/fs/cgroup/cpu
+            SCG_DIR=/sys/fs/cgroup/cpu/krbench-scale.$$
+            echo 100000 >"$SCG_DIR/cpu.cfs_period_us"
+        elif grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null &&
+             mkdir "/sys/fs/cgroup/krbench-scale.$$" 2>/dev/null; then
+            SCG_KIND=v2 SCG_ROOT=/sys/fs/cgroup
+            SCG_DIR=/sys/fs/cgroup/krbench-scale.$$
+        else
+            log "blast_scale: no writable cgroup cpu controller: no quota"
+            SCALE_QUOTA=0 SCALE_QUOTA_US=0
+        fi
+    else
+        SCALE_QUOTA=0 SCALE_QUOTA_US=0
+    fi
+    CG_SCALE=$SCG_DIR                   # for cleanup
+    # scg_move PID DIR: krelay's threads but its audit writer into DIR
+    # (v2: the process)
+    scg_move() {
+        local t
+        if [ "$SCG_KIND" = v1 ]; then
+            for t in /proc/"$1"/task/*; do
+                [ "$(cat "$t/comm" 2>/dev/null)" = krelay-audit ] && continue
+                echo "${t##*/}" >"$2/tasks" 2>/dev/null || true
+            done
+        else
+            echo "$1" >"$2/cgroup.procs" 2>/dev/null || true
+        fi
+    }
+    declare -A SC_CPUS=() SC_PCPUS=()
+    # sc_ini N [nokey]: krelay_wN's configuration
+    sc_ini() {
+        local n=$1 port=${KR_PORT[krelay_w$1]}
+        {
+            echo "; written by contrib/bench/run.sh (blast_scale)"
+            if [ "${2:-}" != nokey ]; then
+                printf '%s\n' "[process]" "workers = $n" ""
+            fi
+            cat <<SCEOF
+[upstream]
+bootstrap_servers = 127.0.0.1:$SC_PORT
+dial.1 = 127.0.0.1:$SC_PORT
+
+[listener]
+listen = 127.0.0.1:$port
+advertised_host = 127.0.0.1
+broker_port_base = $port
+node_id_min = 1
+node_id_max = 1
+max_connections = 20000
+
+[log]
+level = ${KRBENCH_LOG_LEVEL:-notice}
+target = $WORK/krelay_w$n.log
+
+[audit]
+target = $SCALE_AUDIT_DIR/krelay_w$n.audit.jsonl
+
+; every request and response audited
+[rule audit-all]
+audit = true
+
+; the generator sends Produce v$SCALE_VERSION: krelay translates each
+; request down to v$SCALE_CLAMP and its response back up
+[rule clamp-produce]
+api = Produce
+clamp_max_version = $SCALE_CLAMP
+SCEOF
+        } >"$WORK/krelay_w$n.ini"
+    }
+    for n in ${SCALE_WORKERS//,/ }; do
+        case $n in ''|*[!0-9]*|0) die "blast_scale: bad worker count '$n'" ;; esac
+        KR_PORT[krelay_w$n]=$(free_ports 3) || die "no free ports"
+        if [ "$NCPU" -gt "$n" ] && [ "$SCALE_QUOTA_US" = 0 ]; then
+            SC_CPUS[$n]=1-$n SC_PCPUS[$n]=0
+            [ "$n" = 1 ] && SC_CPUS[$n]=1
+        else
+            SC_CPUS[$n]=0-$((NCPU - 1)) SC_PCPUS[$n]=0-$((NCPU - 1))
+        fi
+        sc_ini "$n"
+        if ! "$KRELAY" -t -c "$WORK/krelay_w$n.ini" >"$WORK/krelay_w$n.t" 2>&1; then
+            if grep -q workers "$WORK/krelay_w$n.t" && [ "$n" = 1 ]; then
+                # a krelay before [process] workers: one event loop anyway
+                sc_ini "$n" nokey
+                SCALE_KEY=rejected
+                log "blast_scale: krelay does not know [process] workers; the 1-worker leg runs without the key"
+            elif grep -q workers "$WORK/krelay_w$n.t"; then
+                SCALE_KEY=rejected
+                log "blast_scale: krelay does not know [process] workers: the $n-worker leg is skipped"
+                continue
+            else
+                die "blast_scale: krelay -t refuses krelay_w$n.ini: $(tail -n 3 "$WORK/krelay_w$n.t")"
+            fi
+        else
+            [ -n "$SCALE_KEY" ] || SCALE_KEY=accepted
+        fi
+        bounded kpid ktpid "${SC_CPUS[$n]}" "$KRELAY" -c "$WORK/krelay_w$n.ini" \
+            >>"$WORK/krelay_w$n.out" 2>&1
+        KR_PID[krelay_w$n]=$kpid KR_TPID[krelay_w$n]=$ktpid
+        wait_ports "${KR_PORT[krelay_w$n]}" $((${KR_PORT[krelay_w$n]} + 1)) ||
+            die "blast_scale: krelay_w$n did not start: $(tail -n 5 "$WORK/krelay_w$n.out" "$WORK/krelay_w$n.log" 2>/dev/null)"
+        # the audit writer goes with the peers
+        atid=
+        for t in /proc/"$kpid"/task/*; do
+            [ "$(cat "$t/comm" 2>/dev/null)" = krelay-audit ] && atid=${t##*/}
+        done
+        if [ -n "$atid" ]; then
+            taskset -p -c "${SC_PCPUS[$n]}" "$atid" >/dev/null 2>&1 ||
+                log "blast_scale: taskset -p ${SC_PCPUS[$n]} $atid failed"
+        else
+            log "blast_scale: krelay_w$n has no thread named krelay-audit: its audit writer counts as krelay's"
+            SCALE_AUDIT_THREAD=unnamed
+        fi
+        SCALE_LEGS+=("$n")
+        log "blast_scale: krelay_w$n (pid $kpid) at 127.0.0.1:${KR_PORT[krelay_w$n]}, workers on cpu ${SC_CPUS[$n]}, peers and audit writer on cpu ${SC_PCPUS[$n]}; threads: $(cat /proc/"$kpid"/task/*/comm 2>/dev/null | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')"
+    done
+    log "blast_scale: scripted upstream (pid $SC_PID) at 127.0.0.1:$SC_PORT; audit files in $SCALE_AUDIT_DIR"
+    [ -n "$SCG_DIR" ] &&
+        log "blast_scale: N workers capped at N x $SCALE_QUOTA of a CPU (cgroup $SCG_KIND $SCG_DIR)"
+    # sc_run N REP: one blast run through krelay_wN
+    sc_run() {
+        local n=$1 kpid=${KR_PID[krelay_w$1]}
+        taskset -a -p -c "${SC_PCPUS[$n]}" "$SC_PID" >/dev/null 2>&1
+        if [ -n "$SCG_DIR" ]; then
+            if [ "$SCG_KIND" = v1 ]; then
+                echo $((n * SCALE_QUOTA_US)) >"$SCG_DIR/cpu.cfs_quota_us"
+            else
+                echo "$((n * SCALE_QUOTA_US)) 100000" >"$SCG_DIR/cpu.max"
+            fi
+            scg_move "$kpid" "$SCG_DIR"
+        fi
+        RUN_AUDIT_LOG=$SCALE_AUDIT_DIR/krelay_w$n.audit.jsonl \
+        CPU_CLIENT=${SC_PCPUS[$n]} \
+            run_client blast_scale "krelay_w$n" "$2" 90 "$KRBENCH" blast \
+            -a "127.0.0.1:$((${KR_PORT[krelay_w$n]} + 1))" \
+            -c "$SCALE_CONNS" -D "$SCALE_DEPTH" -r "$SCALE_RECORDS" \
+            -s "$SCALE_SIZE" -V "$SCALE_VERSION" -i "$SCALE_PAUSE" \
+            -d "$PRODUCE_SECS" -w "$PRODUCE_WARM" \
+            -C "$SC_PID,$kpid,$kpid/krelay-audit"
+        [ -n "$SCG_DIR" ] && scg_move "$kpid" "$SCG_ROOT"
+        log "blast_scale via krelay_w$n (rep $2): $(tail -n 1 "$RUNS" | "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)
+c = r.get("client", {})
+n, p = c.get("requests") or 0, c.get("peer_cpu_window_s") or []
+if n and len(p) == 3 and min(p) >= 0:
+    k = p[1] - p[2]
+    print("%.0f requests/s; CPU us/request: krelay %.2f, generator %.2f, "
+          "upstream %.2f, audit writer %.2f; peers/krelay %.3f; %s of %s "
+          "audit lines clamped" % (
+              c["requests_per_s"], k / n * 1e6,
+              c["client_cpu_window_s"] / n * 1e6, p[0] / n * 1e6,
+              p[2] / n * 1e6,
+              (c["client_cpu_window_s"] + p[0] + p[2]) / k if k > 0 else -1,
+              r.get("audit_clamped"), r.get("audit_lines")))
+else:
+    print("no figures (exit %s)" % r.get("rc"))')"
+    }
+    for ((rep = 1; rep <= REPS; rep++)); do
+        if [ $((rep % 2)) = 1 ]; then
+            for n in "${SCALE_LEGS[@]}"; do sc_run "$n" "$rep"; done
+        else
+            for ((i = ${#SCALE_LEGS[@]} - 1; i >= 0; i--)); do
+                sc_run "${SCALE_LEGS[$i]}" "$rep"
+            done
+        fi
+    done
+    for n in "${SCALE_LEGS[@]}"; do
+        stop_krelay "krelay_w$n"
+        rm -f "$SCALE_AUDIT_DIR/krelay_w$n.audit.jsonl"
+    done
+    stop_pid "$SC_TPID"
+    [ -n "$SCG_DIR" ] && rmdir "$SCG_DIR" 2>/dev/null && CG_SCALE=
+    log "blast_scale: the scripted upstream said $(grep '^{' "$WORK/scanned.out" | tail -n 1)"
+fi
+
 # krelay_sasl's log: its failed logins (logged at notice, so always
 # counted) and its successful ones (at info: counted with
 # KRBENCH_LOG_LEVEL=info, else empty)
@@ -1648,6 +1935,19 @@ fi
     --meta "blast_record_bytes=$BLAST_SIZE" \
     --meta "blast_produce_version=$BLAST_VERSION" \
     --meta "blast_proxy_quota=$BLAST_QUOTA" \
+    --meta "scale_workers=$(IFS=,; echo "${SCALE_LEGS[*]}")" \
+    --meta "scale_workers_key=$SCALE_KEY" \
+    --meta "scale_conns=$SCALE_CONNS" --meta "scale_depth=$SCALE_DEPTH" \
+    --meta "scale_records=$SCALE_RECORDS" \
+    --meta "scale_record_bytes=$SCALE_SIZE" \
+    --meta "scale_produce_version=$SCALE_VERSION" \
+    --meta "scale_clamp_version=$SCALE_CLAMP" \
+    --meta "scale_pause_us=$SCALE_PAUSE" \
+    --meta "scale_pause_canned_us=$SCALE_PAUSE_CANNED" \
+    --meta "scale_quota=$SCALE_QUOTA" \
+    --meta "scale_audit_thread=$([ "$SCALE_WL" = 1 ] && echo "$SCALE_AUDIT_THREAD")" \
+    --meta "scale_audit_dir=$([ "$SCALE_WL" = 1 ] && { [ -n "$SCALE_AUDIT_TMP" ] && echo tmpfs || echo "$SCALE_AUDIT_DIR"; })" \
+    --meta "scale_cpus=$(for n in "${SCALE_LEGS[@]}"; do printf '%sw%s %s/%s' "${sep:-}" "$n" "${SC_CPUS[$n]}" "${SC_PCPUS[$n]}"; sep=', '; done)" \
     --meta "haproxy=$([ -n "$HAPROXY" ] && "$HAPROXY" -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p')" \
     --meta "krelay=$([ "$AB" = 1 ] || "$KRELAY" -V 2>/dev/null | head -n 1)" \
     --meta "krelay_commit=$(git -C "$top_srcdir" rev-parse --short HEAD 2>/dev/null)" \

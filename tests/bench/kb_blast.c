@@ -5,14 +5,17 @@
  *
  *   krbench blast  -a HOST:PORT[,HOST:PORT...] [-c CONNS] [-D DEPTH]
  *                  [-d SECONDS] [-w WARMUP] [-r RECORDS] [-s SIZE]
- *                  [-V VERSION] [-t TOPIC] [-S CAFILE] [-C PID,...]
+ *                  [-p PARTITIONS] [-V VERSION] [-t TOPIC] [-S CAFILE]
+ *                  [-i USEC] [-C PID[/THREAD],...]
  *   krbench canned -l HOST:PORT [-r FILE] [-t TOPIC] [-n NODEID]
+ *                  [-i USEC]
  *
  * blast: CONNS connections (default 64, round-robin over the addresses;
  *   with -S each does its TLS handshake first: kb_tls_ctx's settings)
  *   send one prebuilt Produce request over and over (version VERSION,
- *   default 9, Acks=1, topic TOPIC partition 0, one RecordBatch v2 of
- *   RECORDS records of SIZE bytes: default 16 x 1 KiB), keeping DEPTH
+ *   default 9, Acks=1, topic TOPIC, PARTITIONS partitions from 0
+ *   (default 1), each one RecordBatch v2 of RECORDS records of SIZE
+ *   bytes: default 16 x 1 KiB), keeping DEPTH
  *   requests in flight on each (default 4), for WARMUP (default 1) then
  *   SECONDS (default 3) seconds.  Each connection holds DEPTH copies of
  *   the frame back to back in one ring; a request's CorrelationId is its
@@ -26,7 +29,13 @@
  *   response has (kb_produce_response), is 0; a bad response closes its
  *   connection and fails the run.  No allocation after the start.
  *   Reports requests/s, records/s and MB/s of record bytes (10^6 bytes of
- *   record values) in the window, its own CPU, and with -C the peers'.
+ *   record values) in the window, its own CPU and socket calls (reads,
+ *   writes, epoll_waits), and with -C the peers' CPU and run-queue wait.
+ *   -i USEC (blast and canned): sleep USEC microseconds before each
+ *   epoll_wait (default 0), so that one wake-up handles what many
+ *   connections received meanwhile: with enough requests in flight the
+ *   proxy never runs dry, and the peers' CPU per request falls (fewer
+ *   wake-ups, larger reads); blast_scale uses it.
  * canned: a scripted upstream on HOST:PORT (port 0: chosen by the kernel;
  *   the port is written to FILE and stdout once listening).  Reads in
  *   large pieces and looks only at each request's header (size, ApiKey,
@@ -40,7 +49,8 @@
  *   TOPIC with partition 0 led by it): what krelay's upstream fetch asks
  *   (src/kr_upstream.c).  Any other request closes its connection with a
  *   line on stderr.  Responses of one read go out in one write.  Stops on
- *   SIGTERM/SIGINT and prints its counts as JSON.
+ *   SIGTERM/SIGINT and prints its counts (and its recv, send and
+ *   epoll_wait calls) as JSON.
  *
  * Layouts: ProduceRequest/ProduceResponse.json (flexible from v9),
  * MetadataResponse.json v1, ApiVersionsResponse.json v0.
@@ -62,6 +72,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -72,7 +83,7 @@
 
 #define KB_B_MAX_ADDRS 16
 #define KB_B_MAX_CONNS 4096
-#define KB_B_IN 16384               /* blast: response bytes per connection */
+#define KB_B_IN 65536               /* blast: response bytes per connection */
 #define KB_C_IN 65536               /* canned: request bytes read at once */
 #define KB_C_OUT_HIGH (1u << 20)    /* canned: stop reading above this */
 #define KB_C_MAX_FRAME (100u << 20) /* canned: larger is a bad frame */
@@ -163,6 +174,19 @@ kb_epoll_set(int ep, int op, int fd, uint32_t events, void *ptr)
     }
 }
 
+/* Sleep us microseconds (0: not at all). */
+static void
+kb_pause_us(long us)
+{
+    struct timespec ts = { .tv_sec = us / 1000000,
+                           .tv_nsec = (us % 1000000) * 1000 };
+
+    if (us > 0) {
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+}
+
 /* ---- blast ----------------------------------------------------------------- */
 
 struct kb_bconn {
@@ -186,6 +210,8 @@ struct kb_blast {
     int64_t responses;              /* every connection's, whole run */
     long bad;                       /* bad responses */
     long lost;                      /* connections closed or failed */
+    int64_t reads, writes, waits;   /* recv/SSL_read_ex, sendmsg/
+                                       SSL_write_ex and epoll_wait calls */
 };
 
 /* Queue requests until depth are in flight (patching CorrelationIds). */
@@ -208,7 +234,7 @@ bconn_refill(const struct kb_blast *B, struct kb_bconn *c)
  * at least as many (only appended to since), as OpenSSL requires.
  */
 static int
-bconn_flush(const struct kb_blast *B, struct kb_bconn *c)
+bconn_flush(struct kb_blast *B, struct kb_bconn *c)
 {
     while (c->wleft > 0) {
         size_t first = B->ring_len - c->wpos, done;
@@ -218,6 +244,8 @@ bconn_flush(const struct kb_blast *B, struct kb_bconn *c)
         }
         if (c->ssl != NULL) {
             int r = SSL_write_ex(c->ssl, c->ring + c->wpos, first, &done);
+
+            B->writes++;
 
             if (r <= 0) {
                 int e = SSL_get_error(c->ssl, r);
@@ -235,6 +263,8 @@ bconn_flush(const struct kb_blast *B, struct kb_bconn *c)
             struct msghdr mh = { .msg_iov = iov,
                                  .msg_iovlen = c->wleft > first ? 2 : 1 };
             ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+
+            B->writes++;
 
             if (r < 0) {
                 if (errno == EINTR) {
@@ -306,6 +336,8 @@ bconn_read(struct kb_blast *B, struct kb_bconn *c)
         if (c->ssl != NULL) {
             int r = SSL_read_ex(c->ssl, c->in + c->in_len, room, &got);
 
+            B->reads++;
+
             if (r <= 0) {
                 int e = SSL_get_error(c->ssl, r);
 
@@ -316,6 +348,8 @@ bconn_read(struct kb_blast *B, struct kb_bconn *c)
             }
         } else {
             ssize_t r = recv(c->fd, c->in + c->in_len, room, 0);
+
+            B->reads++;
 
             if (r == 0) {
                 return -1;
@@ -401,9 +435,10 @@ kb_blast(int argc, char **argv)
 {
     struct sockaddr_in addrs[KB_B_MAX_ADDRS];
     int naddrs = 0, opt, nconns = 64, version = 9, nrec = 16, ep, alive = 0;
+    int nparts = 1;
     int connected = 0;
     long lost;
-    long size = 1024;
+    long size = 1024, pause_us = 0;
     double secs = 3, warm = 1;
     const char *topic = "blast", *ca = NULL;
     char tls_version[32] = "", cipher[64] = "", group[32] = "";
@@ -412,12 +447,17 @@ kb_blast(int argc, char **argv)
     struct kb_bconn *conns;
     SSL_CTX *ctx = NULL;
     double cpu_start, cpu0 = 0, cpu1 = 0, sys0 = 0, sys1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     int64_t t_start, t_warm, t_end, w0 = 0, w1 = 0, r0 = 0, r1 = 0;
+    int64_t calls0[3] = { 0 }, calls1[3] = { 0 };
     bool measuring = false, done = false;
 
-    while ((opt = getopt(argc, argv, "a:c:D:d:w:r:s:V:t:S:C:")) != -1) {
+    while ((opt = getopt(argc, argv, "a:c:D:d:w:r:s:V:t:S:C:i:p:")) != -1) {
         switch (opt) {
+        case 'p': nparts = (int)kb_parse_long(optarg, 1, 10000, "partitions");
+            break;
+        case 'i': pause_us = kb_parse_long(optarg, 0, 100000, "pause");
+            break;
         case 'a':
             naddrs = kb_parse_addrs(optarg, addrs, KB_B_MAX_ADDRS);
             break;
@@ -448,7 +488,7 @@ kb_blast(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     kb_raise_nofile((rlim_t)nconns + 64);
-    kb_produce_frame(&frame, version, topic, 0, 1, nrec, (size_t)size);
+    kb_produce_frame(&frame, version, topic, 0, nparts, nrec, (size_t)size);
     B.err_at = kb_produce_response(&resp, version, topic, 0);
     free(resp.p);
     B.frame_len = frame.len;
@@ -499,9 +539,9 @@ kb_blast(int argc, char **argv)
         connected++;
     }
     fprintf(stderr, "krbench blast: %d of %d connections%s, Produce v%d of "
-            "%zu bytes (%d x %ld-byte records), %d in flight each\n", alive,
-            nconns, ctx != NULL ? " (TLS)" : "", version, frame.len, nrec,
-            size, B.depth);
+            "%zu bytes (%d partition(s) x %d x %ld-byte records), %d in "
+            "flight each\n", alive, nconns, ctx != NULL ? " (TLS)" : "",
+            version, frame.len, nparts, nrec, size, B.depth);
     t_warm = kb_now_ns() + (int64_t)(warm * 1e9);
     t_end = t_warm + (int64_t)(secs * 1e9);
     for (int i = 0; i < nconns; i++) {
@@ -528,19 +568,23 @@ kb_blast(int argc, char **argv)
             measuring = true;
             w0 = now;
             r0 = B.responses;
+            calls0[0] = B.reads, calls0[1] = B.writes, calls0[2] = B.waits;
             cpu0 = kb_cpu_s();
             sys0 = kb_sys_s();
             kb_peers_snap(peer0);
         } else if (measuring && now >= t_end) {
             w1 = now;
             r1 = B.responses;
+            calls1[0] = B.reads, calls1[1] = B.writes, calls1[2] = B.waits;
             cpu1 = kb_cpu_s();
             sys1 = kb_sys_s();
             kb_peers_snap(peer1);
             done = true;
             break;
         }
+        kb_pause_us(pause_us);
         n = epoll_wait(ep, evs, 256, 10);
+        B.waits++;
         if (n < 0 && errno != EINTR) {
             kb_die("epoll_wait: %s", strerror(errno));
         }
@@ -587,11 +631,13 @@ kb_blast(int argc, char **argv)
     {
         double win = (double)(w1 - w0) / 1e9;
         double reqs = (double)(r1 - r0), per_s = win > 0 ? reqs / win : 0;
-        double rec_bytes = (double)nrec * (double)size;
+        int recs = nrec * nparts;   /* records per request */
+        double rec_bytes = (double)recs * (double)size;
 
         printf("{\"mode\":\"blast\",\"connections\":%d,\"connected\":%d,"
                "\"depth\":%d,\"tls\":%s,\"version\":\"%s\",\"cipher\":\"%s\","
                "\"group\":\"%s\",\"produce_version\":%d,\"request_bytes\":%zu,"
+               "\"partitions_per_request\":%d,"
                "\"records_per_request\":%d,\"record_bytes\":%ld,"
                "\"window_s\":%.4f,\"requests\":%.0f,\"requests_per_s\":%.1f,"
                "\"records_per_s\":%.1f,\"mb_per_s\":%.2f,"
@@ -599,15 +645,19 @@ kb_blast(int argc, char **argv)
                "\"total_bytes\":%.0f,\"elapsed_s\":%.3f,"
                "\"bad_responses\":%ld,\"lost_connections\":%ld,"
                "\"client_cpu_s\":%.4f,\"client_cpu_window_s\":%.4f,"
-               "\"client_sys_window_s\":%.4f",
+               "\"client_sys_window_s\":%.4f,\"reads_window\":%" PRId64
+               ",\"writes_window\":%" PRId64 ",\"epoll_waits_window\":%"
+               PRId64,
                nconns, connected, B.depth,
                ctx != NULL ? "true" : "false", tls_version, cipher, group,
-               version, frame.len, nrec, size, win, reqs, per_s,
-               per_s * nrec, per_s * rec_bytes / 1e6,
+               version, frame.len, nparts, recs, size, win, reqs, per_s,
+               per_s * recs, per_s * rec_bytes / 1e6,
                per_s * (double)frame.len / 1e6, B.responses,
                (double)B.responses * rec_bytes,
                (double)(kb_now_ns() - t_start) / 1e9, B.bad, B.lost,
-               kb_cpu_s() - cpu_start, cpu1 - cpu0, sys1 - sys0);
+               kb_cpu_s() - cpu_start, cpu1 - cpu0, sys1 - sys0,
+               calls1[0] - calls0[0], calls1[1] - calls0[1],
+               calls1[2] - calls0[2]);
         kb_peers_print(peer0, peer1);
         printf("}\n");
         fflush(stdout);
@@ -646,6 +696,7 @@ struct kb_canned {
     struct kb_buf produce[KB_PRODUCE_MAX + 1];  /* by version */
     struct kb_buf apiversions, apiversions_bad, metadata;
     long conns, produce_n, apiversions_n, metadata_n, refused;
+    long reads, writes, waits;      /* recv, send and epoll_wait calls */
 };
 
 static volatile sig_atomic_t kb_c_stop;
@@ -792,6 +843,8 @@ kb_c_read(struct kb_canned *K, struct kb_cconn *c)
         size_t want = KB_C_IN - c->in_len;
         ssize_t r = recv(c->fd, c->in + c->in_len, want, 0);
 
+        K->reads++;
+
         if (r > 0) {
             c->in_len += (size_t)r;
             if (kb_c_parse(K, c) != 0) {
@@ -814,11 +867,13 @@ kb_c_read(struct kb_canned *K, struct kb_cconn *c)
 
 /* Write pending responses.  -1: the connection failed. */
 static int
-kb_c_flush(struct kb_cconn *c)
+kb_c_flush(struct kb_canned *K, struct kb_cconn *c)
 {
     while (c->out_off < c->out.len) {
         ssize_t n = send(c->fd, c->out.p + c->out_off,
                          c->out.len - c->out_off, MSG_NOSIGNAL);
+
+        K->writes++;
 
         if (n < 0) {
             if (errno == EINTR) {
@@ -856,14 +911,17 @@ kb_canned(int argc, char **argv)
     char host[INET_ADDRSTRLEN];
     int opt, lfd, ep, on = 1;
     int32_t node = 1;
+    long pause_us = 0;
     struct kb_canned K;
     struct kb_cconn *free_list = NULL;
     struct sigaction sa;
     double cpu0 = kb_cpu_s();
 
     memset(&K, 0, sizeof(K));
-    while ((opt = getopt(argc, argv, "l:r:t:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "l:r:t:n:i:")) != -1) {
         switch (opt) {
+        case 'i': pause_us = kb_parse_long(optarg, 0, 100000, "pause");
+            break;
         case 'l': listen_at = optarg; break;
         case 'r': ready = optarg; break;
         case 't': topic = optarg; break;
@@ -933,7 +991,11 @@ kb_canned(int argc, char **argv)
             (int)node, host, ntohs(sin.sin_port), topic);
     while (!kb_c_stop) {
         struct epoll_event evs[256];
-        int n = epoll_wait(ep, evs, 256, 200);
+        int n;
+
+        kb_pause_us(pause_us);
+        n = epoll_wait(ep, evs, 256, 200);
+        K.waits++;
 
         if (n < 0 && errno != EINTR) {
             kb_die("epoll_wait: %s", strerror(errno));
@@ -969,7 +1031,7 @@ kb_canned(int argc, char **argv)
             if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
                 bad = kb_c_read(&K, c) != 0;
             }
-            if (!bad && kb_c_flush(c) != 0) {
+            if (!bad && kb_c_flush(&K, c) != 0) {
                 bad = true;
             }
             if (bad) {
@@ -983,7 +1045,9 @@ kb_canned(int argc, char **argv)
     }
     printf("{\"mode\":\"canned\",\"connections\":%ld,\"produce\":%ld,"
            "\"apiversions\":%ld,\"metadata\":%ld,\"refused\":%ld,"
+           "\"reads\":%ld,\"writes\":%ld,\"epoll_waits\":%ld,"
            "\"cpu_s\":%.3f}\n", K.conns, K.produce_n, K.apiversions_n,
-           K.metadata_n, K.refused, kb_cpu_s() - cpu0);
+           K.metadata_n, K.refused, K.reads, K.writes, K.waits,
+           kb_cpu_s() - cpu0);
     return 0;
 }

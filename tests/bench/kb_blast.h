@@ -28,8 +28,10 @@ int kb_canned(int argc, char **argv);
 
 /* ---- krbench.c's helpers ---- */
 
-/* -C PID,...: at most this many peers */
+/* -C PID,...: at most this many peers; a snapshot of them
+   (kb_peers_snap) has KB_PEER_SNAP doubles */
 #define KB_MAX_PEERS 12
+#define KB_PEER_SNAP (2 * KB_MAX_PEERS + 1)
 
 /* "krbench: MESSAGE" on stderr, exit 1. */
 void kb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
@@ -51,9 +53,11 @@ int kb_parse_addrs(const char *s, struct sockaddr_in *addrs, int max);
 void kb_raise_nofile(rlim_t want);
 int kb_set_nonblock(int fd);
 /* -C PID,...: the peers whose CPU is read at the window's edges;
-   out[] has KB_MAX_PEERS + 1 doubles (the last: the machine's busy
-   seconds); kb_peers_print writes ,"peer_cpu_window_s":[...],
-   "system_cpu_window_s":S from two snapshots. */
+   out[] has KB_PEER_SNAP doubles: each peer's CPU seconds, the
+   machine's busy seconds, each peer's seconds spent runnable but
+   waiting for a CPU (schedstat); kb_peers_print writes
+   ,"peer_cpu_window_s":[...],"system_cpu_window_s":S,
+   "peer_wait_window_s":[...] from two snapshots. */
 void kb_parse_peers(const char *s);
 void kb_peers_snap(double *out);
 void kb_peers_print(const double *a, const double *b);

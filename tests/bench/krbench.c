@@ -19,8 +19,10 @@
  *                   [-C PID,...]
  *   krbench blast   -a HOST:PORT[,HOST:PORT...] [-c CONNS] [-D DEPTH]
  *                   [-d SECONDS] [-w WARMUP] [-r RECORDS] [-s SIZE]
- *                   [-V VERSION] [-t TOPIC] [-S CA] [-C PID,...]
+ *                   [-p PARTITIONS] [-V VERSION] [-t TOPIC] [-S CA]
+ *                   [-i USEC] [-C PID[/THREAD],...]
  *   krbench canned  -l HOST:PORT [-r FILE] [-t TOPIC] [-n NODEID]
+ *                   [-i USEC]
  *
  * Every mode but mock prints one JSON object on stdout when it is done
  * (fields described in contrib/bench/results/README.md); progress and
@@ -104,16 +106,21 @@
  *   whenever librdkafka dials port FROM (rd_kafka_conf_set_connect_cb);
  *   the harness uses it to route through HAProxy when the mock cannot
  *   advertise HAProxy's ports (librdkafka < 2.10).
- * -C PID,... (produce, consume, latency): report how much CPU time each
- *   of these processes (the mock, the proxies) used inside the measured
- *   window ("peer_cpu_window_s", seconds, in the order given; -1 if unreadable
- *   or PID is 0, a placeholder), from /proc/PID/stat.  Always reported:
+ * -C PID,... (produce, consume, latency, blast): report how much CPU time
+ *   each of these processes (the mock, the proxies) used inside the
+ *   measured window ("peer_cpu_window_s", seconds, in the order given; -1
+ *   if unreadable or PID is 0, a placeholder), from /proc/PID/stat; an
+ *   entry PID/NAME counts only PID's threads named NAME (e.g.
+ *   PID/krelay-audit: krelay's audit writer), and how long each one's
+ *   threads waited, runnable, for a CPU ("peer_wait_window_s", from
+ *   /proc/PID/task/TID/schedstat).  Always reported:
  *   "system_cpu_window_s", the busy CPU seconds of the whole machine in
  *   the window (/proc/stat), so that other load can be noticed.
  */
 #define _GNU_SOURCE 1
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -199,24 +206,24 @@ kb_cpu_s(void)
 
 /*
  * -C PID,...: other processes (the mock, the proxies) whose CPU time is
- * read at the edges of the measured window, from /proc/PID/stat.
+ * read at the edges of the measured window, from /proc/PID/stat; an entry
+ * PID/NAME reads only PID's threads named NAME (/proc/PID/task/TID/comm,
+ * e.g. krelay's audit writer "krelay-audit"), from their
+ * /proc/PID/task/TID/stat.
  */
 static long kb_peers[KB_MAX_PEERS];
+static const char *kb_peer_comm[KB_MAX_PEERS];  /* NULL: the process */
 static int kb_npeers;
 
-/* utime + stime of pid in seconds; -1 when unreadable. */
+/* utime + stime in seconds from a stat file; -1 when unreadable. */
 static double
-kb_proc_cpu_s(long pid)
+kb_stat_cpu_s(const char *path)
 {
-    char path[64], line[1024], *p;
+    char line[1024], *p;
     unsigned long ut = 0, st = 0;
     FILE *f;
     int ok;
 
-    if (pid <= 0) {
-        return -1;                  /* -C 0: a placeholder */
-    }
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
     f = fopen(path, "r");
     if (f == NULL) {
         return -1;
@@ -233,6 +240,59 @@ kb_proc_cpu_s(long pid)
         return -1;
     }
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* utime + stime of pid in seconds (comm != NULL: of its threads named
+   comm only; 0 when none is); -1 when unreadable. */
+static double
+kb_proc_cpu_s(long pid, const char *comm)
+{
+    char path[300], name[64];
+    double sum = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (pid <= 0) {
+        return -1;                  /* -C 0: a placeholder */
+    }
+    if (comm == NULL) {
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        return kb_stat_cpu_s(path);
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+    d = opendir(path);
+    if (d == NULL) {
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        FILE *f;
+        double v;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/comm", pid,
+                 de->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;               /* the thread is gone */
+        }
+        if (fgets(name, sizeof(name), f) == NULL) {
+            name[0] = '\0';
+        }
+        fclose(f);
+        name[strcspn(name, "\n")] = '\0';
+        if (strcmp(name, comm) != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/stat", pid,
+                 de->d_name);
+        if ((v = kb_stat_cpu_s(path)) >= 0) {
+            sum += v;
+        }
+    }
+    closedir(d);
+    return sum;
 }
 
 /*
@@ -262,12 +322,78 @@ kb_system_busy_s(void)
            (double)sysconf(_SC_CLK_TCK);
 }
 
-/* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system. */
+/*
+ * Seconds pid's threads (comm != NULL: those named comm) have spent
+ * runnable but waiting for a CPU: the second field of
+ * /proc/PID/task/TID/schedstat, summed over the threads alive now; -1
+ * when unreadable.  With the CPU time it says whether a process was held
+ * back by other load (busy + waiting = the whole window: it had work all
+ * along).
+ */
+static double
+kb_proc_wait_s(long pid, const char *comm)
+{
+    char path[300], name[64];
+    unsigned long long run, wait;
+    double sum = 0;
+    struct dirent *de;
+    DIR *d;
+
+    if (pid <= 0) {
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+    d = opendir(path);
+    if (d == NULL) {
+        return -1;
+    }
+    while ((de = readdir(d)) != NULL) {
+        FILE *f;
+        int ok;
+
+        if (de->d_name[0] == '.') {
+            continue;
+        }
+        if (comm != NULL) {
+            snprintf(path, sizeof(path), "/proc/%ld/task/%s/comm", pid,
+                     de->d_name);
+            f = fopen(path, "r");
+            if (f == NULL) {
+                continue;
+            }
+            if (fgets(name, sizeof(name), f) == NULL) {
+                name[0] = '\0';
+            }
+            fclose(f);
+            name[strcspn(name, "\n")] = '\0';
+            if (strcmp(name, comm) != 0) {
+                continue;
+            }
+        }
+        snprintf(path, sizeof(path), "/proc/%ld/task/%s/schedstat", pid,
+                 de->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;
+        }
+        ok = fscanf(f, "%llu %llu", &run, &wait);
+        fclose(f);
+        if (ok == 2) {
+            sum += (double)wait / 1e9;
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+/* out[0..kb_npeers) = each peer's CPU seconds, out[kb_npeers] = system,
+   out[kb_npeers + 1 + i] = peer i's run-queue wait. */
 void
 kb_peers_snap(double *out)
 {
     for (int i = 0; i < kb_npeers; i++) {
-        out[i] = kb_proc_cpu_s(kb_peers[i]);
+        out[i] = kb_proc_cpu_s(kb_peers[i], kb_peer_comm[i]);
+        out[kb_npeers + 1 + i] = kb_proc_wait_s(kb_peers[i], kb_peer_comm[i]);
     }
     out[kb_npeers] = kb_system_busy_s();
 }
@@ -275,10 +401,14 @@ kb_peers_snap(double *out)
 /*
  * ,"peer_cpu_window_s":[...] (seconds each peer ran in the window)
  * ,"system_cpu_window_s":S (busy seconds of all CPUs in the window)
+ * ,"peer_wait_window_s":[...] (seconds each peer's threads waited,
+ *   runnable, for a CPU in the window; summed over threads)
  */
 void
 kb_peers_print(const double *a, const double *b)
 {
+    const double *wa = a + kb_npeers + 1, *wb = b + kb_npeers + 1;
+
     printf(",\"peer_cpu_window_s\":[");
     for (int i = 0; i < kb_npeers; i++) {
         printf("%s%.3f", i ? "," : "",
@@ -287,6 +417,12 @@ kb_peers_print(const double *a, const double *b)
     printf("],\"system_cpu_window_s\":%.3f",
            a[kb_npeers] >= 0 && b[kb_npeers] >= 0 ? b[kb_npeers] -
            a[kb_npeers] : -1.0);
+    printf(",\"peer_wait_window_s\":[");
+    for (int i = 0; i < kb_npeers; i++) {
+        printf("%s%.4f", i ? "," : "",
+               wa[i] >= 0 && wb[i] >= 0 ? wb[i] - wa[i] : -1.0);
+    }
+    printf("]");
 }
 
 long
@@ -496,19 +632,29 @@ kb_connect_cb(int fd, const struct sockaddr *addr, int addrlen,
 void
 kb_parse_peers(const char *s)
 {
-    char *copy = strdup(s), *save = NULL, *tok;
+    char *copy = strdup(s), *save = NULL, *tok, *slash;
 
     if (copy == NULL) {
         kb_die("out of memory");
     }
+    /* copy stays allocated: kb_peer_comm points into it */
     for (tok = strtok_r(copy, ",", &save); tok != NULL;
          tok = strtok_r(NULL, ",", &save)) {
         if (kb_npeers == KB_MAX_PEERS) {
             kb_die("too many -C pids");
         }
+        slash = strchr(tok, '/');
+        kb_peer_comm[kb_npeers] = NULL;
+        if (slash != NULL) {
+            *slash = '\0';
+            if (slash[1] == '\0' || strlen(slash + 1) > 15) {
+                kb_die("bad -C entry '%s/%s' (want PID/THREADNAME)", tok,
+                       slash + 1);
+            }
+            kb_peer_comm[kb_npeers] = slash + 1;
+        }
         kb_peers[kb_npeers++] = kb_parse_long(tok, 0, 1L << 30, "pid");
     }
-    free(copy);
 }
 
 static void
@@ -966,7 +1112,7 @@ kb_produce(int argc, char **argv)
     uint8_t *payload;
     int64_t t0, tw0 = 0, tw1 = 0, tdeadline, tend;
     double cpu0, cpuw0 = 0, cpuw1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     uint64_t sent = 0;
     bool in_window = false, seq = false;
 
@@ -1191,7 +1337,7 @@ kb_consume(int argc, char **argv)
     uint64_t recs = 0, bytes = 0, errors = 0;
     int64_t t0, tfirst = 0, tlastrec = 0, tdeadline;
     double cpu0, cpuw0 = 0, cpuw1 = 0;
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
 
     while ((opt = getopt(argc, argv, "B:t:p:d:m:C:S:A:")) != -1) {
         switch (opt) {
@@ -1615,7 +1761,7 @@ kb_latency(int argc, char **argv)
     struct kb_lat L = { 0 };
     int64_t t0, tm, deadline, late_ns, *sorted, *late, *late1;
     uint8_t perm[KB_LAT_MAX_TARGETS];
-    double peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     long all_answered;
 
     memset(tg, 0, sizeof(tg));
@@ -2270,7 +2416,7 @@ kb_handshake(int argc, char **argv)
     long n = 1000, ok = 0, failed = 0;
     const char *ca = NULL;
     char version[32] = "", cipher[64] = "", group[32] = "";
-    double cpu0, peer0[KB_MAX_PEERS + 1], peer1[KB_MAX_PEERS + 1];
+    double cpu0, peer0[KB_PEER_SNAP], peer1[KB_PEER_SNAP];
     int64_t t0, t1;
     SSL_CTX *ctx;
 

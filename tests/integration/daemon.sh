@@ -139,7 +139,7 @@ flock -n "$W/krelay.pid" true && kr_fail "the pid file is not locked"
     kr_fail "a second krelay with the same pid file started"
 grep -q "krelay: -p $W/krelay.pid: another krelay (pid $DPID) holds this pid file: not starting" "$W/d2.out" ||
     kr_fail "second krelay: $(cat "$W/d2.out")"
-grep -q "started (1 listener group), in the background, pid file $W/krelay.pid" "$W/krelay.log" ||
+grep -q "started (1 listener group, [0-9][0-9]* workers*), in the background, pid file $W/krelay.pid" "$W/krelay.log" ||
     kr_fail "no start line naming -d and the pid file"
 kill -TERM "$DPID"
 kr_wait_for 10 kr_gone "$DPID" || kr_fail "krelay -d did not stop on SIGTERM"

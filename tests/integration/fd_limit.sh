@@ -20,6 +20,11 @@ kr_setup 120
 W=$KR_WORK
 KR_NODEIDS=1
 KR_MOCK_BOOTSTRAP=127.0.0.1:$(kr_free_ports 1) || exit 99
+# one worker: the subject is one listener's pause and its log line (each
+# worker's listener pauses and logs on its own), and 40 descriptors are
+# counted for one event loop
+printf '[process]\nworkers = 1\n' >"$W/process.ini"
+KR_EXTRA_CONF=$W/process.ini
 HARD=$(ulimit -Hn)
 # Only krelay gets the low limit: lower the soft one around its start.
 ulimit -Sn 40 || kr_skip "cannot lower the open-file limit"

@@ -99,7 +99,7 @@ wait_line() {
     kr_wait_for 60 grep -q "$1" "$W/krelay.log" ||
         kr_fail "no line '$1' in krelay.log: $(tail -5 "$W/krelay.log")"
 }
-wait_line "notice: krelay .* started (1 listener group)$"
+wait_line "notice: krelay .* started (1 listener group, [0-9][0-9]* workers*)$"
 kill -USR1 "$pid"
 wait_line "notice: SIGUSR1: reopening the log file$"
 kill -HUP "$pid"

@@ -491,7 +491,7 @@ kr_gone() {
 }
 
 # kr_stop PID NAME LOG...: SIGTERM, wait (bounded), fail unless it exits
-# 0 and its logs hold no sanitizer report (ASan, UBSan, LSan).
+# 0 and its logs hold no sanitizer report (ASan, UBSan, LSan, TSan).
 kr_stop() {
     local pid=$1 name=$2 rc
     shift 2
@@ -501,7 +501,7 @@ kr_stop() {
         kr_fail "$name did not stop within 60 s of SIGTERM"
     wait "$pid"
     rc=$?
-    if grep -l 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:' \
+    if grep -l 'ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer' \
         "$@" >/dev/null 2>&1; then
         kr_fail "$name: sanitizer report in $*"
     fi

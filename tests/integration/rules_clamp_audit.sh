@@ -98,7 +98,7 @@ opened = {c["conn_id"] for c in conn if c["event"] == "open"}
 closed = {c["conn_id"]: c for c in conn if c["event"] == "close"}
 for r in recs:
     assert r["instance"] == host, r
-    assert re.fullmatch(r"c#0\.[0-9]+", r["conn_id"]), r
+    assert re.fullmatch(r"c#[0-9]+\.[0-9]+", r["conn_id"]), r
     assert r["conn_id"] in opened, "no open line: %r" % r
     assert "[%s 127.0.0.1:%d > " % (r["conn_id"], r["client_port"]) in log, \
         "the log does not name %s" % r["conn_id"]

@@ -217,5 +217,44 @@ check("request-mid-exchange", closed and 2 not in [c for c, _ in rs],
       "answers %s, closed %s" % ([c for c, _ in rs], closed))
 s.close()
 
+# 10. SaslHandshake v0 naming a mechanism krelay cannot follow over raw
+#     tokens (GSSAPI): krelay answers UNSUPPORTED_SASL_MECHANISM (33) with
+#     the mechanisms it follows over v0; the front never sees it
+s = connect()
+s.sendall(handshake(1, b"GSSAPI", ver=0))
+rs, closed = responses(s, limit=1)
+mechs, err = None, None
+if rs and rs[0][0] == 1:
+    p = rs[0][1]
+    (err,) = struct.unpack_from(">h", p, 4)
+    (n,) = struct.unpack_from(">i", p, 6)
+    off, mechs = 10, []
+    for _ in range(max(n, 0)):
+        (ln,) = struct.unpack_from(">h", p, off)
+        mechs.append(p[off + 2:off + 2 + ln].decode())
+        off += 2 + ln
+check("v0-gssapi-refused",
+      err == 33 and mechs == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+      "ErrorCode %s, Mechanisms %s" % (err, mechs))
+s.close()
+
+# 11. KIP-368 re-authentication as another principal: alice logs in, then
+#     a SaslHandshake, bob's SaslAuthenticate and a Produce: krelay closes
+#     on bob's claim (as a broker closes on a principal change), before
+#     bob's token or the Produce reach the front
+s = connect()
+s.sendall(handshake(1) + authenticate(2, plain(b"alice")))
+rs, closed = responses(s, limit=2)
+ok = [c for c, _ in rs] == [1, 2] and not closed and \
+    struct.unpack_from(">h", rs[1][1], 4)[0] == 0
+s.sendall(handshake(3) + authenticate(4, plain(b"bob")) +
+          produce(5, b"adv-reauth-bob"))
+rs, closed = responses(s)
+got = [c for c, _ in rs]
+check("reauth-other-principal", ok and closed and 4 not in got and
+      5 not in got, "alice logged in %s; then answers %s, closed %s" %
+      (ok, got, closed))
+s.close()
+
 print("FAILED: %s" % FAILED if FAILED else "all cases as expected")
 sys.exit(1 if FAILED else 0)

@@ -2,8 +2,9 @@
 # SASL origination (issue 9) with PLAIN and with OAUTHBEARER (make
 # check-long; SCRAM-SHA-512 is sasl_origination.sh's): kcat without SASL
 # -> krelay -> sasl_front.py -> the mock.
-#  1. PLAIN (sasl_password inline: krelay -t warns): produce and consume
-#     back; every relayed request as bob;
+#  1. PLAIN (sasl_password inline: krelay -t warns): kcat, kafka-python
+#     and kafkajs (clients without SASL) produce and consume back; every
+#     relayed request as bob;
 #  2. OAUTHBEARER with an unsecured JWS in a token file (principal carol),
 #     replaced between two clients: the second authentication reads the
 #     new token (principal dave): the fronts saw both principals, each
@@ -25,7 +26,7 @@ kr_setup 90
 kr_is_direct && kr_skip "KRELAY_TEST_DIRECT: krelay originates SASL"
 W=$KR_WORK
 
-kr_start_mock smech:2
+kr_start_mock smech:2 pyo:2 kjso:2
 kr_start_sasl_fronts
 
 # ---- 1. PLAIN
@@ -49,6 +50,25 @@ kr_run 30 "${KC[@]}" -C -t smech -o beginning -e -q -f '%s\n' \
 cmp -s <(sort "$W/in.txt") <(sort "$W/out.txt") ||
     kr_fail "PLAIN: consumed messages differ"
 kr_log "PLAIN: 100 messages produced and consumed back"
+if "$KR_PY" -c 'import kafka' 2>/dev/null; then
+    kr_run 120 "$KR_PY" "$top_srcdir/tests/integration/kafka_python_client.py" \
+        "$KR_BOOTSTRAP" pyo 100 "$W/brokers-pyo.txt" >"$W/pyo.log" 2>&1 ||
+        kr_fail "kafka-python through PLAIN origination: $(tail -3 "$W/pyo.log")"
+    kr_check_brokers "$W/brokers-pyo.txt"
+    kr_log "kafka-python: $(tail -1 "$W/pyo.log")"
+else
+    kr_log "kafka-python not installed: skipped"
+fi
+export NODE_PATH="$KRELAY_DEPS_DIR/node_modules${NODE_PATH:+:$NODE_PATH}"
+if command -v node >/dev/null && node -e "require('kafkajs')" 2>/dev/null; then
+    kr_run 180 node "$top_srcdir/tests/integration/kafkajs_client.js" \
+        "$KR_BOOTSTRAP" kjso 100 "$W/brokers-kjso.txt" >"$W/kjso.log" 2>&1 ||
+        kr_fail "kafkajs through PLAIN origination: $(tail -3 "$W/kjso.log")"
+    kr_check_brokers "$W/brokers-kjso.txt"
+    kr_log "kafkajs: $(tail -1 "$W/kjso.log")"
+else
+    kr_log "kafkajs not installed: skipped"
+fi
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
 mv "$W/krelay.log" "$W/krelay-plain.log"
 
@@ -101,7 +121,6 @@ grep -l "bob-test-pw\|$tok" "$W"/krelay*.log "$W"/sasl_front*.log &&
     kr_fail "a secret in a log"
 
 # ---- 3. the bridge over SASL_SSL, KIP-368 on both sides
-export NODE_PATH="$KRELAY_DEPS_DIR/node_modules${NODE_PATH:+:$NODE_PATH}"
 if ! command -v node >/dev/null ||
    ! node -e "require('node-rdkafka')" 2>/dev/null; then
     kr_log "node-rdkafka not installed: the bridge with KIP-368 skipped"

@@ -15,10 +15,15 @@
 #     failure (client and mechanism, no secret);
 #  5. the fronts' events: every relayed Produce ran as alice, every Fetch
 #     as alice, nothing relayed before authentication;
-#  4b. hostile raw clients (sasl_adversary.py);
+#  4b. hostile raw clients (sasl_adversary.py), among them SaslHandshake
+#     v0 GSSAPI (refused by krelay: UNSUPPORTED_SASL_MECHANISM, never at a
+#     front) and a KIP-368 re-authentication as another principal (closed
+#     by krelay before the token reaches the front);
 #  6. krelay's audit log: authentication lines (success and failure,
 #     mechanisms, principals) and request lines with the verified
-#     principal; no password anywhere.
+#     principal; no password anywhere;
+#  7. metadata_sasl_*: krelay's own metadata connections authenticate
+#     with the fronts as their own user.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -126,6 +131,11 @@ grep -q "the client's first token does not give a principal (not three NUL-separ
     "$W/krelay.log" || kr_fail "no log line for the PLAIN token without NULs"
 grep -q "above 524288" "$W/krelay.log" ||
     kr_fail "no log line for the token above 512 KiB"
+grep "names SASL mechanism GSSAPI" "$W/krelay.log" |
+    grep -q UNSUPPORTED_SASL_MECHANISM ||
+    kr_fail "no log line for SaslHandshake v0 GSSAPI"
+grep -q "SASL re-authentication (KIP-368) claims another principal than User:alice" \
+    "$W/krelay.log" || kr_fail "no log line for the principal change"
 kr_log "hostile clients: $(tail -1 "$W/adversary.txt")"
 
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
@@ -148,6 +158,15 @@ assert auth[("SCRAM-SHA-512", "bob", "ok", 1)] >= 1, auth
 assert auth[("PLAIN", "alice", "ok", 0)] >= 1, "no v0 PLAIN: %r" % auth
 assert auth[("SCRAM-SHA-512", "alice", "ok", 0)] >= 1, "no v0 SCRAM: %r" % auth
 assert auth[("PLAIN", "alice", "failed", 1)] >= 1, auth
+# 4b: krelay answered the v0 GSSAPI handshake itself; bob's token of the
+# re-authentication never reached the front that had authenticated alice
+assert not [e for e in ev if e["event"] == "handshake" and
+            e["mechanism"] == "GSSAPI"], "a GSSAPI handshake reached a front"
+alice = {e["conn"] for e in ev if e["event"] == "auth" and
+         e["outcome"] == "ok" and e["user"] == "alice"}
+swapped = [e for e in ev if e["event"] == "auth" and e["conn"] in alice and
+           e["user"] == "bob"]
+assert not swapped, "bob's token after alice's login: %r" % swapped
 # before authentication a front relays nothing; the connections it
 # closed for a request before authentication are krelay's own metadata
 # fetches (no client credentials in passthrough: Metadata, ApiKey 3) and
@@ -195,6 +214,40 @@ PYEOF
 kr_log "audit: $(cat "$W/audit.txt" | tr '\n' ' ')"
 grep -l "alice-test-pw\|bob-test-pw\|wrong-test-pw" "$W/audit.log" \
     "$W/krelay.log" && kr_fail "a password in krelay's log or audit log"
+
+# ---- 7. metadata_sasl_*: krelay's own metadata connections log in with
+#      credentials of their own (no client's in passthrough); the fronts
+#      relay their Metadata requests as that user, and close none of
+#      them for coming before authentication (as they did above)
+(umask 077; printf 'alice-test-pw\n' >"$W/meta.pw")
+nev=$(wc -l <"$KR_SASL_EVENTS")
+KR_UPSTREAM_CONF="$KR_SASL_DIAL
+metadata_sasl_mechanism = SCRAM-SHA-512
+metadata_sasl_username = alice
+metadata_sasl_password_file = $W/meta.pw"
+mv "$W/krelay.log" "$W/krelay-1.log"
+kr_start_krelay
+md_relayed() {
+    tail -n +"$((nev + 1))" "$KR_SASL_EVENTS" | "$KR_PY" -c '
+import json, sys
+ev = [json.loads(l) for l in sys.stdin]
+ok = {e["conn"] for e in ev if e["event"] == "auth" and
+      e["outcome"] == "ok" and e["principal"] == "alice" and
+      e["mechanism"] == "SCRAM-SHA-512"}
+md = [e for e in ev if e["event"] == "request" and e["api_key"] == 3 and
+      e["conn"] in ok]
+bad = [e for e in ev if e["event"] == "close" and
+       "unexpected" in (e.get("why") or "").lower()]
+print("%d Metadata requests relayed as alice on %d connections; closed "
+      "before authentication: %r" % (len(md), len(ok), bad))
+sys.exit(0 if md and not bad else 1)'
+}
+kr_wait_for 20 md_relayed >/dev/null ||
+    kr_fail "metadata_sasl_*: $(md_relayed)"
+kr_log "metadata_sasl_*: $(md_relayed)"
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+grep -l "alice-test-pw" "$W/krelay.log" "$W/krelay.out.log" &&
+    kr_fail "a password in krelay's log"
 kr_stop "$KR_SASL_PID" "SASL fronts" "$W/sasl_front.log"
 kr_stop "$KR_MOCK_PID" krmock "$W/mock.log"
 kr_log "PASS"

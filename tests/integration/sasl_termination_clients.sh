@@ -4,8 +4,8 @@
 # plaintext listener and a TLS one (SASL_SSL).
 #
 #  1. kcat over sasl_ssl: PLAIN produces, SCRAM-SHA-512 consumes back;
-#  2. kafka-python, SCRAM-SHA-256 over SASL_SSL: produces and consumes in
-#     a group (kafka_python_client.py);
+#  2. kafka-python, PLAIN and SCRAM-SHA-256 over SASL_SSL: each produces
+#     and consumes in a group (kafka_python_client.py);
 #  3. kafkajs, SCRAM-SHA-512 over SASL_PLAINTEXT (kafkajs_client.js);
 #  4. node-rdkafka (librdkafka 2.12 re-authenticates, KIP-368) with
 #     sasl_session_lifetime_ms = 2000 keeps producing for 9 s across
@@ -31,7 +31,7 @@ KR_CERTS=$W/certs
 bash "$top_srcdir/tests/tools/tls_certs.sh" "$KR_CERTS" ||
     kr_fail "tests/tools/tls_certs.sh could not make the certificates"
 
-kr_start_mock term:3 py:3 kjs:3 nrk:3
+kr_start_mock term:3 pyplain:3 py:3 kjs:3 nrk:3
 n=$((KR_NODEIDS + 2))
 for attempt in 1 2 3; do
     base=$(kr_free_ports $((2 * n))) || exit 99
@@ -97,14 +97,17 @@ cmp -s <(sort "$W/in.txt") <(sort "$W/out.txt") ||
     kr_fail "kcat over sasl_ssl: consumed messages differ"
 kr_log "kcat sasl_ssl: 50 produced (PLAIN), consumed (SCRAM-SHA-512)"
 
-# ---- 2. kafka-python, SCRAM-SHA-256 over SASL_SSL
+# ---- 2. kafka-python, PLAIN and SCRAM-SHA-256 over SASL_SSL
 if "$KR_PY" -c 'import kafka' 2>/dev/null; then
-    KR_TLS_CA=$KR_CERTS/ca.pem KR_SASL_MECH=SCRAM-SHA-256 KR_SASL_USER=alice \
-        KR_SASL_PASS=alice-test-pw kr_run 120 "$KR_PY" \
-        "$top_srcdir/tests/integration/kafka_python_client.py" \
-        "127.0.0.1:$ST" py 100 "$W/py-brokers.txt" >"$W/py.log" 2>&1 ||
-        kr_fail "kafka-python SCRAM-SHA-256 over SASL_SSL: $(tail -3 "$W/py.log")"
-    kr_log "kafka-python SASL_SSL SCRAM-SHA-256: $(tail -1 "$W/py.log")"
+    for mt in PLAIN:pyplain SCRAM-SHA-256:py; do
+        m=${mt%%:*} t=${mt#*:}
+        KR_TLS_CA=$KR_CERTS/ca.pem KR_SASL_MECH=$m KR_SASL_USER=alice \
+            KR_SASL_PASS=alice-test-pw kr_run 120 "$KR_PY" \
+            "$top_srcdir/tests/integration/kafka_python_client.py" \
+            "127.0.0.1:$ST" "$t" 100 "$W/$t-brokers.txt" >"$W/$t.log" 2>&1 ||
+            kr_fail "kafka-python $m over SASL_SSL: $(tail -3 "$W/$t.log")"
+        kr_log "kafka-python SASL_SSL $m: $(tail -1 "$W/$t.log")"
+    done
 else
     kr_log "kafka-python not installed: skipped"
 fi

@@ -18,7 +18,9 @@
 #      client whose subject no rule maps (CN=carol) is refused with one
 #      log line, and so is one whose subject is empty (no critical
 #      subjectAltName: the JDK refuses it); a resumed TLS session has its
-#      first handshake's principal.
+#      first handshake's principal;
+#   3. SASL (sasl = terminate) on the mTLS listener: the SASL principal
+#      replaces the certificate's for rules and audit lines (issue 9).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -259,5 +261,78 @@ PYEOF
     kr_fail "audit lines: principals (above)"
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&
     kr_fail "a private key in krelay's log"
+# ---- 3. SASL on the mTLS listener (issue 9): the principal SASL verified
+#      replaces the certificate's, as on a SASL_SSL broker (sasl =
+#      terminate here; passthrough sets it on the same path): alice's
+#      certificate logged in as bob is not denied by the rule on alice's
+#      subject, bob's certificate logged in as carol is by the rule on
+#      User:carol; their audit lines name the SASL principals
+PASSWD=$top_builddir/krelay-passwd
+[ -x "$PASSWD" ] || kr_fail "$PASSWD not built"
+(umask 077
+ for u in bob carol; do
+     printf '%s-test-pw\n' "$u" | "$PASSWD" -m SCRAM-SHA-512 -i 4096 "$u"
+ done >"$W/users") || kr_fail "krelay-passwd failed"
+cat >"$W/rules.ini" <<EOF
+
+[audit]
+target = $W/audit-sasl.log
+
+[rule audit-produce]
+api = Produce
+audit = true
+
+[rule deny-cert-alice]
+api = Produce
+principal = User:CN=alice*
+deny = true
+
+[rule deny-carol]
+api = Produce
+principal = User:carol
+deny = true
+EOF
+KR_LISTENER_CONF="ssl = true
+ssl_certificate = $C/server-full.pem
+ssl_client_ca = $C/ca.pem
+sasl = terminate
+sasl_credentials = $W/users"
+kr_start_krelay
+sasl_produce() {        # sasl_produce CERT USER
+    kr_payloads "$W/in-sasl-$1.txt" 5 "sasl-$1"
+    kr_run 30 kcat -b "$KR_BOOTSTRAP" -X security.protocol=sasl_ssl \
+        -X "ssl.ca.location=$C/ca.pem" \
+        -X "ssl.certificate.location=$C/$1.pem" \
+        -X "ssl.key.location=$C/$1.key" -X "client.id=sasl-$1-as-$2" \
+        -X sasl.mechanisms=PLAIN -X "sasl.username=$2" \
+        -X "sasl.password=$2-test-pw" -X message.send.max.retries=0 \
+        -X socket.timeout.ms=10000 -P -t p -v <"$W/in-sasl-$1.txt" \
+        >"$W/kcat-sasl-$1.log" 2>&1
+}
+sasl_produce alice bob ||
+    kr_fail "kcat with alice's certificate as bob: $(tail -3 "$W/kcat-sasl-alice.log")"
+grep -qi "fail" "$W/kcat-sasl-alice.log" &&
+    kr_fail "alice's certificate logged in as bob: $(grep -i fail "$W/kcat-sasl-alice.log" | head -3)"
+sasl_produce bob carol
+grep -q "Topic authorization failed" "$W/kcat-sasl-bob.log" ||
+    kr_fail "bob's certificate logged in as carol: not denied: $(tail -3 "$W/kcat-sasl-bob.log")"
+kr_check_alive
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+"$KR_PY" - "$W/audit-sasl.log" <<'PYEOF' ||
+import json, sys
+seen = set()
+for l in open(sys.argv[1], encoding="utf-8"):
+    r = json.loads(l)
+    if r.get("api") == "Produce":
+        seen.add((r["client_id"], r.get("principal"),
+                  r.get("principal_state"), tuple(r["actions"])))
+assert seen == {("sasl-alice-as-bob", "User:bob", "verified", ("forwarded",)),
+                ("sasl-bob-as-carol", "User:carol", "verified", ("denied",))}, seen
+print("Produce lines as User:bob (forwarded) and User:carol (denied)")
+PYEOF
+    kr_fail "audit lines with SASL over mTLS (above)"
+grep -q "test-pw" "$W/krelay.log" "$W/audit-sasl.log" &&
+    kr_fail "a password in krelay's log or audit log"
+kr_log "SASL over mTLS: the SASL principal replaces the certificate's"
 kr_stop "$KR_MOCK_PID" krmock "$W/mock.log"
 kr_log "PASS"

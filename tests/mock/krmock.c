@@ -4,7 +4,7 @@
  *
  *   krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...] [-t NAME:PARTITIONS]...
  *          [-r READYFILE] [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...
- *          [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-d]
+ *          [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-R MS] [-d]
  *
  * Broker NodeId n (1..BROKERS) listens on 127.0.0.1:BASE+n, or on the n-th
  * port of -P; without either the kernel chooses.  librdkafka 2.0.2 has no
@@ -34,6 +34,11 @@
  * The cluster is started and its topics created by src/kr_mock.c, as
  * krelay-demo-cluster (krelay --demo's upstream) does; what this file adds
  * is for tests only.
+ *
+ * -R MS delays every broker's responses by MS milliseconds
+ * (rd_kafka_mock_broker_set_rtt): each response leaves MS after its
+ * request was read, so a client that keeps sending has requests in
+ * flight at any moment (drain_idempotent.sh's SIGTERM lands on some).
  *
  * -A HOST (librdkafka >= 2.10) makes every broker advertise HOST instead
  * of 127.0.0.1 (rd_kafka_mock_broker_set_host_port).
@@ -394,7 +399,7 @@ kr_tm_usage(FILE *f)
     fputs("usage: krmock [-b BROKERS] [-p BASE | -P PORT,PORT,...]\n"
           "              [-t NAME:PARTITIONS]... [-r READYFILE]\n"
           "              [-a ACCEPTLOG] [-A HOST] [-e KEY:ERR:N]...\n"
-          "              [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-d]\n"
+          "              [-K 4.0.0|4.0.1] [-V KEY:MIN:MAX]... [-R MS] [-d]\n"
           "  -b N     brokers, NodeIds 1..N (default 3)\n"
           "  -p BASE  NodeId n listens on 127.0.0.1:BASE+n\n"
           "  -P LIST  one port per broker, in NodeId order\n"
@@ -410,6 +415,8 @@ kr_tm_usage(FILE *f)
           "  -V K:MIN:MAX  ApiKey K supports only versions MIN..MAX\n"
           "           (rd_kafka_mock_set_apiversion; -1:-1 removes it;\n"
           "           repeatable), e.g. -V 0:3:7: Produce 3-7 only\n"
+          "  -R MS    every response delayed by MS milliseconds\n"
+          "           (rd_kafka_mock_broker_set_rtt)\n"
           "  -d       librdkafka debug logs (debug=mock,protocol)\n"
           "SIGTERM/SIGINT stop; SIGUSR1 moves every partition leader.\n",
           f);
@@ -621,7 +628,7 @@ main(int argc, char **argv)
     int ntopics = 0, nbrokers = 3, base = -1, opt, moves = 0, sig;
     const char *ready = NULL, *accept_path = NULL, *adv_host = NULL;
     const char *port_list = NULL, *kafka4 = NULL;
-    int push[8][3], npush = 0;
+    int push[8][3], npush = 0, rtt_ms = 0;
     int apiver[KR_TM_MAX_APIVERSIONS][3], napiver = 0;
     bool debug = false;
     char errstr[512];
@@ -630,7 +637,7 @@ main(int argc, char **argv)
     const char *bootstraps;
     sigset_t sigs;
 
-    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:K:V:dh")) != -1) {
+    while ((opt = getopt(argc, argv, "b:p:P:t:r:a:A:e:K:V:R:dh")) != -1) {
         switch (opt) {
         case 'b':
             nbrokers = kr_tm_parse_int(optarg, 1, KR_TM_MAX_BROKERS,
@@ -708,6 +715,9 @@ main(int argc, char **argv)
             napiver++;
             break;
         }
+        case 'R':
+            rtt_ms = kr_tm_parse_int(optarg, 0, 600000, "-R milliseconds");
+            break;
         case 'd':
             debug = true;
             break;
@@ -829,6 +839,16 @@ main(int argc, char **argv)
         }
         rd_kafka_mock_push_request_errors_array(mc, (int16_t)push[i][0],
                                                 (size_t)push[i][2], errs);
+    }
+
+    for (int i = 0; i < nbrokers && rtt_ms > 0; i++) {
+        rd_kafka_resp_err_t err;
+
+        err = rd_kafka_mock_broker_set_rtt(mc, i + 1, rtt_ms);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            kr_tm_die("-R %d: broker %d: %s", rtt_ms, i + 1,
+                      rd_kafka_err2str(err));
+        }
     }
 
     bootstraps = kr_mock_bootstraps(mock);

@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2053,6 +2054,8 @@ static const struct reload_row reload_rows[] = {
       "", "drain_timeout_ms = 5000" },
     { "[process]", "user", KR_RELOAD_RESTART, "", "user = nobody" },
     { "[process]", "group", KR_RELOAD_RESTART, "", "group = nogroup" },
+    { "[process]", "workers", KR_RELOAD_RESTART, "workers = 3",
+      "workers = 4" },
 
     { "[rule r]", "listener", KR_RELOAD_APPLY, "", "listener = a" },
     { "[rule r]", "client_address", KR_RELOAD_APPLY,
@@ -3307,6 +3310,54 @@ START_TEST(test_proxy_protocol)
 }
 END_TEST
 
+/*
+ * [process] workers: the CPUs krelay may run on by default, or
+ * $KRELAY_WORKERS (make check-workers), which a key in the file beats;
+ * 1..256.
+ */
+START_TEST(test_process_workers)
+{
+    const char *env = getenv("KRELAY_WORKERS");
+    char *saved = env != NULL ? strdup(env) : NULL;
+    struct kr_conf *c;
+    cpu_set_t set;
+    int64_t cpus;
+
+    CPU_ZERO(&set);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    cpus = CPU_COUNT(&set) > KR_WORKERS_MAX ? KR_WORKERS_MAX
+                                             : CPU_COUNT(&set);
+    unsetenv("KRELAY_WORKERS");
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->process.workers, cpus);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = 3\n");
+    ck_assert_int_eq(c->process.workers, 3);
+    kr_conf_free(c);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = 0\n",
+                     "workers");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "[process]\nworkers = 257\n", "workers");
+    setenv("KRELAY_WORKERS", "5", 1);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->process.workers, 5);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = 2\n");
+    ck_assert_int_eq(c->process.workers, 2);
+    kr_conf_free(c);
+    setenv("KRELAY_WORKERS", "0", 1);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
+    setenv("KRELAY_WORKERS", "2x", 1);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
+    if (saved != NULL) {
+        setenv("KRELAY_WORKERS", saved, 1);
+    } else {
+        unsetenv("KRELAY_WORKERS");
+    }
+    free(saved);
+}
+END_TEST
+
 static Suite *
 conf_suite(void)
 {
@@ -3329,6 +3380,7 @@ conf_suite(void)
     tcase_add_test(tc, test_long_line_ok);
     tcase_add_test(tc, test_long_line_error);
     tcase_add_test(tc, test_dump_roundtrip);
+    tcase_add_test(tc, test_process_workers);
     tcase_add_test(tc, test_example_file);
     tcase_add_test(tc, test_load_missing_file);
     tcase_add_test(tc, test_load_file_errors);

@@ -46,7 +46,7 @@
 #include "kr_upstream.h"
 #include "kr_worker.h"
 
-#define FB_CONNS 32
+#define FB_CONNS 64
 #define NWORKERS 2
 /* Clients per worker and Heartbeats per client: different per worker so
    that counters mixed up between workers cannot pass. */
@@ -401,11 +401,11 @@ compile(struct kr_conf *c)
     ck_assert_msg(c->ruleset != NULL, "%s", err);
 }
 
+/* The scripted broker, the log and audit files, both configs. */
 static void
-setup(void)
+setup_conf(void)
 {
-    char err[256] = "";
-    int fd, i;
+    int fd;
 
     memset(&T, 0, sizeof(T));
     fb_start(&T.fb);
@@ -462,7 +462,15 @@ setup(void)
     heartbeat_rule(&T.rule2, "deny-heartbeat", true);
     T.conf2.rules = &T.rule2;
     compile(&T.conf2);
+}
 
+static void
+setup(void)
+{
+    char err[256] = "";
+    int i;
+
+    setup_conf();
     T.d = kr_daemon_new(&T.conf, false, NULL);
     ck_assert_ptr_nonnull(T.d);
     T.d->main_worker = false;           /* the workers are threads here */
@@ -756,6 +764,130 @@ START_TEST(two_workers_two_threads)
 }
 END_TEST
 
+/* ---- [process] workers = 2: SO_REUSEPORT sets --------------------------- */
+
+/* The daemon's thread: d->base (worker 0 on it), until kr_daemon_stop. */
+static void *
+daemon_main(void *arg)
+{
+    (void)kr_daemon_run(arg);
+    return NULL;
+}
+
+/* kr_worker_call on worker 0: stop the daemon from its own thread. */
+static void
+stop_call(struct kr_worker *w, void *arg)
+{
+    if (w != NULL) {
+        kr_daemon_stop(arg);
+    }
+}
+
+/* Is SO_REUSEPORT set on fd? */
+static bool
+has_reuseport(int fd)
+{
+    int on = 0;
+    socklen_t len = sizeof(on);
+
+    ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, &len), 0);
+    return on != 0;
+}
+
+#define RP_CLIENTS 32
+
+/*
+ * workers = 2 as krelay runs them: worker 0 on the daemon's base,
+ * worker 1 on a thread of kr_daemon_spawn_workers; the listener on port
+ * 0 becomes one port for both (two SO_REUSEPORT sockets), the kernel
+ * spreads the connections over both workers, and a second daemon on that
+ * address is refused (a second krelay of the same user could otherwise
+ * join the group and take a share of the connections).
+ */
+START_TEST(reuseport_sets)
+{
+    char err[256] = "";
+    struct kr_daemon *d2;
+    struct kr_conf c2;
+    struct kr_listener_conf lc2;
+    const struct kr_lsock *s0, *s1;
+    pthread_t dth;
+    uint16_t port;
+    uint64_t acc[2];
+    int fds[RP_CLIENTS], i, k;
+
+    T.conf.process.workers = 2;
+    T.d = kr_daemon_new(&T.conf, false, NULL);
+    ck_assert_ptr_nonnull(T.d);
+    ck_assert_msg(kr_daemon_start(T.d, err, sizeof(err)) == KR_OK, "%s",
+                  err);
+    ck_assert(T.d->reuseport);
+    ck_assert_int_eq(T.d->nsets, 2);
+    ck_assert_int_eq(T.d->nworkers, 1);         /* worker 0, on d->base */
+    s0 = &T.d->sets[0]->g[0]->socks[0];
+    s1 = &T.d->sets[1]->g[0]->socks[0];
+    port = kr_daemon_port(T.d, 0, KR_NODE_BOOTSTRAP);
+    ck_assert_uint_ne(port, 0);
+    ck_assert_uint_eq(kr_lsock_port(s0), port);
+    ck_assert_uint_eq(kr_lsock_port(s1), port);
+    ck_assert_int_ne(s0->fd, s1->fd);
+    ck_assert(has_reuseport(s0->fd));
+    ck_assert(has_reuseport(s1->fd));
+
+    /* a second daemon on that address: refused, as a plain bind is */
+    c2 = T.conf;
+    lc2 = T.lc;
+    lc2.listen.port = port;
+    c2.listeners = &lc2;
+    c2.audit.target = NULL;
+    d2 = kr_daemon_new(&c2, false, NULL);
+    ck_assert_ptr_nonnull(d2);
+    d2->main_worker = false;
+    ck_assert_int_eq(kr_daemon_start(d2, err, sizeof(err)), KR_ERROR);
+    ck_assert_msg(strstr(err, "Address already in use") != NULL, "%s", err);
+    kr_daemon_free(d2);
+
+    ck_assert_msg(kr_daemon_spawn_workers(T.d, err, sizeof(err)) == KR_OK,
+                  "%s", err);
+    ck_assert_int_eq(T.d->nworkers, 2);
+    ck_assert_int_eq(T.d->nthreads, 1);
+    ck_assert_int_eq(T.d->wset[1], 1);
+    ck_assert_int_eq(pthread_create(&dth, NULL, daemon_main, T.d), 0);
+
+    /* connections to the one port: both workers serve some */
+    for (i = 0; i < RP_CLIENTS; i++) {
+        fds[i] = cli_open(port);
+        cli_heartbeats(fds[i], 100 * i, 2);
+    }
+    for (i = 0; i < RP_CLIENTS; i++) {
+        ck_assert_int_eq(cli_responses(fds[i], 100 * i, 2), 0);
+    }
+    ck_assert_int_eq(atomic_load(&T.fb.answered), 2 * RP_CLIENTS);
+    for (k = 0; k < 2; k++) {
+        acc[k] = KR_STAT_GET(&T.d->workers[k]->stats, conn_accepted);
+        ck_assert_msg(acc[k] > 0, "worker %d accepted no connection", k);
+        ck_assert_uint_eq(KR_STAT_GET(&T.d->workers[k]->stats, requests),
+                          2 * acc[k]);
+    }
+    ck_assert_uint_eq(acc[0] + acc[1], RP_CLIENTS);
+
+    /* stop from the daemon's thread, then join worker 1's */
+    ck_assert_int_eq(kr_worker_call(T.d->workers[0], stop_call, T.d), KR_OK);
+    ck_assert_int_eq(pthread_join(dth, NULL), 0);
+    kr_daemon_join(T.d);
+    ck_assert_int_eq(T.d->nthreads, 0);
+    for (k = 0; k < 2; k++) {
+        ck_assert_uint_eq(KR_STAT_GET(&T.d->workers[k]->stats, conn_active),
+                          0);
+    }
+    for (i = 0; i < RP_CLIENTS; i++) {
+        close(fds[i]);
+    }
+    kr_daemon_free(T.d);
+    T.d = NULL;
+}
+END_TEST
+
 static Suite *
 worker_suite(void)
 {
@@ -765,6 +897,11 @@ worker_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, two_workers_two_threads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reuseport");
+    tcase_add_checked_fixture(tc, setup_conf, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, reuseport_sets);
     suite_add_tcase(s, tc);
     return s;
 }
