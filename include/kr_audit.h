@@ -3,10 +3,15 @@
  * per connection open/close, written to a file, syslog or stdout without
  * ever blocking the event loop.
  *
- * Sink.  kr_audit_write copies a line into a bounded in-memory queue
- * (queue_bytes) and returns at once; a writer thread (pthreads) drains it
- * to the target.  When the queue is full the line is dropped and counted
- * (kr_audit_dropped).  A file target is opened for append (created 0640)
+ * Sink.  kr_audit_write copies a line into the calling thread's ring
+ * (each thread that writes to a sink has one, of queue_bytes; no lock, no
+ * syscall while the writer is awake) and returns at once; a writer thread
+ * (pthreads) drains every ring to the target.  When the thread's ring is
+ * full the line is dropped and counted (kr_audit_dropped); other threads'
+ * rings are not touched.  Each thread's lines reach the target in the
+ * order it wrote them, whole; lines of different threads interleave as
+ * the writer drains the rings (a batch of one ring, then of another), so
+ * across threads the file is not in time order.  A file target is opened for append (created 0640)
  * and reopened by kr_audit_reopen (log rotation on SIGHUP/SIGUSR1: the
  * writer thread reopens before its next write).  Target "syslog" writes
  * each line with syslog(3) at LOG_INFO, facility LOG_DAEMON (the process
@@ -24,7 +29,9 @@
  * wait lasts at most about a second more, then the rest is counted as
  * dropped.
  * Every sink function is thread-safe: several worker threads may write to
- * one sink.
+ * one sink.  A thread's ring stays until the sink closes, also when the
+ * thread ends (the writer drains it; kr_audit_close frees it): a sink's
+ * memory is queue_bytes per thread that ever wrote to it.
  *
  * Line formats: doc/audit.md is the schema (every key, its type, unit and
  * when it appears, with an example line of each kind): change it with the
@@ -63,11 +70,14 @@ struct kr_audit;            /* a sink: file (reopenable), syslog or stdout */
 /* Default and bounds of queue_bytes. */
 #define KR_AUDIT_QUEUE_DEFAULT (4u << 20)
 #define KR_AUDIT_QUEUE_MIN 4096u
+#define KR_AUDIT_QUEUE_MAX 2147483647u  /* INT32_MAX, [audit]'s bound */
 
 /*
  * Open a sink: target is "syslog", "stdout" or a file path.  queue_bytes:
- * most bytes of lines waiting for the writer (0 = KR_AUDIT_QUEUE_DEFAULT;
- * raised to KR_AUDIT_QUEUE_MIN).  Starts the writer thread.  Returns NULL
+ * each writing thread's ring, the most bytes of its lines waiting for the
+ * writer or being written (0 = KR_AUDIT_QUEUE_DEFAULT; raised to
+ * KR_AUDIT_QUEUE_MIN, cut to KR_AUDIT_QUEUE_MAX; allocated on a thread's
+ * first write).  Starts the writer thread.  Returns NULL
  * with a message in err (errlen bytes) when the file cannot be opened or
  * on ENOMEM / thread creation failure.  The caller owns the result and
  * frees it with kr_audit_close.  "stdout" needs nothing opened: fd 1 is
@@ -84,26 +94,38 @@ struct kr_audit *kr_audit_open(const char *target, size_t queue_bytes,
  */
 bool kr_audit_reopen(struct kr_audit *au);
 /*
- * Write every queued line, stop the writer, close the target, free au.
- * Not concurrent with writes on au.  NULL is a no-op.
+ * Write every queued line (the rings of threads that ended too), stop the
+ * writer, close the target, free au and its rings.  Not concurrent with
+ * writes on au.  NULL is a no-op.
  */
 void kr_audit_close(struct kr_audit *au);      /* flushes */
 /*
- * Queue one line (len bytes, no newline; the sink adds it; copied).
- * Never blocks on I/O: returns false and counts a drop when the queue is
- * full (or au is NULL, which counts nothing).  The writer thread writes
- * lines in batches: a line reaches the target within about 10 ms (sooner
- * when a quarter of the queue, at most 256 KiB, is waiting, and at once
- * on kr_audit_flush or kr_audit_close); it is not woken for every line.
+ * Queue one line (len bytes, no newline; the sink adds it; copied) in
+ * the calling thread's ring.  Never blocks on I/O: returns false and
+ * counts a drop when the ring has not len + 1 bytes free (or au is NULL,
+ * which counts nothing; or, once, out of memory for the thread's first
+ * ring).  The first write of a thread to a sink takes the sink's mutex
+ * once to find or make its ring; later ones take no lock (a thread-local
+ * cache keyed by the sink).  The writer thread writes lines in batches:
+ * a line reaches the target within about 10 ms (sooner when a ring holds
+ * a quarter of queue_bytes, at most 256 KiB, and at once on
+ * kr_audit_flush or kr_audit_close); it is not woken for every line.
  */
 bool kr_audit_write(struct kr_audit *au, const char *line, size_t len);
-/* Lines dropped so far: the queue full, a failed write to the target, or
+/* Lines dropped so far: a ring full, a failed write to the target, or
    target syslog without a syslog socket (kr_log_syslog_present). */
 uint64_t kr_audit_dropped(const struct kr_audit *au);
 /* Lines written to the target so far (tests, stats). */
 uint64_t kr_audit_written(const struct kr_audit *au);
-/* Wait until the queue is empty and written (at stop, tests; blocks).
-   NULL is a no-op. */
+/* Rings the sink holds: one per thread that has written to it, whether
+   or not the thread still runs (tests).  0 for NULL. */
+size_t kr_audit_rings(const struct kr_audit *au);
+/*
+ * Wait until every line queued before the call (by any thread, when that
+ * thread's kr_audit_write returned before this call began) is written or
+ * counted as lost (at stop, tests; blocks: also on a target that blocks).
+ * NULL is a no-op.
+ */
 void kr_audit_flush(struct kr_audit *au);
 
 /* ---- formatting --------------------------------------------------------- */

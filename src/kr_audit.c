@@ -2,13 +2,25 @@
  * kr_audit.c - the audit log: sink (queue + writer thread) and line
  * formatting (see kr_audit.h).
  *
- * Sink.  Producers append lines (plus '\n') to a buffer of queue_bytes
- * under a mutex: a memcpy, never I/O.  The writer thread swaps the buffer's
- * contents into its own buffer of the same size (so producers get the
- * space back at once), then writes that buffer with write(2) (a file, or
- * fd 1 for "stdout") or one syslog(3) call per line, without the lock.
- * fd 1 is never closed nor reopened; a full non-blocking target is
- * waited for (audit_wait_writable).  A file is reopened when
+ * Sink.  Every thread that writes lines has a ring of its own in the
+ * sink (queue_bytes each), single producer, single consumer: the thread
+ * copies a line and its '\n' in and publishes it with a release store, no
+ * lock and no syscall (struct audit_ring).  The writer thread takes each
+ * ring's published bytes in turn and writes them where they lie (one
+ * writev(2) of at most two pieces per ring and pass: a file, or fd 1 for
+ * "stdout"; or one syslog(3) call per line), and only then gives the
+ * space back: a ring holds the lines waiting and those being written.
+ * A thread finds its ring through a thread-local cache keyed by the sink
+ * (its address and a process-unique id, so a sink opened where a closed
+ * one was is never mistaken for it); the first write of a thread to a
+ * sink (or one after the cache forgot it) looks the ring up, or makes
+ * it, under the sink's mutex: once per thread and sink.  Rings stay until
+ * the sink closes: a ring whose thread ended is drained like the others
+ * and freed by kr_audit_close.  Lines of one thread are written in the
+ * order it wrote them; lines of different threads interleave as the
+ * writer drains their rings (a ring's batch, then the next ring's), never
+ * within a line.  fd 1 is never closed nor reopened; a full non-blocking
+ * target is waited for (audit_wait_writable).  A file is reopened when
  * the atomic reopen flag is set (checked before each write and at least
  * every 100 ms); a failed reopen keeps the old descriptor.  Before each
  * syslog batch the writer looks for the syslog socket (one stat(2),
@@ -18,16 +30,30 @@
  * loops.
  *
  * Batching.  The writer is not woken for every line: it sleeps until a
- * line arrives in an empty buffer (the producer that sees the buffer
- * empty and the writer idle signals it), then waits up to
- * KR_AUDIT_LINGER_MS for more (a producer ends that once the buffer holds
- * a quarter of queue_bytes, or KR_AUDIT_WAKE_BYTES), swaps buffers (a
- * pointer swap: the lock is held for no copy) and writes the batch.  It
- * wakes at most about 1000 / KR_AUDIT_LINGER_MS times a second however
+ * line arrives in empty rings, then waits up to KR_AUDIT_LINGER_MS for
+ * more (a producer ends that once its ring holds a quarter of
+ * queue_bytes, or KR_AUDIT_WAKE_BYTES), and writes what every ring holds.
+ * It wakes at most about 1000 / KR_AUDIT_LINGER_MS times a second however
  * many lines come (a wake-up per line, a futex call and a context switch
  * each, was half of an audit line's cost), and a line reaches the target
  * within about KR_AUDIT_LINGER_MS; kr_audit_flush and kr_audit_close end
  * the wait at once.
+ *
+ * Waking the writer.  Its state (enum kr_audit_wstate) is an atomic that
+ * producers read after each line: RUN (awake) asks nothing of them, so a
+ * busy writer costs a line no syscall and no lock.  Going to sleep, the
+ * writer stores IDLE (or LINGER), a seq_cst fence, and looks at the rings
+ * again; a producer stores its head, a seq_cst fence, and reads the
+ * state: one of the two sees the other (a line is never left asleep
+ * with).  The producer that sees IDLE (or LINGER with its ring past
+ * wake_bytes) and wins the compare-and-swap to RUN signals the writer's
+ * condition variable under the mutex the writer sleeps with.
+ *
+ * Flushing.  kr_audit_flush takes a number (flush_seq) and waits for the
+ * writer to finish a pass that began after it: a pass writes every line
+ * published before it read flush_seq, in every ring, so every line
+ * written before the flush (on any thread that handed its result over)
+ * is out when it returns.
  */
 #include "config.h"
 
@@ -41,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,8 +84,8 @@
 /*
  * The sink's writer batches (see the top of this file): how long it
  * waits for more lines after the first of a batch, and the bytes after
- * which a producer ends that wait (or a quarter of the queue, when that
- * is less).
+ * which a producer ends that wait (or a quarter of a ring, when that is
+ * less).
  */
 #define KR_AUDIT_LINGER_MS 10
 #define KR_AUDIT_WAKE_BYTES (256u << 10)
@@ -66,18 +93,26 @@
 /*
  * A target that takes no more bytes for now (fd 1 a full pipe that
  * another process made non-blocking: EAGAIN) is waited for, however long,
- * while krelay runs (producers drop lines once the queue is full); once
+ * while krelay runs (producers drop lines once their ring is full); once
  * the sink is closing, for at most this long more, then the rest is
  * counted as lost.
  */
 #define KR_AUDIT_STOP_GRACE_MS 1000
 
-/* What the sink's writer thread is doing (under its mutex). */
+/*
+ * What the sink's writer thread is doing (atomic: producers read it after
+ * each line, see "Waking the writer" at the top of this file).
+ */
 enum kr_audit_wstate {
-    KR_AW_IDLE,                   /* waiting for a line: signal it */
-    KR_AW_LINGER,                 /* a batch started: signal it when full */
-    KR_AW_RUN                     /* writing, or signalled already */
+    KR_AW_RUN = 0,                /* awake: nothing to do for it */
+    KR_AW_IDLE,                   /* asleep, nothing queued: wake it */
+    KR_AW_LINGER                  /* asleep, a batch started: wake it
+                                     once a ring holds wake_bytes */
 };
+
+/* Rings a thread remembers (sink, ring) pairs of before it looks one up
+   under the sink's mutex. */
+#define KR_AUDIT_TCACHE 4
 
 /* ---- sink --------------------------------------------------------------- */
 
@@ -88,20 +123,62 @@ enum audit_kind {
     AUDIT_STDOUT                  /* "stdout": write(2) to fd 1 */
 };
 
+/*
+ * One writing thread's ring of lines: single producer (the thread that
+ * owns it), single consumer (the writer thread).  The producer copies a
+ * line (and its '\n') in at woff, wrapping around the end if it must,
+ * and publishes head with release: its low 32 bits count the bytes
+ * published, its high 32 bits the lines, both modulo 2^32 (one atomic,
+ * so the writer knows a batch's lines without looking for them; a ring
+ * never holds 2^32 bytes: queue_bytes <= INT32_MAX).  The writer reads
+ * head with acquire, writes the bytes from roff to head and only then
+ * publishes tail (bytes written, modulo 2^32) with release, which gives
+ * the space back (the producer reads tail with acquire before it reuses
+ * bytes).  head and tail have cache lines of their own: the producer
+ * writes only head's, the writer only tail's.
+ */
+#define AUDIT_HEAD_BYTES(h) ((uint32_t)(h))
+#define AUDIT_HEAD_LINES(h) ((uint32_t)((h) >> 32))
+
+struct audit_ring {
+    _Alignas(64) _Atomic uint64_t head;   /* producer: lines and bytes
+                                             published */
+    uint32_t tail_seen;                   /* producer: tail last read */
+    size_t woff;                          /* producer: where the next
+                                             line goes, < cap */
+    _Alignas(64) _Atomic uint32_t tail;   /* writer: bytes written */
+    uint32_t tlines;                      /* writer: lines written */
+    size_t roff;                          /* writer: where the next
+                                             batch starts, < cap */
+    _Alignas(64) struct audit_ring *next; /* the sink's list; set before
+                                             the ring is published */
+    uint64_t owner;                       /* the thread's token */
+    char *data;                           /* cap bytes (the sink's) */
+};
+
 struct kr_audit {
-    pthread_mutex_t mu;
-    pthread_cond_t wake;          /* producers -> writer */
+    /* what producers read per line: set at open (stop: at close) */
+    _Alignas(64) uint64_t id;     /* unique in the process: the thread
+                                     caches' key with the address */
+    size_t cap;                   /* each ring's bytes (queue_bytes) */
+    size_t wake_bytes;            /* a ring's bytes that end the linger */
+    atomic_bool stop;
+    /* written by the writer when it sleeps and wakes */
+    _Alignas(64) _Atomic int wstate;     /* enum kr_audit_wstate */
+    _Alignas(64) pthread_mutex_t mu;     /* ring registration, the
+                                            writer's sleeps, flush waits;
+                                            never taken per line */
+    pthread_cond_t wake;          /* producers, flush, close -> writer */
     pthread_cond_t idle;          /* writer -> kr_audit_flush */
     pthread_t thread;
-    char *buf;                    /* lines waiting: cap bytes */
-    size_t cap, len;              /* bytes */
-    size_t wake_bytes;            /* len that ends the linger */
-    uint64_t nlines;              /* lines in buf */
-    char *out;                    /* writer's buffer, cap bytes */
-    enum kr_audit_wstate wstate;
-    bool flush;                   /* kr_audit_flush waits: no linger */
-    bool busy;                    /* writer holds lines not yet written */
-    bool stop;
+    _Atomic(struct audit_ring *) rings;  /* newest first; only added to
+                                            (under mu) until close */
+    _Atomic uint64_t flush_seq;   /* kr_audit_flush calls so far
+                                     (incremented under mu) */
+    uint64_t flush_done;          /* writer, under mu: every line
+                                     published before flush call
+                                     flush_done is written */
+    unsigned flush_waiters;       /* under mu */
     enum audit_kind kind;
     int fd;                       /* file target; 1 for stdout */
     char *path;                   /* the target as given */
@@ -115,9 +192,28 @@ struct kr_audit {
     char fail_why[160];
     uint64_t lost_unreported;
     int64_t lost_report_ms;       /* next report due (failing) */
-    _Atomic uint64_t dropped;
-    _Atomic uint64_t written;
+    _Alignas(64) _Atomic uint64_t dropped;  /* written per line only on
+                                               a drop */
+    _Atomic uint64_t written;     /* writer: per batch */
 };
+
+/* Sink ids and thread tokens (never 0). */
+static _Atomic uint64_t audit_next_id = 1;
+static _Atomic uint64_t audit_next_token = 1;
+
+/*
+ * This thread's rings: (sink, id) -> ring, KR_AUDIT_TCACHE of them.  An
+ * entry of a sink that closed is never read through: a sink opened later
+ * at the same address has another id.
+ */
+struct audit_tcache {
+    const struct kr_audit *au;
+    uint64_t id;
+    struct audit_ring *ring;
+};
+static _Thread_local struct audit_tcache audit_tc[KR_AUDIT_TCACHE];
+static _Thread_local unsigned audit_tc_next;
+static _Thread_local uint64_t audit_token;
 
 static int
 audit_open_file(const char *path)
@@ -166,7 +262,6 @@ audit_wait_writable(struct kr_audit *au)
     struct pollfd pfd;
 
     for (;;) {
-        bool stop;
         int r;
 
         if (au->giveup_ms != 0 && audit_now_ms() >= au->giveup_ms) {
@@ -182,10 +277,7 @@ audit_wait_writable(struct kr_audit *au)
         if (r < 0 && errno != EINTR) {
             return false;
         }
-        pthread_mutex_lock(&au->mu);
-        stop = au->stop;
-        pthread_mutex_unlock(&au->mu);
-        if (stop && au->giveup_ms == 0) {
+        if (atomic_load(&au->stop) && au->giveup_ms == 0) {
             au->giveup_ms = audit_now_ms() + KR_AUDIT_STOP_GRACE_MS;
         }
     }
@@ -239,11 +331,30 @@ audit_ok(struct kr_audit *au)
     }
 }
 
-/* Write out[0..len) (nlines lines) to the target. */
-static void
-audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
+/* Lines ('\n') in n bytes at p. */
+static uint64_t
+audit_count_lines(const char *p, size_t n)
 {
-    size_t off = 0;
+    const char *end = p + n;
+    uint64_t lines = 0;
+
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        lines++;
+        p++;
+    }
+    return lines;
+}
+
+/*
+ * Write one ring's batch, nlines whole lines in iov[0..niov) (niov 1 or
+ * 2: the
+ * second when the batch wraps around the ring's end; a line may then
+ * start in the first and end in the second), to the target.
+ */
+static void
+audit_emit(struct kr_audit *au, struct iovec *iov, int niov, uint64_t nlines)
+{
+    int i;
 
     audit_do_reopen(au);
     if (au->kind == AUDIT_SYSLOG && !kr_log_syslog_present()) {
@@ -256,19 +367,36 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
         return;
     }
     if (au->kind == AUDIT_SYSLOG) {
-        while (off < len) {
-            const char *nl = memchr(out + off, '\n', len - off);
-            size_t n = nl != NULL ? (size_t)(nl - (out + off)) : len - off;
+        /* (a part: the start of a line the second iovec ends) */
+        const char *part = NULL;
+        size_t partlen = 0;
 
-            syslog(LOG_INFO | LOG_DAEMON, "%.*s", (int)n, out + off);
-            off += n + 1;
+        for (i = 0; i < niov; i++) {
+            const char *p = iov[i].iov_base;
+            size_t len = iov[i].iov_len, off = 0;
+
+            while (off < len) {
+                const char *nl = memchr(p + off, '\n', len - off);
+
+                if (nl == NULL) {
+                    part = p + off;   /* continues in the next iovec */
+                    partlen = len - off;
+                    break;
+                }
+                syslog(LOG_INFO | LOG_DAEMON, "%.*s%.*s", (int)partlen,
+                       part != NULL ? part : "", (int)(nl - (p + off)),
+                       p + off);
+                part = NULL;
+                partlen = 0;
+                off = (size_t)(nl - p) + 1;
+            }
         }
         atomic_fetch_add(&au->written, nlines);
         audit_ok(au);
         return;
     }
-    while (off < len) {
-        ssize_t w = write(au->fd, out + off, len - off);
+    while (niov > 0) {
+        ssize_t w = writev(au->fd, iov, niov);
 
         if (w < 0 && errno == EINTR) {
             continue;
@@ -281,11 +409,10 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
         }
         if (w <= 0) {
             uint64_t lost = 0;
-            size_t i;
             char why[160];
 
-            for (i = off; i < len; i++) {
-                lost += out[i] == '\n';
+            for (i = 0; i < niov; i++) {
+                lost += audit_count_lines(iov[i].iov_base, iov[i].iov_len);
             }
             snprintf(why, sizeof(why), "write to %s failed: %s", au->path,
                      w == 0            ? "no progress"
@@ -295,7 +422,15 @@ audit_emit(struct kr_audit *au, const char *out, size_t len, uint64_t nlines)
             audit_lost(au, lost, why);
             return;
         }
-        off += (size_t)w;
+        while (niov > 0 && (size_t)w >= iov[0].iov_len) {
+            w -= (ssize_t)iov[0].iov_len;
+            iov++;
+            niov--;
+        }
+        if (niov > 0) {
+            iov[0].iov_base = (char *)iov[0].iov_base + w;
+            iov[0].iov_len -= (size_t)w;
+        }
     }
     atomic_fetch_add(&au->written, nlines);
     audit_ok(au);
@@ -313,79 +448,153 @@ audit_deadline(struct timespec *abs, long ms)
     }
 }
 
+/* Bytes waiting in every ring (writer thread). */
+static uint64_t
+audit_pending(struct kr_audit *au)
+{
+    struct audit_ring *r;
+    uint64_t n = 0;
+
+    for (r = atomic_load_explicit(&au->rings, memory_order_acquire);
+         r != NULL; r = r->next) {
+        n += (uint32_t)(AUDIT_HEAD_BYTES(atomic_load_explicit(
+                            &r->head, memory_order_acquire)) -
+                        atomic_load_explicit(&r->tail, memory_order_relaxed));
+    }
+    return n;
+}
+
+/*
+ * Sleep (writer thread) in state st (IDLE or LINGER) until ms pass, a
+ * producer wakes it (sets RUN), a flush asks (flush_seq moves past seen)
+ * or the sink closes.  The state is announced before the rings are
+ * looked at once more (with a fence, as producers have one between their
+ * head and their reading of the state): a line published meanwhile is
+ * seen here (IDLE: any; LINGER: the batch grown to wake_bytes), or its
+ * producer sees the state and wakes the writer.
+ */
+static void
+audit_sleep(struct kr_audit *au, enum kr_audit_wstate st, long ms,
+            uint64_t seen)
+{
+    struct timespec ts;
+
+    pthread_mutex_lock(&au->mu);
+    atomic_store(&au->wstate, st);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (st == KR_AW_IDLE
+            ? audit_pending(au) > 0 || atomic_load(&au->reopen)
+            : audit_pending(au) >= au->wake_bytes) {
+        atomic_store(&au->wstate, KR_AW_RUN);
+        pthread_mutex_unlock(&au->mu);
+        return;
+    }
+    audit_deadline(&ts, ms);
+    while (atomic_load(&au->wstate) == (int)st && !atomic_load(&au->stop) &&
+           atomic_load(&au->flush_seq) == seen &&
+           pthread_cond_timedwait(&au->wake, &au->mu, &ts) == 0) {
+    }
+    atomic_store(&au->wstate, KR_AW_RUN);
+    pthread_mutex_unlock(&au->mu);
+}
+
+/* Every line published before flush call seen is written: tell the
+   flushes waiting for it (writer thread). */
+static void
+audit_passed(struct kr_audit *au, uint64_t seen)
+{
+    if (seen == au->flush_done) {
+        return;                       /* (only the writer writes it) */
+    }
+    pthread_mutex_lock(&au->mu);
+    au->flush_done = seen;
+    if (au->flush_waiters > 0) {
+        pthread_cond_broadcast(&au->idle);
+    }
+    pthread_mutex_unlock(&au->mu);
+}
+
+/*
+ * The writer thread.  A pass: note the flushes asked so far and whether
+ * the sink closes, then write every ring's lines published by then (each
+ * ring's batch in one writev, 1 or 2 pieces), give the space back, and
+ * tell the flushes.  Between passes it sleeps when the rings are empty
+ * (IDLE, at most 100 ms: a reopen is done then too), or lingers
+ * KR_AUDIT_LINGER_MS for a batch to grow.
+ */
 static void *
 audit_writer(void *arg)
 {
     struct kr_audit *au = arg;
 
-    pthread_mutex_lock(&au->mu);
     for (;;) {
-        struct timespec ts;
-        size_t len;
-        uint64_t nlines;
-        char *full;
+        uint64_t seen = atomic_load(&au->flush_seq);
+        bool stop = atomic_load(&au->stop);
+        uint64_t pending = audit_pending(au);
+        struct audit_ring *r;
 
-        while (au->len == 0 && !au->stop) {
-            if (atomic_load(&au->reopen)) {
-                pthread_mutex_unlock(&au->mu);
-                audit_do_reopen(au);
-                pthread_mutex_lock(&au->mu);
-                continue;
+        if (pending == 0) {
+            audit_passed(au, seen);
+            if (stop) {
+                break;                /* everything written */
             }
-            au->wstate = KR_AW_IDLE;
-            audit_deadline(&ts, 100);
-            pthread_cond_timedwait(&au->wake, &au->mu, &ts);
-        }
-        if (au->len == 0) {
-            break;                        /* stop, and everything written */
+            audit_do_reopen(au);
+            audit_sleep(au, KR_AW_IDLE, 100, seen);
+            continue;
         }
         /* A batch has begun: give it time to grow, unless it is big
            already or someone waits for it. */
-        if (au->len < au->wake_bytes && !au->stop && !au->flush) {
-            au->wstate = KR_AW_LINGER;
-            audit_deadline(&ts, KR_AUDIT_LINGER_MS);
-            while (au->len < au->wake_bytes && !au->stop && !au->flush &&
-                   pthread_cond_timedwait(&au->wake, &au->mu, &ts) == 0) {
+        if (pending < au->wake_bytes && !stop && seen == au->flush_done) {
+            audit_sleep(au, KR_AW_LINGER, KR_AUDIT_LINGER_MS, seen);
+        }
+        for (r = atomic_load_explicit(&au->rings, memory_order_acquire);
+             r != NULL; r = r->next) {
+            uint64_t h = atomic_load_explicit(&r->head,
+                                              memory_order_acquire);
+            uint32_t t = atomic_load_explicit(&r->tail,
+                                              memory_order_relaxed);
+            size_t off = r->roff, n = (uint32_t)(AUDIT_HEAD_BYTES(h) - t);
+            struct iovec iov[2];
+            int niov = 1;
+
+            if (n == 0) {
+                continue;
             }
+            iov[0].iov_base = r->data + off;
+            iov[0].iov_len = n < au->cap - off ? n : au->cap - off;
+            if (iov[0].iov_len < n) {
+                iov[1].iov_base = r->data;
+                iov[1].iov_len = n - iov[0].iov_len;
+                niov = 2;
+            }
+            audit_emit(au, iov, niov,
+                       (uint32_t)(AUDIT_HEAD_LINES(h) - r->tlines));
+            r->tlines = AUDIT_HEAD_LINES(h);
+            r->roff = (off + n) % au->cap;
+            atomic_store_explicit(&r->tail, AUDIT_HEAD_BYTES(h),
+                                  memory_order_release);
         }
-        au->wstate = KR_AW_RUN;
-        full = au->buf;
-        au->buf = au->out;
-        au->out = full;
-        len = au->len;
-        nlines = au->nlines;
-        au->len = 0;
-        au->nlines = 0;
-        au->busy = true;
-        pthread_mutex_unlock(&au->mu);
-
-        audit_emit(au, full, len, nlines);
-
-        pthread_mutex_lock(&au->mu);
-        au->busy = false;
-        if (au->len == 0) {
-            au->flush = false;
-            pthread_cond_broadcast(&au->idle);
-        }
+        audit_passed(au, seen);
     }
-    au->busy = false;
-    au->flush = false;
-    pthread_cond_broadcast(&au->idle);
-    pthread_mutex_unlock(&au->mu);
     return NULL;
 }
 
 static void
 audit_free(struct kr_audit *au)
 {
+    struct audit_ring *r, *next;
+
     if (au->kind == AUDIT_FILE && au->fd >= 0) {
         close(au->fd);
+    }
+    for (r = atomic_load(&au->rings); r != NULL; r = next) {
+        next = r->next;
+        free(r->data);
+        free(r);
     }
     pthread_cond_destroy(&au->idle);
     pthread_cond_destroy(&au->wake);
     pthread_mutex_destroy(&au->mu);
-    free(au->buf);
-    free(au->out);
     free(au->path);
     free(au);
 }
@@ -408,27 +617,31 @@ kr_audit_open(const char *target, size_t queue_bytes, char *err,
     if (queue_bytes < KR_AUDIT_QUEUE_MIN) {
         queue_bytes = KR_AUDIT_QUEUE_MIN;
     }
-    au = calloc(1, sizeof(*au));
+    if (queue_bytes > KR_AUDIT_QUEUE_MAX) {
+        queue_bytes = KR_AUDIT_QUEUE_MAX;   /* the rings count modulo 2^32 */
+    }
+    au = aligned_alloc(64, (sizeof(*au) + 63) / 64 * 64);
     if (au == NULL) {
         snprintf(err, errlen, "audit: out of memory");
         return NULL;
     }
+    memset(au, 0, sizeof(*au));
     au->fd = -1;
     pthread_mutex_init(&au->mu, NULL);
     pthread_cond_init(&au->wake, NULL);
     pthread_cond_init(&au->idle, NULL);
+    au->id = atomic_fetch_add(&audit_next_id, 1);
+    atomic_init(&au->rings, NULL);
     au->cap = queue_bytes;
     au->wake_bytes = queue_bytes / 4 < KR_AUDIT_WAKE_BYTES
                          ? queue_bytes / 4
                          : KR_AUDIT_WAKE_BYTES;
-    au->wstate = KR_AW_RUN;
-    au->buf = malloc(queue_bytes);
-    au->out = malloc(queue_bytes);
+    atomic_init(&au->wstate, KR_AW_RUN);
     au->kind = strcmp(target, "syslog") == 0   ? AUDIT_SYSLOG
                : strcmp(target, "stdout") == 0 ? AUDIT_STDOUT
                                                : AUDIT_FILE;
     au->path = strdup(target);
-    if (au->buf == NULL || au->out == NULL || au->path == NULL) {
+    if (au->path == NULL) {
         snprintf(err, errlen, "audit: out of memory");
         audit_free(au);
         return NULL;
@@ -477,7 +690,7 @@ kr_audit_close(struct kr_audit *au)
         return;
     }
     pthread_mutex_lock(&au->mu);
-    au->stop = true;
+    atomic_store(&au->stop, true);
     pthread_cond_signal(&au->wake);
     pthread_mutex_unlock(&au->mu);
     pthread_join(au->thread, NULL);
@@ -485,34 +698,143 @@ kr_audit_close(struct kr_audit *au)
     audit_free(au);
 }
 
+/*
+ * The calling thread's ring of au, looked up (or made) under au->mu and
+ * remembered in the thread's cache; NULL on ENOMEM.  A thread evicted
+ * from its cache finds its ring again by its token: one ring per thread
+ * and sink, so its lines stay in order.
+ */
+static struct audit_ring *
+audit_ring_find(struct kr_audit *au)
+{
+    struct audit_tcache *e;
+    struct audit_ring *r;
+
+    pthread_mutex_lock(&au->mu);
+    if (audit_token == 0) {
+        audit_token = atomic_fetch_add(&audit_next_token, 1);
+    }
+    for (r = atomic_load_explicit(&au->rings, memory_order_relaxed);
+         r != NULL && r->owner != audit_token; r = r->next) {
+    }
+    if (r == NULL) {
+        size_t sz = (sizeof(*r) + 63) / 64 * 64;
+
+        r = aligned_alloc(64, sz);
+        if (r != NULL) {
+            memset(r, 0, sz);
+            r->data = malloc(au->cap);
+            if (r->data == NULL) {
+                free(r);
+                r = NULL;
+            }
+        }
+        if (r != NULL) {
+            atomic_init(&r->head, 0);
+            atomic_init(&r->tail, 0);
+            r->owner = audit_token;
+            r->next = atomic_load_explicit(&au->rings, memory_order_relaxed);
+            atomic_store_explicit(&au->rings, r, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&au->mu);
+    if (r != NULL) {
+        e = &audit_tc[audit_tc_next++ % KR_AUDIT_TCACHE];
+        e->au = au;
+        e->id = au->id;
+        e->ring = r;
+    }
+    return r;
+}
+
+/* A producer found the writer asleep in state st after publishing its
+   ring r up to head h: wake it when it wants that. */
+static void
+audit_kick(struct kr_audit *au, struct audit_ring *r, int st, uint64_t h)
+{
+    if (st == KR_AW_LINGER &&
+        (uint32_t)(AUDIT_HEAD_BYTES(h) -
+                   atomic_load_explicit(&r->tail, memory_order_relaxed)) <
+            au->wake_bytes) {
+        return;                       /* the linger's end will do */
+    }
+    if (!atomic_compare_exchange_strong(&au->wstate, &st, KR_AW_RUN)) {
+        return;                       /* woken already */
+    }
+    pthread_mutex_lock(&au->mu);
+    pthread_cond_signal(&au->wake);
+    pthread_mutex_unlock(&au->mu);
+}
+
 bool
 kr_audit_write(struct kr_audit *au, const char *line, size_t len)
 {
-    bool kick;
+    struct audit_ring *r = NULL;
+    uint64_t h;
+    size_t first;
+    unsigned i;
+    int st;
 
     if (au == NULL || line == NULL) {
         return false;
     }
-    pthread_mutex_lock(&au->mu);
-    if (au->stop || len >= au->cap - au->len) {
-        pthread_mutex_unlock(&au->mu);
-        atomic_fetch_add(&au->dropped, 1);
-        return false;
+    if (atomic_load_explicit(&au->stop, memory_order_relaxed) ||
+        len >= au->cap) {
+        goto drop;
     }
-    memcpy(au->buf + au->len, line, len);
-    au->buf[au->len + len] = '\n';
-    au->len += len + 1;
-    au->nlines++;
-    /* Wake the writer for the first line of a batch and when the batch
-       is big enough, not for every line. */
-    kick = au->wstate == KR_AW_IDLE ||
-           (au->wstate == KR_AW_LINGER && au->len >= au->wake_bytes);
-    if (kick) {
-        au->wstate = au->wstate == KR_AW_IDLE ? KR_AW_LINGER : KR_AW_RUN;
-        pthread_cond_signal(&au->wake);
+    for (i = 0; i < KR_AUDIT_TCACHE; i++) {
+        if (audit_tc[i].au == au && audit_tc[i].id == au->id) {
+            r = audit_tc[i].ring;
+            break;
+        }
     }
-    pthread_mutex_unlock(&au->mu);
+    if (r == NULL && (r = audit_ring_find(au)) == NULL) {
+        goto drop;
+    }
+    h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (len + 1 > au->cap - (uint32_t)(AUDIT_HEAD_BYTES(h) - r->tail_seen)) {
+        r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (len + 1 >
+            au->cap - (uint32_t)(AUDIT_HEAD_BYTES(h) - r->tail_seen)) {
+            goto drop;
+        }
+    }
+    first = au->cap - r->woff;
+    if (len < first) {
+        memcpy(r->data + r->woff, line, len);
+        r->data[r->woff + len] = '\n';
+        r->woff += len + 1;
+    } else {
+        memcpy(r->data + r->woff, line, first);
+        memcpy(r->data, line + first, len - first);
+        r->data[len - first] = '\n';
+        r->woff = len - first + 1;
+    }
+    if (r->woff == au->cap) {
+        r->woff = 0;
+    }
+    h = (uint64_t)(AUDIT_HEAD_LINES(h) + 1u) << 32 |
+        (uint32_t)(AUDIT_HEAD_BYTES(h) + len + 1);
+    atomic_store_explicit(&r->head, h, memory_order_release);
+    /* Waking the writer: see the top of this file. */
+    atomic_thread_fence(memory_order_seq_cst);
+    st = atomic_load_explicit(&au->wstate, memory_order_relaxed);
+    if (st != KR_AW_RUN) {
+        audit_kick(au, r, st, h);
+    }
     return true;
+
+drop:
+    atomic_fetch_add_explicit(&au->dropped, 1, memory_order_relaxed);
+    if (r != NULL) {
+        /* a full ring: a writer lingering must not sleep on it */
+        st = atomic_load_explicit(&au->wstate, memory_order_relaxed);
+        if (st != KR_AW_RUN) {
+            audit_kick(au, r, st,
+                       atomic_load_explicit(&r->head, memory_order_relaxed));
+        }
+    }
+    return false;
 }
 
 uint64_t
@@ -527,20 +849,41 @@ kr_audit_written(const struct kr_audit *au)
     return au != NULL ? atomic_load(&((struct kr_audit *)au)->written) : 0;
 }
 
+size_t
+kr_audit_rings(const struct kr_audit *au)
+{
+    struct kr_audit *m = (struct kr_audit *)au;
+    struct audit_ring *r;
+    size_t n = 0;
+
+    if (m == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&m->mu);
+    for (r = atomic_load_explicit(&m->rings, memory_order_relaxed);
+         r != NULL; r = r->next) {
+        n++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 void
 kr_audit_flush(struct kr_audit *au)
 {
+    uint64_t mine;
+
     if (au == NULL) {
         return;
     }
     pthread_mutex_lock(&au->mu);
-    if (au->len > 0 || au->busy) {
-        au->flush = true;
-        pthread_cond_signal(&au->wake);
-    }
-    while (au->len > 0 || au->busy) {
+    mine = atomic_fetch_add(&au->flush_seq, 1) + 1;
+    au->flush_waiters++;
+    pthread_cond_signal(&au->wake);
+    while (au->flush_done < mine) {
         pthread_cond_wait(&au->idle, &au->mu);
     }
+    au->flush_waiters--;
     pthread_mutex_unlock(&au->mu);
 }
 

@@ -531,8 +531,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "a relative path is taken from krelay's working directory, / under "
       "systemd, not from the config file's)", NULL },
     { KR_CS_AUDIT, "queue_bytes", KR_CT_I64, AUD(queue_bytes), 0, "4194304",
-      4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered before lines "
-      "are dropped (and counted), in bytes", NULL },
+      4096, INT32_MAX, KR_CF_RESTART, "audit lines buffered per worker "
+      "thread (each has a queue of this size) before its lines are "
+      "dropped (and counted), in bytes", NULL },
     { KR_CS_AUDIT, "instance", KR_CT_STRING, AUD(instance), 0, NULL, 0, 0, 0,
       "this krelay's name in every audit line (default: the host name); "
       "a reload applies it to the lines written after it", NULL },

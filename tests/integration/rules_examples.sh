@@ -103,6 +103,19 @@ for f in "$U"/readme-*.ini; do
     no_warnings "README's ini blocks ($(basename "$f"))" "$W/r.out"
     n=$((n + 1))
 done
+# contrib/kubernetes/krelay.yaml's ConfigMap (its krelay.ini: the lines
+# indented under "krelay.ini: |") loads with no warning
+awk '/^  krelay.ini: \|/ { on = 1; next }
+     on && /^    / { print substr($0, 5); next }
+     on && /^ *$/ { print ""; next }
+     on { exit }' "$top_srcdir/contrib/kubernetes/krelay.yaml" >"$U/k8s.ini"
+grep -q '^\[listener\]' "$U/k8s.ini" ||
+    kr_fail "no krelay.ini in contrib/kubernetes/krelay.yaml's ConfigMap"
+chmod 644 "$U/k8s.ini"
+"$U/krelay" -t -c "$U/k8s.ini" >"$W/k.out" 2>&1 ||
+    kr_fail "the Kubernetes example's krelay.ini: $(cat "$W/k.out")"
+no_warnings "the Kubernetes example's krelay.ini" "$W/k.out"
+n=$((n + 1))
 grep -q "^  Produce v8-" <("$KR_KRELAY" -t -c \
     "$top_srcdir/conf/examples/clamp-old-clients.ini") ||
     kr_fail "clamp example: Produce v8+ not in the table"
