@@ -532,29 +532,36 @@ void kr_conf_dump(const struct kr_conf *c, FILE *f);
  *            advertised_host; [upstream] connect_timeout_ms and
  *            request_timeout_margin_ms for client connections (the
  *            upstream's own Metadata connection keeps the values it
- *            started with).
+ *            started with); its TLS files (ssl_*: new connections get
+ *            the new config's context), SASL settings (each exchange
+ *            reads them) and broker_profile, for the connections of
+ *            that upstream, open ones too.
  *   REBIND   [listener] listen, broker_port_base, node_id_min,
  *            node_id_max: the listener section is replaced as a whole.
  *            Its new listeners are bound (a socket of the old section on
  *            the same address is taken over, not closed), the old ones
  *            close, and the old section's open connections stay, with
  *            the listener values they had.  Every value of the section
- *            is then new, its RESTART key (upstream) too.  The same as
- *            removing the section and adding another.
- *   RESTART  [upstream] bootstrap_servers, dial.NODEID,
- *            metadata_refresh_ms; [listener] upstream; [audit]
- *            queue_bytes.  The reload keeps the running value: the
- *            upstream running since start, the upstream a listener was
- *            opened with, the audit queue.  Only a restart applies it,
- *            or a reload that rebuilds what the key belongs to for
- *            another reason (a listener that REBINDs, an audit target
- *            that changes).
- *   REFUSE   never a key's: adding an [upstream] section refuses the
- *            whole reload (upstreams are made at start only).
+ *            is then new.  The same as removing the section and adding
+ *            another.
+ *   NEWCONN  [upstream] bootstrap_servers, dial.NODEID, ssl,
+ *            metadata_refresh_ms; [listener] upstream (issue 12).  New
+ *            connections go by the new value, open ones keep what they
+ *            had until they end: an [upstream] with such a change is
+ *            built anew (its kr_upstream in each worker, a new cluster
+ *            view: kr_cluster.h) and the old one serves its connections
+ *            on until the last ends, then is freed; a listener's new
+ *            upstream takes the listener's new connections.
+ *   RESTART  [audit] queue_bytes; [admin] listen; [process] user,
+ *            group.  The reload keeps the running value: only a
+ *            restart applies it, or a reload that rebuilds what the key
+ *            belongs to for another reason (an audit target that
+ *            changes).
+ *   REFUSE   never a key's or a section's today (kept for the set).
  *
  * Whole sections: adding or removing a [listener] is REBIND, a [rule]
- * or [audit] APPLY; adding an [upstream] is REFUSE, removing one RESTART
- * (it runs on until a restart).  Sections are paired by kind and name:
+ * or [audit] APPLY, an [upstream] NEWCONN (a removed one serves its open
+ * connections until they end).  Sections are paired by kind and name:
  * a renamed section is one removed and one added.  Rule order is not
  * compared (a reload applies the rules as a whole).
  */
@@ -562,7 +569,8 @@ enum kr_conf_reload {
     KR_RELOAD_APPLY = 0x1,
     KR_RELOAD_RESTART = 0x2,
     KR_RELOAD_REBIND = 0x4,
-    KR_RELOAD_REFUSE = 0x8
+    KR_RELOAD_REFUSE = 0x8,
+    KR_RELOAD_NEWCONN = 0x10
 };
 
 /* One difference between two configs (kr_conf_reload_diff). */
@@ -607,8 +615,7 @@ unsigned kr_conf_reload_diff(const struct kr_conf *old,
  * The same for one [listener] (or [upstream]) section of each config,
  * whatever their names: the keys only (old_index and new_index 0).  For
  * the reload, which keeps a running listener section when nothing in the
- * result is REBIND, and warns for an upstream when the result has
- * RESTART.
+ * result is REBIND, and a running upstream when nothing is NEWCONN.
  */
 unsigned kr_conf_listener_diff(const struct kr_listener_conf *old,
                                const struct kr_listener_conf *new,

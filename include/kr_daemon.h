@@ -61,6 +61,8 @@ struct kr_lset {
  * The process part.  Created by kr_daemon_new, freed by kr_daemon_free,
  * which releases everything below (base only when own_base).
  */
+struct kr_cluster;
+
 struct kr_daemon {
     struct event_base *base;            /* signals, timers, reload; the
                                            main worker runs on it too */
@@ -70,9 +72,14 @@ struct kr_daemon {
                                            running workers on threads
                                            clear it) */
     struct kr_conf_ref *cref;           /* current config */
-    struct kr_conf_ref *cref0;          /* the config the upstreams were
-                                           built from: [upstream] changes
-                                           need a restart */
+    struct kr_cluster **clusters;       /* issue 12: the view of each
+                                           [upstream] of cref's config
+                                           (kr_cluster.h), one for every
+                                           worker; kept by a reload that
+                                           changes none of its NEWCONN
+                                           keys; NULL until the first
+                                           worker */
+    int nclusters;
     struct kr_audit_ref *audit;         /* [audit] sink, NULL when none */
     struct kr_conf_ref *audit_cref;     /* the config the sink was opened
                                            with: a reload logs the changes
@@ -248,7 +255,10 @@ void kr_daemon_drain(struct kr_daemon *d);
  * connections stay open.  New listeners are bound before any running one
  * is touched, and a socket on an unchanged address is handed over, not
  * bound again; if a bind fails only the new sockets are closed and the
- * reload is refused.  [upstream] changes need a restart (logged).
+ * reload is refused.  [upstream] changes (NEWCONN in the key table,
+ * kr_conf.h) apply to new connections: a changed or new section gets a
+ * new cluster view (kr_cluster.h) and each worker a new kr_upstream;
+ * open connections keep theirs until they end (logged).
  * With reload_adjust set, the new config passes through it first (and
  * the reload is refused when it says false).
  * An invalid config is refused: every error is logged as FILE:LINE and

@@ -73,6 +73,16 @@ void kr_topic_map_learn(struct kr_topic_map *m,
                         const struct kr_msg *metadata_rsp);
 #define KR_TOPIC_MAP_MAX 1000000u
 /*
+ * Each (TopicId, name) pair kr_topic_map_learn learns from a decoded
+ * Metadata response (v10+; anything else: none), in order: cb(arg, id,
+ * name, len) with id 16 bytes and name len bytes (not terminated), both
+ * borrowed from the tree for the call.  Never allocates.
+ */
+void kr_topics_metadata_each(const struct kr_msg *metadata_rsp,
+                             void (*cb)(void *arg, const uint8_t id[16],
+                                        const char *name, size_t len),
+                             void *arg);
+/*
  * Name of TopicId id (NUL-terminated, owned by the map, valid until the
  * next learn or free), or NULL when unknown, or m is NULL.
  */

@@ -10,6 +10,15 @@
  * (kr_upstream_learn).  Host names are resolved asynchronously with
  * evdns.  Everything runs on the event_base given at creation; not
  * thread-safe (one kr_upstream per worker thread).
+ *
+ * What the workers' kr_upstreams of one [upstream] learn is shared
+ * through a struct kr_cluster (kr_cluster.h, issue 12): each publishes
+ * the brokers, TopicIds and ApiVersions ranges it learns into it and
+ * merges what the others published before it answers (an atomic load
+ * when nothing is new), and its periodic fetch is skipped while another
+ * worker's fetch of the same cluster is recent or under way.  What stays
+ * per kr_upstream: dial.NODEID overrides, resolved addresses, pending
+ * resolutions, the fetch connection.
  */
 #ifndef KR_UPSTREAM_H
 #define KR_UPSTREAM_H
@@ -26,6 +35,7 @@
 
 struct kr_upstream;
 struct kr_node;
+struct kr_cluster;
 
 /* NodeId value that asks for "any bootstrap server". */
 #define KR_NODE_BOOTSTRAP (-1)
@@ -57,6 +67,37 @@ struct kr_resolve;
 struct kr_upstream *kr_upstream_new(struct event_base *base,
                                     struct evdns_base *dns,
                                     const struct kr_upstream_conf *uc);
+/*
+ * The same, sharing cluster (kr_cluster.h: the daemon's view of this
+ * [upstream] for every worker; u takes a reference; NULL: a view of u's
+ * own).  cref: the config uc lives in (u takes a reference, kept until
+ * u is freed; NULL: the caller keeps uc alive).  refs start at 1
+ * (kr_upstream_ref).
+ */
+struct kr_upstream *kr_upstream_new_shared(struct event_base *base,
+                                           struct evdns_base *dns,
+                                           const struct kr_upstream_conf *uc,
+                                           struct kr_cluster *cluster,
+                                           struct kr_conf_ref *cref);
+/*
+ * References, counted on u's thread (not atomics): the worker holds one
+ * while u is its [upstream]'s, each session one for its life, so an
+ * upstream a reload replaced serves its sessions until the last ends.
+ * kr_upstream_unref frees u at the last (kr_upstream_free).  NULL is a
+ * no-op; kr_upstream_ref returns u.
+ */
+struct kr_upstream *kr_upstream_ref(struct kr_upstream *u);
+void kr_upstream_unref(struct kr_upstream *u);
+/* u's cluster view (borrowed, valid while u is). */
+struct kr_cluster *kr_upstream_cluster(const struct kr_upstream *u);
+/*
+ * The [upstream] section u's connections go by: the latest reload's of
+ * the same upstream (kr_upstream_set_sasl), else the one u was made from.
+ * Borrowed; valid until the next kr_upstream_set_sasl or free.  NULL
+ * when u is.
+ */
+const struct kr_upstream_conf *kr_upstream_conf(const struct kr_upstream *u);
+
 /*
  * Stop fetching, cancel every pending resolution (their callbacks are not
  * called; their handles become invalid) and free u with its TopicId map.
@@ -93,8 +134,9 @@ void kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
 /*
  * The TopicId -> name map (kr_topics.h) learned from every Metadata v10+
  * response u sees: krelay's own fetches and client traffic
- * (kr_upstream_learn).  Owned by u, valid until kr_upstream_free; read it
- * on u's event loop only.  NULL when it could not be allocated (then
+ * (kr_upstream_learn), and those other workers' kr_upstreams published
+ * into the cluster view (merged at this call).  Owned by u, valid until
+ * kr_upstream_free; read it on u's event loop only.  NULL when it could not be allocated (then
  * TopicIds stay unresolved).
  */
 struct kr_topic_map;
@@ -103,7 +145,8 @@ const struct kr_topic_map *kr_upstream_topics(const struct kr_upstream *u);
 /*
  * The [MinVersion, MaxVersion] the cluster offers for ApiKey api_key, as
  * the last ApiVersions v0 answer to krelay's own metadata fetch gave it
- * (one broker's view: a session's own connection may know better).
+ * (one broker's view: a session's own connection may know better), by
+ * any worker (the cluster view; one atomic load when it did not move).
  * Returns false, leaving *min and *max alone, when no answer was seen yet
  * or the cluster does not offer that ApiKey.
  */
@@ -111,9 +154,9 @@ bool kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
                            int16_t *min, int16_t *max);
 
 /*
- * How krelay's own metadata fetches to u went (the admin endpoint's
- * /readyz): times on the monotonic clock (kr_clock_mono_ms), 0 for
- * never.  The upstream is reachable when its last fetch succeeded
+ * How krelay's own metadata fetches to u's cluster went (the admin
+ * endpoint's /readyz): u's or another worker's (kr_cluster_fetch_times),
+ * times on the monotonic clock (kr_clock_mono_ms), 0 for never.  The upstream is reachable when its last fetch succeeded
  * (last_ok_ms > last_fail_ms).  name is the [upstream]'s (borrowed from
  * the config, "" for an unnamed one).  u's thread.
  */

@@ -30,10 +30,26 @@
  *             whichever thread.  The config itself (rules compiled into
  *             it) is read-only once loaded.
  *   NodeId resolution, learned Metadata, the TopicId map
- *             per worker: each worker has its own evdns base and its own
- *             kr_upstream per [upstream] (kr_upstream.h is single-thread),
- *             so N workers fetch metadata N times and learn it each on its
- *             own.  Nothing shared, nothing locked.
+ *             shared, read-mostly (issue 12): one struct kr_cluster per
+ *             [upstream] for the process (kr_cluster.h), made by the
+ *             daemon and handed to every worker in its generation
+ *             (kr_wgen.clusters).  Each worker keeps its own evdns base
+ *             and its own kr_upstream per [upstream] (single-thread:
+ *             dial overrides, resolved addresses, pending resolutions,
+ *             the fetch connection), which publishes the brokers,
+ *             TopicIds and ApiVersions ranges it learns into the cluster
+ *             (writers serialise on its mutex, a new immutable snapshot
+ *             and generation per change) and merges what other workers
+ *             published before it answers: a per-worker cached snapshot
+ *             and one atomic load of the generation per read, no lock
+ *             on the read side.  So a NodeId one worker learned is
+ *             resolved by all at once, and a periodic fetch is done by
+ *             one worker for the process (a claim in the cluster; the
+ *             others skip while it is recent or under way).  A reload
+ *             that changes an [upstream]'s NEWCONN keys (kr_conf.h)
+ *             gives it a new cluster and each worker a new kr_upstream
+ *             for new connections; sessions hold a reference to theirs
+ *             (kr_upstream_ref) until they end.
  *   tables    kr_rewrite's masks and the kr_topics walk table are built by
  *             kr_daemon_start before any worker exists, then only read.
  *   counters  per worker (struct kr_stats, kr_stats.h): written by the
@@ -106,6 +122,7 @@
 #include "kr_stats.h"
 
 struct kr_upstream;
+struct kr_cluster;
 struct kr_session;
 struct kr_audit;
 struct kr_verdict;
@@ -140,6 +157,12 @@ struct kr_wgen {
                                            is set */
     struct kr_conf_ref *cref;           /* one reference, the worker's */
     struct kr_audit_ref *audit;         /* one reference, or NULL */
+    struct kr_cluster **clusters;       /* issue 12: one reference per
+                                           [upstream] of cref's config
+                                           (kr_wgen_set_clusters), or
+                                           NULL: the worker makes views
+                                           of its own */
+    int nclusters;
     int ngroups;                        /* cref->conf->nlisteners */
     struct kr_wgen_group {
         int keep;                       /* index of the running group
@@ -162,6 +185,13 @@ struct kr_wgen {
  */
 struct kr_wgen *kr_wgen_new(struct kr_conf_ref *cref,
                             struct kr_audit_ref *audit, int ngroups);
+/*
+ * Give gen a reference to each of the n cluster views cl (the daemon's,
+ * one per [upstream] of gen's config, in its order).  KR_OK, or KR_ERROR
+ * on ENOMEM (gen unchanged).
+ */
+int kr_wgen_set_clusters(struct kr_wgen *gen, struct kr_cluster **cl, int n)
+    KR_MUST_CHECK;
 /* Free gen: its references, its sockets' owned fds.  NULL is a no-op. */
 void kr_wgen_free(struct kr_wgen *gen);
 
@@ -175,13 +205,13 @@ struct kr_worker {
     int index;                          /* 0..: its place in the daemon */
     struct evdns_base *dns;
     struct kr_conf_ref *cref;           /* current config */
-    struct kr_conf_ref *cref0;          /* the config the upstreams were
-                                           built from (they keep pointers
-                                           into it): held until free */
     struct kr_audit *audit;             /* current sink (audit_ref's),
                                            NULL when none */
     struct kr_audit_ref *audit_ref;
-    struct kr_upstream **ups;           /* one per [upstream] */
+    struct kr_upstream **ups;           /* one per [upstream] of cref's
+                                           config, a reference each (an
+                                           upstream a reload replaced
+                                           lives on in its sessions') */
     int nups;
     struct kr_group **groups;           /* one per [listener], each
                                            malloc'd (sessions point at

@@ -121,7 +121,9 @@ enum kr_cf_type {
                                    dumped) */
 #define KR_CF_RESTART 0x8u      /* reload: KR_RELOAD_RESTART */
 #define KR_CF_SECRET 0x10u      /* a secret: never dumped */
-/* A key with neither KR_CF_REBIND nor KR_CF_RESTART: KR_RELOAD_APPLY. */
+#define KR_CF_NEWCONN 0x20u     /* reload: KR_RELOAD_NEWCONN */
+/* A key with none of KR_CF_REBIND, KR_CF_RESTART, KR_CF_NEWCONN:
+   KR_RELOAD_APPLY. */
 
 struct kr_cf_key {
     enum kr_cf_sect sect;
@@ -217,7 +219,7 @@ static const struct kr_cf_key kr_conf_keys[] = {
       0, 65534, KR_CF_REBIND, "highest NodeId given a port (with "
       "sni_broker_name: a name)", NULL },
     { KR_CS_LISTENER, "upstream", KR_CT_NAME, LST(upstream), 0, NULL,
-      0, 0, KR_CF_RESTART, "name of the [upstream] behind this listener "
+      0, 0, KR_CF_NEWCONN, "name of the [upstream] behind this listener "
       "(default: the only one)", NULL },
     { KR_CS_LISTENER, "max_frame_bytes", KR_CT_I64, LST(max_frame_bytes), 0,
       "67108864", 64, INT32_MAX, 0,
@@ -426,7 +428,7 @@ static const struct kr_cf_key kr_conf_keys[] = {
 
     { KR_CS_UPSTREAM, "bootstrap_servers", KR_CT_HOSTPORT_LIST,
       UPS(bootstrap), UPS(nbootstrap), NULL, 0, 0,
-      KR_CF_REQUIRED | KR_CF_RESTART,
+      KR_CF_REQUIRED | KR_CF_NEWCONN,
       "HOST:PORT[,HOST:PORT...] of the Kafka cluster", NULL },
     { KR_CS_UPSTREAM, "connect_timeout_ms", KR_CT_I64,
       UPS(connect_timeout_ms), 0, "10000", 1, 3600000, 0,
@@ -435,15 +437,15 @@ static const struct kr_cf_key kr_conf_keys[] = {
       UPS(request_timeout_margin_ms), 0, "30000", 0, 3600000, 0,
       "added to a request's own wait before it is given up, in ms", NULL },
     { KR_CS_UPSTREAM, "metadata_refresh_ms", KR_CT_I64,
-      UPS(metadata_refresh_ms), 0, "300000", 1000, 86400000, KR_CF_RESTART,
+      UPS(metadata_refresh_ms), 0, "300000", 1000, 86400000, KR_CF_NEWCONN,
       "how often cluster Metadata is refreshed, in ms", NULL },
     { KR_CS_UPSTREAM, "dial.", KR_CT_DIAL, UPS(dial), UPS(ndial), NULL,
-      0, INT32_MAX, KR_CF_RESTART,
+      0, INT32_MAX, KR_CF_NEWCONN,
       "dial.NODEID = HOST:PORT: connect there instead of the address "
       "the broker advertises", NULL },
     /* issue 8: TLS to the brokers */
     { KR_CS_UPSTREAM, "ssl", KR_CT_BOOL, UPS(ssl), 0, "false", 0, 0,
-      KR_CF_RESTART, "TLS on every connection to the brokers: the "
+      KR_CF_NEWCONN, "TLS on every connection to the brokers: the "
       "clients' and krelay's own metadata connection", NULL },
     { KR_CS_UPSTREAM, "ssl_ca", KR_CT_PATH, UPS(ssl_ca), 0, NULL, 0, 0, 0,
       "PEM file of the CAs the brokers' certificates must chain to", NULL },
@@ -4194,7 +4196,7 @@ kr_conf_warnings(const struct kr_conf *c, FILE *f)
 /* What adding and removing a section of each kind does (kr_conf.h). */
 static const enum kr_conf_reload kr_cf_sect_reload[KR_CS_NKINDS][2] = {
     [KR_CS_LISTENER] = { KR_RELOAD_REBIND, KR_RELOAD_REBIND },
-    [KR_CS_UPSTREAM] = { KR_RELOAD_REFUSE, KR_RELOAD_RESTART },
+    [KR_CS_UPSTREAM] = { KR_RELOAD_NEWCONN, KR_RELOAD_NEWCONN },
     [KR_CS_LOG] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_RULE] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
     [KR_CS_AUDIT] = { KR_RELOAD_APPLY, KR_RELOAD_APPLY },
@@ -4207,6 +4209,9 @@ kr_cf_key_reload(const struct kr_cf_key *k)
 {
     if (k->flags & KR_CF_REBIND) {
         return KR_RELOAD_REBIND;
+    }
+    if (k->flags & KR_CF_NEWCONN) {
+        return KR_RELOAD_NEWCONN;
     }
     return (k->flags & KR_CF_RESTART) ? KR_RELOAD_RESTART : KR_RELOAD_APPLY;
 }

@@ -16,6 +16,7 @@
 
 #include "kr_audit.h"
 #include "kr_clock.h"
+#include "kr_cluster.h"
 #include "kr_daemon.h"
 #include "kr_log.h"
 #include "kr_proc.h"
@@ -386,6 +387,63 @@ bind_lset(const struct kr_conf *conf, enum kr_lsock_share share,
     return set;
 }
 
+/* Put n cluster views and free the array.  NULL is a no-op. */
+static void
+clusters_free(struct kr_cluster **cl, int n)
+{
+    int i;
+
+    for (i = 0; cl != NULL && i < n; i++) {
+        kr_cluster_put(cl[i]);
+    }
+    free(cl);
+}
+
+/*
+ * The cluster views of nc's [upstream] sections (issue 12), one
+ * reference each: the running one (ocl, of oc's sections) for a section
+ * whose NEWCONN keys did not change (kr_conf.h: it keeps its running
+ * kr_upstreams), a new one otherwise.  oc NULL: all new.  NULL on ENOMEM
+ * (nothing held).
+ */
+static struct kr_cluster **
+clusters_for(const struct kr_conf *oc, struct kr_cluster **ocl,
+             const struct kr_conf *nc)
+{
+    struct kr_cluster **cl = calloc((size_t)(nc->nupstreams > 0
+                                                 ? nc->nupstreams
+                                                 : 1),
+                                    sizeof(*cl));
+    int i, j;
+
+    if (cl == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < nc->nupstreams; i++) {
+        const struct kr_upstream_conf *nu = &nc->upstreams[i];
+
+        for (j = 0; oc != NULL && ocl != NULL && j < oc->nupstreams; j++) {
+            const struct kr_upstream_conf *ou = &oc->upstreams[j];
+
+            if (strcmp(ou->name != NULL ? ou->name : "",
+                       nu->name != NULL ? nu->name : "") == 0 &&
+                !(kr_conf_upstream_diff(ou, nu, NULL, NULL) &
+                  KR_RELOAD_NEWCONN)) {
+                cl[i] = kr_cluster_ref(ocl[j]);
+                break;
+            }
+        }
+        if (cl[i] == NULL) {
+            cl[i] = kr_cluster_new(nu->name);
+        }
+        if (cl[i] == NULL) {
+            clusters_free(cl, i);
+            return NULL;
+        }
+    }
+    return cl;
+}
+
 /*
  * The first generation of a worker on base accepting on set: the
  * daemon's own descriptors for a worker on d->base, duplicates (the
@@ -400,12 +458,26 @@ worker_gen(struct kr_daemon *d, struct event_base *base,
     bool dup = base != d->base;
     int i, k;
 
+    if (d->clusters == NULL && d->cref->conf->nupstreams > 0) {
+        /* the first worker: the views every worker shares */
+        d->clusters = clusters_for(NULL, NULL, d->cref->conf);
+        if (d->clusters == NULL) {
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        d->nclusters = d->cref->conf->nupstreams;
+    }
     gen = kr_wgen_new(kr_conf_ref_get(d->cref), kr_audit_ref_get(d->audit),
                       set->ng);
     if (gen == NULL) {
         kr_conf_ref_put(d->cref);
         kr_audit_ref_put(d->audit);
         snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (kr_wgen_set_clusters(gen, d->clusters, d->nclusters) != KR_OK) {
+        snprintf(err, errlen, "out of memory");
+        kr_wgen_free(gen);
         return NULL;
     }
     for (i = 0; i < set->ng; i++) {
@@ -578,9 +650,6 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
     }
     if (d->audit != NULL && d->audit_cref == NULL) {
         d->audit_cref = kr_conf_ref_get(d->cref);
-    }
-    if (d->cref0 == NULL) {
-        d->cref0 = kr_conf_ref_get(d->cref);
     }
     /* [process] workers: a set of sockets per worker, SO_REUSEPORT groups
        (kr_worker.h, "Listening sockets"); one worker: one plain set */
@@ -1065,7 +1134,7 @@ kr_daemon_free(struct kr_daemon *d)
         free_lset(d->sets[i]);
     }
     free(d->sets);
-    kr_conf_ref_put(d->cref0);
+    clusters_free(d->clusters, d->nclusters);
     kr_conf_ref_put(d->audit_cref);
     kr_conf_ref_put(d->cref);
     kr_audit_ref_put(d->audit);
@@ -1125,30 +1194,6 @@ same_listeners(const struct kr_listener_conf *a,
 {
     return same_str(a->name, b->name) &&
            !(kr_conf_listener_diff(a, b, NULL, NULL) & KR_RELOAD_REBIND);
-}
-
-/* Is the running upstream a what b would start (no RESTART key changed)? */
-static bool
-same_upstream(const struct kr_upstream_conf *a,
-              const struct kr_upstream_conf *b)
-{
-    return same_str(a->name, b->name) &&
-           !(kr_conf_upstream_diff(a, b, NULL, NULL) & KR_RELOAD_RESTART);
-}
-
-/* The running upstream named like uc, or -1. */
-static int
-find_upstream(const struct kr_daemon *d, const struct kr_upstream_conf *uc)
-{
-    const struct kr_conf *c0 = d->cref0->conf;
-    int i;
-
-    for (i = 0; i < c0->nupstreams; i++) {
-        if (same_str(c0->upstreams[i].name, uc->name)) {
-            return i;
-        }
-    }
-    return -1;
 }
 
 static void
@@ -1440,6 +1485,39 @@ admin_restart_cb(const struct kr_conf_change *ch, void *arg)
 }
 
 /*
+ * kr_conf_reload_diff's callback: what a reload changes for new
+ * connections only (NEWCONN, kr_conf.h): an [upstream] built anew, one
+ * added or removed, a listener's upstream.  arg: the config's path.
+ */
+static void
+newconn_cb(const struct kr_conf_change *ch, void *arg)
+{
+    if (ch->reload != KR_RELOAD_NEWCONN) {
+        return;
+    }
+    if (strcmp(ch->section, "listener") == 0) {
+        kr_log_notice("reload: %s:%d: [listener%s%s] upstream changed: its "
+                      "new connections go to the new one, its open "
+                      "connections stay with theirs", (const char *)arg,
+                      ch->line, ch->name[0] ? " " : "", ch->name);
+    } else if (ch->key != NULL) {
+        kr_log_notice("reload: %s:%d: [upstream%s%s] %s changed: new "
+                      "connections go to the upstream as configured now "
+                      "(its metadata fetched anew); open connections stay "
+                      "with the running one until they end",
+                      (const char *)arg, ch->line, ch->name[0] ? " " : "",
+                      ch->name, ch->key);
+    } else {
+        kr_log_notice("reload: %s:%d: [upstream%s%s] %s", (const char *)arg,
+                      ch->line, ch->name[0] ? " " : "", ch->name,
+                      ch->new_index < 0
+                          ? "removed: its open connections stay with it "
+                            "until they end"
+                          : "added");
+    }
+}
+
+/*
  * kr_conf_reload_diff's callback: a [process] key whose reload attribute
  * is RESTART (workers, user, group) changed.  arg: the config's path.
  */
@@ -1465,31 +1543,18 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
     struct kr_audit_ref *naref = NULL, *oaref;
     struct reload_set *rs = NULL;
     struct kr_wgen **gens = NULL;
+    struct kr_cluster **ncl = NULL;
     int *keep = NULL;
     bool *kept = NULL;
     char err[512];
     int i, j, s, opened = 0, nsets = d->nsets;
 
-    /* upstreams cannot change under running sessions */
-    for (i = 0; i < nc->nupstreams; i++) {
-        int ui = find_upstream(d, &nc->upstreams[i]);
-
-        if (ui < 0) {
-            snprintf(err, sizeof(err), "%s:%d: [upstream%s%s] is new: "
-                     "adding an upstream needs a restart", path,
-                     nc->upstreams[i].line,
-                     nc->upstreams[i].name[0] ? " " : "",
-                     nc->upstreams[i].name);
-            goto refuse;
-        }
-        if (!same_upstream(&d->cref0->conf->upstreams[ui],
-                           &nc->upstreams[i])) {
-            kr_log_warn("reload: %s:%d: [upstream%s%s] changed: upstream "
-                        "changes need a restart (the running one stays)",
-                        path, nc->upstreams[i].line,
-                        nc->upstreams[i].name[0] ? " " : "",
-                        nc->upstreams[i].name);
-        }
+    /* issue 12: [upstream] changes apply to new connections (NEWCONN):
+       the views of the sections kept, new ones for the others */
+    ncl = clusters_for(oc, d->clusters, nc);
+    if (ncl == NULL) {
+        snprintf(err, sizeof(err), "out of memory");
+        goto refuse;
     }
     /* the audit sink: a new target opens first, so failure changes
        nothing */
@@ -1534,17 +1599,6 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         if (keep[i] < 0) {
             opened++;
             rebind_said(oc, &nc->listeners[i], path);
-        } else if (kr_conf_listener_diff(&oc->listeners[keep[i]],
-                                         &nc->listeners[i], NULL, NULL) &
-                   KR_RELOAD_RESTART) {
-            /* a kept group keeps its running upstream (the key's reload
-               attribute says so): say it, as for [upstream] changes */
-            kr_log_warn("reload: %s:%d: [listener%s%s] changed a key that "
-                        "needs a restart (upstream): its connections keep "
-                        "going to the running one", path,
-                        nc->listeners[i].line,
-                        nc->listeners[i].name[0] ? " " : "",
-                        nc->listeners[i].name);
         }
     }
     /*
@@ -1587,6 +1641,11 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
                                           : NULL;
     pthread_mutex_unlock(&d->pub_lock);
     atomic_store(&d->conf_loaded_us, kr_clock_wall_us());
+    (void)kr_conf_reload_diff(oc, nc, newconn_cb, (void *)path);
+    clusters_free(d->clusters, d->nclusters);
+    d->clusters = ncl;
+    d->nclusters = nc->nupstreams;
+    ncl = NULL;
     for (i = 0; i < d->nworkers; i++) {
         struct kr_lset tmp = { rs[d->wset[i]].ng, nc->nlisteners };
 
@@ -1688,6 +1747,7 @@ refuse:
     free(gens);
     free(keep);
     free(kept);
+    clusters_free(ncl, nc->nupstreams);
     kr_audit_ref_put(naref);
     if (own) {
         kr_conf_free(nc);

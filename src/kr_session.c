@@ -395,6 +395,7 @@ session_free(struct kr_session *s)
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
     }
+    kr_upstream_unref(s->rw.upstream);  /* a replaced one's last: freed */
     free(s);
 }
 
@@ -628,9 +629,10 @@ static int64_t
 deadline_io(struct kr_session *s, enum timer_kind *kind)
 {
     const struct kr_listener_conf *lc = s->lc;
+    const struct kr_upstream_conf *uc = kr_s_upconf(s);
     const struct kr_inflight *e;
-    int64_t connect_ms = lc->up ? lc->up->connect_timeout_ms : 10000;
-    int64_t margin_ms = lc->up ? lc->up->request_timeout_margin_ms : 30000;
+    int64_t connect_ms = uc ? uc->connect_timeout_ms : 10000;
+    int64_t margin_ms = uc ? uc->request_timeout_margin_ms : 30000;
     uint32_t i;
 
     if (s->client.stage == KR_STAGE_PROXY) {
@@ -768,14 +770,16 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                 kr_s_close_timeout(s, KR_LOG_WARN, "no upstream connection to "
                                    "%s after connect_timeout_ms %" PRId64,
                                    s->upname,
-                                   s->lc->up ? s->lc->up->connect_timeout_ms
-                                             : 0);
+                                   kr_s_upconf(s)
+                                       ? kr_s_upconf(s)->connect_timeout_ms
+                                       : 0);
             } else {
                 kr_s_close_timeout(s, KR_LOG_WARN, "no upstream connection "
                                    "after connect_timeout_ms %" PRId64 ": the "
                                    "broker's address was still being resolved",
-                                   s->lc->up ? s->lc->up->connect_timeout_ms
-                                             : 0);
+                                   kr_s_upconf(s)
+                                       ? kr_s_upconf(s)->connect_timeout_ms
+                                       : 0);
             }
             break;
         case T_REQUEST:
@@ -1270,7 +1274,7 @@ up_ops(struct kr_session *s)
     if (s->host->conn_ops != NULL) {
         return s->host->conn_ops;
     }
-    t = s->g->up != NULL ? kr_upstream_tls(s->g->up) : NULL;
+    t = s->rw.upstream != NULL ? kr_upstream_tls(s->rw.upstream) : NULL;
     if (t != NULL) {
         s->up.xprt_ctx = t;
         return &kr_tls_ops;
@@ -2449,7 +2453,9 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->rw.legacy = s->lc->translate_legacy ? kr_bv_legacy_ranges() : NULL;
     s->rw.sni_port = kr_listener_port(l);
     s->node_id = l->node_id;
-    s->rw.upstream = g->up;
+    /* issue 12: its own reference: a reload may give the listener
+       another upstream, this session keeps this one until it ends */
+    s->rw.upstream = kr_upstream_ref(g->up);
     s->rw.who = s->name;
     term_ok = kr_s_term_init(s);        /* issue 9: sasl = terminate */
     s->started_ms = s->last_active_ms = kr_clock_timer_ms();
@@ -2508,11 +2514,12 @@ static void
 up_start(struct kr_session *s)
 {
     s->up_started_ms = kr_clock_timer_ms();
-    if (s->g->up == NULL) {
+    if (s->rw.upstream == NULL) {
         kr_session_close(s, KR_LOG_ERROR, "listener has no upstream");
         return;
     }
-    s->resolve = kr_upstream_resolve(s->g->up, s->node_id, resolved_cb, s);
+    s->resolve = kr_upstream_resolve(s->rw.upstream, s->node_id, resolved_cb,
+                                     s);
     kr_s_arm_timer(s);
 }
 

@@ -25,6 +25,7 @@
 #include "kr_rule.h"
 #include "kr_session.h"
 #include "kr_stats.h"
+#include "kr_upstream.h"
 
 
 /* A client whose socket buffer drains by less than this per
@@ -451,5 +452,19 @@ size_t kr_s_finish_request(struct kr_session *s);
 /* Forward (or hold, stream, hand to the rules) what up.in holds, frame by
    frame, in order.  Returns 0, or -1 when closed. */
 int kr_s_process_responses(struct kr_session *s);
+
+/*
+ * issue 12: the [upstream] section of the session's own upstream (the one
+ * it took at accept, s->rw.upstream, held until it ends): its latest
+ * reload's (kr_upstream_conf), so a reload that sends the listener's new
+ * connections elsewhere leaves this one's timeouts and SASL credentials
+ * alone; the listener's when it has none (NULL: no upstream).
+ */
+static inline const struct kr_upstream_conf *
+kr_s_upconf(const struct kr_session *s)
+{
+    return s->rw.upstream != NULL ? kr_upstream_conf(s->rw.upstream)
+                                  : s->lc->up;
+}
 
 #endif /* KR_SESSION_INT_H */

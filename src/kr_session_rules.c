@@ -538,10 +538,11 @@ an_conn(struct kr_session *s, struct kr_an_conn *c)
     memset(c, 0, sizeof(*c));
     c->rs = s->cref->conf->ruleset;
     c->rmask = &s->rmask;
-    c->tmap = s->g->up != NULL ? kr_upstream_topics(s->g->up) : NULL;
+    c->tmap = s->rw.upstream != NULL ? kr_upstream_topics(s->rw.upstream)
+                                     : NULL;
     c->broker_av = s->av;
-    c->broker_range = s->g->up != NULL ? broker_range : NULL;
-    c->broker_arg = s->g->up;
+    c->broker_range = s->rw.upstream != NULL ? broker_range : NULL;
+    c->broker_arg = s->rw.upstream;
     c->rewrite_tree = rewrite_tree;
     c->rewrite_arg = &s->rw;
     c->sasl = &s->sasl;
@@ -596,7 +597,9 @@ legacy_conf(struct kr_session *s)
     lc->rec.max_batch_bytes = (size_t)s->lc->legacy_batch_max_bytes;
     lc->rec.max_uncompressed = (size_t)s->lc->max_frame_bytes;
     lc->rec.zstd = (enum kr_legacy_zstd)s->lc->legacy_zstd;
-    lc->profile = s->lc->up != NULL ? (int)s->lc->up->broker_profile : 0;
+    lc->profile = kr_s_upconf(s) != NULL
+                      ? (int)kr_s_upconf(s)->broker_profile
+                      : 0;
     return lc;
 }
 
@@ -611,8 +614,8 @@ kr_s_legacy_route(struct kr_session *s, int16_t key, int16_t ver)
     }
     memset(&c, 0, sizeof(c));
     c.broker_av = s->av;
-    c.broker_range = s->g->up != NULL ? broker_range : NULL;
-    c.broker_arg = s->g->up;
+    c.broker_range = s->rw.upstream != NULL ? broker_range : NULL;
+    c.broker_arg = s->rw.upstream;
     c.legacy = legacy_conf(s);
     return kr_analyse_legacy_route(&c, key, ver, &to);
 }
@@ -1424,8 +1427,9 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
     s->rstream_e.api_key = h->api_key;
     s->rstream_e.api_version = h->api_version;
     kr_audit_produce_scan_start(&s->rstream_as, cap,
-                                s->g->up != NULL ? kr_upstream_topics(s->g->up)
-                                                 : NULL);
+                                s->rw.upstream != NULL
+                                    ? kr_upstream_topics(s->rw.upstream)
+                                    : NULL);
     kr_scan_watch(s->rscan, kr_audit_produce_scan_event, &s->rstream_as);
     kr_scan_count_records(s->rscan, true);
     kr_scan_body_tags(s->rscan, true);  /* the held decode checks them */
@@ -1571,8 +1575,9 @@ kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
                           ? kr_clock_mono_us() - rq->a->t_read_us
                           : 0;
     kr_audit_scan_start(&s->stream_as, rq->a->audit,
-                        s->g->up != NULL ? kr_upstream_topics(s->g->up)
-                                         : NULL,
+                        s->rw.upstream != NULL
+                            ? kr_upstream_topics(s->rw.upstream)
+                            : NULL,
                         e->api_key);
     kr_scan_watch(s->scan, kr_audit_scan_event, &s->stream_as);
 }

@@ -23,8 +23,9 @@
  *                      upstream read, and every KR_ORIG_POLL_MS)
  *
  * Credentials are the session's config generation's ([upstream] sasl_*,
- * s->lc->up, taken at each exchange: a reload's password file applies to
- * the next re-authentication).  No secret reaches a log line.
+ * kr_s_upconf: its upstream's latest section, taken at each exchange: a
+ * reload's password file applies to the next re-authentication).  No
+ * secret reaches a log line.
  */
 #include "config.h"
 
@@ -69,7 +70,7 @@ static void orig_cb(struct kr_session *s, void *arg, int16_t key,
 static const struct kr_sasl_cred *
 creds(const struct kr_session *s)
 {
-    return &s->lc->up->sasl;
+    return &kr_s_upconf(s)->sasl;
 }
 
 static const char *
@@ -82,7 +83,7 @@ user_of(const struct kr_sasl_cred *c)
 int
 kr_s_orig_init(struct kr_session *s)
 {
-    if (s->lc->up == NULL || s->lc->up->sasl.mechanism == 0) {
+    if (kr_s_upconf(s) == NULL || kr_s_upconf(s)->sasl.mechanism == 0) {
         return 0;
     }
     s->orig = calloc(1, sizeof(*s->orig));

@@ -602,15 +602,17 @@ kr_topic_map_size(const struct kr_topic_map *m)
 }
 
 void
-kr_topic_map_learn(struct kr_topic_map *m, const struct kr_msg *rsp)
+kr_topics_metadata_each(const struct kr_msg *rsp,
+                        void (*cb)(void *arg, const uint8_t id[16],
+                                   const char *name, size_t len),
+                        void *arg)
 {
     static const uint8_t zero[16];
     const struct kr_val *topics;
     uint32_t i;
 
-    if (m == NULL || rsp == NULL || rsp->body == NULL ||
-        rsp->dir != KR_DIR_RESPONSE || rsp->api_key != KR_API_METADATA ||
-        rsp->api_version < 10) {
+    if (rsp == NULL || rsp->body == NULL || rsp->dir != KR_DIR_RESPONSE ||
+        rsp->api_key != KR_API_METADATA || rsp->api_version < 10) {
         return;
     }
     topics = kr_node_get_id(rsp->body, KR_FIELD_TOPICS);
@@ -631,7 +633,21 @@ kr_topic_map_learn(struct kr_topic_map *m, const struct kr_msg *rsp)
             memcmp(id->u.s.p, zero, 16) == 0) {
             continue;
         }
-        (void)kr_topic_map_put(m, id->u.s.p, (const char *)name->u.s.p,
-                               (size_t)name->u.s.len);
+        cb(arg, id->u.s.p, (const char *)name->u.s.p,
+           (size_t)name->u.s.len);
+    }
+}
+
+static void
+map_learn_cb(void *arg, const uint8_t id[16], const char *name, size_t len)
+{
+    (void)kr_topic_map_put(arg, id, name, len);
+}
+
+void
+kr_topic_map_learn(struct kr_topic_map *m, const struct kr_msg *rsp)
+{
+    if (m != NULL) {
+        kr_topics_metadata_each(rsp, map_learn_cb, m);
     }
 }

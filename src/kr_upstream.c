@@ -49,6 +49,7 @@
 
 #include "kr_api_keys.h"
 #include "kr_clock.h"
+#include "kr_cluster.h"
 #include "kr_codec.h"
 #include "kr_frame.h"
 #include "kr_log.h"
@@ -59,7 +60,7 @@
 #include "kr_upstream.h"
 
 #define KR_UP_APIVERSIONS 18
-#define KR_UP_API_KEYS 128           /* ApiKeys remembered: 0..127 */
+#define KR_UP_API_KEYS KR_CLUSTER_API_KEYS /* ApiKeys remembered */
 #define KR_UP_METADATA 3
 #define KR_UP_MAX_BROKERS 4096          /* map size bound */
 #define KR_UP_MAX_FRAME (64u << 20)     /* bytes, own fetch responses */
@@ -76,6 +77,15 @@
 #define KR_UP_BACKOFF_MIN_MS 1000       /* after a failed fetch, doubling */
 #define KR_UP_BACKOFF_MAX_MS 30000
 #define KR_UP_CLIENT_ID "krelay"
+/*
+ * A periodic fetch another worker's kr_upstream is doing for the same
+ * cluster (kr_cluster_fetch_claim): look again this long after, and take
+ * the fetch over when that one has not succeeded by then.  A claim is
+ * held at most KR_UP_CLAIM_HOLD_MS (a fetch that never ends: a worker
+ * stopped mid-fetch).
+ */
+#define KR_UP_CLAIM_RETRY_MS 1000
+#define KR_UP_CLAIM_HOLD_MS 120000
 
 enum kr_up_src { SRC_DIAL = 0, SRC_FETCH, SRC_LEARN };
 
@@ -167,10 +177,10 @@ struct kr_upstream {
 
     /* the cluster's ApiVersions v0 answer: [MinVersion, MaxVersion] per
        ApiKey (min -1: not offered); have_api once one was seen */
-    struct {
-        int16_t min, max;
-    } api[KR_UP_API_KEYS];
-    bool have_api;
+    struct kr_cluster_range api[KR_UP_API_KEYS];
+    bool have_api;                      /* (published: kr_cluster_edit_api;
+                                           kr_upstream_api_range reads the
+                                           cluster view) */
     struct kr_tls_ctx *tls;             /* [upstream] ssl: the context of
                                            new connections (a reference),
                                            NULL: plain TCP */
@@ -179,6 +189,17 @@ struct kr_upstream {
                                            latest config's section
                                            (kr_upstream_set_sasl) */
     struct kr_sasl_client *sasl;        /* the exchange under way */
+    /* issue 12: the process-wide view (kr_cluster.h) */
+    struct kr_cluster *cluster;         /* a reference */
+    struct kr_cluster_reader reader;    /* this thread's cached snapshot */
+    size_t topics_seen;                 /* its TopicId log entries merged
+                                           into topics */
+    bool claimed;                       /* the fetch under way holds the
+                                           cluster's claim */
+    bool quiet;                         /* merging the snapshot: no log
+                                           line per broker */
+    int refs;                           /* kr_upstream_ref; u's thread */
+    struct kr_conf_ref *cref;           /* keeps uc's config, or NULL */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -339,7 +360,9 @@ broker_set(struct kr_upstream *u, int32_t node_id, const char *host,
     memcpy(h, host, hlen);
     h[hlen] = '\0';
     fmt_hostport(hp, sizeof(hp), h, (uint16_t)port);
-    if (b->a.host != NULL) {
+    if (u->quiet) {
+        /* merged from the cluster view: its publisher said it */
+    } else if (b->a.host != NULL) {
         kr_log_info("%s: NodeId %d moved from %s:%u to %s (%s)", u->label,
                     node_id, b->a.host, b->a.port, hp, srcname[src]);
     } else {
@@ -358,14 +381,77 @@ broker_set(struct kr_upstream *u, int32_t node_id, const char *host,
 }
 
 /*
- * Learn every endpoint struct in a decoded body: at the root or in a
+ * What learn_node does with each endpoint: record it in u's own map
+ * (LEARN_LOCAL), publish it into the cluster view's edit (LEARN_PUBLISH),
+ * or only see whether the view u read last lacks it (LEARN_CHECK: sets
+ * *differs).
+ */
+enum kr_up_learn { LEARN_LOCAL, LEARN_PUBLISH, LEARN_CHECK };
+
+struct kr_up_walk {
+    struct kr_upstream *u;
+    enum kr_up_src src;
+    enum kr_up_learn mode;
+    struct kr_cluster_edit *edit;       /* LEARN_PUBLISH */
+    const struct kr_cluster_snap *snap; /* LEARN_CHECK */
+    bool differs;
+};
+
+/* Is NodeId id at host[0..hlen):port in snapshot s? */
+static bool
+snap_has(const struct kr_cluster_snap *s, int32_t id, const char *host,
+         size_t hlen, int64_t port)
+{
+    int lo = 0, hi = s->nbrokers;
+
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        const struct kr_cluster_broker *b = &s->brokers[mid];
+
+        if (b->node_id == id) {
+            return b->port == port && strlen(b->host) == hlen &&
+                   memcmp(b->host, host, hlen) == 0;
+        }
+        if (b->node_id < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return false;
+}
+
+static void
+learn_endpoint(struct kr_up_walk *w, int32_t id, const char *host,
+               size_t hlen, int64_t port)
+{
+    switch (w->mode) {
+    case LEARN_LOCAL:
+        broker_set(w->u, id, host, hlen, port, w->src);
+        break;
+    case LEARN_PUBLISH:
+        if (port > 0 && port <= 65535) {
+            (void)kr_cluster_edit_broker(w->edit, id, host, hlen,
+                                         (uint16_t)port,
+                                         w->src == SRC_FETCH);
+        }
+        break;
+    case LEARN_CHECK:
+        if (!snap_has(w->snap, id, host, hlen, port)) {
+            w->differs = true;
+        }
+        break;
+    }
+}
+
+/*
+ * Every endpoint struct in a decoded body: at the root or in a
  * struct/array field whose element is an endpoint struct (Metadata
  * Brokers, FindCoordinator, Coordinators, DescribeCluster Brokers,
  * NodeEndpoints).  Big non-endpoint arrays (Topics) are not walked.
  */
 static void
-learn_node(struct kr_upstream *u, const struct kr_node *n,
-           enum kr_up_src src, int depth)
+learn_node(struct kr_up_walk *w, const struct kr_node *n, int depth)
 {
     const struct kr_struct_desc *sd;
     uint16_t i;
@@ -383,8 +469,8 @@ learn_node(struct kr_upstream *u, const struct kr_node *n,
 
         if (id->present && h->present && p->present && !h->is_null &&
             h->u.s.len > 0 && id->u.i >= 0) {
-            broker_set(u, (int32_t)id->u.i, (const char *)h->u.s.p,
-                       (size_t)h->u.s.len, p->u.i, src);
+            learn_endpoint(w, (int32_t)id->u.i, (const char *)h->u.s.p,
+                           (size_t)h->u.s.len, p->u.i);
         }
     }
     for (i = 0; i < sd->nfields; i++) {
@@ -397,34 +483,116 @@ learn_node(struct kr_upstream *u, const struct kr_node *n,
             continue;
         }
         if (f->type == KR_T_STRUCT) {
-            learn_node(u, v->u.node, src, depth + 1);
+            learn_node(w, v->u.node, depth + 1);
         } else if (f->type == KR_T_ARRAY && f->elem_type == KR_T_STRUCT &&
                    v->u.arr != NULL) {
             for (j = 0; j < v->u.arr->n; j++) {
                 if (!v->u.arr->items[j].is_null) {
-                    learn_node(u, v->u.arr->items[j].u.node, src, depth + 1);
+                    learn_node(w, v->u.arr->items[j].u.node, depth + 1);
                 }
             }
         }
     }
 }
 
-/* TopicIds of a Metadata v10+ response body (kr_topic_map_learn). */
-static void
-learn_topics(struct kr_upstream *u, const struct kr_node *body,
-             int16_t api_key, int16_t api_version)
+/*
+ * Merge what the cluster view has that u has not seen (another worker's
+ * learning, or u's own published): brokers (dial overrides stay), the
+ * TopicId log entries past topics_seen.  One atomic load when nothing
+ * moved.  Call before reading u's maps (kr_upstream_resolve, _topics).
+ */
+static const struct kr_cluster_snap *
+sync_view(struct kr_upstream *u)
 {
-    struct kr_msg m;
+    bool changed;
+    const struct kr_cluster_snap *s = kr_cluster_read(&u->reader, &changed);
+    int i;
 
-    if (u->topics == NULL) {
+    if (!changed) {
+        return s;
+    }
+    u->quiet = true;
+    for (i = 0; i < s->nbrokers; i++) {
+        const struct kr_cluster_broker *b = &s->brokers[i];
+
+        broker_set(u, b->node_id, b->host, strlen(b->host), b->port,
+                   b->fetched ? SRC_FETCH : SRC_LEARN);
+    }
+    u->quiet = false;
+    for (; u->topics != NULL && u->topics_seen < s->ntopics;
+         u->topics_seen++) {
+        const uint8_t *id;
+        const char *name;
+
+        kr_cluster_topic_at(u->cluster, u->topics_seen, &id, &name);
+        (void)kr_topic_map_put(u->topics, id, name, strlen(name));
+    }
+    return s;
+}
+
+/* kr_topics_metadata_each: a pair u's map lacks is put there, and
+   marked for publishing. */
+static void
+topic_local_cb(void *arg, const uint8_t id[16], const char *name, size_t len)
+{
+    struct kr_up_walk *w = arg;
+    const char *known = kr_topic_map_name(w->u->topics, id);
+
+    if (known != NULL && strlen(known) == len &&
+        memcmp(known, name, len) == 0) {
         return;
     }
+    (void)kr_topic_map_put(w->u->topics, id, name, len);
+    w->differs = true;
+}
+
+/*
+ * Learn body (a Metadata response, or any response with endpoints) into
+ * u's own maps, and publish into the cluster view what it did not have:
+ * the mutex is taken only when something is new to it (a client's
+ * Metadata response repeats what is known, nearly always).
+ */
+static void
+learn_body(struct kr_upstream *u, const struct kr_node *body,
+           int16_t api_key, int16_t api_version, enum kr_up_src src)
+{
+    struct kr_up_walk w;
+    struct kr_cluster_edit e;
+    struct kr_msg m;
+    bool new_brokers, new_topics = false;
+
+    memset(&w, 0, sizeof(w));
+    w.u = u;
+    w.src = src;
+    w.snap = sync_view(u);
+    w.mode = LEARN_LOCAL;
+    learn_node(&w, body, 0);
+    w.mode = LEARN_CHECK;
+    learn_node(&w, body, 0);
+    new_brokers = w.differs;
     memset(&m, 0, sizeof(m));
     m.dir = KR_DIR_RESPONSE;
     m.api_key = api_key;
     m.api_version = api_version;
     m.body = (struct kr_node *)body;
-    kr_topic_map_learn(u->topics, &m);
+    if (u->topics != NULL) {
+        w.differs = false;
+        kr_topics_metadata_each(&m, topic_local_cb, &w);
+        new_topics = w.differs;
+    }
+    if (!new_brokers && !new_topics) {
+        return;
+    }
+    kr_cluster_edit_begin(&e, u->cluster);
+    if (new_brokers) {
+        w.mode = LEARN_PUBLISH;
+        w.edit = &e;
+        learn_node(&w, body, 0);
+    }
+    if (new_topics) {
+        (void)kr_cluster_edit_topics(&e, &m);
+    }
+    (void)kr_cluster_edit_end(&e);
 }
 
 void
@@ -434,33 +602,46 @@ kr_upstream_learn(struct kr_upstream *u, const struct kr_node *body,
     if (u == NULL || body == NULL) {
         return;
     }
-    learn_node(u, body, SRC_LEARN, 0);
-    learn_topics(u, body, api_key, api_version);
+    learn_body(u, body, api_key, api_version, SRC_LEARN);
 }
 
 const struct kr_topic_map *
 kr_upstream_topics(const struct kr_upstream *u)
 {
-    return u != NULL ? u->topics : NULL;
+    if (u == NULL) {
+        return NULL;
+    }
+    /* the map is u's own; what others learned is merged into it */
+    (void)sync_view((struct kr_upstream *)u);
+    return u->topics;
 }
 
 bool
 kr_upstream_api_range(const struct kr_upstream *u, int16_t api_key,
                       int16_t *min, int16_t *max)
 {
-    if (u == NULL || !u->have_api || api_key < 0 ||
-        api_key >= KR_UP_API_KEYS || u->api[api_key].min < 0) {
+    const struct kr_cluster_snap *s;
+
+    if (u == NULL || api_key < 0 || api_key >= KR_CLUSTER_API_KEYS) {
         return false;
     }
-    *min = u->api[api_key].min;
-    *max = u->api[api_key].max;
+    s = sync_view((struct kr_upstream *)u);
+    if (!s->have_api || s->api[api_key].min < 0) {
+        return false;
+    }
+    *min = s->api[api_key].min;
+    *max = s->api[api_key].max;
     return true;
 }
 
 int
 kr_upstream_nbrokers(const struct kr_upstream *u)
 {
-    return u != NULL ? u->nbrokers : 0;
+    if (u == NULL) {
+        return 0;
+    }
+    (void)sync_view((struct kr_upstream *)u);
+    return u->nbrokers;
 }
 
 /* ---- address resolution ----------------------------------------------- */
@@ -702,6 +883,7 @@ kr_upstream_resolve(struct kr_upstream *u, int32_t node_id,
 
         return lookup_bootstrap(u, r, idx);
     }
+    (void)sync_view(u);                 /* what another worker learned */
     b = broker_find(u, node_id);
     if (b != NULL) {
         if (b->src == SRC_DIAL && b->adv != NULL &&
@@ -1041,6 +1223,13 @@ on_api_versions(struct kr_upstream *u, const struct kr_msg *m)
             }
         }
     }
+    if (u->have_api) {
+        struct kr_cluster_edit e;
+
+        kr_cluster_edit_begin(&e, u->cluster);
+        (void)kr_cluster_edit_api(&e, u->api);
+        (void)kr_cluster_edit_end(&e);
+    }
     if (u->md_version < 0) {
         fetch_fail(u, "no Metadata version in common");
         return;
@@ -1068,14 +1257,15 @@ static void
 on_metadata(struct kr_upstream *u, const struct kr_msg *m)
 {
     struct kr_val *brokers = kr_node_get_id(m->body, KR_FIELD_BROKERS);
-    int before = u->nbrokers;
+    int before;
     unsigned n = 0;
 
     if (brokers != NULL && brokers->u.arr != NULL) {
         n = brokers->u.arr->n;
     }
-    learn_node(u, m->body, SRC_FETCH, 0);
-    learn_topics(u, m->body, m->api_key, m->api_version);
+    (void)sync_view(u);
+    before = u->nbrokers;
+    learn_body(u, m->body, m->api_key, m->api_version, SRC_FETCH);
     kr_log_info("%s: Metadata v%d from %s: %u brokers (%d known, %d new)",
                 u->label, m->api_version, u->fetch_what, n, u->nbrokers,
                 u->nbrokers - before);
@@ -1314,7 +1504,28 @@ refresh_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (u->state == F_IDLE) {
-        u->seq++;           /* a periodic fetch */
+        /* a periodic fetch (or the first): one for the process */
+        int64_t now = kr_clock_mono_ms(), ok_ms, fail_ms;
+        int64_t every = u->uc->metadata_refresh_ms;
+        struct timeval tv;
+
+        kr_cluster_fetch_times(u->cluster, &ok_ms, &fail_ms);
+        if (ok_ms != 0 && every > 0 &&
+            now - ok_ms + KR_UP_MIN_GAP_MS < every) {
+            /* another worker fetched lately: its view serves this one */
+            (void)sync_view(u);
+            tv = tv_ms(ok_ms + every - now);
+            event_add(u->refresh_ev, &tv);
+            return;
+        }
+        if (!kr_cluster_fetch_claim(u->cluster, now, KR_UP_CLAIM_HOLD_MS)) {
+            /* another worker's fetch is under way: look again soon */
+            tv = tv_ms(KR_UP_CLAIM_RETRY_MS);
+            event_add(u->refresh_ev, &tv);
+            return;
+        }
+        u->claimed = true;
+        u->seq++;
     } else if (u->state != F_QUEUED) {
         return;
     }
@@ -1358,6 +1569,13 @@ fetch_done(struct kr_upstream *u, bool ok)
         kr_log_rl(KR_LOG_WARN, "%s: no bootstrap server answered; "
                   "retrying in %lld ms", u->label, (long long)next);
     }
+    kr_cluster_fetch_done(u->cluster, ok, u->last_done_ms);
+    if (u->claimed) {
+        /* after a failure the other workers wait as this one does */
+        kr_cluster_fetch_release(u->cluster, u->last_done_ms,
+                                 ok ? 0 : next);
+        u->claimed = false;
+    }
     if (next > 0) {
         tv = tv_ms(next);
         event_add(u->refresh_ev, &tv);
@@ -1396,10 +1614,14 @@ fetch_done(struct kr_upstream *u, bool ok)
 void
 kr_upstream_health(const struct kr_upstream *u, struct kr_upstream_health *h)
 {
+    int64_t ok_ms, fail_ms;
+
     memset(h, 0, sizeof(*h));
-    h->last_ok_ms = u->last_ok_ms;
-    h->last_fail_ms = u->last_fail_ms;
-    h->nbrokers = u->nbrokers;
+    /* the process's fetches: any worker's serves all (kr_cluster.h) */
+    kr_cluster_fetch_times(u->cluster, &ok_ms, &fail_ms);
+    h->last_ok_ms = u->last_ok_ms > ok_ms ? u->last_ok_ms : ok_ms;
+    h->last_fail_ms = u->last_fail_ms > fail_ms ? u->last_fail_ms : fail_ms;
+    h->nbrokers = kr_upstream_nbrokers(u);
     h->name = u->uc->name;
 }
 
@@ -1408,6 +1630,14 @@ kr_upstream_health(const struct kr_upstream *u, struct kr_upstream_health *h)
 struct kr_upstream *
 kr_upstream_new(struct event_base *base, struct evdns_base *dns,
                 const struct kr_upstream_conf *uc)
+{
+    return kr_upstream_new_shared(base, dns, uc, NULL, NULL);
+}
+
+struct kr_upstream *
+kr_upstream_new_shared(struct event_base *base, struct evdns_base *dns,
+                       const struct kr_upstream_conf *uc,
+                       struct kr_cluster *cluster, struct kr_conf_ref *cref)
 {
     struct kr_upstream *u;
     int i;
@@ -1419,6 +1649,15 @@ kr_upstream_new(struct event_base *base, struct evdns_base *dns,
     if (u == NULL) {
         return NULL;
     }
+    u->refs = 1;
+    u->cluster = cluster != NULL ? kr_cluster_ref(cluster)
+                                 : kr_cluster_new(uc->name);
+    if (u->cluster == NULL) {
+        free(u);
+        return NULL;
+    }
+    kr_cluster_reader_init(&u->reader, u->cluster);
+    u->cref = cref != NULL ? kr_conf_ref_get(cref) : NULL;
     u->base = base;
     u->dns = dns;
     u->uc = uc;
@@ -1447,7 +1686,14 @@ kr_upstream_new(struct event_base *base, struct evdns_base *dns,
                    strlen(uc->dial[i].addr.host), uc->dial[i].addr.port,
                    SRC_DIAL);
     }
-    fetch_queue(u);
+    /* the first fetch, as a periodic one: one for the process when the
+       cluster view is shared (refresh_cb) */
+    {
+        struct timeval tv = { 0, 0 };
+
+        event_add(u->refresh_ev, &tv);
+    }
+    (void)sync_view(u);                 /* what other workers know */
     return u;
 fail:
     kr_upstream_free(u);
@@ -1464,6 +1710,11 @@ kr_upstream_free(struct kr_upstream *u)
     }
     if (u->timeout_ev != NULL) {
         fetch_close(u);
+    }
+    if (u->claimed) {
+        /* a fetch stopped half-way: another worker may take it */
+        kr_cluster_fetch_release(u->cluster, kr_clock_mono_ms(), 0);
+        u->claimed = false;
     }
     while (u->waiting != NULL) {
         struct kr_resolve *r = u->waiting;
@@ -1501,7 +1752,42 @@ kr_upstream_free(struct kr_upstream *u)
     }
     free(u->bs);
     kr_topic_map_free(u->topics);
+    kr_cluster_reader_done(&u->reader);
+    kr_cluster_put(u->cluster);
+    kr_conf_ref_put(u->cref);
     free(u);
+}
+
+struct kr_upstream *
+kr_upstream_ref(struct kr_upstream *u)
+{
+    if (u != NULL) {
+        u->refs++;
+    }
+    return u;
+}
+
+void
+kr_upstream_unref(struct kr_upstream *u)
+{
+    if (u != NULL && --u->refs == 0) {
+        kr_upstream_free(u);
+    }
+}
+
+struct kr_cluster *
+kr_upstream_cluster(const struct kr_upstream *u)
+{
+    return u != NULL ? u->cluster : NULL;
+}
+
+const struct kr_upstream_conf *
+kr_upstream_conf(const struct kr_upstream *u)
+{
+    if (u == NULL) {
+        return NULL;
+    }
+    return u->sasl_uc != NULL ? u->sasl_uc : u->uc;
 }
 
 struct kr_tls_ctx *

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kr_audit.h"
+#include "kr_cluster.h"
 #include "kr_frame.h"
 #include "kr_log.h"
 #include "kr_rule.h"
@@ -84,6 +85,27 @@ kr_wgen_new(struct kr_conf_ref *cref, struct kr_audit_ref *audit,
     return gen;
 }
 
+int
+kr_wgen_set_clusters(struct kr_wgen *gen, struct kr_cluster **cl, int n)
+{
+    struct kr_cluster **mine;
+    int i;
+
+    if (cl == NULL || n <= 0) {
+        return KR_OK;
+    }
+    mine = calloc((size_t)n, sizeof(*mine));
+    if (mine == NULL) {
+        return KR_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        mine[i] = kr_cluster_ref(cl[i]);
+    }
+    gen->clusters = mine;
+    gen->nclusters = n;
+    return KR_OK;
+}
+
 void
 kr_wgen_free(struct kr_wgen *gen)
 {
@@ -99,6 +121,10 @@ kr_wgen_free(struct kr_wgen *gen)
         free(gen->g[i].socks);
     }
     free(gen->g);
+    for (i = 0; gen->clusters != NULL && i < gen->nclusters; i++) {
+        kr_cluster_put(gen->clusters[i]);
+    }
+    free(gen->clusters);
     kr_conf_ref_put(gen->cref);
     kr_audit_ref_put(gen->audit);
     free(gen);
@@ -355,31 +381,54 @@ same_str(const char *a, const char *b)
 }
 
 /*
- * The upstream of [listener] lc: with first (lc is in the config the
- * upstreams were built from) the one lc->up points at, else the running
- * one of that name (a reloaded config); NULL when none.
+ * The upstream of [listener] lc of conf (w->ups is parallel to conf's
+ * upstreams); NULL when none.
  */
 static struct kr_upstream *
-group_upstream(const struct kr_worker *w, const struct kr_listener_conf *lc,
-               bool first)
+group_upstream(const struct kr_worker *w, const struct kr_conf *conf,
+               const struct kr_listener_conf *lc)
 {
-    const struct kr_conf *c0 = w->cref0->conf;
     ptrdiff_t ui;
-    int i;
 
     if (lc->up == NULL) {
         return w->nups > 0 ? w->ups[0] : NULL;
     }
-    if (first) {
-        ui = lc->up - c0->upstreams;
-        return ui >= 0 && ui < w->nups ? w->ups[ui] : NULL;
-    }
-    for (i = 0; i < c0->nupstreams && i < w->nups; i++) {
-        if (same_str(c0->upstreams[i].name, lc->up->name)) {
-            return w->ups[i];
+    ui = lc->up - conf->upstreams;
+    return ui >= 0 && ui < w->nups ? w->ups[ui] : NULL;
+}
+
+/*
+ * The kr_upstream of [upstream] section i of gen's config (issue 12):
+ * one of w's running ones when it serves it as is (the same cluster view
+ * from the daemon; without views, the same name and no NEWCONN key
+ * changed), else a new one.  taken marks the running ones used.  NULL
+ * on ENOMEM.
+ */
+static struct kr_upstream *
+gen_upstream(struct kr_worker *w, const struct kr_wgen *gen, int i,
+             bool *taken)
+{
+    const struct kr_upstream_conf *nu = &gen->cref->conf->upstreams[i];
+    struct kr_cluster *cl = gen->clusters != NULL && i < gen->nclusters
+                                ? gen->clusters[i]
+                                : NULL;
+    int j;
+
+    for (j = 0; taken != NULL && j < w->nups; j++) {
+        const struct kr_upstream_conf *ou = kr_upstream_conf(w->ups[j]);
+
+        if (taken[j] || w->ups[j] == NULL) {
+            continue;
+        }
+        if (cl != NULL ? kr_upstream_cluster(w->ups[j]) == cl
+                       : same_str(ou->name, nu->name) &&
+                             !(kr_conf_upstream_diff(ou, nu, NULL, NULL) &
+                               KR_RELOAD_NEWCONN)) {
+            taken[j] = true;
+            return w->ups[j];
         }
     }
-    return NULL;
+    return kr_upstream_new_shared(w->base, w->dns, nu, cl, gen->cref);
 }
 
 /*
@@ -387,8 +436,9 @@ group_upstream(const struct kr_worker *w, const struct kr_listener_conf *lc,
  * the owned fds are the group's now).  NULL with a message in err.
  */
 static struct kr_group *
-new_group(struct kr_worker *w, const struct kr_listener_conf *lc,
-          bool first, struct kr_wgen_group *gg, char *err, size_t errlen)
+new_group(struct kr_worker *w, const struct kr_conf *conf,
+          const struct kr_listener_conf *lc, struct kr_wgen_group *gg,
+          char *err, size_t errlen)
 {
     struct kr_group *g = calloc(1, sizeof(*g));
     int i;
@@ -399,7 +449,7 @@ new_group(struct kr_worker *w, const struct kr_listener_conf *lc,
     }
     g->w = w;
     g->lc = lc;
-    g->up = group_upstream(w, lc, first);
+    g->up = group_upstream(w, conf, lc);
     g->nlisteners = gg->nsocks;
     g->listeners = calloc((size_t)(gg->nsocks ? gg->nsocks : 1),
                           sizeof(*g->listeners));
@@ -440,9 +490,6 @@ kr_worker_start(struct kr_worker *w, struct kr_wgen *gen, char *err,
         kr_wgen_free(gen);
         return KR_ERROR;
     }
-    w->cref = gen->cref;
-    gen->cref = NULL;
-    w->cref0 = kr_conf_ref_get(w->cref);
     w->audit_ref = gen->audit;
     gen->audit = NULL;
     w->audit = w->audit_ref != NULL ? w->audit_ref->au : NULL;
@@ -455,17 +502,19 @@ kr_worker_start(struct kr_worker *w, struct kr_wgen *gen, char *err,
         kr_wgen_free(gen);
         return KR_ERROR;
     }
-    w->nups = conf->nupstreams;
-    for (i = 0; i < w->nups; i++) {
-        w->ups[i] = kr_upstream_new(w->base, w->dns, &conf->upstreams[i]);
+    for (i = 0; i < conf->nupstreams; i++) {
+        w->ups[i] = gen_upstream(w, gen, i, NULL);
         if (w->ups[i] == NULL) {
             snprintf(err, errlen, "out of memory");
             kr_wgen_free(gen);
             return KR_ERROR;
         }
+        w->nups = i + 1;
     }
+    w->cref = gen->cref;
+    gen->cref = NULL;
     for (i = 0; i < gen->ngroups; i++) {
-        w->groups[i] = new_group(w, &conf->listeners[i], true, &gen->g[i],
+        w->groups[i] = new_group(w, conf, &conf->listeners[i], &gen->g[i],
                                  err, errlen);
         if (w->groups[i] == NULL) {
             kr_wgen_free(gen);
@@ -490,7 +539,8 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
 {
     const struct kr_conf *nc;
     struct kr_group **ng;
-    bool *kept;
+    struct kr_upstream **nups;
+    bool *kept, *taken;
     char err[256];
     int i, j;
 
@@ -511,15 +561,50 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
     nc = gen->cref->conf;
     ng = calloc((size_t)(gen->ngroups ? gen->ngroups : 1), sizeof(*ng));
     kept = calloc((size_t)(w->ngroups ? w->ngroups : 1), sizeof(*kept));
-    if (ng == NULL || kept == NULL) {
+    nups = calloc((size_t)(nc->nupstreams ? nc->nupstreams : 1),
+                  sizeof(*nups));
+    taken = calloc((size_t)(w->nups ? w->nups : 1), sizeof(*taken));
+    if (ng == NULL || kept == NULL || nups == NULL || taken == NULL) {
         /* the running generation stays */
         kr_log_error("reload: worker %d: out of memory: it keeps the "
                      "configuration it had", w->index);
         free(ng);
         free(kept);
+        free(nups);
+        free(taken);
         kr_wgen_free(gen);
         return;
     }
+    /* issue 12: the upstreams of the new config: the running ones that
+       serve a section as is, new ones for the others (NEWCONN) */
+    for (i = 0; i < nc->nupstreams; i++) {
+        const struct kr_upstream_conf *nu = &nc->upstreams[i];
+
+        nups[i] = gen_upstream(w, gen, i, taken);
+        if (nups[i] == NULL) {
+            kr_log_error("reload: worker %d: [upstream%s%s]: out of memory: "
+                         "its listeners' new connections are closed",
+                         w->index, nu->name[0] ? " " : "", nu->name);
+        } else if (kr_upstream_conf(nups[i]) != nu) {
+            /* a running one: new connections use the TLS files (issue
+               8) and SASL credentials (issue 9) of the new section */
+            kr_upstream_set_tls(nups[i], nu->tls);
+            kr_upstream_set_sasl(nups[i], nu);
+        }
+    }
+    /* the running ones no section kept: their sessions keep them until
+       they end (a reference each); the section they were made from is
+       theirs (kept alive by the upstream) */
+    for (j = 0; j < w->nups; j++) {
+        if (!taken[j] && w->ups[j] != NULL) {
+            kr_upstream_set_sasl(w->ups[j], NULL);
+            kr_upstream_unref(w->ups[j]);
+        }
+    }
+    free(taken);
+    free(w->ups);
+    w->ups = nups;
+    w->nups = nc->nupstreams;
     for (i = 0; i < gen->ngroups; i++) {
         int k = gen->g[i].keep;
 
@@ -527,6 +612,8 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
             kept[k] = true;
             ng[i] = w->groups[k];
             ng[i]->lc = &nc->listeners[i];
+            /* its new connections: the section's upstream now */
+            ng[i]->up = group_upstream(w, nc, ng[i]->lc);
         }
     }
     /* the sections no longer configured: their listeners close now,
@@ -540,7 +627,7 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
         if (ng[i] != NULL) {
             continue;
         }
-        ng[i] = new_group(w, &nc->listeners[i], false, &gen->g[i], err,
+        ng[i] = new_group(w, nc, &nc->listeners[i], &gen->g[i], err,
                           sizeof(err));
         if (ng[i] == NULL) {
             kr_log_error("reload: worker %d: [listener%s%s]: %s", w->index,
@@ -567,6 +654,7 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
                       (long long)g->nconn, plural(g->nconn),
                       g->nconn == 1 ? "s" : "",
                       rebound ? ", with the values they had" : "");
+        g->up = NULL;                   /* its sessions hold their own */
         if (g->nconn == 0) {
             free_group(g);
             continue;
@@ -582,23 +670,6 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
         }
         w->old_groups = og;
         w->old_groups[w->nold_groups++] = g;
-    }
-    /* issue 8: a running upstream's new connections use the TLS files of
-       its section in the new config (whether it speaks TLS stays as it
-       was at start: [upstream] ssl is RESTART) */
-    for (i = 0; i < w->nups && i < w->cref0->conf->nupstreams; i++) {
-        const struct kr_upstream_conf *sc = NULL;
-
-        for (j = 0; j < nc->nupstreams; j++) {
-            if (same_str(w->cref0->conf->upstreams[i].name,
-                         nc->upstreams[j].name)) {
-                kr_upstream_set_tls(w->ups[i], nc->upstreams[j].tls);
-                sc = &nc->upstreams[j];
-            }
-        }
-        /* issue 9: and its SASL credentials (a section the reload
-           removed: the start config's, which the worker keeps) */
-        kr_upstream_set_sasl(w->ups[i], sc);
     }
     /* a section whose group could not be made stays NULL: the indexes
        are the daemon's (kr_wgen_group.keep) */
@@ -758,7 +829,8 @@ kr_worker_stop(struct kr_worker *w)
     }
     for (i = 0; i < w->nups; i++) {
         if (w->ups[i] != NULL) {
-            kr_upstream_free(w->ups[i]);
+            /* the sessions are closed: the last reference */
+            kr_upstream_unref(w->ups[i]);
             w->ups[i] = NULL;
         }
     }
@@ -809,7 +881,6 @@ kr_worker_free(struct kr_worker *w)
     if (w->mb_fd >= 0) {
         close(w->mb_fd);
     }
-    kr_conf_ref_put(w->cref0);
     kr_conf_ref_put(w->cref);
     kr_audit_ref_put(w->audit_ref);
     free(w->scratch);

@@ -7,8 +7,8 @@
  * Output: a header line, then one line per key in table order:
  *   section name type unit min max default default_doc reload choices help
  * unit, min, max, default, default_doc and choices are "" when the key
- * has none; choices are comma-separated; reload is APPLY, REBIND or
- * RESTART (what kr_conf_reload_diff reports for the key).  Exit status 0,
+ * has none; choices are comma-separated; reload is APPLY, REBIND,
+ * NEWCONN or RESTART (what kr_conf_reload_diff reports for the key).  Exit status 0,
  * or 1 when a field holds a tab or a newline (the format could not say
  * it).
  */
@@ -33,6 +33,8 @@ reload_name(enum kr_conf_reload r)
         return "RESTART";
     case KR_RELOAD_REFUSE:
         return "REFUSE";
+    case KR_RELOAD_NEWCONN:
+        return "NEWCONN";
     }
     return "?";
 }

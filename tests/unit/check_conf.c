@@ -1842,6 +1842,8 @@ static const char *const reload_base[] = {
  *   - the audit sink is reopened only when its target changes, with the
  *     new queue_bytes (RESTART otherwise); log level and target apply;
  *   - the new config's rules replace the old ones (APPLY).
+ * Issue 12 turned what was RESTART for upstreams (and the listener's
+ * upstream) into NEWCONN: a new upstream for new connections.
  */
 /* Test certificates (kr_test_certs.h) for the reload and tls cases. */
 static char *certs;
@@ -1881,7 +1883,7 @@ static const struct reload_row reload_rows[] = {
     { "[listener a]", "node_id_min", KR_RELOAD_REBIND, "", "node_id_min = 1" },
     { "[listener a]", "node_id_max", KR_RELOAD_REBIND,
       "", "node_id_max = 20" },
-    { "[listener a]", "upstream", KR_RELOAD_RESTART,
+    { "[listener a]", "upstream", KR_RELOAD_NEWCONN,
       "upstream = u1", "upstream = u2" },
     { "[listener a]", "max_frame_bytes", KR_RELOAD_APPLY,
       "", "max_frame_bytes = 1048576" },
@@ -1974,21 +1976,21 @@ static const struct reload_row reload_rows[] = {
       "proxy_protocol = v2\nproxy_protocol_from = 10.0.0.0/8\n"
       "proxy_protocol_timeout_ms = 3000" },
 
-    { "[upstream u1]", "bootstrap_servers", KR_RELOAD_RESTART,
+    { "[upstream u1]", "bootstrap_servers", KR_RELOAD_NEWCONN,
       "bootstrap_servers = 127.0.0.1:9092",
       "bootstrap_servers = 127.0.0.1:9092,127.0.0.1:9094" },
     { "[upstream u1]", "connect_timeout_ms", KR_RELOAD_APPLY,
       "", "connect_timeout_ms = 500" },
     { "[upstream u1]", "request_timeout_margin_ms", KR_RELOAD_APPLY,
       "", "request_timeout_margin_ms = 0" },
-    { "[upstream u1]", "metadata_refresh_ms", KR_RELOAD_RESTART,
+    { "[upstream u1]", "metadata_refresh_ms", KR_RELOAD_NEWCONN,
       "", "metadata_refresh_ms = 1000" },
-    { "[upstream u1]", "dial.", KR_RELOAD_RESTART,
+    { "[upstream u1]", "dial.", KR_RELOAD_NEWCONN,
       "dial.1 = 127.0.0.1:9095", "dial.1 = 127.0.0.1:9096" },
     /* issue 8: TLS or not is the running upstream's (as the brokers it
        dials); its files and checks apply to connections made after the
        reload (the worker gives the running upstream the new context) */
-    { "[upstream u1]", "ssl", KR_RELOAD_RESTART, "", "ssl = true" },
+    { "[upstream u1]", "ssl", KR_RELOAD_NEWCONN, "", "ssl = true" },
     { "[upstream u1]", "ssl_ca", KR_RELOAD_APPLY,
       "", "ssl_ca = /etc/krelay/ca.pem" },
     { "[upstream u1]", "ssl_verify_hostname", KR_RELOAD_APPLY,
@@ -2210,7 +2212,8 @@ START_TEST(test_reload_attributes)
         nkeys++;
         ck_assert(d.reload == KR_RELOAD_APPLY ||
                   d.reload == KR_RELOAD_RESTART ||
-                  d.reload == KR_RELOAD_REBIND);
+                  d.reload == KR_RELOAD_REBIND ||
+                  d.reload == KR_RELOAD_NEWCONN);
         ck_assert_ptr_nonnull(d.help);
         for (j = 0; j < sizeof(reload_rows) / sizeof(reload_rows[0]); j++) {
             const struct reload_row *r = &reload_rows[j];
@@ -2402,14 +2405,16 @@ START_TEST(test_reload_as_today)
     if (strcmp(r->key, "metadata_refresh_ms") == 0 ||
         (strcmp(r->sect, "[upstream u1]") == 0 &&
          strcmp(r->key, "ssl") == 0)) {
-        /* the differences: kept without a warning today, kept with
-           one once the reload warns for RESTART (ssl: issue 8) */
+        /* the differences: kept without a warning before the reload
+           attribute, warned once it said RESTART (ssl: issue 8), built
+           anew for new connections since issue 12 (NEWCONN) */
         ck_assert(today_same_upstream(&a->upstreams[0], &b->upstreams[0]));
-        ck_assert_uint_eq(set, KR_RELOAD_RESTART);
+        ck_assert_uint_eq(set, KR_RELOAD_NEWCONN);
     } else {
+        /* what was warned as needing a restart is NEWCONN now */
         ck_assert_msg(today_same_upstream(&a->upstreams[0],
                                           &b->upstreams[0]) ==
-                      !(set & KR_RELOAD_RESTART), "%s %s", r->sect, r->key);
+                      !(set & KR_RELOAD_NEWCONN), "%s %s", r->sect, r->key);
     }
     kr_conf_free(a);
     kr_conf_free(b);
@@ -2439,19 +2444,21 @@ START_TEST(test_reload_diff_sections)
           RELOAD_U "[listener c]\nlisten = 127.0.0.1:29092\n"
           "broker_port_base = 29100\n",
           2, KR_RELOAD_REBIND, "listener c (section) -1 0" },
-        /* a new upstream: the reload is refused */
+        /* a new upstream: new connections of its listeners use it
+           (before issue 12 the reload was refused) */
         { RELOAD_U RELOAD_L,
           RELOAD_U "[upstream u2]\nbootstrap_servers = 127.0.0.1:9093\n"
           "[listener a]\nlisten = 127.0.0.1:29092\n"
           "broker_port_base = 29100\nupstream = u1\n",
-          1, KR_RELOAD_REFUSE, "upstream u2 (section) -1 1" },
-        /* an upstream gone: it runs on until a restart */
+          1, KR_RELOAD_NEWCONN, "upstream u2 (section) -1 1" },
+        /* an upstream gone: it serves its open connections until they
+           end */
         { RELOAD_U "[upstream u2]\nbootstrap_servers = 127.0.0.1:9093\n"
           "[listener a]\nlisten = 127.0.0.1:29092\n"
           "broker_port_base = 29100\nupstream = u1\n",
           RELOAD_U "[listener a]\nlisten = 127.0.0.1:29092\n"
           "broker_port_base = 29100\nupstream = u1\n",
-          1, KR_RELOAD_RESTART, "upstream u2 (section) 1 -1" },
+          1, KR_RELOAD_NEWCONN, "upstream u2 (section) 1 -1" },
         /* an upstream written or implied is the same one */
         { RELOAD_U RELOAD_L, RELOAD_U RELOAD_L "upstream = u1\n",
           0, 0, NULL },

@@ -27,6 +27,7 @@
 #include "kr_conf.h"
 #include "kr_schema.h"
 #include "kr_topics.h"
+#include "kr_cluster.h"
 #include "kr_upstream.h"
 
 /* ---- the fake broker ---------------------------------------------------- */
@@ -855,6 +856,94 @@ START_TEST(test_learn_topics)
 }
 END_TEST
 
+/*
+ * issue 12: two kr_upstreams sharing a cluster view (two workers): one
+ * fetch serves both (the second's first fetch sees the first's, recent,
+ * and skips), and what one learns from client traffic the other resolves
+ * without a fetch of its own; ApiVersions ranges and TopicIds too.
+ */
+START_TEST(test_shared_cluster)
+{
+    static const uint8_t id[16] = { 0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    struct kr_cluster *c = kr_cluster_new("test");
+    struct kr_upstream *u1, *u2;
+    struct kr_upstream_health h;
+    struct kr_arena arena;
+    struct kr_node *body, *b, *t;
+    struct kr_array *arr;
+    struct answer a = { 0 };
+    int16_t lo = -5, hi = -5;
+    int i;
+
+    ck_assert_ptr_nonnull(c);
+    kr_arena_init(&arena, 0);
+    fake_broker(&fk, 1, "127.0.0.1", 40001);
+    fake_broker(&fk, 2, "127.0.0.2", 40002);
+    u1 = kr_upstream_new_shared(base, dns, &uc, c, NULL);
+    ck_assert_ptr_nonnull(u1);
+    ck_assert_int_eq(nbrokers_at_least(u1, 2), 2);
+    ck_assert_int_eq(fk.n_metadata, 1);
+    /* the second worker's upstream: the view is there at creation */
+    u2 = kr_upstream_new_shared(base, dns, &uc, c, NULL);
+    ck_assert_ptr_nonnull(u2);
+    ck_assert_ptr_eq(kr_upstream_cluster(u2), c);
+    ck_assert_int_eq(kr_upstream_nbrokers(u2), 2);
+    ck_assert(kr_upstream_api_range(u2, 3, &lo, &hi));
+    ck_assert_int_eq(hi, 12);
+    for (i = 0; i < 20; i++) {
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    ck_assert_int_eq(fk.n_metadata, 1);     /* u2 did not fetch */
+    kr_upstream_health(u2, &h);
+    ck_assert(h.last_ok_ms > 0 && h.last_ok_ms > h.last_fail_ms);
+    ck_assert_int_eq(h.nbrokers, 2);
+    /* u1 learns NodeId 7 and a TopicId from a client's Metadata v12 */
+    body = kr_node_new(&arena, kr_api_root(kr_api_get(3), true, 12), 12);
+    arr = kr_array_new(&arena, KR_T_STRUCT,
+                       kr_node_field(body, (unsigned)kr_struct_field_index(
+                           body->struct_id, "Brokers"))->struct_id, 1, 12);
+    kr_node_get(body, "Brokers")->u.arr = arr;
+    b = arr->items[0].u.node;
+    kr_node_get(b, "NodeId")->u.i = 7;
+    kr_node_get(b, "Host")->u.s.p = (const uint8_t *)"10.7.7.7";
+    kr_node_get(b, "Host")->u.s.len = 8;
+    kr_node_get(b, "Port")->u.i = 9097;
+    arr = kr_array_new(&arena, KR_T_STRUCT,
+                       kr_node_field(body, (unsigned)kr_struct_field_index(
+                           body->struct_id, "Topics"))->struct_id, 1, 12);
+    kr_node_get(body, "Topics")->u.arr = arr;
+    t = arr->items[0].u.node;
+    kr_node_get(t, "Name")->u.s.p = (const uint8_t *)"payments";
+    kr_node_get(t, "Name")->u.s.len = 8;
+    kr_node_get(t, "TopicId")->u.s.p = id;
+    kr_node_get(t, "TopicId")->u.s.len = 16;
+    kr_upstream_learn(u1, body, 3, 12);
+    ck_assert_ptr_null(kr_upstream_resolve(u2, 7, answer_cb, &a));
+    ck_assert_int_eq(a.calls, 1);
+    assert_v4(&a, "10.7.7.7", 9097);
+    ck_assert_int_eq(fk.n_metadata, 1);     /* no fetch for NodeId 7 */
+    ck_assert_str_eq(kr_topic_map_name(kr_upstream_topics(u2), id),
+                     "payments");
+    /* a private view shares nothing */
+    {
+        struct kr_upstream *u3 = kr_upstream_new(base, NULL, &uc);
+
+        ck_assert_ptr_ne(kr_upstream_cluster(u3), c);
+        ck_assert_int_eq(kr_upstream_nbrokers(u3), 0);
+        ck_assert_ptr_null(kr_topic_map_name(kr_upstream_topics(u3), id));
+        kr_upstream_free(u3);
+    }
+    /* references: the last unref frees (ASan/valgrind see a leak or a
+       double free otherwise) */
+    ck_assert_ptr_eq(kr_upstream_ref(u2), u2);
+    kr_upstream_unref(u2);
+    kr_upstream_unref(u2);
+    kr_upstream_free(u1);
+    kr_cluster_put(c);
+    kr_arena_free(&arena);
+}
+END_TEST
+
 static Suite *
 upstream_suite(void)
 {
@@ -877,6 +966,7 @@ upstream_suite(void)
     tcase_add_test(tc, test_cancel_dns);
     tcase_add_test(tc, test_learn);
     tcase_add_test(tc, test_learn_topics);
+    tcase_add_test(tc, test_shared_cluster);
     suite_add_tcase(s, tc);
     return s;
 }

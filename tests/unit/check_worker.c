@@ -487,6 +487,14 @@ setup(void)
         ck_assert_uint_ne(T.port[i], 0);
     }
     ck_assert_uint_ne(T.port[0], T.port[1]);
+    /* issue 12: each worker its own kr_upstream, one cluster view (the
+       daemon's) behind them (read before the threads run) */
+    ck_assert_int_eq(T.w[0]->nups, 1);
+    ck_assert_int_eq(T.w[1]->nups, 1);
+    ck_assert_ptr_ne(T.w[0]->ups[0], T.w[1]->ups[0]);
+    ck_assert_ptr_eq(kr_upstream_cluster(T.w[0]->ups[0]),
+                     kr_upstream_cluster(T.w[1]->ups[0]));
+    ck_assert_ptr_nonnull(kr_upstream_cluster(T.w[0]->ups[0]));
     for (i = 0; i < NWORKERS; i++) {
         ck_assert_int_eq(pthread_create(&T.th[i], NULL, worker_main,
                                         T.base[i]), 0);
