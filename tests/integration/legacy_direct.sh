@@ -38,8 +38,12 @@
 #     kafka-node consume            fails: "Not a message set. Magic byte
 #                                   is 2" (it reads only magic 0/1: what
 #                                   krelay's down-conversion is for)
-# Then the same clients through krelay with translation (legacy_lib.sh's
-# legacy_through_krelay short: one case per kind, byte for byte).
+# Then kcat (fallback 0.9.0: no ApiVersions) through a fresh krelay with
+# translate_legacy and no broker_profile: krelay asks the brokers'
+# ApiVersions itself on each connection (issue 10), byte for byte.  Then
+# the same clients through krelay with translation and the profile
+# (legacy_lib.sh's legacy_through_krelay short: one case per kind, byte
+# for byte).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/legacy_lib.sh"
