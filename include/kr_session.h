@@ -359,6 +359,14 @@ struct kr_session {
     uint16_t proxy_port;
     unsigned proxied:1;                 /* a PROXY header named the client
                                            (not UNKNOWN nor LOCAL) */
+    /* issue 10: krelay's own ApiVersions (kr_session_av.c; appended) */
+    unsigned av_asked:1;                /* asked once on this connection */
+    unsigned av_hold:1;                 /* no client request goes on until
+                                           its answer is in av */
+    unsigned av_sent:1;                 /* in up.out (else av_timer tries
+                                           again) */
+    struct event *av_timer;             /* NULL until needed */
+    int64_t av_asked_ms;                /* sent (kr_clock_timer_ms) */
 };
 
 /*
@@ -380,6 +388,11 @@ int kr_session_new(struct kr_session_host *host, struct kr_group *g,
  * session closes before the response came (s is being freed then: read
  * nothing from it).  The callback may close the session.
  */
+/* The CorrelationId of krelay's own ApiVersions on a client's upstream
+   connection (issue 10, kr_session_av.c): "KRAV", far from a client's
+   and from SASL origination's (0x4b520000 up). */
+#define KR_SESSION_AV_CORR 0x4b524156
+
 typedef void (*kr_session_internal_cb)(struct kr_session *s, void *arg,
                                        int16_t api_key, int16_t api_version,
                                        struct evbuffer *payload);

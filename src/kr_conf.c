@@ -506,14 +506,17 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_UPSTREAM, "broker_profile", KR_CT_CHOICE, UPS(broker_profile),
       0, "learned", 0, 0, 0,
       "what the brokers accept, for legacy translation (translate_legacy) "
-      "and krelay -t: learned (from each broker's ApiVersions answer; a "
+      "and krelay -t: learned (from each broker's ApiVersions answer, "
+      "which krelay asks for itself on a connection whose client did not "
+      "ask, before its first request of a version Kafka 4 removed; a "
       "Kafka 4 broker, recognised by its minima, refuses Produce v0-2 "
       "although it advertises them), kafka-4.0.0 or kafka-4.0.1+ (the "
       "versions those releases removed, KIP-896; they differ in JoinGroup "
       "v0-1, which 4.0.0 refuses).  A profile holds whatever the brokers "
-      "advertise, except where a broker's own minimum is higher; with "
-      "one, krelay -t refuses a clamp below its minimum unless "
-      "translate_legacy covers it", kr_cf_profile_choices },
+      "advertise, except where a broker's own minimum is higher, and "
+      "krelay asks no ApiVersions of its own; with one, krelay -t refuses "
+      "a clamp below its minimum unless translate_legacy covers it",
+      kr_cf_profile_choices },
 
     { KR_CS_LOG, "level", KR_CT_LEVEL, LOGC(level), 0, "notice", 0, 0, 0,
       "error, warn, notice, info, debug or trace", kr_cf_level_choices },

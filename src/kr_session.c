@@ -301,6 +301,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
         s->rtimer = NULL;
     }
     kr_s_orig_free(s);
+    kr_s_av_free(s);
     kr_conn_close(&s->client);
     kr_conn_close(&s->up);
     kr_pipe_pool_put(s->host->pipes, s->dn.pipe, s->dn.queued == 0);
@@ -373,6 +374,7 @@ session_free(struct kr_session *s)
         event_free(s->rtimer);
     }
     kr_s_orig_free(s);
+    kr_s_av_free(s);
     free(s->pp);
     kr_s_rq_free(s->stream_rq);
     kr_s_rstream_drop(s);
@@ -1144,9 +1146,9 @@ client_eof_progress(struct kr_session *s)
         return;
     }
     if (s->up.connected && up_owed(s) == 0 && !s->up_shut &&
-        !s->orig_hold) {
-        /* (SASL origination: not before the client's requests waiting
-           for it went on) */
+        !s->orig_hold && !s->av_hold) {
+        /* (SASL origination, krelay's own ApiVersions: not before the
+           client's requests waiting for it went on) */
         s->up_shut = 1;
         if (kr_conn_shutdown_write(&s->up) != 0) {
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");

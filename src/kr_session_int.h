@@ -113,9 +113,14 @@ enum nreq_outcome {
     NREQ_REFUSE = 3,                    /* krelay cannot decode it and an
                                            enforcing rule could match it
                                            (*nr filled): never forwarded */
-    NREQ_SASL_TERM = 4                  /* whole, a SASL step krelay
+    NREQ_SASL_TERM = 4,                 /* whole, a SASL step krelay
                                            answers itself (sasl =
                                            terminate; *nr filled) */
+    NREQ_ASK = 5                        /* issue 10: krelay must ask the
+                                           broker's ApiVersions before
+                                           this request (kr_s_av_wanted;
+                                           *nr's h filled, nothing of the
+                                           frame consumed) */
 };
 
 /* What kr_s_rstream_begin decided for a request frame. */
@@ -398,6 +403,51 @@ void kr_s_rsp_let_go(struct kr_session *s, struct kr_inflight *e,
 /* Remember the ranges of an ApiVersions response for clamp targets. */
 void kr_s_learn_apiversions(struct kr_session *s, int16_t ver,
                             struct evbuffer *pl);
+
+/* ---- kr_session_av.c: krelay's own ApiVersions (issue 10) -------------- */
+
+/* What an ApiVersions response taught (kr_s_av_learn). */
+enum kr_s_av_learned {
+    KR_S_AV_OK = 0,                     /* its ranges are in s->av */
+    KR_S_AV_ERROR_CODE,                 /* ErrorCode not 0 (*err_code) */
+    KR_S_AV_NO_KEYS,                    /* ErrorCode 0, no usable ApiKeys */
+    KR_S_AV_UNDECODABLE,                /* not an ApiVersions response of
+                                           that version (why) */
+    KR_S_AV_NOMEM
+};
+const char *kr_s_av_learned_str(enum kr_s_av_learned o);
+
+/*
+ * The ApiVersions response pl (version ver, the frame without its size
+ * prefix, left unchanged) of s's broker: on KR_S_AV_OK s->av holds its
+ * ranges (malloc'd, the session's; replaced); otherwise s->av is left as
+ * it was, *err_code the ErrorCode (KR_S_AV_ERROR_CODE) and why (whylen
+ * bytes, NUL-terminated) the codec's message (KR_S_AV_UNDECODABLE).
+ */
+enum kr_s_av_learned kr_s_av_learn(struct kr_session *s, int16_t ver,
+                                   struct evbuffer *pl, int16_t *err_code,
+                                   char *why, size_t whylen);
+
+/*
+ * Must krelay ask s's broker for its ApiVersions before the request (key,
+ * ver) goes on?  True for a version Kafka 4 removed (kr_bv_legacy_range)
+ * when s has not learned its broker's ranges (s->av), has not asked yet,
+ * and [upstream] broker_profile is "learned" (a profile wins).
+ */
+bool kr_s_av_wanted(struct kr_session *s, int16_t key, int16_t ver);
+
+/*
+ * Ask (h: the client's request that waits for the answer, for the log
+ * line): av_hold on (process_requests holds the client's requests from
+ * here), krelay's ApiVersions v0 queued on up.out, or av_timer set to
+ * try again when up.out cannot take it yet.  Its answer fills s->av and
+ * lets the requests go; an answer krelay cannot use closes s (one line).
+ * Returns 0, or -1 when closed.
+ */
+int kr_s_av_ask(struct kr_session *s, const struct kr_req_hdr *h);
+void kr_s_av_timer_cb(evutil_socket_t fd, short what, void *arg);
+/* At the session's end: its timer freed. */
+void kr_s_av_free(struct kr_session *s);
 
 /* Entry i of the FIFO; the oldest one still waiting for its upstream
    response (*idx its index), or NULL. */

@@ -867,6 +867,12 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         return kr_s_orig_client_sasl(s, &h) != 0 ? NREQ_CLOSED : NREQ_WAIT;
     }
     if (h.known && s->sasl.tokens == 0) {
+        if (kr_s_av_wanted(s, h.api_key, h.api_version)) {
+            /* issue 10: what the broker accepts decides its route, and
+               the client never asked: krelay asks first */
+            nr->h = h;
+            return NREQ_ASK;
+        }
         nr->slot = kr_rule_lookup(s->cref->conf->ruleset, h.api_key,
                                   h.api_version, &s->rmask);
         /* issue 10: a version the brokers no longer accept is held and
@@ -999,12 +1005,14 @@ kr_s_process_requests(struct kr_session *s)
             }
             continue;
         }
-        if (s->orig_hold && !s->up_after_auth) {
+        if ((s->orig_hold && !s->up_after_auth) || s->av_hold) {
             /* SASL origination: krelay authenticates the upstream
                connection first (kr_session_sasl.c); the upstream read
                that ends it resumes the requests, as after max_inflight.
                (With sasl = terminate there is no upstream before the
-               client's own login, which krelay answers itself.) */
+               client's own login, which krelay answers itself.)  The
+               same for krelay's own ApiVersions (issue 10,
+               kr_session_av.c) */
             s->req_blocked = avail > 0;
             break;
         }
@@ -1054,6 +1062,18 @@ kr_s_process_requests(struct kr_session *s)
             }
             if (s->closing) {
                 return 0;
+            }
+            total = evbuffer_get_length(in);
+            continue;
+        }
+        if (rc == NREQ_ASK) {
+            /* issue 10: what was scanned goes first, then krelay's
+               ApiVersions; the gate above holds the rest (av_hold) */
+            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            move_bytes(s, in, s->up.out, scan);
+            scan = 0;
+            if (kr_s_av_ask(s, &nr.h) != 0) {
+                return -1;
             }
             total = evbuffer_get_length(in);
             continue;

@@ -1296,62 +1296,14 @@ void
 kr_s_learn_apiversions(struct kr_session *s, int16_t ver, struct evbuffer *pl)
 {
     const struct kr_ruleset *rs = s->cref->conf->ruleset;
-    struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
-    struct kr_codec_err ce;
-    struct kr_arena arena;
-    struct kr_rbuf rb;
-    struct kr_msg m;
-    const struct kr_val *ec, *keys;
-    uint32_t i;
-    int rc;
+    char why[8];
+    int16_t code;
 
     if ((rs == NULL || !rs->any_clamp) && !s->lc->translate_legacy) {
         return;
     }
-    kr_arena_init(&arena, 0);
-    memset(&ce, 0, sizeof(ce));
-    rc = kr_evcodec_view(pl, stack, (int)KR_ARRAY_LEN(stack), &heap, &rb);
-    if (rc == KR_OK) {
-        rc = kr_decode_response(&arena, &rb, KR_API_API_VERSIONS, ver, 0, &m,
-                                &ce);
-    }
-    if (rc != KR_OK) {
-        goto out;               /* kr_rewrite_response reports it */
-    }
-    ec = kr_node_get_id(m.body, KR_FIELD_ERROR_CODE);
-    keys = kr_node_get_id(m.body, KR_FIELD_API_KEYS);
-    if ((ec != NULL && ec->u.i != 0) || keys == NULL ||
-        keys->u.arr == NULL) {
-        goto out;
-    }
-    if (s->av == NULL) {
-        s->av = malloc(((size_t)kr_api_max + 1) * sizeof(*s->av));
-        if (s->av == NULL) {
-            goto out;
-        }
-    }
-    for (i = 0; i <= (uint32_t)kr_api_max; i++) {
-        s->av[i].min = 1;
-        s->av[i].max = 0;
-    }
-    for (i = 0; i < keys->u.arr->n; i++) {
-        const struct kr_node *e = keys->u.arr->items[i].u.node;
-        const struct kr_val *k, *lo, *hi;
-
-        if (e == NULL || (k = kr_node_get_id(e, KR_FIELD_API_KEY)) == NULL ||
-            (lo = kr_node_get_id(e, KR_FIELD_MIN_VERSION)) == NULL ||
-            (hi = kr_node_get_id(e, KR_FIELD_MAX_VERSION)) == NULL) {
-            continue;
-        }
-        if (k->u.i >= 0 && k->u.i <= kr_api_max && lo->u.i >= 0 &&
-            lo->u.i <= hi->u.i && hi->u.i <= INT16_MAX) {
-            s->av[k->u.i].min = (int16_t)lo->u.i;
-            s->av[k->u.i].max = (int16_t)hi->u.i;
-        }
-    }
-out:
-    free(heap);
-    kr_arena_free(&arena);
+    /* a response that does not decode: kr_rewrite_response reports it */
+    (void)kr_s_av_learn(s, ver, pl, &code, why, sizeof(why));
 }
 
 /* ---- a Produce request streamed for its audit line ---------------------- */

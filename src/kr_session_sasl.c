@@ -264,8 +264,6 @@ orig_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
     int64_t life, at;
 
     (void)arg;
-    (void)key;
-    (void)ver;
     if (payload == NULL || s->dead || s->orig == NULL ||
         s->orig->sc == NULL) {
         return;                         /* closing: s is being freed */
@@ -276,6 +274,14 @@ orig_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
     if (p == NULL && len > 0) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return;
+    }
+    if (key == KR_API_API_VERSIONS && s->av == NULL) {
+        int16_t code;
+        char why[8];
+
+        /* issue 10: what this broker accepts (legacy translation), so
+           that kr_session_av.c has nothing to ask */
+        (void)kr_s_av_learn(s, ver, payload, &code, why, sizeof(why));
     }
     out = kr_sasl_client_feed(o->sc, p, len);
     if (out == KR_SASL_CLIENT_SEND) {

@@ -38,8 +38,12 @@
 #     kafka-node consume            fails: "Not a message set. Magic byte
 #                                   is 2" (it reads only magic 0/1: what
 #                                   krelay's down-conversion is for)
-# Then the same clients through krelay with translation (legacy_lib.sh's
-# legacy_through_krelay short: one case per kind, byte for byte).
+# Then kcat (fallback 0.9.0: no ApiVersions) through a fresh krelay with
+# translate_legacy and no broker_profile: krelay asks the brokers'
+# ApiVersions itself on each connection (issue 10), byte for byte.  Then
+# the same clients through krelay with translation and the profile
+# (legacy_lib.sh's legacy_through_krelay short: one case per kind, byte
+# for byte).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/legacy_lib.sh"
@@ -55,7 +59,7 @@ F=$KR_LEGACY_FAIL_WAIT
 # by a modern kcat), f- one partition read from an offset
 leg_start_mock_pair "${LEG_KRELAY_TOPICS_SHORT[@]}" p-kpy:3 p-kcat:3 p-node:3 \
     c-kpy:3 c-kcat:3 c-node:3 \
-    f-kpy:1
+    f-kpy:1 t-ask:3
 leg_seed_all "$LEG_K4" "$LEG_NORMAL" -- c-kpy d1 "$N" -- c-kcat d1 "$N" -- \
     c-node d1 "$N" -- f-kpy d1 "$N" -p 0
 
@@ -103,7 +107,33 @@ if leg_have_node; then
         "^CONSUME-FAILED kafka-node: 0 of $N .*Not a message set\\. Magic byte is 2"
 fi
 
-# 3. Through krelay with translation (legacy_lib.sh).
+# 3. A fresh krelay with translate_legacy and no broker_profile: kcat
+# with fallback 0.9.0 sends no ApiVersions, and no client taught this
+# krelay anything before.  krelay asks the broker itself on each of
+# kcat's upstream connections (its own ApiVersions v0 before the first
+# request below Kafka 4's versions: Produce v1, ListOffsets v0, Fetch v1;
+# the answer never reaches kcat), then translates from what it learned:
+# produced and consumed byte for byte.
+: >"$KR_ACCEPT_LOG"
+KR_LISTENER_CONF="translate_legacy = true" KR_UPSTREAM_CONF= kr_start_krelay
+leg_run ta-kcat 0 "$LEG_OK" leg_kcat_roundtrip "$KR_BOOTSTRAP" t-ask ka "$N" \
+    0.9.0 gzip "$W/ta-kcat.json"
+asks=$(grep -c "asks upstream .* ApiVersions v0 before " "$W/krelay.log")
+learned=$(grep -c "ApiVersions v0: .*Kafka 4" "$W/krelay.log")
+kr_log "krelay asked ApiVersions $asks time(s), learned Kafka 4 $learned" \
+    "time(s): $(grep -m 1 "asks upstream" "$W/krelay.log")"
+[ "$asks" -ge 2 ] && [ "$learned" = "$asks" ] ||
+    kr_spec_fail "krelay asked ApiVersions on $asks connection(s) and" \
+        "learned Kafka 4 on $learned: want the same, at least 2 (the" \
+        "producer's and the consumer's)"
+grep -Eq "sent as v[0-9]+ \(translate_legacy\)" "$W/krelay.log" ||
+    kr_spec_fail "no request translated"
+kr_check_no_close
+kr_check_no_direct
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+mv "$W/krelay.log" "$W/krelay-ask.log"
+
+# 4. Through krelay with translation (legacy_lib.sh).
 legacy_through_krelay short
 
 leg_finish

@@ -12,7 +12,9 @@
  * v0 PLAIN with one raw token round trip, and does not answer Produce
  * with Acks=0, like Kafka (unless answer_acks0: like librdkafka's mock).
  * Connections whose first request has ClientId "krelay" (kr_upstream's
- * own metadata fetch) are never answered.
+ * own metadata fetch) are never answered; krelay's own ApiVersions on a
+ * client's connection (CorrelationId KR_SESSION_AV_CORR, issue 10) is
+ * logged and answered as the client requests are (av_client).
  */
 #include "config.h"
 
@@ -33,9 +35,11 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "kr_api_keys.h"
 #include "kr_audit.h"
+#include "kr_broker_versions.h"
 #include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_conf.h"
@@ -98,6 +102,14 @@ struct fake {
                                    in ipending (fake_release_internal) */
     struct evbuffer *ipending;
     struct fconn *iconn;
+    enum {
+        AVC_ECHO = 0,           /* ApiVersions on client connections: as
+                                   any request (unless answer_av) */
+        AVC_ANSWER,             /* answered with fake_apis */
+        AVC_SILENT              /* never answered */
+    } av_client;
+    bool answer_produce;        /* answer Produce v3 (Acks 1) with a real
+                                   v3 response (fake_produce_response) */
 };
 
 /* The ranges the fake broker offers with answer_av: ApiKey, MinVersion,
@@ -346,6 +358,28 @@ fake_av_response(struct bb *r, int32_t corr, int16_t ver)
     bend(r, at);
 }
 
+/* A Produce v3 response: topic "orders", partition 0 at BaseOffset
+   40 + corr, no error (issue 10's translated Produce answered). */
+static void
+fake_produce_response(struct bb *r, int32_t corr)
+{
+    size_t at = r->n;
+
+    b32(r, 0);
+    b32(r, corr);
+    b32(r, 1);                  /* Responses */
+    bstr(r, "orders");
+    b32(r, 1);                  /* PartitionResponses */
+    b32(r, 0);                  /* Index */
+    b16(r, 0);                  /* ErrorCode */
+    b32(r, 0);                  /* BaseOffset (int64) */
+    b32(r, 40 + corr);
+    b32(r, -1);                 /* LogAppendTimeMs (int64) -1 */
+    b32(r, -1);
+    b32(r, 0);                  /* ThrottleTimeMs */
+    bend(r, at);
+}
+
 static void
 fake_answer(struct fconn *c, const uint8_t *f, size_t len)
 {
@@ -412,8 +446,16 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         metadata_response(&r, corr, fb->md_node, "fakehost", 1234);
         goto send;
     }
-    if (key == KR_API_API_VERSIONS && ver <= 2 && fb->answer_av) {
+    if (key == KR_API_API_VERSIONS && fb->av_client == AVC_SILENT) {
+        return;
+    }
+    if (key == KR_API_API_VERSIONS && ver <= 2 &&
+        (fb->answer_av || fb->av_client == AVC_ANSWER)) {
         fake_av_response(&r, corr, ver);
+        goto send;
+    }
+    if (key == KR_API_PRODUCE && ver == 3 && fb->answer_produce) {
+        fake_produce_response(&r, corr);
         goto send;
     }
     echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
@@ -467,7 +509,8 @@ fconn_read_cb(evutil_socket_t fd, short what, void *arg)
         if (!c->decided) {
             c->decided = true;
             c->internal = flen >= 20 && kr_frame_i16(f + 12) == 6 &&
-                memcmp(f + 14, "krelay", 6) == 0;
+                memcmp(f + 14, "krelay", 6) == 0 &&
+                kr_frame_i32(f + 8) != KR_SESSION_AV_CORR;
         }
         if (!c->internal) {
             evbuffer_add(fb->log, f, flen);
@@ -5591,6 +5634,172 @@ internal_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
  * sees it between the client's frames, its answer goes to krelay, and
  * the client gets exactly its own answers, in order.
  */
+/*
+ * issue 10: a legacy client that sends no ApiVersions, on a listener
+ * with translate_legacy, krelay fresh (its metadata connection learned
+ * nothing: the fake never answers it).  _i 0: no broker_profile: before
+ * the client's first Produce v2, krelay's own ApiVersions v0 (its
+ * CorrelationId, ClientId "krelay") goes first on that connection; its
+ * answer (Produce from v3) is krelay's alone; the Produce v2 goes up as
+ * v3 with a RecordBatch v2 and comes back as v2; the pipelined requests
+ * behind it keep their order.  _i 1: broker_profile = kafka-4.0.0: no
+ * question asked, the profile wins.  _i 2: the broker answers it with
+ * garbage; _i 3: not at all (request_timeout_margin_ms): the client is
+ * closed with one line, its requests never forwarded.
+ */
+/* a magic 1 message set of two messages (check_analyse's LEGACY_GOOD) */
+#define AV_MSGSET "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbwAA" \
+    "AAAAAAABAAAAGx+LXQkBAAAAAYvP5WgB/////wAAAAV3b3JsZA=="
+
+/* Produce v2 (Acks 1) of the message set to "orders" partition 0. */
+static void
+req_produce_v2(struct bb *b, int32_t corr)
+{
+    uint8_t set[128];
+    size_t at = req_begin(b, KR_API_PRODUCE, 2, corr);
+    int n = EVP_DecodeBlock(set, (const uint8_t *)AV_MSGSET,
+                            (int)strlen(AV_MSGSET));
+
+    ck_assert_int_eq(n, 81);
+    n -= 2;                     /* "==": two bytes of padding */
+    b16(b, 1);                  /* Acks */
+    b32(b, 1000);               /* TimeoutMs */
+    b32(b, 1);
+    bstr(b, "orders");
+    b32(b, 1);
+    b32(b, 0);                  /* Index */
+    b32(b, n);                  /* Records */
+    bput(b, set, (size_t)n);
+    bend(b, at);
+}
+
+/* The frame at *off of the fake's log (advanced past it). */
+static const uint8_t *
+log_frame(size_t *off, size_t *flen)
+{
+    const uint8_t *p = evbuffer_pullup(T.fb.log, -1);
+    size_t n = evbuffer_get_length(T.fb.log);
+
+    ck_assert_uint_ge(n, *off + 4);
+    *flen = 4 + (size_t)kr_frame_i32(p + *off);
+    ck_assert_uint_ge(n, *off + *flen);
+    p += *off;
+    *off += *flen;
+    return p;
+}
+
+/* The frame is a Produce v3, CorrelationId corr, of one RecordBatch v2. */
+static void
+expect_produce_v3(const uint8_t *f, size_t flen, int32_t corr)
+{
+    size_t off = 14 + 5;        /* header: ClientId "check" */
+
+    ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_PRODUCE);
+    ck_assert_int_eq(kr_frame_i16(f + 6), 3);
+    ck_assert_int_eq(kr_frame_i32(f + 8), corr);
+    ck_assert_int_eq(kr_frame_i16(f + off), -1);        /* TransactionalId */
+    ck_assert_int_eq(kr_frame_i16(f + off + 2), 1);     /* Acks */
+    off += 2 + 2 + 4 + 4 + 2 + 6 + 4 + 4;               /* to Records */
+    ck_assert_uint_ge(flen, off + 4 + 61);
+    ck_assert_int_eq(kr_frame_i32(f + off), (int32_t)(flen - off - 4));
+    ck_assert_int_eq(f[off + 4 + 16], 2);               /* magic */
+    ck_assert_int_eq(kr_frame_i32(f + off + 4 + 57), 2); /* RecordsCount */
+}
+
+START_TEST(legacy_asks_apiversions)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    char *log, want[160];
+
+    T.lc.translate_legacy = true;
+    T.fb.answer_produce = true;
+    T.fb.av_client = _i == 2 ? AVC_ECHO : _i == 3 ? AVC_SILENT : AVC_ANSWER;
+    if (_i == 1) {
+        T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    }
+    if (_i == 3) {
+        T.uc.request_timeout_margin_ms = 300;
+    }
+    log_capture();
+    kr_log_level_cur = KR_LOG_DEBUG;
+    start();
+    c = cli_open(boot_port(), 0);
+    /* pipelined: Produce v2, Heartbeat v0 (kept by Kafka 4), Produce v2 */
+    req_heartbeat(&hb, 2);
+    req_produce_v2(&req, 1);
+    bput(&req, hb.b, hb.n);
+    req_produce_v2(&req, 3);
+    cli_send(c, req.b, req.n);
+    if (_i >= 2) {
+        ck_assert(cli_wait_closed(c));
+        ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+        /* krelay's ApiVersions only: nothing of the client's went up */
+        f = log_frame(&off, &flen);
+        ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_API_VERSIONS);
+        ck_assert_uint_eq(evbuffer_get_length(T.fb.log), flen);
+        if (_i == 2) {
+            snprintf(want, sizeof(want), "answered krelay's own ApiVersions "
+                     "v0 with ");
+        } else {
+            snprintf(want, sizeof(want), "sent no response to krelay's own "
+                     "ApiVersions v0 CorrelationId %d", KR_SESSION_AV_CORR);
+        }
+        log = log_text();
+        ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+        free(log);
+        free(req.b);
+        free(hb.b);
+        return;
+    }
+    /* the client gets the answers to its three requests, nothing else:
+       the Produce v2 answers as the broker's v3 ones (same layout) */
+    fake_produce_response(&exp, 1);
+    expected_echo(&hb, 0, &exp);
+    fake_produce_response(&exp, 3);
+    cli_expect(c, &exp);
+    pump_for(50);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert(!c->closed);
+    /* what the broker got, in order */
+    if (_i == 0) {
+        f = log_frame(&off, &flen);
+        ck_assert_uint_eq(flen, 4 + 16);
+        ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_API_VERSIONS);
+        ck_assert_int_eq(kr_frame_i16(f + 6), 0);
+        ck_assert_int_eq(kr_frame_i32(f + 8), KR_SESSION_AV_CORR);
+        ck_assert_int_eq(kr_frame_i16(f + 12), 6);
+        ck_assert(memcmp(f + 14, "krelay", 6) == 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, requests_internal), 1);
+        ck_assert_uint_eq(KR_STAT_GET(ST, responses_internal), 1);
+        ck_assert_ptr_nonnull(T.w->sessions);
+        ck_assert_ptr_nonnull(T.w->sessions->av);
+        ck_assert_int_eq(T.w->sessions->av[KR_API_PRODUCE].min, 3);
+    } else {
+        ck_assert_uint_eq(KR_STAT_GET(ST, requests_internal), 0);
+        ck_assert_ptr_null(T.w->sessions->av);
+    }
+    f = log_frame(&off, &flen);
+    expect_produce_v3(f, flen, 1);
+    f = log_frame(&off, &flen);
+    ck_assert_uint_eq(flen, hb.n);              /* as the client sent it */
+    ck_assert(memcmp(f, hb.b, hb.n) == 0);
+    f = log_frame(&off, &flen);
+    expect_produce_v3(f, flen, 3);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
+    log = log_text();
+    ck_assert((strstr(log, "krelay asks upstream") != NULL) == (_i == 0));
+    ck_assert((strstr(log, "Kafka 4, Produce from v3") != NULL) == (_i == 0));
+    free(log);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
 START_TEST(internal_request_not_forwarded)
 {
     struct bb req = { 0 }, own = { 0 }, exp = { 0 }, seen = { 0 };
@@ -6227,6 +6436,7 @@ session_suite(void)
     tcase_add_test(tc, max_inflight_held_response_resumes);
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
+    tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("splice");
