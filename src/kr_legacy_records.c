@@ -13,6 +13,7 @@
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
 #include "kr_legacy_records.h"
+#include "kr_xbuf.h"
 
 void
 kr_legacy_parts_free(struct kr_legacy_parts *p)
@@ -62,17 +63,14 @@ parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
 }
 
 /*
- * The two buffers a thread keeps between calls (a partition's records
- * copied whole, and converted): as kr_records.c's scratch, a buffer of
- * a megabyte malloc'd and freed per call is mmap'd, page-faulted in and
- * unmapped every time, most of the cost of converting it.  Each is kept
- * up to KEEP_BYTES; both freed at thread exit (a pthread key).
+ * The buffer a thread keeps between calls for a partition's records
+ * copied whole (when they straddle the frame's chains): as kr_records.c's
+ * scratch, a buffer of a megabyte malloc'd and freed per call is mmap'd,
+ * page-faulted in and unmapped every time.  Kept up to KEEP_BYTES, freed
+ * at thread exit (a pthread key).  The converted records go into shared
+ * blocks (kr_xbuf.h), kept per thread by that module.
  */
 #define KEEP_BYTES (4u << 20)
-
-struct lr_tls {
-    struct kr_bytes tmp, out;
-};
 
 static pthread_key_t lr_key;
 static pthread_once_t lr_once = PTHREAD_ONCE_INIT;
@@ -81,11 +79,10 @@ static bool lr_key_ok;
 static void
 lr_tls_free(void *arg)
 {
-    struct lr_tls *t = arg;
+    struct kr_bytes *t = arg;
 
     if (t != NULL) {
-        kr_bytes_free(&t->tmp);
-        kr_bytes_free(&t->out);
+        kr_bytes_free(t);
         free(t);
     }
 }
@@ -96,14 +93,13 @@ lr_key_init(void)
     lr_key_ok = pthread_key_create(&lr_key, lr_tls_free) == 0;
 }
 
-/* *tmp and *out: the thread's kept buffers (empty ones when none). */
+/* *tmp: the thread's kept buffer (an empty one when none). */
 static void
-lr_take(struct kr_bytes *tmp, struct kr_bytes *out)
+lr_take(struct kr_bytes *tmp)
 {
-    struct lr_tls *t = NULL;
+    struct kr_bytes *t = NULL;
 
     *tmp = (struct kr_bytes){ 0 };
-    *out = (struct kr_bytes){ 0 };
     if (pthread_once(&lr_once, lr_key_init) != 0 || !lr_key_ok) {
         return;
     }
@@ -116,33 +112,26 @@ lr_take(struct kr_bytes *tmp, struct kr_bytes *out)
         }
     }
     if (t != NULL) {
-        *tmp = t->tmp;
-        *out = t->out;
-        *t = (struct lr_tls){ 0 };
+        *tmp = *t;
+        *t = (struct kr_bytes){ 0 };
     }
-    tmp->len = out->len = 0;
+    tmp->len = 0;
 }
 
-/* tmp and out back to the thread (or freed: past KEEP_BYTES, no key). */
+/* tmp back to the thread (or freed: past KEEP_BYTES, no key). */
 static void
-lr_give(struct kr_bytes *tmp, struct kr_bytes *out)
+lr_give(struct kr_bytes *tmp)
 {
-    struct lr_tls *t = lr_key_ok ? pthread_getspecific(lr_key) : NULL;
+    struct kr_bytes *t = lr_key_ok ? pthread_getspecific(lr_key) : NULL;
 
     if (tmp->cap > KEEP_BYTES || t == NULL) {
         kr_bytes_free(tmp);
     }
-    if (out->cap > KEEP_BYTES || t == NULL) {
-        kr_bytes_free(out);
-    }
     if (t != NULL) {
-        kr_bytes_free(&t->tmp);     /* empty unless a nested call kept */
-        kr_bytes_free(&t->out);
-        t->tmp = *tmp;
-        t->out = *out;
+        kr_bytes_free(t);           /* empty unless a nested call kept */
+        *t = *tmp;
     }
     *tmp = (struct kr_bytes){ 0 };
-    *out = (struct kr_bytes){ 0 };
 }
 
 /* The Kafka error a records outcome is answered with. */
@@ -193,24 +182,59 @@ records_bytes(const struct kr_val *val, const struct kr_rbuf *rb,
     return tmp->p;
 }
 
-/* out's bytes as records of val, copied into the arena. */
+/*
+ * out (an open shared block, kr_xbuf.h) made ready for a partition's
+ * records: opened when it is not (room for about hint bytes), emptied.
+ */
 static int
-set_records(struct kr_arena *a, struct kr_val *val, const struct kr_bytes *out)
+out_ready(struct kr_bytes *out, size_t hint)
 {
+    if (out->p == NULL &&
+        !kr_xbuf_open(out, hint < SIZE_MAX / 2 ? hint + hint / 4 : hint)) {
+        return KR_ENOMEM;
+    }
+    out->len = KR_XBUF_HDR;
+    return KR_OK;
+}
+
+/*
+ * out's records (after its header) as the records of val.  At least
+ * SHARE_MIN bytes: the block itself, sealed, its reference given to the
+ * arena (the tree's owner), never copied again (the encoder lists it as
+ * a slice of its own, kr_evcodec_emit hands it to libevent); out is left
+ * closed.  Fewer: copied into the arena, out kept for the next one.
+ */
+#define SHARE_MIN 16384u
+
+static int
+set_records(struct kr_arena *a, struct kr_val *val, struct kr_bytes *out)
+{
+    size_t len = out->len - KR_XBUF_HDR;
     uint8_t *p = NULL;
 
-    if (out->len > INT32_MAX) {
+    if (len > INT32_MAX) {
         return KR_ELIMIT;
     }
-    if (out->len > 0) {
-        p = kr_arena_alloc_uninit(a, out->len);
+    if (len >= SHARE_MIN) {
+        const uint8_t *d = kr_xbuf_seal(out);
+
+        if (kr_arena_defer(a, kr_xbuf_unref_cb, (void *)(uintptr_t)d) !=
+            KR_OK) {
+            kr_xbuf_unref(d);
+            return KR_ENOMEM;
+        }
+        kr_val_set_records_shared(val, d, (int32_t)len);
+        return KR_OK;
+    }
+    if (len > 0) {
+        p = kr_arena_alloc_uninit(a, len);
         if (p == NULL) {
             return KR_ENOMEM;
         }
-        memcpy(p, out->p, out->len);
+        memcpy(p, out->p + KR_XBUF_HDR, len);
     }
     kr_val_set_records_ext(val, p != NULL ? p : (const uint8_t *)"",
-                           (int32_t)out->len);
+                           (int32_t)len);
     return KR_OK;
 }
 
@@ -239,7 +263,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                      struct kr_records_stats *st)
 {
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
-    struct kr_bytes tmp, out;
+    struct kr_bytes tmp, out = { 0 };
     struct kr_records_up_opts uo;
     size_t left = o->max_uncompressed, used;
     uint64_t inf;
@@ -250,7 +274,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
         return KR_EPROTO;
     }
     memset(&uo, 0, sizeof(uo));
-    lr_take(&tmp, &out);
+    lr_take(&tmp);
     uo.max_batch_bytes = o->max_batch_bytes;
     uo.max_uncompressed = o->max_uncompressed;
     for (t = 0; t < topics->n && rc == KR_OK; t++) {
@@ -281,7 +305,10 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                 rc = KR_ENOMEM;
                 break;
             }
-            out.len = 0;
+            rc = out_ready(&out, n);
+            if (rc != KR_OK) {
+                break;
+            }
             why[0] = '\0';
             nb = st->batches_out;
             inf = st->bytes_inflated;
@@ -310,7 +337,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                     /* Produce v3+ takes one batch per partition
                        (ProduceRequest.validateRecords) */
                     bool big = o->max_batch_bytes > 0 &&
-                               out.len > o->max_batch_bytes;
+                               out.len - KR_XBUF_HDR > o->max_batch_bytes;
 
                     e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
                                    : KR_KERR_CORRUPT_MESSAGE;
@@ -319,7 +346,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                              big ? "larger than legacy_batch_max_bytes"
                                  : "it mixes compression codecs",
                              (unsigned long long)(st->batches_out - nb),
-                             out.len);
+                             out.len - KR_XBUF_HDR);
                 } else {
                     e->error = outcome_error(ro);
                     snprintf(e->why, sizeof(e->why), "%s: %s",
@@ -333,7 +360,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             }
         }
     }
-    lr_give(&tmp, &out);
+    kr_xbuf_close(&out);
+    lr_give(&tmp);
     return rc;
 }
 
@@ -624,7 +652,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                      struct kr_records_stats *st, unsigned *nbad)
 {
     struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
-    struct kr_bytes tmp, out;
+    struct kr_bytes tmp, out = { 0 };
     struct kr_records_down_opts d;
     size_t hint = 0;
     uint32_t t, p;
@@ -635,7 +663,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
         return KR_OK;           /* a top-level error: nothing to convert */
     }
     memset(&d, 0, sizeof(d));
-    lr_take(&tmp, &out);
+    lr_take(&tmp);
     d.magic = client_version >= 2 ? 1 : 0;
     d.zstd = o->zstd;
     d.max_uncompressed = o->max_uncompressed;
@@ -674,7 +702,10 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             d.fetch_offset = lp != NULL ? lp->fetch_offset : 0;
             d.max_bytes = lp != NULL && lp->max_bytes > 0
                               ? (size_t)lp->max_bytes : (size_t)INT32_MAX;
-            out.len = 0;
+            rc = out_ready(&out, n);
+            if (rc != KR_OK) {
+                break;
+            }
             why[0] = '\0';
             ro = kr_records_down(in, n, &d, &out, st, why, sizeof(why));
             if (ro == KR_RECORDS_NOMEM) {
@@ -683,7 +714,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             }
             if (ro != KR_RECORDS_OK) {
                 ec->u.i = outcome_error(ro);
-                out.len = 0;
+                out.len = KR_XBUF_HDR;
                 (*nbad)++;
             }
             rc = set_records(a, rec, &out);
@@ -692,6 +723,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             }
         }
     }
-    lr_give(&tmp, &out);
+    kr_xbuf_close(&out);
+    lr_give(&tmp);
     return rc;
 }
