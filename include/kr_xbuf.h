@@ -29,15 +29,17 @@
 #include "kr_compress.h"
 
 #define KR_XBUF_HDR 16u
-#define KR_XBUF_KEEP_BYTES (32u << 20)
+#define KR_XBUF_KEEP_BYTES (64u << 20)
 #define KR_XBUF_KEEP_ONE (8u << 20)
 
 /*
- * b (empty, zeroed) becomes an open block: a free block of the thread's
- * (or none yet), b->len KR_XBUF_HDR (the header's room: data goes after
- * it).  Append with kr_bytes_reserve/kr_bytes_add as to any kr_bytes
- * (it may move).  Then kr_xbuf_seal or kr_xbuf_close.  Allocates nothing
- * but the first kr_bytes_reserve may; false when out of memory.
+ * b (its contents ignored) becomes an open block with room for at least
+ * hint bytes of data: the thread's free block given back last that is
+ * large enough, else a new one (malloc'd, rounded up to 256 KiB);
+ * b->len KR_XBUF_HDR (the header's room: data goes after it).  Append
+ * with kr_bytes_reserve/kr_bytes_add as to any kr_bytes (it may move).
+ * Then kr_xbuf_seal or kr_xbuf_close.  False when out of memory (b
+ * zeroed).
  */
 bool kr_xbuf_open(struct kr_bytes *b, size_t hint) KR_MUST_CHECK;
 

@@ -96,25 +96,42 @@ give(void *p, size_t cap)
     pl->bytes += cap;
 }
 
+/* Fresh blocks: rounded up to this, so that they serve other sizes. */
+#define XBUF_ROUND (256u << 10)
+
 bool
 kr_xbuf_open(struct kr_bytes *b, size_t hint)
 {
     struct xpool *pl = pool_get(true);
+    size_t need, cap;
 
     memset(b, 0, sizeof(*b));
-    if (pl != NULL && pl->head != NULL) {
-        struct xfree *f = pl->head;
-
-        pl->head = f->next;
-        pl->bytes -= f->cap;
-        b->p = (uint8_t *)f;
-        b->cap = f->cap;
-    }
-    if (hint > SIZE_MAX - KR_XBUF_HDR ||
-        !kr_bytes_reserve(b, KR_XBUF_HDR + hint)) {
-        kr_xbuf_close(b);
+    if (hint > SIZE_MAX - KR_XBUF_HDR - XBUF_ROUND) {
         return false;
     }
+    need = KR_XBUF_HDR + hint;
+    if (pl != NULL) {
+        struct xfree **fp, *f;
+
+        /* the last given back that is large enough (a few blocks) */
+        for (fp = &pl->head; (f = *fp) != NULL; fp = &f->next) {
+            if (f->cap >= need) {
+                *fp = f->next;
+                pl->bytes -= f->cap;
+                b->p = (uint8_t *)f;
+                b->cap = f->cap;
+                b->len = KR_XBUF_HDR;
+                return true;
+            }
+        }
+    }
+    /* a new one: no realloc of a kept one (it would copy its bytes) */
+    cap = (need + XBUF_ROUND - 1) / XBUF_ROUND * XBUF_ROUND;
+    b->p = malloc(cap);
+    if (b->p == NULL) {
+        return false;
+    }
+    b->cap = cap;
     b->len = KR_XBUF_HDR;
     return true;
 }
