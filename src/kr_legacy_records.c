@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
@@ -180,6 +181,73 @@ records_bytes(const struct kr_val *val, const struct kr_rbuf *rb,
     }
     tmp->len = *len;
     return tmp->p;
+}
+
+/*
+ * The records of val as segments where they lie (rb's, or the bytes
+ * krelay built): *seg is sv (nsv entries) or a malloc'd array the caller
+ * frees (*heap).  KR_OK, KR_ENOMEM, KR_EPROTO (a slice outside rb).
+ */
+static int
+records_segs(const struct kr_val *val, const struct kr_rbuf *rb,
+             struct iovec *sv, int nsv, struct iovec **seg, int *nseg,
+             struct iovec **heap)
+{
+    uint64_t off, end, base = 0;
+    int i, first = -1, last = -1;
+
+    *heap = NULL;
+    *seg = sv;
+    *nseg = 0;
+    if (val->is_null || val->u.rec.len <= 0) {
+        return KR_OK;
+    }
+    if (val->rec_ext) {
+        sv[0].iov_base = (void *)(uintptr_t)val->u.s.p;
+        sv[0].iov_len = (size_t)val->u.s.len;
+        *nseg = 1;
+        return KR_OK;
+    }
+    off = val->u.rec.off;
+    end = off + (uint64_t)val->u.rec.len;
+    for (i = 0; i < rb->nseg; i++) {
+        uint64_t sl = rb->seg[i].iov_len;
+
+        if (first < 0 && off < base + sl) {
+            first = i;
+        }
+        if (first >= 0 && end <= base + sl) {
+            last = i;
+            break;
+        }
+        base += sl;
+    }
+    if (first < 0 || last < 0) {
+        return KR_EPROTO;
+    }
+    if (last - first + 1 > nsv) {
+        *heap = calloc((size_t)(last - first + 1), sizeof(**heap));
+        if (*heap == NULL) {
+            return KR_ENOMEM;
+        }
+        *seg = *heap;
+    }
+    base = 0;
+    for (i = 0; i < first; i++) {
+        base += rb->seg[i].iov_len;
+    }
+    for (i = first; i <= last; i++) {
+        uint64_t sl = rb->seg[i].iov_len;
+        uint64_t a = off > base ? off - base : 0;
+        uint64_t b = end < base + sl ? end - base : sl;
+        struct iovec *v = &(*seg)[i - first];
+
+        v->iov_base = (uint8_t *)rb->seg[i].iov_base + a;
+        v->iov_len = (size_t)(b - a);
+        base += sl;
+    }
+    *nseg = last - first + 1;
+    return KR_OK;
 }
 
 /*
@@ -652,7 +720,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                      struct kr_records_stats *st, unsigned *nbad)
 {
     struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
-    struct kr_bytes tmp, out = { 0 };
+    struct kr_bytes out = { 0 };
     struct kr_records_down_opts d;
     size_t hint = 0;
     uint32_t t, p;
@@ -663,7 +731,6 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
         return KR_OK;           /* a top-level error: nothing to convert */
     }
     memset(&d, 0, sizeof(d));
-    lr_take(&tmp);
     d.magic = client_version >= 2 ? 1 : 0;
     d.zstd = o->zstd;
     d.max_uncompressed = o->max_uncompressed;
@@ -682,7 +749,8 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
             const struct kr_legacy_part *lp;
             enum kr_records_outcome ro;
-            const uint8_t *in;
+            struct iovec sv[16], *seg, *heap = NULL;
+            int nseg;
             char why[96];
             size_t n;
 
@@ -690,10 +758,14 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                 rc = KR_EPROTO;
                 break;
             }
-            in = records_bytes(rec, rb, &tmp, &n);
-            if (in == NULL) {
-                rc = KR_ENOMEM;
+            rc = records_segs(rec, rb, sv, KR_ARRAY_LEN(sv), &seg, &nseg,
+                              &heap);
+            if (rc != KR_OK) {
                 break;
+            }
+            n = 0;
+            for (int k = 0; k < nseg; k++) {
+                n += seg[k].iov_len;
             }
             if (n == 0) {
                 continue;
@@ -707,7 +779,10 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                 break;
             }
             why[0] = '\0';
-            ro = kr_records_down(in, n, &d, &out, st, why, sizeof(why));
+            ro = kr_records_down_segs(seg, nseg, &d, &out, st, why,
+                                      sizeof(why));
+            free(heap);
+            heap = NULL;
             if (ro == KR_RECORDS_NOMEM) {
                 rc = KR_ENOMEM;
                 break;
@@ -724,6 +799,5 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
         }
     }
     kr_xbuf_close(&out);
-    lr_give(&tmp);
     return rc;
 }
