@@ -15,8 +15,10 @@
  * The struct may live on the stack; kr_arena_init allocates nothing.
  */
 struct kr_arena_chunk;
+struct kr_arena_defer;
 struct kr_arena {
     struct kr_arena_chunk *head;  /* newest chunk */
+    struct kr_arena_defer *defer; /* kr_arena_defer's calls, newest first */
     size_t used;                  /* bytes handed out (statistics) */
     size_t limit;                 /* 0 = unlimited; else max bytes to hold */
 };
@@ -33,9 +35,19 @@ void *kr_arena_alloc(struct kr_arena *a, size_t size);
  * once (bytes copied in: records converted by legacy translation).
  */
 void *kr_arena_alloc_uninit(struct kr_arena *a, size_t size);
-/* Free all but the first chunk; every pointer handed out becomes invalid. */
+/*
+ * fn(arg) called when the arena is next reset or freed (newest first,
+ * before its memory goes): what the tree holds beyond the arena, given
+ * back with it (records in shared blocks, kr_xbuf_unref_cb).  KR_OK, or
+ * KR_ENOMEM (nothing registered: the caller lets go itself).
+ */
+int kr_arena_defer(struct kr_arena *a, void (*fn)(void *), void *arg);
+/*
+ * Free all but the first chunk; every pointer handed out becomes invalid.
+ * Runs the deferred calls first.
+ */
 void kr_arena_reset(struct kr_arena *a);
-/* Free everything. */
+/* Free everything (the deferred calls run first). */
 void kr_arena_free(struct kr_arena *a);
 
 #endif /* KR_ARENA_H */

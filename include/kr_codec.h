@@ -106,7 +106,8 @@ struct kr_val {
     uint8_t is_null;
     uint8_t rec_ext;            /* records whose bytes are u.s, not a
                                    slice of the input: converted records
-                                   (kr_val_set_records_ext) */
+                                   (kr_val_set_records_ext: 1; 2 in a
+                                   shared block, kr_val_set_records_shared) */
 };
 
 /*
@@ -118,6 +119,17 @@ struct kr_val {
  * nothing else.  len -1 with p NULL: null records.
  */
 void kr_val_set_records_ext(struct kr_val *v, const uint8_t *p, int32_t len);
+
+/*
+ * The same with p the data of a shared block (kr_xbuf.h: the whole
+ * block, len bytes, len > 0), which the encoder does not copy: it lists
+ * the bytes as a wbuf slice of their own (struct kr_wbuf_rec.ext), which
+ * kr_evcodec_emit hands to libevent with a reference of its own.  The
+ * tree's owner holds a reference for as long as the tree may be encoded
+ * (kr_arena_defer with kr_xbuf_unref_cb on the tree's arena).
+ */
+void kr_val_set_records_shared(struct kr_val *v, const uint8_t *p,
+                               int32_t len);
 
 /* Array of n values of one element type (structs: .u.node each). */
 struct kr_array {
@@ -258,13 +270,17 @@ int kr_decode_tags(struct kr_arena *arena, const struct kr_rbuf *rb,
 /*
  * Output of an encode: own bytes in buf, plus the records slices that go
  * between them.  recs[i] says: at buf offset .at, insert .len bytes taken
- * from the source payload at .src_off.  recs are in ascending .at order.
+ * from the source payload at .src_off, or, when .ext is not NULL, the
+ * .len bytes at .ext: a shared block's data (kr_val_set_records_shared;
+ * borrowed from the tree, .src_off 0 and ignored).  recs are in
+ * ascending .at order, payload slices in ascending .src_off order.
  * A zeroed struct is a valid empty wbuf; free with kr_wbuf_free.
  */
 struct kr_wbuf_rec {
     size_t at;                  /* position in buf before which it goes */
     uint64_t src_off;           /* offset in the decoded payload */
     int32_t len;                /* bytes */
+    const uint8_t *ext;         /* NULL, or a shared block's data */
 };
 struct kr_wbuf {
     uint8_t *buf;
@@ -305,7 +321,7 @@ int kr_encode_tags(const struct kr_node *n, int16_t v, struct kr_wbuf *w,
 
 /*
  * Contiguous result: w's bytes with every records slice copied in from
- * src (the payload w was decoded from, src_len bytes).  Returns a malloc'd
+ * src (the payload w was decoded from, src_len bytes) or from its .ext.  Returns a malloc'd
  * buffer of w->total bytes that the caller frees, or NULL (ENOMEM, or a
  * slice outside src).  For the tool and tests; the proxy never copies
  * records.

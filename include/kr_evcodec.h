@@ -43,7 +43,9 @@ int kr_evcodec_pass(struct evbuffer *payload, struct evbuffer *out)
  * Write a re-encoded frame: out gets the int32 size prefix, then w's own
  * bytes with every records slice moved (evbuffer chains, never copied)
  * from payload, the frame m was decoded from (without its size prefix),
- * then m's trailing bytes.  payload is drained.  Returns KR_OK; KR_ELIMIT
+ * then m's trailing bytes.  A slice of a shared block (.ext, kr_xbuf.h)
+ * is added by reference (evbuffer_add_reference), with a reference of
+ * out's own let go once libevent is done with it.  payload is drained.  Returns KR_OK; KR_ELIMIT
  * when the frame would exceed INT32_MAX and KR_ERROR when w's slices do
  * not fit payload (nothing written; err, errlen bytes, says why); KR_ENOMEM
  * (err untouched: the caller names it, kr_status_str).

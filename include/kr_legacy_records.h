@@ -8,8 +8,14 @@
  * Works on decoded trees (kr_codec.h) and the payload their records
  * slices point into (struct kr_rbuf); each partition's records are
  * converted by kr_records (kr_records.h) and put back into the tree as
- * records krelay built (kr_val_set_records_ext), allocated in the tree's
- * arena.  A partition whose records do not convert is taken out of a
+ * records krelay built: in a shared block of their own (kr_xbuf.h,
+ * kr_val_set_records_shared: at least 16 KiB, the tree's arena holding
+ * its reference, kr_arena_defer; the encoder lists it as a slice and
+ * libevent writes it by reference), or copied into the tree's arena
+ * (kr_val_set_records_ext) when smaller.  A Fetch partition's records
+ * are read where the payload's segments hold them
+ * (kr_records_down_segs).  A partition whose records do not convert is
+ * taken out of a
  * Produce request (remembered, answered with its error in the response:
  * kr_legacy_produce_merge) or gets its error in a Fetch response.  Pure:
  * no session, no config, no I/O.

@@ -248,6 +248,26 @@ enum kr_records_outcome kr_records_down(const uint8_t *in, size_t n,
     KR_MUST_CHECK;
 
 /*
+ * kr_records_down over input in nseg segments (seg[0..nseg), in order:
+ * the records of a frame where its evbuffer chains hold them, no copy
+ * first).  The same output, outcomes and stats as kr_records_down over
+ * the segments' bytes joined: batches that lie in one segment are read
+ * where they are; an uncompressed one that straddles segments too, only
+ * its records that straddle copied (scratch); any other that straddles
+ * is copied whole first.  The byte positions in why count from the
+ * first segment's first byte, but a magic 0/1 entry's (or compressed
+ * batch's) inner ones: from the segment, or the copy, it is read in.
+ */
+struct iovec;
+enum kr_records_outcome kr_records_down_segs(const struct iovec *seg,
+                                             int nseg,
+                                             const struct kr_records_down_opts *o,
+                                             struct kr_bytes *out,
+                                             struct kr_records_stats *st,
+                                             char *why, size_t whylen)
+    KR_MUST_CHECK;
+
+/*
  * Walk the batches kr_records_up wrote (or any RecordBatch v2 bytes): the
  * batch starting at byte pos of buf[0..n).  true with its whole length
  * (BaseOffset through its last record) in *len, so the next starts at

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kr_arena.h"
+#include "kr_common.h"
 
 #define KR_ARENA_MIN_CHUNK (8u * 1024u)
 #define KR_ARENA_MAX_CHUNK (1024u * 1024u)
@@ -73,6 +74,39 @@ chunk_free(struct kr_arena_chunk *c)
     free(c);
 }
 
+/* A call kr_arena_defer registered (arena memory). */
+struct kr_arena_defer {
+    struct kr_arena_defer *next;
+    void (*fn)(void *);
+    void *arg;
+};
+
+int
+kr_arena_defer(struct kr_arena *a, void (*fn)(void *), void *arg)
+{
+    struct kr_arena_defer *d = kr_arena_alloc_uninit(a, sizeof(*d));
+
+    if (d == NULL) {
+        return KR_ENOMEM;
+    }
+    d->fn = fn;
+    d->arg = arg;
+    d->next = a->defer;
+    a->defer = d;
+    return KR_OK;
+}
+
+static void
+run_defer(struct kr_arena *a)
+{
+    struct kr_arena_defer *d = a->defer;
+
+    a->defer = NULL;
+    for (; d != NULL; d = d->next) {
+        d->fn(d->arg);
+    }
+}
+
 static size_t
 arena_held(const struct kr_arena *a)
 {
@@ -89,6 +123,7 @@ void
 kr_arena_init(struct kr_arena *a, size_t limit)
 {
     a->head = NULL;
+    a->defer = NULL;
     a->used = 0;
     a->limit = limit;
 }
@@ -185,6 +220,7 @@ kr_arena_reset(struct kr_arena *a)
 {
     struct kr_arena_chunk *c, *next, *keep = NULL;
 
+    run_defer(a);
     /* keep the newest ordinary chunk; oversized ones go back to malloc */
     for (c = a->head; c != NULL; c = c->next) {
         if (c->size <= KR_ARENA_MAX_CHUNK) {
@@ -211,6 +247,7 @@ kr_arena_free(struct kr_arena *a)
 {
     struct kr_arena_chunk *c, *next;
 
+    run_defer(a);
     for (c = a->head; c != NULL; c = next) {
         next = c->next;
         chunk_free(c);

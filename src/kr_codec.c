@@ -1800,7 +1800,18 @@ w_rec(struct kr_wbuf *w, uint64_t off, int32_t len)
     w->recs[w->nrecs].at = w->len;
     w->recs[w->nrecs].src_off = off;
     w->recs[w->nrecs].len = len;
+    w->recs[w->nrecs].ext = NULL;
     w->nrecs++;
+}
+
+/* A slice of a shared block's bytes (kr_val_set_records_shared). */
+static void
+w_rec_ext(struct kr_wbuf *w, const uint8_t *p, int32_t len)
+{
+    w_rec(w, 0, len);
+    if (!w->failed) {
+        w->recs[w->nrecs - 1].ext = p;
+    }
 }
 
 void
@@ -1811,6 +1822,15 @@ kr_val_set_records_ext(struct kr_val *v, const uint8_t *p, int32_t len)
     v->u.s.len = len < 0 ? -1 : len;
     v->is_null = len < 0;
     v->present = 1;
+}
+
+void
+kr_val_set_records_shared(struct kr_val *v, const uint8_t *p, int32_t len)
+{
+    kr_val_set_records_ext(v, p, len);
+    if (p != NULL && len > 0) {
+        v->rec_ext = 2;
+    }
 }
 
 static void
@@ -1931,7 +1951,11 @@ enc_val(struct enc *e, uint8_t t, uint8_t et, uint16_t sid, int16_t v,
                               (int)val->u.s.len);
             }
             w_len(w, flex, false, val->u.s.len);
-            w_mem(w, val->u.s.p, (size_t)val->u.s.len);
+            if (val->rec_ext == 2) {
+                w_rec_ext(w, val->u.s.p, val->u.s.len);
+            } else {
+                w_mem(w, val->u.s.p, (size_t)val->u.s.len);
+            }
             return KR_OK;
         }
         w_len(w, flex, false, val->u.rec.len);
@@ -2298,8 +2322,10 @@ kr_wbuf_flatten(const struct kr_wbuf *w, const uint8_t *src, size_t src_len)
         const struct kr_wbuf_rec *r = &w->recs[i];
 
         if (r->len < 0 || r->at < pos || r->at > w->len ||
-            r->src_off > src_len || (uint64_t)r->len > src_len - r->src_off ||
-            (r->len > 0 && src == NULL)) {
+            (r->ext == NULL &&
+             (r->src_off > src_len ||
+              (uint64_t)r->len > src_len - r->src_off ||
+              (r->len > 0 && src == NULL)))) {
             return NULL;
         }
         pos = r->at;
@@ -2317,7 +2343,8 @@ kr_wbuf_flatten(const struct kr_wbuf *w, const uint8_t *src, size_t src_len)
         o += r->at - pos;
         pos = r->at;
         if (r->len > 0) {
-            memcpy(out + o, src + r->src_off, (size_t)r->len);
+            memcpy(out + o, r->ext != NULL ? r->ext : src + r->src_off,
+                   (size_t)r->len);
             o += (size_t)r->len;
         }
     }

@@ -12,6 +12,7 @@
 
 #include "kr_evcodec.h"
 #include "kr_frame.h"
+#include "kr_xbuf.h"
 
 int
 kr_evcodec_view(struct evbuffer *payload, struct iovec *stack, int nstack,
@@ -46,6 +47,15 @@ kr_evcodec_view(struct evbuffer *payload, struct iovec *stack, int nstack,
     return KR_OK;
 }
 
+/* evbuffer_add_reference's cleanup: a shared block's reference. */
+static void
+shared_unref(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    kr_xbuf_unref(data);
+}
+
 static int
 add_size_prefix(struct evbuffer *out, uint64_t len)
 {
@@ -78,6 +88,15 @@ kr_evcodec_emit(struct evbuffer *payload, struct evbuffer *out,
     for (i = 0; i < w->nrecs; i++) {
         const struct kr_wbuf_rec *r = &w->recs[i];
 
+        if (r->ext != NULL) {
+            if (r->len <= 0 || r->at < pos || r->at > w->len) {
+                snprintf(err, errlen,
+                         "internal: records slice %zu out of order", i);
+                return KR_ERROR;
+            }
+            pos = r->at;
+            continue;
+        }
         if (r->len < 0 || r->at < pos || r->at > w->len ||
             r->src_off < consumed || r->src_off > plen ||
             (uint64_t)r->len > plen - r->src_off) {
@@ -115,6 +134,16 @@ kr_evcodec_emit(struct evbuffer *payload, struct evbuffer *out,
             return KR_ENOMEM;
         }
         pos = r->at;
+        if (r->ext != NULL) {
+            /* a shared block: libevent's reference, let go once written */
+            kr_xbuf_ref(r->ext);
+            if (evbuffer_add_reference(out, r->ext, (size_t)r->len,
+                                       shared_unref, NULL) != 0) {
+                kr_xbuf_unref(r->ext);
+                return KR_ENOMEM;
+            }
+            continue;
+        }
         if (r->src_off > consumed &&
             evbuffer_drain(payload, (size_t)(r->src_off - consumed)) != 0) {
             return KR_ERROR;

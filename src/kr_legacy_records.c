@@ -9,10 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
 #include "kr_legacy_records.h"
+#include "kr_xbuf.h"
 
 void
 kr_legacy_parts_free(struct kr_legacy_parts *p)
@@ -62,17 +64,14 @@ parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
 }
 
 /*
- * The two buffers a thread keeps between calls (a partition's records
- * copied whole, and converted): as kr_records.c's scratch, a buffer of
- * a megabyte malloc'd and freed per call is mmap'd, page-faulted in and
- * unmapped every time, most of the cost of converting it.  Each is kept
- * up to KEEP_BYTES; both freed at thread exit (a pthread key).
+ * The buffer a thread keeps between calls for a partition's records
+ * copied whole (when they straddle the frame's chains): as kr_records.c's
+ * scratch, a buffer of a megabyte malloc'd and freed per call is mmap'd,
+ * page-faulted in and unmapped every time.  Kept up to KEEP_BYTES, freed
+ * at thread exit (a pthread key).  The converted records go into shared
+ * blocks (kr_xbuf.h), kept per thread by that module.
  */
 #define KEEP_BYTES (4u << 20)
-
-struct lr_tls {
-    struct kr_bytes tmp, out;
-};
 
 static pthread_key_t lr_key;
 static pthread_once_t lr_once = PTHREAD_ONCE_INIT;
@@ -81,11 +80,10 @@ static bool lr_key_ok;
 static void
 lr_tls_free(void *arg)
 {
-    struct lr_tls *t = arg;
+    struct kr_bytes *t = arg;
 
     if (t != NULL) {
-        kr_bytes_free(&t->tmp);
-        kr_bytes_free(&t->out);
+        kr_bytes_free(t);
         free(t);
     }
 }
@@ -96,14 +94,13 @@ lr_key_init(void)
     lr_key_ok = pthread_key_create(&lr_key, lr_tls_free) == 0;
 }
 
-/* *tmp and *out: the thread's kept buffers (empty ones when none). */
+/* *tmp: the thread's kept buffer (an empty one when none). */
 static void
-lr_take(struct kr_bytes *tmp, struct kr_bytes *out)
+lr_take(struct kr_bytes *tmp)
 {
-    struct lr_tls *t = NULL;
+    struct kr_bytes *t = NULL;
 
     *tmp = (struct kr_bytes){ 0 };
-    *out = (struct kr_bytes){ 0 };
     if (pthread_once(&lr_once, lr_key_init) != 0 || !lr_key_ok) {
         return;
     }
@@ -116,33 +113,26 @@ lr_take(struct kr_bytes *tmp, struct kr_bytes *out)
         }
     }
     if (t != NULL) {
-        *tmp = t->tmp;
-        *out = t->out;
-        *t = (struct lr_tls){ 0 };
+        *tmp = *t;
+        *t = (struct kr_bytes){ 0 };
     }
-    tmp->len = out->len = 0;
+    tmp->len = 0;
 }
 
-/* tmp and out back to the thread (or freed: past KEEP_BYTES, no key). */
+/* tmp back to the thread (or freed: past KEEP_BYTES, no key). */
 static void
-lr_give(struct kr_bytes *tmp, struct kr_bytes *out)
+lr_give(struct kr_bytes *tmp)
 {
-    struct lr_tls *t = lr_key_ok ? pthread_getspecific(lr_key) : NULL;
+    struct kr_bytes *t = lr_key_ok ? pthread_getspecific(lr_key) : NULL;
 
     if (tmp->cap > KEEP_BYTES || t == NULL) {
         kr_bytes_free(tmp);
     }
-    if (out->cap > KEEP_BYTES || t == NULL) {
-        kr_bytes_free(out);
-    }
     if (t != NULL) {
-        kr_bytes_free(&t->tmp);     /* empty unless a nested call kept */
-        kr_bytes_free(&t->out);
-        t->tmp = *tmp;
-        t->out = *out;
+        kr_bytes_free(t);           /* empty unless a nested call kept */
+        *t = *tmp;
     }
     *tmp = (struct kr_bytes){ 0 };
-    *out = (struct kr_bytes){ 0 };
 }
 
 /* The Kafka error a records outcome is answered with. */
@@ -193,24 +183,126 @@ records_bytes(const struct kr_val *val, const struct kr_rbuf *rb,
     return tmp->p;
 }
 
-/* out's bytes as records of val, copied into the arena. */
+/*
+ * The records of val as segments where they lie (rb's, or the bytes
+ * krelay built): *seg is sv (nsv entries) or a malloc'd array the caller
+ * frees (*heap).  KR_OK, KR_ENOMEM, KR_EPROTO (a slice outside rb).
+ */
 static int
-set_records(struct kr_arena *a, struct kr_val *val, const struct kr_bytes *out)
+records_segs(const struct kr_val *val, const struct kr_rbuf *rb,
+             struct iovec *sv, int nsv, struct iovec **seg, int *nseg,
+             struct iovec **heap)
 {
+    uint64_t off, end, base = 0;
+    int i, first = -1, last = -1;
+
+    *heap = NULL;
+    *seg = sv;
+    *nseg = 0;
+    if (val->is_null || val->u.rec.len <= 0) {
+        return KR_OK;
+    }
+    if (val->rec_ext) {
+        sv[0].iov_base = (void *)(uintptr_t)val->u.s.p;
+        sv[0].iov_len = (size_t)val->u.s.len;
+        *nseg = 1;
+        return KR_OK;
+    }
+    off = val->u.rec.off;
+    end = off + (uint64_t)val->u.rec.len;
+    for (i = 0; i < rb->nseg; i++) {
+        uint64_t sl = rb->seg[i].iov_len;
+
+        if (first < 0 && off < base + sl) {
+            first = i;
+        }
+        if (first >= 0 && end <= base + sl) {
+            last = i;
+            break;
+        }
+        base += sl;
+    }
+    if (first < 0 || last < 0) {
+        return KR_EPROTO;
+    }
+    if (last - first + 1 > nsv) {
+        *heap = calloc((size_t)(last - first + 1), sizeof(**heap));
+        if (*heap == NULL) {
+            return KR_ENOMEM;
+        }
+        *seg = *heap;
+    }
+    base = 0;
+    for (i = 0; i < first; i++) {
+        base += rb->seg[i].iov_len;
+    }
+    for (i = first; i <= last; i++) {
+        uint64_t sl = rb->seg[i].iov_len;
+        uint64_t a = off > base ? off - base : 0;
+        uint64_t b = end < base + sl ? end - base : sl;
+        struct iovec *v = &(*seg)[i - first];
+
+        v->iov_base = (uint8_t *)rb->seg[i].iov_base + a;
+        v->iov_len = (size_t)(b - a);
+        base += sl;
+    }
+    *nseg = last - first + 1;
+    return KR_OK;
+}
+
+/*
+ * out (an open shared block, kr_xbuf.h) made ready for a partition's
+ * records: opened when it is not (room for about hint bytes), emptied.
+ */
+static int
+out_ready(struct kr_bytes *out, size_t hint)
+{
+    if (out->p == NULL &&
+        !kr_xbuf_open(out, hint < SIZE_MAX / 2 ? hint + hint / 4 : hint)) {
+        return KR_ENOMEM;
+    }
+    out->len = KR_XBUF_HDR;
+    return KR_OK;
+}
+
+/*
+ * out's records (after its header) as the records of val.  At least
+ * SHARE_MIN bytes: the block itself, sealed, its reference given to the
+ * arena (the tree's owner), never copied again (the encoder lists it as
+ * a slice of its own, kr_evcodec_emit hands it to libevent); out is left
+ * closed.  Fewer: copied into the arena, out kept for the next one.
+ */
+#define SHARE_MIN 16384u
+
+static int
+set_records(struct kr_arena *a, struct kr_val *val, struct kr_bytes *out)
+{
+    size_t len = out->len - KR_XBUF_HDR;
     uint8_t *p = NULL;
 
-    if (out->len > INT32_MAX) {
+    if (len > INT32_MAX) {
         return KR_ELIMIT;
     }
-    if (out->len > 0) {
-        p = kr_arena_alloc_uninit(a, out->len);
+    if (len >= SHARE_MIN) {
+        const uint8_t *d = kr_xbuf_seal(out);
+
+        if (kr_arena_defer(a, kr_xbuf_unref_cb, (void *)(uintptr_t)d) !=
+            KR_OK) {
+            kr_xbuf_unref(d);
+            return KR_ENOMEM;
+        }
+        kr_val_set_records_shared(val, d, (int32_t)len);
+        return KR_OK;
+    }
+    if (len > 0) {
+        p = kr_arena_alloc_uninit(a, len);
         if (p == NULL) {
             return KR_ENOMEM;
         }
-        memcpy(p, out->p, out->len);
+        memcpy(p, out->p + KR_XBUF_HDR, len);
     }
     kr_val_set_records_ext(val, p != NULL ? p : (const uint8_t *)"",
-                           (int32_t)out->len);
+                           (int32_t)len);
     return KR_OK;
 }
 
@@ -239,7 +331,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                      struct kr_records_stats *st)
 {
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
-    struct kr_bytes tmp, out;
+    struct kr_bytes tmp, out = { 0 };
     struct kr_records_up_opts uo;
     size_t left = o->max_uncompressed, used;
     uint64_t inf;
@@ -250,7 +342,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
         return KR_EPROTO;
     }
     memset(&uo, 0, sizeof(uo));
-    lr_take(&tmp, &out);
+    lr_take(&tmp);
     uo.max_batch_bytes = o->max_batch_bytes;
     uo.max_uncompressed = o->max_uncompressed;
     for (t = 0; t < topics->n && rc == KR_OK; t++) {
@@ -281,7 +373,10 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                 rc = KR_ENOMEM;
                 break;
             }
-            out.len = 0;
+            rc = out_ready(&out, n);
+            if (rc != KR_OK) {
+                break;
+            }
             why[0] = '\0';
             nb = st->batches_out;
             inf = st->bytes_inflated;
@@ -310,7 +405,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                     /* Produce v3+ takes one batch per partition
                        (ProduceRequest.validateRecords) */
                     bool big = o->max_batch_bytes > 0 &&
-                               out.len > o->max_batch_bytes;
+                               out.len - KR_XBUF_HDR > o->max_batch_bytes;
 
                     e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
                                    : KR_KERR_CORRUPT_MESSAGE;
@@ -319,7 +414,7 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                              big ? "larger than legacy_batch_max_bytes"
                                  : "it mixes compression codecs",
                              (unsigned long long)(st->batches_out - nb),
-                             out.len);
+                             out.len - KR_XBUF_HDR);
                 } else {
                     e->error = outcome_error(ro);
                     snprintf(e->why, sizeof(e->why), "%s: %s",
@@ -333,7 +428,8 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
             }
         }
     }
-    lr_give(&tmp, &out);
+    kr_xbuf_close(&out);
+    lr_give(&tmp);
     return rc;
 }
 
@@ -624,7 +720,7 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                      struct kr_records_stats *st, unsigned *nbad)
 {
     struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
-    struct kr_bytes tmp, out;
+    struct kr_bytes out = { 0 };
     struct kr_records_down_opts d;
     size_t hint = 0;
     uint32_t t, p;
@@ -635,7 +731,6 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
         return KR_OK;           /* a top-level error: nothing to convert */
     }
     memset(&d, 0, sizeof(d));
-    lr_take(&tmp, &out);
     d.magic = client_version >= 2 ? 1 : 0;
     d.zstd = o->zstd;
     d.max_uncompressed = o->max_uncompressed;
@@ -654,7 +749,8 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             struct kr_val *rec = kr_node_get_id(pn, KR_FIELD_RECORDS);
             const struct kr_legacy_part *lp;
             enum kr_records_outcome ro;
-            const uint8_t *in;
+            struct iovec sv[16], *seg, *heap = NULL;
+            int nseg;
             char why[96];
             size_t n;
 
@@ -662,10 +758,14 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
                 rc = KR_EPROTO;
                 break;
             }
-            in = records_bytes(rec, rb, &tmp, &n);
-            if (in == NULL) {
-                rc = KR_ENOMEM;
+            rc = records_segs(rec, rb, sv, KR_ARRAY_LEN(sv), &seg, &nseg,
+                              &heap);
+            if (rc != KR_OK) {
                 break;
+            }
+            n = 0;
+            for (int k = 0; k < nseg; k++) {
+                n += seg[k].iov_len;
             }
             if (n == 0) {
                 continue;
@@ -674,16 +774,22 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             d.fetch_offset = lp != NULL ? lp->fetch_offset : 0;
             d.max_bytes = lp != NULL && lp->max_bytes > 0
                               ? (size_t)lp->max_bytes : (size_t)INT32_MAX;
-            out.len = 0;
+            rc = out_ready(&out, n);
+            if (rc != KR_OK) {
+                break;
+            }
             why[0] = '\0';
-            ro = kr_records_down(in, n, &d, &out, st, why, sizeof(why));
+            ro = kr_records_down_segs(seg, nseg, &d, &out, st, why,
+                                      sizeof(why));
+            free(heap);
+            heap = NULL;
             if (ro == KR_RECORDS_NOMEM) {
                 rc = KR_ENOMEM;
                 break;
             }
             if (ro != KR_RECORDS_OK) {
                 ec->u.i = outcome_error(ro);
-                out.len = 0;
+                out.len = KR_XBUF_HDR;
                 (*nbad)++;
             }
             rc = set_records(a, rec, &out);
@@ -692,6 +798,6 @@ kr_legacy_fetch_down(struct kr_arena *a, struct kr_node *rsp,
             }
         }
     }
-    lr_give(&tmp, &out);
+    kr_xbuf_close(&out);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <isa-l/crc.h>
 
@@ -196,6 +197,7 @@ struct rec {
     int64_t offset;
     int64_t ts;
     size_t key, val;
+    const uint8_t *kp, *vp;         /* down: where key and value are */
     int32_t klen, vlen;
     uint32_t size;                  /* up: the record's body size in the
                                        batch being planned */
@@ -207,6 +209,9 @@ struct conv {
     struct kr_bytes dz;             /* decompressed payloads */
     struct kr_bytes raw;            /* uncompressed payload to compress */
     struct kr_bytes z;              /* compressed payload */
+    struct kr_bytes bounce;         /* down, segmented input: a batch
+                                       copied whole, or the records that
+                                       straddle two segments */
     char *why;
     size_t whylen;
 };
@@ -222,7 +227,7 @@ struct conv {
 struct conv_tls {
     struct rec *r;
     size_t cap;
-    struct kr_bytes dz, raw, z;
+    struct kr_bytes dz, raw, z, bounce;
 };
 
 static pthread_key_t conv_key;
@@ -239,6 +244,7 @@ conv_tls_free(void *arg)
         kr_bytes_free(&t->dz);
         kr_bytes_free(&t->raw);
         kr_bytes_free(&t->z);
+        kr_bytes_free(&t->bounce);
         free(t);
     }
 }
@@ -281,10 +287,11 @@ conv_init(struct conv *c)
         c->dz = t->dz;
         c->raw = t->raw;
         c->z = t->z;
+        c->bounce = t->bounce;
         *t = (struct conv_tls){ 0 };
     }
     c->nr = 0;
-    c->dz.len = c->raw.len = c->z.len = 0;
+    c->dz.len = c->raw.len = c->z.len = c->bounce.len = 0;
 }
 
 static void
@@ -309,11 +316,13 @@ conv_free(struct conv *c)
     keep_bytes(&c->dz);
     keep_bytes(&c->raw);
     keep_bytes(&c->z);
+    keep_bytes(&c->bounce);
     if (t == NULL) {
         free(c->r);
         kr_bytes_free(&c->dz);
         kr_bytes_free(&c->raw);
         kr_bytes_free(&c->z);
+        kr_bytes_free(&c->bounce);
         return;
     }
     t->r = c->r;                /* t's were taken by conv_init */
@@ -321,6 +330,7 @@ conv_free(struct conv *c)
     t->dz = c->dz;
     t->raw = c->raw;
     t->z = c->z;
+    t->bounce = c->bounce;
 }
 
 static KR_PRINTF(3, 4) enum kr_records_outcome
@@ -1073,6 +1083,66 @@ struct down_batch {
 };
 
 /*
+ * The body of one v2 record, p[i..rend) (after its Length varint), into
+ * r: offset and timestamp from the batch's base (LogAppendTime: the
+ * batch's MaxTimestamp), key and value where they are in p (kp, vp; key,
+ * val their positions).  false when malformed.
+ */
+static bool
+down_rec(const uint8_t *p, size_t i, size_t rend, int64_t base_off,
+         int64_t base_ts, bool lat, int64_t max_ts, struct rec *r)
+{
+    int64_t td, od, kl, vl, hc;
+
+    i++;                            /* attributes */
+    if (i > rend ||
+        !rd_var(p, rend, &i, 10, &td) || !rd_var(p, rend, &i, 5, &od) ||
+        !rd_var(p, rend, &i, 5, &kl) || kl < -1 ||
+        (kl > 0 && (uint64_t)kl > rend - i)) {
+        return false;
+    }
+    size_t kpos = i;
+
+    i += kl > 0 ? (size_t)kl : 0;
+    if (!rd_var(p, rend, &i, 5, &vl) || vl < -1 ||
+        (vl > 0 && (uint64_t)vl > rend - i)) {
+        return false;
+    }
+    size_t vpos = i;
+
+    i += vl > 0 ? (size_t)vl : 0;
+    if (!rd_var(p, rend, &i, 5, &hc) || hc < 0) {
+        return false;
+    }
+    for (int64_t h = 0; h < hc; h++) {
+        int64_t hk, hv;
+
+        if (!rd_var(p, rend, &i, 5, &hk) || hk < 0 ||
+            (uint64_t)hk > rend - i) {
+            return false;
+        }
+        i += (size_t)hk;
+        if (!rd_var(p, rend, &i, 5, &hv) || hv < -1 ||
+            (hv > 0 && (uint64_t)hv > rend - i)) {
+            return false;
+        }
+        i += hv > 0 ? (size_t)hv : 0;
+    }
+    if (i != rend) {
+        return false;
+    }
+    r->offset = wadd(base_off, od);
+    r->ts = lat ? max_ts : wadd(base_ts, td);
+    r->key = kpos;
+    r->klen = (int32_t)kl;
+    r->kp = p + kpos;
+    r->val = vpos;
+    r->vlen = (int32_t)vl;
+    r->vp = p + vpos;
+    return true;
+}
+
+/*
  * Parse the records of the v2 batch at in[pos..pos+len) (CRC checked by
  * the caller) into c->r, decompressing into c->dz when compressed.
  * *src is where keys and values are.
@@ -1121,7 +1191,7 @@ down_parse_v2(struct conv *c, const uint8_t *in, size_t pos, size_t len,
                     end - i);
     }
     for (int32_t k = 0; k < count; k++) {
-        int64_t rl, td, od, kl, vl, hc;
+        int64_t rl;
         size_t rs = i;
 
         if (!rd_var(p, end, &i, 5, &rl) || rl < 6 ||
@@ -1129,54 +1199,16 @@ down_parse_v2(struct conv *c, const uint8_t *in, size_t pos, size_t len,
             goto bad;
         }
         size_t rend = i + (size_t)rl;
-
-        i++;                        /* attributes */
-        if (!rd_var(p, rend, &i, 10, &td) || !rd_var(p, rend, &i, 5, &od) ||
-            !rd_var(p, rend, &i, 5, &kl) || kl < -1 ||
-            (kl > 0 && (uint64_t)kl > rend - i)) {
-            goto bad;
-        }
-        size_t kpos = i;
-
-        i += kl > 0 ? (size_t)kl : 0;
-        if (!rd_var(p, rend, &i, 5, &vl) || vl < -1 ||
-            (vl > 0 && (uint64_t)vl > rend - i)) {
-            goto bad;
-        }
-        size_t vpos = i;
-
-        i += vl > 0 ? (size_t)vl : 0;
-        if (!rd_var(p, rend, &i, 5, &hc) || hc < 0) {
-            goto bad;
-        }
-        for (int64_t h = 0; h < hc; h++) {
-            int64_t hk, hv;
-
-            if (!rd_var(p, rend, &i, 5, &hk) || hk < 0 ||
-                (uint64_t)hk > rend - i) {
-                goto bad;
-            }
-            i += (size_t)hk;
-            if (!rd_var(p, rend, &i, 5, &hv) || hv < -1 ||
-                (hv > 0 && (uint64_t)hv > rend - i)) {
-                goto bad;
-            }
-            i += hv > 0 ? (size_t)hv : 0;
-        }
-        if (i != rend) {
-            goto bad;
-        }
         struct rec *r = rec_add(c);
 
         if (r == NULL) {
             return fail(c, KR_RECORDS_NOMEM, "out of memory");
         }
-        r->offset = wadd(base_off, od);
-        r->ts = lat ? max_ts : wadd(base_ts, td);
-        r->key = kpos;
-        r->klen = (int32_t)kl;
-        r->val = vpos;
-        r->vlen = (int32_t)vl;
+        if (!down_rec(p, i, rend, base_off, base_ts, lat, max_ts, r)) {
+            c->nr--;
+            goto bad;
+        }
+        i = rend;
         continue;
 bad:
         return fail(c, KR_RECORDS_CORRUPT,
@@ -1194,12 +1226,13 @@ bad:
 }
 
 /*
- * Write c->r (keys and values in src) as magic messages appended to out:
+ * Write c->r (keys and values at their kp, vp) as magic messages appended
+ * to out:
  * uncompressed (records below fetch_offset dropped when drop) or one
  * wrapper of codec.  *whole gets the number of messages written.
  */
 static enum kr_records_outcome
-down_put(struct conv *c, const uint8_t *src, const struct down_batch *db,
+down_put(struct conv *c, const struct down_batch *db,
          int magic, int64_t fetch_offset, bool drop, struct kr_bytes *out,
          struct kr_records_stats *st, size_t *written)
 {
@@ -1223,7 +1256,7 @@ down_put(struct conv *c, const uint8_t *src, const struct down_batch *db,
                 continue;
             }
             p = legacy_write(p, magic, r->offset, attr, r->ts,
-                             src + r->key, r->klen, src + r->val, r->vlen);
+                             r->kp, r->klen, r->vp, r->vlen);
             nw++;
         }
         out->len = (size_t)(p - out->p);
@@ -1249,8 +1282,7 @@ down_put(struct conv *c, const uint8_t *src, const struct down_batch *db,
         }
         p = legacy_write(p, magic,
                          magic == 1 ? wsub(r->offset, first) : r->offset,
-                         attr, r->ts, src + r->key, r->klen, src + r->val,
-                         r->vlen);
+                         attr, r->ts, r->kp, r->klen, r->vp, r->vlen);
     }
     c->raw.len = need;
     c->z.len = 0;
@@ -1330,7 +1362,8 @@ down_legacy_1to0(struct conv *c, const uint8_t *in, size_t pos,
         }
         *r = (struct rec){ .offset = m->offset, .ts = m->ts, .key = m->key,
                            .klen = m->klen, .val = m->val,
-                           .vlen = m->vlen };
+                           .vlen = m->vlen, .kp = in + m->key,
+                           .vp = in + m->val };
         st->messages_in++;
         return KR_RECORDS_OK;
     }
@@ -1366,11 +1399,170 @@ down_legacy_1to0(struct conv *c, const uint8_t *in, size_t pos,
         }
     }
     *src = c->dz.p;
+    for (size_t i = 0; i < c->nr; i++) {
+        c->r[i].kp = c->dz.p + c->r[i].key;
+        c->r[i].vp = c->dz.p + c->r[i].val;
+    }
+    return KR_RECORDS_OK;
+}
+
+/*
+ * The input as segments (kr_records_down_segs): the byte at a position,
+ * as many contiguous bytes as its segment has from there, and copies.
+ * Positions only grow within a call but for the restart at 0.
+ */
+struct segs {
+    const struct iovec *v;
+    int n;
+    int at;                         /* the segment of the last lookup */
+    size_t at_off;                  /* its first byte's position */
+};
+
+/* Byte pos (< the total) and *avail contiguous bytes from it. */
+static const uint8_t *
+segs_at(struct segs *s, size_t pos, size_t *avail)
+{
+    if (pos < s->at_off) {
+        s->at = 0;
+        s->at_off = 0;
+    }
+    while (s->at < s->n - 1 && pos - s->at_off >= s->v[s->at].iov_len) {
+        s->at_off += s->v[s->at].iov_len;
+        s->at++;
+    }
+    *avail = s->v[s->at].iov_len - (pos - s->at_off);
+    return (const uint8_t *)s->v[s->at].iov_base + (pos - s->at_off);
+}
+
+/* len bytes from pos (all within the total) copied to dst. */
+static void
+segs_copy(struct segs *s, size_t pos, uint8_t *dst, size_t len)
+{
+    while (len > 0) {
+        size_t av;
+        const uint8_t *p = segs_at(s, pos, &av);
+        size_t k = av < len ? av : len;
+
+        memcpy(dst, p, k);
+        dst += k;
+        pos += k;
+        len -= k;
+    }
+}
+
+/* CRC-32C of len bytes from pos, segment by segment. */
+static uint32_t
+segs_crc32c(struct segs *s, size_t pos, size_t len)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+
+    while (len > 0) {
+        size_t av;
+        const uint8_t *p = segs_at(s, pos, &av);
+        size_t k = av < len ? av : len;
+
+        if (k > (size_t)INT_MAX) {
+            k = (size_t)INT_MAX;
+        }
+        crc = crc32_iscsi((unsigned char *)(uintptr_t)p, (int)k, crc);
+        pos += k;
+        len -= k;
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/*
+ * An uncompressed v2 batch of blen bytes at pos that straddles segments
+ * (its header h, CRC checked by the caller): its records into c->r where
+ * they lie, those that straddle two segments copied into c->bounce
+ * (reserved first for the whole batch: it never moves meanwhile).
+ */
+static enum kr_records_outcome
+down_parse_v2_segs(struct conv *c, struct segs *s, size_t pos, size_t blen,
+                   const uint8_t *h)
+{
+    int64_t base_off = (int64_t)rd64(h);
+    int64_t base_ts = (int64_t)rd64(h + 27);
+    int64_t max_ts = (int64_t)rd64(h + 35);
+    int32_t count = (int32_t)rd32(h + 57);
+    bool lat = rd16(h + 21) & ATTR_TS_LOG_APPEND;
+    size_t q = pos + V2_HEADER, end = pos + blen;
+
+    if (count < 0) {
+        return fail(c, KR_RECORDS_CORRUPT,
+                    "batch at byte %zu (offset %lld): record count %d", pos,
+                    (long long)base_off, count);
+    }
+    c->nr = 0;
+    if ((size_t)count > (end - q) / 7 + 1) {
+        return fail(c, KR_RECORDS_CORRUPT,
+                    "batch at byte %zu (offset %lld): record count %d does "
+                    "not fit %zu bytes", pos, (long long)base_off, count,
+                    end - q);
+    }
+    c->bounce.len = 0;
+    if (!kr_bytes_reserve(&c->bounce, blen)) {
+        return fail(c, KR_RECORDS_NOMEM, "out of memory");
+    }
+    for (int32_t k = 0; k < count; k++) {
+        uint8_t vb[5];
+        size_t av, i = 0, rs = q - pos - V2_HEADER;
+        const uint8_t *p = segs_at(s, q, &av);
+        int64_t rl;
+
+        if (av > end - q) {
+            av = end - q;
+        }
+        if (!rd_var(p, av, &i, 5, &rl)) {
+            /* its Length may straddle: read it whole */
+            size_t nb = end - q < sizeof(vb) ? end - q : sizeof(vb);
+
+            segs_copy(s, q, vb, nb);
+            i = 0;
+            if (!rd_var(vb, nb, &i, 5, &rl)) {
+                goto bad;
+            }
+        }
+        if (rl < 6 || (uint64_t)rl > end - q - i) {
+            goto bad;
+        }
+        size_t total = i + (size_t)rl;
+
+        if (total > av) {
+            /* straddles: this record copied whole */
+            uint8_t *d = c->bounce.p + c->bounce.len;
+
+            segs_copy(s, q, d, total);
+            c->bounce.len += total;
+            p = d;
+        }
+        struct rec *r = rec_add(c);
+
+        if (r == NULL) {
+            return fail(c, KR_RECORDS_NOMEM, "out of memory");
+        }
+        if (!down_rec(p, i, total, base_off, base_ts, lat, max_ts, r)) {
+            c->nr--;
+            goto bad;
+        }
+        q += total;
+        continue;
+bad:
+        return fail(c, KR_RECORDS_CORRUPT,
+                    "batch at byte %zu (offset %lld): record %d of %d "
+                    "malformed (at byte %zu of the batch's records)", pos,
+                    (long long)base_off, k, count, rs);
+    }
+    if (q != end) {
+        return fail(c, KR_RECORDS_CORRUPT,
+                    "batch at byte %zu (offset %lld): %zu bytes after its "
+                    "%d records", pos, (long long)base_off, end - q, count);
+    }
     return KR_RECORDS_OK;
 }
 
 static enum kr_records_outcome
-down_convert(struct conv *c, const uint8_t *in, size_t n,
+down_convert(struct conv *c, struct segs *sg, size_t n,
              const struct kr_records_down_opts *o, struct kr_bytes *out,
              struct kr_records_stats *st)
 {
@@ -1381,14 +1573,16 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
     int magic = o->magic;
 
     while (pos < n && out->len - len0 < limit) {
-        size_t left = n - pos;
+        size_t left = n - pos, av;
+        uint8_t h[V2_HEADER] = { 0 };
 
         if (left < 17) {
             break;                  /* partial batch at the end */
         }
-        int64_t boff = (int64_t)rd64(in + pos);
-        int32_t bl = (int32_t)rd32(in + pos + 8);
-        int bmagic = (int8_t)in[pos + 16];
+        segs_copy(sg, pos, h, left < V2_HEADER ? left : V2_HEADER);
+        int64_t boff = (int64_t)rd64(h);
+        int32_t bl = (int32_t)rd32(h + 8);
+        int bmagic = (int8_t)h[16];
 
         if (bmagic < 0 || bmagic > 2) {
             return fail(c, KR_RECORDS_CORRUPT,
@@ -1405,14 +1599,45 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
         }
         size_t blen = LOG_OVERHEAD + (size_t)bl, start = out->len;
         struct down_batch db = { 0 };
-        const uint8_t *src = in;
-        bool drop = true, copied = false;
+        const uint8_t *src;
+        bool drop = true, copied = false, split = false;
         size_t written = 0;
         enum kr_records_outcome oc;
+        /*
+         * The batch contiguous: in[bpos..bpos+blen) (in its segment, or
+         * copied into c->bounce), unless split (an uncompressed v2 batch
+         * that straddles segments: read where it lies).
+         */
+        const uint8_t *in;
+        size_t bpos;
 
+        (void)segs_at(sg, pos, &av);
+        in = sg->v[sg->at].iov_base;
+        bpos = pos - sg->at_off;        /* pos itself in one segment */
+
+        if (av < blen) {
+            uint16_t at = rd16(h + 21);
+
+            if (bmagic == 2 && (at & 7) == KR_COMPRESSION_NONE &&
+                !(at & ATTR_CONTROL)) {
+                split = true;
+            } else {
+                c->bounce.len = 0;
+                if (!kr_bytes_reserve(&c->bounce, blen)) {
+                    return fail(c, KR_RECORDS_NOMEM, "out of memory");
+                }
+                segs_copy(sg, pos, c->bounce.p, blen);
+                c->bounce.len = blen;
+                in = c->bounce.p;
+                bpos = 0;
+            }
+        }
+        src = in;
         if (bmagic == 2) {
-            uint32_t crc = rd32(in + pos + 17);
-            uint32_t got = kr_records_crc32c(in + pos + 21, blen - 21);
+            uint32_t crc = rd32(h + 17);
+            uint32_t got = split ? segs_crc32c(sg, pos + 21, blen - 21)
+                                 : kr_records_crc32c(in + bpos + 21,
+                                                     blen - 21);
 
             if (crc != got) {
                 return fail(c, KR_RECORDS_CORRUPT,
@@ -1420,7 +1645,7 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
                             "0x%08x, computed 0x%08x", pos, (long long)boff,
                             crc, got);
             }
-            uint16_t attr = rd16(in + pos + 21);
+            uint16_t attr = rd16(h + 21);
             int codec = attr & 7;
 
             st->batches_in++;
@@ -1445,13 +1670,14 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
                             "magic %d consumer (legacy_zstd = refuse)", pos,
                             (long long)boff, magic);
             }
-            oc = down_parse_v2(c, in, pos, blen, codec, maxu, &src);
+            oc = split ? down_parse_v2_segs(c, sg, pos, blen, h)
+                       : down_parse_v2(c, in, bpos, blen, codec, maxu, &src);
             if (oc != KR_RECORDS_OK) {
                 return oc;
             }
             st->messages_in += c->nr;
             db.lat = attr & ATTR_TS_LOG_APPEND;
-            db.max_ts = (int64_t)rd64(in + pos + 35);
+            db.max_ts = (int64_t)rd64(h + 35);
             db.codec = codec;
             drop = codec == KR_COMPRESSION_NONE;
             if (codec == KR_COMPRESSION_ZSTD) {
@@ -1467,14 +1693,15 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
             struct legacy m;
             size_t next;
 
-            oc = legacy_parse(c, in, pos, n, "message", &m, &next);
+            oc = legacy_parse(c, in, bpos, bpos + blen, "message", &m,
+                              &next);
             if (oc != KR_RECORDS_OK) {
                 return oc;
             }
             st->batches_in++;
             if (bmagic <= magic) {
                 /* as it is, as downConvert copies older batches */
-                if (!kr_bytes_add(out, in + pos, blen)) {
+                if (!kr_bytes_add(out, in + bpos, blen)) {
                     return fail(c, KR_RECORDS_NOMEM, "out of memory");
                 }
                 /* a copied wrapper's inner messages are not counted */
@@ -1482,20 +1709,21 @@ down_convert(struct conv *c, const uint8_t *in, size_t n,
                 st->messages_in += written;
                 copied = true;
             } else {
-                oc = down_legacy_1to0(c, in, pos, &m, maxu, &db, &src, &drop,
-                                      st);
+                oc = down_legacy_1to0(c, in, bpos, &m, maxu, &db, &src,
+                                      &drop, st);
                 if (oc != KR_RECORDS_OK) {
                     return oc;
                 }
             }
         }
+        (void)src;
         if (!copied) {
             if (c->nr == 0) {
                 pos += blen;
                 continue;
             }
-            oc = down_put(c, src, &db, magic, o->fetch_offset, drop, out,
-                          st, &written);
+            oc = down_put(c, &db, magic, o->fetch_offset, drop, out, st,
+                          &written);
             if (oc != KR_RECORDS_OK) {
                 return oc;
             }
@@ -1528,10 +1756,26 @@ kr_records_down(const uint8_t *in, size_t n,
                 const struct kr_records_down_opts *o, struct kr_bytes *out,
                 struct kr_records_stats *st, char *why, size_t whylen)
 {
+    struct iovec v = { .iov_base = (void *)(uintptr_t)in, .iov_len = n };
+
+    return kr_records_down_segs(&v, 1, o, out, st, why, whylen);
+}
+
+enum kr_records_outcome
+kr_records_down_segs(const struct iovec *seg, int nseg,
+                     const struct kr_records_down_opts *o,
+                     struct kr_bytes *out, struct kr_records_stats *st,
+                     char *why, size_t whylen)
+{
     struct conv c = { .why = why, .whylen = whylen };
     struct kr_records_stats s = { 0 };
-    size_t len0 = out->len;
+    struct segs sg = { .v = seg, .n = nseg };
+    size_t len0 = out->len, n = 0;
     enum kr_records_outcome oc;
+
+    for (int i = 0; i < nseg; i++) {
+        n += seg[i].iov_len;
+    }
 
     if (why != NULL && whylen > 0) {
         why[0] = '\0';
@@ -1539,8 +1783,11 @@ kr_records_down(const uint8_t *in, size_t n,
     if (o->magic != 0 && o->magic != 1) {
         return fail(&c, KR_RECORDS_CORRUPT, "target magic %d", o->magic);
     }
+    if (n == 0) {
+        return KR_RECORDS_OK;
+    }
     conv_init(&c);
-    oc = down_convert(&c, in, n, o, out, &s);
+    oc = down_convert(&c, &sg, n, o, out, &s);
     conv_free(&c);
     if (oc != KR_RECORDS_OK) {
         out->len = len0;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <zlib.h>
 
@@ -877,6 +878,118 @@ START_TEST(test_mutations)
 }
 END_TEST
 
+/*
+ * kr_records_down_segs gives what kr_records_down gives over the bytes
+ * joined: outcome, output, stats, for inputs cut into segments every
+ * way (each segment its own allocation, so that ASan sees a read past
+ * one): in two at every byte, in small pieces with empty ones between.
+ */
+static int
+segs_cmp(const uint8_t *in, size_t n, const size_t *cuts, size_t ncut,
+         const struct kr_records_down_opts *o)
+{
+    struct iovec v[600];
+    uint8_t *own[600];
+    struct kr_bytes a = { 0 }, b = { 0 };
+    struct kr_records_stats sa = { 0 }, sb = { 0 };
+    enum kr_records_outcome oa, ob;
+    size_t from = 0;
+    int nv = 0, bad = 0;
+
+    for (size_t i = 0; i <= ncut && nv < 600; i++) {
+        size_t to = i < ncut ? cuts[i] : n;
+
+        own[nv] = malloc(to - from > 0 ? to - from : 1);
+        ck_assert_ptr_nonnull(own[nv]);
+        memcpy(own[nv], in + from, to - from);
+        v[nv].iov_base = own[nv];
+        v[nv].iov_len = to - from;
+        nv++;
+        from = to;
+    }
+    KR_TEST_CHECK(kr_bytes_add(&a, "Z", 1) && kr_bytes_add(&b, "Z", 1));
+    oa = kr_records_down(in, n, o, &a, &sa, NULL, 0);
+    ob = kr_records_down_segs(v, nv, o, &b, &sb, NULL, 0);
+    if (oa != ob || a.len != b.len || memcmp(a.p, b.p, a.len) != 0 ||
+        memcmp(&sa, &sb, sizeof(sa)) != 0) {
+        bad = 1;
+    }
+    for (int i = 0; i < nv; i++) {
+        free(own[i]);
+    }
+    kr_bytes_free(&a);
+    kr_bytes_free(&b);
+    return bad;
+}
+
+START_TEST(test_down_segs)
+{
+    static const struct {
+        const uint8_t *p;
+        size_t n;
+    } in[] = {
+        { down_plain_in, DOWN_PLAIN_IN_LEN },
+        { down_gzip_in, DOWN_GZIP_IN_LEN },
+        { down_snappy_in, DOWN_SNAPPY_IN_LEN },
+        { down_lz4_in, DOWN_LZ4_IN_LEN },
+        { down_zstd_in, DOWN_ZSTD_IN_LEN },
+        { down_lat_plain_in, DOWN_LAT_PLAIN_IN_LEN },
+        { down_ctl_in, DOWN_CTL_IN_LEN },
+        { down_lim_in, DOWN_LIM_IN_LEN },
+        { up_plain_v1_in, UP_PLAIN_V1_IN_LEN },
+        { up_gzip_v1_in, UP_GZIP_V1_IN_LEN },
+    };
+    static const size_t pieces[] = { 1, 2, 0, 3, 5, 7, 0, 11 };
+    uint8_t b[1024];
+    size_t cuts[600];
+    int bad = 0, runs = 0;
+
+    for (size_t i = 0; i < KR_ARRAY_LEN(in); i++) {
+        for (int v = 0; v < 8; v++) {
+            struct kr_records_down_opts o = {
+                .magic = (int8_t)(v & 1),
+                .max_bytes = (v & 2) ? 300 : 0,
+                .fetch_offset = (v & 4) ? 101 : 0,
+                .max_uncompressed = 4096 };
+            size_t n = in[i].n, nc = 0, at = 0;
+
+            for (size_t k = 0; k <= n; k++) {
+                cuts[0] = k;
+                bad += segs_cmp(in[i].p, n, cuts, 1, &o);
+                runs++;
+            }
+            for (size_t k = 0; at < n && nc < 599; k++) {
+                at += pieces[k % KR_ARRAY_LEN(pieces)];
+                cuts[nc++] = at < n ? at : n;
+            }
+            bad += segs_cmp(in[i].p, n, cuts, nc, &o);
+            runs++;
+        }
+    }
+    /* every byte changed (CRCs fixed), cut in pieces of 3 */
+    for (size_t i = 0; i < KR_ARRAY_LEN(in); i++) {
+        struct kr_records_down_opts o = { .magic = 1, .max_bytes = 300,
+                                          .max_uncompressed = 4096 };
+
+        for (size_t pos = 0; pos < in[i].n; pos++) {
+            size_t n = in[i].n, nc = 0;
+
+            memcpy(b, in[i].p, n);
+            b[pos] ^= (uint8_t)(pos & 1 ? 0x80 : 0x01);
+            fix_all_crcs(b, n);
+            for (size_t at = 3; at < n && nc < 599; at += 3) {
+                cuts[nc++] = at;
+            }
+            o.magic = (int8_t)(pos & 1);
+            bad += segs_cmp(b, n, cuts, nc, &o);
+            runs++;
+        }
+    }
+    ck_assert_int_gt(runs, 1000);
+    ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 /* Two threads converting at once (each keeps its own scratch) get what
  * one thread got. */
 struct thr {
@@ -953,6 +1066,7 @@ records_suite(void)
     tcase_add_test(tc, test_down_legacy_entries);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_mutations);
+    tcase_add_test(tc, test_down_segs);
     tcase_add_test(tc, test_threads);
     suite_add_tcase(s, tc);
     return s;

@@ -18,6 +18,7 @@
 #include "kr_codec.h"
 #include "kr_conf.h"
 #include "kr_evcodec.h"
+#include "kr_xbuf.h"
 #include "kr_rewrite.h"
 #include "kr_scan.h"
 #include "kr_schema.h"
@@ -1762,6 +1763,83 @@ START_TEST(test_emit_own_gives_buffer)
 }
 END_TEST
 
+/*
+ * A shared block's slice (legacy translation's converted records,
+ * kr_xbuf.h): kr_evcodec_emit writes it by reference between w's own
+ * bytes and a payload slice, kr_wbuf_flatten the same bytes; the block
+ * outlives the tree's arena while out holds it, and is given back once
+ * both let go (the thread's next block is that one).
+ */
+START_TEST(test_emit_shared_block)
+{
+    const size_t n = 100000;
+    struct kr_bytes b = { 0 }, b2 = { 0 };
+    struct kr_arena a;
+    struct kr_wbuf w;
+    struct kr_msg m;
+    struct evbuffer *pl = evbuffer_new(), *out = evbuffer_new();
+    const uint8_t *d;
+    uint8_t *got, *flat, *exp;
+    char err[128];
+
+    ck_assert_ptr_nonnull(pl);
+    ck_assert_ptr_nonnull(out);
+    ck_assert(kr_xbuf_open(&b, n));
+    ck_assert_uint_eq(b.len, KR_XBUF_HDR);
+    for (size_t i = 0; i < n; i++) {
+        b.p[b.len + i] = (uint8_t)(i * 13 + 5);
+    }
+    b.len += n;
+    d = kr_xbuf_seal(&b);
+    ck_assert_ptr_null(b.p);
+    kr_arena_init(&a, 0);
+    ck_assert_int_eq(kr_arena_defer(&a, kr_xbuf_unref_cb,
+                                    (void *)(uintptr_t)d), KR_OK);
+
+    memset(&w, 0, sizeof(w));
+    memset(&m, 0, sizeof(m));
+    w.buf = malloc(11);
+    ck_assert_ptr_nonnull(w.buf);
+    memcpy(w.buf, "HEADMIDTAIL", 11);
+    w.len = w.cap = 11;
+    w.recs = calloc(2, sizeof(*w.recs));
+    ck_assert_ptr_nonnull(w.recs);
+    w.nrecs = w.recs_cap = 2;
+    w.recs[0] = (struct kr_wbuf_rec){ .at = 4, .len = (int32_t)n, .ext = d };
+    w.recs[1] = (struct kr_wbuf_rec){ .at = 7, .src_off = 2, .len = 4 };
+    w.total = 11 + n + 4;
+    ck_assert_int_eq(evbuffer_add(pl, "xxABCDyy", 8), 0);
+
+    exp = malloc(w.total);
+    ck_assert_ptr_nonnull(exp);
+    memcpy(exp, "HEAD", 4);
+    memcpy(exp + 4, d, n);
+    memcpy(exp + 4 + n, "MIDABCDTAIL", 11);
+    flat = kr_wbuf_flatten(&w, (const uint8_t *)"xxABCDyy", 8);
+    ck_assert_ptr_nonnull(flat);
+    ck_assert(memcmp(flat, exp, w.total) == 0);
+    free(flat);
+
+    ck_assert_int_eq(kr_evcodec_emit_own(pl, out, &w, &m, err, sizeof(err)),
+                     KR_OK);
+    ck_assert_uint_eq(evbuffer_get_length(pl), 0);
+    ck_assert_uint_eq(evbuffer_get_length(out), 4 + w.total);
+    kr_wbuf_free(&w);
+    kr_arena_free(&a);              /* the tree goes; out still holds d */
+    got = evbuffer_pullup(out, -1);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_uint_eq(((uint32_t)got[0] << 24 | (uint32_t)got[1] << 16 |
+                       (uint32_t)got[2] << 8 | got[3]), 11 + n + 4);
+    ck_assert(memcmp(got + 4, exp, 11 + n + 4) == 0);
+    evbuffer_free(out);             /* the last reference: d given back */
+    ck_assert(kr_xbuf_open(&b2, 100));
+    ck_assert_ptr_eq(b2.p + KR_XBUF_HDR, d);
+    kr_xbuf_close(&b2);
+    free(exp);
+    evbuffer_free(pl);
+}
+END_TEST
+
 static Suite *
 rewrite_suite(void)
 {
@@ -1785,6 +1863,7 @@ rewrite_suite(void)
     tcase_add_test(tc, test_produce_node_endpoints);
     tcase_add_test(tc, test_produce_without_endpoints);
     tcase_add_test(tc, test_fetch_records_in_place);
+    tcase_add_test(tc, test_emit_shared_block);
     tcase_add_test(tc, test_corrupted_bytes);
     tcase_add_loop_test(tc, test_api_versions_cap, 0, 3);
     tcase_add_loop_test(tc, test_api_versions_clamps, 0, 2);
