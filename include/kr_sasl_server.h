@@ -128,6 +128,15 @@ size_t kr_sasl_rate_key(const struct sockaddr *sa, uint8_t out[16]);
 /* ---- a listener's termination settings ---------------------------------- */
 
 /*
+ * The clock the session lifetime starts from, in monotonic ms (the
+ * now_ms callers pass; arg: the cfg's clock_arg).  Read when a login
+ * completes, after its password check: Kafka's SaslServerAuthenticator
+ * starts the lifetime at authenticationEndNanos, read once the
+ * SaslServer is complete, so a slow PBKDF2 does not eat into it.
+ */
+typedef int64_t (*kr_sasl_srv_clock_fn)(void *arg);
+
+/*
  * What one [listener] with sasl = terminate authenticates with, built
  * once per configuration generation and shared read-only by its
  * sessions (the rate table inside is locked).  Owns users and rate.
@@ -145,6 +154,10 @@ struct kr_sasl_srv_cfg {
     struct kr_scram_cred plain_mock;    /* unknown PLAIN users' check */
     kr_scram_nonce_fn nonce_fn;         /* NULL: random (tests: fixed) */
     void *nonce_arg;
+    kr_sasl_srv_clock_fn clock_fn;      /* read when a login completes:
+                                           kr_clock_timer_ms (tests:
+                                           injected) */
+    void *clock_arg;
 };
 
 /*
@@ -154,8 +167,9 @@ struct kr_sasl_srv_cfg {
  * random; an unknown SCRAM user's server-first has the iterations and
  * salt length of the users' first entry for that hash (else of their
  * first entry; else krelay-passwd's); the fake PLAIN credential has the iterations of the users'
- * first entry (KR_SCRAM_ITER_DEFAULT with none), one PBKDF2 now.  NULL
- * on ENOMEM or an OpenSSL failure.
+ * first entry (KR_SCRAM_ITER_DEFAULT with none), one PBKDF2 now.  The
+ * clock is kr_clock_timer_ms (the session's; a test may replace it).
+ * NULL on ENOMEM or an OpenSSL failure.
  */
 struct kr_sasl_srv_cfg *kr_sasl_srv_cfg_new(
     const enum kr_sasl_srv_mech *order, unsigned n,
@@ -188,7 +202,9 @@ struct kr_sasl_srv {
     char *user;                         /* verified user (no "User:") */
     char *claimed;                      /* the exchange's claimed user */
     enum kr_sasl_srv_mech auth_mech;    /* mechanism of the verified user */
-    int64_t expires_ms;                 /* 0: never; else now-based */
+    int64_t expires_ms;                 /* 0: never; else the cfg's
+                                           clock at the login's end +
+                                           the lifetime */
     uint8_t addr[KR_SASL_RATE_KEY_MAX]; /* the client's address */
     size_t addr_len;
 };
@@ -303,10 +319,11 @@ struct kr_sasl_srv_result {
 
 /*
  * A decoded SaslHandshake (v0-1) or SaslAuthenticate (v0-2) request req
- * (after kr_sasl_srv_gate said MINE) at now_ms.  The response is built
- * in arena into *rsp (res->rsp = rsp) with req's CorrelationId and
- * version.  A PLAIN token's bytes inside req are wiped.  Another ApiKey
- * gives ILLEGAL_STATE with close and no response.
+ * (after kr_sasl_srv_gate said MINE) at now_ms (the login rate's time;
+ * a login's lifetime starts at the cfg's clock once it completes).  The
+ * response is built in arena into *rsp (res->rsp = rsp) with req's
+ * CorrelationId and version.  A PLAIN token's bytes inside req are
+ * wiped.  Another ApiKey gives ILLEGAL_STATE with close and no response.
  */
 void kr_sasl_srv_request(struct kr_sasl_srv *s, struct kr_arena *arena,
                          const struct kr_msg *req, int64_t now_ms,
@@ -314,9 +331,10 @@ void kr_sasl_srv_request(struct kr_sasl_srv *s, struct kr_arena *arena,
 
 /*
  * A raw token (len bytes at tok, its size prefix removed) after a v0
- * handshake (gate RAW) at now_ms.  The answer is res->raw (PLAIN: an
- * empty token; SCRAM: server-first, then server-final); a failure has
- * none (close).  A PLAIN token's bytes are wiped (tok is written to).
+ * handshake (gate RAW) at now_ms (as kr_sasl_srv_request's).  The
+ * answer is res->raw (PLAIN: an empty token; SCRAM: server-first, then
+ * server-final); a failure has none (close).  A PLAIN token's bytes are
+ * wiped (tok is written to).
  */
 void kr_sasl_srv_raw(struct kr_sasl_srv *s, uint8_t *tok, size_t len,
                      int64_t now_ms, struct kr_sasl_srv_result *res);

@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 
 #include "kr_api_keys.h"
+#include "kr_clock.h"
 #include "kr_codec.h"
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
@@ -256,6 +257,14 @@ kr_sasl_rate_take(struct kr_sasl_rate *r, const void *key, size_t keylen,
 
 /* ---- settings ------------------------------------------------------------ */
 
+/* The cfg's clock unless a test replaces it: the session's. */
+static int64_t
+clock_timer(void *arg)
+{
+    (void)arg;
+    return kr_clock_timer_ms();
+}
+
 struct kr_sasl_srv_cfg *
 kr_sasl_srv_cfg_new(const enum kr_sasl_srv_mech *order, unsigned n,
                     struct kr_sasl_users *users, int64_t session_lifetime_ms,
@@ -278,6 +287,7 @@ kr_sasl_srv_cfg_new(const enum kr_sasl_srv_mech *order, unsigned n,
     c->users = users;
     c->session_lifetime_ms = session_lifetime_ms > 0 ? session_lifetime_ms
                                                      : 0;
+    c->clock_fn = clock_timer;
     if (users != NULL && users->n > 0) {
         iter = users->v[0].cred.iterations;
         h = users->v[0].cred.hash;
@@ -613,11 +623,13 @@ set_claimed(struct kr_sasl_srv *s, const uint8_t *p, size_t len)
 
 /*
  * The exchange succeeded for s->claimed: the principal check on
- * re-authentication, the lifetime, the state.  False: the principal
- * changed (res filled as a failure, *msg the client's message).
+ * re-authentication, the lifetime (from now, the check done: the cfg's
+ * clock, not the step's now_ms read before its PBKDF2), the state.
+ * False: the principal changed (res filled as a failure, *msg the
+ * client's message).
  */
 static bool
-succeed(struct kr_sasl_srv *s, struct kr_arena *a, int64_t now_ms,
+succeed(struct kr_sasl_srv *s, struct kr_arena *a,
         struct kr_sasl_srv_result *res, const char **msg)
 {
     if (s->authenticated && strcmp(s->user, s->claimed) != 0) {
@@ -648,7 +660,9 @@ succeed(struct kr_sasl_srv *s, struct kr_arena *a, int64_t now_ms,
     kr_scram_server_free(&s->scram);
     memset(&s->scram, 0, sizeof(s->scram));
     s->expires_ms = s->cfg->session_lifetime_ms > 0
-                    ? now_ms + s->cfg->session_lifetime_ms : 0;
+                    ? s->cfg->clock_fn(s->cfg->clock_arg) +
+                      s->cfg->session_lifetime_ms
+                    : 0;
     res->outcome = KR_SASL_SRV_AUTHENTICATED;
     res->session_lifetime_ms = s->cfg->session_lifetime_ms;
     return true;
@@ -744,7 +758,7 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
                        : KR_SASL_SRV_R_UNKNOWN_USER,
                  known ? "wrong password" : "unknown user");
         } else {
-            succeed(s, a, now_ms, res, msg);
+            succeed(s, a, res, msg);
         }
         return;
     } else {
@@ -812,7 +826,7 @@ first_token(struct kr_sasl_srv *s, struct kr_arena *a, uint8_t *tok,
 /* SCRAM's client-final: as first_token. */
 static void
 final_token(struct kr_sasl_srv *s, struct kr_arena *a, const uint8_t *tok,
-            size_t len, int64_t now_ms, struct kr_sasl_srv_result *res,
+            size_t len, struct kr_sasl_srv_result *res,
             char **out, size_t *out_len, const char **msg)
 {
     enum kr_scram_outcome o;
@@ -820,7 +834,7 @@ final_token(struct kr_sasl_srv *s, struct kr_arena *a, const uint8_t *tok,
     res->user = s->claimed;
     o = kr_scram_server_final(&s->scram, tok, len, out, out_len);
     if (o == KR_SCRAM_OK) {
-        succeed(s, a, now_ms, res, msg);
+        succeed(s, a, res, msg);
         return;
     }
     /* Kafka sends no e= message: a failed SaslAuthenticate */
@@ -984,7 +998,7 @@ authenticate(struct kr_sasl_srv *s, struct kr_arena *a,
                     res, &out, &out_len, &msg);
     } else {
         final_token(s, a, tok != NULL ? tok : (const uint8_t *)"", len,
-                    now_ms, res, &out, &out_len, &msg);
+                    res, &out, &out_len, &msg);
     }
     switch (res->outcome) {
     case KR_SASL_SRV_CONTINUE:
@@ -1053,7 +1067,7 @@ kr_sasl_srv_raw(struct kr_sasl_srv *s, uint8_t *tok, size_t len,
                     res, &out, &out_len, &msg);
     } else {
         final_token(s, NULL, tok != NULL ? tok : (const uint8_t *)"", len,
-                    now_ms, res, &out, &out_len, &msg);
+                    res, &out, &out_len, &msg);
     }
     if (res->outcome == KR_SASL_SRV_CONTINUE ||
         res->outcome == KR_SASL_SRV_AUTHENTICATED) {

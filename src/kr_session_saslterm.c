@@ -624,6 +624,8 @@ kr_s_term_step(struct kr_session *s, struct kr_nreq *nr)
     struct kr_msg m, rsp;
     struct kr_wbuf w;
     char asked[KR_SASL_MECH_NAME_MAX + 1] = "";
+    /* the step's start (the login rate's time); a login's lifetime
+       starts at its end, read by kr_sasl_server after the check */
     int64_t now = kr_clock_timer_ms();
     bool was_auth = t->authenticated;
     int16_t key = -1, ver = -1;

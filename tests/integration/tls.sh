@@ -13,6 +13,8 @@
 #   bn  plain -> a broker whose certificate names another host
 #   bi  plain -> the same broker dialled by IP (no IP SAN)
 #   tn  TLS -> plain, ssl_resumption = false
+#   st  SASL terminated (sasl = terminate, credentials krelay-passwd made)
+#       -> TLS
 # Checked: kcat produces and consumes real messages through each of the
 # four combinations (TLS with and without a client certificate); without
 # one the mTLS listener refuses the handshake; a wrong host name or IP
@@ -23,7 +25,10 @@
 # krelay -t and a reload name a certificate file that does not load with
 # FILE:LINE; a reload with another CA's certificates applies them;
 # sessions (Python's ssl module) resume on tt with the client
-# certificate's subject, never on tn, and not after a reload.
+# certificate's subject, never on tn, and not after a reload; kcat
+# (sasl_plaintext, SCRAM-SHA-512) logs in to krelay on st, produces and
+# consumes through the TLS brokers (issue 9: termination with a TLS
+# upstream).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -38,6 +43,12 @@ case $(kcat -X list 2>/dev/null | grep '^builtin.features') in
 *[\ ,]ssl,*) ;;
 *) kr_skip "kcat with SSL support" ;;
 esac
+# st's credentials: alice, SCRAM-SHA-512 (a test password)
+PASSWD=$top_builddir/krelay-passwd
+[ -x "$PASSWD" ] || kr_fail "$PASSWD not built"
+(umask 077 && printf 'alice-test-pw\n' |
+    "$PASSWD" -m SCRAM-SHA-512 -i 4096 alice >"$W/users") ||
+    kr_fail "krelay-passwd failed"
 
 # ---- HAProxy: a TLS frontend per mock broker, and two with the other
 # certificate (a name check, an IP check) in front of broker 1
@@ -62,7 +73,7 @@ kr_wait_port $((HP + 3)) 30 "$HAPROXY_PID" ||
     kr_fail "HAProxy did not start: $(cat "$W/haproxy.log")"
 
 # ---- krelay
-L=(pp tp pt tt bn bi tn)
+L=(pp tp pt tt bn bi tn st)
 write_conf() {
     local i=0 l
     cat <<EOF
@@ -111,6 +122,8 @@ EOF
         tn) printf 'upstream = plain\nssl = true\nssl_certificate = %s\n' \
                 "$C/server-full.pem"
             echo "ssl_resumption = false" ;;
+        st) printf 'upstream = tls\nsasl = terminate\nsasl_credentials = %s\n' \
+                "$W/users" ;;
         esac
         i=$((i + 1))
     done
@@ -190,6 +203,24 @@ for n in 1 2 3; do
 done
 grep -q "client certificate: .*krelay-test-client" \
     "$W/krelay.log" || kr_fail "mTLS: no client certificate subject logged"
+# SASL terminated by krelay, TLS to the brokers: the session that logged
+# in dialled a TLS front and did its handshake
+case $(kcat -X list 2>/dev/null | grep '^builtin.features') in
+*sasl_scram*)
+    roundtrip st 127.0.0.1 -X security.protocol=sasl_plaintext \
+        -X sasl.mechanisms=SCRAM-SHA-512 -X sasl.username=alice \
+        -X sasl.password=alice-test-pw
+    ids=$(grep -o "\[c#[0-9.]* [0-9.:]* > st/[a-z0-9]*\] SASL SCRAM-SHA-512 authentication succeeded: User:alice (verified)" \
+        "$W/krelay.log" | grep -o 'c#[0-9.]*')
+    [ -n "$ids" ] || kr_fail "st: no SCRAM-SHA-512 login logged"
+    for id in $ids; do
+        grep -Eq "\[$id [0-9.:]* > st/[a-z0-9]*\] tls handshake with the upstream done: TLSv1\.[23] " \
+            "$W/krelay.log" || kr_fail "st: $id logged in but did no upstream TLS handshake: $(grep "\[$id " "$W/krelay.log" | head -8)"
+    done
+    kr_log "st: sasl = terminate to TLS brokers: $(echo "$ids" | wc -l) logins, each upstream over TLS"
+    ;;
+*) kr_log "st: skipped (kcat without SASL SCRAM)" ;;
+esac
 
 # ---- 2. mTLS without a client certificate: refused, one line each
 before=$(grep -c 'tls handshake with the client failed' "$W/krelay.log")

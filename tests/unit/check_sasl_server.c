@@ -5,8 +5,9 @@
  * kr_scram's client side, every request and response going through the
  * codec (encoded, then decoded from its bytes); wrong passwords and
  * unknown users (one message), tokenauth, an unsupported mechanism over
- * v0, the login rate, session lifetime and re-authentication, gates,
- * and every truncated token.
+ * v0, the login rate, session lifetime (from the login's end, through
+ * an injected clock) and re-authentication, gates, and every truncated
+ * token.
  */
 #include "config.h"
 
@@ -73,6 +74,22 @@ users_make(void)
     return u;
 }
 
+/*
+ * The cfg's clock (clock_fn), injected: the now the last step was given
+ * (step_now) plus clock_lag, what its password check took (0: a step
+ * is instant).  clock_reads counts its reads.
+ */
+static int64_t step_now, clock_lag;
+static unsigned clock_reads;
+
+static int64_t
+test_clock(void *arg)
+{
+    ck_assert_ptr_eq(arg, &clock_lag);
+    clock_reads++;
+    return step_now + clock_lag;
+}
+
 static struct kr_sasl_srv_cfg *
 cfg_make(int64_t lifetime, double per_sec, unsigned burst)
 {
@@ -84,6 +101,8 @@ cfg_make(int64_t lifetime, double per_sec, unsigned burst)
                                                     burst);
 
     ck_assert_ptr_nonnull(c);
+    c->clock_fn = test_clock;
+    c->clock_arg = &clock_lag;
     return c;
 }
 
@@ -237,6 +256,7 @@ step(struct kr_sasl_srv *s, int16_t key, int16_t ver, const void *bytes,
     req_make(&rq, key, ver, bytes, blen);
     ck_assert_int_eq(kr_sasl_srv_gate(s, key, now), KR_SASL_SRV_MINE);
     kr_arena_init(&a, 0);
+    step_now = now;
     kr_sasl_srv_request(s, &a, &rq.m, now, &rsp, res);
     last_reason = res->reason;
     last_why = res->why;
@@ -425,6 +445,7 @@ scram_login(struct kr_sasl_srv *s, enum kr_scram_hash h, int ver,
                                            &out_len), KR_SCRAM_OK);
     if (ver < 0) {
         ck_assert_int_eq(kr_sasl_srv_gate(s, 0, now), KR_SASL_SRV_RAW);
+        step_now = now;
         kr_sasl_srv_raw(s, (uint8_t *)out, out_len, now, &res);
         memset(&o, 0, sizeof(o));
         ans = res.raw;
@@ -447,6 +468,7 @@ scram_login(struct kr_sasl_srv *s, enum kr_scram_hash h, int ver,
                          &cl, (const uint8_t *)pw, strlen(pw), &out,
                          &out_len), KR_SCRAM_OK);
     if (ver < 0) {
+        step_now = now;
         kr_sasl_srv_raw(s, (uint8_t *)out, out_len, now, &res);
         ans = res.raw;
         ans_len = res.raw_len;
@@ -975,6 +997,74 @@ START_TEST(lifetime)
 }
 END_TEST
 
+/*
+ * The lifetime starts when the login completes, as Kafka's
+ * (authenticationEndNanos, taken once the SaslServer is complete), not
+ * at the step's now_ms, read before the password check: a login whose
+ * check took 4 s (the cfg's clock 4000 ms past now_ms: a PBKDF2 on a
+ * loaded host or under ASan) keeps its whole 1000 ms.
+ */
+START_TEST(lifetime_from_completion)
+{
+    struct kr_sasl_srv_cfg *c = cfg_make(1000, 0, 0);
+    struct kr_sasl_srv s;
+    struct rsp o;
+    char msg[256];
+    unsigned reads;
+
+    clock_lag = 4000;
+    /* PLAIN over SaslAuthenticate v1: its step at 5000, done at 9000 */
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    reads = clock_reads;
+    ck_assert_int_eq(plain_login(&s, 1, "alice", PW_ALICE, 5000, &o),
+                     KR_SASL_SRV_AUTHENTICATED);
+    ck_assert_int_eq(o.lifetime, 1000);
+    rsp_free(&o);
+    ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 9999),
+                     KR_SASL_SRV_PASS);
+    ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 10000),
+                     KR_SASL_SRV_EXPIRED);
+    ck_assert_int_eq(kr_sasl_srv_expires_ms(&s), 10000);
+    ck_assert_uint_eq(clock_reads, reads + 1);
+    /* re-authentication at 10500, done at 14500: renewed from its end */
+    ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_SASL_HANDSHAKE, 10500),
+                     KR_SASL_SRV_MINE);
+    ck_assert_int_eq(plain_login(&s, 2, "alice", PW_ALICE, 10500, &o),
+                     KR_SASL_SRV_AUTHENTICATED);
+    rsp_free(&o);
+    ck_assert_int_eq(kr_sasl_srv_expires_ms(&s), 15500);
+    ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 15499),
+                     KR_SASL_SRV_PASS);
+    kr_sasl_srv_free(&s);
+
+    /* SCRAM-SHA-512 over v2 and SCRAM-SHA-256 over raw tokens: from the
+       final step's end; a refused login reads no clock */
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    ck_assert_int_eq(scram_login(&s, KR_SCRAM_SHA512, 2, "alice", PW_ALICE,
+                                 20000, msg, sizeof(msg), NULL),
+                     KR_SASL_SRV_AUTHENTICATED);
+    ck_assert_int_eq(kr_sasl_srv_expires_ms(&s), 25000);
+    kr_sasl_srv_free(&s);
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    ck_assert_int_eq(scram_login(&s, KR_SCRAM_SHA256, -1, "alice", PW_ALICE,
+                                 30000, msg, sizeof(msg), NULL),
+                     KR_SASL_SRV_AUTHENTICATED);
+    ck_assert_int_eq(kr_sasl_srv_expires_ms(&s), 35000);
+    ck_assert_int_eq(kr_sasl_srv_gate(&s, KR_API_PRODUCE, 34999),
+                     KR_SASL_SRV_PASS);
+    kr_sasl_srv_free(&s);
+    kr_sasl_srv_init(&s, c, ADDR1, sizeof(ADDR1));
+    reads = clock_reads;
+    ck_assert_int_eq(plain_login(&s, 1, "alice", "wrong", 40000, &o),
+                     KR_SASL_SRV_FAILED);
+    rsp_free(&o);
+    ck_assert_uint_eq(clock_reads, reads);
+    ck_assert_int_eq(kr_sasl_srv_expires_ms(&s), 0);
+    kr_sasl_srv_free(&s);
+    kr_sasl_srv_cfg_free(c);
+}
+END_TEST
+
 /* ---- truncated tokens ---------------------------------------------------- */
 
 /*
@@ -1166,6 +1256,7 @@ suite(void)
     tcase_add_test(t, rate_limit);
     tcase_add_test(t, rate_table);
     tcase_add_test(t, lifetime);
+    tcase_add_test(t, lifetime_from_completion);
     tcase_add_test(t, truncated);
     tcase_add_test(t, mechs_parse);
     tcase_add_test(t, rate_key);
