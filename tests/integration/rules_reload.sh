@@ -23,31 +23,9 @@ EXTRA_PORT=$(kr_free_ports 5) || exit 99
 # (about 6 seconds) and until every reload below is done ($W/reloads.done),
 # so that it produces across all of them however slow the machine is.
 # $W/producer.started appears with its first delivered message.
-kr_run 120 "$KR_PY" - "$KR_BOOTSTRAP" "$W" >"$W/producer.txt" 2>"$W/producer.log" <<'PYEOF' &
-import os, sys, time
-from confluent_kafka import Producer
-ok = bad = 0
-def cb(err, msg):
-    global ok, bad
-    if err is None:
-        ok += 1
-        if ok == 1:
-            open(os.path.join(sys.argv[2], "producer.started"), "w").close()
-    else:
-        bad += 1
-        sys.stderr.write("delivery: %s\n" % err)
-p = Producer({"bootstrap.servers": sys.argv[1], "linger.ms": 0,
-              "message.timeout.ms": 20000})
-done = os.path.join(sys.argv[2], "reloads.done")
-i = 0
-while i < 600 or not os.path.exists(done):
-    p.produce("rld", "reload-%05d" % i, on_delivery=cb)
-    p.poll(0)
-    time.sleep(0.01)
-    i += 1
-p.flush(30)
-print("delivered", ok, "failed", bad, "produced", i)
-PYEOF
+kr_run 120 "$KR_PY" "$(dirname "$0")/steady_producer.py" "$KR_BOOTSTRAP" rld reload \
+    "$W/producer.started" "$W/reloads.done" 600 1 >"$W/producer.txt" \
+    2>"$W/producer.log" &
 PRODUCER=$!
 KR_PIDS+=("$PRODUCER")
 # the reloads happen while it produces: wait for its first delivery

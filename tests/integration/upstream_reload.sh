@@ -27,33 +27,8 @@ CONF=$W/krelay.ini
 
 # A producer on its own connections: "old-N" every 10 ms, at least 300,
 # until the reload is done ($W/reload.done), then 100 more after it.
-kr_run 120 "$KR_PY" - "$KR_BOOTSTRAP" "$W" >"$W/old.txt" 2>"$W/old.log" <<'PYEOF' &
-import os, sys, time
-from confluent_kafka import Producer
-ok = bad = 0
-def cb(err, msg):
-    global ok, bad
-    if err is None:
-        ok += 1
-        if ok == 1:
-            open(os.path.join(sys.argv[2], "old.started"), "w").close()
-    else:
-        bad += 1
-        sys.stderr.write("delivery: %s\n" % err)
-p = Producer({"bootstrap.servers": sys.argv[1], "linger.ms": 0,
-              "message.timeout.ms": 20000})
-done = os.path.join(sys.argv[2], "reload.done")
-i = after = 0
-while i < 300 or after < 100:
-    if os.path.exists(done):
-        after += 1
-    p.produce("upr", "old-%05d" % i, on_delivery=cb)
-    p.poll(0)
-    time.sleep(0.01)
-    i += 1
-p.flush(30)
-print("delivered", ok, "failed", bad, "produced", i)
-PYEOF
+kr_run 120 "$KR_PY" "$(dirname "$0")/steady_producer.py" "$KR_BOOTSTRAP" upr old \
+    "$W/old.started" "$W/reload.done" 300 100 >"$W/old.txt" 2>"$W/old.log" &
 OLD=$!
 KR_PIDS+=("$OLD")
 kr_wait_for 60 test -e "$W/old.started" ||
