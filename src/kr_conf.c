@@ -567,8 +567,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       KR_WORKERS_MAX, KR_CF_RESTART, "event loops, one per thread: each "
       "accepts on its own SO_REUSEPORT socket of every listener (the "
       "kernel spreads new connections over them) and serves its "
-      "connections alone, with its own upstream connections, metadata and "
-      "throttle state (a restart applies a change)", NULL },
+      "connections alone, with its own upstream connections; what one "
+      "worker learns of the cluster the others read at once (a restart "
+      "applies a change)", NULL },
 
     /* [rule NAME]: match keys */
     { KR_CS_RULE, "listener", KR_CT_NAMES, RUL(listener), 0, NULL, 0, 0, 0,
