@@ -2378,27 +2378,6 @@ END_TEST
 
 /* ---- sink ---------------------------------------------------------------- */
 
-/* Whole content of file path (malloc'd, NUL-terminated). */
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    ck_assert_int_ge(n, 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 START_TEST(test_sink_close_flushes)
 {
     char path[128], err[256], line[64], *all, *p;
@@ -2414,7 +2393,7 @@ START_TEST(test_sink_close_flushes)
     }
     ck_assert_uint_eq(kr_audit_dropped(au), 0);
     kr_audit_close(au);                 /* no flush before: close does it */
-    all = slurp(path);
+    all = kr_test_slurp(path, NULL);
     p = all;
     for (i = 0; i < 1000; i++) {
         int n = snprintf(line, sizeof(line), "{\"n\":%u}\n", i);
@@ -2485,8 +2464,8 @@ START_TEST(test_sink_reopen)
     kr_audit_reopen(au);
     ck_assert(kr_audit_write(au, "after", 5));
     kr_audit_close(au);
-    a = slurp(old);
-    b = slurp(path);
+    a = kr_test_slurp(old, NULL);
+    b = kr_test_slurp(path, NULL);
     ck_assert_str_eq(a, "before\nstill-old\n");
     ck_assert_str_eq(b, "after\n");
     free(a);
@@ -2525,7 +2504,7 @@ START_TEST(test_sink_stdout)
     ck_assert_int_eq(write(STDOUT_FILENO, "after\n", 6), 6);
     ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
     close(saved);
-    all = slurp(path);
+    all = kr_test_slurp(path, NULL);
     ck_assert_str_eq(all, "{\"n\":1}\n{\"n\":2}\nafter\n");
     free(all);
 }
@@ -2781,7 +2760,7 @@ START_TEST(test_sink_threads)
     ck_assert_uint_eq(kr_audit_dropped(au), 0);
     kr_audit_close(au);
     /* every line whole, each thread's lines in its own order */
-    all = slurp(path);
+    all = kr_test_slurp(path, NULL);
     for (p = all; *p != '\0'; p = nl + 1) {
         unsigned t, k;
         json_t *j;
@@ -2830,7 +2809,7 @@ START_TEST(test_sink_unflushed)
         usleep(10 * 1000);
     }
     ck_assert_uint_eq(kr_audit_written(au), 3);
-    all = slurp(path);                  /* written, not only counted */
+    all = kr_test_slurp(path, NULL);                  /* written, not only counted */
     ck_assert_str_eq(all, "one\ntwo\nthree\n");
     free(all);
     kr_audit_close(au);

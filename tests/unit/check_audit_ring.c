@@ -43,30 +43,6 @@ teardown(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-/* Whole content of file path (malloc'd, NUL-terminated); *len its bytes. */
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    ck_assert_int_ge(n, 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len != NULL) {
-        *len = (size_t)n;
-    }
-    return buf;
-}
-
 /*
  * Line i of thread t: "t=TT i=IIIIII " then i * 7 % 211 bytes of one
  * letter (the thread's) and '$': lengths vary so that lines cross the
@@ -177,7 +153,7 @@ START_TEST(test_ring_threads)
     ck_assert_uint_eq(kr_audit_dropped(au), refused);
     ck_assert_uint_gt(ok, 0);
     kr_audit_close(au);
-    all = slurp(path, &len);
+    all = kr_test_slurp(path, &len);
     ck_assert(len == 0 || all[len - 1] == '\n');
     for (p = all; *p != '\0'; p = nl + 1) {
         unsigned t, i;
@@ -380,7 +356,7 @@ struct fl_arg {
 static unsigned
 fl_count(const char *path, unsigned t)
 {
-    char *all = slurp(path, NULL), *p, *nl;
+    char *all = kr_test_slurp(path, NULL), *p, *nl;
     unsigned n = 0;
 
     for (p = all; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
@@ -560,8 +536,8 @@ START_TEST(test_ring_reopen)
     }
     kr_audit_close(au);
     pthread_barrier_destroy(&bar);
-    a = slurp(old, NULL);
-    b = slurp(path, NULL);
+    a = kr_test_slurp(old, NULL);
+    b = kr_test_slurp(path, NULL);
     for (k = 0; k < RO_THREADS; k++) {
         ck_assert_uint_eq(ro_check(a, k, 0, RO_LINES), RO_LINES);
         ck_assert_uint_eq(ro_check(b, k, RO_LINES, 2 * RO_LINES), RO_LINES);
@@ -623,7 +599,7 @@ START_TEST(test_ring_close_ended)
     }
     ck_assert_uint_eq(kr_audit_rings(au), 8);
     kr_audit_close(au);                 /* no flush before */
-    all = slurp(path, NULL);
+    all = kr_test_slurp(path, NULL);
     for (k = 0; k < 8; k++) {
         ck_assert_uint_eq(ro_check(all, k, 0, CE_LINES), CE_LINES);
     }
@@ -652,7 +628,7 @@ START_TEST(test_ring_thread_cache)
         n = ring_line(line, sizeof(line), k, k);
         ck_assert(kr_audit_write(au[0], line, (size_t)n));
         kr_audit_close(au[0]);
-        all = slurp(path, NULL);
+        all = kr_test_slurp(path, NULL);
         ck_assert_uint_eq(ro_check(all, k, k, k + 1), 1);
         ck_assert_uint_eq(strlen(all), (size_t)n + 1);
         free(all);
@@ -672,7 +648,7 @@ START_TEST(test_ring_thread_cache)
         ck_assert_uint_eq(kr_audit_rings(au[k]), 1);
         kr_audit_close(au[k]);
         snprintf(path, sizeof(path), "%s/many%u.log", tmpdir, k);
-        all = slurp(path, NULL);
+        all = kr_test_slurp(path, NULL);
         ck_assert_uint_eq(ro_check(all, k, 0, 300), 300);
         free(all);
     }

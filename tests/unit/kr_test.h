@@ -7,6 +7,8 @@
 #define KR_TEST_H
 
 #include <check.h>
+#include <errno.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,30 @@ static KR_UNUSED uint8_t *
 kr_test_build(struct kr_arena *arena, const char *text, struct kr_msg *m)
 {
     return kr_test_build_len(arena, text, m, NULL);
+}
+
+/* Whole content of file path (malloc'd, NUL-terminated); *len its bytes. */
+static KR_UNUSED char *
+kr_test_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len != NULL) {
+        *len = (size_t)n;
+    }
+    return buf;
 }
 
 #endif /* KR_TEST_H */
