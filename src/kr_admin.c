@@ -235,7 +235,7 @@ conn_json(const struct kr_session *s, int64_t now_us)
     }
     json_object_set_new(o, "id", json_string(s->conn_id));
     json_object_set_new(o, "listener",
-                        json_string(s->lc != NULL ? s->lc->name : ""));
+                        json_string(kr_session_listener_name(s)));
     json_object_set_new(o, "listener_address",
                         json_string(s->l != NULL ? s->l->addrstr : ""));
     json_object_set_new(o, "route",

@@ -166,6 +166,8 @@ for c in mine:
     assert c['bytes_from_client'] > 0 and c['bytes_to_client'] > 0, c
     assert c['in_flight'] == 0 and c['age_seconds'] > 0, c
     assert c['listener_address'].startswith('127.0.0.1:'), c
+    # the unnamed [listener], named as in the audit log (doc/audit.md)
+    assert c['listener'] == 'default', c
 print('%d connections of %s' % (len(mine), sys.argv[2]))
 EOF
     kr_fail "/connections: $(cat "$W/conns.out") $(head -c 600 "$W/connections.json")"
