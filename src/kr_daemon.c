@@ -1507,13 +1507,16 @@ newconn_cb(const struct kr_conf_change *ch, void *arg)
                       "with the running one until they end",
                       (const char *)arg, ch->line, ch->name[0] ? " " : "",
                       ch->name, ch->key);
+    } else if (ch->new_index < 0) {
+        /* ch->line is the old file's: no line of the file as it is now */
+        kr_log_notice("reload: %s: [upstream%s%s] removed (it was at line %d "
+                      "before the reload): its open connections stay with "
+                      "it until they end", (const char *)arg,
+                      ch->name[0] ? " " : "", ch->name, ch->line);
     } else {
-        kr_log_notice("reload: %s:%d: [upstream%s%s] %s", (const char *)arg,
-                      ch->line, ch->name[0] ? " " : "", ch->name,
-                      ch->new_index < 0
-                          ? "removed: its open connections stay with it "
-                            "until they end"
-                          : "added");
+        kr_log_notice("reload: %s:%d: [upstream%s%s] added",
+                      (const char *)arg, ch->line, ch->name[0] ? " " : "",
+                      ch->name);
     }
 }
 

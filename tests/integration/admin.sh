@@ -211,18 +211,26 @@ grep -qx 'krelay_reloads_total{result="ok"} 1' "$W/body" ||
     kr_fail "reload not counted: $(grep reloads "$W/body")"
 kr_log "reloads: refused and applied, both counted"
 # A reload that removes [admin] leaves the endpoint as it started: its
-# token is still asked.
-sed '/^\[admin\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+# token is still asked.  It removes [upstream spare] too (the section
+# before [admin]): said naming the line it was at, not a line of the
+# file as it is now.
+SPARE_LINE=$(grep -n '^\[upstream spare\]$' "$W/krelay.ini.good" | cut -d: -f1)
+sed '/^\[upstream spare\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+[ -n "$SPARE_LINE" ] && [ "$(wc -l <"$W/krelay.ini")" -lt "$SPARE_LINE" ] ||
+    kr_fail "test bug: [upstream spare] at line '$SPARE_LINE'"
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 20 grep -q '\[admin\] removed: the admin endpoint changes only at a restart' \
     "$W/krelay.log" || kr_fail "removing [admin] by a reload not logged"
+grep -q "notice: reload: $W/krelay.ini: \[upstream spare\] removed (it was at line $SPARE_LINE before the reload): its open connections stay" \
+    "$W/krelay.log" ||
+    kr_fail "removing [upstream spare]: $(grep 'upstream spare' "$W/krelay.log")"
 http /metrics
 [ "$CODE" = 401 ] || kr_fail "[admin] removed: /metrics without the token: $CODE"
 http /metrics "$TOKEN"
 [ "$CODE" = 200 ] && grep -qx 'krelay_reloads_total{result="ok"} 2' "$W/body" ||
     kr_fail "[admin] removed: /metrics with the token: $CODE"
 cp "$W/krelay.ini.good" "$W/krelay.ini"
-kr_log "a reload without [admin]: the endpoint keeps its token"
+kr_log "a reload without [admin] and [upstream spare]: the endpoint keeps its token, the removal names its old line"
 
 # 7. The upstream dies: not ready, with the reason; still alive.
 kr_check_alive
