@@ -234,7 +234,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       NULL },
     { KR_CS_LISTENER, "max_connections", KR_CT_I64, LST(max_connections), 0,
       "10000", 1, 1000000, 0,
-      "client connections, bootstrap and broker ports together", NULL },
+      "client connections, bootstrap and broker ports together, per "
+      "worker: with [process] workers = N the listener takes up to N "
+      "times as many", NULL },
     { KR_CS_LISTENER, "idle_timeout_ms", KR_CT_I64, LST(idle_timeout_ms), 0,
       "600000", 0, INT32_MAX, 0,
       "close a client connection idle this long, in ms (0: never)", NULL },
@@ -402,7 +404,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
       "how long after its last refusal a client address counts as "
-      "retrying (legacy_refuse_delay_ms), in ms", NULL },
+      "retrying (legacy_refuse_delay_ms), in ms; each worker remembers "
+      "the addresses it refused (a reconnection another worker accepts "
+      "is not delayed)", NULL },
     /* issue 12: the PROXY protocol */
     { KR_CS_LISTENER, "proxy_protocol", KR_CT_CHOICE, LST(proxy_protocol),
       0, "off", 0, 0, 0,
