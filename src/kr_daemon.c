@@ -740,7 +740,11 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
         kr_daemon_stop(d);
         break;
     default:
-        kr_log_notice("signal %d: stopping at once", (int)sig);
+        if (sig == SIGINT) {
+            kr_log_notice("SIGINT: stopping at once");
+        } else {
+            kr_log_notice("signal %d: stopping at once", (int)sig);
+        }
         kr_daemon_stop(d);
         break;
     }
@@ -782,17 +786,25 @@ drain_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t left = total(d, KR_STAT_ID_conn_active);
     int64_t now = kr_clock_timer_ms();
 
+    uint64_t nd;
+
     (void)fd;
     (void)what;
     if (left == 0 && seen) {
+        nd = total(d, KR_STAT_ID_conn_drain_closed);
         kr_log_notice("drain: done in %lld ms: every connection closed "
-                      "after the responses it was owed",
-                      (long long)(now - d->drain_started_ms));
+                      "after the responses it was owed; %" PRIu64 " new "
+                      "connection%s closed at accept",
+                      (long long)(now - d->drain_started_ms), nd,
+                      plural((long long)nd));
     } else if (now >= d->drain_deadline_ms) {
+        nd = total(d, KR_STAT_ID_conn_drain_closed);
         kr_log_notice("drain: drain_timeout_ms (%lld) reached: closing the "
-                      "%" PRIu64 " connection%s left",
+                      "%" PRIu64 " connection%s left; %" PRIu64 " new "
+                      "connection%s closed at accept",
                       (long long)(d->drain_deadline_ms - d->drain_started_ms),
-                      left, plural((long long)left));
+                      left, plural((long long)left), nd,
+                      plural((long long)nd));
     } else {
         return;
     }
