@@ -61,6 +61,13 @@ enum kr_close_cause {
     KR_CLOSE__N
 };
 
+/* Which end of a connection: the side label. */
+enum kr_stat_side {
+    KR_SIDE_CLIENT,                     /* "client" */
+    KR_SIDE_UPSTREAM,                   /* "upstream" */
+    KR_SIDE__N
+};
+
 /*
  * Cells of requests by (ApiKey, version): keys 0..KR_STATS_API_KEYS - 1
  * times versions 0..KR_STATS_API_VERSIONS - 1, then one cell for
@@ -99,7 +106,8 @@ enum kr_stat_labels {
     KR_SL_API_VERSION,      /* api, version: kr_stats_api_cell */
     KR_SL_RULE,             /* rule (its name): kr_stats_rule_cell */
     KR_SL_KERR,             /* error (Kafka's name): kr_stats_kerr_cell */
-    KR_SL_LATENCY_MS        /* le: kr_stats_observe_latency */
+    KR_SL_LATENCY_MS,       /* le: kr_stats_observe_latency */
+    KR_SL_SIDE              /* side: enum kr_stat_side */
 };
 
 /*
@@ -212,7 +220,12 @@ enum kr_stat_labels {
       "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")         \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
-      "reached its turn), by ApiKey and version (as the client sent them).")
+      "reached its turn), by ApiKey and version (as the client sent them).") \
+    X(tls_handshake_failures, COUNTER, SIDE, KR_SIDE__N,                     \
+      "TLS handshakes of client connections that failed (an error of the "   \
+      "TLS library or of the certificate check; not a peer that left, nor "  \
+      "a timeout), by side: with the client, or krelay's with the "          \
+      "upstream.")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {

@@ -1320,9 +1320,17 @@ conn_handshake(struct kr_session *s, struct kr_conn *c)
                           "handshake: %s", c->ops->name,
                           kr_conn_strerror(c, e));
     } else if (c == &s->client) {
+        if (c->ops == &kr_tls_ops) {
+            KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
+                          KR_SIDE_CLIENT);
+        }
         kr_s_close_bad(s, KR_LOG_WARN, "%s handshake with the client "
                        "failed: %s", c->ops->name, kr_conn_strerror(c, e));
     } else {
+        if (c->ops == &kr_tls_ops) {
+            KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
+                          KR_SIDE_UPSTREAM);
+        }
         kr_s_close_up(s, KR_LOG_WARN, "%s handshake with upstream %s (name "
                       "\"%s\") failed: %s", c->ops->name, s->upname,
                       s->up.host != NULL ? s->up.host : "",

@@ -30,6 +30,11 @@ static const char *const close_labels[KR_CLOSE__N] = {
 #undef KR_CLOSE_LABEL_
 };
 
+static const char *const side_labels[KR_SIDE__N] = {
+    [KR_SIDE_CLIENT] = "client",
+    [KR_SIDE_UPSTREAM] = "upstream",
+};
+
 static const int64_t latency_bounds[KR_STATS_LATENCY_BOUNDS] = {
 #define KR_STATS_LATENCY_V_(ms) ms,
     KR_STATS_LATENCY_MS(KR_STATS_LATENCY_V_)
@@ -153,6 +158,11 @@ prom_cell_labels(FILE *out, const struct kr_stat_desc *d, size_t i,
         } else {
             fprintf(out, "rule%zu", i);
         }
+        fputc('"', out);
+        break;
+    case KR_SL_SIDE:
+        fputs("side=\"", out);
+        prom_label(out, side_labels[i]);
         fputc('"', out);
         break;
     case KR_SL_KERR:

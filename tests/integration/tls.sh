@@ -127,16 +127,19 @@ EOF
         esac
         i=$((i + 1))
     done
+    printf '\n[admin]\nlisten = 127.0.0.1:%s\n' "$ADMIN_PORT"
     printf '\n[log]\nlevel = %s\ntarget = %s\n' "$KRELAY_LOG_LEVEL" \
         "$W/krelay.log"
 }
 for attempt in 1 2 3; do
-    KB=$(kr_free_ports $((${#L[@]} * 4))) || exit 99
+    KB=$(kr_free_ports $((${#L[@]} * 4 + 1))) || exit 99
+    ADMIN_PORT=$((KB + ${#L[@]} * 4))
     write_conf >"$W/krelay.ini"
     "$KR_KRELAY" -c "$W/krelay.ini" >>"$W/krelay.out.log" 2>&1 &
     KR_KRELAY_PID=$!
     KR_PIDS+=("$KR_KRELAY_PID")
-    if kr_wait_port $((KB + ${#L[@]} * 4 - 1)) 30 "$KR_KRELAY_PID"; then
+    if kr_wait_port $((KB + ${#L[@]} * 4 - 1)) 30 "$KR_KRELAY_PID" &&
+       kr_wait_port "$ADMIN_PORT" 30 "$KR_KRELAY_PID"; then
         break
     fi
     kill "$KR_KRELAY_PID" 2>/dev/null
@@ -438,6 +441,29 @@ EOF
     chmod 700 "$W"
     kr_log "a key only root reads: krelay as nobody names it at its line"
 fi
+
+# ---- /metrics: each TLS handshake that failed counted once, by side, as
+# the log named them (the mTLS client without a certificate; bn and bi's
+# upstream connections to a broker of another name)
+"$KR_PY" - "http://127.0.0.1:$ADMIN_PORT/metrics" "$W/krelay.log" <<'PYEOF' >"$W/tlsfail.out" 2>&1 ||
+import re, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+    text = r.read().decode()
+got = {s: 0 for s in ("client", "upstream")}
+for m in re.finditer(r'^krelay_tls_handshake_failures_total\{side="(\w+)"\} '
+                     r'(\d+)$', text, re.M):
+    got[m.group(1)] = int(m.group(2))
+log = open(sys.argv[2]).read()
+want = {"client": len(re.findall(r"\] tls handshake with the client failed",
+                                 log)),
+        "upstream": len(re.findall(r"\] tls handshake with upstream .* "
+                                   r"failed", log))}
+assert want["client"] >= 1 and want["upstream"] >= 2, want
+assert got == want, "metrics %s, log lines %s" % (got, want)
+print("client %(client)d, upstream %(upstream)d" % got)
+PYEOF
+    kr_fail "krelay_tls_handshake_failures_total: $(cat "$W/tlsfail.out")"
+kr_log "/metrics: TLS handshake failures as logged: $(cat "$W/tlsfail.out")"
 
 # ---- the end: no secret in the log, krelay and the others stop cleanly
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&

@@ -218,6 +218,8 @@ START_TEST(sum_and_prometheus_text)
     KR_STAT_INC_L(&b->stats, closes, KR_CLOSE_TIMEOUT);
     KR_STAT_INC_L(&a->stats, rule_hits, 2);
     KR_STAT_INC_L(&a->stats, errors_answered, kr_stats_kerr_cell(29));
+    KR_STAT_INC_L(&a->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
+    KR_STAT_INC_L(&b->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
     kr_stats_observe_latency(&a->stats, 3);
     kr_stats_observe_latency(&b->stats, 40);
     st[0] = &a->stats;
@@ -246,6 +248,9 @@ START_TEST(sum_and_prometheus_text)
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_errors_answered_total{"
                                        "error=\"TOPIC_AUTHORIZATION_FAILED\""
                                        "} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_tls_handshake_failures_"
+                                       "total{side=\"upstream\"} 2\n"));
+    ck_assert_ptr_null(strstr(text, "side=\"client\""));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_latency_"
                                        "seconds histogram\n"));
     ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
