@@ -77,6 +77,14 @@ enum kr_stat_side {
 #define KR_STATS_API_VERSIONS 32
 #define KR_STATS_API_CELLS (KR_STATS_API_KEYS * KR_STATS_API_VERSIONS + 1)
 /*
+ * Cells of upstream connect failures by broker: the bootstrap servers,
+ * NodeIds 0..KR_STATS_BROKERS - 1, then one cell for any other NodeId
+ * (broker="other"): bounded whatever NodeIds a cluster uses.
+ */
+#define KR_STATS_BROKERS 256
+#define KR_STATS_BROKER_CELLS (KR_STATS_BROKERS + 2)
+
+/*
  * The action label of rule hits: which of a rule's actions applied (its
  * audit is not counted: every audited request would be a hit).
  */
@@ -128,7 +136,8 @@ enum kr_stat_labels {
                                kr_stats_rule_cell */
     KR_SL_KERR,             /* error (Kafka's name): kr_stats_kerr_cell */
     KR_SL_LATENCY_MS,       /* le: kr_stats_observe_latency */
-    KR_SL_SIDE              /* side: enum kr_stat_side */
+    KR_SL_SIDE,             /* side: enum kr_stat_side */
+    KR_SL_BROKER            /* broker: kr_stats_broker_cell */
 };
 
 /*
@@ -247,7 +256,12 @@ enum kr_stat_labels {
       "TLS handshakes of client connections that failed (an error of the "   \
       "TLS library or of the certificate check; not a peer that left, nor "  \
       "a timeout), by side: with the client, or krelay's with the "          \
-      "upstream.")
+      "upstream.")                                                           \
+    X(upstream_connect_failures, COUNTER, BROKER, KR_STATS_BROKER_CELLS,     \
+      "Client connections closed because krelay could not connect to their " \
+      "broker (connect(2) failed, no connection within connect_timeout_ms, " \
+      "no address known for the NodeId), by broker: bootstrap or the "       \
+      "NodeId.")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {
@@ -331,6 +345,23 @@ kr_stats_kerr_cell(int16_t code)
         return KR_STATS_KERR_CELLS - 1;
     }
     return (size_t)(code + 1);
+}
+
+/*
+ * Cell of a broker in upstream_connect_failures: the bootstrap servers
+ * (bootstrap true, node_id ignored) or NodeId node_id; never out of
+ * range.
+ */
+static inline size_t
+kr_stats_broker_cell(bool bootstrap, int32_t node_id)
+{
+    if (bootstrap) {
+        return 0;
+    }
+    if (node_id < 0 || node_id >= KR_STATS_BROKERS) {
+        return KR_STATS_BROKER_CELLS - 1;
+    }
+    return (size_t)node_id + 1;
 }
 
 /*

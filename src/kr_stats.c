@@ -167,6 +167,15 @@ prom_cell_labels(FILE *out, const struct kr_stat_desc *d, size_t i,
         }
         fprintf(out, "\",action=\"%s\"", rule_action_labels[i % KR_RA__N]);
         break;
+    case KR_SL_BROKER:
+        if (i == 0) {
+            fputs("broker=\"bootstrap\"", out);
+        } else if (i == KR_STATS_BROKER_CELLS - 1) {
+            fputs("broker=\"other\"", out);
+        } else {
+            fprintf(out, "broker=\"%zu\"", i - 1);
+        }
+        break;
     case KR_SL_SIDE:
         fputs("side=\"", out);
         prom_label(out, side_labels[i]);

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The admin endpoint ([admin], src/kr_admin.c): /healthz and /readyz with
-# the upstream down, then up, then dead; a confluent-kafka producer's own
+# the upstream down (clients whose broker krelay cannot reach counted by
+# broker), then up, then dead; a confluent-kafka producer's own
 # count (librdkafka statistics: Produce requests, requests and bytes
 # sent, summed over its brokers) against /metrics scraped while it is
 # connected and idle; the whole scrape under a strict exposition-format
@@ -88,6 +89,22 @@ kr_wait_for 20 ready_is 503 || kr_fail "/readyz with no upstream: $CODE"
 grep -q 'upstream main: no metadata fetch' "$W/body" ||
     kr_fail "/readyz gives no reason: $(cat "$W/body")"
 kr_log "no upstream: /healthz 200, /readyz 503: $(cat "$W/body")"
+# a client of the bootstrap port and one of NodeId 2's: krelay cannot
+# reach their brokers and closes them, counted by broker
+for port in "$KR_PORT" $((KR_BROKER_BASE + 2)); do
+    "$KR_PY" - "$port" <<'PYEOF' || kr_fail "krelay did not close a client of port $port"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+while s.recv(4096):
+    pass
+PYEOF
+done
+http /metrics "$TOKEN"
+grep -qx 'krelay_upstream_connect_failures_total{broker="bootstrap"} 1' "$W/body" &&
+    grep -qx 'krelay_upstream_connect_failures_total{broker="2"} 1' "$W/body" &&
+    [ "$(grep -c '^krelay_upstream_connect_failures_total{' "$W/body")" = 2 ] ||
+    kr_fail "upstream connect failures: $(grep upstream_connect "$W/body")"
+kr_log "upstream unreachable: a client each of bootstrap and NodeId 2 closed, counted: $(grep -c '^krelay_upstream_connect_failures_total{' "$W/body") brokers"
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
 mv "$W/krelay.log" "$W/krelay-first.log"
 

@@ -149,6 +149,14 @@ START_TEST(family_right_cell)
     ck_assert_uint_eq(kr_stats_kerr_cell(KR_KERR_MAX + 1),
                       KR_STATS_KERR_CELLS - 1);
     ck_assert_uint_eq(kr_stats_kerr_cell(-2), KR_STATS_KERR_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_broker_cell(true, 5), 0);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, 0), 1);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, KR_STATS_BROKERS - 1),
+                      KR_STATS_BROKERS);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, KR_STATS_BROKERS),
+                      KR_STATS_BROKER_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, -1),
+                      KR_STATS_BROKER_CELLS - 1);
     ck_assert_int_eq(kr_stats_rule_cell(3, KR_RA_DENY), 3 * KR_RA__N);
     ck_assert_int_eq(kr_stats_rule_cell(3, KR_RA_FAULT),
                      3 * KR_RA__N + KR_RA__N - 1);
@@ -274,6 +282,12 @@ START_TEST(sum_and_prometheus_text)
     KR_STAT_INC_L(&a->stats, errors_answered, kr_stats_kerr_cell(29));
     KR_STAT_INC_L(&a->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
     KR_STAT_INC_L(&b->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
+    KR_STAT_INC_L(&a->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(true, 7));
+    KR_STAT_INC_L(&b->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(false, 7));
+    KR_STAT_INC_L(&b->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(false, 1000));
     kr_stats_observe_latency(&a->stats, 3);
     kr_stats_observe_latency(&b->stats, 40);
     st[0] = &a->stats;
@@ -306,6 +320,12 @@ START_TEST(sum_and_prometheus_text)
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_tls_handshake_failures_"
                                        "total{side=\"upstream\"} 2\n"));
     ck_assert_ptr_null(strstr(text, "side=\"client\""));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_upstream_connect_failures_"
+                                       "total{broker=\"bootstrap\"} 1\n"
+                                       "krelay_upstream_connect_failures_"
+                                       "total{broker=\"7\"} 1\n"
+                                       "krelay_upstream_connect_failures_"
+                                       "total{broker=\"other\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_latency_"
                                        "seconds histogram\n"));
     ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
