@@ -4,7 +4,8 @@
 # broker), then up, then dead; a confluent-kafka producer's own
 # count (librdkafka statistics: Produce requests, requests and bytes
 # sent, summed over its brokers) against /metrics scraped while it is
-# connected and idle; the whole scrape under a strict exposition-format
+# connected and idle, and per broker (requests and bytes sent) against
+# /connections; the whole scrape under a strict exposition-format
 # checker (prom_check.py); /connections shows the client with its
 # ClientId; /config hides a SASL password; a refused reload counts in
 # /metrics; the bearer token is asked (401) everywhere but /healthz.
@@ -189,6 +190,31 @@ print('%d connections of %s' % (len(mine), sys.argv[2]))
 EOF
     kr_fail "/connections: $(cat "$W/conns.out") $(head -c 600 "$W/connections.json")"
 kr_log "/connections: $(cat "$W/conns.out")"
+# per broker: each broker connection librdkafka made once and holds (so
+# its counts are that connection's) against krelay's count of the
+# connection of that route: requests and request bytes; the Produce
+# requests all went to brokers so compared (librdkafka's count per broker)
+"$KR_PY" - "$W/client.json" "$W/connections.json" "$CID" <<'EOF' >"$W/per_broker.out" 2>&1 ||
+import json, sys
+c = json.load(open(sys.argv[1]))
+conns = [x for x in json.load(open(sys.argv[2]))['connections']
+         if x['client_id'] == sys.argv[3]]
+seen, produce = 0, 0
+for b in c['per_broker']:
+    if b['state'] != 'UP' or b['connects'] != 1:
+        continue
+    route = 'bootstrap' if b['nodeid'] < 0 else 'NodeId %d' % b['nodeid']
+    k = [x for x in conns if x['route'] == route]
+    assert len(k) == 1, (route, conns)
+    assert (k[0]['requests'], k[0]['bytes_from_client']) == \
+        (b['tx'], b['txbytes']), (route, b, k[0])
+    print('%s: %d requests, %d bytes' % (route, b['tx'], b['txbytes']))
+    seen += 1
+    produce += b['produce']
+assert seen >= 2 and produce == c['produce'], (seen, produce, c)
+EOF
+    kr_fail "per broker: $(cat "$W/per_broker.out")"
+kr_log "per broker: $(tr '\n' ';' <"$W/per_broker.out")"
 http "/connections?offset=1&limit=1" "$TOKEN"
 [ "$CODE" = 200 ] && grep -q '"offset": 1' "$W/body" ||
     kr_fail "/connections?offset=1&limit=1: $CODE"
