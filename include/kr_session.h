@@ -241,6 +241,10 @@ struct kr_session {
                                            incremental one may continue a
                                            session begun before new topic
                                            rules (fetch_session_stale) */
+    uint32_t legacy_turn;               /* issue 10: translated Fetches
+                                           on this connection (the
+                                           rotation of their partitions,
+                                           kr_legacy_fetch_rotate) */
     unsigned undecodable_logged:1;      /* the one diagnostic line for a
                                            frame only observing rules
                                            wanted decoded was written */
