@@ -69,12 +69,14 @@ PKGS_DEMO="librdkafka-dev kcat"
 # never runs libtoolize.)  man-db: tests/install.sh renders the man pages.
 # openjdk-17-jdk-headless: javac and java for tests/principal_jdk.sh (the
 # JDK's answers for TLS principals and mapping rules).  python3-snappy,
-# python3-lz4: kafka-python's snappy and lz4 codecs (an old client's
-# compressed message sets, tests/integration/legacy_*.sh).
+# python3-lz4, python3-xxhash, python3-zstandard: kafka-python's snappy,
+# lz4 (magic 0's KAFKA-1493 framing needs xxhash) and zstd codecs (an old
+# client's compressed message sets, a zstd topic read by an old
+# consumer: tests/integration/legacy_*.sh).
 PKGS_TESTS="check python3 python3-kafka python3-confluent-kafka valgrind
             haproxy openssl git zlib1g-dev libzstd-dev liblz4-dev
             libsasl2-dev man-db openjdk-17-jdk-headless python3-snappy
-            python3-lz4"
+            python3-lz4 python3-xxhash python3-zstandard"
 # Keep a Node.js that is already there (it may be newer than Debian's 18);
 # otherwise take Debian's, with the headers node-gyp needs.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -111,11 +111,15 @@ struct kr_an_legacy_conf {
     const char *listener;               /* its [listener]'s name (log) */
     struct kr_legacy_rec_opts rec;
     int profile;                        /* enum kr_broker_profile */
+    int64_t fetch_max_bytes;            /* legacy_fetch_max_bytes: a
+                                           translated Fetch's MaxBytes at
+                                           most this (0: no cap but half
+                                           of max_frame_bytes) */
 };
 
 /*
  * What the pipeline knows of one connection.  Pointers are borrowed for
- * the call; rng and fetch_stale are read and written.
+ * the call; rng, fetch_stale and legacy_turn are read and written.
  */
 struct kr_an_conn {
     const struct kr_ruleset *rs;        /* the connection's config's */
@@ -142,6 +146,9 @@ struct kr_an_conn {
     bool *fetch_stale;                  /* the config changed since the
                                            last full Fetch (in/out) */
     uint64_t *rng;                      /* xorshift64* state, not 0 */
+    uint32_t *legacy_turn;              /* issue 10: translated Fetches
+                                           so far (their partitions'
+                                           rotation; in/out); may be NULL */
     bool audit_sink;                    /* an audit sink exists */
     const char *name;                   /* log prefix: "c#0.7 ... > NodeId
                                            2" */

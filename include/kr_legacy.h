@@ -135,6 +135,23 @@ int kr_legacy_response_down(struct kr_arena *arena, struct kr_msg *rsp,
                             struct kr_codec_err *err) KR_MUST_CHECK;
 
 /*
+ * The decoded Fetch request body (any version: Topics[].Partitions[])
+ * with its topics, and each topic's partitions, rotated left by turn
+ * (modulo their counts): turn 0 leaves it as it is, turn 1 puts the
+ * second topic first and in every topic the second partition first.  In
+ * place; nothing is allocated.
+ *
+ * Why: a broker fills a Fetch response in the request's order until
+ * MaxBytes (KIP-74), so a translated old consumer's Fetch, given a
+ * MaxBytes it never had (legacy_fetch_max_bytes), would serve its first
+ * partitions and starve the rest; KIP-74 has the client rotate the
+ * order, which a v0-2 client does not know to do.  The caller passes a
+ * per-connection count of translated Fetches.  The response's order
+ * follows the broker's; old clients take partitions by name.
+ */
+void kr_legacy_fetch_rotate(struct kr_node *body, uint32_t turn);
+
+/*
  * The error code a client of api at version `client_version` gets for
  * `code` from the broker (the table in src/kr_legacy.c; `code` itself
  * when no row applies).  kr_legacy_response_down applies it to every

@@ -247,6 +247,11 @@ struct kr_session {
     /* issue 14: the audit log (appended) */
     unsigned up_named:1;                /* upname is the upstream's
                                            host:port (resolved) */
+    uint32_t legacy_turn;               /* issue 10 (here: the bitfields'
+                                           hole): translated Fetches on
+                                           this connection (the rotation
+                                           of their partitions,
+                                           kr_legacy_fetch_rotate) */
     uint64_t nrequests;                 /* request frames read (SASL
                                            tokens not counted) */
     int64_t started_us;                 /* monotonic µs, accepted */

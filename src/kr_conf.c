@@ -394,6 +394,16 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "partition and krelay does not split a request, so a set of "
       "several records converting to more gets MESSAGE_TOO_LARGE (a "
       "single record larger still goes, alone); 0: no limit", NULL },
+    { KR_CS_LISTENER, "legacy_fetch_max_bytes", KR_CT_I64,
+      LST(legacy_fetch_max_bytes), 0, "2097152", 65536, INT32_MAX, 0,
+      "with translate_legacy: the MaxBytes of an old consumer's Fetch "
+      "(v0-2 had none: the response was as large as its partitions' "
+      "limits added up) sent up, at most half of max_frame_bytes; "
+      "krelay holds a translated response whole to convert it, and "
+      "smaller responses cost less per byte.  The partitions are "
+      "rotated from one Fetch to the next on a connection, so that "
+      "every partition comes first in turn (KIP-74); a first batch "
+      "larger than this still comes whole", NULL },
     { KR_CS_LISTENER, "legacy_refuse_delay_ms", KR_CT_I64,
       LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
       "without translate_legacy: a client refused for a version the "

@@ -257,6 +257,49 @@ lg_elem(const struct kr_array *a, uint32_t i)
     return a->items[i].u.node;
 }
 
+/* a's items rotated left by k (k < a->n): three reversals, in place. */
+static void
+lg_rotate(struct kr_array *a, uint32_t k)
+{
+    uint32_t lo, hi, part;
+    struct kr_val t;
+
+    if (k == 0) {
+        return;
+    }
+    for (part = 0; part < 3; part++) {
+        lo = part == 1 ? k : 0;
+        hi = part == 0 ? k : a->n;
+        for (; hi > lo + 1; lo++, hi--) {
+            t = a->items[lo];
+            a->items[lo] = a->items[hi - 1];
+            a->items[hi - 1] = t;
+        }
+    }
+}
+
+void
+kr_legacy_fetch_rotate(struct kr_node *body, uint32_t turn)
+{
+    struct kr_array *topics = lg_arr(body, KR_FIELD_TOPICS);
+    uint32_t t;
+
+    if (topics == NULL || topics->n == 0) {
+        return;
+    }
+    lg_rotate(topics, turn % topics->n);
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = lg_elem(topics, t);
+        struct kr_array *parts = tn != NULL
+                                     ? lg_arr(tn, KR_FIELD_PARTITIONS)
+                                     : NULL;
+
+        if (parts != NULL && parts->n > 0) {
+            lg_rotate(parts, turn % parts->n);
+        }
+    }
+}
+
 /* Does field id of n exist at n's version? */
 static struct kr_val *
 lg_field_at(const struct kr_node *n, enum kr_field_id id)

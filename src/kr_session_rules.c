@@ -549,6 +549,7 @@ an_conn(struct kr_session *s, struct kr_an_conn *c)
     c->sasl = &s->sasl;
     c->fetch_stale = &s->fetch_stale;
     c->rng = &s->rng;
+    c->legacy_turn = &s->legacy_turn;
     c->audit_sink = audit_sink(s) != NULL;
     c->name = s->name;
     audit_peer(s, &c->peer);
@@ -598,6 +599,7 @@ legacy_conf(struct kr_session *s)
     lc->rec.max_batch_bytes = (size_t)s->lc->legacy_batch_max_bytes;
     lc->rec.max_uncompressed = (size_t)s->lc->max_frame_bytes;
     lc->rec.zstd = (enum kr_legacy_zstd)s->lc->legacy_zstd;
+    lc->fetch_max_bytes = s->lc->legacy_fetch_max_bytes;
     lc->profile = kr_s_upconf(s) != NULL
                       ? (int)kr_s_upconf(s)->broker_profile
                       : 0;

@@ -662,6 +662,95 @@ START_TEST(test_legacy_fetch_down)
 }
 END_TEST
 
+/* The (topic, partition) order of a decoded Fetch request, "a0 a1 b0". */
+static void
+fetch_order(const struct kr_node *body, char *out, size_t len)
+{
+    const struct kr_val *tv = kr_node_get(body, "Topics");
+    size_t at = 0;
+
+    out[0] = '\0';
+    for (uint32_t t = 0; t < tv->u.arr->n; t++) {
+        const struct kr_node *tn = tv->u.arr->items[t].u.node;
+        const struct kr_val *name = kr_node_get(tn, "Topic");
+        const struct kr_val *pv = kr_node_get(tn, "Partitions");
+
+        for (uint32_t p = 0; p < pv->u.arr->n; p++) {
+            at += (size_t)snprintf(out + at, len - at, "%s%.*s%d",
+                                   at > 0 ? " " : "",
+                                   (int)name->u.s.len, name->u.s.p,
+                                   (int)int_at(pv->u.arr->items[p].u.node,
+                                               "Partition"));
+        }
+    }
+}
+
+/*
+ * issue 10: a translated Fetch v2 (no MaxBytes) goes up with MaxBytes
+ * legacy_fetch_max_bytes (below half of max_frame_bytes), and each
+ * translated Fetch of the connection has its topics and their partitions
+ * rotated one further (KIP-74: a broker fills the response in the
+ * request's order, so without rotation the first partitions would starve
+ * the others).
+ */
+START_TEST(test_legacy_fetch_cap_rotate)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"ReplicaId\":-1,"
+        "\"MaxWaitMs\":100,\"MinBytes\":1,\"Topics\":["
+        "{\"Topic\":\"a\",\"Partitions\":["
+        "{\"Partition\":0,\"FetchOffset\":0,\"PartitionMaxBytes\":1048576},"
+        "{\"Partition\":1,\"FetchOffset\":0,\"PartitionMaxBytes\":1048576},"
+        "{\"Partition\":2,\"FetchOffset\":0,\"PartitionMaxBytes\":1048576}]},"
+        "{\"Topic\":\"b\",\"Partitions\":["
+        "{\"Partition\":0,\"FetchOffset\":0,\"PartitionMaxBytes\":1048576},"
+        "{\"Partition\":1,\"FetchOffset\":0,\"PartitionMaxBytes\":1048576}"
+        "]}]}}";
+    /* turn n: topics rotated by n % 2, a's partitions by n % 3, b's by
+       n % 2 */
+    static const char *const want[] = {
+        "a0 a1 a2 b0 b1", "b1 b0 a1 a2 a0", "a2 a0 a1 b0 b1",
+        "b1 b0 a0 a1 a2"
+    };
+    struct kr_an_legacy_conf lc;
+    struct kr_msg up;
+    uint32_t turn = 0;
+    char order[64];
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.rec.max_uncompressed = 64u << 20;
+    lc.fetch_max_bytes = 2u << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_1;
+    T.c.legacy = &lc;
+    T.c.legacy_turn = &turn;
+    for (unsigned n = 0; n < KR_ARRAY_LEN(want); n++) {
+        kr_an_decision_free(&T.d);
+        request(req_json, true);
+        kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+        ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s",
+                      T.d.text);
+        ck_assert_uint_eq(turn, n + 1);
+        decode_w(&T.d.w, false, 0, 0, &up);
+        ck_assert_int_eq(up.api_version, 4);
+        ck_assert_int_eq(int_at(up.body, "MaxBytes"), 2 << 20);
+        fetch_order(up.body, order, sizeof(order));
+        ck_assert_str_eq(order, want[n]);
+        /* every partition kept, each with its own FetchOffset answer */
+        ck_assert_uint_eq(T.d.req->legacy->parts.n, 5);
+    }
+    /* max_frame_bytes below twice the key: its half wins */
+    lc.rec.max_uncompressed = 1u << 20;
+    kr_an_decision_free(&T.d);
+    request(req_json, true);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(int_at(up.body, "MaxBytes"), 512 << 10);
+}
+END_TEST
+
 /* translate_legacy off: the same request answered 35, one line saying
    what to enable; a modern version passes. */
 START_TEST(test_legacy_refused_when_off)
@@ -961,6 +1050,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
+    tcase_add_test(tc, test_legacy_fetch_cap_rotate);
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
     tcase_add_test(tc, test_legacy_undecodable_closes);

@@ -1961,6 +1961,8 @@ static const struct reload_row reload_rows[] = {
       "legacy_zstd = refuse" },
     { "[listener a]", "legacy_batch_max_bytes", KR_RELOAD_APPLY, "",
       "legacy_batch_max_bytes = 65536" },
+    { "[listener a]", "legacy_fetch_max_bytes", KR_RELOAD_APPLY, "",
+      "legacy_fetch_max_bytes = 65536" },
     { "[listener a]", "legacy_refuse_delay_ms", KR_RELOAD_APPLY, "",
       "legacy_refuse_delay_ms = 0" },
     { "[listener a]", "legacy_refuse_window_ms", KR_RELOAD_APPLY, "",
@@ -3120,6 +3122,7 @@ START_TEST(test_legacy_keys)
     ck_assert(!l->translate_legacy);
     ck_assert_int_eq(l->legacy_zstd, 0);                /* gzip */
     ck_assert_int_eq(l->legacy_batch_max_bytes, 1048576);
+    ck_assert_int_eq(l->legacy_fetch_max_bytes, 2097152);
     ck_assert_int_eq(l->legacy_refuse_delay_ms, 1000);
     ck_assert_int_eq(l->legacy_refuse_window_ms, 10000);
     kr_conf_free(c);
@@ -3127,13 +3130,15 @@ START_TEST(test_legacy_keys)
     c = load_ok(MIN_UPSTREAM "broker_profile = kafka-4.0.1+\n" MIN_LISTENER
                 "translate_legacy = true\nlegacy_zstd = refuse\n"
                 "legacy_batch_max_bytes = 0\nlegacy_refuse_delay_ms = 0\n"
-                "legacy_refuse_window_ms = 60000\n");
+                "legacy_refuse_window_ms = 60000\n"
+                "legacy_fetch_max_bytes = 65536\n");
     l = &c->listeners[0];
     ck_assert_int_eq(c->upstreams[0].broker_profile,
                      KR_BROKER_PROFILE_KAFKA_4_0_1);
     ck_assert(l->translate_legacy);
     ck_assert_int_eq(l->legacy_zstd, 2);                /* refuse */
     ck_assert_int_eq(l->legacy_batch_max_bytes, 0);
+    ck_assert_int_eq(l->legacy_fetch_max_bytes, 65536);
     ck_assert_int_eq(l->legacy_refuse_delay_ms, 0);
     ck_assert_int_eq(l->legacy_refuse_window_ms, 60000);
     f = open_memstream(&dump, &len);
@@ -3142,6 +3147,7 @@ START_TEST(test_legacy_keys)
     fclose(f);
     ck_assert_ptr_nonnull(strstr(dump, "broker_profile = kafka-4.0.1+"));
     ck_assert_ptr_nonnull(strstr(dump, "legacy_zstd = refuse"));
+    ck_assert_ptr_nonnull(strstr(dump, "legacy_fetch_max_bytes = 65536"));
     d = load_ok(dump);
     ck_assert_uint_eq(kr_conf_reload_diff(c, d, NULL, NULL), 0);
     kr_conf_free(d);
@@ -3176,6 +3182,10 @@ START_TEST(test_legacy_keys)
     expect_one_error(MIN_UPSTREAM MIN_LISTENER
                      "legacy_batch_max_bytes = -1\n",
                      "t.ini:6: 'legacy_batch_max_bytes'");
+    /* below 64 KiB a consumer of large records would crawl */
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER
+                     "legacy_fetch_max_bytes = 65535\n",
+                     "t.ini:6: 'legacy_fetch_max_bytes'");
 }
 END_TEST
 
