@@ -394,9 +394,34 @@ sed -e "/^\[listener tt\]/,/^\[/s|^ssl_certificate = .*|ssl_certificate = $W/cer
     -e "/^\[listener tt\]/,/^\[/s|^ssl_client_ca = .*|ssl_client_ca = $W/certs2/ca.pem|" \
     "$W/good.ini" >"$W/krelay.ini"
 grep -q "certs2/server-full.pem" "$W/krelay.ini" || kr_fail "sed: no new certificate"
+# the reload before (section 5's) logged "reloaded" too: wait for one more
+reloads() { grep -c "reloaded $W/krelay.ini" "$W/krelay.log"; }
+reloads_past() { [ "$(reloads)" -gt "$1" ]; }
+n0=$(reloads)
 kill -HUP "$KR_KRELAY_PID"
-kr_wait_for 20 grep -q "reloaded $W/krelay.ini" "$W/krelay.log" ||
+kr_wait_for 20 reloads_past "$n0" ||
     kr_fail "the reload with new certificates did not happen"
+# each worker applies the reload from its own loop, the other workers a
+# moment after the line: ten handshakes in a row with the new CA (new
+# connections, spread over the workers' sockets) before kcat's
+"$KR_PY" - "$(port tt)" "$W/certs2" <<'PYEOF' >"$W/newca.out" 2>&1 ||
+import socket, ssl, sys, time
+port, d = int(sys.argv[1]), sys.argv[2]
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+c.load_verify_locations(d + "/ca.pem")
+c.load_cert_chain(d + "/client.pem", d + "/client.key")
+ok, t0 = 0, time.monotonic()
+while ok < 10:
+    assert time.monotonic() - t0 < 20, "the new certificate not served"
+    try:
+        with c.wrap_socket(socket.create_connection(("127.0.0.1", port), 10),
+                           server_hostname="localhost"):
+            ok += 1
+    except ssl.SSLError:
+        ok = 0
+        time.sleep(0.05)
+PYEOF
+    kr_fail "tt after the reload: $(cat "$W/newca.out")"
 roundtrip tt 127.0.0.1 -X security.protocol=ssl \
     -X "ssl.ca.location=$W/certs2/ca.pem" \
     -X "ssl.certificate.location=$W/certs2/client.pem" \
