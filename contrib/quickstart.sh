@@ -148,8 +148,8 @@ skipped_without() {
     python3) echo "every tests/integration/*.sh, tests/modgraph.sh" ;;
     python3-kafka) echo "tests/integration/kafka_python.sh," \
                         "legacy_direct.sh" ;;
-    python3-snappy | python3-lz4)
-        echo "nothing (the snappy and lz4 cases of" \
+    python3-snappy | python3-lz4 | python3-xxhash | python3-zstandard)
+        echo "nothing (the snappy, lz4 and zstd cases of" \
              "tests/integration/legacy_matrix.sh, \`make check-long\`," \
              "need it)" ;;
     python3-confluent-kafka) echo "tests/integration/rules_deny.sh," \

@@ -441,4 +441,12 @@ void kr_session_close(struct kr_session *s, int level, const char *fmt,
  */
 int kr_session_drain(struct kr_session *s);
 
+/*
+ * The name s's listener goes by where krelay reports connections (audit
+ * lines' "listener", GET /connections): its [listener NAME], or "default"
+ * for the unnamed one (doc/audit.md).  Static storage or s's config
+ * generation's: valid while s lives.  Never NULL.
+ */
+const char *kr_session_listener_name(const struct kr_session *s);
+
 #endif /* KR_SESSION_H */

@@ -61,6 +61,13 @@ enum kr_close_cause {
     KR_CLOSE__N
 };
 
+/* Which end of a connection: the side label. */
+enum kr_stat_side {
+    KR_SIDE_CLIENT,                     /* "client" */
+    KR_SIDE_UPSTREAM,                   /* "upstream" */
+    KR_SIDE__N
+};
+
 /*
  * Cells of requests by (ApiKey, version): keys 0..KR_STATS_API_KEYS - 1
  * times versions 0..KR_STATS_API_VERSIONS - 1, then one cell for
@@ -69,8 +76,36 @@ enum kr_close_cause {
 #define KR_STATS_API_KEYS 128
 #define KR_STATS_API_VERSIONS 32
 #define KR_STATS_API_CELLS (KR_STATS_API_KEYS * KR_STATS_API_VERSIONS + 1)
-/* Cells of rule hits: one per rule index (KR_CONF_MAX_RULES). */
-#define KR_STATS_RULE_CELLS 256
+/*
+ * Cells of upstream connect failures by broker: the bootstrap servers,
+ * NodeIds 0..KR_STATS_BROKERS - 1, then one cell for any other NodeId
+ * (broker="other"): bounded whatever NodeIds a cluster uses.
+ */
+#define KR_STATS_BROKERS 256
+#define KR_STATS_BROKER_CELLS (KR_STATS_BROKERS + 2)
+
+/*
+ * The action label of rule hits: which of a rule's actions applied (its
+ * audit is not counted: every audited request would be a hit).
+ */
+#define KR_STATS_RULE_ACTIONS(X)                                              \
+    X(DENY, "deny")             /* deny */                                   \
+    X(CLAMP, "clamp")           /* clamp_min_version, clamp_max_version */   \
+    X(POLICY, "policy")         /* allowed_acks, allowed_compression */      \
+    X(THROTTLE, "throttle")     /* throttle_ms */                            \
+    X(FAULT, "fault")           /* fault_* (latency, error, close) */
+
+enum kr_stat_rule_action {
+#define KR_RA_ENUM_(id, label) KR_RA_##id,
+    KR_STATS_RULE_ACTIONS(KR_RA_ENUM_)
+#undef KR_RA_ENUM_
+    KR_RA__N
+};
+
+/* Rules the rule_hits cells have room for (KR_CONF_MAX_RULES). */
+#define KR_STATS_RULES 256
+/* Cells of rule hits: one per rule index and action. */
+#define KR_STATS_RULE_CELLS (KR_STATS_RULES * KR_RA__N)
 /* Cells of errors answered: codes -1..KR_KERR_MAX, then "other". */
 #define KR_STATS_KERR_CELLS (KR_KERR_MAX + 3)
 
@@ -97,9 +132,12 @@ enum kr_stat_labels {
     KR_SL_NONE,             /* one value, no label */
     KR_SL_CAUSE,            /* cause: enum kr_close_cause */
     KR_SL_API_VERSION,      /* api, version: kr_stats_api_cell */
-    KR_SL_RULE,             /* rule (its name): kr_stats_rule_cell */
+    KR_SL_RULE,             /* rule (its name), action:
+                               kr_stats_rule_cell */
     KR_SL_KERR,             /* error (Kafka's name): kr_stats_kerr_cell */
-    KR_SL_LATENCY_MS        /* le: kr_stats_observe_latency */
+    KR_SL_LATENCY_MS,       /* le: kr_stats_observe_latency */
+    KR_SL_SIDE,             /* side: enum kr_stat_side */
+    KR_SL_BROKER            /* broker: kr_stats_broker_cell */
 };
 
 /*
@@ -153,7 +191,8 @@ enum kr_stat_labels {
       "Frames that only observing rules wanted decoded and that did not "    \
       "decode (forwarded as they were).")                                    \
     X(rule_hits, COUNTER, RULE, KR_STATS_RULE_CELLS,                         \
-      "Requests a rule's action applied to, by rule.")                       \
+      "Requests a rule's action applied to, by rule and action (a request "  \
+      "one rule clamps and throttles counts once for each).")                \
     X(errors_answered, COUNTER, KERR, KR_STATS_KERR_CELLS,                   \
       "Error responses krelay built itself, by Kafka error name.")           \
     X(response_latency, HISTOGRAM, LATENCY_MS, KR_STATS_LATENCY_CELLS,       \
@@ -212,7 +251,17 @@ enum kr_stat_labels {
       "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")         \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
-      "reached its turn), by ApiKey and version (as the client sent them).")
+      "reached its turn), by ApiKey and version (as the client sent them).") \
+    X(tls_handshake_failures, COUNTER, SIDE, KR_SIDE__N,                     \
+      "TLS handshakes of client connections that failed (an error of the "   \
+      "TLS library or of the certificate check; not a peer that left, nor "  \
+      "a timeout), by side: with the client, or krelay's with the "          \
+      "upstream.")                                                           \
+    X(upstream_connect_failures, COUNTER, BROKER, KR_STATS_BROKER_CELLS,     \
+      "Client connections closed because krelay could not connect to their " \
+      "broker (connect(2) failed, no connection within connect_timeout_ms, " \
+      "no address known for the NodeId), by broker: bootstrap or the "       \
+      "NodeId.")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {
@@ -298,11 +347,33 @@ kr_stats_kerr_cell(int16_t code)
     return (size_t)(code + 1);
 }
 
-/* Cell of rule index i in rule_hits, or -1 when i is out of range. */
-static inline int
-kr_stats_rule_cell(int i)
+/*
+ * Cell of a broker in upstream_connect_failures: the bootstrap servers
+ * (bootstrap true, node_id ignored) or NodeId node_id; never out of
+ * range.
+ */
+static inline size_t
+kr_stats_broker_cell(bool bootstrap, int32_t node_id)
 {
-    return i >= 0 && i < KR_STATS_RULE_CELLS ? i : -1;
+    if (bootstrap) {
+        return 0;
+    }
+    if (node_id < 0 || node_id >= KR_STATS_BROKERS) {
+        return KR_STATS_BROKER_CELLS - 1;
+    }
+    return (size_t)node_id + 1;
+}
+
+/*
+ * Cell of rule index i's action a in rule_hits, or -1 when either is out
+ * of range.
+ */
+static inline int
+kr_stats_rule_cell(int i, enum kr_stat_rule_action a)
+{
+    return i >= 0 && i < KR_STATS_RULES && (int)a >= 0 && a < KR_RA__N
+               ? i * KR_RA__N + (int)a
+               : -1;
 }
 
 /*
@@ -349,8 +420,8 @@ struct kr_verdict;
 
 /*
  * Count the rules a verdict names (the rule whose deny, clamp, produce
- * policy, throttle or fault won: kr_rule.h) in st's rule_hits, each rule
- * once.
+ * policy, throttle or fault won: kr_rule.h) in st's rule_hits, under the
+ * action each won.
  */
 void kr_stats_rule_hits(struct kr_stats *st, const struct kr_verdict *v);
 

@@ -19,8 +19,10 @@
  *             read lock; the level kr_log_level_cur is an atomic int
  *             written by the daemon at reload; rate-limit sites are
  *             static structs updated with atomics.  Shared.
- *   audit     one sink for the process (kr_audit.h: its queue has a
- *             lock, a writer thread drains it).  Shared; each worker holds
+ *   audit     one sink for the process (kr_audit.h: a lock-free ring
+ *             per writing thread, drained by the sink's writer thread; a
+ *             worker's first line takes the sink's mutex once to find its
+ *             ring).  Shared; each worker holds
  *             a reference (struct kr_audit_ref, atomic count) to the sink
  *             of its current generation, so a reload that replaces the
  *             sink closes the old one only when the last worker let go.
@@ -67,9 +69,11 @@
  *
  *   throttle  per worker: throttle_mode = enforce delays a client by
  *             its own connection's state (as a broker's quota does per
- *             connection's channel), so nothing is shared; a quota that
- *             a rule expresses holds per worker: N workers let through up
- *             to N times what one would (as N krelay instances would).
+ *             connection's channel), so nothing is shared.  What is
+ *             counted per worker (a listener's max_connections, the
+ *             legacy refusal delay's window) holds per worker: N workers
+ *             let through up to N times what one would (as N krelay
+ *             instances would); krelay.ini(5) and the README say so.
  *
  * Listening sockets: one per worker and address, SO_REUSEPORT.  The
  * daemon binds, once at start (before the privilege drop: ports below

@@ -235,13 +235,19 @@ conn_json(const struct kr_session *s, int64_t now_us)
     }
     json_object_set_new(o, "id", json_string(s->conn_id));
     json_object_set_new(o, "listener",
-                        json_string(s->lc != NULL ? s->lc->name : ""));
+                        json_string(kr_session_listener_name(s)));
     json_object_set_new(o, "listener_address",
                         json_string(s->l != NULL ? s->l->addrstr : ""));
     json_object_set_new(o, "route",
                         json_string(s->l != NULL ? s->l->label : ""));
     json_object_set_new(o, "client_address", json_string(s->peer_host));
     json_object_set_new(o, "client_port", json_integer(s->peer_port));
+    if (s->proxied) {
+        /* the PROXY protocol header named the client: the socket's peer
+           is the proxy (the audit log's proxy_addr, proxy_port) */
+        json_object_set_new(o, "proxy_address", json_string(s->proxy_host));
+        json_object_set_new(o, "proxy_port", json_integer(s->proxy_port));
+    }
     json_object_set_new(o, "client_id", s->client_id[0]
                                             ? json_string(s->client_id)
                                             : json_null());

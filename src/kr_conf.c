@@ -234,7 +234,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
       NULL },
     { KR_CS_LISTENER, "max_connections", KR_CT_I64, LST(max_connections), 0,
       "10000", 1, 1000000, 0,
-      "client connections, bootstrap and broker ports together", NULL },
+      "client connections, bootstrap and broker ports together, per "
+      "worker: with [process] workers = N the listener takes up to N "
+      "times as many", NULL },
     { KR_CS_LISTENER, "idle_timeout_ms", KR_CT_I64, LST(idle_timeout_ms), 0,
       "600000", 0, INT32_MAX, 0,
       "close a client connection idle this long, in ms (0: never)", NULL },
@@ -412,7 +414,9 @@ static const struct kr_cf_key kr_conf_keys[] = {
     { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
       "how long after its last refusal a client address counts as "
-      "retrying (legacy_refuse_delay_ms), in ms", NULL },
+      "retrying (legacy_refuse_delay_ms), in ms; each worker remembers "
+      "the addresses it refused (a reconnection another worker accepts "
+      "is not delayed)", NULL },
     /* issue 12: the PROXY protocol */
     { KR_CS_LISTENER, "proxy_protocol", KR_CT_CHOICE, LST(proxy_protocol),
       0, "off", 0, 0, 0,
@@ -742,6 +746,8 @@ static const struct {
     { KR_CS_RULE, "fault_error", "none" },
 };
 
+static bool kr_cf_parse_int(const char *s, int64_t *out);
+
 int64_t
 kr_conf_default_workers(void)
 {
@@ -750,13 +756,25 @@ kr_conf_default_workers(void)
     int n;
 
     if (env != NULL && env[0] != '\0') {
-        char *end;
-        long long v;
+        char buf[32];
+        size_t b = 0, e = strlen(env);
+        int64_t v;
 
-        errno = 0;
-        v = strtoll(env, &end, 10);
-        return errno == 0 && *end == '\0' && v >= 1 && v <= KR_WORKERS_MAX
-                   ? (int64_t)v
+        /* as a value in the file: blanks around it dropped (inih strips
+           them), then kr_cf_parse_int's digits ("+3", "3x" refused) */
+        while (b < e && isspace((unsigned char)env[b])) {
+            b++;
+        }
+        while (e > b && isspace((unsigned char)env[e - 1])) {
+            e--;
+        }
+        if (e - b >= sizeof(buf)) {
+            return 0;
+        }
+        memcpy(buf, env + b, e - b);
+        buf[e - b] = '\0';
+        return kr_cf_parse_int(buf, &v) && v >= 1 && v <= KR_WORKERS_MAX
+                   ? v
                    : 0;
     }
     CPU_ZERO(&set);
@@ -3798,6 +3816,30 @@ kr_cf_stand_in(struct kr_cf_state *st, const char *list)
     in->key_line[idx] = line;
 }
 
+/*
+ * $KRELAY_WORKERS is only the default of [process] workers: a bad value
+ * is an error when the file leaves workers to it, and nothing when the
+ * file sets workers (well or badly: a bad key has its own error).
+ */
+static void
+kr_cf_check_workers(struct kr_cf_state *st)
+{
+    int i, k = kr_cf_key_index(KR_CS_PROCESS, "workers");
+
+    for (i = 0; i < st->ninsts; i++) {
+        const struct kr_cf_inst *in = &st->insts[i];
+
+        if (in->kind == KR_CS_PROCESS && k >= 0 && in->key_line[k] != 0) {
+            return;
+        }
+    }
+    if (kr_conf_default_workers() == 0) {
+        kr_cf_err(st, 0, "the environment variable KRELAY_WORKERS (the "
+                  "default of [process] workers, which the file does not "
+                  "set) is not a number 1..%d", KR_WORKERS_MAX);
+    }
+}
+
 static void
 kr_cf_check_all(struct kr_cf_state *st)
 {
@@ -4022,12 +4064,9 @@ kr_cf_load_buf(const char *text, size_t len, const char *name,
             kr_cf_err(&st, 0, "internal error: default of '%s'", k->name);
         }
     }
+    /* 0 when $KRELAY_WORKERS is bad: an error only if the file does not
+       set workers itself (kr_cf_check_workers) */
     c->process.workers = kr_conf_default_workers();
-    if (c->process.workers == 0) {
-        kr_cf_err(&st, 0, "the environment variable KRELAY_WORKERS (the "
-                  "default of [process] workers) is not a number 1..%d",
-                  KR_WORKERS_MAX);
-    }
 
     if (have_max) {
         saved_max = ini_max_line;
@@ -4051,6 +4090,7 @@ kr_cf_load_buf(const char *text, size_t len, const char *name,
         kr_cf_stand_in(&st, st.stand_in_upstream);
     }
     kr_cf_check_all(&st);
+    kr_cf_check_workers(&st);
     kr_cf_build(&st);
     if (st.nerr > 0) {
         kr_conf_free(c);

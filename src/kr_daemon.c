@@ -740,7 +740,11 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
         kr_daemon_stop(d);
         break;
     default:
-        kr_log_notice("signal %d: stopping at once", (int)sig);
+        if (sig == SIGINT) {
+            kr_log_notice("SIGINT: stopping at once");
+        } else {
+            kr_log_notice("signal %d: stopping at once", (int)sig);
+        }
         kr_daemon_stop(d);
         break;
     }
@@ -782,17 +786,25 @@ drain_timer_cb(evutil_socket_t fd, short what, void *arg)
     uint64_t left = total(d, KR_STAT_ID_conn_active);
     int64_t now = kr_clock_timer_ms();
 
+    uint64_t nd;
+
     (void)fd;
     (void)what;
     if (left == 0 && seen) {
+        nd = total(d, KR_STAT_ID_conn_drain_closed);
         kr_log_notice("drain: done in %lld ms: every connection closed "
-                      "after the responses it was owed",
-                      (long long)(now - d->drain_started_ms));
+                      "after the responses it was owed; %" PRIu64 " new "
+                      "connection%s closed at accept",
+                      (long long)(now - d->drain_started_ms), nd,
+                      plural((long long)nd));
     } else if (now >= d->drain_deadline_ms) {
+        nd = total(d, KR_STAT_ID_conn_drain_closed);
         kr_log_notice("drain: drain_timeout_ms (%lld) reached: closing the "
-                      "%" PRIu64 " connection%s left",
+                      "%" PRIu64 " connection%s left; %" PRIu64 " new "
+                      "connection%s closed at accept",
                       (long long)(d->drain_deadline_ms - d->drain_started_ms),
-                      left, plural((long long)left));
+                      left, plural((long long)left), nd,
+                      plural((long long)nd));
     } else {
         return;
     }
@@ -1507,13 +1519,16 @@ newconn_cb(const struct kr_conf_change *ch, void *arg)
                       "with the running one until they end",
                       (const char *)arg, ch->line, ch->name[0] ? " " : "",
                       ch->name, ch->key);
+    } else if (ch->new_index < 0) {
+        /* ch->line is the old file's: no line of the file as it is now */
+        kr_log_notice("reload: %s: [upstream%s%s] removed (it was at line %d "
+                      "before the reload): its open connections stay with "
+                      "it until they end", (const char *)arg,
+                      ch->name[0] ? " " : "", ch->name, ch->line);
     } else {
-        kr_log_notice("reload: %s:%d: [upstream%s%s] %s", (const char *)arg,
-                      ch->line, ch->name[0] ? " " : "", ch->name,
-                      ch->new_index < 0
-                          ? "removed: its open connections stay with it "
-                            "until they end"
-                          : "added");
+        kr_log_notice("reload: %s:%d: [upstream%s%s] added",
+                      (const char *)arg, ch->line, ch->name[0] ? " " : "",
+                      ch->name);
     }
 }
 

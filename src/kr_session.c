@@ -729,6 +729,15 @@ kr_s_arm_timer(struct kr_session *s)
     }
 }
 
+/* s's upstream connection could not be made: counted by its broker. */
+static void
+count_connect_failure(struct kr_session *s)
+{
+    KR_STAT_INC_L(s->host->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(s->node_id == KR_NODE_BOOTSTRAP,
+                                       s->node_id));
+}
+
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -768,6 +777,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                                              : "");
             break;
         case T_CONNECT:
+            count_connect_failure(s);
             if (s->upname[0] != '\0') {
                 kr_s_close_timeout(s, KR_LOG_WARN, "no upstream connection to "
                                    "%s after connect_timeout_ms %" PRId64,
@@ -1320,9 +1330,17 @@ conn_handshake(struct kr_session *s, struct kr_conn *c)
                           "handshake: %s", c->ops->name,
                           kr_conn_strerror(c, e));
     } else if (c == &s->client) {
+        if (c->ops == &kr_tls_ops) {
+            KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
+                          KR_SIDE_CLIENT);
+        }
         kr_s_close_bad(s, KR_LOG_WARN, "%s handshake with the client "
                        "failed: %s", c->ops->name, kr_conn_strerror(c, e));
     } else {
+        if (c->ops == &kr_tls_ops) {
+            KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
+                          KR_SIDE_UPSTREAM);
+        }
         kr_s_close_up(s, KR_LOG_WARN, "%s handshake with upstream %s (name "
                       "\"%s\") failed: %s", c->ops->name, s->upname,
                       s->up.host != NULL ? s->up.host : "",
@@ -2189,6 +2207,7 @@ up_write_cb(evutil_socket_t fd, short what, void *arg)
             err = errno;
         }
         if (err != 0) {
+            count_connect_failure(s);
             kr_s_close_up(s, KR_LOG_WARN, "connect to upstream %s: %s",
                           s->upname, strerror(err));
             goto out;
@@ -2245,8 +2264,11 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
         return;
     }
     if (errno != EINPROGRESS) {
+        int e = errno;
+
+        count_connect_failure(s);
         kr_s_close_up(s, KR_LOG_WARN, "connect to upstream %s: %s", s->upname,
-                      strerror(errno));
+                      strerror(e));
         return;
     }
     kr_conn_set_writing(&s->up, true);
@@ -2262,6 +2284,7 @@ resolved_cb(void *arg, int status, const struct sockaddr *addr,
     s->depth++;
     snprintf(s->upname, sizeof(s->upname), "%s", what ? what : "?");
     if (status != KR_OK || addr == NULL) {
+        count_connect_failure(s);
         if (s->node_id == KR_NODE_BOOTSTRAP) {
             kr_s_close_up(s, KR_LOG_WARN, "no bootstrap server reachable (%s)",
                           s->upname);

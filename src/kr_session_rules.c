@@ -157,11 +157,12 @@ audit_put(struct kr_session *s, char *line)
 }
 
 /*
- * The listener's name in audit lines: its [listener NAME], or "default"
- * for the unnamed one (whose log prefix has no name: "> bootstrap").
+ * The listener's name in audit lines and /connections: its [listener
+ * NAME], or "default" for the unnamed one (whose log prefix has no name:
+ * "> bootstrap").
  */
-static const char *
-listener_name(const struct kr_session *s)
+const char *
+kr_session_listener_name(const struct kr_session *s)
 {
     return s->lc != NULL && s->lc->name != NULL && s->lc->name[0] != '\0'
                ? s->lc->name
@@ -206,7 +207,7 @@ audit_peer(struct kr_session *s, struct kr_audit_peer *p)
     p->memo = s->audit_memo;
     p->instance = kr_audit_instance(s->cref->conf->audit.instance);
     p->conn_id = s->conn_id;
-    p->listener = listener_name(s);
+    p->listener = kr_session_listener_name(s);
     p->client_addr = s->peer_host;
     p->client_port = s->peer_port;
     if (s->proxied) {

@@ -12,8 +12,8 @@
 #include "kr_schema.h"
 #include "kr_stats.h"
 
-_Static_assert(KR_STATS_RULE_CELLS == KR_CONF_MAX_RULES,
-               "one rule_hits cell per rule");
+_Static_assert(KR_STATS_RULES == KR_CONF_MAX_RULES,
+               "rule_hits cells for every rule");
 _Static_assert(KR_STATS_API_VERSIONS <= 64, "versions fit a label");
 
 const struct kr_stat_desc kr_stats_desc[KR_STAT__N] = {
@@ -28,6 +28,17 @@ static const char *const close_labels[KR_CLOSE__N] = {
 #define KR_CLOSE_LABEL_(id, label) label,
     KR_CLOSE_CAUSES(KR_CLOSE_LABEL_)
 #undef KR_CLOSE_LABEL_
+};
+
+static const char *const rule_action_labels[KR_RA__N] = {
+#define KR_RA_LABEL_(id, label) label,
+    KR_STATS_RULE_ACTIONS(KR_RA_LABEL_)
+#undef KR_RA_LABEL_
+};
+
+static const char *const side_labels[KR_SIDE__N] = {
+    [KR_SIDE_CLIENT] = "client",
+    [KR_SIDE_UPSTREAM] = "upstream",
 };
 
 static const int64_t latency_bounds[KR_STATS_LATENCY_BOUNDS] = {
@@ -146,13 +157,28 @@ prom_cell_labels(FILE *out, const struct kr_stat_desc *d, size_t i,
         }
         break;
     case KR_SL_RULE:
-        name = rule_name != NULL ? rule_name((int)i, arg) : NULL;
+        name = rule_name != NULL ? rule_name((int)(i / KR_RA__N), arg)
+                                 : NULL;
         fputs("rule=\"", out);
         if (name != NULL) {
             prom_label(out, name);
         } else {
-            fprintf(out, "rule%zu", i);
+            fprintf(out, "rule%zu", i / KR_RA__N);
         }
+        fprintf(out, "\",action=\"%s\"", rule_action_labels[i % KR_RA__N]);
+        break;
+    case KR_SL_BROKER:
+        if (i == 0) {
+            fputs("broker=\"bootstrap\"", out);
+        } else if (i == KR_STATS_BROKER_CELLS - 1) {
+            fputs("broker=\"other\"", out);
+        } else {
+            fprintf(out, "broker=\"%zu\"", i - 1);
+        }
+        break;
+    case KR_SL_SIDE:
+        fputs("side=\"", out);
+        prom_label(out, side_labels[i]);
         fputc('"', out);
         break;
     case KR_SL_KERR:
@@ -237,23 +263,18 @@ kr_stats_prom(FILE *out, const struct kr_stats *const *st, int n,
 void
 kr_stats_rule_hits(struct kr_stats *st, const struct kr_verdict *v)
 {
-    int r[5], n = 0, i, j, c;
+    int r[KR_RA__N], a, c;
 
-    r[n++] = v->flags & KR_VF_DENY ? v->deny_rule : -1;
-    r[n++] = v->flags & KR_VF_CLAMP ? v->clamp_rule : -1;
-    r[n++] = v->flags & KR_VF_POLICY ? v->policy_rule : -1;
-    r[n++] = v->flags & KR_VF_THROTTLE ? v->throttle_rule : -1;
-    r[n++] = v->flags & (KR_VF_LATENCY | KR_VF_ERROR | KR_VF_CLOSE)
-                 ? v->fault_rule
-                 : -1;
-    for (i = 0; i < n; i++) {
-        bool seen = false;
-
-        for (j = 0; j < i; j++) {
-            seen = seen || r[j] == r[i];
-        }
-        c = kr_stats_rule_cell(r[i]);
-        if (!seen && c >= 0) {
+    r[KR_RA_DENY] = v->flags & KR_VF_DENY ? v->deny_rule : -1;
+    r[KR_RA_CLAMP] = v->flags & KR_VF_CLAMP ? v->clamp_rule : -1;
+    r[KR_RA_POLICY] = v->flags & KR_VF_POLICY ? v->policy_rule : -1;
+    r[KR_RA_THROTTLE] = v->flags & KR_VF_THROTTLE ? v->throttle_rule : -1;
+    r[KR_RA_FAULT] = v->flags & (KR_VF_LATENCY | KR_VF_ERROR | KR_VF_CLOSE)
+                         ? v->fault_rule
+                         : -1;
+    for (a = 0; a < KR_RA__N; a++) {
+        c = kr_stats_rule_cell(r[a], (enum kr_stat_rule_action)a);
+        if (c >= 0) {
             KR_STAT_INC_L(st, rule_hits, c);
         }
     }

@@ -1,9 +1,11 @@
 #!/bin/bash
 # The admin endpoint ([admin], src/kr_admin.c): /healthz and /readyz with
-# the upstream down, then up, then dead; a confluent-kafka producer's own
+# the upstream down (clients whose broker krelay cannot reach counted by
+# broker), then up, then dead; a confluent-kafka producer's own
 # count (librdkafka statistics: Produce requests, requests and bytes
 # sent, summed over its brokers) against /metrics scraped while it is
-# connected and idle; the whole scrape under a strict exposition-format
+# connected and idle, and per broker (requests and bytes sent) against
+# /connections; the whole scrape under a strict exposition-format
 # checker (prom_check.py); /connections shows the client with its
 # ClientId; /config hides a SASL password; a refused reload counts in
 # /metrics; the bearer token is asked (401) everywhere but /healthz.
@@ -88,6 +90,22 @@ kr_wait_for 20 ready_is 503 || kr_fail "/readyz with no upstream: $CODE"
 grep -q 'upstream main: no metadata fetch' "$W/body" ||
     kr_fail "/readyz gives no reason: $(cat "$W/body")"
 kr_log "no upstream: /healthz 200, /readyz 503: $(cat "$W/body")"
+# a client of the bootstrap port and one of NodeId 2's: krelay cannot
+# reach their brokers and closes them, counted by broker
+for port in "$KR_PORT" $((KR_BROKER_BASE + 2)); do
+    "$KR_PY" - "$port" <<'PYEOF' || kr_fail "krelay did not close a client of port $port"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+while s.recv(4096):
+    pass
+PYEOF
+done
+http /metrics "$TOKEN"
+grep -qx 'krelay_upstream_connect_failures_total{broker="bootstrap"} 1' "$W/body" &&
+    grep -qx 'krelay_upstream_connect_failures_total{broker="2"} 1' "$W/body" &&
+    [ "$(grep -c '^krelay_upstream_connect_failures_total{' "$W/body")" = 2 ] ||
+    kr_fail "upstream connect failures: $(grep upstream_connect "$W/body")"
+kr_log "upstream unreachable: a client each of bootstrap and NodeId 2 closed, counted: $(grep -c '^krelay_upstream_connect_failures_total{' "$W/body") brokers"
 kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
 mv "$W/krelay.log" "$W/krelay-first.log"
 
@@ -166,10 +184,37 @@ for c in mine:
     assert c['bytes_from_client'] > 0 and c['bytes_to_client'] > 0, c
     assert c['in_flight'] == 0 and c['age_seconds'] > 0, c
     assert c['listener_address'].startswith('127.0.0.1:'), c
+    # the unnamed [listener], named as in the audit log (doc/audit.md)
+    assert c['listener'] == 'default', c
 print('%d connections of %s' % (len(mine), sys.argv[2]))
 EOF
     kr_fail "/connections: $(cat "$W/conns.out") $(head -c 600 "$W/connections.json")"
 kr_log "/connections: $(cat "$W/conns.out")"
+# per broker: each broker connection librdkafka made once and holds (so
+# its counts are that connection's) against krelay's count of the
+# connection of that route: requests and request bytes; the Produce
+# requests all went to brokers so compared (librdkafka's count per broker)
+"$KR_PY" - "$W/client.json" "$W/connections.json" "$CID" <<'EOF' >"$W/per_broker.out" 2>&1 ||
+import json, sys
+c = json.load(open(sys.argv[1]))
+conns = [x for x in json.load(open(sys.argv[2]))['connections']
+         if x['client_id'] == sys.argv[3]]
+seen, produce = 0, 0
+for b in c['per_broker']:
+    if b['state'] != 'UP' or b['connects'] != 1:
+        continue
+    route = 'bootstrap' if b['nodeid'] < 0 else 'NodeId %d' % b['nodeid']
+    k = [x for x in conns if x['route'] == route]
+    assert len(k) == 1, (route, conns)
+    assert (k[0]['requests'], k[0]['bytes_from_client']) == \
+        (b['tx'], b['txbytes']), (route, b, k[0])
+    print('%s: %d requests, %d bytes' % (route, b['tx'], b['txbytes']))
+    seen += 1
+    produce += b['produce']
+assert seen >= 2 and produce == c['produce'], (seen, produce, c)
+EOF
+    kr_fail "per broker: $(cat "$W/per_broker.out")"
+kr_log "per broker: $(tr '\n' ';' <"$W/per_broker.out")"
 http "/connections?offset=1&limit=1" "$TOKEN"
 [ "$CODE" = 200 ] && grep -q '"offset": 1' "$W/body" ||
     kr_fail "/connections?offset=1&limit=1: $CODE"
@@ -209,18 +254,26 @@ grep -qx 'krelay_reloads_total{result="ok"} 1' "$W/body" ||
     kr_fail "reload not counted: $(grep reloads "$W/body")"
 kr_log "reloads: refused and applied, both counted"
 # A reload that removes [admin] leaves the endpoint as it started: its
-# token is still asked.
-sed '/^\[admin\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+# token is still asked.  It removes [upstream spare] too (the section
+# before [admin]): said naming the line it was at, not a line of the
+# file as it is now.
+SPARE_LINE=$(grep -n '^\[upstream spare\]$' "$W/krelay.ini.good" | cut -d: -f1)
+sed '/^\[upstream spare\]$/,$d' "$W/krelay.ini.good" >"$W/krelay.ini"
+[ -n "$SPARE_LINE" ] && [ "$(wc -l <"$W/krelay.ini")" -lt "$SPARE_LINE" ] ||
+    kr_fail "test bug: [upstream spare] at line '$SPARE_LINE'"
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 20 grep -q '\[admin\] removed: the admin endpoint changes only at a restart' \
     "$W/krelay.log" || kr_fail "removing [admin] by a reload not logged"
+grep -q "notice: reload: $W/krelay.ini: \[upstream spare\] removed (it was at line $SPARE_LINE before the reload): its open connections stay" \
+    "$W/krelay.log" ||
+    kr_fail "removing [upstream spare]: $(grep 'upstream spare' "$W/krelay.log")"
 http /metrics
 [ "$CODE" = 401 ] || kr_fail "[admin] removed: /metrics without the token: $CODE"
 http /metrics "$TOKEN"
 [ "$CODE" = 200 ] && grep -qx 'krelay_reloads_total{result="ok"} 2' "$W/body" ||
     kr_fail "[admin] removed: /metrics with the token: $CODE"
 cp "$W/krelay.ini.good" "$W/krelay.ini"
-kr_log "a reload without [admin]: the endpoint keeps its token"
+kr_log "a reload without [admin] and [upstream spare]: the endpoint keeps its token, the removal names its old line"
 
 # 7. The upstream dies: not ready, with the reason; still alive.
 kr_check_alive

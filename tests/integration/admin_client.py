@@ -4,7 +4,8 @@ produces N messages through krelay with statistics.interval.ms, then,
 while the producer stays connected and idle, scrapes krelay's /metrics
 and /connections between two statistics reports that agree (no request
 went out in between).  Writes metrics.txt, connections.json and
-client.json (what librdkafka counted, summed over its brokers) into DIR.
+client.json (what librdkafka counted, summed over its brokers, and per
+broker: per_broker) into DIR.
 
   admin_client.py BOOTSTRAP ADMIN_URL TOKEN N TOPIC CLIENT_ID DIR
 """
@@ -45,7 +46,8 @@ def main():
         sys.exit('flush: messages left')
 
     def totals(s):
-        t = {'tx': 0, 'txbytes': 0, 'produce': 0, 'brokers': 0}
+        t = {'tx': 0, 'txbytes': 0, 'produce': 0, 'brokers': 0,
+             'per_broker': []}
         for b in s['brokers'].values():
             if b.get('source') == 'internal':
                 continue
@@ -53,6 +55,12 @@ def main():
             t['tx'] += b['tx']
             t['txbytes'] += b['txbytes']
             t['produce'] += b['req'].get('Produce', 0)
+            t['per_broker'].append({
+                'nodeid': b['nodeid'], 'state': b['state'],
+                'connects': b.get('connects'), 'tx': b['tx'],
+                'txbytes': b['txbytes'],
+                'produce': b['req'].get('Produce', 0)})
+        t['per_broker'].sort(key=lambda x: x['nodeid'])
         return t
 
     def fresh_stats():

@@ -4,8 +4,10 @@
 #      broker (daemon_peers.py slow-broker, 0.5 s per request) when
 #      SIGTERM arrives: all 5 are answered, a connection made during the
 #      drain is closed at once (EOF, no byte), krelay exits 0 well within
-#      drain_timeout_ms, one log line per phase.  A second case: SIGTERM
-#      twice stops at once (the requests in flight are not waited for).
+#      drain_timeout_ms, one log line per phase, the drain's end counting
+#      the connections closed at accept.  A second case: SIGTERM twice
+#      stops at once (the requests in flight are not waited for); a
+#      third: SIGINT alone stops at once, without a drain.
 #   2. -d -p: the command returns 0 once krelay serves; the pid file holds
 #      the daemon's pid, locked (flock); the daemon leads its own session
 #      with no terminal; a second krelay with the pid file refuses; SIGTERM
@@ -92,6 +94,10 @@ for phase in 'SIGTERM: draining: new connections close at accept; 1 open connect
 done
 grep -q 'krelay drains: closed after the responses owed' "$KR_WORK/krelay.log" ||
     kr_fail "the session's drain close is not logged"
+# both probes counted (conn_drain_closed), said when the drain ends
+grep -q 'drain: done in [0-9]* ms: .*; 2 new connections closed at accept$' \
+    "$KR_WORK/krelay.log" ||
+    kr_fail "the drain's end does not count the 2 probes: $(grep 'drain: ' "$KR_WORK/krelay.log")"
 kr_log "drain: 5 of 5 requests in flight answered, new connection closed at accept, exit 0 after $ms ms"
 
 # ---- 1b. SIGTERM twice: at once ---------------------------------------------
@@ -121,6 +127,34 @@ case $got in
     "answered 5 "*) kr_fail "second SIGTERM waited for every response: $got" ;;
 esac
 kr_log "second SIGTERM: stopped at once ($got)"
+
+# ---- 1c. SIGINT: at once, no drain -------------------------------------------
+conf "$KR_WORK/drain3.ini" '[process]' 'drain_timeout_ms = 20000'
+: >"$KR_WORK/krelay.log"
+"$KR_KRELAY" -c "$KR_WORK/drain3.ini" >>"$KR_WORK/krelay.out.log" 2>&1 &
+KPID=$!
+KR_PIDS+=("$KPID")
+kr_wait_port "$PORT" 20 "$KPID" || kr_fail "krelay did not start"
+rm -f "$KR_WORK/sent"
+"$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 5 "$KR_WORK/sent" \
+    >"$KR_WORK/pipeline3.out" 2>&1 &
+CPID=$!
+kr_wait_for 10 test -e "$KR_WORK/sent" || kr_fail "client did not send"
+sleep 0.3
+kill -INT "$KPID"
+kr_wait_for 3 kr_gone "$KPID" || kr_fail "SIGINT did not stop krelay at once"
+wait "$KPID" || kr_fail "krelay exited $? after SIGINT"
+wait "$CPID"
+grep -q 'notice: SIGINT: stopping at once' "$KR_WORK/krelay.log" ||
+    kr_fail "no line for SIGINT: $(tail -n 3 "$KR_WORK/krelay.log")"
+if grep -q 'SIGTERM: draining\|drain: ' "$KR_WORK/krelay.log"; then
+    kr_fail "SIGINT drained"
+fi
+got=$(cat "$KR_WORK/pipeline3.out")
+case $got in
+    "answered 5 "*) kr_fail "SIGINT waited for every response: $got" ;;
+esac
+kr_log "SIGINT: stopped at once, no drain ($got)"
 
 # ---- 2. -d and -p ------------------------------------------------------------
 W=$(cd "$KR_WORK" && pwd)      # -d runs in /: absolute paths

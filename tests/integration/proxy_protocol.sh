@@ -16,9 +16,10 @@
 # gives both, %cp and %bp); a scripted sender whose header claims
 # 203.0.113.7:4242 (v1 text, v2 binary, v2 then TLS) is that address in
 # the audit log and is refused by a `client_address = 203.0.113.0/24`
-# deny rule while a claim of 198.51.100.9 is not; a header sent from an
-# address outside proxy_protocol_from is refused at accept; a malformed
-# header closes its connection; one log line each.
+# deny rule while a claim of 198.51.100.9 is not, and is that address in
+# the admin endpoint's /connections while its connection is open; a
+# header sent from an address outside proxy_protocol_from is refused at
+# accept; a malformed header closes its connection; one log line each.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -74,18 +75,23 @@ client_address = 203.0.113.0/24
 api = FindCoordinator
 deny = true
 
+[admin]
+listen = 127.0.0.1:$ADMIN_PORT
+
 [log]
 level = $KRELAY_LOG_LEVEL
 target = $W/krelay.log
 EOF
 }
 for attempt in 1 2 3; do
-    P=$(kr_free_ports $((${#L[@]} * 4))) || exit 99
+    P=$(kr_free_ports $((${#L[@]} * 4 + 1))) || exit 99
+    ADMIN_PORT=$((P + ${#L[@]} * 4))
     write_conf >"$W/krelay.ini"
     "$KR_KRELAY" -c "$W/krelay.ini" >>"$W/krelay.out.log" 2>&1 &
     KR_KRELAY_PID=$!
     KR_PIDS+=("$KR_KRELAY_PID")
-    if kr_wait_port $((P + 15)) 30 "$KR_KRELAY_PID"; then
+    if kr_wait_port $((P + 15)) 30 "$KR_KRELAY_PID" &&
+       kr_wait_port "$ADMIN_PORT" 30 "$KR_KRELAY_PID"; then
         break
     fi
     kill "$KR_KRELAY_PID" 2>/dev/null
@@ -147,10 +153,11 @@ kr_log "kcat: 20 messages each through HAProxy's send-proxy and send-proxy-v2, b
 # v2 one then TLS, 198.51.100.9 (not in the deny rule's network), an
 # untrusted peer, a malformed header
 cat >"$W/sender.py" <<'PYEOF'
-import json, socket, ssl, struct, subprocess, sys
+import json, socket, ssl, struct, subprocess, sys, urllib.request
 sys.path.insert(0, sys.argv[1])
 from krwire import exchange, recv_exact
-codec, port0, ca = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+codec, port0, ca, admin = sys.argv[2], int(sys.argv[3]), sys.argv[4], \
+    int(sys.argv[5])
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
 def v2(src, sport, dst, dport):
@@ -175,6 +182,19 @@ def decode(frame, key, ver):
                          check=True).stdout
     return json.loads(out)["body"]
 
+def listed(name, s):
+    """Connection s as /connections lists it (krelay sees s's own port as
+    the proxy's)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/connections" % admin,
+                                timeout=10) as r:
+        d = json.load(r)
+    return sorted("%s %s %s:%s via %s" % (name, c["listener"],
+                                         c["client_address"],
+                                         c["client_port"],
+                                         c.get("proxy_address"))
+                  for c in d["connections"]
+                  if c.get("proxy_port") == s.getsockname()[1])
+
 def run(name, port, header, tls=False):
     s = socket.create_connection(("127.0.0.2", port), timeout=20)
     s.sendall(header)
@@ -185,6 +205,8 @@ def run(name, port, header, tls=False):
     m = decode(exchange(s, codec, md(1)), 3, 1)
     f = decode(exchange(s, codec, fc(2)), 10, 2)
     print(name, len(m["Brokers"]), f["ErrorCode"], flush=True)
+    for l in listed(name, s):
+        print(l, flush=True)
     s.close()
 
 def refused(name, host, port, data):
@@ -207,19 +229,26 @@ refused("malformed", "127.0.0.2", port0 + 4,
         b"PROXY TCP4 203.0.113.7 127.0.0.1 4242 9092\r\n")
 PYEOF
 kr_run 60 "$KR_PY" "$W/sender.py" "$top_srcdir/tests/integration" \
-    "$top_builddir/krelay-codec" "$P" "$C/ca.pem" >"$W/sender.txt" \
-    2>"$W/sender.log" || kr_fail "the scripted sender failed: $(cat "$W/sender.log")"
+    "$top_builddir/krelay-codec" "$P" "$C/ca.pem" "$ADMIN_PORT" \
+    >"$W/sender.txt" 2>"$W/sender.log" ||
+    kr_fail "the scripted sender failed: $(cat "$W/sender.log")"
+# each sender's connection, while open, is in /connections as the
+# client its header named, the proxy beside it
 cat >"$W/sender.want" <<'EOF'
 v1 3 30
+v1 v1 203.0.113.7:4242 via 127.0.0.1
 v2 3 30
+v2 v2 203.0.113.7:4242 via 127.0.0.1
 tls 3 30
+tls tls 203.0.113.7:4242 via 127.0.0.1
 other 3 0
+other v1 198.51.100.9:5151 via 127.0.0.1
 untrusted closed
 malformed closed
 EOF
 cmp -s "$W/sender.txt" "$W/sender.want" ||
     kr_fail "scripted senders: $(diff "$W/sender.want" "$W/sender.txt")"
-kr_log "scripted senders: 203.0.113.7 (v1, v2, v2 then TLS) denied FindCoordinator by client_address, 198.51.100.9 not; untrusted and malformed closed"
+kr_log "scripted senders: 203.0.113.7 (v1, v2, v2 then TLS) denied FindCoordinator by client_address and listed so in /connections, 198.51.100.9 not denied; untrusted and malformed closed"
 
 # 3. the log: one line each for the refusals
 grep -q "listener ut/bootstrap (127.0.0.1:$((P + 12))): 127.0.0.1:[0-9]* is not in proxy_protocol_from: closed at accept" \

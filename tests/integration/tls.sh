@@ -127,16 +127,19 @@ EOF
         esac
         i=$((i + 1))
     done
+    printf '\n[admin]\nlisten = 127.0.0.1:%s\n' "$ADMIN_PORT"
     printf '\n[log]\nlevel = %s\ntarget = %s\n' "$KRELAY_LOG_LEVEL" \
         "$W/krelay.log"
 }
 for attempt in 1 2 3; do
-    KB=$(kr_free_ports $((${#L[@]} * 4))) || exit 99
+    KB=$(kr_free_ports $((${#L[@]} * 4 + 1))) || exit 99
+    ADMIN_PORT=$((KB + ${#L[@]} * 4))
     write_conf >"$W/krelay.ini"
     "$KR_KRELAY" -c "$W/krelay.ini" >>"$W/krelay.out.log" 2>&1 &
     KR_KRELAY_PID=$!
     KR_PIDS+=("$KR_KRELAY_PID")
-    if kr_wait_port $((KB + ${#L[@]} * 4 - 1)) 30 "$KR_KRELAY_PID"; then
+    if kr_wait_port $((KB + ${#L[@]} * 4 - 1)) 30 "$KR_KRELAY_PID" &&
+       kr_wait_port "$ADMIN_PORT" 30 "$KR_KRELAY_PID"; then
         break
     fi
     kill "$KR_KRELAY_PID" 2>/dev/null
@@ -391,9 +394,34 @@ sed -e "/^\[listener tt\]/,/^\[/s|^ssl_certificate = .*|ssl_certificate = $W/cer
     -e "/^\[listener tt\]/,/^\[/s|^ssl_client_ca = .*|ssl_client_ca = $W/certs2/ca.pem|" \
     "$W/good.ini" >"$W/krelay.ini"
 grep -q "certs2/server-full.pem" "$W/krelay.ini" || kr_fail "sed: no new certificate"
+# the reload before (section 5's) logged "reloaded" too: wait for one more
+reloads() { grep -c "reloaded $W/krelay.ini" "$W/krelay.log"; }
+reloads_past() { [ "$(reloads)" -gt "$1" ]; }
+n0=$(reloads)
 kill -HUP "$KR_KRELAY_PID"
-kr_wait_for 20 grep -q "reloaded $W/krelay.ini" "$W/krelay.log" ||
+kr_wait_for 20 reloads_past "$n0" ||
     kr_fail "the reload with new certificates did not happen"
+# each worker applies the reload from its own loop, the other workers a
+# moment after the line: ten handshakes in a row with the new CA (new
+# connections, spread over the workers' sockets) before kcat's
+"$KR_PY" - "$(port tt)" "$W/certs2" <<'PYEOF' >"$W/newca.out" 2>&1 ||
+import socket, ssl, sys, time
+port, d = int(sys.argv[1]), sys.argv[2]
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+c.load_verify_locations(d + "/ca.pem")
+c.load_cert_chain(d + "/client.pem", d + "/client.key")
+ok, t0 = 0, time.monotonic()
+while ok < 10:
+    assert time.monotonic() - t0 < 20, "the new certificate not served"
+    try:
+        with c.wrap_socket(socket.create_connection(("127.0.0.1", port), 10),
+                           server_hostname="localhost"):
+            ok += 1
+    except ssl.SSLError:
+        ok = 0
+        time.sleep(0.05)
+PYEOF
+    kr_fail "tt after the reload: $(cat "$W/newca.out")"
 roundtrip tt 127.0.0.1 -X security.protocol=ssl \
     -X "ssl.ca.location=$W/certs2/ca.pem" \
     -X "ssl.certificate.location=$W/certs2/client.pem" \
@@ -438,6 +466,29 @@ EOF
     chmod 700 "$W"
     kr_log "a key only root reads: krelay as nobody names it at its line"
 fi
+
+# ---- /metrics: each TLS handshake that failed counted once, by side, as
+# the log named them (the mTLS client without a certificate; bn and bi's
+# upstream connections to a broker of another name)
+"$KR_PY" - "http://127.0.0.1:$ADMIN_PORT/metrics" "$W/krelay.log" <<'PYEOF' >"$W/tlsfail.out" 2>&1 ||
+import re, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+    text = r.read().decode()
+got = {s: 0 for s in ("client", "upstream")}
+for m in re.finditer(r'^krelay_tls_handshake_failures_total\{side="(\w+)"\} '
+                     r'(\d+)$', text, re.M):
+    got[m.group(1)] = int(m.group(2))
+log = open(sys.argv[2]).read()
+want = {"client": len(re.findall(r"\] tls handshake with the client failed",
+                                 log)),
+        "upstream": len(re.findall(r"\] tls handshake with upstream .* "
+                                   r"failed", log))}
+assert want["client"] >= 1 and want["upstream"] >= 2, want
+assert got == want, "metrics %s, log lines %s" % (got, want)
+print("client %(client)d, upstream %(upstream)d" % got)
+PYEOF
+    kr_fail "krelay_tls_handshake_failures_total: $(cat "$W/tlsfail.out")"
+kr_log "/metrics: TLS handshake failures as logged: $(cat "$W/tlsfail.out")"
 
 # ---- the end: no secret in the log, krelay and the others stop cleanly
 grep -q "PRIVATE KEY" "$W/krelay.log" "$W/krelay.out.log" &&

@@ -398,8 +398,8 @@ START_TEST(exposition_strict)
     KR_STAT_INC_L(a, api_requests, kr_stats_api_cell(KR_API_PRODUCE, 9));
     KR_STAT_INC_L(b, api_responses, kr_stats_api_cell(KR_API_FETCH, 12));
     KR_STAT_INC_L(b, api_requests, kr_stats_api_cell(-3, 0));   /* other */
-    KR_STAT_INC_L(a, rule_hits, 3);
-    KR_STAT_INC_L(a, rule_hits, 4);
+    KR_STAT_INC_L(a, rule_hits, kr_stats_rule_cell(3, KR_RA_CLAMP));
+    KR_STAT_INC_L(a, rule_hits, kr_stats_rule_cell(4, KR_RA_THROTTLE));
     KR_STAT_INC_L(b, errors_answered, kr_stats_kerr_cell(-1));
     KR_STAT_INC_L(b, closes, KR_CLOSE_BAD_INPUT);
     kr_stats_observe_latency(a, 1234567);       /* +Inf */
@@ -434,9 +434,9 @@ START_TEST(exposition_strict)
                                        "\"Fetch\",version=\"12\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_rule_hits_total{rule="
                                        "\"odd \\\"rule\\\" \\\\ with\\n"
-                                       "newline\"} 1\n"));
+                                       "newline\",action=\"clamp\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_rule_hits_total{rule="
-                                       "\"rule4\"} 1\n"));
+                                       "\"rule4\",action=\"throttle\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_errors_answered_total{"
                                        "error=\"UNKNOWN_SERVER_ERROR\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_closes_total{cause="

@@ -3359,6 +3359,36 @@ START_TEST(test_process_workers)
     expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
     setenv("KRELAY_WORKERS", "2x", 1);
     expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
+    /* a bad $KRELAY_WORKERS is only a bad default: the file's key wins */
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = 2\n");
+    ck_assert_int_eq(c->process.workers, 2);
+    kr_conf_free(c);
+    setenv("KRELAY_WORKERS", "0", 1);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = 3\n");
+    ck_assert_int_eq(c->process.workers, 3);
+    kr_conf_free(c);
+    /* ... and a bad key stays one error, the key's */
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = x\n",
+                     "workers");
+    /* the value read as the file's: blanks around it dropped, '+' and
+       other signs of strtoll's leniency refused */
+    setenv("KRELAY_WORKERS", " 3", 1);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->process.workers, 3);
+    kr_conf_free(c);
+    setenv("KRELAY_WORKERS", "4 \t", 1);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    ck_assert_int_eq(c->process.workers, 4);
+    kr_conf_free(c);
+    c = load_ok(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers =  3 \n");
+    ck_assert_int_eq(c->process.workers, 3);
+    kr_conf_free(c);
+    setenv("KRELAY_WORKERS", "+3", 1);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER "[process]\nworkers = +3\n",
+                     "workers");
+    setenv("KRELAY_WORKERS", " ", 1);
+    expect_one_error(MIN_UPSTREAM MIN_LISTENER, "KRELAY_WORKERS");
     if (saved != NULL) {
         setenv("KRELAY_WORKERS", saved, 1);
     } else {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kr_api_keys.h"
+#include "kr_rule.h"
 #include "kr_stats.h"
 
 /* An owner of a struct kr_stats, as a worker is. */
@@ -148,9 +149,22 @@ START_TEST(family_right_cell)
     ck_assert_uint_eq(kr_stats_kerr_cell(KR_KERR_MAX + 1),
                       KR_STATS_KERR_CELLS - 1);
     ck_assert_uint_eq(kr_stats_kerr_cell(-2), KR_STATS_KERR_CELLS - 1);
-    ck_assert_int_eq(kr_stats_rule_cell(3), 3);
-    ck_assert_int_eq(kr_stats_rule_cell(-1), -1);
-    ck_assert_int_eq(kr_stats_rule_cell(KR_STATS_RULE_CELLS), -1);
+    ck_assert_uint_eq(kr_stats_broker_cell(true, 5), 0);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, 0), 1);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, KR_STATS_BROKERS - 1),
+                      KR_STATS_BROKERS);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, KR_STATS_BROKERS),
+                      KR_STATS_BROKER_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_broker_cell(false, -1),
+                      KR_STATS_BROKER_CELLS - 1);
+    ck_assert_int_eq(kr_stats_rule_cell(3, KR_RA_DENY), 3 * KR_RA__N);
+    ck_assert_int_eq(kr_stats_rule_cell(3, KR_RA_FAULT),
+                     3 * KR_RA__N + KR_RA__N - 1);
+    ck_assert_int_eq(kr_stats_rule_cell(KR_STATS_RULES - 1, KR_RA_FAULT),
+                     KR_STATS_RULE_CELLS - 1);
+    ck_assert_int_eq(kr_stats_rule_cell(-1, KR_RA_DENY), -1);
+    ck_assert_int_eq(kr_stats_rule_cell(KR_STATS_RULES, KR_RA_DENY), -1);
+    ck_assert_int_eq(kr_stats_rule_cell(0, KR_RA__N), -1);
 
     /* exactly the cells incremented moved */
     ck_assert_int_eq(nonzero(o, seen, 8), 4);
@@ -201,6 +215,54 @@ rule_name(int i, void *arg)
     return i == 2 ? "deny-\"admin\"" : NULL;
 }
 
+/*
+ * kr_stats_rule_hits: each action a verdict names counts for its rule
+ * under that action, so one rule that clamps and throttles a request
+ * counts once under each; a verdict without actions counts nothing.
+ */
+START_TEST(rule_hits_by_action)
+{
+    struct owner *o = owner_new();
+    struct kr_verdict v;
+    int r, a, moved = 0;
+
+    memset(&v, 0, sizeof(v));
+    kr_stats_rule_hits(&o->stats, &v);
+    v.flags = KR_VF_CLAMP | KR_VF_THROTTLE;
+    v.clamp_rule = 2;
+    v.throttle_rule = 2;
+    kr_stats_rule_hits(&o->stats, &v);
+    v.flags = KR_VF_DENY | KR_VF_ERROR;
+    v.deny_rule = 0;
+    v.fault_rule = 7;
+    kr_stats_rule_hits(&o->stats, &v);
+    v.flags = KR_VF_POLICY | KR_VF_CLOSE;
+    v.policy_rule = 0;
+    v.fault_rule = 7;
+    kr_stats_rule_hits(&o->stats, &v);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(2, KR_RA_CLAMP)), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(2, KR_RA_THROTTLE)),
+                      1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(0, KR_RA_DENY)), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(0, KR_RA_POLICY)), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(7, KR_RA_FAULT)), 2);
+    for (r = 0; r < KR_STATS_RULES; r++) {
+        for (a = 0; a < KR_RA__N; a++) {
+            moved += KR_STAT_GET_L(&o->stats, rule_hits,
+                                   kr_stats_rule_cell(
+                                       r, (enum kr_stat_rule_action)a)) != 0;
+        }
+    }
+    ck_assert_int_eq(moved, 5);
+    free(o);
+}
+END_TEST
+
 START_TEST(sum_and_prometheus_text)
 {
     struct owner *a = owner_new(), *b = owner_new();
@@ -216,8 +278,16 @@ START_TEST(sum_and_prometheus_text)
     KR_STAT_INC_L(&b->stats, api_requests,
                   kr_stats_api_cell(KR_API_PRODUCE, 9));
     KR_STAT_INC_L(&b->stats, closes, KR_CLOSE_TIMEOUT);
-    KR_STAT_INC_L(&a->stats, rule_hits, 2);
+    KR_STAT_INC_L(&a->stats, rule_hits, kr_stats_rule_cell(2, KR_RA_DENY));
     KR_STAT_INC_L(&a->stats, errors_answered, kr_stats_kerr_cell(29));
+    KR_STAT_INC_L(&a->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
+    KR_STAT_INC_L(&b->stats, tls_handshake_failures, KR_SIDE_UPSTREAM);
+    KR_STAT_INC_L(&a->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(true, 7));
+    KR_STAT_INC_L(&b->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(false, 7));
+    KR_STAT_INC_L(&b->stats, upstream_connect_failures,
+                  kr_stats_broker_cell(false, 1000));
     kr_stats_observe_latency(&a->stats, 3);
     kr_stats_observe_latency(&b->stats, 40);
     st[0] = &a->stats;
@@ -242,10 +312,20 @@ START_TEST(sum_and_prometheus_text)
                                        "\"timeout\"} 1\n"));
     ck_assert_ptr_null(strstr(text, "cause=\"client\""));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_rule_hits_total{rule="
-                                       "\"deny-\\\"admin\\\"\"} 1\n"));
+                                       "\"deny-\\\"admin\\\"\",action="
+                                       "\"deny\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "\nkrelay_errors_answered_total{"
                                        "error=\"TOPIC_AUTHORIZATION_FAILED\""
                                        "} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_tls_handshake_failures_"
+                                       "total{side=\"upstream\"} 2\n"));
+    ck_assert_ptr_null(strstr(text, "side=\"client\""));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_upstream_connect_failures_"
+                                       "total{broker=\"bootstrap\"} 1\n"
+                                       "krelay_upstream_connect_failures_"
+                                       "total{broker=\"7\"} 1\n"
+                                       "krelay_upstream_connect_failures_"
+                                       "total{broker=\"other\"} 1\n"));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_latency_"
                                        "seconds histogram\n"));
     ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
@@ -276,6 +356,7 @@ stats_suite(void)
     tcase_add_test(tc, scalar_counts);
     tcase_add_test(tc, family_right_cell);
     tcase_add_test(tc, latency_buckets);
+    tcase_add_test(tc, rule_hits_by_action);
     tcase_add_test(tc, sum_and_prometheus_text);
     suite_add_tcase(s, tc);
     return s;

@@ -679,7 +679,9 @@ START_TEST(two_workers_two_threads)
             }
         }
         ck_assert_msg(denied[i], "worker %d never applied the reload", i);
-        ck_assert_uint_ge(KR_STAT_GET_L(&T.w[i]->stats, rule_hits, 0), 1);
+        ck_assert_uint_ge(KR_STAT_GET_L(&T.w[i]->stats, rule_hits,
+                                        kr_stats_rule_cell(0, KR_RA_DENY)),
+                          1);
     }
     /* the other clients of each worker: denied at once now */
     for (i = 0; i < NWORKERS; i++) {
