@@ -216,6 +216,36 @@ close_now(struct kr_an_decision *d, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/*
+ * d->text for a Produce with Acks=0 (h) whose error no response can
+ * carry: the request, why, then what krelay does (outcome) and the
+ * error.  why is cut ("...") to what KR_AN_CLOSE_TEXT_MAX leaves (the
+ * session keeps no more of a close line), so the outcome and the error
+ * always stay whole.
+ */
+static void
+acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
+           const char *why, const char *outcome, int16_t error)
+{
+    char head[80], tail[160], ebuf[KR_KERR_BUFLEN];
+    int room;
+
+    snprintf(head, sizeof(head), "%s v%d CorrelationId %d with Acks=0 ",
+             api_name(h->api_key), h->api_version, h->correlation_id);
+    snprintf(tail, sizeof(tail), ": %s (no response can carry %s)",
+             outcome, kr_kerr_format(error, ebuf, sizeof(ebuf)));
+    room = KR_AN_CLOSE_TEXT_MAX - 1 - (int)strlen(head) - (int)strlen(tail);
+    if (room < 3) {
+        room = 3;
+    }
+    if (strlen(why) > (size_t)room) {
+        snprintf(d->text, sizeof(d->text), "%s%.*s...%s", head, room - 3,
+                 why, tail);
+    } else {
+        snprintf(d->text, sizeof(d->text), "%s%s%s", head, why, tail);
+    }
+}
+
 /* What answer_error_fill may add to the error response (false: ENOMEM). */
 typedef bool (*answer_fill_fn)(struct kr_arena *a, struct kr_msg *rsp);
 
@@ -247,11 +277,7 @@ answer_error_fill(const struct kr_an_conn *c, const struct kr_an_request *r,
         /* a broker answers what came before, in order, then closes */
         d->outcome = KR_AN_CLOSE_AFTER_OWED;
         d->level = KR_LOG_NOTICE;
-        snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d with "
-                 "Acks=0 %s: closing the connection (no response can carry "
-                 "%s)", api_name(h->api_key), h->api_version,
-                 h->correlation_id, why,
-                 kr_kerr_format(error, ebuf, sizeof(ebuf)));
+        acks0_text(d, h, why, "closing the connection", error);
         return;
     }
     memset(&rsp, 0, sizeof(rsp));
@@ -863,19 +889,36 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
         legacy_crosses_records(h->api_key, h->api_version, to)) {
         rc = kr_legacy_produce_up(a, d->msg.body, r->rb, &lg->rec,
                                   &lg->parts, &d->legacy_st);
+        d->legacy_bad = rc == KR_OK ? (unsigned)lg->parts.n : 0;
+        if (rc == KR_OK && lg->parts.n > 0) {
+            /* the first bad partition's fault (short enough for an
+               Acks=0 close line, acks0_text) */
+            snprintf(why, sizeof(why), "has records that do not convert "
+                     "in %zu partition%s (topic %.32s partition %d: %.112s)",
+                     lg->parts.n,
+                     lg->parts.n == 1 ? "" : "s", lg->parts.v[0].topic,
+                     lg->parts.v[0].partition, lg->parts.v[0].why);
+        }
         if (rc == KR_OK && lg->parts.n > 0 &&
             !kr_legacy_produce_any_left(d->msg.body, &lg->parts)) {
             /* nothing left to forward: krelay answers */
-            snprintf(why, sizeof(why), "its records cannot be converted "
-                     "to RecordBatch v2 for v%d (topic %.60s partition %d: "
-                     "%.96s)", to, lg->parts.v[0].topic,
-                     lg->parts.v[0].partition, lg->parts.v[0].why);
             req->legacy = lg;
             answer_error(c, r, a, &orig, req, lg->parts.v[0].error, why, d);
             return;
         }
-        if (rc == KR_OK) {
+        if (rc == KR_OK && lg->parts.n > 0) {
             kr_legacy_produce_drop(d->msg.body, &lg->parts);
+            if (!r->expect) {
+                /* Acks=0: no response carries the bad partitions' errors.
+                   A broker stores the others and closes the connection
+                   (KafkaApis.handleProduceRequest, "Closing connection
+                   due to error during produce request ... with ack=0"):
+                   the others go up, then the connection closes */
+                d->close_after = true;
+                d->level = KR_LOG_NOTICE;
+                acks0_text(d, h, why, "others forwarded, closing the "
+                           "connection", lg->parts.v[0].error);
+            }
         }
     } else if (h->api_key == KR_API_FETCH &&
                legacy_crosses_records(h->api_key, h->api_version, to)) {
@@ -938,9 +981,10 @@ legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
     char why[300];
 
     d->legacy = true;
-    snprintf(why, sizeof(why), "is below the lowest version the brokers "
-             "accept (v%d, KIP-896): translate_legacy = true on [listener"
-             "%s%.60s] would translate it", to,
+    /* short enough for an Acks=0 close line whole (acks0_text) */
+    snprintf(why, sizeof(why), "is below the brokers' versions (v%d+, "
+             "KIP-896): translate_legacy = true on [listener%s%.32s] would "
+             "translate it", to,
              ln != NULL && ln[0] != '\0' ? " " : "",
              ln != NULL ? ln : "");
     answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_VERSION, why, d);

@@ -229,8 +229,9 @@
 
 static void session_free(struct kr_session *s);
 
-/* Bytes of the reason a connection closes after the responses owed. */
-#define KR_CLOSE_MSG_LEN 256
+/* Bytes of the reason a connection closes after the responses owed (the
+   pipeline's texts are made to fit: kr_analyse.h). */
+#define KR_CLOSE_MSG_LEN KR_AN_CLOSE_TEXT_MAX
 
 /* Why s closes after the responses owed (kr_s_close_after_owed). */
 static const char *

@@ -22,6 +22,7 @@
 #include "kr_conf.h"
 #include "kr_json.h"
 #include "kr_kerr.h"
+#include "kr_log.h"
 #include "kr_rule.h"
 
 #define BASE "[upstream]\nbootstrap_servers = 127.0.0.1:9092\n" \
@@ -415,6 +416,191 @@ START_TEST(test_legacy_produce_up_and_back)
                      KR_KERR_CORRUPT_MESSAGE);
     ck_assert_int_eq(int_at(v->u.arr->items[1].u.node, "BaseOffset"), -1);
     kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/* A Produce v2 to topic (Acks acks) of partition 0 LEGACY_GOOD and
+   partition 1 part1 (base64), its records in recs, handed over as the
+   session would (expecting a response unless Acks=0). */
+static void
+legacy_produce_req(const char *topic, int acks, const char *part1,
+                   struct kr_json_recbuf *recs, struct iovec *iov,
+                   struct kr_rbuf *rb)
+{
+    char js[2048];
+    int n = snprintf(js, sizeof(js),
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":-2147483648,\"ClientId\":\"app\"},\"body\":{"
+        "\"Acks\":%d,\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"%s\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"},"
+        "{\"Index\":1,\"Records\":\"%s\"}]}]}}", acks, topic, part1);
+
+    ck_assert_int_lt(n, (int)sizeof(js));
+    build_recs(js, &T.m, recs, iov, rb);
+    request_decoded(acks != 0);
+    T.r.rb = rb;
+}
+
+/* s ends with the string end. */
+static bool
+ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), m = strlen(end);
+
+    return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+/*
+ * issue 10: a Produce v2 with Acks=0 whose partition 1 does not convert
+ * (its CRC): no response can carry its CORRUPT_MESSAGE, so, as a broker
+ * does (KafkaApis, "Closing connection due to error during produce
+ * request ... with ack=0"), the good partition goes up and the
+ * connection closes after it, one line naming the fault (before: the good
+ * partition went up and the error was dropped, the client never told).
+ */
+START_TEST(test_legacy_produce_acks0_partly_bad)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct kr_msg up;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *parts;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    legacy_produce_req("orders", 0, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert(T.d.legacy);
+    ck_assert(T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    ck_assert_int_eq(T.d.level, KR_LOG_NOTICE);
+    ck_assert_ptr_null(T.d.req);                /* no response: freed */
+    /* what goes up: v3, Acks 0, partition 0 alone */
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_version, 3);
+    ck_assert_int_eq(int_at(up.body, "Acks"), 0);
+    parts = kr_node_get(kr_node_get(up.body, "TopicData")->u.arr->items[0]
+                            .u.node, "PartitionData");
+    ck_assert_uint_eq(parts->u.arr->n, 1);
+    ck_assert_int_eq(int_at(parts->u.arr->items[0].u.node, "Index"), 0);
+    /* the line: the request, the fault, what krelay does */
+    ck_assert_msg(strstr(T.d.text, "Produce v2 CorrelationId -2147483648 "
+                         "with Acks=0 has records that do not convert in 1 "
+                         "partition (topic orders partition 1: corrupt: "
+                         "message at byte 0 (offset 0): CRC 0x") != NULL,
+                  "%s", T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": others forwarded, closing the "
+                            "connection (no response can carry "
+                            "CORRUPT_MESSAGE)"), "%s", T.d.text);
+    ck_assert_uint_lt(strlen(T.d.text), KR_AN_CLOSE_TEXT_MAX);
+    kr_json_recbuf_free(&recs);
+
+    /* Acks=1: answered with the error merged in, nothing closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req("orders", 1, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert(!T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    kr_json_recbuf_free(&recs);
+
+    /* Acks=0 and every partition good: forwarded, nothing closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req("orders", 0, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert(!T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 0);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * issue 10: the lines of an Acks=0 legacy Produce that closes, with the
+ * longest names (a topic of 249 characters, CorrelationId INT32_MIN, a
+ * long listener name): the session keeps KR_AN_CLOSE_TEXT_MAX bytes of a
+ * close line, so each fits, ending with what krelay does and the error
+ * (they were cut off: "... (no response can carry CORRUP").
+ */
+START_TEST(test_legacy_close_lines_fit)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    char topic[250];
+
+    memset(topic, 't', sizeof(topic) - 1);
+    topic[sizeof(topic) - 1] = '\0';
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "legacy-clients-of-the-warehouse-appliances-behind-nat";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+
+    /* some partitions bad: forwarded, then closed */
+    legacy_produce_req(topic, 0, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert(T.d.close_after);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": others forwarded, closing the "
+                            "connection (no response can carry "
+                            "CORRUPT_MESSAGE)"), "%s", T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, " partition 1: corrupt: "));
+    kr_json_recbuf_free(&recs);
+
+    /* every partition bad: not forwarded, closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req(topic, 0, LEGACY_BAD, &recs, &iov, &rb);
+    {
+        /* partition 0 bad too: its records' first byte changed */
+        struct kr_node *tn = kr_node_get(T.m.body, "TopicData")
+                                 ->u.arr->items[0].u.node;
+        struct kr_node *p0 = kr_node_get(tn, "PartitionData")
+                                 ->u.arr->items[0].u.node;
+
+        recs.p[kr_node_get(p0, "Records")->u.rec.off + 30] ^= 1;
+    }
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_CLOSE_AFTER_OWED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.legacy_bad, 2);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": closing the connection (no "
+                            "response can carry CORRUPT_MESSAGE)"),
+                  "%s", T.d.text);
+    ck_assert_msg(strstr(T.d.text, "with Acks=0 has records that do not "
+                         "convert in 2 partitions (topic tttttttttttttttttttt"
+                         "tttttttttttt partition 0: corrupt: ") != NULL, "%s",
+                  T.d.text);
+    kr_json_recbuf_free(&recs);
+
+    /* translate_legacy off: refused, the line says what to enable whole */
+    lc.on = false;
+    kr_an_decision_free(&T.d);
+    legacy_produce_req(topic, 0, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, "translate_legacy = true on [listener "
+                            "legacy-clients-of-the-warehouse-] would "
+                            "translate it: closing the connection (no "
+                            "response can carry UNSUPPORTED_VERSION)"),
+                  "%s", T.d.text);
     kr_json_recbuf_free(&recs);
 }
 END_TEST
@@ -1054,6 +1240,8 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
     tcase_add_test(tc, test_legacy_undecodable_closes);
+    tcase_add_test(tc, test_legacy_produce_acks0_partly_bad);
+    tcase_add_test(tc, test_legacy_close_lines_fit);
     suite_add_tcase(s, tc);
     return s;
 }
