@@ -895,9 +895,9 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
                Acks=0 close line, acks0_text) */
             snprintf(why, sizeof(why), "has records that do not convert "
                      "in %zu partition%s (topic %.32s partition %d: %.112s)",
-                     lg->parts.n,
-                     lg->parts.n == 1 ? "" : "s", lg->parts.v[0].topic,
-                     lg->parts.v[0].partition, lg->parts.v[0].why);
+                     lg->parts.n, lg->parts.n == 1 ? "" : "s",
+                     lg->parts.v[0].topic, lg->parts.v[0].partition,
+                     lg->parts.v[0].why);
         }
         if (rc == KR_OK && lg->parts.n > 0 &&
             !kr_legacy_produce_any_left(d->msg.body, &lg->parts)) {
