@@ -6,8 +6,9 @@
 # The clients (each prints one summary line last, and exits 0 when the
 # known message set came back byte for byte, 1 on a difference, 2 when
 # producing failed, 3 when consuming got nothing):
-#   legacy_kpy_client.py   kafka-python 2.0.2 with api_version 0.10.0, 0.9
-#                          or 0.8.2
+#   legacy_kpy_client.py   kafka-python 2.0.2 with api_version 0.10.0, 0.9,
+#                          0.8.2 or 0.8.1 (its offsets: OffsetCommit v0 and
+#                          OffsetFetch v0)
 #   leg_kcat_produce/_consume (below)  kcat 1.7.1 (librdkafka 2.0.2) with
 #                          -X api.version.request=false -X
 #                          broker.version.fallback=0.9.0 or 0.10.0
@@ -367,9 +368,10 @@ leg_finish() {
 # short), used only on the Kafka-4-like one.
 # LEG_KRELAY_TOPICS_SHORT: those of the short run (each topic makes a
 # mock start longer: about 50 ms)
-LEG_KRELAY_TOPICS_SHORT=(t-kpy:3 t-kcat:3 t-node:3 t-mix1:3 t-mix2:3)
+LEG_KRELAY_TOPICS_SHORT=(t-kpy:3 t-kcat:3 t-node:3 t-mix1:3 t-mix2:3
+                         t-commit:3)
 LEG_KRELAY_TOPICS=("${LEG_KRELAY_TOPICS_SHORT[@]}" t-grp:3 t-mix3:3
-                   t-zstd:1 t-mid:1 t-midz:1)
+                   t-zstd:1 t-mid:1 t-midz:1 t-commit-0.8.2:3)
 for api in 0.10.0 0.9 0.8.2; do
     for codec in none gzip snappy lz4; do
         LEG_KRELAY_TOPICS+=("t-kpy-$api-$codec:3")
@@ -466,12 +468,22 @@ legacy_through_krelay() {
         "$W/tk-mix1.json"
     leg_start tk-modern-to-old leg_modern_then_kpy "$K" t-mix2 k1 "$N" gzip \
         0.10.0
+    # the offsets of an old consumer without group membership (0.8.1:
+    # OffsetCommit v0 and OffsetFetch v0, which Kafka 4 removed; their
+    # ZooKeeper offsets become Kafka's), committed and read back
+    leg_start tk-kpy-commit leg_kpy roundtrip "$K" t-commit 0.8.1 k1 "$N" \
+        --commit-group lk-commit
     leg_wait
     leg_check tk-kpy 0 "$LEG_OK"
     leg_check tk-kcat 0 "$LEG_OK"
     leg_have_node && leg_check tk-node 0 "$LEG_OK"
     leg_check tk-old-to-modern 0 "$LEG_OK"
     leg_check tk-modern-to-old 0 "$LEG_OK"
+    leg_check tk-kpy-commit 0 "$LEG_OK.*; committed offsets \{0: [0-9]+, 1: [0-9]+, 2: [0-9]+\}"
+    for req in "OffsetCommit v0" "OffsetFetch v0"; do
+        grep -Eq "\] $req CorrelationId [0-9]+ sent as v[0-9]+ \(translate_legacy\)" \
+            "$KR_WORK/krelay.log" || kr_spec_fail "tk-kpy-commit: no $req translated"
+    done
 
     if [ "$full" = full ]; then
         # kafka-python's three versions, its codecs (0.8.2: no groups;
@@ -517,6 +529,13 @@ legacy_through_krelay() {
             done
         done
         leg_check tk-kpy-group3 0 "$LEG_OK.*members own partitions"
+        # 0.8.2's offsets: OffsetCommit v1 (its CommitTimestamp dropped)
+        leg_run tk-kpy-commit-0.8.2 0 "$LEG_OK.*; committed offsets \{0: [0-9]+" \
+            leg_kpy roundtrip "$K" t-commit-0.8.2 0.8.2 k1 "$N" \
+            --commit-group lk-commit-0.8.2
+        grep -Eq "\] OffsetCommit v1 CorrelationId [0-9]+ sent as v[0-9]+ \(translate_legacy\)" \
+            "$KR_WORK/krelay.log" ||
+            kr_spec_fail "tk-kpy-commit-0.8.2: no OffsetCommit v1 translated"
         leg_check tk-zstd-kpy 0 "$LEG_OK"
         leg_run tk-zstd-kcat 0 "$LEG_OK" leg_kcat_consume "$K" t-zstd kz \
             "$N" 0.9.0 "$W/tk-zstd-kcat.json"
