@@ -1098,6 +1098,69 @@ START_TEST(test_audit_clamped_version)
 }
 END_TEST
 
+/*
+ * issue 10: a legacy-translated request's audit line: "translated" among
+ * its actions, the client's api_version and the upstream_version it went
+ * up as (doc/audit.md).
+ */
+START_TEST(test_audit_legacy_translated)
+{
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":"
+        "-2147483648},\"body\":{\"Responses\":[{\"Name\":\"orders\","
+        "\"PartitionResponses\":[{\"Index\":0,\"ErrorCode\":0,"
+        "\"BaseOffset\":40,\"LogAppendTimeMs\":-1},{\"Index\":1,"
+        "\"ErrorCode\":0,\"BaseOffset\":42,\"LogAppendTimeMs\":-1}]}],"
+        "\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_msg rsp;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    json_t *j, *acts;
+    bool translated = false, forwarded = false;
+    size_t i;
+
+    setup_rules("[audit]\ntarget = syslog\n[rule all]\napi = Produce\n"
+                "audit = true\n");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    legacy_produce_req("orders", 1, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s", T.d.text);
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    ck_assert_ptr_nonnull(T.d.req->audit_line);
+    j = json_loads(T.d.req->audit_line, 0, NULL);
+    ck_assert_msg(j != NULL, "%s", T.d.req->audit_line);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "api_version")),
+                     2);
+    ck_assert_int_eq(json_integer_value(json_object_get(j,
+                                                        "upstream_version")),
+                     3);
+    acts = json_object_get(j, "actions");
+    ck_assert(json_is_array(acts));
+    for (i = 0; i < json_array_size(acts); i++) {
+        const char *a = json_string_value(json_array_get(acts, i));
+
+        translated = translated || strcmp(a, "translated") == 0;
+        forwarded = forwarded || strcmp(a, "forwarded") == 0;
+    }
+    ck_assert_msg(translated && forwarded, "%s", T.d.req->audit_line);
+    json_decref(j);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
 /* Which responses may stream by for their audit line (issue 14): a
    Fetch or Produce its rules only audit; not with bodies, a throttle, a
    clamp that translates, nor another API. */
@@ -1230,6 +1293,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_throttle_enforce_holds);
     tcase_add_test(tc, test_audit_line);
     tcase_add_test(tc, test_audit_clamped_version);
+    tcase_add_test(tc, test_audit_legacy_translated);
     tcase_add_test(tc, test_rsp_scan_only);
     tcase_add_test(tc, test_undecodable_refused);
     tcase_add_test(tc, test_undecodable_observed);
