@@ -5886,6 +5886,12 @@ START_TEST(legacy_acks0_partly_bad)
     expect_produce_v3_acks(f, flen, 2, 0);
     ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
     ck_assert_uint_eq(KR_STAT_GET(ST, legacy_partitions_corrupt), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, legacy_translated,
+                                    kr_stats_api_cell(KR_API_PRODUCE, 2)),
+                      1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_in), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_out), 0);
     log = log_text();
     ck_assert_msg(strstr(log, "Produce v2 CorrelationId 2 with Acks=0 has "
                          "records that do not convert in 1 partition (topic "
