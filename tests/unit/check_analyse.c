@@ -937,6 +937,94 @@ START_TEST(test_legacy_fetch_cap_rotate)
 }
 END_TEST
 
+/*
+ * issue 10: a zstd batch (check_records' down_zstd_in: offsets 200-203,
+ * kafka-python's zstd) for a Fetch v2 consumer, whose magic 1 cannot
+ * carry zstd: legacy_zstd = refuse answers the partition
+ * UNSUPPORTED_COMPRESSION_TYPE without records, as brokers did (counted
+ * as a partition that did not convert); gzip (the default) serves it as
+ * one gzip wrapper of its four records, counted as recompressed.
+ */
+START_TEST(test_legacy_fetch_zstd)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"ReplicaId\":-1,"
+        "\"MaxWaitMs\":100,\"MinBytes\":1,\"Topics\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"Partition\":0,\"FetchOffset\":200,"
+        "\"PartitionMaxBytes\":1048576}]}]}}";
+    static const char *const rsp_json =
+        "{\"apiKey\":1,\"apiVersion\":4,\"header\":{\"CorrelationId\":9},"
+        "\"body\":{\"ThrottleTimeMs\":0,\"Responses\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"PartitionIndex\":0,\"ErrorCode\":0,"
+        "\"HighWatermark\":204,\"LastStableOffset\":204,"
+        "\"AbortedTransactions\":[],\"Records\":\"AAAAAAAAAMgAAACs/////wJ57y"
+        "BdAAQAAAADAAABi8/laAAAAAGLz+VoHv//////////////////AAAABCi1L/1gGAKN"
+        "AwCEBIgDAAAACmtleS0w8AJ0aGUgcXVpY2sgYnJvd24gZm94IGp1bXBzIG92ZXIgbG"
+        "F6eSBkb2cgMCAAiAMAFAIxMSgEMjI8BjMzABAACyYQmDcwDEiDwBZMITBvYBiQBoEt"
+        "mEJg3mBY0gjwEBVNCkvpAQ==\"}]}]}}";
+    static const enum kr_legacy_zstd how[] = { KR_LEGACY_ZSTD_REFUSE,
+                                                KR_LEGACY_ZSTD_GZIP };
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_msg rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_node *pn;
+    const struct kr_val *rec;
+    size_t k;
+
+    setup_rules("");
+    for (k = 0; k < KR_ARRAY_LEN(how); k++) {
+        memset(&lc, 0, sizeof(lc));
+        lc.on = true;
+        lc.rec.max_uncompressed = 1 << 20;
+        lc.rec.zstd = how[k];
+        lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_1;
+        T.c.legacy = &lc;
+        kr_an_decision_free(&T.d);
+        request(req_json, true);
+        kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+        ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s",
+                      T.d.text);
+        build_recs(rsp_json, &rsp, &recs, &iov, &rb);
+        ck_assert_uint_eq(recs.len, 184);
+        T.c.rsp_rb = &rb;
+        memset(&rd, 0, sizeof(rd));
+        kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 150, 100,
+                            &T.arena, &rd);
+        ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%s", rd.text);
+        decode_w(&rd.w, true, KR_API_FETCH, 2, &out);
+        pn = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                             .u.node, "Partitions")->u.arr->items[0].u.node;
+        rec = kr_node_get(pn, "Records");
+        if (how[k] == KR_LEGACY_ZSTD_REFUSE) {
+            ck_assert_int_eq(int_at(pn, "ErrorCode"),
+                             KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+            ck_assert(rec->is_null || rec->u.rec.len == 0);
+            ck_assert_uint_eq(rd.legacy_bad, 1);
+            ck_assert_uint_eq(rd.legacy_st.zstd_recompressed, 0);
+        } else {
+            const uint8_t *b = rd.w.buf + rec->u.rec.off;
+
+            ck_assert_int_eq(int_at(pn, "ErrorCode"), 0);
+            ck_assert_uint_eq(rd.legacy_bad, 0);
+            ck_assert_uint_eq(rd.legacy_st.zstd_recompressed, 1);
+            ck_assert_uint_eq(rd.legacy_st.records_out, 4);
+            /* one magic 1 gzip wrapper at the last offset, 203 */
+            ck_assert_int_ge(rec->u.rec.len, 34);
+            ck_assert_int_eq(b[7], 203);
+            ck_assert_int_eq(b[16], 1);                 /* magic */
+            ck_assert_int_eq(b[17] & 7, KR_COMPRESSION_GZIP);
+        }
+        kr_wbuf_free(&rd.w);
+        kr_json_recbuf_free(&recs);
+        T.c.rsp_rb = NULL;
+    }
+}
+END_TEST
+
 /* translate_legacy off: the same request answered 35, one line saying
    what to enable; a modern version passes. */
 START_TEST(test_legacy_refused_when_off)
@@ -1300,6 +1388,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
+    tcase_add_test(tc, test_legacy_fetch_zstd);
     tcase_add_test(tc, test_legacy_fetch_cap_rotate);
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
