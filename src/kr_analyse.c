@@ -217,24 +217,18 @@ close_now(struct kr_an_decision *d, int level, const char *fmt, ...)
 }
 
 /*
- * d->text for a Produce with Acks=0 (h) whose error no response can
- * carry: the request, why, then what krelay does (outcome) and the
- * error.  why is cut ("...") to what KR_AN_CLOSE_TEXT_MAX leaves (the
- * session keeps no more of a close line), so the outcome and the error
- * always stay whole.
+ * d->text for a close after the responses owed: head, why, tail, why cut
+ * ("...") to what KR_AN_CLOSE_TEXT_MAX leaves (the session keeps no more
+ * of a close line), so that head and tail (what krelay does) always stay
+ * whole.
  */
 static void
-acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
-           const char *why, const char *outcome, int16_t error)
+close_text(struct kr_an_decision *d, const char *head, const char *why,
+           const char *tail)
 {
-    char head[80], tail[160], ebuf[KR_KERR_BUFLEN];
-    int room;
+    int room = KR_AN_CLOSE_TEXT_MAX - 1 - (int)strlen(head) -
+               (int)strlen(tail);
 
-    snprintf(head, sizeof(head), "%s v%d CorrelationId %d with Acks=0 ",
-             api_name(h->api_key), h->api_version, h->correlation_id);
-    snprintf(tail, sizeof(tail), ": %s (no response can carry %s)",
-             outcome, kr_kerr_format(error, ebuf, sizeof(ebuf)));
-    room = KR_AN_CLOSE_TEXT_MAX - 1 - (int)strlen(head) - (int)strlen(tail);
     if (room < 3) {
         room = 3;
     }
@@ -244,6 +238,24 @@ acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
     } else {
         snprintf(d->text, sizeof(d->text), "%s%s%s", head, why, tail);
     }
+}
+
+/*
+ * d->text for a Produce with Acks=0 (h) whose error no response can
+ * carry: the request, why, then what krelay does (outcome) and the error
+ * (close_text).
+ */
+static void
+acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
+           const char *why, const char *outcome, int16_t error)
+{
+    char head[80], tail[160], ebuf[KR_KERR_BUFLEN];
+
+    snprintf(head, sizeof(head), "%s v%d CorrelationId %d with Acks=0 ",
+             api_name(h->api_key), h->api_version, h->correlation_id);
+    snprintf(tail, sizeof(tail), ": %s (no response can carry %s)",
+             outcome, kr_kerr_format(error, ebuf, sizeof(ebuf)));
+    close_text(d, head, why, tail);
 }
 
 /* What answer_error_fill may add to the error response (false: ENOMEM). */
@@ -804,6 +816,7 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
 {
     const struct kr_req_hdr *h = r->h;
     const char *why = r->decode_error != NULL ? r->decode_error : "?";
+    char head[160];
 
     d->outcome = KR_AN_CLOSE_AFTER_OWED;
     d->legacy = true;
@@ -817,13 +830,14 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
             kr_an_req_free(req);
         }
     }
-    /* the session's close line holds 256 bytes: the fault before the
-       outcome, both short enough */
-    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId "
-             "%.40s (below the brokers' versions): %.110s; not forwarded, "
-             "closing after the responses owed", api_name(h->api_key),
+    /* the session's close line holds KR_AN_CLOSE_TEXT_MAX bytes: the
+       fault cut to fit, the outcome whole */
+    snprintf(head, sizeof(head), "%s v%d CorrelationId %d ClientId %.40s "
+             "(below the brokers' versions): ", api_name(h->api_key),
              h->api_version, h->correlation_id,
-             h->client_id_null ? "(null)" : h->client_id, why);
+             h->client_id_null ? "(null)" : h->client_id);
+    close_text(d, head, why, "; not forwarded, closing after the responses "
+               "owed");
 }
 
 /*

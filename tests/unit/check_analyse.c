@@ -1355,6 +1355,25 @@ START_TEST(test_legacy_undecodable_closes)
     kr_an_decision_free(&T.d);
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
     ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    /* the longest: the outcome whole in the session's close line */
+    kr_an_decision_free(&T.d);
+    T.h.api_key = KR_API_OFFSET_FOR_LEADER_EPOCH;
+    T.h.api_version = 1;
+    T.h.correlation_id = INT32_MIN;
+    memset(T.h.client_id, 'c', KR_FRAME_CLIENT_ID_MAX);
+    T.h.client_id[KR_FRAME_CLIENT_ID_MAX] = '\0';
+    T.h.client_id_len = KR_FRAME_CLIENT_ID_MAX;
+    T.r.decode_error = "request does not decode: records length 1000 past "
+                       "end (5 bytes left) at TopicData[0].PartitionData[0]."
+                       "Records, and then some more words to be long";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, "...; not forwarded, closing after "
+                            "the responses owed"), "%s", T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "OffsetForLeaderEpoch v1 "
+                                 "CorrelationId -2147483648 ClientId cccc"));
     /* a version the brokers accept still fails open */
     request(PRODUCE(9, 1), true);
     T.r.m = NULL;
