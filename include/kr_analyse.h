@@ -200,7 +200,8 @@ enum kr_an_outcome {
     KR_AN_CLOSE_AFTER_OWED,             /* never forwarded (Acks=0 with no
                                            response to carry the error):
                                            close after the responses owed
-                                           with text */
+                                           with text (at most
+                                           KR_AN_CLOSE_TEXT_MAX bytes) */
     KR_AN_REFUSE,                       /* cannot be decoded and an
                                            enforcing rule could match: never
                                            forwarded, close after the
@@ -208,6 +209,15 @@ enum kr_an_outcome {
     KR_AN_CLOSE                         /* close now (level, text): an
                                            answer could not be built */
 };
+
+/*
+ * The bytes of text (the NUL included) that the session keeps of a line
+ * it logs when the connection closes after the responses owed
+ * (KR_AN_CLOSE_AFTER_OWED, KR_AN_REFUSE, close_after; kr_session.c's
+ * close line): such texts are made to fit, their variable parts bounded,
+ * so that what happens (the close) and why are not cut off.
+ */
+#define KR_AN_CLOSE_TEXT_MAX 256
 
 /*
  * The decision on one request.  kr_analyse_* fill it (zeroed first); the
@@ -243,6 +253,16 @@ struct kr_an_decision {
                                            translation), or answered because
                                            it could not be */
     struct kr_records_stats legacy_st;  /* its records converted */
+    unsigned legacy_bad;                /* Produce partitions whose records
+                                           did not convert (not forwarded,
+                                           given an error) */
+    bool close_after;                   /* FORWARD_TRANSLATED of a Produce
+                                           with Acks=0 that had partitions
+                                           not forwarded (legacy_bad): no
+                                           response can carry their error,
+                                           so, as a broker does, close after
+                                           the responses owed once it went
+                                           up, with text at level */
 };
 
 /*

@@ -247,8 +247,10 @@ enum kr_stat_labels {
       "zstd batches recompressed (legacy_zstd) for consumers of magic 0/1, " \
       "which cannot carry zstd.")                                            \
     X(legacy_partitions_corrupt, COUNTER, NONE, 1,                           \
-      "Partitions whose records did not convert (CRC, compression, size): " \
-      "answered CORRUPT_MESSAGE (or UNSUPPORTED_COMPRESSION_TYPE).")         \
+      "Partitions whose records did not convert (CRC, compression, size), "  \
+      "of old producers' requests and of responses to old consumers: "       \
+      "given their error (CORRUPT_MESSAGE, UNSUPPORTED_COMPRESSION_TYPE, "   \
+      "MESSAGE_TOO_LARGE).")                                                 \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
       "reached its turn), by ApiKey and version (as the client sent them).") \

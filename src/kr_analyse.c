@@ -216,6 +216,48 @@ close_now(struct kr_an_decision *d, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+/*
+ * d->text for a close after the responses owed: head, why, tail, why cut
+ * ("...") to what KR_AN_CLOSE_TEXT_MAX leaves (the session keeps no more
+ * of a close line), so that head and tail (what krelay does) always stay
+ * whole.
+ */
+static void
+close_text(struct kr_an_decision *d, const char *head, const char *why,
+           const char *tail)
+{
+    int room = KR_AN_CLOSE_TEXT_MAX - 1 - (int)strlen(head) -
+               (int)strlen(tail);
+
+    if (room < 3) {
+        room = 3;
+    }
+    if (strlen(why) > (size_t)room) {
+        snprintf(d->text, sizeof(d->text), "%s%.*s...%s", head, room - 3,
+                 why, tail);
+    } else {
+        snprintf(d->text, sizeof(d->text), "%s%s%s", head, why, tail);
+    }
+}
+
+/*
+ * d->text for a Produce with Acks=0 (h) whose error no response can
+ * carry: the request, why, then what krelay does (outcome) and the error
+ * (close_text).
+ */
+static void
+acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
+           const char *why, const char *outcome, int16_t error)
+{
+    char head[80], tail[160], ebuf[KR_KERR_BUFLEN];
+
+    snprintf(head, sizeof(head), "%s v%d CorrelationId %d with Acks=0 ",
+             api_name(h->api_key), h->api_version, h->correlation_id);
+    snprintf(tail, sizeof(tail), ": %s (no response can carry %s)",
+             outcome, kr_kerr_format(error, ebuf, sizeof(ebuf)));
+    close_text(d, head, why, tail);
+}
+
 /* What answer_error_fill may add to the error response (false: ENOMEM). */
 typedef bool (*answer_fill_fn)(struct kr_arena *a, struct kr_msg *rsp);
 
@@ -247,11 +289,7 @@ answer_error_fill(const struct kr_an_conn *c, const struct kr_an_request *r,
         /* a broker answers what came before, in order, then closes */
         d->outcome = KR_AN_CLOSE_AFTER_OWED;
         d->level = KR_LOG_NOTICE;
-        snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d with "
-                 "Acks=0 %s: closing the connection (no response can carry "
-                 "%s)", api_name(h->api_key), h->api_version,
-                 h->correlation_id, why,
-                 kr_kerr_format(error, ebuf, sizeof(ebuf)));
+        acks0_text(d, h, why, "closing the connection", error);
         return;
     }
     memset(&rsp, 0, sizeof(rsp));
@@ -778,6 +816,7 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
 {
     const struct kr_req_hdr *h = r->h;
     const char *why = r->decode_error != NULL ? r->decode_error : "?";
+    char head[160];
 
     d->outcome = KR_AN_CLOSE_AFTER_OWED;
     d->legacy = true;
@@ -791,13 +830,14 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
             kr_an_req_free(req);
         }
     }
-    /* the session's close line holds 256 bytes: the fault before the
-       outcome, both short enough */
-    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d ClientId "
-             "%.40s (below the brokers' versions): %.110s; not forwarded, "
-             "closing after the responses owed", api_name(h->api_key),
+    /* the session's close line holds KR_AN_CLOSE_TEXT_MAX bytes: the
+       fault cut to fit, the outcome whole */
+    snprintf(head, sizeof(head), "%s v%d CorrelationId %d ClientId %.40s "
+             "(below the brokers' versions): ", api_name(h->api_key),
              h->api_version, h->correlation_id,
-             h->client_id_null ? "(null)" : h->client_id, why);
+             h->client_id_null ? "(null)" : h->client_id);
+    close_text(d, head, why, "; not forwarded, closing after the responses "
+               "owed");
 }
 
 /*
@@ -863,19 +903,36 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
         legacy_crosses_records(h->api_key, h->api_version, to)) {
         rc = kr_legacy_produce_up(a, d->msg.body, r->rb, &lg->rec,
                                   &lg->parts, &d->legacy_st);
+        d->legacy_bad = rc == KR_OK ? (unsigned)lg->parts.n : 0;
+        if (rc == KR_OK && lg->parts.n > 0) {
+            /* the first bad partition's fault (short enough for an
+               Acks=0 close line, acks0_text) */
+            snprintf(why, sizeof(why), "has records that do not convert "
+                     "in %zu partition%s (topic %.32s partition %d: %.112s)",
+                     lg->parts.n, lg->parts.n == 1 ? "" : "s",
+                     lg->parts.v[0].topic, lg->parts.v[0].partition,
+                     lg->parts.v[0].why);
+        }
         if (rc == KR_OK && lg->parts.n > 0 &&
             !kr_legacy_produce_any_left(d->msg.body, &lg->parts)) {
             /* nothing left to forward: krelay answers */
-            snprintf(why, sizeof(why), "its records cannot be converted "
-                     "to RecordBatch v2 for v%d (topic %.60s partition %d: "
-                     "%.96s)", to, lg->parts.v[0].topic,
-                     lg->parts.v[0].partition, lg->parts.v[0].why);
             req->legacy = lg;
             answer_error(c, r, a, &orig, req, lg->parts.v[0].error, why, d);
             return;
         }
-        if (rc == KR_OK) {
+        if (rc == KR_OK && lg->parts.n > 0) {
             kr_legacy_produce_drop(d->msg.body, &lg->parts);
+            if (!r->expect) {
+                /* Acks=0: no response carries the bad partitions' errors.
+                   A broker stores the others and closes the connection
+                   (KafkaApis.handleProduceRequest, "Closing connection
+                   due to error during produce request ... with ack=0"):
+                   the others go up, then the connection closes */
+                d->close_after = true;
+                d->level = KR_LOG_NOTICE;
+                acks0_text(d, h, why, "others forwarded, closing the "
+                           "connection", lg->parts.v[0].error);
+            }
         }
     } else if (h->api_key == KR_API_FETCH &&
                legacy_crosses_records(h->api_key, h->api_version, to)) {
@@ -938,9 +995,10 @@ legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
     char why[300];
 
     d->legacy = true;
-    snprintf(why, sizeof(why), "is below the lowest version the brokers "
-             "accept (v%d, KIP-896): translate_legacy = true on [listener"
-             "%s%.60s] would translate it", to,
+    /* short enough for an Acks=0 close line whole (acks0_text) */
+    snprintf(why, sizeof(why), "is below the brokers' versions (v%d+, "
+             "KIP-896): translate_legacy = true on [listener%s%.32s] would "
+             "translate it", to,
              ln != NULL && ln[0] != '\0' ? " " : "",
              ln != NULL ? ln : "");
     answer_error(c, r, a, r->m, req, KR_KERR_UNSUPPORTED_VERSION, why, d);

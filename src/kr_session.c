@@ -229,8 +229,9 @@
 
 static void session_free(struct kr_session *s);
 
-/* Bytes of the reason a connection closes after the responses owed. */
-#define KR_CLOSE_MSG_LEN 256
+/* Bytes of the reason a connection closes after the responses owed (the
+   pipeline's texts are made to fit: kr_analyse.h). */
+#define KR_CLOSE_MSG_LEN KR_AN_CLOSE_TEXT_MAX
 
 /* Why s closes after the responses owed (kr_s_close_after_owed). */
 static const char *
@@ -980,15 +981,19 @@ kr_s_update_io(struct kr_session *s)
  * the client took every byte and every request byte krelay took went
  * upstream (the rest of a frame forwarded in part, req_remain; what a
  * live upstream connection has not taken yet: an Acks=0 Produce waits
- * for no answer, yet was sent before the close), close with the message
+ * for no answer, yet was sent before the close; also while the upstream
+ * is still being dialled, within its connect deadline: a client's first
+ * request may come before the connection is up), close with the message
  * given.  True when closed.
  */
 static bool
 closing_done(struct kr_session *s)
 {
+    bool up_live = s->up.connected ? s->up.fd >= 0 : !s->up_after_auth;
+
     if (!s->closing || s->dead || kr_inflight_expected(&s->fifo) > 0 ||
         kr_s_rsp_mid(s) || client_owed(s) > 0 || s->req_remain > 0 ||
-        (s->up.connected && s->up.fd >= 0 && up_owed(s) > 0)) {
+        (up_live && up_owed(s) > 0)) {
         return false;
     }
     kr_session_close(s, s->close_level, "%s", close_msg(s));

@@ -1069,7 +1069,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     }
     if (d->legacy) {
         legacy_count(s, &nr->h, d->outcome == KR_AN_FORWARD_TRANSLATED,
-                     &d->legacy_st, 0);
+                     &d->legacy_st, d->legacy_bad);
     }
     switch (d->outcome) {
     case KR_AN_CLOSE:
@@ -1134,9 +1134,16 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
     }
     if (!nr->expect) {
         KR_STAT_INC(s->host->stats, requests_acks0);
-        kr_an_decision_free(d);
         nr->e.rq = NULL;
-        return kr_s_push_optional(s, &nr->e);
+        ret = kr_s_push_optional(s, &nr->e);
+        if (ret == 0 && d->outcome == KR_AN_FORWARD_TRANSLATED &&
+            d->close_after) {
+            /* issue 10: part of it could not go, and no response can
+               say so: closed once it went up, as a broker closes */
+            ret = kr_s_close_after_owed(s, d->level, "%s", d->text);
+        }
+        kr_an_decision_free(d);
+        return ret;
     }
     if (d->enforce_wait) {
         s->enforce_wait = 1;

@@ -296,6 +296,20 @@ sed 's/^listen = .*/&\nadvertised_host = [::]/' "$W/warn.ini" >"$W/adv.ini"
     kr_fail "-t passed a wildcard advertised_host"
 grep -q "^krelay: $W/adv.ini:5: \[listener\]: advertised_host = \[::\] is a wildcard address" \
     "$W/t11.out" || kr_fail "wildcard advertised_host: $(cat "$W/t11.out")"
+# issue 10: with a broker_profile, a clamp below its minimum is an error
+# (warn.ini's [rule old]: Produce clamp_max_version 2, Kafka 4 takes 3+),
+# unless translate_legacy covers those versions on the listener
+sed 's/^bootstrap_servers = .*/&\nbroker_profile = kafka-4.0.0/' "$W/warn.ini" \
+    >"$W/prof.ini"
+"$KR_KRELAY" -t -c "$W/prof.ini" >"$W/t12.out" 2>&1 &&
+    kr_fail "-t passed a clamp below broker_profile's minimum"
+grep -q "^krelay: $W/prof.ini:11: \[rule old\]: clamp_max_version 2 is below the lowest Produce version the brokers of \[upstream\] accept (broker_profile = kafka-4.0.0: 3): .*set translate_legacy = true there" \
+    "$W/t12.out" || kr_fail "clamp below the profile: $(cat "$W/t12.out")"
+sed 's/^listen = .*/&\ntranslate_legacy = true/' "$W/prof.ini" >"$W/prof2.ini"
+"$KR_KRELAY" -t -c "$W/prof2.ini" >"$W/t13.out" 2>&1 ||
+    kr_fail "-t refused a clamp that translation covers: $(cat "$W/t13.out")"
+grep -q "clamp_max_version" "$W/t13.out" &&
+    kr_fail "-t still says something of the clamp: $(cat "$W/t13.out")"
 
 # 8. krelay never links librdkafka (the demo cluster is a program of its
 # own, krelay-demo-cluster): a production install does not need it

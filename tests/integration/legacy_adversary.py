@@ -17,11 +17,15 @@ Cases:
   bombs       gzip bombs (the listener's max_frame_bytes is 4 MiB): eight
               wrappers of 3 MB zeros in one set, and four partitions of
               1.5 MB each: the request's wrappers share the limit
-  pipeline    Produce v2 Acks=0 (one bad partition), v0, Metadata v1,
-              Produce v1, ApiVersions v0 sent at once: the four answers in
-              order, none for the Acks=0 one
+  pipeline    Produce v2 Acks=0, v0, Metadata v1, Produce v1, ApiVersions
+              v0 sent at once: the four answers in order, none for the
+              Acks=0 one
   acks0       Produce v2 Acks=0 whose every partition is bad: no answer,
               the connection closed (as a broker closes), nothing else
+  acks0part   Produce v2 Acks=0 with a good partition and a bad one, an
+              ApiVersions behind it: the good one stored (ListOffsets v0
+              on another connection finds it), no answer, the connection
+              closed after it (as a broker closes on an Acks=0 error)
   malformed   a Produce v2 whose records length runs past its frame: the
               connection closed, no answer
 """
@@ -177,7 +181,7 @@ def case_bombs(port):
 
 
 def case_pipeline(port):
-    frames = [produce(2, 21, [(0, msg(1, b"a")), (1, msg(1, b"b", True))],
+    frames = [produce(2, 21, [(0, msg(1, b"a")), (1, msg(1, b"b"))],
                       acks=0),
               produce(0, 22, [(0, msg(0, b"c"))]),
               frame(3, 1, 23, struct.pack(">i", 1) + s16(TOPIC)),
@@ -205,6 +209,46 @@ def case_acks0(port):
     s.close()
 
 
+def latest_offset(port, part):
+    """The latest offset of TOPIC's partition part (ListOffsets v0
+    through krelay: translated to v1), or None."""
+    s = conn(port, 20)
+    body = (struct.pack(">ii", -1, 1) + s16(TOPIC) +
+            struct.pack(">iiqi", 1, part, -1, 1))
+    s.sendall(frame(2, 0, 51, body))
+    f = recv_frame(s)
+    s.close()
+    if f is None:
+        return None
+    o = 4 + 4                                   # CorrelationId, [topics]
+    (ln,) = struct.unpack_from(">h", f, o)
+    o += 2 + ln + 4                             # name, [partitions]
+    idx, ec, n = struct.unpack_from(">ihi", f, o)
+    if idx != part or ec != 0 or n != 1:
+        return None
+    return struct.unpack_from(">q", f, o + 10)[0]
+
+
+def case_acks0part(port):
+    before = latest_offset(port, 9)
+    s = conn(port, 20)
+    s.sendall(produce(2, 32, [(9, msg(1, b"stored")),
+                              (8, msg(1, b"crc", badcrc=True))], acks=0) +
+              frame(18, 0, 33, b""))
+    f = recv_frame(s)
+    s.close()
+    after = before
+    for _ in range(50):                         # the broker appends it
+        after = latest_offset(port, 9)
+        if before is None or after is None or after > before:
+            break
+        time.sleep(0.1)
+    ok = f is None and before is not None and after == before + 1
+    check("acks0part", ok, "a good and a bad partition with Acks=0: %s; "
+          "the good one's latest offset %s -> %s" %
+          ("closed, no answer" if f is None else "answered", before, after))
+
+
 def case_malformed(port):
     s = conn(port, 20)
     body = (struct.pack(">hii", 1, 5000, 1) + s16(TOPIC) +
@@ -219,7 +263,7 @@ def case_malformed(port):
 def main():
     port = int(sys.argv[1])
     for case in (case_partitions, case_many, case_bombs, case_pipeline,
-                 case_acks0, case_malformed):
+                 case_acks0, case_acks0part, case_malformed):
         try:
             case(port)
         except (OSError, struct.error) as e:

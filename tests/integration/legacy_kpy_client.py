@@ -3,13 +3,15 @@ legacy-translation tests (tests/integration/legacy_*.sh, issue 10).
 
 usage: legacy_kpy_client.py MODE BOOTSTRAP TOPIC API TAG COUNT [OPTIONS]
 
-API is the client's api_version ("0.10.0", "0.9", "0.8.2"): kafka-python
-then speaks only that broker's protocol versions and sends no
-ApiVersions (0.10.0: Produce v2 with magic 1 messages, Fetch v2,
+API is the client's api_version ("0.10.0", "0.9", "0.8.2", "0.8.1"):
+kafka-python then speaks only that broker's protocol versions and sends
+no ApiVersions (0.10.0: Produce v2 with magic 1 messages, Fetch v2,
 ListOffsets v0, Metadata v1, JoinGroup v0, OffsetCommit v2, OffsetFetch
 v1; 0.9: Produce v1, Fetch v1, magic 0; 0.8.2: Produce v0, Fetch v0,
-magic 0, no consumer groups).  TAG and COUNT name the known message set
-(legacy_msgs.py).
+magic 0, no consumer groups, offsets committed with OffsetCommit v1 and
+read with OffsetFetch v1; 0.8.1: the same, offsets with OffsetCommit v0
+and OffsetFetch v0, which kept them in ZooKeeper).  TAG and COUNT name
+the known message set (legacy_msgs.py).
 
 MODE:
   produce    send the set (keyed as the set says), wait for every ack
@@ -26,8 +28,13 @@ MODE:
 
 OPTIONS:
   --out FILE         consumed records (default /dev/null)
-  --group G          consume in consumer group G (not with 0.8.2); without
+  --group G          consume in consumer group G (not with 0.8.x); without
                      it the partitions are assigned (all, or --partition)
+  --commit-group G   consume mode, assigned partitions: then commit the
+                     offsets read for group G (no group membership: what
+                     0.8.x clients did) and read them back with a fresh
+                     consumer of G: they must be one past each partition's
+                     last record
   --partition P      consume only partition P (assigned) ...
   --offset O         ... from offset O (a fetch in the middle of a batch);
                      the set's messages O..COUNT-1 are then expected (the
@@ -141,14 +148,36 @@ class LateLeaderAssignor(RoundRobinPartitionAssignor):
         return super().assign(cluster, members)
 
 
-def make_consumer(args, group):
+def make_consumer(args, group, manual=False):
     kw = dict(auto_offset_reset="earliest", enable_auto_commit=False,
               fetch_max_wait_ms=200, **common(args))
-    if group:
+    if group and manual:
+        # offsets only, no membership (the session timeout is unused, but
+        # kafka-python wants it below the request timeout)
+        kw.update(group_id=group, session_timeout_ms=10000)
+    elif group:
         kw.update(group_id=group, session_timeout_ms=10000,
                   heartbeat_interval_ms=1000,
                   partition_assignment_strategy=[LateLeaderAssignor])
     return KafkaConsumer(**kw)
+
+
+def committed_offsets(args, group, parts):
+    """{partition: committed offset} of group, as a fresh consumer of it
+    reads them (OffsetFetch)."""
+    c = make_consumer(args, group, manual=not args.group)
+    try:
+        return {p: c.committed(TopicPartition(args.topic, p)) for p in parts}
+    finally:
+        c.close(autocommit=False)
+
+
+def next_offsets(got, parts):
+    """{partition: one past its last record read} (None: none read)."""
+    want = {p: None for p in parts}
+    for r in got:
+        want[r.partition] = max(want[r.partition] or 0, r.offset + 1)
+    return want
 
 
 def write_and_check(args, got, label):
@@ -229,8 +258,10 @@ def consume(args):
     consumer = None
     signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, args.timeout)
+    parts = []
     try:
-        consumer = make_consumer(args, args.group)
+        consumer = make_consumer(args, args.group or args.commit_group,
+                                 manual=bool(args.commit_group))
         if args.group:
             consumer.subscribe([args.topic])
         else:
@@ -247,7 +278,7 @@ def consume(args):
             else:
                 consumer.seek_to_beginning(*tps)
         consume_into(consumer, args, got, time.time() + args.timeout)
-        if args.group and got:
+        if (args.group or args.commit_group) and got:
             try:
                 consumer.commit()
             except Exception as e:  # noqa: BLE001 - reported
@@ -277,6 +308,14 @@ def consume(args):
     rc, line = write_and_check(args, got, label)
     if rc == 3:
         line += ERRORS.top()
+    if rc == 0 and args.commit_group:
+        committed = committed_offsets(args, args.commit_group, parts)
+        want = next_offsets(got, parts)
+        if committed != want:
+            print("FAIL %s: committed offsets of %s %s, want %s"
+                  % (label, args.commit_group, committed, want))
+            return 1
+        line += "; committed offsets %s" % committed
     print(line)
     return rc
 
@@ -373,9 +412,7 @@ def group(args):
                      for p in parts}
     finally:
         c.close()
-    want = {p: None for p in parts}
-    for r in got:
-        want[r.partition] = max(want[r.partition] or 0, r.offset + 1)
+    want = next_offsets(got, parts)
     if committed != want:
         print("FAIL %s: committed offsets %s, want %s"
               % (label, committed, want))
@@ -396,6 +433,7 @@ def main():
     p.add_argument("count", type=int)
     p.add_argument("--out", default=os.devnull)
     p.add_argument("--group")
+    p.add_argument("--commit-group")
     p.add_argument("--partition", type=int)
     p.add_argument("--offset", type=int)
     p.add_argument("--compression", default="none",
@@ -407,8 +445,11 @@ def main():
                    "(or auto) once the group is stable")
     p.add_argument("--request-timeout-ms", type=int, default=15000)
     args = p.parse_args()
-    if args.api == "0.8.2" and args.group:
-        p.error("0.8.2 has no consumer groups")
+    if args.api.startswith("0.8.") and args.group:
+        p.error("0.8.x has no consumer groups")
+    if args.commit_group and (args.group or args.mode not in
+                              ("consume", "roundtrip")):
+        p.error("--commit-group: consume or roundtrip, without --group")
     # stderr shows KR_KPY_LOG (default ERROR) and above; ERRORS also sees
     # kafka.conn's debug lines (the requests sent)
     shown = logging.StreamHandler(sys.stderr)

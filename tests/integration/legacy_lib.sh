@@ -6,8 +6,9 @@
 # The clients (each prints one summary line last, and exits 0 when the
 # known message set came back byte for byte, 1 on a difference, 2 when
 # producing failed, 3 when consuming got nothing):
-#   legacy_kpy_client.py   kafka-python 2.0.2 with api_version 0.10.0, 0.9
-#                          or 0.8.2
+#   legacy_kpy_client.py   kafka-python 2.0.2 with api_version 0.10.0, 0.9,
+#                          0.8.2 or 0.8.1 (its offsets: OffsetCommit v0 and
+#                          OffsetFetch v0)
 #   leg_kcat_produce/_consume (below)  kcat 1.7.1 (librdkafka 2.0.2) with
 #                          -X api.version.request=false -X
 #                          broker.version.fallback=0.9.0 or 0.10.0
@@ -143,18 +144,23 @@ leg_seed_all() {
 # back on for a fallback of 0.10.0 or later, rd_kafka_new's "Enable
 # api.version.request=true if fallback.broker.version indicates a
 # supporting broker", so it asks ApiVersions and is a modern producer
-# wherever ApiVersions is answered), or FALLBACK "modern" (kcat as it is,
+# wherever ApiVersions is answered in full; through krelay the rule
+# LEG_KCAT10_RULE keeps it to 0.10.0's Produce v2 and Fetch v2; client.id
+# legacy-kcat-FALLBACK), or FALLBACK "modern" (kcat as it is,
 # and it must have compressed: Produce min 0 kept).  CODEC: none, gzip,
 # snappy, lz4 (zstd: modern only).  Prints "OK ..." (exit 0),
 # "PRODUCE-FAILED kcat: <its most frequent error>" (exit 2) or, modern
 # without compression, "FAIL ..." (exit 1).
 leg_kcat_produce() {
     local addr=$1 topic=$2 tag=$3 count=$4 fb=$5 codec=$6 err rc
-    local ver=(-X api.version.request=false -X broker.version.fallback="$fb")
+    local ver=(-X api.version.request=false -X broker.version.fallback="$fb"
+               -X client.id="legacy-kcat-$fb")
     shift 6
     # FALLBACK "modern": kcat as it is (ApiVersions), its Produce debug
-    # lines kept: a compressing producer must still compress
+    # lines kept: a compressing producer must still compress; 0.10.0: the
+    # requests it sent (-d protocol: which Produce version)
     [ "$fb" = modern ] && ver=(-d msg)
+    [ "$fb" = 0.10.0 ] && ver+=(-d protocol)
     err=$KR_WORK/kcat-P-$topic-$tag-${addr##*:}.err
     "$KR_PY" "$LEG_MSGS" kcat-in "$tag" "$count" |
         kr_run 40 kcat -b "$addr" -P -t "$topic" -K '\t' -Z -z "$codec" \
@@ -184,7 +190,8 @@ leg_kcat_produce() {
 leg_kcat_consume() {
     local addr=$1 topic=$2 tag=$3 count=$4 fb=$5 out=$6 first=${7:-} err
     local from=(-o beginning)
-    local ver=(-X api.version.request=false -X broker.version.fallback="$fb")
+    local ver=(-X api.version.request=false -X broker.version.fallback="$fb"
+               -X client.id="legacy-kcat-$fb")
     shift 6
     [ $# -gt 0 ] && shift
     [ -n "$first" ] && from=(-p 0 -o "$first")
@@ -367,9 +374,10 @@ leg_finish() {
 # short), used only on the Kafka-4-like one.
 # LEG_KRELAY_TOPICS_SHORT: those of the short run (each topic makes a
 # mock start longer: about 50 ms)
-LEG_KRELAY_TOPICS_SHORT=(t-kpy:3 t-kcat:3 t-node:3 t-mix1:3 t-mix2:3)
+LEG_KRELAY_TOPICS_SHORT=(t-kpy:3 t-kcat:3 t-node:3 t-mix1:3 t-mix2:3
+                         t-commit:3)
 LEG_KRELAY_TOPICS=("${LEG_KRELAY_TOPICS_SHORT[@]}" t-grp:3 t-mix3:3
-                   t-zstd:1 t-mid:1 t-midz:1)
+                   t-zstd:1 t-mid:1 t-midz:1 t-commit-0.8.2:3)
 for api in 0.10.0 0.9 0.8.2; do
     for codec in none gzip snappy lz4; do
         LEG_KRELAY_TOPICS+=("t-kpy-$api-$codec:3")
@@ -381,6 +389,13 @@ for fb in 0.9.0 0.10.0; do
     done
 done
 unset api codec fb
+
+# The rule that keeps kcat with fallback 0.10.0 to that release's Produce
+# and Fetch versions through krelay (legacy_through_krelay).
+LEG_KCAT10_RULE='[rule kcat-0.10.0]
+client_id = legacy-kcat-0.10.0
+api = Produce, Fetch
+clamp_max_version = 2'
 
 # leg_kpy_then_kcat ADDR TOPIC API TAG COUNT OUT: an old kafka-python
 # producer, then a modern consumer (kcat as it is) reads the same records.
@@ -441,6 +456,15 @@ legacy_through_krelay() {
     fi
     KR_LISTENER_CONF=${KR_LEGACY_LISTENER_CONF-translate_legacy = true}
     KR_UPSTREAM_CONF=${KR_LEGACY_UPSTREAM_CONF-broker_profile = kafka-4.0.0}
+    # kcat with fallback 0.10.0 (the full run's) asks ApiVersions
+    # (leg_kcat_produce): the answer it gets is clamped to the versions a
+    # 0.10.0 broker had for the APIs that carry records, so it speaks them
+    # as a 0.10.0 client (Produce v2 with magic 1 message sets, Fetch v2),
+    # which krelay translates up
+    if [ "$full" = full ]; then
+        printf '%s\n' "$LEG_KCAT10_RULE" >"$W/legacy-rules.ini"
+        KR_EXTRA_CONF=$W/legacy-rules.ini
+    fi
     [ "$KR_MOCK_BOOTSTRAP" = "$LEG_K4" ] ||
         kr_fail "legacy_through_krelay: the last mock started is not the Kafka-4-like one"
     # the direct cases connected to the mocks themselves: from now on every
@@ -466,12 +490,22 @@ legacy_through_krelay() {
         "$W/tk-mix1.json"
     leg_start tk-modern-to-old leg_modern_then_kpy "$K" t-mix2 k1 "$N" gzip \
         0.10.0
+    # the offsets of an old consumer without group membership (0.8.1:
+    # OffsetCommit v0 and OffsetFetch v0, which Kafka 4 removed; their
+    # ZooKeeper offsets become Kafka's), committed and read back
+    leg_start tk-kpy-commit leg_kpy roundtrip "$K" t-commit 0.8.1 k1 "$N" \
+        --commit-group lk-commit
     leg_wait
     leg_check tk-kpy 0 "$LEG_OK"
     leg_check tk-kcat 0 "$LEG_OK"
     leg_have_node && leg_check tk-node 0 "$LEG_OK"
     leg_check tk-old-to-modern 0 "$LEG_OK"
     leg_check tk-modern-to-old 0 "$LEG_OK"
+    leg_check tk-kpy-commit 0 "$LEG_OK.*; committed offsets \{0: [0-9]+, 1: [0-9]+, 2: [0-9]+\}"
+    for req in "OffsetCommit v0" "OffsetFetch v0"; do
+        grep -Eq "\] $req CorrelationId [0-9]+ sent as v[0-9]+ \(translate_legacy\)" \
+            "$KR_WORK/krelay.log" || kr_spec_fail "tk-kpy-commit: no $req translated"
+    done
 
     if [ "$full" = full ]; then
         # kafka-python's three versions, its codecs (0.8.2: no groups;
@@ -516,7 +550,25 @@ legacy_through_krelay() {
                 leg_check "tk-kcat-$fb-$codec" 0 "$LEG_OK"
             done
         done
+        # kcat 0.10.0 spoke 0.10.0's versions (LEG_KCAT10_RULE)
+        for codec in gzip snappy lz4; do
+            grep -q "Sent ProduceRequest (v2," \
+                "$W/kcat-P-t-kcat-0.10.0-$codec-k-$codec-${K##*:}.err" &&
+                grep -q "Sent FetchRequest (v2," \
+                    "$W/tk-kcat-0.10.0-$codec.json.err" ||
+                kr_spec_fail "tk-kcat-0.10.0-$codec: not Produce v2 and" \
+                    "Fetch v2: $(grep -ho 'Sent \(Produce\|Fetch\)Request (v[0-9]*' \
+                        "$W/kcat-P-t-kcat-0.10.0-$codec-k-$codec-${K##*:}.err" \
+                        "$W/tk-kcat-0.10.0-$codec.json.err" | sort -u | tr '\n' ' ')"
+        done
         leg_check tk-kpy-group3 0 "$LEG_OK.*members own partitions"
+        # 0.8.2's offsets: OffsetCommit v1 (its CommitTimestamp dropped)
+        leg_run tk-kpy-commit-0.8.2 0 "$LEG_OK.*; committed offsets \{0: [0-9]+" \
+            leg_kpy roundtrip "$K" t-commit-0.8.2 0.8.2 k1 "$N" \
+            --commit-group lk-commit-0.8.2
+        grep -Eq "\] OffsetCommit v1 CorrelationId [0-9]+ sent as v[0-9]+ \(translate_legacy\)" \
+            "$KR_WORK/krelay.log" ||
+            kr_spec_fail "tk-kpy-commit-0.8.2: no OffsetCommit v1 translated"
         leg_check tk-zstd-kpy 0 "$LEG_OK"
         leg_run tk-zstd-kcat 0 "$LEG_OK" leg_kcat_consume "$K" t-zstd kz \
             "$N" 0.9.0 "$W/tk-zstd-kcat.json"
@@ -542,4 +594,14 @@ legacy_through_krelay() {
     kr_check_alive
     kr_check_no_direct
     kr_check_no_close
+    if [ "$full" = full ]; then
+        # krelay's stop line counts what it did (/metrics' legacy_*):
+        # translated, the zstd batches recompressed for the old consumers
+        # (tk-zstd-*), nothing refused, no partition corrupt
+        kr_stop "$KR_KRELAY_PID" krelay "$KR_WORK/krelay.out.log" \
+            "$KR_WORK/krelay.log"
+        grep -Eq 'legacy translation: [1-9][0-9]* requests translated, 0 refused, [1-9][0-9]* bytes of records in, [1-9][0-9]* out, [1-9][0-9]* zstd batch(es)? recompressed, 0 partitions corrupt$' \
+            "$KR_WORK/krelay.log" ||
+            kr_spec_fail "krelay's legacy stop line: $(grep 'legacy translation:' "$KR_WORK/krelay.log")"
+    fi
 }

@@ -26,7 +26,11 @@
 #     2.0.2: a fallback of 0.10.0 or later turns api.version.request back
 #     on (rd_kafka_new), so it asks ApiVersions, and produces (Produce v7,
 #     RecordBatch v2, still compressed) and consumes (Fetch v11) straight
-#     against the Kafka-4-like mock.
+#     against the Kafka-4-like mock.  Through krelay a clamp rule on its
+#     client.id (legacy_lib.sh's LEG_KCAT10_RULE) answers its ApiVersions
+#     with 0.10.0's Produce and Fetch versions: it then sends Produce v2
+#     (magic 1) and Fetch v2 (asserted from its -d protocol log), which
+#     krelay translates.
 #   - On the normal mock, kafka-python 0.10.0/0.9/0.8.2 and kcat 0.9.0 read
 #     RecordBatch v2 (zstd included: the Debian kafka-python finds
 #     python3-zstandard; librdkafka has zstd) from any offset; kafka-node

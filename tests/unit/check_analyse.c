@@ -22,6 +22,7 @@
 #include "kr_conf.h"
 #include "kr_json.h"
 #include "kr_kerr.h"
+#include "kr_log.h"
 #include "kr_rule.h"
 
 #define BASE "[upstream]\nbootstrap_servers = 127.0.0.1:9092\n" \
@@ -419,6 +420,191 @@ START_TEST(test_legacy_produce_up_and_back)
 }
 END_TEST
 
+/* A Produce v2 to topic (Acks acks) of partition 0 LEGACY_GOOD and
+   partition 1 part1 (base64), its records in recs, handed over as the
+   session would (expecting a response unless Acks=0). */
+static void
+legacy_produce_req(const char *topic, int acks, const char *part1,
+                   struct kr_json_recbuf *recs, struct iovec *iov,
+                   struct kr_rbuf *rb)
+{
+    char js[2048];
+    int n = snprintf(js, sizeof(js),
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":-2147483648,\"ClientId\":\"app\"},\"body\":{"
+        "\"Acks\":%d,\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"%s\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"},"
+        "{\"Index\":1,\"Records\":\"%s\"}]}]}}", acks, topic, part1);
+
+    ck_assert_int_lt(n, (int)sizeof(js));
+    build_recs(js, &T.m, recs, iov, rb);
+    request_decoded(acks != 0);
+    T.r.rb = rb;
+}
+
+/* s ends with the string end. */
+static bool
+ends_with(const char *s, const char *end)
+{
+    size_t n = strlen(s), m = strlen(end);
+
+    return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+/*
+ * issue 10: a Produce v2 with Acks=0 whose partition 1 does not convert
+ * (its CRC): no response can carry its CORRUPT_MESSAGE, so, as a broker
+ * does (KafkaApis, "Closing connection due to error during produce
+ * request ... with ack=0"), the good partition goes up and the
+ * connection closes after it, one line naming the fault (before: the good
+ * partition went up and the error was dropped, the client never told).
+ */
+START_TEST(test_legacy_produce_acks0_partly_bad)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct kr_msg up;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_val *parts;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    legacy_produce_req("orders", 0, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert(T.d.legacy);
+    ck_assert(T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    ck_assert_int_eq(T.d.level, KR_LOG_NOTICE);
+    ck_assert_ptr_null(T.d.req);                /* no response: freed */
+    /* what goes up: v3, Acks 0, partition 0 alone */
+    decode_w(&T.d.w, false, 0, 0, &up);
+    ck_assert_int_eq(up.api_version, 3);
+    ck_assert_int_eq(int_at(up.body, "Acks"), 0);
+    parts = kr_node_get(kr_node_get(up.body, "TopicData")->u.arr->items[0]
+                            .u.node, "PartitionData");
+    ck_assert_uint_eq(parts->u.arr->n, 1);
+    ck_assert_int_eq(int_at(parts->u.arr->items[0].u.node, "Index"), 0);
+    /* the line: the request, the fault, what krelay does */
+    ck_assert_msg(strstr(T.d.text, "Produce v2 CorrelationId -2147483648 "
+                         "with Acks=0 has records that do not convert in 1 "
+                         "partition (topic orders partition 1: corrupt: "
+                         "message at byte 0 (offset 0): CRC 0x") != NULL,
+                  "%s", T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": others forwarded, closing the "
+                            "connection (no response can carry "
+                            "CORRUPT_MESSAGE)"), "%s", T.d.text);
+    ck_assert_uint_lt(strlen(T.d.text), KR_AN_CLOSE_TEXT_MAX);
+    kr_json_recbuf_free(&recs);
+
+    /* Acks=1: answered with the error merged in, nothing closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req("orders", 1, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert(!T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    kr_json_recbuf_free(&recs);
+
+    /* Acks=0 and every partition good: forwarded, nothing closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req("orders", 0, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert(!T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, 0);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * issue 10: the lines of an Acks=0 legacy Produce that closes, with the
+ * longest names (a topic of 249 characters, CorrelationId INT32_MIN, a
+ * long listener name): the session keeps KR_AN_CLOSE_TEXT_MAX bytes of a
+ * close line, so each fits, ending with what krelay does and the error
+ * (they were cut off: "... (no response can carry CORRUP").
+ */
+START_TEST(test_legacy_close_lines_fit)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    char topic[250];
+
+    memset(topic, 't', sizeof(topic) - 1);
+    topic[sizeof(topic) - 1] = '\0';
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "legacy-clients-of-the-warehouse-appliances-behind-nat";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+
+    /* some partitions bad: forwarded, then closed */
+    legacy_produce_req(topic, 0, LEGACY_BAD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert(T.d.close_after);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": others forwarded, closing the "
+                            "connection (no response can carry "
+                            "CORRUPT_MESSAGE)"), "%s", T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, " partition 1: corrupt: "));
+    kr_json_recbuf_free(&recs);
+
+    /* every partition bad: not forwarded, closed */
+    kr_an_decision_free(&T.d);
+    legacy_produce_req(topic, 0, LEGACY_BAD, &recs, &iov, &rb);
+    {
+        /* partition 0 bad too: its records' first byte changed */
+        struct kr_node *tn = kr_node_get(T.m.body, "TopicData")
+                                 ->u.arr->items[0].u.node;
+        struct kr_node *p0 = kr_node_get(tn, "PartitionData")
+                                 ->u.arr->items[0].u.node;
+
+        recs.p[kr_node_get(p0, "Records")->u.rec.off + 30] ^= 1;
+    }
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_CLOSE_AFTER_OWED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.legacy_bad, 2);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, ": closing the connection (no "
+                            "response can carry CORRUPT_MESSAGE)"),
+                  "%s", T.d.text);
+    ck_assert_msg(strstr(T.d.text, "with Acks=0 has records that do not "
+                         "convert in 2 partitions (topic tttttttttttttttttttt"
+                         "tttttttttttt partition 0: corrupt: ") != NULL, "%s",
+                  T.d.text);
+    kr_json_recbuf_free(&recs);
+
+    /* translate_legacy off: refused, the line says what to enable whole */
+    lc.on = false;
+    kr_an_decision_free(&T.d);
+    legacy_produce_req(topic, 0, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, "translate_legacy = true on [listener "
+                            "legacy-clients-of-the-warehouse-] would "
+                            "translate it: closing the connection (no "
+                            "response can carry UNSUPPORTED_VERSION)"),
+                  "%s", T.d.text);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
 /*
  * issue 10, a hostile client: a Produce v2 naming thousands of partitions
  * whose records do not convert (here 2000 over two topics, a message
@@ -751,6 +937,94 @@ START_TEST(test_legacy_fetch_cap_rotate)
 }
 END_TEST
 
+/*
+ * issue 10: a zstd batch (check_records' down_zstd_in: offsets 200-203,
+ * kafka-python's zstd) for a Fetch v2 consumer, whose magic 1 cannot
+ * carry zstd: legacy_zstd = refuse answers the partition
+ * UNSUPPORTED_COMPRESSION_TYPE without records, as brokers did (counted
+ * as a partition that did not convert); gzip (the default) serves it as
+ * one gzip wrapper of its four records, counted as recompressed.
+ */
+START_TEST(test_legacy_fetch_zstd)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":1,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"ReplicaId\":-1,"
+        "\"MaxWaitMs\":100,\"MinBytes\":1,\"Topics\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"Partition\":0,\"FetchOffset\":200,"
+        "\"PartitionMaxBytes\":1048576}]}]}}";
+    static const char *const rsp_json =
+        "{\"apiKey\":1,\"apiVersion\":4,\"header\":{\"CorrelationId\":9},"
+        "\"body\":{\"ThrottleTimeMs\":0,\"Responses\":[{\"Topic\":\"orders\","
+        "\"Partitions\":[{\"PartitionIndex\":0,\"ErrorCode\":0,"
+        "\"HighWatermark\":204,\"LastStableOffset\":204,"
+        "\"AbortedTransactions\":[],\"Records\":\"AAAAAAAAAMgAAACs/////wJ57y"
+        "BdAAQAAAADAAABi8/laAAAAAGLz+VoHv//////////////////AAAABCi1L/1gGAKN"
+        "AwCEBIgDAAAACmtleS0w8AJ0aGUgcXVpY2sgYnJvd24gZm94IGp1bXBzIG92ZXIgbG"
+        "F6eSBkb2cgMCAAiAMAFAIxMSgEMjI8BjMzABAACyYQmDcwDEiDwBZMITBvYBiQBoEt"
+        "mEJg3mBY0gjwEBVNCkvpAQ==\"}]}]}}";
+    static const enum kr_legacy_zstd how[] = { KR_LEGACY_ZSTD_REFUSE,
+                                                KR_LEGACY_ZSTD_GZIP };
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_msg rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_node *pn;
+    const struct kr_val *rec;
+    size_t k;
+
+    setup_rules("");
+    for (k = 0; k < KR_ARRAY_LEN(how); k++) {
+        memset(&lc, 0, sizeof(lc));
+        lc.on = true;
+        lc.rec.max_uncompressed = 1 << 20;
+        lc.rec.zstd = how[k];
+        lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_1;
+        T.c.legacy = &lc;
+        kr_an_decision_free(&T.d);
+        request(req_json, true);
+        kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+        ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s",
+                      T.d.text);
+        build_recs(rsp_json, &rsp, &recs, &iov, &rb);
+        ck_assert_uint_eq(recs.len, 184);
+        T.c.rsp_rb = &rb;
+        memset(&rd, 0, sizeof(rd));
+        kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 150, 100,
+                            &T.arena, &rd);
+        ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%s", rd.text);
+        decode_w(&rd.w, true, KR_API_FETCH, 2, &out);
+        pn = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                             .u.node, "Partitions")->u.arr->items[0].u.node;
+        rec = kr_node_get(pn, "Records");
+        if (how[k] == KR_LEGACY_ZSTD_REFUSE) {
+            ck_assert_int_eq(int_at(pn, "ErrorCode"),
+                             KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+            ck_assert(rec->is_null || rec->u.rec.len == 0);
+            ck_assert_uint_eq(rd.legacy_bad, 1);
+            ck_assert_uint_eq(rd.legacy_st.zstd_recompressed, 0);
+        } else {
+            const uint8_t *b = rd.w.buf + rec->u.rec.off;
+
+            ck_assert_int_eq(int_at(pn, "ErrorCode"), 0);
+            ck_assert_uint_eq(rd.legacy_bad, 0);
+            ck_assert_uint_eq(rd.legacy_st.zstd_recompressed, 1);
+            ck_assert_uint_eq(rd.legacy_st.records_out, 4);
+            /* one magic 1 gzip wrapper at the last offset, 203 */
+            ck_assert_int_ge(rec->u.rec.len, 34);
+            ck_assert_int_eq(b[7], 203);
+            ck_assert_int_eq(b[16], 1);                 /* magic */
+            ck_assert_int_eq(b[17] & 7, KR_COMPRESSION_GZIP);
+        }
+        kr_wbuf_free(&rd.w);
+        kr_json_recbuf_free(&recs);
+        T.c.rsp_rb = NULL;
+    }
+}
+END_TEST
+
 /* translate_legacy off: the same request answered 35, one line saying
    what to enable; a modern version passes. */
 START_TEST(test_legacy_refused_when_off)
@@ -912,6 +1186,69 @@ START_TEST(test_audit_clamped_version)
 }
 END_TEST
 
+/*
+ * issue 10: a legacy-translated request's audit line: "translated" among
+ * its actions, the client's api_version and the upstream_version it went
+ * up as (doc/audit.md).
+ */
+START_TEST(test_audit_legacy_translated)
+{
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":"
+        "-2147483648},\"body\":{\"Responses\":[{\"Name\":\"orders\","
+        "\"PartitionResponses\":[{\"Index\":0,\"ErrorCode\":0,"
+        "\"BaseOffset\":40,\"LogAppendTimeMs\":-1},{\"Index\":1,"
+        "\"ErrorCode\":0,\"BaseOffset\":42,\"LogAppendTimeMs\":-1}]}],"
+        "\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_msg rsp;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    json_t *j, *acts;
+    bool translated = false, forwarded = false;
+    size_t i;
+
+    setup_rules("[audit]\ntarget = syslog\n[rule all]\napi = Produce\n"
+                "audit = true\n");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    legacy_produce_req("orders", 1, LEGACY_GOOD, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%s", T.d.text);
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 60, 1000,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    ck_assert_ptr_nonnull(T.d.req->audit_line);
+    j = json_loads(T.d.req->audit_line, 0, NULL);
+    ck_assert_msg(j != NULL, "%s", T.d.req->audit_line);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "api_version")),
+                     2);
+    ck_assert_int_eq(json_integer_value(json_object_get(j,
+                                                        "upstream_version")),
+                     3);
+    acts = json_object_get(j, "actions");
+    ck_assert(json_is_array(acts));
+    for (i = 0; i < json_array_size(acts); i++) {
+        const char *a = json_string_value(json_array_get(acts, i));
+
+        translated = translated || strcmp(a, "translated") == 0;
+        forwarded = forwarded || strcmp(a, "forwarded") == 0;
+    }
+    ck_assert_msg(translated && forwarded, "%s", T.d.req->audit_line);
+    json_decref(j);
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
 /* Which responses may stream by for their audit line (issue 14): a
    Fetch or Produce its rules only audit; not with bodies, a throttle, a
    clamp that translates, nor another API. */
@@ -1018,6 +1355,25 @@ START_TEST(test_legacy_undecodable_closes)
     kr_an_decision_free(&T.d);
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
     ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    /* the longest: the outcome whole in the session's close line */
+    kr_an_decision_free(&T.d);
+    T.h.api_key = KR_API_OFFSET_FOR_LEADER_EPOCH;
+    T.h.api_version = 1;
+    T.h.correlation_id = INT32_MIN;
+    memset(T.h.client_id, 'c', KR_FRAME_CLIENT_ID_MAX);
+    T.h.client_id[KR_FRAME_CLIENT_ID_MAX] = '\0';
+    T.h.client_id_len = KR_FRAME_CLIENT_ID_MAX;
+    T.r.decode_error = "request does not decode: records length 1000 past "
+                       "end (5 bytes left) at TopicData[0].PartitionData[0]."
+                       "Records, and then some more words to be long";
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
+                  strlen(T.d.text), T.d.text);
+    ck_assert_msg(ends_with(T.d.text, "...; not forwarded, closing after "
+                            "the responses owed"), "%s", T.d.text);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "OffsetForLeaderEpoch v1 "
+                                 "CorrelationId -2147483648 ClientId cccc"));
     /* a version the brokers accept still fails open */
     request(PRODUCE(9, 1), true);
     T.r.m = NULL;
@@ -1044,16 +1400,20 @@ analyse_suite(void)
     tcase_add_test(tc, test_throttle_enforce_holds);
     tcase_add_test(tc, test_audit_line);
     tcase_add_test(tc, test_audit_clamped_version);
+    tcase_add_test(tc, test_audit_legacy_translated);
     tcase_add_test(tc, test_rsp_scan_only);
     tcase_add_test(tc, test_undecodable_refused);
     tcase_add_test(tc, test_undecodable_observed);
     tcase_add_test(tc, test_legacy_produce_up_and_back);
     tcase_add_test(tc, test_legacy_refused_when_off);
     tcase_add_test(tc, test_legacy_fetch_down);
+    tcase_add_test(tc, test_legacy_fetch_zstd);
     tcase_add_test(tc, test_legacy_fetch_cap_rotate);
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
     tcase_add_test(tc, test_legacy_undecodable_closes);
+    tcase_add_test(tc, test_legacy_produce_acks0_partly_bad);
+    tcase_add_test(tc, test_legacy_close_lines_fit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5688,9 +5688,13 @@ log_frame(size_t *off, size_t *flen)
     return p;
 }
 
-/* The frame is a Produce v3, CorrelationId corr, of one RecordBatch v2. */
+/*
+ * The frame is a Produce v3, CorrelationId corr, Acks acks, of one
+ * partition (its records run to the frame's end): one RecordBatch v2.
+ */
 static void
-expect_produce_v3(const uint8_t *f, size_t flen, int32_t corr)
+expect_produce_v3_acks(const uint8_t *f, size_t flen, int32_t corr,
+                       int16_t acks)
 {
     size_t off = 14 + 5;        /* header: ClientId "check" */
 
@@ -5698,12 +5702,19 @@ expect_produce_v3(const uint8_t *f, size_t flen, int32_t corr)
     ck_assert_int_eq(kr_frame_i16(f + 6), 3);
     ck_assert_int_eq(kr_frame_i32(f + 8), corr);
     ck_assert_int_eq(kr_frame_i16(f + off), -1);        /* TransactionalId */
-    ck_assert_int_eq(kr_frame_i16(f + off + 2), 1);     /* Acks */
+    ck_assert_int_eq(kr_frame_i16(f + off + 2), acks);  /* Acks */
     off += 2 + 2 + 4 + 4 + 2 + 6 + 4 + 4;               /* to Records */
     ck_assert_uint_ge(flen, off + 4 + 61);
     ck_assert_int_eq(kr_frame_i32(f + off), (int32_t)(flen - off - 4));
     ck_assert_int_eq(f[off + 4 + 16], 2);               /* magic */
     ck_assert_int_eq(kr_frame_i32(f + off + 4 + 57), 2); /* RecordsCount */
+}
+
+/* expect_produce_v3_acks with Acks 1. */
+static void
+expect_produce_v3(const uint8_t *f, size_t flen, int32_t corr)
+{
+    expect_produce_v3_acks(f, flen, corr, 1);
 }
 
 START_TEST(legacy_asks_apiversions)
@@ -5797,6 +5808,142 @@ START_TEST(legacy_asks_apiversions)
     free(req.b);
     free(exp.b);
     free(hb.b);
+}
+END_TEST
+
+/*
+ * Produce v2 to "orders" with Acks acks: partition 0 the message set,
+ * partition 1 (when bad) the same with a byte of its first message's
+ * value changed (its CRC no longer matches).
+ */
+static void
+req_produce_v2_bad(struct bb *b, int32_t corr, int16_t acks, bool bad)
+{
+    uint8_t set[128];
+    size_t at = req_begin(b, KR_API_PRODUCE, 2, corr);
+    int n = EVP_DecodeBlock(set, (const uint8_t *)AV_MSGSET,
+                            (int)strlen(AV_MSGSET));
+
+    ck_assert_int_eq(n, 81);
+    n -= 2;                     /* "==": two bytes of padding */
+    b16(b, acks);
+    b32(b, 1000);               /* TimeoutMs */
+    b32(b, 1);
+    bstr(b, "orders");
+    b32(b, bad ? 2 : 1);
+    b32(b, 0);                  /* Index */
+    b32(b, n);                  /* Records */
+    bput(b, set, (size_t)n);
+    if (bad) {
+        b32(b, 1);
+        b32(b, n);
+        set[n / 2 - 1] ^= 1;    /* the first message's value */
+        bput(b, set, (size_t)n);
+    }
+    bend(b, at);
+}
+
+/*
+ * issue 10: a Produce v2 with Acks=0 whose partition 1 does not convert
+ * (its CRC), a Heartbeat behind it.  No response can carry partition 1's
+ * CORRUPT_MESSAGE: as a broker does, partition 0 goes up (Produce v3,
+ * Acks 0) and the connection closes after it, one line; the Heartbeat is
+ * never forwarded.  _i 0: the client's first request, which may come
+ * before krelay's upstream connection is up (the close waits for it to
+ * take the Produce: it was lost); _i 1: after a round trip.
+ */
+START_TEST(legacy_acks0_partly_bad)
+{
+    struct bb req = { 0 }, hb = { 0 }, exp = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    char *log;
+
+    T.lc.translate_legacy = true;
+    T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    log_capture();
+    kr_log_level_cur = KR_LOG_NOTICE;
+    start();
+    c = cli_open(boot_port(), 0);
+    if (_i == 1) {
+        req_heartbeat(&hb, 1);
+        cli_send(c, hb.b, hb.n);
+        expected_echo(&hb, 0, &exp);
+        cli_expect(c, &exp);
+        f = log_frame(&off, &flen);
+        ck_assert_uint_eq(flen, hb.n);
+        hb.n = 0;
+    }
+    req_produce_v2_bad(&req, 2, 0, true);
+    req_heartbeat(&req, 3);
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    /* the broker got partition 0 alone, Acks 0, and nothing after it */
+    pump_for(50);
+    f = log_frame(&off, &flen);
+    expect_produce_v3_acks(f, flen, 2, 0);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_partitions_corrupt), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, legacy_translated,
+                                    kr_stats_api_cell(KR_API_PRODUCE, 2)),
+                      1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_in), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_out), 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, "Produce v2 CorrelationId 2 with Acks=0 has "
+                         "records that do not convert in 1 partition (topic "
+                         "orders partition 1: corrupt: ") != NULL, "%s", log);
+    ck_assert_msg(strstr(log, ": others forwarded, closing the connection "
+                         "(no response can carry CORRUPT_MESSAGE) (") !=
+                  NULL, "%s", log);
+    free(log);
+    free(req.b);
+    free(hb.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * issue 10: translate_legacy off, a client address refused again within
+ * legacy_refuse_window_ms waits legacy_refuse_delay_ms for its answer
+ * (a client reconnecting in a loop is slowed), counted; the first
+ * refusal goes at once.
+ */
+START_TEST(legacy_refusal_delayed)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+    int64_t t0, took[2];
+    int k;
+
+    T.lc.translate_legacy = false;
+    T.lc.legacy_refuse_delay_ms = 400;
+    T.lc.legacy_refuse_window_ms = 10000;
+    T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    start();
+    req_produce_v2(&req, 5);
+    for (k = 0; k < 2; k++) {
+        c = cli_open(boot_port(), 0);
+        t0 = mono_ms();
+        cli_send(c, req.b, req.n);
+        ck_assert(cli_has(c, 4 + 4));
+        took[k] = mono_ms() - t0;
+        /* the answer: CorrelationId 5, ErrorCode UNSUPPORTED_VERSION */
+        ck_assert(cli_has(c, 4 + (size_t)kr_frame_i32(
+                                   evbuffer_pullup(c->in, 4))));
+        ck_assert_int_eq(kr_frame_i32(evbuffer_pullup(c->in, 8) + 4), 5);
+    }
+    ck_assert_msg(took[0] < 300, "first refusal took %lld ms",
+                  (long long)took[0]);
+    ck_assert_msg(took[1] >= 380, "second refusal took %lld ms",
+                  (long long)took[1]);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 2);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refusals_delayed), 1);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), 0);
+    free(req.b);
 }
 END_TEST
 
@@ -6437,6 +6584,8 @@ session_suite(void)
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
+    tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
+    tcase_add_test(tc, legacy_refusal_delayed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("splice");
