@@ -96,6 +96,33 @@ int kr_frame_response_hdr_len(const uint8_t *p, size_t n, size_t frame_len,
                               int16_t api_key, int16_t api_version,
                               size_t *hdr_len, size_t *need) KR_MUST_CHECK;
 
+/*
+ * Byte offset, from the start of the body, of the top-level ErrorCode of
+ * a (api_key, api_version) response when it sits at a fixed offset: 0
+ * when ErrorCode is the body's first field (ApiVersions, SyncGroup v0,
+ * Heartbeat v0...), 4 when it follows ThrottleTimeMs (FindCoordinator
+ * v1-3, Heartbeat v1+, Fetch v7+, InitProducerId...).  Derived from the
+ * generated schema tables (kr_schema.h, from the message JSON of
+ * ../shared/kafka-message-schemas/4.3.1 and 3.9.1), not a hand-kept
+ * list: fields absent or tagged at api_version are skipped as the codec
+ * skips them.  -1 for any other layout (Produce, Metadata, FindCoordinator
+ * v4+...) and for an unknown (ApiKey, ApiVersion).  A few loads, no
+ * allocation; thread-safe.
+ */
+int kr_frame_rsp_error_off(int16_t api_key, int16_t api_version);
+
+/*
+ * Read the top-level ErrorCode of a response whose payload starts at
+ * p[0..n) (n <= frame_len, the payload's length), where
+ * kr_frame_rsp_error_off says it sits.  Returns KR_OK with *code;
+ * KR_EUNSUPPORTED when the response has no ErrorCode at a fixed offset;
+ * KR_AGAIN with *need (payload bytes wanted); KR_EPROTO when the frame is
+ * too short or its header malformed; KR_ELIMIT (kr_frame_peek_request).
+ */
+int kr_frame_peek_rsp_error(const uint8_t *p, size_t n, size_t frame_len,
+                            int16_t api_key, int16_t api_version,
+                            int16_t *code, size_t *need) KR_MUST_CHECK;
+
 /* One int field wanted by kr_frame_peek_fields. */
 struct kr_frame_field {
     enum kr_field_id id;        /* e.g. KR_FIELD_ACKS */

@@ -33,6 +33,10 @@ enum kr_inflight_kind {
                                            to the client */
 };
 
+/* kr_inflight.metered */
+#define KR_INF_M_UPSTREAM 0x01u         /* upstream_latency observed */
+#define KR_INF_M_ERROR 0x02u            /* response_errors counted */
+
 /*
  * One request waiting for its response.  Entries leave the FIFO in order
  * (an optional entry may leave from behind answered ones); an entry with
@@ -58,7 +62,13 @@ struct kr_inflight {
                                            answer was read (the session
                                            counts these in sasl.inflight),
                                            2 after; 0 for others */
-    int64_t sent_ms;                    /* monotonic ms it was read */
+    uint8_t metered;                    /* KR_INF_M_* bits: what the
+                                           metrics took of its response
+                                           already (once each, however
+                                           often its frame is looked at) */
+    int64_t sent_ms;                    /* monotonic ms (kr_clock_timer_ms)
+                                           it was read, and queued to the
+                                           upstream when forwarded */
     int64_t wait_ms;                    /* its own wait (TimeoutMs,
                                            MaxWaitMs, RebalanceTimeoutMs),
                                            0 for the others */

@@ -20,9 +20,9 @@
  *   help   the HELP text.
  *
  * Families: closes by cause, requests by ApiKey x version, rule hits by
- * rule, errors krelay answered by Kafka error name.  Histogram:
- * response_latency, in ms of the coarse timer clock (kr_clock_timer_ms:
- * 1-4 ms resolution) from a request read to its response matched,
+ * rule, errors krelay answered and errors in broker responses by Kafka
+ * error name.  Histograms: response_latency and upstream_latency, in ms
+ * of the coarse timer clock (kr_clock_timer_ms: 1-4 ms resolution),
  * exposed in seconds with the bucket bounds of KR_STATS_LATENCY_MS.
  *
  * Threads.  A struct kr_stats belongs to one worker (kr_worker.h) and
@@ -106,11 +106,16 @@ enum kr_stat_rule_action {
 #define KR_STATS_RULES 256
 /* Cells of rule hits: one per rule index and action. */
 #define KR_STATS_RULE_CELLS (KR_STATS_RULES * KR_RA__N)
-/* Cells of errors answered: codes -1..KR_KERR_MAX, then "other". */
+/*
+ * Cells of errors answered and response errors: codes -1..KR_KERR_MAX,
+ * then one for any other code ("other" in errors_answered, "unknown" in
+ * response_errors).
+ */
 #define KR_STATS_KERR_CELLS (KR_KERR_MAX + 3)
 
 /*
- * Histogram bucket upper bounds of response_latency, in ms (+Inf is
+ * Histogram bucket upper bounds of response_latency and upstream_latency,
+ * in ms (+Inf is
  * added).  Cells: one per bound, +Inf, then the sum of the observed
  * values (ms); the count is the sum of the buckets.
  */
@@ -135,6 +140,9 @@ enum kr_stat_labels {
     KR_SL_RULE,             /* rule (its name), action:
                                kr_stats_rule_cell */
     KR_SL_KERR,             /* error (Kafka's name): kr_stats_kerr_cell */
+    KR_SL_RSP_ERROR,        /* error (Kafka's name, "unknown" for a code
+                               Kafka does not name):
+                               kr_stats_rsp_error_cell */
     KR_SL_LATENCY_MS,       /* le: kr_stats_observe_latency */
     KR_SL_SIDE,             /* side: enum kr_stat_side */
     KR_SL_BROKER            /* broker: kr_stats_broker_cell */
@@ -198,6 +206,22 @@ enum kr_stat_labels {
     X(response_latency, HISTOGRAM, LATENCY_MS, KR_STATS_LATENCY_CELLS,       \
       "Time from reading a request to matching its response (coarse "        \
       "clock, 1-4 ms resolution).")                                          \
+    X(upstream_latency, HISTOGRAM, LATENCY_MS, KR_STATS_LATENCY_CELLS,       \
+      "Time the upstream took to answer a client request that expects a "    \
+      "response: from krelay queuing it to the upstream connection (in the " \
+      "pass that read it: a pass-through request's header, a held one "      \
+      "whole; so a request larger than one read, or sent while the "          \
+      "connection is being made, adds that time) to the first bytes of its " \
+      "response read from the upstream; no rule delay nor hold included "    \
+      "(coarse clock, 1-4 ms resolution).")                                  \
+    X(response_errors, COUNTER, RSP_ERROR, KR_STATS_KERR_CELLS,              \
+      "Non-zero ErrorCode fields in broker responses to client requests, "   \
+      "by Kafka error name: every ErrorCode field (any depth) of a "         \
+      "response krelay decodes anyway for its rules; of any other response " \
+      "only the top-level ErrorCode, where it is the first field of the "    \
+      "body or follows ThrottleTimeMs (ApiVersions, FindCoordinator v0-3, "  \
+      "JoinGroup, Heartbeat, Fetch v7+...). Responses are never decoded "    \
+      "for this count.")                                                     \
     X(requests_internal, COUNTER, NONE, 1,                                   \
       "krelay's own requests on a client's upstream connection.")            \
     X(responses_internal, COUNTER, NONE, 1,                                  \
@@ -350,6 +374,12 @@ kr_stats_kerr_cell(int16_t code)
 }
 
 /*
+ * Cell of Kafka error code in response_errors: a code Kafka names
+ * (kr_kerr_name), else the "unknown" cell; never out of range.
+ */
+size_t kr_stats_rsp_error_cell(int16_t code);
+
+/*
  * Cell of a broker in upstream_connect_failures: the bootstrap servers
  * (bootstrap true, node_id ignored) or NodeId node_id; never out of
  * range.
@@ -383,6 +413,21 @@ kr_stats_rule_cell(int i, enum kr_stat_rule_action a)
  * response_latency: its bucket and the sum.  Writer thread only.
  */
 void kr_stats_observe_latency(struct kr_stats *st, int64_t ms);
+
+/* The same in st's upstream_latency.  Writer thread only. */
+void kr_stats_observe_upstream(struct kr_stats *st, int64_t ms);
+
+struct kr_node;
+
+/*
+ * Count every ErrorCode field with a non-zero value in the decoded
+ * response body (any depth: structs and arrays of structs are walked,
+ * records are not) in st's response_errors.  No allocation; the walk
+ * visits each decoded value once.  body NULL: nothing.  Writer thread
+ * only.
+ */
+void kr_stats_response_errors(struct kr_stats *st,
+                              const struct kr_node *body);
 
 /*
  * The id of the row named name (its C name, "requests"), or -1 when no

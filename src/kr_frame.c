@@ -343,3 +343,61 @@ kr_frame_peek_fields(const uint8_t *p, size_t n, size_t frame_len,
     }
     return KR_OK;
 }
+
+int
+kr_frame_rsp_error_off(int16_t api_key, int16_t api_version)
+{
+    const struct kr_api_desc *a = kr_api_get(api_key);
+    const struct kr_struct_desc *sd;
+    uint16_t sid = kr_api_root(a, true, api_version);
+    int off = 0;
+    unsigned i;
+
+    if (sid == KR_NO_STRUCT) {
+        return -1;
+    }
+    sd = &kr_structs[sid];
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *fd = &kr_fields[sd->first_field + i];
+
+        if (!kr_vrange_has(fd->versions, api_version) ||
+            (fd->tag >= 0 && kr_vrange_has(fd->tagged, api_version))) {
+            continue;
+        }
+        if (fd->id == KR_FIELD_ERROR_CODE && fd->type == KR_T_INT16) {
+            return off;
+        }
+        if (off == 0 && fd->id == KR_FIELD_THROTTLE_TIME_MS &&
+            fd->type == KR_T_INT32) {
+            off = 4;
+            continue;
+        }
+        break;
+    }
+    return -1;
+}
+
+int
+kr_frame_peek_rsp_error(const uint8_t *p, size_t n, size_t frame_len,
+                        int16_t api_key, int16_t api_version, int16_t *code,
+                        size_t *need)
+{
+    int off = kr_frame_rsp_error_off(api_key, api_version);
+    size_t hl = 0;
+    int rc;
+
+    if (off < 0) {
+        return KR_EUNSUPPORTED;
+    }
+    rc = kr_frame_response_hdr_len(p, n, frame_len, api_key, api_version,
+                                   &hl, need);
+    if (rc != KR_OK) {
+        return rc;
+    }
+    rc = want(hl + (size_t)off, 2, n, frame_len, need);
+    if (rc != KR_OK) {
+        return rc;
+    }
+    *code = kr_frame_i16(p + hl + (size_t)off);
+    return KR_OK;
+}

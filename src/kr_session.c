@@ -454,6 +454,12 @@ kr_s_fifo_head(struct kr_session *s)
 void
 kr_s_fifo_pop(struct kr_session *s)
 {
+    kr_s_fifo_pop_at(s, kr_clock_timer_ms());
+}
+
+void
+kr_s_fifo_pop_at(struct kr_session *s, int64_t now_ms)
+{
     const struct kr_inflight *e = kr_inflight_head(&s->fifo);
     bool answered = !e->optional;
     int64_t sent = e->sent_ms;
@@ -461,7 +467,7 @@ kr_s_fifo_pop(struct kr_session *s)
     bool client = e->kind == KR_INF_REQUEST;
 
     fifo_leave(s, e);
-    kr_inflight_pop(&s->fifo, kr_clock_timer_ms());
+    kr_inflight_pop(&s->fifo, now_ms);
     s->last_active_ms = s->fifo.head_since_ms;
     if (answered) {
         kr_stats_observe_latency(s->host->stats,

@@ -178,6 +178,8 @@ min_sz(size_t a, size_t b)
 int kr_s_fifo_push(struct kr_session *s, const struct kr_inflight *e);
 struct kr_inflight *kr_s_fifo_head(struct kr_session *s);
 void kr_s_fifo_pop(struct kr_session *s);
+/* The same with the time now_ms (kr_clock_timer_ms) the caller read. */
+void kr_s_fifo_pop_at(struct kr_session *s, int64_t now_ms);
 void kr_s_fifo_remove(struct kr_session *s, uint32_t i);
 struct kr_inflight *kr_s_fifo_first(struct kr_session *s, uint32_t *idx);
 /* Entries that count for max_inflight. */

@@ -1526,6 +1526,49 @@ enum nrsp_outcome {
  * Look at the response frame at offset scan of up.in and say what
  * happens to it (enum nrsp_outcome).
  */
+/*
+ * response_errors for a response krelay does not decode (e, flen payload
+ * bytes at scan in in, avail bytes there, its first c bytes at pk): its
+ * top-level ErrorCode where it sits at a fixed offset
+ * (kr_frame_peek_rsp_error), counted when not 0.  Returns 0, or 1 when
+ * the bytes that hold it have not all come (wait: the frame is longer).
+ */
+static int
+rsp_top_error(struct kr_session *s, struct kr_inflight *e, struct evbuffer *in,
+              size_t scan, size_t avail, size_t flen, int16_t up_version,
+              const uint8_t *pk, size_t c)
+{
+    uint8_t small[KR_PEEK_SMALL];
+    size_t n = min_sz(avail - KR_FRAME_PREFIX, flen), need = 0;
+    int16_t code = 0;
+    int rc;
+
+    if (kr_frame_rsp_error_off(e->api_key, up_version) < 0) {
+        e->metered |= KR_INF_M_ERROR;
+        return 0;
+    }
+    rc = kr_frame_peek_rsp_error(pk + KR_FRAME_PREFIX,
+                                 min_sz(c - KR_FRAME_PREFIX, flen), flen,
+                                 e->api_key, up_version, &code, &need);
+    if (rc == KR_AGAIN && need <= n) {
+        /* (a header with tagged fields longer than the first peek) */
+        c = peek(s, in, scan, KR_FRAME_PREFIX + need, small, sizeof(small),
+                 &pk);
+        rc = kr_frame_peek_rsp_error(pk + KR_FRAME_PREFIX,
+                                     min_sz(c - KR_FRAME_PREFIX, flen), flen,
+                                     e->api_key, up_version, &code, &need);
+    }
+    if (rc == KR_AGAIN && need > n) {
+        return 1;
+    }
+    e->metered |= KR_INF_M_ERROR;
+    if (rc == KR_OK && code != 0) {
+        KR_STAT_INC_L(s->host->stats, response_errors,
+                      kr_stats_rsp_error_cell(code));
+    }
+    return 0;
+}
+
 static enum nrsp_outcome
 next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
               size_t avail, size_t *flen_out, uint32_t *idx_out)
@@ -1537,6 +1580,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
     const uint8_t *pk;
     size_t c, flen, hl = 0, need = 0;
     int32_t size, corr;
+    int64_t now;
     int rc;
 
     c = peek(s, in, scan, min_sz(avail, sizeof(small)), small, sizeof(small),
@@ -1636,6 +1680,13 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
                       e->correlation_id);
         return NRSP_CLOSED;
     }
+    now = kr_clock_timer_ms();
+    if (e->kind == KR_INF_REQUEST && !(e->metered & KR_INF_M_UPSTREAM)) {
+        /* its first bytes are here: once, however often this frame is
+           looked at again while it comes */
+        e->metered |= KR_INF_M_UPSTREAM;
+        kr_stats_observe_upstream(s->host->stats, now - e->sent_ms);
+    }
     if (s->rstream && e->rq != NULL && e->rq == s->rstream_rq) {
         /* its audit line would lose what is still to come; a broker
            answers a request only once it has all of it */
@@ -1717,6 +1768,18 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             s->want_rsp_first = 0;
         }
     }
+    if (e->kind == KR_INF_REQUEST && !(e->metered & KR_INF_M_ERROR) &&
+        (e->rq == NULL ||
+         (idx == 0 && (kr_s_rsp_scan_only(e) ||
+                       ((int64_t)flen > s->lc->max_frame_bytes &&
+                        kr_s_rsp_may_stream(e))))) &&
+        rsp_top_error(s, e, in, scan, avail, flen,
+                      e->rq != NULL ? e->rq->a->up_version : e->api_version,
+                      pk, c) != 0) {
+        /* not decoded: its top-level ErrorCode, if at a fixed offset (the
+           rules' responses are counted where they are decoded) */
+        return NRSP_WAIT;
+    }
     if (idx == 0 && e->rq != NULL && kr_s_rsp_scan_only(e)) {
         /* issue 14: a Fetch response its rules only audit is not held:
            streamed, its audit line built from what the scanner sees */
@@ -1763,7 +1826,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
             }
             if (rc == 1) {
                 /* no tagged fields, so no endpoints: cut-through */
-                kr_s_fifo_pop(s);
+                kr_s_fifo_pop_at(s, now);
                 KR_STAT_INC(s->host->stats, responses);
                 KR_STAT_INC(s->host->stats, responses_streamed);
                 s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
@@ -1791,7 +1854,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         *flen_out = flen;
         return NRSP_HOLD;
     }
-    kr_s_fifo_pop(s);
+    kr_s_fifo_pop_at(s, now);
     KR_STAT_INC(s->host->stats, responses);
     s->rsp_remain = KR_FRAME_PREFIX + (uint64_t)flen;
     return NRSP_CUT_THROUGH;

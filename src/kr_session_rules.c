@@ -1701,6 +1701,33 @@ kr_s_rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
 }
 
 /*
+ * response_errors for a held response krelay did not decode (pl, its
+ * flen payload bytes, of ApiKey key at version ver): its top-level
+ * ErrorCode where it sits at a fixed offset, counted when not 0.
+ */
+static void
+rsp_top_error_held(struct kr_session *s, struct evbuffer *pl, size_t flen,
+                   int16_t key, int16_t ver)
+{
+    uint8_t buf[64];
+    ev_ssize_t n;
+    size_t need = 0;
+    int16_t code = 0;
+
+    if (kr_frame_rsp_error_off(key, ver) < 0) {
+        return;
+    }
+    n = evbuffer_copyout(pl, buf, flen < sizeof(buf) ? flen : sizeof(buf));
+    if (n > 0 &&
+        kr_frame_peek_rsp_error(buf, (size_t)n, flen, key, ver, &code,
+                                &need) == KR_OK &&
+        code != 0) {
+        KR_STAT_INC_L(s->host->stats, response_errors,
+                      kr_stats_rsp_error_cell(code));
+    }
+}
+
+/*
  * The whole response frame of FIFO entry idx is at the start of up.in:
  * decode it when its rules want it, let the pipeline decide
  * (kr_analyse_response: translate back, fault error, ThrottleTimeMs,
@@ -1776,6 +1803,16 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
                           s->upname, e->api_version,
                           ce.msg[0] ? ce.msg : kr_status_str(rc), ce.path);
             goto out;
+        }
+    }
+    if (!(e->metered & KR_INF_M_ERROR) && e->kind == KR_INF_REQUEST) {
+        /* decoded for its rules: every ErrorCode; else the top-level one
+           at a fixed offset (never decoded for the metric) */
+        e->metered |= KR_INF_M_ERROR;
+        if (decode && rc == KR_OK) {
+            kr_stats_response_errors(s->host->stats, m.body);
+        } else {
+            rsp_top_error_held(s, pl, flen, e->api_key, rq->a->up_version);
         }
     }
     an_conn(s, &c);

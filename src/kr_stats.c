@@ -7,7 +7,9 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "kr_codec.h"
 #include "kr_conf.h"
+#include "kr_field_ids.h"
 #include "kr_rule.h"
 #include "kr_schema.h"
 #include "kr_stats.h"
@@ -47,8 +49,9 @@ static const int64_t latency_bounds[KR_STATS_LATENCY_BOUNDS] = {
 #undef KR_STATS_LATENCY_V_
 };
 
-void
-kr_stats_observe_latency(struct kr_stats *st, int64_t ms)
+/* Observe ms in the KR_STATS_LATENCY_CELLS cells of a histogram. */
+static void
+observe_ms(_Atomic uint64_t *cells, int64_t ms)
 {
     size_t i;
 
@@ -59,9 +62,71 @@ kr_stats_observe_latency(struct kr_stats *st, int64_t ms)
          i++) {
     }
     /* i == KR_STATS_LATENCY_BOUNDS: the +Inf bucket */
-    kr_stat_add_(&st->response_latency[i], 1);
-    kr_stat_add_(&st->response_latency[KR_STATS_LATENCY_BOUNDS + 1],
-                 (uint64_t)ms);
+    kr_stat_add_(&cells[i], 1);
+    kr_stat_add_(&cells[KR_STATS_LATENCY_BOUNDS + 1], (uint64_t)ms);
+}
+
+void
+kr_stats_observe_latency(struct kr_stats *st, int64_t ms)
+{
+    observe_ms(st->response_latency, ms);
+}
+
+void
+kr_stats_observe_upstream(struct kr_stats *st, int64_t ms)
+{
+    observe_ms(st->upstream_latency, ms);
+}
+
+size_t
+kr_stats_rsp_error_cell(int16_t code)
+{
+    if (kr_kerr_name(code) == NULL) {
+        return KR_STATS_KERR_CELLS - 1;
+    }
+    return (size_t)(code + 1);
+}
+
+/* Count the non-zero ErrorCode fields of n and below (response_errors). */
+static void
+errors_walk(struct kr_stats *st, const struct kr_node *n)
+{
+    const struct kr_struct_desc *sd = &kr_structs[n->struct_id];
+    unsigned i;
+    uint32_t k;
+
+    for (i = 0; i < sd->nfields; i++) {
+        const struct kr_field_desc *fd = &kr_fields[sd->first_field + i];
+        const struct kr_val *v = &n->vals[i];
+
+        if (!v->present || v->is_null) {
+            continue;
+        }
+        if (fd->type == KR_T_INT16) {
+            if (fd->id == KR_FIELD_ERROR_CODE && v->u.i != 0) {
+                kr_stat_add_(&st->response_errors[
+                                 kr_stats_rsp_error_cell((int16_t)v->u.i)],
+                             1);
+            }
+        } else if (fd->type == KR_T_STRUCT && v->u.node != NULL) {
+            errors_walk(st, v->u.node);
+        } else if (fd->type == KR_T_ARRAY && v->u.arr != NULL &&
+                   v->u.arr->elem_type == KR_T_STRUCT) {
+            for (k = 0; k < v->u.arr->n; k++) {
+                if (v->u.arr->items[k].u.node != NULL) {
+                    errors_walk(st, v->u.arr->items[k].u.node);
+                }
+            }
+        }
+    }
+}
+
+void
+kr_stats_response_errors(struct kr_stats *st, const struct kr_node *body)
+{
+    if (st != NULL && body != NULL) {
+        errors_walk(st, body);
+    }
 }
 
 int
@@ -182,9 +247,10 @@ prom_cell_labels(FILE *out, const struct kr_stat_desc *d, size_t i,
         fputc('"', out);
         break;
     case KR_SL_KERR:
+    case KR_SL_RSP_ERROR:
         fputs("error=\"", out);
         if (i == KR_STATS_KERR_CELLS - 1) {
-            fputs("other", out);
+            fputs(d->labels == KR_SL_KERR ? "other" : "unknown", out);
         } else {
             prom_label(out, kr_kerr_format((int16_t)((int)i - 1), buf,
                                            sizeof(buf)));

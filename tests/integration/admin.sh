@@ -9,6 +9,11 @@
 # checker (prom_check.py); /connections shows the client with its
 # ClientId; /config hides a SASL password; a refused reload counts in
 # /metrics; the bearer token is asked (401) everywhere but /healthz.
+# upstream_latency counts one observation per request the producer sent
+# (each forwarded, each answered); a broker's error in a response krelay
+# does not decode (Heartbeat v1, the mock told to answer
+# UNKNOWN_MEMBER_ID: ErrorCode after ThrottleTimeMs) counts once in
+# response_errors by its Kafka name.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -111,6 +116,8 @@ mv "$W/krelay.log" "$W/krelay-first.log"
 
 # 2. The mock up: ready.
 unset KR_UPSTREAM_BOOTSTRAP
+# the next Heartbeat gets UNKNOWN_MEMBER_ID (section 4: response_errors)
+KR_MOCK_ARGS="-e 12:25:1"
 kr_start_mock admin:3
 start_with_admin
 kr_wait_for 20 ready_is 200 || kr_fail "/readyz with the mock up: $CODE $(cat "$W/body")"
@@ -167,6 +174,19 @@ eq('request bytes (client txbytes = bytes_up)',
    total('krelay_bytes_up_total'), c['txbytes'])
 eq('connections open = brokers connected', total('krelay_conn_active'),
    c['brokers'])
+eq('upstream latencies observed = requests sent',
+   total('krelay_upstream_latency_seconds_count'), c['tx'])
+eq('upstream latencies <= 30 s (none in +Inf alone)',
+   total('krelay_upstream_latency_seconds_bucket', le='30'), c['tx'])
+# librdkafka asks ApiVersions v3 first, which the mock may answer
+# UNSUPPORTED_VERSION (then v0): one such error per extra ApiVersions of
+# a connection, and no other error
+eq('response errors: UNSUPPORTED_VERSION (ApiVersions retried)',
+   total('krelay_response_errors_total'),
+   total('krelay_api_requests_total', api='ApiVersions') - c['brokers'])
+eq('response errors other than UNSUPPORTED_VERSION',
+   total('krelay_response_errors_total') -
+   total('krelay_response_errors_total', error='UNSUPPORTED_VERSION'), 0)
 if c['produce'] < 2:
     bad.append('too few Produce requests to mean anything')
 sys.exit('mismatch: ' + ', '.join(bad) if bad else 0)
@@ -220,6 +240,35 @@ http "/connections?offset=1&limit=1" "$TOKEN"
     kr_fail "/connections?offset=1&limit=1: $CODE"
 http "/connections?limit=x" "$TOKEN"
 [ "$CODE" = 400 ] || kr_fail "/connections?limit=x: $CODE"
+
+# 4b. A Heartbeat v1 the mock answers UNKNOWN_MEMBER_ID (-e 12:25:1):
+# krelay does not decode it (no rule), its ErrorCode sits after
+# ThrottleTimeMs: counted once, by name; its latency observed.
+"$KR_PY" - "$KR_PORT" >"$W/heartbeat.out" 2>&1 <<'EOF' ||
+import socket, struct, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=30)
+def string(b):
+    return struct.pack('>h', len(b)) + b
+body = string(b'admin-group') + struct.pack('>i', 1) + string(b'member-x')
+req = struct.pack('>hhi', 12, 1, 77) + string(b'admin-heartbeat') + body
+s.sendall(struct.pack('>i', len(req)) + req)
+n = struct.unpack('>i', s.recv(4, socket.MSG_WAITALL))[0]
+rsp = s.recv(n, socket.MSG_WAITALL)
+corr, throttle, code = struct.unpack('>iih', rsp[:10])
+print('CorrelationId %d ErrorCode %d' % (corr, code))
+sys.exit(0 if (corr, code) == (77, 25) else 1)
+EOF
+    kr_fail "Heartbeat through krelay: $(cat "$W/heartbeat.out")"
+http /metrics "$TOKEN"
+grep -qx 'krelay_response_errors_total{error="UNKNOWN_MEMBER_ID"} 1' "$W/body" &&
+    [ "$(grep '^krelay_response_errors_total{' "$W/body" |
+         grep -cv -e UNKNOWN_MEMBER_ID -e UNSUPPORTED_VERSION)" = 0 ] ||
+    kr_fail "response_errors after the Heartbeat: $(grep '^krelay_response_errors' "$W/body")"
+UP_COUNT=$(sed -n 's/^krelay_upstream_latency_seconds_count //p' "$W/body")
+REQS=$(sed -n 's/^krelay_requests_total //p' "$W/body")
+[ -n "$UP_COUNT" ] && [ "$UP_COUNT" = "$REQS" ] ||
+    kr_fail "upstream latencies $UP_COUNT, requests $REQS"
+kr_log "Heartbeat answered UNKNOWN_MEMBER_ID: $(cat "$W/heartbeat.out"), counted once; upstream latencies = requests = $UP_COUNT"
 
 # 5. /config: the effective configuration, the SASL password hidden.
 http /config "$TOKEN"

@@ -4474,6 +4474,82 @@ fake_has_read(size_t n)
 }
 
 /*
+ * Issue 12's response metrics on the pass-through path: one
+ * upstream_latency observation per request answered by the upstream;
+ * the echoed Heartbeat v0 responses' top-level ErrorCode (the body's
+ * first field: "RS" of the echo, 0x5253, a code Kafka does not name)
+ * counted in response_errors' unknown cell, the Produce v3 response's
+ * (Responses first: no fixed offset) not at all.
+ */
+START_TEST(response_metrics_pass_through)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t i, n = 0;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    req_produce(&req, 2, 1, 3000);
+    req_heartbeat(&req, 3);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
+    for (i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
+        n += KR_STAT_GET_L(ST, upstream_latency, i);
+    }
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, response_errors,
+                                    KR_STATS_KERR_CELLS - 1), 2);
+    for (i = 0, n = 0; i < KR_STATS_KERR_CELLS; i++) {
+        n += KR_STAT_GET_L(ST, response_errors, i);
+    }
+    ck_assert_uint_eq(n, 2);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The same Heartbeat held and decoded for an audit rule: its ErrorCode
+ * counted once, from the decoded tree (not a second time by the peek).
+ */
+START_TEST(response_metrics_decoded)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t i, n = 0;
+    json_t **l;
+
+    rule_audit(KR_API_HEARTBEAT);
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&req, 1);
+    cli_send(c, req.b, req.n);
+    fake_expect(&req);
+    expected_echo(&req, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, response_errors,
+                                    KR_STATS_KERR_CELLS - 1), 1);
+    for (i = 0; i < KR_STATS_KERR_CELLS; i++) {
+        n += KR_STAT_GET_L(ST, response_errors, i);
+    }
+    ck_assert_uint_eq(n, 1);
+    for (i = 0, n = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
+        n += KR_STAT_GET_L(ST, upstream_latency, i);
+    }
+    ck_assert_uint_eq(n, 1);
+    l = audit_lines(&n);
+    audit_done(l, n);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
  * issue 14: a (large) Produce request whose one rule audits it is not
  * held: the broker has its first part before the client
  * sent the rest, its records are spliced, the broker gets its bytes
@@ -6519,6 +6595,8 @@ session_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forward_byte_exact);
+    tcase_add_test(tc, response_metrics_pass_through);
+    tcase_add_test(tc, response_metrics_decoded);
     tcase_add_test(tc, broker_listener);
     tcase_add_test(tc, pipelined_in_order);
     tcase_add_test(tc, split_every_byte);

@@ -2,7 +2,8 @@
  * check_stats.c - unit tests for kr_stats: the KR_STATS table (names
  * unique and Prometheus-valid, help present, cells and offsets
  * consistent), labelled families counting in the right cell, the
- * latency histogram, sums over workers and the Prometheus text.
+ * latency histograms, response error codes (from a decoded tree and at
+ * a fixed offset), sums over workers and the Prometheus text.
  */
 #include "config.h"
 
@@ -12,6 +13,11 @@
 #include <string.h>
 
 #include "kr_api_keys.h"
+#include "kr_arena.h"
+#include "kr_codec.h"
+#include "kr_common.h"
+#include "kr_frame.h"
+#include "kr_kerr.h"
 #include "kr_rule.h"
 #include "kr_stats.h"
 
@@ -290,6 +296,12 @@ START_TEST(sum_and_prometheus_text)
                   kr_stats_broker_cell(false, 1000));
     kr_stats_observe_latency(&a->stats, 3);
     kr_stats_observe_latency(&b->stats, 40);
+    kr_stats_observe_upstream(&b->stats, 7);
+    KR_STAT_INC_L(&a->stats, response_errors,
+                  kr_stats_rsp_error_cell(KR_KERR_UNKNOWN_TOPIC_OR_PARTITION));
+    KR_STAT_INC_L(&b->stats, response_errors,
+                  kr_stats_rsp_error_cell(KR_KERR_UNKNOWN_TOPIC_OR_PARTITION));
+    KR_STAT_INC_L(&b->stats, response_errors, kr_stats_rsp_error_cell(-300));
     st[0] = &a->stats;
     st[1] = NULL;               /* skipped */
     st[2] = &b->stats;
@@ -340,9 +352,162 @@ START_TEST(sum_and_prometheus_text)
                                        "sum 0.043\n"));
     ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"
                                        "count 2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_upstream_latency_"
+                                       "seconds histogram\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_upstream_latency_seconds_"
+                                       "bucket{le=\"0.005\"} 0\n"
+                                       "krelay_upstream_latency_seconds_"
+                                       "bucket{le=\"0.01\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "krelay_upstream_latency_seconds_"
+                                       "sum 0.007\n"
+                                       "krelay_upstream_latency_seconds_"
+                                       "count 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_errors_total "
+                                       "counter\nkrelay_response_errors_"
+                                       "total{error=\"UNKNOWN_TOPIC_OR_"
+                                       "PARTITION\"} 2\nkrelay_response_"
+                                       "errors_total{error=\"unknown\"} 1\n"
+                                       "# HELP"));
     free(text);
     free(a);
     free(b);
+}
+END_TEST
+
+START_TEST(upstream_latency_buckets)
+{
+    struct owner *o = owner_new();
+    const enum kr_stat_id id = KR_STAT_ID_upstream_latency;
+    char seen[8][32];
+
+    kr_stats_observe_upstream(&o->stats, 1);    /* le 1 ms */
+    kr_stats_observe_upstream(&o->stats, 3);    /* le 5 */
+    kr_stats_observe_upstream(&o->stats, 30000);        /* le 30 s */
+    kr_stats_observe_upstream(&o->stats, 30001);        /* +Inf */
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 0), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, 2), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id,
+                                    KR_STATS_LATENCY_BOUNDS - 1), 1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id, KR_STATS_LATENCY_BOUNDS),
+                      1);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, id,
+                                    KR_STATS_LATENCY_BOUNDS + 1),
+                      1 + 3 + 30000 + 30001);
+    /* its own cells: response_latency did not move */
+    ck_assert_int_eq(nonzero(o, seen, 8), 5);
+    ck_assert_uint_eq(kr_stats_cell(&o->stats, KR_STAT_ID_response_latency,
+                                    0), 0);
+    free(o);
+}
+END_TEST
+
+/*
+ * An OffsetCommit v2 response (header v0, no ThrottleTimeMs, nothing
+ * flexible): topic "a" partitions 0 (UNKNOWN_TOPIC_OR_PARTITION), 1
+ * (NONE), topic "b" partitions 0 (UNKNOWN_TOPIC_OR_PARTITION), 1 (code
+ * 999, which Kafka does not name).
+ */
+static const uint8_t offset_commit_v2[] = {
+    0, 0, 0, 7,                         /* CorrelationId */
+    0, 0, 0, 2,                         /* Topics */
+    0, 1, 'a', 0, 0, 0, 2,              /* Name, Partitions */
+    0, 0, 0, 0, 0, 3,                   /* 0: UNKNOWN_TOPIC_OR_PARTITION */
+    0, 0, 0, 1, 0, 0,                   /* 1: NONE */
+    0, 1, 'b', 0, 0, 0, 2,
+    0, 0, 0, 0, 0, 3,
+    0, 0, 0, 1, 0x03, 0xe7,             /* 999 */
+};
+
+START_TEST(response_errors_from_tree)
+{
+    struct owner *o = owner_new();
+    struct kr_arena arena;
+    struct kr_codec_err ce;
+    struct iovec iov[1];
+    struct kr_rbuf rb;
+    struct kr_msg m;
+    char seen[8][32], want[32];
+
+    kr_arena_init(&arena, 0);
+    memset(&ce, 0, sizeof(ce));
+    kr_rbuf_init_flat(&rb, iov, offset_commit_v2, sizeof(offset_commit_v2));
+    ck_assert_int_eq(kr_decode_response(&arena, &rb, KR_API_OFFSET_COMMIT, 2,
+                                        0, &m, &ce), KR_OK);
+    kr_stats_response_errors(&o->stats, m.body);
+    kr_stats_response_errors(&o->stats, NULL);  /* nothing */
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, response_errors,
+                                    kr_stats_rsp_error_cell(
+                                        KR_KERR_UNKNOWN_TOPIC_OR_PARTITION)),
+                      2);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, response_errors,
+                                    KR_STATS_KERR_CELLS - 1), 1);
+    /* NONE is not counted: exactly those two cells moved */
+    ck_assert_int_eq(nonzero(o, seen, 8), 2);
+    snprintf(want, sizeof(want), "response_errors:%d",
+             KR_KERR_UNKNOWN_TOPIC_OR_PARTITION + 1);
+    ck_assert_str_eq(seen[0], want);
+    ck_assert_uint_eq(kr_stats_rsp_error_cell(KR_KERR_NONE), 1);
+    ck_assert_uint_eq(kr_stats_rsp_error_cell(-1), 0);
+    ck_assert_uint_eq(kr_stats_rsp_error_cell(KR_KERR_MAX + 1),
+                      KR_STATS_KERR_CELLS - 1);
+    ck_assert_uint_eq(kr_stats_rsp_error_cell(-2), KR_STATS_KERR_CELLS - 1);
+    kr_arena_free(&arena);
+    free(o);
+}
+END_TEST
+
+START_TEST(response_error_fixed_offset)
+{
+    /* FindCoordinator v3 (flexible: header tags, then ThrottleTimeMs,
+       ErrorCode COORDINATOR_NOT_AVAILABLE) */
+    static const uint8_t fc3[] = { 0, 0, 0, 9, 0, 0, 0, 0, 5, 0, 15, 0 };
+    /* Heartbeat v0: ErrorCode REBALANCE_IN_PROGRESS first */
+    static const uint8_t hb0[] = { 0, 0, 0, 9, 0, 27 };
+    int16_t code = 0;
+    size_t need = 0;
+
+    /* the table the schemas give (4.3.1 JSON): ErrorCode first ... */
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_API_VERSIONS, 0), 0);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_API_VERSIONS, 3), 0);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FIND_COORDINATOR, 0), 0);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_HEARTBEAT, 0), 0);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_SYNC_GROUP, 0), 0);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_JOIN_GROUP, 0), 0);
+    /* ... after ThrottleTimeMs ... */
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FIND_COORDINATOR, 1), 4);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FIND_COORDINATOR, 3), 4);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_HEARTBEAT, 1), 4);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_JOIN_GROUP, 2), 4);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_INIT_PRODUCER_ID, 0), 4);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FETCH, 7), 4);
+    /* ... and elsewhere: none */
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FIND_COORDINATOR, 4), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_FETCH, 6), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_PRODUCE, 9), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_METADATA, 12), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_OFFSET_COMMIT, 2), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(999, 0), -1);
+    ck_assert_int_eq(kr_frame_rsp_error_off(KR_API_HEARTBEAT, 999), -1);
+
+    ck_assert_int_eq(kr_frame_peek_rsp_error(fc3, sizeof(fc3), sizeof(fc3),
+                                             KR_API_FIND_COORDINATOR, 3,
+                                             &code, &need), KR_OK);
+    ck_assert_int_eq(code, KR_KERR_COORDINATOR_NOT_AVAILABLE);
+    ck_assert_int_eq(kr_frame_peek_rsp_error(hb0, sizeof(hb0), sizeof(hb0),
+                                             KR_API_HEARTBEAT, 0, &code,
+                                             &need), KR_OK);
+    ck_assert_int_eq(code, KR_KERR_REBALANCE_IN_PROGRESS);
+    /* not all here: the payload bytes wanted */
+    ck_assert_int_eq(kr_frame_peek_rsp_error(fc3, 6, sizeof(fc3),
+                                             KR_API_FIND_COORDINATOR, 3,
+                                             &code, &need), KR_AGAIN);
+    ck_assert_uint_eq(need, 11);
+    /* a frame too short to hold it */
+    ck_assert_int_eq(kr_frame_peek_rsp_error(hb0, 5, 5, KR_API_HEARTBEAT, 0,
+                                             &code, &need), KR_EPROTO);
+    ck_assert_int_eq(kr_frame_peek_rsp_error(hb0, sizeof(hb0), sizeof(hb0),
+                                             KR_API_PRODUCE, 9, &code,
+                                             &need), KR_EUNSUPPORTED);
 }
 END_TEST
 
@@ -358,6 +523,9 @@ stats_suite(void)
     tcase_add_test(tc, latency_buckets);
     tcase_add_test(tc, rule_hits_by_action);
     tcase_add_test(tc, sum_and_prometheus_text);
+    tcase_add_test(tc, upstream_latency_buckets);
+    tcase_add_test(tc, response_errors_from_tree);
+    tcase_add_test(tc, response_error_fixed_offset);
     suite_add_tcase(s, tc);
     return s;
 }
