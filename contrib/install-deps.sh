@@ -4,7 +4,7 @@
 #
 #   install-deps.sh --build   build and run krelay: compiler, autotools,
 #                             pkg-config, libevent, OpenSSL, inih, jansson,
-#                             PCRE2
+#                             PCRE2, libsystemd (sd_notify)
 #   install-deps.sh --demo    --build, plus librdkafka-dev (for the program
 #                             krelay-demo-cluster behind `krelay --demo`)
 #                             and kcat (the quickstart's Kafka client)
@@ -53,10 +53,13 @@ usage() {
 
 # ---- the sets --------------------------------------------------------------
 # Build and run krelay (the runtime libraries come with the -dev packages).
+# libsystemd-dev: optional for configure (sd_notify through libsystemd;
+# without it krelay writes sd_notify's datagram itself), installed so the
+# build and tests/integration/daemon.sh use the library path.
 PKGS_BUILD="build-essential autoconf automake pkg-config
             libevent-dev libssl-dev libinih-dev libjansson-dev libpcre2-dev
             zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev libisal-dev
-            libxxhash-dev"
+            libxxhash-dev libsystemd-dev"
 # krelay --demo (krelay-demo-cluster) and the quickstart's client.
 PKGS_DEMO="librdkafka-dev kcat"
 # Tests only: Check (unit tests), Python and its Kafka clients

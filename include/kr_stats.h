@@ -10,7 +10,9 @@
  * plus the line that counts it.
  *   name   C name; exposed as "krelay_<name>", "_total" appended for
  *          counters ("krelay_requests_total"); a histogram's unit suffix
- *          ("_seconds") comes from its labels kind;
+ *          ("_seconds") comes from its labels kind; a count of bytes
+ *          ends in "_bytes" (Prometheus' unit before "_total":
+ *          "krelay_spliced_bytes_total");
  *   type   COUNTER (only grows), GAUGE (goes up and down), HISTOGRAM;
  *   labels NONE (one value) or the label set of a family (enum
  *          kr_stat_labels): the cell index of a value is computed by the
@@ -21,8 +23,9 @@
  *
  * Families: closes by cause, requests by ApiKey x version, rule hits by
  * rule, errors krelay answered and errors in broker responses by Kafka
- * error name.  Histograms: response_latency and upstream_latency, in ms
- * of the coarse timer clock (kr_clock_timer_ms: 1-4 ms resolution),
+ * error name, frames refused by kind.  Histograms: response_latency
+ * (from a request read to its response matched) and upstream_latency,
+ * in ms of the coarse timer clock (kr_clock_timer_ms: 1-4 ms resolution),
  * exposed in seconds with the bucket bounds of KR_STATS_LATENCY_MS.
  *
  * Threads.  A struct kr_stats belongs to one worker (kr_worker.h) and
@@ -59,6 +62,34 @@ enum kr_close_cause {
     KR_CLOSE_CAUSES(KR_CLOSE_ENUM_)
 #undef KR_CLOSE_ENUM_
     KR_CLOSE__N
+};
+
+/*
+ * Why krelay refused a client's frame and closed its connection: the kind
+ * label of frames_refused.  Each bad-input close of a session names one
+ * (kr_s_close_bad, kr_session_int.h), and only there is it counted.
+ */
+#define KR_STATS_REFUSALS(X)                                                  \
+    X(OVERSIZED, "oversized")   /* size above max_frame_bytes, or above    \
+                                   Kafka's 524288 before SASL is done */   \
+    X(MALFORMED, "malformed")   /* a size prefix, request header or PROXY  \
+                                   protocol header that does not parse */  \
+    X(WRONG_PROTOCOL, "wrong_protocol") /* TLS, HTTP, a PROXY header,      \
+                                   plaintext Kafka or a raw GSSAPI token   \
+                                   where the listener expects another */   \
+    X(UNDECODABLE, "undecodable") /* a request body krelay needed decoded  \
+                                   (rules that enforce, SASL) that did not \
+                                   decode */                               \
+    X(UNEXPECTED, "unexpected") /* a well-formed request the connection's  \
+                                   state does not take: out of SASL order, \
+                                   before authentication, a client SASL    \
+                                   exchange where krelay authenticates */
+
+enum kr_refusal {
+#define KR_REFUSAL_ENUM_(id, label) KR_REFUSAL_##id,
+    KR_STATS_REFUSALS(KR_REFUSAL_ENUM_)
+#undef KR_REFUSAL_ENUM_
+    KR_REFUSAL__N
 };
 
 /* Which end of a connection: the side label. */
@@ -145,7 +176,8 @@ enum kr_stat_labels {
                                kr_stats_rsp_error_cell */
     KR_SL_LATENCY_MS,       /* le: kr_stats_observe_latency */
     KR_SL_SIDE,             /* side: enum kr_stat_side */
-    KR_SL_BROKER            /* broker: kr_stats_broker_cell */
+    KR_SL_BROKER,           /* broker: kr_stats_broker_cell */
+    KR_SL_REFUSAL           /* kind: enum kr_refusal */
 };
 
 /*
@@ -239,19 +271,20 @@ enum kr_stat_labels {
     X(responses_dropped, COUNTER, NONE, 1,                                   \
       "Responses to Produce with Acks=0 (a broker that answers them), not "  \
       "passed on.")                                                          \
-    X(bytes_up, COUNTER, NONE, 1,                                            \
+    X(client_to_upstream_bytes, COUNTER, NONE, 1,                            \
       "Bytes forwarded client to upstream.")                                 \
-    X(bytes_down, COUNTER, NONE, 1,                                          \
+    X(upstream_to_client_bytes, COUNTER, NONE, 1,                            \
       "Bytes forwarded upstream to client.")                                 \
-    X(bytes_spliced, COUNTER, NONE, 1,                                       \
+    X(spliced_bytes, COUNTER, NONE, 1,                                       \
       "Forwarded bytes moved socket to socket by splice(2), never in user "  \
-      "space (included in bytes_up and bytes_down).")                        \
-    X(bytes_copied, COUNTER, NONE, 1,                                        \
+      "space (included in client_to_upstream_bytes and "                     \
+      "upstream_to_client_bytes).")                                          \
+    X(copied_bytes, COUNTER, NONE, 1,                                        \
       "Debug: forwarded bytes copied in user space on the cut-through "      \
       "path (header peeks and re-encoded frames are not counted).")         \
-    X(bytes_tls_coalesced, COUNTER, NONE, 1,                                 \
+    X(tls_coalesced_bytes, COUNTER, NONE, 1,                                 \
       "Bytes copied to send small evbuffer chains as one TLS record (TLS "   \
-      "connections only; not in bytes_copied).")                             \
+      "connections only; not in copied_bytes).")                             \
     X(legacy_translated, COUNTER, API_VERSION, KR_STATS_API_CELLS,           \
       "Requests legacy translation sent up to a version the brokers "        \
       "accept (translate_legacy), by the client's ApiKey and ApiVersion.")   \
@@ -262,10 +295,10 @@ enum kr_stat_labels {
     X(legacy_refusals_delayed, COUNTER, NONE, 1,                             \
       "Refusals of a legacy version held legacy_refuse_delay_ms: the same "  \
       "client address was refused within legacy_refuse_window_ms.")          \
-    X(legacy_records_in, COUNTER, NONE, 1,                                   \
+    X(legacy_records_in_bytes, COUNTER, NONE, 1,                             \
       "Bytes of records legacy translation converted between message "       \
       "formats (magic 0/1 and RecordBatch v2), as they came.")               \
-    X(legacy_records_out, COUNTER, NONE, 1,                                  \
+    X(legacy_records_out_bytes, COUNTER, NONE, 1,                            \
       "Bytes of records legacy translation converted, as they went on.")     \
     X(legacy_zstd_recompressed, COUNTER, NONE, 1,                            \
       "zstd batches recompressed (legacy_zstd) for consumers of magic 0/1, " \
@@ -287,7 +320,15 @@ enum kr_stat_labels {
       "Client connections closed because krelay could not connect to their " \
       "broker (connect(2) failed, no connection within connect_timeout_ms, " \
       "no address known for the NodeId), by broker: bootstrap or the "       \
-      "NodeId.")
+      "NodeId.")                                                            \
+    X(frames_refused, COUNTER, REFUSAL, KR_REFUSAL__N,                       \
+      "Client frames refused, their connection closed, by kind: oversized "  \
+      "(above max_frame_bytes, or Kafka's 524288 before SASL "               \
+      "authentication), malformed (size prefix, request header or PROXY "    \
+      "protocol header), wrong_protocol (TLS, HTTP, PROXY, plaintext Kafka " \
+      "or a raw GSSAPI token where the listener expects another), "          \
+      "undecodable (a request body krelay needed decoded), unexpected (a "   \
+      "request out of SASL order or before authentication).")
 
 /* Ids: KR_STAT_ID_<name>, in table order. */
 enum kr_stat_id {

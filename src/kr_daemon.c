@@ -932,8 +932,8 @@ legacy_report(const struct kr_daemon *d)
                   PRIu64 " out, %" PRIu64 " zstd batch%s recompressed, %"
                   PRIu64 " partition%s corrupt",
                   nt, plural((long long)nt), nr,
-                  total(d, KR_STAT_ID_legacy_records_in),
-                  total(d, KR_STAT_ID_legacy_records_out),
+                  total(d, KR_STAT_ID_legacy_records_in_bytes),
+                  total(d, KR_STAT_ID_legacy_records_out_bytes),
                   total(d, KR_STAT_ID_legacy_zstd_recompressed),
                   total(d, KR_STAT_ID_legacy_zstd_recompressed) == 1
                       ? ""
@@ -1013,8 +1013,8 @@ stop_report(struct kr_daemon *d)
         uint64_t nc = total(d, KR_STAT_ID_conn_accepted);
         uint64_t nq = total(d, KR_STAT_ID_requests);
         uint64_t np = total(d, KR_STAT_ID_responses);
-        uint64_t bu = total(d, KR_STAT_ID_bytes_up);
-        uint64_t bd = total(d, KR_STAT_ID_bytes_down);
+        uint64_t bu = total(d, KR_STAT_ID_client_to_upstream_bytes);
+        uint64_t bd = total(d, KR_STAT_ID_upstream_to_client_bytes);
 
         kr_log_notice("totals: %" PRIu64 " connection%s, %" PRIu64
                       " request%s (%" PRIu64 " audited while streamed), %"
@@ -1028,7 +1028,7 @@ stop_report(struct kr_daemon *d)
                       total(d, KR_STAT_ID_responses_held),
                       total(d, KR_STAT_ID_responses_streamed),
                       bu, plural((long long)bu), bd, plural((long long)bd),
-                      total(d, KR_STAT_ID_bytes_spliced));
+                      total(d, KR_STAT_ID_spliced_bytes));
         legacy_report(d);
     }
     (void)kr_log_rl_flush();

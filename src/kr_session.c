@@ -132,7 +132,7 @@
  * otherwise evbuffer_remove_buffer moves whole chains and libevent
  * copies the head of the one chain a frame boundary splits, only where
  * parsing stopped at a frame boundary with the next frame incomplete or
- * held (counted in stats.bytes_copied).  A backlog of mostly empty
+ * held (counted in stats.copied_bytes).  A backlog of mostly empty
  * chains is bounded by counting chains (out_full), not by copying.
  *
  * splice lanes (issue 4, struct kr_splice): when what a socket sends
@@ -334,6 +334,20 @@ kr_session_close(struct kr_session *s, int level, const char *fmt, ...)
     va_end(ap);
 }
 
+void
+kr_s_close_bad(struct kr_session *s, enum kr_refusal kind, int level,
+               const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!s->dead) {
+        KR_STAT_INC_L(s->host->stats, frames_refused, kind);
+    }
+    va_start(ap, fmt);
+    vclose(s, KR_CLOSE_BAD_INPUT, level, fmt, ap);
+    va_end(ap);
+}
+
 #define CLOSE_WITH(name, cause)                                             \
     void                                                                    \
     name(struct kr_session *s, int level, const char *fmt, ...)             \
@@ -343,7 +357,7 @@ kr_session_close(struct kr_session *s, int level, const char *fmt, ...)
         vclose(s, cause, level, fmt, ap);                                   \
         va_end(ap);                                                         \
     }
-CLOSE_WITH(kr_s_close_bad, KR_CLOSE_BAD_INPUT)
+CLOSE_WITH(kr_s_close_tls_refused, KR_CLOSE_BAD_INPUT)
 CLOSE_WITH(kr_s_close_client, KR_CLOSE_CLIENT)
 CLOSE_WITH(kr_s_close_up, KR_CLOSE_UPSTREAM)
 CLOSE_WITH(kr_s_close_timeout, KR_CLOSE_TIMEOUT)
@@ -920,7 +934,7 @@ lane_fill(struct kr_session *s, struct kr_splice *l, struct kr_conn *src)
     ssize_t n = kr_lane_fill(l, s->host->pipes, src, &off);
 
     if (n > 0) {
-        KR_STAT_ADD(s->host->stats, bytes_spliced, (uint64_t)n);
+        KR_STAT_ADD(s->host->stats, spliced_bytes, (uint64_t)n);
     } else if (off != 0) {
         kr_log_info("[%s] splice(2) from the %s socket: %s; reading "
                     "through user space", s->name,
@@ -1106,7 +1120,7 @@ kr_s_conn_flush(struct kr_session *s, struct kr_conn *c)
         n = kr_conn_write(c);
         if (c->copied > 0) {
             /* TLS: small chains coalesced into a record */
-            KR_STAT_ADD(s->host->stats, bytes_tls_coalesced, c->copied);
+            KR_STAT_ADD(s->host->stats, tls_coalesced_bytes, c->copied);
             c->copied = 0;
         }
         if (n < 0 && !kr_conn_again(errno)) {
@@ -1345,8 +1359,9 @@ conn_handshake(struct kr_session *s, struct kr_conn *c)
             KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
                           KR_SIDE_CLIENT);
         }
-        kr_s_close_bad(s, KR_LOG_WARN, "%s handshake with the client "
-                       "failed: %s", c->ops->name, kr_conn_strerror(c, e));
+        kr_s_close_tls_refused(s, KR_LOG_WARN, "%s handshake with the "
+                               "client failed: %s", c->ops->name,
+                               kr_conn_strerror(c, e));
     } else {
         if (c->ops == &kr_tls_ops) {
             KR_STAT_INC_L(s->host->stats, tls_handshake_failures,
@@ -1408,10 +1423,11 @@ client_principal(struct kr_session *s)
     }
     if (X509_NAME_entry_count(sub) == 0 &&
         !kr_tls_peer_san_critical(&s->client)) {
-        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: its "
-                       "subject is empty and its subjectAltName is not "
-                       "critical (the JDK, so Kafka, refuses such a "
-                       "certificate)");
+        kr_s_close_tls_refused(s, KR_LOG_WARN,
+                               "client certificate refused: its subject "
+                               "is empty and its subjectAltName is not "
+                               "critical (the JDK, so Kafka, refuses such "
+                               "a certificate)");
         return -1;
     }
     rc = kr_principal_x500_name(sub, &name, &len, &why);
@@ -1420,13 +1436,14 @@ client_principal(struct kr_session *s)
         return -1;
     }
     if (rc != KR_OK) {
-        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: its "
-                       "subject (\"%s\" as OpenSSL prints it) has no "
-                       "principal: %s (%s)",
-                       subject_openssl(sub, buf, sizeof(buf)),
-                       why != NULL ? why : "malformed",
-                       rc == KR_EPROTO ? "Kafka refuses it too"
-                                       : "not supported by krelay");
+        kr_s_close_tls_refused(s, KR_LOG_WARN,
+                               "client certificate refused: its "
+                               "subject (\"%s\" as OpenSSL prints it) has no "
+                               "principal: %s (%s)",
+                               subject_openssl(sub, buf, sizeof(buf)),
+                               why != NULL ? why : "malformed",
+                               rc == KR_EPROTO ? "Kafka refuses it too"
+                                               : "not supported by krelay");
         return -1;
     }
     o = kr_principal_map(s->lc->principal_rules, name, len, &mapped, &mlen);
@@ -1439,16 +1456,20 @@ client_principal(struct kr_session *s)
         }
         break;
     case KR_PRINCIPAL_NO_RULE:
-        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: no "
-                       "ssl_principal_mapping_rules rule maps its subject "
-                       "\"%s\" (Kafka refuses such a client too)", name);
+        kr_s_close_tls_refused(s, KR_LOG_WARN,
+                               "client certificate refused: no "
+                               "ssl_principal_mapping_rules rule maps its "
+                               "subject \"%s\" (Kafka refuses such a client "
+                               "too)", name);
         break;
     case KR_PRINCIPAL_TOO_COSTLY:
-        kr_s_close_bad(s, KR_LOG_WARN, "client certificate refused: mapping "
-                       "its subject \"%s\" through "
-                       "ssl_principal_mapping_rules took more than %u "
-                       "matcher steps (a pattern that backtracks too much)",
-                       name, KR_PRINCIPAL_MATCH_STEPS);
+        kr_s_close_tls_refused(s, KR_LOG_WARN,
+                               "client certificate refused: mapping "
+                               "its subject \"%s\" through "
+                               "ssl_principal_mapping_rules took more than "
+                               "%u matcher steps (a pattern that backtracks "
+                               "too much)",
+                               name, KR_PRINCIPAL_MATCH_STEPS);
         break;
     case KR_PRINCIPAL_ENOMEM:
         break;
@@ -1536,8 +1557,9 @@ sni_route(struct kr_session *s)
                      (int)lc->node_id_min, (int)lc->node_id_max);
         }
         if (lc->sni_fallback != KR_SNI_FALLBACK_BOOTSTRAP) {
-            kr_s_close_bad(s, KR_LOG_WARN, "TLS client sent %s: closed "
-                           "(sni_fallback = close)", what);
+            kr_s_close_tls_refused(s, KR_LOG_WARN,
+                                   "TLS client sent %s: closed "
+                                   "(sni_fallback = close)", what);
             return -1;
         }
         kr_log_rl(KR_LOG_NOTICE, "[%s] TLS client sent %s: the bootstrap "
@@ -1659,7 +1681,8 @@ tls_sniff(struct kr_session *s, const uint8_t *p, size_t n)
                  "(%02x %02x %02x %02x)", n, p[0], p[1], p[2], p[3]);
         what = desc;
     }
-    kr_s_close_bad(s, KR_LOG_WARN, "%s on a TLS listener", what);
+    kr_s_close_bad(s, KR_REFUSAL_WRONG_PROTOCOL, KR_LOG_WARN,
+                   "%s on a TLS listener", what);
     return -1;
 }
 
@@ -1688,7 +1711,8 @@ client_preamble(struct kr_session *s)
         } else if (n < KR_FRAME_PREFIX) {
             return 0;
         } else if ((what = kr_frame_sniff(first, KR_FRAME_PREFIX)) != NULL) {
-            kr_s_close_bad(s, KR_LOG_WARN, "%s on a plaintext listener", what);
+            kr_s_close_bad(s, KR_REFUSAL_WRONG_PROTOCOL, KR_LOG_WARN,
+                           "%s on a plaintext listener", what);
             return -1;
         }
         c->stage = KR_STAGE_FRAMES;
@@ -1805,7 +1829,8 @@ client_proxy(struct kr_session *s)
             return;
         }
         if (n == 0) {
-            kr_s_close_bad(s, KR_LOG_WARN, "the connection ended inside its "
+            kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                           "the connection ended inside its "
                            "PROXY protocol header (%" PRIu32 " bytes of "
                            "it%s%s)", s->pp->fed,
                            s->pp->version != 0 ? ", " : "",
@@ -1819,7 +1844,8 @@ client_proxy(struct kr_session *s)
         }
     }
     if (st == KR_PP_MALFORMED) {
-        kr_s_close_bad(s, KR_LOG_WARN, "PROXY protocol header refused "
+        kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                       "PROXY protocol header refused "
                        "(proxy_protocol = %s): %s",
                        s->lc->proxy_protocol == KR_PP_V1 ? "v1"
                        : s->lc->proxy_protocol == KR_PP_V2 ? "v2" : "any",
@@ -1848,7 +1874,7 @@ client_read_once(struct kr_session *s)
             s->last_active_ms = kr_clock_timer_ms();
             s->req_remain -= (uint64_t)n;
             kr_s_rstream_skipped(s, (uint64_t)n);
-            KR_STAT_ADD(s->host->stats, bytes_up, (uint64_t)n);
+            KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, (uint64_t)n);
             if (kr_s_conn_flush(s, &s->up) == 0) {
                 kr_s_update_io(s);
                 kr_s_arm_timer(s);
@@ -2007,7 +2033,7 @@ upstream_eof(struct kr_session *s, const char *why)
 static int
 dn_spliced(struct kr_session *s, size_t n)
 {
-    KR_STAT_ADD(s->host->stats, bytes_down, n);
+    KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, n);
     if (s->streaming) {
         int rc;
 

@@ -141,9 +141,20 @@ enum rstream_outcome {
  * The close path with its cause counted (kr_session_close counts "other"):
  * the client closed, it sent bad input, the upstream failed or closed, a
  * timeout.  One log line with the session's prefix; idempotent.
+ *
+ * kr_s_close_bad: the client sent a frame krelay refuses (cause
+ * bad_input), of the kind given: the one place frames_refused{kind} is
+ * counted (kr_stats.h; besides a request the rules refuse undecoded,
+ * closed after the responses owed: kr_session_rules.c's apply_request).
+ * Not counted when the session is closed already.
+ * kr_s_close_tls_refused: the client's TLS handshake, certificate or SNI
+ * name was refused (cause bad_input; no frame: tls_handshake_failures
+ * counts failed handshakes).
  */
-void kr_s_close_bad(struct kr_session *s, int level, const char *fmt, ...)
-    KR_PRINTF(3, 4);
+void kr_s_close_bad(struct kr_session *s, enum kr_refusal kind, int level,
+                    const char *fmt, ...) KR_PRINTF(4, 5);
+void kr_s_close_tls_refused(struct kr_session *s, int level,
+                            const char *fmt, ...) KR_PRINTF(3, 4);
 void kr_s_close_client(struct kr_session *s, int level, const char *fmt,
                        ...) KR_PRINTF(3, 4);
 void kr_s_close_up(struct kr_session *s, int level, const char *fmt, ...)

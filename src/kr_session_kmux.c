@@ -92,7 +92,7 @@ split_copy_len(struct evbuffer *in, size_t n)
  * inside a frame or at its end), else evbuffer_remove_buffer, which
  * moves whole chains and copies only the head of a chain split by the
  * frame boundary where parsing stopped (a next frame whose header is not
- * complete yet, or one that is held): counted in stats.bytes_copied.
+ * complete yet, or one that is held): counted in stats.copied_bytes.
  * A chain moved into an output keeps its whole capacity; memory held by
  * a backlog of mostly empty chains is bounded in update_io (out_full),
  * not by copying.
@@ -107,7 +107,7 @@ move_bytes(struct kr_session *s, struct evbuffer *in, struct evbuffer *out,
     if (n >= evbuffer_get_length(in)) {
         evbuffer_add_buffer(out, in);
     } else {
-        KR_STAT_ADD(s->host->stats, bytes_copied, split_copy_len(in, n));
+        KR_STAT_ADD(s->host->stats, copied_bytes, split_copy_len(in, n));
         evbuffer_remove_buffer(in, out, n);
     }
 }
@@ -223,7 +223,8 @@ sasl_handshake_seen(struct kr_session *s, const struct kr_msg *m)
                                                          : '?';
         }
         shown[n] = '\0';
-        kr_s_close_bad(s, KR_LOG_NOTICE, "SASL re-authentication (KIP-368) "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "SASL re-authentication (KIP-368) "
                        "names mechanism %s, not %s as the connection "
                        "authenticated with: closed, as a broker closes it",
                        len < 0 ? "null" : shown, was);
@@ -367,7 +368,8 @@ sasl_token_seen(struct kr_session *s, struct evbuffer *in, size_t off,
         }
         return 0;
     case KR_SASL_STEP_PRINCIPAL_CHANGED:
-        kr_s_close_bad(s, KR_LOG_NOTICE, "SASL re-authentication (KIP-368) "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "SASL re-authentication (KIP-368) "
                        "claims another principal than %s, which the "
                        "connection authenticated as: closed, as a broker "
                        "closes it", s->sasl.principal != NULL
@@ -414,7 +416,8 @@ sasl_gate(struct kr_session *s, const struct kr_req_hdr *h, size_t flen)
                 s->lc->sasl == KR_SASL_MODE_REQUIRED);
 
     if ((step || pre) && flen > KR_SASL_MAX_RECEIVE) {
-        kr_s_close_bad(s, KR_LOG_WARN, "%s v%d request of %zu bytes before "
+        kr_s_close_bad(s, KR_REFUSAL_OVERSIZED, KR_LOG_WARN,
+                       "%s v%d request of %zu bytes before "
                        "SASL authentication is done: above 524288 (Kafka's "
                        "sasl.server.max.receive.size)",
                        kr_s_api_name(h->api_key), h->api_version, flen);
@@ -440,7 +443,8 @@ sasl_gate(struct kr_session *s, const struct kr_req_hdr *h, size_t flen)
                        ? SGATE_PASS
                        : SGATE_CLOSED;
         }
-        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "%s v%d request (CorrelationId %d) "
                        "in the middle of SASL %s authentication, before the "
                        "broker answered its end: closed, as a broker closes "
                        "it", kr_s_api_name(h->api_key), h->api_version,
@@ -448,14 +452,16 @@ sasl_gate(struct kr_session *s, const struct kr_req_hdr *h, size_t flen)
         return SGATE_CLOSED;
     }
     if (sa->auth == KR_SASL_AUTH_FAILED) {
-        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "%s v%d request (CorrelationId %d) "
                        "after failed SASL %s authentication: closed",
                        kr_s_api_name(h->api_key), h->api_version,
                        h->correlation_id, sa->mech_name);
         return SGATE_CLOSED;
     }
     if (s->lc->sasl == KR_SASL_MODE_REQUIRED && !sa->authenticated) {
-        kr_s_close_bad(s, KR_LOG_NOTICE, "%s v%d request (CorrelationId %d) "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "%s v%d request (CorrelationId %d) "
                        "before SASL authentication, on a listener with sasl "
                        "= required: closed", kr_s_api_name(h->api_key),
                        h->api_version, h->correlation_id);
@@ -484,12 +490,14 @@ decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
 
     if (evbuffer_ptr_set(in, &pos, off + KR_FRAME_PREFIX,
                          EVBUFFER_PTR_SET) != 0) {
-        kr_s_close_bad(s, KR_LOG_WARN, "SaslHandshake request: bad offset");
+        kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                       "SaslHandshake request: bad offset");
         return -1;
     }
     n = evbuffer_peek(in, (ev_ssize_t)frame_len, &pos, ev, KR_RBUF_MAX_SEG);
     if (n < 0 || n > KR_RBUF_MAX_SEG) {
-        kr_s_close_bad(s, KR_LOG_WARN, "SaslHandshake request of %zu bytes in "
+        kr_s_close_bad(s, KR_REFUSAL_UNDECODABLE, KR_LOG_WARN,
+                       "SaslHandshake request of %zu bytes in "
                        "too many pieces", frame_len);
         return -1;
     }
@@ -512,7 +520,8 @@ decode_sasl_handshake(struct kr_session *s, struct evbuffer *in, size_t off,
     memset(&err, 0, sizeof(err));
     rc = kr_decode_request(&arena, &rb, 0, &m, &err);
     if (rc != KR_OK) {
-        kr_s_close_bad(s, KR_LOG_WARN, "cannot decode SaslHandshake request: "
+        kr_s_close_bad(s, KR_REFUSAL_UNDECODABLE, KR_LOG_WARN,
+                       "cannot decode SaslHandshake request: "
                        "%s at %s", err.msg, err.path);
         kr_arena_free(&arena);
         return -1;
@@ -618,7 +627,8 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
            InitialContextToken, tag 0x60, where the ApiKey would be.
            Brokers take such a first packet as GSSAPI; krelay cannot
            answer it nor see where the exchange ends */
-        kr_s_close_bad(s, KR_LOG_NOTICE, "first frame (%02x %02x %02x %02x "
+        kr_s_close_bad(s, KR_REFUSAL_WRONG_PROTOCOL, KR_LOG_NOTICE,
+                       "first frame (%02x %02x %02x %02x "
                        "after its size, ApiKey %d unknown) looks like a raw "
                        "GSSAPI (Kerberos) token from a Kafka client older "
                        "than 0.10, which sends no SaslHandshake: krelay "
@@ -642,13 +652,16 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (s->sasl.tokens > 0) {
         rc = kr_frame_size(pk, c, 0, lc->max_frame_bytes, &size);
         if (rc != KR_OK) {
-            kr_s_close_bad(s, KR_LOG_WARN, "SASL token frame of %d bytes "
+            kr_s_close_bad(s, size < 0 ? KR_REFUSAL_MALFORMED
+                                       : KR_REFUSAL_OVERSIZED,
+                           KR_LOG_WARN, "SASL token frame of %d bytes "
                            "(max_frame_bytes %" PRId64 ")", size,
                            lc->max_frame_bytes);
             return NREQ_CLOSED;
         }
         if (size > KR_SASL_MAX_RECEIVE) {
-            kr_s_close_bad(s, KR_LOG_WARN, "SASL token frame of %d bytes: "
+            kr_s_close_bad(s, KR_REFUSAL_OVERSIZED, KR_LOG_WARN,
+                           "SASL token frame of %d bytes: "
                            "above 524288 (Kafka's "
                            "sasl.server.max.receive.size)", size);
             return NREQ_CLOSED;
@@ -679,16 +692,20 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
         const char *what = kr_frame_sniff(pk, c);
 
         if (what != NULL) {
-            kr_s_close_bad(s, KR_LOG_WARN, "%s on a plaintext listener", what);
+            kr_s_close_bad(s, KR_REFUSAL_WRONG_PROTOCOL, KR_LOG_WARN,
+                           "%s on a plaintext listener", what);
         } else if (size < 0) {
-            kr_s_close_bad(s, KR_LOG_WARN, "negative frame size %d "
+            kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                           "negative frame size %d "
                            "(%02x %02x %02x %02x): not a Kafka client?", size,
                            pk[0], pk[1], pk[2], pk[3]);
         } else if (rc == KR_EPROTO) {
-            kr_s_close_bad(s, KR_LOG_WARN, "request frame of %d bytes is "
+            kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                           "request frame of %d bytes is "
                            "shorter than a request header", size);
         } else {
-            kr_s_close_bad(s, KR_LOG_WARN, "request frame of %d bytes exceeds "
+            kr_s_close_bad(s, KR_REFUSAL_OVERSIZED, KR_LOG_WARN,
+                           "request frame of %d bytes exceeds "
                            "max_frame_bytes %" PRId64, size,
                            lc->max_frame_bytes);
         }
@@ -710,7 +727,8 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                  &pk);
     }
     if (rc != KR_OK) {
-        kr_s_close_bad(s, KR_LOG_WARN, "malformed request header (ApiKey %d, "
+        kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                       "malformed request header (ApiKey %d, "
                        "ApiVersion %d, %zu bytes): %s", h.api_key,
                        h.api_version, flen, kr_status_str(rc));
         return NREQ_CLOSED;
@@ -773,7 +791,8 @@ next_request(struct kr_session *s, struct evbuffer *in, size_t scan,
                  &pk);
     }
     if (nf > 0 && rc != KR_OK && rc != KR_EUNSUPPORTED) {
-        kr_s_close_bad(s, KR_LOG_WARN, "malformed %s v%d request "
+        kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_WARN,
+                       "malformed %s v%d request "
                        "(CorrelationId %d): %s", kr_s_api_name(h.api_key),
                        h.api_version, h.correlation_id, kr_status_str(rc));
         return NREQ_CLOSED;
@@ -964,7 +983,7 @@ kr_s_finish_request(struct kr_session *s)
             rstream_feed(s, in, 0, take);
         }
         s->req_remain -= take;
-        KR_STAT_ADD(s->host->stats, bytes_up, take);
+        KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, take);
         move_bytes(s, in, s->up.out, take);
     }
     evbuffer_drain(in, evbuffer_get_length(in));
@@ -1045,7 +1064,7 @@ kr_s_process_requests(struct kr_session *s)
             char why[160];
 
             /* what came before goes on; nothing from here does */
-            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, scan);
             move_bytes(s, in, s->up.out, scan);
             kr_analyse_unknown_why(&nr.h, why, sizeof(why));
             rc = kr_s_refuse_request(s, &nr, nr.cid, nr.cidlen, why);
@@ -1054,7 +1073,7 @@ kr_s_process_requests(struct kr_session *s)
         }
         if (rc == NREQ_SASL_TERM) {
             /* krelay answers it (issue 9): what was scanned goes first */
-            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, scan);
             move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (kr_s_term_step(s, &nr) != 0) {
@@ -1069,7 +1088,7 @@ kr_s_process_requests(struct kr_session *s)
         if (rc == NREQ_ASK) {
             /* issue 10: what was scanned goes first, then krelay's
                ApiVersions; the gate above holds the rest (av_hold) */
-            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, scan);
             move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (kr_s_av_ask(s, &nr.h) != 0) {
@@ -1080,7 +1099,7 @@ kr_s_process_requests(struct kr_session *s)
         }
         if (rc == NREQ_RULES) {
             /* keep the order: what was scanned goes first */
-            KR_STAT_ADD(s->host->stats, bytes_up, scan);
+            KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, scan);
             move_bytes(s, in, s->up.out, scan);
             scan = 0;
             if (kr_s_rule_request(s, &nr) != 0) {
@@ -1092,7 +1111,7 @@ kr_s_process_requests(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    KR_STAT_ADD(s->host->stats, bytes_up, scan);
+    KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, scan);
     move_bytes(s, in, s->up.out, scan);
     return 0;
 }
@@ -1209,7 +1228,7 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
     }
     KR_STAT_INC(s->host->stats, responses);
     KR_STAT_INC(s->host->stats, responses_held);
-    KR_STAT_ADD(s->host->stats, bytes_down, flen + KR_FRAME_PREFIX);
+    KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, flen + KR_FRAME_PREFIX);
     kr_log_trace("[%s] response %s v%d held: %u endpoints rewritten, %u "
                  "versions capped", s->name, kr_s_api_name(key), ver,
                  res.endpoints, res.capped);
@@ -1416,7 +1435,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         kr_s_stream_audit_end(s, false);
         return 1;
     }
-    KR_STAT_ADD(s->host->stats, bytes_down, *scan);
+    KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, *scan);
     move_bytes(s, in, s->client.out, *scan);
     *scan = 0;
     evbuffer_remove_buffer(in, s->hold, tail);
@@ -1447,7 +1466,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                       s->scan->off + KR_FRAME_PREFIX);
         return -1;
     }
-    KR_STAT_ADD(s->host->stats, bytes_down, tail);
+    KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, tail);
     if (res.dropped > 0) {
         KR_STAT_INC(s->host->stats, endpoints_dropped);
         kr_log_debug("[%s] %s v%d response: the advertised endpoints are "
@@ -1936,7 +1955,7 @@ kr_s_process_responses(struct kr_session *s)
         if (s->nready > 0 && (e = kr_s_fifo_first(s, &idx)) != NULL &&
             e->rq != NULL && e->rq->ready) {
             /* built responses at the head go out before what follows */
-            KR_STAT_ADD(s->host->stats, bytes_down, scan);
+            KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             kr_s_flush_ready(s);
@@ -1955,7 +1974,7 @@ kr_s_process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_DROP) {
-            KR_STAT_ADD(s->host->stats, bytes_down, scan);
+            KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             s->rsp_drop = KR_FRAME_PREFIX + (uint64_t)flen;
@@ -1963,7 +1982,7 @@ kr_s_process_responses(struct kr_session *s)
             continue;
         }
         if (rc == NRSP_RULES || rc == NRSP_INTERNAL) {
-            KR_STAT_ADD(s->host->stats, bytes_down, scan);
+            KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             if ((rc == NRSP_RULES ? kr_s_rule_response(s, idx, flen)
@@ -1976,7 +1995,7 @@ kr_s_process_responses(struct kr_session *s)
         }
         if (rc == NRSP_HOLD) {
             /* keep the order: what was scanned goes first */
-            KR_STAT_ADD(s->host->stats, bytes_down, scan);
+            KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, scan);
             move_bytes(s, in, s->client.out, scan);
             scan = 0;
             e = kr_s_fifo_head(s);
@@ -1986,7 +2005,7 @@ kr_s_process_responses(struct kr_session *s)
             total = evbuffer_get_length(in);
         }
     }
-    KR_STAT_ADD(s->host->stats, bytes_down, scan);
+    KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, scan);
     move_bytes(s, in, s->client.out, scan);
     if (s->nready > 0) {
         kr_s_flush_ready(s);

@@ -573,8 +573,8 @@ legacy_count(struct kr_session *s, const struct kr_req_hdr *h, bool up,
     } else if (h != NULL) {
         KR_STAT_INC(t, legacy_refused);
     }
-    KR_STAT_ADD(t, legacy_records_in, st->bytes_in);
-    KR_STAT_ADD(t, legacy_records_out, st->bytes_out);
+    KR_STAT_ADD(t, legacy_records_in_bytes, st->bytes_in);
+    KR_STAT_ADD(t, legacy_records_out_bytes, st->bytes_out);
     KR_STAT_ADD(t, legacy_zstd_recompressed, st->zstd_recompressed);
     KR_STAT_ADD(t, legacy_partitions_corrupt, bad);
 }
@@ -727,7 +727,7 @@ kr_s_flush_ready(struct kr_session *s)
         if (rq->out != NULL) {
             evbuffer_add_buffer(s->client.out, rq->out);
         }
-        KR_STAT_ADD(s->host->stats, bytes_down, n);
+        KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, n);
         if (rq->a->audit_line != NULL) {
             audit_put(s, rq->a->audit_line);
             rq->a->audit_line = NULL;
@@ -1077,7 +1077,11 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         kr_an_decision_free(d);
         return -1;
     case KR_AN_REFUSE:
+        /* frames_refused's one count outside kr_s_close_bad: this close
+           waits for the responses owed */
         KR_STAT_INC(s->host->stats, requests_refused);
+        KR_STAT_INC_L(s->host->stats, frames_refused,
+                      KR_REFUSAL_UNDECODABLE);
         /* fall through */
     case KR_AN_CLOSE_AFTER_OWED:
         evbuffer_drain(pl, evbuffer_get_length(pl));
@@ -1188,7 +1192,7 @@ kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr)
     s->nrequests++;
     KR_STAT_INC_L(s->host->stats, api_requests,
                   kr_stats_api_cell(nr->h.api_key, nr->h.api_version));
-    KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
+    KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, KR_FRAME_PREFIX + nr->flen);
     if (nr->av_new) {
         /* KIP-511: answer as a broker does, v0 with our range */
         uint8_t f[KR_APIVERSIONS_UNSUPPORTED_LEN];

@@ -328,7 +328,8 @@ orig_cb(struct kr_session *s, void *arg, int16_t key, int16_t ver,
 int
 kr_s_orig_client_sasl(struct kr_session *s, const struct kr_req_hdr *h)
 {
-    kr_s_close_bad(s, KR_LOG_WARN, "client sent %s v%d, but "
+    kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_WARN,
+                   "client sent %s v%d, but "
                    "krelay authenticates to upstream %s itself (its "
                    "[upstream] sets sasl_mechanism): the client's "
                    "credentials would never reach the broker; configure "

@@ -136,7 +136,8 @@ av_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (kr_frame_i16(b + KR_FRAME_PREFIX + 2) < 0) {
         /* no client sends it; forwarded, it would wait in up.out for the
            broker the login dials, its client for the deadline */
-        kr_s_close_bad(s, KR_LOG_NOTICE, "ApiVersions v%d request before "
+        kr_s_close_bad(s, KR_REFUSAL_MALFORMED, KR_LOG_NOTICE,
+                       "ApiVersions v%d request before "
                        "SASL authentication (sasl = terminate): a negative "
                        "version", kr_frame_i16(b + KR_FRAME_PREFIX + 2));
         return NREQ_CLOSED;
@@ -213,7 +214,9 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
     if (raw) {
         if (size < 0 || size > KR_TERM_MAX_RECEIVE ||
             size > s->lc->max_frame_bytes) {
-            kr_s_close_bad(s, KR_LOG_WARN, "SASL token frame of %" PRId32
+            kr_s_close_bad(s, size < 0 ? KR_REFUSAL_MALFORMED
+                                       : KR_REFUSAL_OVERSIZED,
+                           KR_LOG_WARN, "SASL token frame of %" PRId32
                            " bytes: above 524288 (Kafka's "
                            "sasl.server.max.receive.size) or negative",
                            size);
@@ -229,7 +232,8 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
         if ((g == KR_SASL_SRV_MINE ||
              (g == KR_SASL_SRV_PASS && !t->authenticated)) &&
             size > KR_TERM_MAX_RECEIVE) {
-            kr_s_close_bad(s, KR_LOG_WARN, "%s request of %" PRId32 " bytes "
+            kr_s_close_bad(s, KR_REFUSAL_OVERSIZED, KR_LOG_WARN,
+                           "%s request of %" PRId32 " bytes "
                            "before SASL authentication is done: above "
                            "524288 (Kafka's sasl.server.max.receive.size)",
                            kr_s_api_name(key), size);
@@ -245,18 +249,21 @@ kr_s_term_next(struct kr_session *s, struct evbuffer *in, size_t scan,
         case KR_SASL_SRV_MINE:
             break;
         case KR_SASL_SRV_UNAUTHENTICATED:
-            kr_s_close_bad(s, KR_LOG_NOTICE, "%s request before SASL "
+            kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                           "%s request before SASL "
                            "authentication (sasl = terminate: only "
                            "ApiVersions and SaslHandshake come first)",
                            kr_s_api_name(key));
             return NREQ_CLOSED;
         case KR_SASL_SRV_IN_EXCHANGE:
-            kr_s_close_bad(s, KR_LOG_NOTICE, "%s request in the middle of "
+            kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                           "%s request in the middle of "
                            "SASL %s authentication", kr_s_api_name(key),
                            kr_sasl_srv_mech_name(t->mech));
             return NREQ_CLOSED;
         case KR_SASL_SRV_EXPIRED:
-            kr_s_close_bad(s, KR_LOG_NOTICE, "%s request after the SASL "
+            kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                           "%s request after the SASL "
                            "session lifetime (sasl_session_lifetime_ms %"
                            PRId64 ") ran out without re-authentication "
                            "(KIP-368)", kr_s_api_name(key),
@@ -645,11 +652,12 @@ kr_s_term_step(struct kr_session *s, struct kr_nreq *nr)
     }
     KR_STAT_INC(s->host->stats, requests);
     s->nrequests++;
-    KR_STAT_ADD(s->host->stats, bytes_up, KR_FRAME_PREFIX + nr->flen);
+    KR_STAT_ADD(s->host->stats, client_to_upstream_bytes, KR_FRAME_PREFIX + nr->flen);
     if (t->cfg == NULL && !nr->term_av) {
         OPENSSL_cleanse(buf, nr->flen);
         free(buf);
-        kr_s_close_bad(s, KR_LOG_NOTICE, "SASL step after a reload took "
+        kr_s_close_bad(s, KR_REFUSAL_UNEXPECTED, KR_LOG_NOTICE,
+                       "SASL step after a reload took "
                        "sasl = terminate off this listener: closed");
         return -1;
     }
@@ -688,7 +696,9 @@ kr_s_term_step(struct kr_session *s, struct kr_nreq *nr)
         OPENSSL_cleanse(buf, nr->flen);
         free(buf);
         kr_arena_free(&arena);
-        kr_s_close_bad(s, KR_LOG_WARN, "malformed %s request (%zu bytes) "
+        kr_s_close_bad(s, rc != KR_OK ? KR_REFUSAL_UNDECODABLE
+                                      : KR_REFUSAL_UNEXPECTED,
+                       KR_LOG_WARN, "malformed %s request (%zu bytes) "
                        "before SASL authentication: %s%s%.60s",
                        nr->term_av ? "ApiVersions" : "SASL", nr->flen,
                        rc != KR_OK ? (ce.msg[0] ? ce.msg : kr_status_str(rc))

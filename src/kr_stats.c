@@ -38,6 +38,12 @@ static const char *const rule_action_labels[KR_RA__N] = {
 #undef KR_RA_LABEL_
 };
 
+static const char *const refusal_labels[KR_REFUSAL__N] = {
+#define KR_REFUSAL_LABEL_(id, label) label,
+    KR_STATS_REFUSALS(KR_REFUSAL_LABEL_)
+#undef KR_REFUSAL_LABEL_
+};
+
 static const char *const side_labels[KR_SIDE__N] = {
     [KR_SIDE_CLIENT] = "client",
     [KR_SIDE_UPSTREAM] = "upstream",
@@ -244,6 +250,11 @@ prom_cell_labels(FILE *out, const struct kr_stat_desc *d, size_t i,
     case KR_SL_SIDE:
         fputs("side=\"", out);
         prom_label(out, side_labels[i]);
+        fputc('"', out);
+        break;
+    case KR_SL_REFUSAL:
+        fputs("kind=\"", out);
+        prom_label(out, refusal_labels[i]);
         fputc('"', out);
         break;
     case KR_SL_KERR:

@@ -7,7 +7,8 @@
 # connected and idle, and per broker (requests and bytes sent) against
 # /connections; the whole scrape under a strict exposition-format
 # checker (prom_check.py); /connections shows the client with its
-# ClientId; /config hides a SASL password; a refused reload counts in
+# ClientId; an HTTP request and an oversized frame count in
+# frames_refused by kind; /config hides a SASL password; a refused reload counts in
 # /metrics; the bearer token is asked (401) everywhere but /healthz.
 # upstream_latency counts one observation per request the producer sent
 # (each forwarded, each answered); a broker's error in a response krelay
@@ -133,6 +134,24 @@ http /nothing "$TOKEN"
 [ "$CODE" = 404 ] || kr_fail "/nothing with the token: $CODE"
 kr_log "bearer token: 401 without it and with a wrong one"
 
+# 3b. Frames refused, by kind: an HTTP request on the Kafka listener
+# (wrong_protocol) and a size prefix above max_frame_bytes (oversized),
+# each closed by krelay (EOF, no byte back).
+for bytes in 'GET / HTTP/1.0\r\n\r\n' '\x7f\xff\xff\xff\x00\x12\x00\x00'; do
+    "$KR_PY" - "$KR_PORT" "$bytes" <<'PYEOF' || kr_fail "krelay did not close a client that sent $bytes"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+s.sendall(sys.argv[2].encode().decode('unicode_escape').encode('latin-1'))
+assert s.recv(4096) == b''
+PYEOF
+done
+http /metrics "$TOKEN"
+grep -qx 'krelay_frames_refused_total{kind="wrong_protocol"} 1' "$W/body" &&
+    grep -qx 'krelay_frames_refused_total{kind="oversized"} 1' "$W/body" &&
+    [ "$(grep -c '^krelay_frames_refused_total{' "$W/body")" = 2 ] ||
+    kr_fail "frames refused: $(grep frames_refused "$W/body")"
+kr_log "frames refused: $(grep '^krelay_frames_refused_total{' "$W/body" | tr '\n' ' ')"
+
 # 4. A producer's own count against /metrics.
 kr_run 60 "$KR_PY" "$top_srcdir/tests/integration/admin_client.py" \
     "$KR_BOOTSTRAP" "http://127.0.0.1:$ADMIN_PORT" "$TOKEN" "$N" admin \
@@ -170,8 +189,8 @@ eq('Produce requests', total('krelay_api_requests_total', api='Produce'),
 eq('Produce responses', total('krelay_api_responses_total', api='Produce'),
    c['produce'])
 eq('requests (all APIs)', total('krelay_requests_total'), c['tx'])
-eq('request bytes (client txbytes = bytes_up)',
-   total('krelay_bytes_up_total'), c['txbytes'])
+eq('request bytes (client txbytes = client_to_upstream_bytes)',
+   total('krelay_client_to_upstream_bytes_total'), c['txbytes'])
 eq('connections open = brokers connected', total('krelay_conn_active'),
    c['brokers'])
 eq('upstream latencies observed = requests sent',

@@ -17,7 +17,10 @@
 #      reload of a config only root may read is refused, saying why.
 #   4. sd_notify: a scripted NOTIFY_SOCKET (daemon_peers.py notify, in the
 #      abstract namespace) receives READY=1 after start, RELOADING=1 then
-#      READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, in that order.
+#      READY=1 around a SIGHUP, STOPPING=1 at SIGTERM, in that order;
+#      through libsystemd's sd_notify when configure found it, else
+#      krelay's own sender (./configure --without-libsystemd); the log
+#      line says which.
 #   5. SIGUSR1 (same krelay): the log and audit files, moved away, are
 #      opened again under their names; the moved ones get nothing more.
 #   6. krelay -T prints the effective configuration; that output, given
@@ -261,7 +264,14 @@ got=$(sed 's/ MONOTONIC_USEC=[0-9]*$//' "$W/notify.txt" | tr '\n' ' ')
     kr_fail "notifications: '$got', want READY=1 RELOADING=1 READY=1 STOPPING=1"
 grep -q '^RELOADING=1 MONOTONIC_USEC=[0-9][0-9]*$' "$W/notify.txt" ||
     kr_fail "RELOADING=1 without MONOTONIC_USEC"
-kr_log "sd_notify: $got"
+# which sender this build has (the README says both are tested: this
+# test runs with whichever configure chose)
+if grep -q '^#define HAVE_LIBSYSTEMD 1' "$top_builddir/config.h" 2>/dev/null; then
+    how="libsystemd's sd_notify"
+else
+    how="krelay's own sender (no libsystemd)"
+fi
+kr_log "sd_notify through $how: $got"
 
 # ---- 6. -T --------------------------------------------------------------------
 conf "$W/t.ini" '[rule r]' 'client_id =;x,#y' 'deny = true' '[process]' 'drain_timeout_ms = 0'

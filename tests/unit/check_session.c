@@ -641,7 +641,7 @@ progress(void)
         n += evbuffer_get_length(T.cl[i].in) + T.cl[i].closed;
     }
     if (T.p != NULL) {
-        n += KR_STAT_GET(ST, bytes_up) + KR_STAT_GET(ST, bytes_down) +
+        n += KR_STAT_GET(ST, client_to_upstream_bytes) + KR_STAT_GET(ST, upstream_to_client_bytes) +
              KR_STAT_GET(ST, requests) + KR_STAT_GET(ST, responses) +
              KR_STAT_GET(ST, responses_dropped) +
              KR_STAT_GET(ST, conn_accepted) +
@@ -1138,32 +1138,70 @@ START_TEST(bad_correlation_id)
 }
 END_TEST
 
+/*
+ * Bad input, and the kind of frames_refused it counts (one each).
+ * sasl_required: on a listener with sasl = required.
+ */
 static const struct {
     const char *name;
     const uint8_t *bytes;
     size_t len;
+    enum kr_refusal kind;
+    bool sasl_required;
 } bad_inputs[] = {
-    { "http", (const uint8_t *)"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27 },
+    { "http", (const uint8_t *)"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27,
+      KR_REFUSAL_WRONG_PROTOCOL, false },
     { "tls", (const uint8_t *)"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
-      11 },
-    { "oversized", (const uint8_t *)"\x00\x20\x00\x00\x00\x12\x00\x00", 8 },
-    { "negative", (const uint8_t *)"\xff\xff\xff\xf0\x00\x12\x00\x00", 8 },
-    { "too short", (const uint8_t *)"\x00\x00\x00\x03\x01\x02\x03", 7 },
+      11, KR_REFUSAL_WRONG_PROTOCOL, false },
+    { "oversized", (const uint8_t *)"\x00\x20\x00\x00\x00\x12\x00\x00", 8,
+      KR_REFUSAL_OVERSIZED, false },
+    { "negative", (const uint8_t *)"\xff\xff\xff\xf0\x00\x12\x00\x00", 8,
+      KR_REFUSAL_MALFORMED, false },
+    { "too short", (const uint8_t *)"\x00\x00\x00\x03\x01\x02\x03", 7,
+      KR_REFUSAL_MALFORMED, false },
     { "bad ClientId", (const uint8_t *)"\x00\x00\x00\x0c\x00\x12\x00\x00"
-      "\x00\x00\x00\x01\xff\xf0\x00\x00", 16 },
+      "\x00\x00\x00\x01\xff\xf0\x00\x00", 16, KR_REFUSAL_MALFORMED, false },
+    /* SaslHandshake v1, CorrelationId 1, ClientId null, a Mechanism of
+       100 bytes that are not there */
+    { "SaslHandshake body", (const uint8_t *)"\x00\x00\x00\x0c\x00\x11"
+      "\x00\x01\x00\x00\x00\x01\xff\xff\x00\x64", 16,
+      KR_REFUSAL_UNDECODABLE, false },
+    /* Metadata v0 (no topics) before SaslHandshake, sasl = required */
+    { "before SASL", (const uint8_t *)"\x00\x00\x00\x0e\x00\x03\x00\x00"
+      "\x00\x00\x00\x01\xff\xff\x00\x00\x00\x00", 18,
+      KR_REFUSAL_UNEXPECTED, true },
 };
+
+/* frames_refused of every kind, summed. */
+static uint64_t
+refused_all(void)
+{
+    uint64_t n = 0;
+    int k;
+
+    for (k = 0; k < KR_REFUSAL__N; k++) {
+        n += KR_STAT_GET_L(ST, frames_refused, k);
+    }
+    return n;
+}
 
 START_TEST(bad_input_closes_only_that_connection)
 {
     struct bb req = { 0 }, exp = { 0 };
-    struct cli *good, *bad;
+    struct cli *good = NULL, *bad;
+    bool sasl = bad_inputs[_i].sasl_required;
 
+    if (sasl) {
+        T.lc.sasl = KR_SASL_MODE_REQUIRED;
+    }
     start();
-    good = cli_open(boot_port(), 0);
-    req_heartbeat(&req, 1);
-    cli_send(good, req.b, req.n);
-    expected_echo(&req, 0, &exp);
-    cli_expect(good, &exp);
+    if (!sasl) {
+        good = cli_open(boot_port(), 0);
+        req_heartbeat(&req, 1);
+        cli_send(good, req.b, req.n);
+        expected_echo(&req, 0, &exp);
+        cli_expect(good, &exp);
+    }
 
     bad = cli_open(_i % 2 ? kr_daemon_port(T.p, 0, 0) : boot_port(), 0);
     cli_send(bad, bad_inputs[_i].bytes, bad_inputs[_i].len);
@@ -1171,12 +1209,21 @@ START_TEST(bad_input_closes_only_that_connection)
                   bad_inputs[_i].name);
     ck_assert_uint_eq(evbuffer_get_length(bad->in), 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_BAD_INPUT), 1);
+    ck_assert_msg(KR_STAT_GET_L(ST, frames_refused, bad_inputs[_i].kind) ==
+                      1 && refused_all() == 1,
+                  "%s: frames_refused kind %d: %" PRIu64 " of %" PRIu64,
+                  bad_inputs[_i].name, (int)bad_inputs[_i].kind,
+                  KR_STAT_GET_L(ST, frames_refused, bad_inputs[_i].kind),
+                  refused_all());
+    ck_assert_uint_eq(T.fb.nreq, sasl ? 0 : 1);
 
-    /* the good connection still works */
-    cli_send(good, req.b, req.n);
-    cli_expect(good, &exp);
-    ck_assert(!good->closed);
-    ck_assert_uint_eq(KR_STAT_GET(ST, conn_active), 1);
+    if (!sasl) {
+        /* the good connection still works */
+        cli_send(good, req.b, req.n);
+        cli_expect(good, &exp);
+        ck_assert(!good->closed);
+        ck_assert_uint_eq(KR_STAT_GET(ST, conn_active), 1);
+    }
     free(req.b);
     free(exp.b);
 }
@@ -1720,6 +1767,9 @@ START_TEST(gssapi_raw_first_frame)
         ck_assert(cli_wait_closed(c));
         ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
         ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_BAD_INPUT), 1);
+        ck_assert_uint_eq(KR_STAT_GET_L(ST, frames_refused,
+                                        KR_REFUSAL_WRONG_PROTOCOL), 1);
+        ck_assert_uint_eq(refused_all(), 1);
         ck_assert_uint_eq(evbuffer_get_length(T.fb.log), 0);
         log = log_text();
         ck_assert_msg(strstr(log, "127.0.0.1") != NULL &&
@@ -1943,6 +1993,9 @@ START_TEST(proxy_refused)
     ck_assert_uint_eq(KR_STAT_GET(ST, conn_accepted), _i != 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_BAD_INPUT),
                       _i == 1 || _i == 2 || _i == 4);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, frames_refused, KR_REFUSAL_MALFORMED),
+                      _i == 1 || _i == 2 || _i == 4);
+    ck_assert_uint_eq(refused_all(), _i == 1 || _i == 2 || _i == 4);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), _i == 3);
     log = log_text();
     ck_assert_msg(strstr(log, want[_i]) != NULL, "want \"%s\" in %s",
@@ -3290,7 +3343,7 @@ END_TEST
 /* A negative NodeId (not -1) is the broker's error, not the config's. */
 /*
  * Issue 4: plaintext pass-through copies no forwarded byte in user space
- * (stats.bytes_copied, counted by move_bytes, is 0).  20 Produce
+ * (stats.copied_bytes, counted by move_bytes, is 0).  20 Produce
  * requests of 256 KiB of records each (echoed back: responses of the
  * same size, cut-through) and a Fetch v11 (not held for rewriting) whose
  * response carries 1 MiB, through a client with a 64 KiB receive buffer
@@ -3348,9 +3401,9 @@ START_TEST(pass_through_zero_copy)
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), 21);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 21);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 0);
-    ck_assert_uint_ge(KR_STAT_GET(ST, bytes_down),
+    ck_assert_uint_ge(KR_STAT_GET(ST, upstream_to_client_bytes),
                       20 * 256 * 1024 + (1 << 20) - 256);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_copied), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, copied_bytes), 0);
     free(all.b);
     free(one.b);
     free(exp.b);
@@ -3682,7 +3735,7 @@ START_TEST(fetch16_streamed_no_tags)
     cli_expect(c, &rsp);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 0);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_copied), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, copied_bytes), 0);
     free(rsp.b);
 }
 END_TEST
@@ -4065,7 +4118,7 @@ static void
 pipes_returned(void)
 {
     ck_assert_int_eq(T.w->pipes.nused, 0);
-    if (KR_STAT_GET(ST, bytes_spliced) > 0) {
+    if (KR_STAT_GET(ST, spliced_bytes) > 0) {
         ck_assert_int_ge(T.w->pipes.nfree, 1);   /* empty: kept for reuse */
     }
     if (T.w->sessions != NULL) {
@@ -4083,7 +4136,7 @@ pipes_returned(void)
  * the broker sent it (no tagged fields).  _i & 1 == 0: splice_min_bytes
  * 65536, the record data after krelay's first read moves by splice(2)
  * (none of the rest: the frame's structure is read); _i & 1: lanes off,
- * the same bytes arrive through user space.  bytes_down counts the
+ * the same bytes arrive through user space.  upstream_to_client_bytes counts the
  * frame once either way.  Nothing is copied in user space without tagged
  * fields; with them, at most the bytes around the tail, no record byte.
  */
@@ -4109,19 +4162,19 @@ START_TEST(splice_fetch16_streamed)
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 0);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_down), rsp.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, upstream_to_client_bytes), rsp.n);
     if (on) {
-        ck_assert_uint_le(KR_STAT_GET(ST, bytes_spliced), rlen);
-        ck_assert_uint_ge(KR_STAT_GET(ST, bytes_spliced), rlen - SPLICE_MIN);
+        ck_assert_uint_le(KR_STAT_GET(ST, spliced_bytes), rlen);
+        ck_assert_uint_ge(KR_STAT_GET(ST, spliced_bytes), rlen - SPLICE_MIN);
     } else {
-        ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     }
     if (!tags) {
-        ck_assert_uint_eq(KR_STAT_GET(ST, bytes_copied), 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, copied_bytes), 0);
     } else if (on) {
         /* the tail split off its chain may copy the few structure bytes
            before it, never record data (it was spliced) */
-        ck_assert_uint_le(KR_STAT_GET(ST, bytes_copied), rsp.n - rlen);
+        ck_assert_uint_le(KR_STAT_GET(ST, copied_bytes), rsp.n - rlen);
     }
     pipes_returned();
     free(rsp.b);
@@ -4277,7 +4330,7 @@ START_TEST(audit_fetch_streamed)
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 0);
     if (_i > 0) {
-        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     }
     /* the client closes: its close line */
     ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
@@ -4613,10 +4666,10 @@ START_TEST(audit_produce_streamed)
     ck_assert_int_eq(up_corked(), 0);       /* its last byte uncorked */
     ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
     if (_i == 4) {
-        ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     } else {
         /* all but what came with the first reads and the batch headers */
-        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), req.n / 2);
+        ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), req.n / 2);
     }
     l = audit_lines(&n);
     ck_assert_uint_eq(n, 2);                /* open, the request */
@@ -5030,9 +5083,9 @@ START_TEST(splice_fetch16_partitions)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_down), rsp.n);
-    ck_assert_uint_le(KR_STAT_GET(ST, bytes_spliced), 4 * rlen);
-    ck_assert_uint_ge(KR_STAT_GET(ST, bytes_spliced),
+    ck_assert_uint_eq(KR_STAT_GET(ST, upstream_to_client_bytes), rsp.n);
+    ck_assert_uint_le(KR_STAT_GET(ST, spliced_bytes), 4 * rlen);
+    ck_assert_uint_ge(KR_STAT_GET(ST, spliced_bytes),
                       4 * rlen - 4 * SPLICE_MIN);
     pipes_returned();
     free(rsp.b);
@@ -5054,7 +5107,7 @@ START_TEST(splice_below_min)
     fake_release_pieces(c, 2);
     cli_expect(c, &rsp);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_streamed), 1);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     ck_assert_int_eq(T.w->pipes.nused, 0);
     free(rsp.b);
 }
@@ -5077,10 +5130,10 @@ START_TEST(splice_cut_through)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 1);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_down), exp.n);
-    ck_assert_uint_le(KR_STAT_GET(ST, bytes_spliced), exp.n);
-    ck_assert_uint_ge(KR_STAT_GET(ST, bytes_spliced), exp.n - SPLICE_MIN);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_copied), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, upstream_to_client_bytes), exp.n);
+    ck_assert_uint_le(KR_STAT_GET(ST, spliced_bytes), exp.n);
+    ck_assert_uint_ge(KR_STAT_GET(ST, spliced_bytes), exp.n - SPLICE_MIN);
+    ck_assert_uint_eq(KR_STAT_GET(ST, copied_bytes), 0);
     pipes_returned();
     free(req.b);
     free(exp.b);
@@ -5108,17 +5161,17 @@ START_TEST(splice_produce_request)
     cli_send(c, req.b, req.n);
     fake_expect(&req);
     /* only the request moved so far: its answer is held */
-    up_spliced = KR_STAT_GET(ST, bytes_spliced);
+    up_spliced = KR_STAT_GET(ST, spliced_bytes);
     ck_assert_uint_le(up_spliced, req.n);
     ck_assert_uint_ge(up_spliced, req.n - SPLICE_MIN);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_up), req.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, client_to_upstream_bytes), req.n);
     ck_assert_ptr_nonnull(T.w->sessions);
     ck_assert_uint_eq(T.w->sessions->req_remain, 0);
     ck_assert_uint_eq(T.w->sessions->upl.left, 0);
     fake_release_pieces(c, 3);
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), up_spliced);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), up_spliced);
     pipes_returned();
     /* T.fb.hold is off now: the next answer goes at once */
     req_heartbeat(&hb, 42);
@@ -5131,7 +5184,7 @@ START_TEST(splice_produce_request)
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), 2);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 2);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_copied), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, copied_bytes), 0);
     pipes_returned();
     free(req.b);
     free(hb.b);
@@ -5177,10 +5230,10 @@ START_TEST(splice_pipelined_in_order)
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), KR_ARRAY_LEN(recs));
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), KR_ARRAY_LEN(recs));
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_up), req.n);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_down), exp.n);
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
-    ck_assert_uint_lt(KR_STAT_GET(ST, bytes_spliced), req.n + exp.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, client_to_upstream_bytes), req.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, upstream_to_client_bytes), exp.n);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
+    ck_assert_uint_lt(KR_STAT_GET(ST, spliced_bytes), req.n + exp.n);
     pipes_returned();
     free(req.b);
     free(exp.b);
@@ -5217,17 +5270,17 @@ START_TEST(splice_upstream_backpressure)
     cli_expect(c, &exp);
     proxy_sndbuf(false, 65536);
     event_del(fake_conn()->rev);    /* the broker stops reading */
-    base = KR_STAT_GET(ST, bytes_up);
+    base = KR_STAT_GET(ST, client_to_upstream_bytes);
     req_produce(&req, 91, 1, 700 * 1024);
     w.stall_ms = 1000;
-    /* the next piece once krelay took the last one (bytes_up counts what
+    /* the next piece once krelay took the last one (client_to_upstream_bytes counts what
        went into the pipe), until it stops reading the client */
     while (sent < req.n && waiting(&w, progress() + sent)) {
         s = T.w->sessions;
         if (s != NULL && s->upl.queued > 0 && !s->client.reading) {
             break;
         }
-        if (KR_STAT_GET(ST, bytes_up) - base >= sent) {
+        if (KR_STAT_GET(ST, client_to_upstream_bytes) - base >= sent) {
             piece = req.n - sent < 1000 ? req.n - sent : 1000;
             n = write(c->fd, req.b + sent, piece);
             sent += n > 0 ? (size_t)n : 0;
@@ -5249,7 +5302,7 @@ START_TEST(splice_upstream_backpressure)
     expected_echo(&req, 0, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     pipes_returned();
     free(all.b);
     free(req.b);
@@ -5288,8 +5341,8 @@ START_TEST(splice_client_stalls)
     }
     ck_assert_ptr_null(T.w->sessions);
     ck_assert_uint_gt(most, 0);
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
-    ck_assert_uint_lt(KR_STAT_GET(ST, bytes_down), req.n + T.fb.extra);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
+    ck_assert_uint_lt(KR_STAT_GET(ST, upstream_to_client_bytes), req.n + T.fb.extra);
     log = log_text();
     ck_assert_msg(strstr(log, "client is not reading its responses") !=
                   NULL && strstr(log, "stopped in the middle") == NULL,
@@ -5345,7 +5398,7 @@ START_TEST(client_slow_reader)
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
     if (_i == 0) {
-        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     }
     free(req.b);
     free(exp.b);
@@ -5368,7 +5421,7 @@ START_TEST(splice_upstream_closes_mid_run)
     c = splice_heartbeat_setup(71, 1000000, 0, &req);
     fake_release_part(400000);
     ck_assert(cli_has(c, 400000));
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     ck_assert_ptr_nonnull(T.w->sessions);
     ck_assert_uint_gt(T.w->sessions->dn.left, 0);
     ck_assert_int_eq(shutdown(fake_conn()->fd, SHUT_WR), 0);
@@ -5404,7 +5457,7 @@ START_TEST(splice_client_closes_mid_run)
     close(c->fd);
     c->fd = -1;
     wait_no_session();
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     closed_by(1, 0, 0);
     free(req.b);
 }
@@ -5441,7 +5494,7 @@ START_TEST(splice_upstream_closes_after_run)
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
     wait_no_session();
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 1);
-    ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_UPSTREAM), 1);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
     ck_assert_int_eq(T.w->pipes.nused, 0);
@@ -5528,15 +5581,15 @@ START_TEST(drain_finishes_partial_request)
     ck_assert_uint_eq(evbuffer_get_length(T.fb.log), sent.n);
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), 2);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), _i == 2 ? 1 : 2);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_up), sent.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, client_to_upstream_bytes), sent.n);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_OTHER), 1);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_UPSTREAM), 0);
     if (_i == 1) {
-        ck_assert_uint_gt(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_gt(KR_STAT_GET(ST, spliced_bytes), 0);
         pipes_returned();
     } else {
-        ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     }
     free(hb.b);
     free(prod.b);
@@ -5589,7 +5642,7 @@ START_TEST(drain_writes_acks0_taken)
     ck_assert(!s->client.reading);
     ck_assert_uint_lt(sent, req.n);
     ck_assert_uint_gt(evbuffer_get_length(s->up.out), 0);
-    taken = KR_STAT_GET(ST, bytes_up);
+    taken = KR_STAT_GET(ST, client_to_upstream_bytes);
 
     kr_worker_drain(T.w);
     ck_assert_ptr_nonnull(T.w->sessions);
@@ -5600,7 +5653,7 @@ START_TEST(drain_writes_acks0_taken)
     ck_assert(cli_wait_closed(c));
     wait_no_session();
     /* the broker reads what krelay wrote before its FIN */
-    while (evbuffer_get_length(T.fb.log) < KR_STAT_GET(ST, bytes_up) &&
+    while (evbuffer_get_length(T.fb.log) < KR_STAT_GET(ST, client_to_upstream_bytes) &&
            waiting(&w2, progress())) {
         pump_once();
     }
@@ -5610,7 +5663,7 @@ START_TEST(drain_writes_acks0_taken)
     ck_assert_uint_eq(off % flen, 0);
     ck_assert_uint_ge(off, taken);
     ck_assert_uint_lt(off, taken + flen);
-    ck_assert_uint_eq(off, KR_STAT_GET(ST, bytes_up));
+    ck_assert_uint_eq(off, KR_STAT_GET(ST, client_to_upstream_bytes));
     ck_assert(memcmp(evbuffer_pullup(T.fb.log, -1), req.b, off) == 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_OTHER), 1);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
@@ -5966,8 +6019,8 @@ START_TEST(legacy_acks0_partly_bad)
                                     kr_stats_api_cell(KR_API_PRODUCE, 2)),
                       1);
     ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 0);
-    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_in), 0);
-    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_out), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_in_bytes), 0);
+    ck_assert_uint_gt(KR_STAT_GET(ST, legacy_records_out_bytes), 0);
     log = log_text();
     ck_assert_msg(strstr(log, "Produce v2 CorrelationId 2 with Acks=0 has "
                          "records that do not convert in 1 partition (topic "
@@ -6192,7 +6245,7 @@ fault_kept_stages(void)
     ck_assert_uint_ge(st->hs_done, 2);
     ck_assert_uint_eq(st->hs_steps, st->hs_done + st->hs_want_read +
                       st->hs_want_write);
-    ck_assert_uint_eq(KR_STAT_GET(ST, bytes_spliced), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
 }
 
 /* Each fault path of a read and a write was taken at least once. */
@@ -6516,6 +6569,8 @@ START_TEST(fault_sniff_then_handshake)
     ck_assert(cli_wait_closed(bad));
     ck_assert_uint_eq(evbuffer_get_length(bad->in), 0);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_BAD_INPUT), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, frames_refused,
+                                    KR_REFUSAL_WRONG_PROTOCOL), 1);
     ck_assert_uint_eq(T.fb.nreq, 0);
     log = log_text();
     ck_assert_ptr_nonnull(strstr(log, "TLS handshake on a plaintext "

@@ -82,6 +82,12 @@ START_TEST(table_names_unique_help_present)
         ck_assert_msg((d->type == KR_STAT_HISTOGRAM) ==
                           (d->labels == KR_SL_LATENCY_MS),
                       "%s: histogram buckets", d->name);
+        /* Prometheus' unit suffix: a count of bytes ends in "_bytes"
+           (exposed "..._bytes_total"), none carries "bytes" elsewhere */
+        c = strstr(d->name, "bytes");
+        ck_assert_msg(c == NULL || (c > d->name && c[-1] == '_' &&
+                                    strcmp(c, "bytes") == 0),
+                      "%s: bytes is the unit suffix", d->name);
         ck_assert_int_eq(kr_stats_find(d->name), i);
         for (j = 0; j < i; j++) {
             ck_assert_msg(strcmp(kr_stats_desc[j].name, d->name) != 0,
@@ -104,12 +110,12 @@ START_TEST(scalar_counts)
 
     KR_STAT_INC(&o->stats, requests);
     KR_STAT_INC(&o->stats, requests);
-    KR_STAT_ADD(&o->stats, bytes_up, 1000);
+    KR_STAT_ADD(&o->stats, client_to_upstream_bytes, 1000);
     KR_STAT_INC(&o->stats, conn_active);
     KR_STAT_INC(&o->stats, conn_active);
     KR_STAT_DEC(&o->stats, conn_active);
     ck_assert_uint_eq(KR_STAT_GET(&o->stats, requests), 2);
-    ck_assert_uint_eq(KR_STAT_GET(&o->stats, bytes_up), 1000);
+    ck_assert_uint_eq(KR_STAT_GET(&o->stats, client_to_upstream_bytes), 1000);
     ck_assert_uint_eq(KR_STAT_GET(&o->stats, conn_active), 1);
     ck_assert_uint_eq(kr_stats_cell(&o->stats, KR_STAT_ID_requests, 0), 2);
     /* nothing else moved */
@@ -294,6 +300,10 @@ START_TEST(sum_and_prometheus_text)
                   kr_stats_broker_cell(false, 7));
     KR_STAT_INC_L(&b->stats, upstream_connect_failures,
                   kr_stats_broker_cell(false, 1000));
+    KR_STAT_INC_L(&a->stats, frames_refused, KR_REFUSAL_WRONG_PROTOCOL);
+    KR_STAT_INC_L(&b->stats, frames_refused, KR_REFUSAL_WRONG_PROTOCOL);
+    KR_STAT_INC_L(&b->stats, frames_refused, KR_REFUSAL_UNEXPECTED);
+    KR_STAT_ADD(&a->stats, client_to_upstream_bytes, 5);
     kr_stats_observe_latency(&a->stats, 3);
     kr_stats_observe_latency(&b->stats, 40);
     kr_stats_observe_upstream(&b->stats, 7);
@@ -338,6 +348,15 @@ START_TEST(sum_and_prometheus_text)
                                        "total{broker=\"7\"} 1\n"
                                        "krelay_upstream_connect_failures_"
                                        "total{broker=\"other\"} 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\nkrelay_frames_refused_total{kind="
+                                       "\"wrong_protocol\"} 2\n"
+                                       "krelay_frames_refused_total{kind="
+                                       "\"unexpected\"} 1\n"));
+    ck_assert_ptr_null(strstr(text, "kind=\"oversized\""));
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_client_to_upstream_"
+                                       "bytes_total counter\nkrelay_client_"
+                                       "to_upstream_bytes_total 5\n"));
+    ck_assert_ptr_null(strstr(text, "krelay_bytes_"));
     ck_assert_ptr_nonnull(strstr(text, "# TYPE krelay_response_latency_"
                                        "seconds histogram\n"));
     ck_assert_ptr_nonnull(strstr(text, "krelay_response_latency_seconds_"

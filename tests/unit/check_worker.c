@@ -653,8 +653,8 @@ START_TEST(two_workers_two_threads)
         ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, requests), n);
         ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, responses), n);
         ck_assert_uint_eq(KR_STAT_GET_L(&T.w[i]->stats, api_requests, hb0), n);
-        ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, bytes_up), n * 29);
-        ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, bytes_down), n * 10);
+        ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, client_to_upstream_bytes), n * 29);
+        ck_assert_uint_eq(KR_STAT_GET(&T.w[i]->stats, upstream_to_client_bytes), n * 10);
         ck_assert_uint_eq(KR_STAT_GET_L(&T.w[i]->stats, errors_answered,
                                         kr_stats_kerr_cell(0)), 0);
     }
