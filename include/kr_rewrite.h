@@ -135,6 +135,27 @@ int kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                         struct kr_rewrite_result *res) KR_MUST_CHECK;
 
 /*
+ * What kr_rewrite_response_observed hands its caller: the response's
+ * decoded body (at the version decoded), borrowed for the call only.
+ */
+typedef void (*kr_rewrite_observe_fn)(void *arg, const struct kr_node *body);
+
+/*
+ * kr_rewrite_response, and observe(arg, body) once with the decoded body
+ * when the response decodes (before it is rewritten; not called when it
+ * does not decode).  So a caller reads what the rewrite decoded anyway,
+ * without a second decode (the session counts its ErrorCodes,
+ * response_errors).  observe may be NULL.
+ */
+int kr_rewrite_response_observed(const struct kr_rewrite_ctx *ctx,
+                                 int16_t api_key, int16_t api_version,
+                                 struct evbuffer *payload,
+                                 struct evbuffer *out,
+                                 struct kr_rewrite_result *res,
+                                 kr_rewrite_observe_fn observe, void *arg)
+    KR_MUST_CHECK;
+
+/*
  * True when responses to (api_key, api_version) carry broker endpoints
  * only in the body's top-level tagged fields (KIP-951 NodeEndpoints:
  * Fetch v16+, Produce v10+, ShareFetch, ShareAcknowledge): the session

@@ -249,7 +249,9 @@ enum kr_stat_labels {
     X(response_errors, COUNTER, RSP_ERROR, KR_STATS_KERR_CELLS,              \
       "Non-zero ErrorCode fields in broker responses to client requests, "   \
       "by Kafka error name: every ErrorCode field (any depth) of a "         \
-      "response krelay decodes anyway for its rules; of any other response " \
+      "response krelay decodes anyway, for its rules or to rewrite broker "  \
+      "addresses (Metadata, FindCoordinator, DescribeCluster); of any "      \
+      "other response "                                                      \
       "only the top-level ErrorCode, where it is the first field of the "    \
       "body or follows ThrottleTimeMs (ApiVersions, FindCoordinator v0-3, "  \
       "JoinGroup, Heartbeat, Fetch v7+...). Responses are never decoded "    \

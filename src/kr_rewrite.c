@@ -605,6 +605,17 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
                     int16_t api_version, struct evbuffer *payload,
                     struct evbuffer *out, struct kr_rewrite_result *res)
 {
+    return kr_rewrite_response_observed(ctx, api_key, api_version, payload,
+                                        out, res, NULL, NULL);
+}
+
+int
+kr_rewrite_response_observed(const struct kr_rewrite_ctx *ctx,
+                             int16_t api_key, int16_t api_version,
+                             struct evbuffer *payload, struct evbuffer *out,
+                             struct kr_rewrite_result *res,
+                             kr_rewrite_observe_fn observe, void *arg)
+{
     struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
     struct kr_codec_err ce;
     struct kr_arena arena;
@@ -672,6 +683,9 @@ kr_rewrite_response(const struct kr_rewrite_ctx *ctx, int16_t api_key,
     rc = kr_decode_response(&arena, &rb, api_key, dec_version,
                             KR_DEC_TAGS_EXACT, &m,
                             &ce);
+    if (rc == KR_OK && observe != NULL) {
+        observe(arg, m.body);
+    }
     if (pass) {
         /* Decoded only to check it; forwarded as received. */
         if (rc == KR_OK) {

@@ -286,6 +286,18 @@ void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
    endpoints were); a session closed before that writes it at close
    (kr_s_audit_unfinished). */
 bool kr_s_rsp_scan_only(const struct kr_inflight *e);
+
+/* issue 12, response_errors: is the response to (key, ver) decoded whole
+   by the broker-address rewrite anyway (held, not streamed), so that its
+   every ErrorCode is counted there (kr_s_count_errors_cb, passed to
+   kr_rewrite_response_observed) rather than its top-level one at a fixed
+   offset?  ApiVersions is not: a broker's UNSUPPORTED_VERSION answer may
+   not decode (KIP-511), and its one ErrorCode is at a fixed offset. */
+bool kr_s_errors_by_rewrite(int16_t key, int16_t ver);
+
+/* kr_rewrite_observe_fn counting every ErrorCode of body in the
+   session's (arg's) response_errors. */
+void kr_s_count_errors_cb(void *arg, const struct kr_node *body);
 void kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
                              size_t flen, uint64_t ahead);
 void kr_s_stream_audit_end(struct kr_session *s, bool rewritten);

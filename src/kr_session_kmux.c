@@ -1201,8 +1201,14 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
         kr_s_learn_apiversions(s, ver, s->hold);
     }
     memset(&res, 0, sizeof(res));
-    rc = kr_rewrite_response(&s->rw, key, ver, s->hold, s->client.out,
-                             &res);
+    /* no rules here: its ErrorCodes are counted from the rewrite's tree
+       (next_response left them) */
+    rc = kr_rewrite_response_observed(&s->rw, key, ver, s->hold,
+                                      s->client.out, &res,
+                                      kr_s_errors_by_rewrite(key, ver)
+                                          ? kr_s_count_errors_cb
+                                          : NULL,
+                                      s);
     evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
     if (rc == KR_ELIMIT && res.bad_node_id >= 0) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, "
@@ -1788,7 +1794,8 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         }
     }
     if (e->kind == KR_INF_REQUEST && !(e->metered & KR_INF_M_ERROR) &&
-        (e->rq == NULL ||
+        ((e->rq == NULL &&
+          !kr_s_errors_by_rewrite(e->api_key, e->api_version)) ||
          (idx == 0 && (kr_s_rsp_scan_only(e) ||
                        ((int64_t)flen > s->lc->max_frame_bytes &&
                         kr_s_rsp_may_stream(e))))) &&

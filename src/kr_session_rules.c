@@ -1704,6 +1704,21 @@ kr_s_rsp_let_go(struct kr_session *s, struct kr_inflight *e, size_t flen)
     e->rq = NULL;
 }
 
+bool
+kr_s_errors_by_rewrite(int16_t key, int16_t ver)
+{
+    return key != KR_API_API_VERSIONS && kr_rewrite_wants(key, ver) &&
+           !kr_rewrite_streamable(key, ver);
+}
+
+void
+kr_s_count_errors_cb(void *arg, const struct kr_node *body)
+{
+    struct kr_session *s = arg;
+
+    kr_stats_response_errors(s->host->stats, body);
+}
+
 /*
  * response_errors for a held response krelay did not decode (pl, its
  * flen payload bytes, of ApiKey key at version ver): its top-level
@@ -1754,7 +1769,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
     int64_t now_us = kr_clock_mono_us(), up_us = 0;
     uint64_t rsp_bytes = KR_FRAME_PREFIX + flen;
     char err[160], why[200];
-    bool decode, exact = false;
+    bool decode, exact = false, count_rw;
     int rc = KR_OK, ret = -1;
 
     if (rq == NULL) {
@@ -1809,12 +1824,17 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             goto out;
         }
     }
+    count_rw = false;
     if (!(e->metered & KR_INF_M_ERROR) && e->kind == KR_INF_REQUEST) {
-        /* decoded for its rules: every ErrorCode; else the top-level one
-           at a fixed offset (never decoded for the metric) */
+        /* decoded for its rules: every ErrorCode; decoded by the address
+           rewrite below: every ErrorCode there; else the top-level one at
+           a fixed offset (never decoded for the metric) */
         e->metered |= KR_INF_M_ERROR;
         if (decode && rc == KR_OK) {
             kr_stats_response_errors(s->host->stats, m.body);
+        } else if (!decode && rq->a->up_version == e->api_version &&
+                   kr_s_errors_by_rewrite(e->api_key, e->api_version)) {
+            count_rw = true;
         } else {
             rsp_top_error_held(s, pl, flen, e->api_key, rq->a->up_version);
         }
@@ -1884,8 +1904,9 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
         }
         rc = rq_out(rq) == NULL
                  ? KR_ENOMEM
-                 : kr_rewrite_response(&s->rw, e->api_key, e->api_version,
-                                       pl, rq->out, &res);
+                 : kr_rewrite_response_observed(
+                       &s->rw, e->api_key, e->api_version, pl, rq->out, &res,
+                       count_rw ? kr_s_count_errors_cb : NULL, s);
         if (rc != KR_OK) {
             if (rq->a->v.flags & KR_VF_AUDIT) {
                 /* audited all the same: the response was not delivered */

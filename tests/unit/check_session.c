@@ -92,6 +92,8 @@ struct fake {
     bool answer_acks0;          /* answer Produce with Acks=0 too */
     int16_t sasl_error;         /* SaslAuthenticate's ErrorCode */
     int32_t md_node;            /* NodeId in Metadata responses */
+    int16_t md_topic_err;       /* not 0: Metadata responses carry one
+                                   topic, "t", with this ErrorCode */
     struct evbuffer *pending;
     struct evbuffer *log;       /* request bytes seen (client conns) */
     int nreq;
@@ -271,10 +273,11 @@ echo_response(struct bb *out, const uint8_t *req, size_t len, size_t extra,
     bend(out, at);
 }
 
-/* Metadata v1 response with one broker. */
+/* Metadata v1 response with one broker, and topic "t" with ErrorCode
+   topic_err when that is not 0. */
 static void
-metadata_response(struct bb *out, int32_t corr, int32_t node,
-                  const char *host, int32_t port)
+metadata_response_t(struct bb *out, int32_t corr, int32_t node,
+                    const char *host, int32_t port, int16_t topic_err)
 {
     size_t at = out->n;
 
@@ -286,8 +289,23 @@ metadata_response(struct bb *out, int32_t corr, int32_t node,
     b32(out, port);
     bstr(out, NULL);            /* Rack */
     b32(out, 0);                /* ControllerId */
-    b32(out, 0);                /* Topics */
+    if (topic_err == 0) {
+        b32(out, 0);            /* Topics */
+    } else {
+        b32(out, 1);
+        b16(out, topic_err);    /* ErrorCode */
+        bstr(out, "t");         /* Name */
+        bput(out, "\0", 1);     /* IsInternal */
+        b32(out, 0);            /* Partitions */
+    }
     bend(out, at);
+}
+
+static void
+metadata_response(struct bb *out, int32_t corr, int32_t node,
+                  const char *host, int32_t port)
+{
+    metadata_response_t(out, corr, node, host, port, 0);
 }
 
 /* ---- the fake broker ---------------------------------------------------- */
@@ -443,7 +461,8 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         goto send;
     }
     if (key == KR_API_METADATA && ver == 1) {
-        metadata_response(&r, corr, fb->md_node, "fakehost", 1234);
+        metadata_response_t(&r, corr, fb->md_node, "fakehost", 1234,
+                            fb->md_topic_err);
         goto send;
     }
     if (key == KR_API_API_VERSIONS && fb->av_client == AVC_SILENT) {
@@ -4566,6 +4585,54 @@ START_TEST(response_metrics_pass_through)
 END_TEST
 
 /*
+ * A Metadata response is decoded whole to rewrite its broker addresses:
+ * its topic's ErrorCode (UNKNOWN_TOPIC_OR_PARTITION, not at a fixed
+ * offset) is counted from that tree, once, whether no rule (_i 0), a
+ * rule that does not decode responses (1: fault_latency_ms) or one that
+ * does (2: audit) sees it.
+ */
+START_TEST(response_metrics_metadata)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct cli *c;
+    size_t at, i, n = 0;
+    json_t **l;
+
+    if (_i == 1) {
+        rule_one(KR_API_METADATA, 1, false);
+    } else if (_i == 2) {
+        rule_audit(KR_API_METADATA);
+    }
+    T.lc.broker_port_base = free_port();
+    T.fb.md_topic_err = KR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    start();
+    c = cli_open(boot_port(), 0);
+    at = req_begin(&req, KR_API_METADATA, 1, 9);
+    b32(&req, -1);              /* all topics */
+    bend(&req, at);
+    cli_send(c, req.b, req.n);
+    metadata_response_t(&exp, 9, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0),
+                        KR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, response_errors,
+                                    kr_stats_rsp_error_cell(
+                                        KR_KERR_UNKNOWN_TOPIC_OR_PARTITION)),
+                      1);
+    for (i = 0; i < KR_STATS_KERR_CELLS; i++) {
+        n += KR_STAT_GET_L(ST, response_errors, i);
+    }
+    ck_assert_uint_eq(n, 1);
+    if (_i == 2) {
+        l = audit_lines(&n);
+        audit_done(l, n);
+    }
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
  * The same Heartbeat held and decoded for an audit rule: its ErrorCode
  * counted once, from the decoded tree (not a second time by the peek).
  */
@@ -6652,6 +6719,7 @@ session_suite(void)
     tcase_add_test(tc, forward_byte_exact);
     tcase_add_test(tc, response_metrics_pass_through);
     tcase_add_test(tc, response_metrics_decoded);
+    tcase_add_loop_test(tc, response_metrics_metadata, 0, 3);
     tcase_add_test(tc, broker_listener);
     tcase_add_test(tc, pipelined_in_order);
     tcase_add_test(tc, split_every_byte);
