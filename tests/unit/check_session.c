@@ -995,20 +995,32 @@ free_port(void)
 }
 
 
+/* Heartbeat, Produce, Heartbeat (CorrelationIds 1-3) sent on a new
+   client connection, forwarded byte for byte and answered by the fake's
+   echo; req and exp filled (the caller frees them).  The client. */
+static struct cli *
+three_echoed(struct bb *req, struct bb *exp)
+{
+    struct cli *c;
+
+    start();
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(req, 1);
+    req_produce(req, 2, 1, 3000);
+    req_heartbeat(req, 3);
+    cli_send(c, req->b, req->n);
+    fake_expect(req);
+    expected_echo(req, 0, exp);
+    cli_expect(c, exp);
+    return c;
+}
+
 START_TEST(forward_byte_exact)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
 
-    start();
-    c = cli_open(boot_port(), 0);
-    req_heartbeat(&req, 1);
-    req_produce(&req, 2, 1, 3000);
-    req_heartbeat(&req, 3);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    expected_echo(&req, 0, &exp);
-    cli_expect(c, &exp);
+    c = three_echoed(&req, &exp);
     ck_assert(!c->closed);
     ck_assert_ptr_nonnull(T.w->sessions);
     ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
@@ -4556,18 +4568,9 @@ fake_has_read(size_t n)
 START_TEST(response_metrics_pass_through)
 {
     struct bb req = { 0 }, exp = { 0 };
-    struct cli *c;
     size_t i, n = 0;
 
-    start();
-    c = cli_open(boot_port(), 0);
-    req_heartbeat(&req, 1);
-    req_produce(&req, 2, 1, 3000);
-    req_heartbeat(&req, 3);
-    cli_send(c, req.b, req.n);
-    fake_expect(&req);
-    expected_echo(&req, 0, &exp);
-    cli_expect(c, &exp);
+    (void)three_echoed(&req, &exp);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
     for (i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
         n += KR_STAT_GET_L(ST, upstream_latency, i);
