@@ -54,21 +54,28 @@ conf() {
     } >"$f"
 }
 
+# busy_krelay N MS: a krelay (drainN.ini, drain_timeout_ms MS) with 5
+# requests in flight from the pipeline client (pipelineN.out), which
+# krelay forwarded (one debug-free sign: the upstream connection, after
+# 0.3 s); KPID, CPID
+busy_krelay() {
+    conf "$KR_WORK/drain$1.ini" '[process]' "drain_timeout_ms = $2"
+    : >"$KR_WORK/krelay.log"
+    "$KR_KRELAY" -c "$KR_WORK/drain$1.ini" >>"$KR_WORK/krelay.out.log" 2>&1 &
+    KPID=$!
+    KR_PIDS+=("$KPID")
+    kr_wait_port "$PORT" 20 "$KPID" || kr_fail "krelay did not start"
+    rm -f "$KR_WORK/sent"
+    "$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 5 "$KR_WORK/sent" \
+        >"$KR_WORK/pipeline$1.out" 2>&1 &
+    CPID=$!
+    kr_wait_for 10 test -e "$KR_WORK/sent" || kr_fail "client did not send"
+    sleep 0.3
+}
+
 # ---- 1. SIGTERM drains ------------------------------------------------------
 start_slow 0.5
-conf "$KR_WORK/drain.ini" '[process]' 'drain_timeout_ms = 10000'
-: >"$KR_WORK/krelay.log"
-"$KR_KRELAY" -c "$KR_WORK/drain.ini" >>"$KR_WORK/krelay.out.log" 2>&1 &
-KPID=$!
-KR_PIDS+=("$KPID")
-kr_wait_port "$PORT" 20 "$KPID" || kr_fail "krelay did not start"
-rm -f "$KR_WORK/sent"
-"$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 5 "$KR_WORK/sent" \
-    >"$KR_WORK/pipeline.out" 2>&1 &
-CPID=$!
-kr_wait_for 10 test -e "$KR_WORK/sent" || kr_fail "client did not send"
-# krelay forwarded them (one debug-free sign: the upstream connection)
-sleep 0.3
+busy_krelay "" 10000
 T0=$(date +%s%N)
 kill -TERM "$KPID"
 kr_wait_for 5 grep -q 'SIGTERM: draining' "$KR_WORK/krelay.log" ||
@@ -103,25 +110,8 @@ grep -q 'drain: done in [0-9]* ms: .*; 2 new connections closed at accept$' \
     kr_fail "the drain's end does not count the 2 probes: $(grep 'drain: ' "$KR_WORK/krelay.log")"
 kr_log "drain: 5 of 5 requests in flight answered, new connection closed at accept, exit 0 after $ms ms"
 
-# busy_krelay N: a krelay (drainN.ini, a long drain_timeout_ms) with 5
-# requests in flight from the pipeline client (pipelineN.out); KPID, CPID
-busy_krelay() {
-    conf "$KR_WORK/drain$1.ini" '[process]' 'drain_timeout_ms = 20000'
-    : >"$KR_WORK/krelay.log"
-    "$KR_KRELAY" -c "$KR_WORK/drain$1.ini" >>"$KR_WORK/krelay.out.log" 2>&1 &
-    KPID=$!
-    KR_PIDS+=("$KPID")
-    kr_wait_port "$PORT" 20 "$KPID" || kr_fail "krelay did not start"
-    rm -f "$KR_WORK/sent"
-    "$KR_PY" "$PEERS" pipeline "127.0.0.1:$PORT" 5 "$KR_WORK/sent" \
-        >"$KR_WORK/pipeline$1.out" 2>&1 &
-    CPID=$!
-    kr_wait_for 10 test -e "$KR_WORK/sent" || kr_fail "client did not send"
-    sleep 0.3
-}
-
 # ---- 1b. SIGTERM twice: at once ---------------------------------------------
-busy_krelay 2
+busy_krelay 2 20000
 kill -TERM "$KPID"
 kr_wait_for 5 grep -q 'SIGTERM: draining' "$KR_WORK/krelay.log" ||
     kr_fail "no drain line after SIGTERM"
@@ -138,7 +128,7 @@ esac
 kr_log "second SIGTERM: stopped at once ($got)"
 
 # ---- 1c. SIGINT: at once, no drain -------------------------------------------
-busy_krelay 3
+busy_krelay 3 20000
 kill -INT "$KPID"
 kr_wait_for 3 kr_gone "$KPID" || kr_fail "SIGINT did not stop krelay at once"
 wait "$KPID" || kr_fail "krelay exited $? after SIGINT"

@@ -220,6 +220,16 @@ req_begin(struct bb *b, int16_t key, int16_t ver, int32_t corr)
     return at;
 }
 
+/* Metadata v1 for all topics (Topics null) */
+static void
+req_metadata_all(struct bb *b, int32_t corr)
+{
+    size_t at = req_begin(b, KR_API_METADATA, 1, corr);
+
+    b32(b, -1);                 /* all topics */
+    bend(b, at);
+}
+
 /* Heartbeat v0: GroupId, GenerationId, MemberId */
 static void
 req_heartbeat(struct bb *b, int32_t corr)
@@ -1831,16 +1841,13 @@ START_TEST(metadata_rewritten)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
-    size_t at;
 
     /* the rewrite advertises broker_port_base + NodeId: a real port */
     T.lc.broker_port_base = free_port();
     start();
     ck_assert_uint_eq(kr_daemon_port(T.p, 0, 0), T.lc.broker_port_base);
     c = cli_open(boot_port(), 0);
-    at = req_begin(&req, KR_API_METADATA, 1, 9);
-    b32(&req, -1);              /* all topics */
-    bend(&req, at);
+    req_metadata_all(&req, 9);
     cli_send(c, req.b, req.n);
     metadata_response(&exp, 9, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0));
     cli_expect(c, &exp);
@@ -3446,15 +3453,12 @@ START_TEST(metadata_negative_node_id)
     struct bb req = { 0 };
     struct cli *c;
     char *log;
-    size_t at;
 
     log_capture();
     T.fb.md_node = -5;
     start();
     c = cli_open(boot_port(), 0);
-    at = req_begin(&req, KR_API_METADATA, 1, 9);
-    b32(&req, -1);
-    bend(&req, at);
+    req_metadata_all(&req, 9);
     cli_send(c, req.b, req.n);
     ck_assert(cli_wait_closed(c));
     ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
@@ -3841,7 +3845,7 @@ START_TEST(held_response_slow_not_cut)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
-    size_t at, part;
+    size_t part;
     int i;
 
     /* the timer 600 ms, a part every 150 ms: 450 ms of slack for a
@@ -3851,9 +3855,7 @@ START_TEST(held_response_slow_not_cut)
     T.fb.hold = true;
     start();
     c = cli_open(boot_port(), 0);
-    at = req_begin(&req, KR_API_METADATA, 1, 12);
-    b32(&req, -1);              /* all topics */
-    bend(&req, at);
+    req_metadata_all(&req, 12);
     cli_send(c, req.b, req.n);
     fake_expect(&req);
     part = evbuffer_get_length(T.fb.pending) / 6 + 1;
@@ -4598,7 +4600,7 @@ START_TEST(response_metrics_metadata)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
-    size_t at, i, n = 0;
+    size_t i, n = 0;
     json_t **l;
 
     if (_i == 1) {
@@ -4610,9 +4612,7 @@ START_TEST(response_metrics_metadata)
     T.fb.md_topic_err = KR_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     start();
     c = cli_open(boot_port(), 0);
-    at = req_begin(&req, KR_API_METADATA, 1, 9);
-    b32(&req, -1);              /* all topics */
-    bend(&req, at);
+    req_metadata_all(&req, 9);
     cli_send(c, req.b, req.n);
     metadata_response_t(&exp, 9, 0, "127.0.0.1", kr_daemon_port(T.p, 0, 0),
                         KR_KERR_UNKNOWN_TOPIC_OR_PARTITION);
