@@ -4559,6 +4559,30 @@ fake_has_read(size_t n)
     return fake_read_bytes() >= n;
 }
 
+/* The worker's response_errors, every cell summed. */
+static uint64_t
+rsp_errors_total(void)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i < KR_STATS_KERR_CELLS; i++) {
+        n += KR_STAT_GET_L(ST, response_errors, i);
+    }
+    return n;
+}
+
+/* The worker's upstream_latency observations (its buckets summed). */
+static uint64_t
+upstream_latency_count(void)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
+        n += KR_STAT_GET_L(ST, upstream_latency, i);
+    }
+    return n;
+}
+
 /*
  * Issue 12's response metrics on the pass-through path: one
  * upstream_latency observation per request answered by the upstream;
@@ -4570,20 +4594,13 @@ fake_has_read(size_t n)
 START_TEST(response_metrics_pass_through)
 {
     struct bb req = { 0 }, exp = { 0 };
-    size_t i, n = 0;
 
     (void)three_echoed(&req, &exp);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
-    for (i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
-        n += KR_STAT_GET_L(ST, upstream_latency, i);
-    }
-    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(upstream_latency_count(), 3);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, response_errors,
                                     KR_STATS_KERR_CELLS - 1), 2);
-    for (i = 0, n = 0; i < KR_STATS_KERR_CELLS; i++) {
-        n += KR_STAT_GET_L(ST, response_errors, i);
-    }
-    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(rsp_errors_total(), 2);
     free(req.b);
     free(exp.b);
 }
@@ -4600,7 +4617,7 @@ START_TEST(response_metrics_metadata)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
-    size_t i, n = 0;
+    size_t n = 0;
     json_t **l;
 
     if (_i == 1) {
@@ -4622,10 +4639,7 @@ START_TEST(response_metrics_metadata)
                                     kr_stats_rsp_error_cell(
                                         KR_KERR_UNKNOWN_TOPIC_OR_PARTITION)),
                       1);
-    for (i = 0; i < KR_STATS_KERR_CELLS; i++) {
-        n += KR_STAT_GET_L(ST, response_errors, i);
-    }
-    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(rsp_errors_total(), 1);
     if (_i == 2) {
         l = audit_lines(&n);
         audit_done(l, n);
@@ -4643,7 +4657,7 @@ START_TEST(response_metrics_decoded)
 {
     struct bb req = { 0 }, exp = { 0 };
     struct cli *c;
-    size_t i, n = 0;
+    size_t n = 0;
     json_t **l;
 
     rule_audit(KR_API_HEARTBEAT);
@@ -4657,14 +4671,8 @@ START_TEST(response_metrics_decoded)
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
     ck_assert_uint_eq(KR_STAT_GET_L(ST, response_errors,
                                     KR_STATS_KERR_CELLS - 1), 1);
-    for (i = 0; i < KR_STATS_KERR_CELLS; i++) {
-        n += KR_STAT_GET_L(ST, response_errors, i);
-    }
-    ck_assert_uint_eq(n, 1);
-    for (i = 0, n = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
-        n += KR_STAT_GET_L(ST, upstream_latency, i);
-    }
-    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(rsp_errors_total(), 1);
+    ck_assert_uint_eq(upstream_latency_count(), 1);
     l = audit_lines(&n);
     audit_done(l, n);
     free(req.b);
