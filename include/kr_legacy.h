@@ -136,10 +136,14 @@ int kr_legacy_response_down(struct kr_arena *arena, struct kr_msg *rsp,
 
 /*
  * The decoded Fetch request body (any version: Topics[].Partitions[])
- * with its topics, and each topic's partitions, rotated left by turn
- * (modulo their counts): turn 0 leaves it as it is, turn 1 puts the
- * second topic first and in every topic the second partition first.  In
- * place; nothing is allocated.
+ * put in krelay's order for turn: its topics sorted by name and each
+ * topic's partitions by index, then the topics, and each topic's
+ * partitions, rotated left by turn (modulo their counts): turn 0 is the
+ * sorted order, turn 1 puts the second topic first and in every topic
+ * the second partition first.  The client's own order does not matter
+ * (a client that rotates its partitions itself, as librdkafka does,
+ * would otherwise have its rotation and krelay's add up and skip
+ * partitions).  In place; nothing is allocated.
  *
  * Why: a broker fills a Fetch response in the request's order until
  * MaxBytes (KIP-74), so a translated old consumer's Fetch, given a

@@ -400,10 +400,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "(v0-2 had none: the response was as large as its partitions' "
       "limits added up) sent up, at most half of max_frame_bytes; "
       "krelay holds a translated response whole to convert it, and "
-      "smaller responses cost less per byte.  The partitions are "
-      "rotated from one Fetch to the next on a connection, so that "
-      "every partition comes first in turn (KIP-74); a first batch "
-      "larger than this still comes whole", NULL },
+      "smaller responses cost less per byte.  The partitions go up in "
+      "krelay's order (topics by name, partitions by index), rotated by "
+      "one from one Fetch to the next on a connection, so that every "
+      "partition comes first in turn (KIP-74), whatever order the "
+      "client sends; a first batch larger than this still comes whole",
+      NULL },
     { KR_CS_LISTENER, "legacy_refuse_delay_ms", KR_CT_I64,
       LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
       "without translate_legacy: a client refused for a version the "

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kr_api_keys.h"
@@ -278,15 +279,64 @@ lg_rotate(struct kr_array *a, uint32_t k)
     }
 }
 
+/* qsort: topics by name (bytes, then length), absent names first. */
+static int
+lg_topic_cmp(const void *a, const void *b)
+{
+    const struct kr_val *x = a, *y = b;
+    const struct kr_val *nx = x->is_null || x->u.node == NULL
+                                  ? NULL
+                                  : kr_node_get_id(x->u.node, KR_FIELD_TOPIC);
+    const struct kr_val *ny = y->is_null || y->u.node == NULL
+                                  ? NULL
+                                  : kr_node_get_id(y->u.node, KR_FIELD_TOPIC);
+    size_t lx, ly;
+    int c;
+
+    if (nx == NULL || ny == NULL) {
+        return (nx != NULL) - (ny != NULL);
+    }
+    lx = (size_t)(nx->u.s.len > 0 ? nx->u.s.len : 0);
+    ly = (size_t)(ny->u.s.len > 0 ? ny->u.s.len : 0);
+    c = lx > 0 && ly > 0 ? memcmp(nx->u.s.p, ny->u.s.p, lx < ly ? lx : ly)
+                         : 0;
+    return c != 0 ? c : (lx > ly) - (lx < ly);
+}
+
+/* qsort: partitions by index, absent ones first. */
+static int
+lg_part_cmp(const void *a, const void *b)
+{
+    const struct kr_val *x = a, *y = b;
+    const struct kr_val *px = x->is_null || x->u.node == NULL
+                                  ? NULL
+                                  : kr_node_get_id(x->u.node,
+                                                   KR_FIELD_PARTITION);
+    const struct kr_val *py = y->is_null || y->u.node == NULL
+                                  ? NULL
+                                  : kr_node_get_id(y->u.node,
+                                                   KR_FIELD_PARTITION);
+
+    if (px == NULL || py == NULL) {
+        return (px != NULL) - (py != NULL);
+    }
+    return (px->u.i > py->u.i) - (px->u.i < py->u.i);
+}
+
 void
 kr_legacy_fetch_rotate(struct kr_node *body, uint32_t turn)
 {
     struct kr_array *topics = lg_arr(body, KR_FIELD_TOPICS);
     uint32_t t;
 
-    if (topics == NULL || topics->n == 0) {
+    if (topics == NULL || topics->n == 0 ||
+        topics->elem_type != KR_T_STRUCT) {
         return;
     }
+    /* the client's own order (librdkafka rotates its partitions too)
+       replaced by one of krelay's: a rotation of both would skip
+       partitions */
+    qsort(topics->items, topics->n, sizeof(topics->items[0]), lg_topic_cmp);
     lg_rotate(topics, turn % topics->n);
     for (t = 0; t < topics->n; t++) {
         struct kr_node *tn = lg_elem(topics, t);
@@ -294,7 +344,10 @@ kr_legacy_fetch_rotate(struct kr_node *body, uint32_t turn)
                                      ? lg_arr(tn, KR_FIELD_PARTITIONS)
                                      : NULL;
 
-        if (parts != NULL && parts->n > 0) {
+        if (parts != NULL && parts->n > 0 &&
+            parts->elem_type == KR_T_STRUCT) {
+            qsort(parts->items, parts->n, sizeof(parts->items[0]),
+                  lg_part_cmp);
             lg_rotate(parts, turn % parts->n);
         }
     }
