@@ -472,23 +472,27 @@ kr_s_fifo_pop(struct kr_session *s)
 }
 
 void
+kr_s_count_answered(struct kr_session *s, const struct kr_inflight *e,
+                    int64_t ms)
+{
+    kr_stats_observe_latency(s->host->stats, ms);
+    if (e->kind == KR_INF_REQUEST) {
+        KR_STAT_INC_L(s->host->stats, api_responses,
+                      kr_stats_api_cell(e->api_key, e->api_version));
+    }
+}
+
+void
 kr_s_fifo_pop_at(struct kr_session *s, int64_t now_ms)
 {
     const struct kr_inflight *e = kr_inflight_head(&s->fifo);
-    bool answered = !e->optional;
-    int64_t sent = e->sent_ms;
-    size_t cell = kr_stats_api_cell(e->api_key, e->api_version);
-    bool client = e->kind == KR_INF_REQUEST;
+    struct kr_inflight copy = *e;
 
     fifo_leave(s, e);
     kr_inflight_pop(&s->fifo, now_ms);
     s->last_active_ms = s->fifo.head_since_ms;
-    if (answered) {
-        kr_stats_observe_latency(s->host->stats,
-                                 s->fifo.head_since_ms - sent);
-        if (client) {
-            KR_STAT_INC_L(s->host->stats, api_responses, cell);
-        }
+    if (!copy.optional) {
+        kr_s_count_answered(s, &copy, s->fifo.head_since_ms - copy.sent_ms);
     }
 }
 

@@ -191,6 +191,12 @@ struct kr_inflight *kr_s_fifo_head(struct kr_session *s);
 void kr_s_fifo_pop(struct kr_session *s);
 /* The same with the time now_ms (kr_clock_timer_ms) the caller read. */
 void kr_s_fifo_pop_at(struct kr_session *s, int64_t now_ms);
+/* e's request answered (not an Acks=0 Produce's), ms after it was read:
+   response_latency, and api_responses for a client's request.  Called
+   once per answer: when its response is matched (kr_s_fifo_pop_at), or
+   when a response a rule held or krelay built goes to the client. */
+void kr_s_count_answered(struct kr_session *s, const struct kr_inflight *e,
+                         int64_t ms);
 void kr_s_fifo_remove(struct kr_session *s, uint32_t i);
 struct kr_inflight *kr_s_fifo_first(struct kr_session *s, uint32_t *idx);
 /* Entries that count for max_inflight. */

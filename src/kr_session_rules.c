@@ -745,6 +745,10 @@ kr_s_flush_ready(struct kr_session *s)
         s->nready--;
         kr_s_rq_free(rq);
         e->rq = NULL;
+        /* answered, by the upstream or by krelay: counted as a response
+           that goes straight through is when matched (kr_s_fifo_pop_at;
+           here with the time a rule held it) */
+        kr_s_count_answered(s, e, now - e->sent_ms);
         kr_s_fifo_remove(s, i);
     }
     if (s->paused_until_ms != 0 && now >= s->paused_until_ms) {

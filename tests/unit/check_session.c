@@ -4571,6 +4571,18 @@ rsp_errors_total(void)
     return n;
 }
 
+/* The worker's response_latency observations (its buckets summed). */
+static uint64_t
+response_latency_count(void)
+{
+    uint64_t n = 0;
+
+    for (size_t i = 0; i <= KR_STATS_LATENCY_BOUNDS; i++) {
+        n += KR_STAT_GET_L(ST, response_latency, i);
+    }
+    return n;
+}
+
 /* The worker's upstream_latency observations (its buckets summed). */
 static uint64_t
 upstream_latency_count(void)
@@ -4640,6 +4652,11 @@ START_TEST(response_metrics_metadata)
                                         KR_KERR_UNKNOWN_TOPIC_OR_PARTITION)),
                       1);
     ck_assert_uint_eq(rsp_errors_total(), 1);
+    /* answered once, whether a rule held it (1, 2) or not (0) */
+    ck_assert_uint_eq(response_latency_count(), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, api_responses,
+                                    kr_stats_api_cell(KR_API_METADATA, 1)),
+                      1);
     if (_i == 2) {
         l = audit_lines(&n);
         audit_done(l, n);
@@ -4673,6 +4690,11 @@ START_TEST(response_metrics_decoded)
                                     KR_STATS_KERR_CELLS - 1), 1);
     ck_assert_uint_eq(rsp_errors_total(), 1);
     ck_assert_uint_eq(upstream_latency_count(), 1);
+    /* the held response is counted when it goes to the client */
+    ck_assert_uint_eq(response_latency_count(), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, api_responses,
+                                    kr_stats_api_cell(KR_API_HEARTBEAT, 0)),
+                      1);
     l = audit_lines(&n);
     audit_done(l, n);
     free(req.b);
