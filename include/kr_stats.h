@@ -440,6 +440,15 @@ kr_stats_broker_cell(bool bootstrap, int32_t node_id)
 }
 
 /*
+ * st's rule_hits of rule index i (every action) set back to 0: the rule
+ * at that index is another one now (a reload removed, renamed or moved
+ * it), and /metrics labels a cell with the name of the rule at its index
+ * in the running configuration.  Writer thread only; i out of range: a
+ * no-op.
+ */
+void kr_stats_rule_reset(struct kr_stats *st, int i);
+
+/*
  * Cell of rule index i's action a in rule_hits, or -1 when either is out
  * of range.
  */

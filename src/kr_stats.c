@@ -338,6 +338,18 @@ kr_stats_prom(FILE *out, const struct kr_stats *const *st, int n,
 }
 
 void
+kr_stats_rule_reset(struct kr_stats *st, int i)
+{
+    for (int a = 0; a < KR_RA__N; a++) {
+        int c = kr_stats_rule_cell(i, (enum kr_stat_rule_action)a);
+
+        if (c >= 0) {
+            atomic_store_explicit(&st->rule_hits[c], 0, memory_order_relaxed);
+        }
+    }
+}
+
+void
 kr_stats_rule_hits(struct kr_stats *st, const struct kr_verdict *v)
 {
     int r[KR_RA__N], a, c;

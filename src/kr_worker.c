@@ -534,6 +534,28 @@ plural(long long n)
     return n == 1 ? "" : "s";
 }
 
+/*
+ * /metrics names a rule_hits cell by the rule at its index in the running
+ * configuration: the cells of an index whose rule is another one in nc
+ * (removed, renamed, or another rule moved there) start again from 0,
+ * so that no count is shown under another rule's name.
+ */
+static void
+rule_hits_follow(struct kr_worker *w, const struct kr_conf *oc,
+                 const struct kr_conf *nc)
+{
+    int i, n = oc->nrules > nc->nrules ? oc->nrules : nc->nrules;
+
+    for (i = 0; i < n; i++) {
+        const char *a = i < oc->nrules ? oc->rules[i].name : NULL;
+        const char *b = i < nc->nrules ? nc->rules[i].name : NULL;
+
+        if (a == NULL || b == NULL || strcmp(a, b) != 0) {
+            kr_stats_rule_reset(&w->stats, i);
+        }
+    }
+}
+
 void
 kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
 {
@@ -677,6 +699,7 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
     free(kept);
     w->groups = ng;
     w->ngroups = gen->ngroups;
+    rule_hits_follow(w, w->cref->conf, nc);
     kr_conf_ref_put(w->cref);
     w->cref = gen->cref;
     gen->cref = NULL;

@@ -271,6 +271,18 @@ START_TEST(rule_hits_by_action)
         }
     }
     ck_assert_int_eq(moved, 5);
+    /* a reload put another rule at index 0: its cells start again, the
+       others keep theirs */
+    kr_stats_rule_reset(&o->stats, 0);
+    kr_stats_rule_reset(&o->stats, KR_STATS_RULES);     /* no-op */
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(0, KR_RA_DENY)), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(0, KR_RA_POLICY)), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(2, KR_RA_CLAMP)), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(&o->stats, rule_hits,
+                                    kr_stats_rule_cell(7, KR_RA_FAULT)), 2);
     free(o);
 }
 END_TEST
