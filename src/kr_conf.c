@@ -563,8 +563,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       ":PORT, listens on 127.0.0.1 (a restart applies a change)", NULL },
     { KR_CS_ADMIN, "bearer_token_file", KR_CT_PATH, ADM(bearer_token_file),
       0, NULL, 0, 0, 0, "file whose first line is the token every request "
-      "must bring (Authorization: Bearer TOKEN; 401 without it); read at "
-      "start and at each reload", NULL },
+      "but GET /healthz must bring (Authorization: Bearer TOKEN; 401 "
+      "without it); read at start and at each reload", NULL },
     { KR_CS_ADMIN, "bearer_token", KR_CT_STRING, ADM(bearer_token), 0, NULL,
       0, 0, KR_CF_SECRET, "the token itself, in the config file (krelay -t "
       "warns: prefer bearer_token_file); never printed", NULL },
