@@ -451,6 +451,24 @@ ends_with(const char *s, const char *end)
     return n >= m && strcmp(s + n - m, end) == 0;
 }
 
+/* A legacy Produce (Acks acks, partition 1's records part1) forwarded
+   translated with bad of its partitions refused, the connection kept. */
+static void
+legacy_produce_stays_open(int acks, const char *part1, unsigned bad)
+{
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+
+    kr_an_decision_free(&T.d);
+    legacy_produce_req("orders", acks, part1, &recs, &iov, &rb);
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert(!T.d.close_after);
+    ck_assert_uint_eq(T.d.legacy_bad, bad);
+    kr_json_recbuf_free(&recs);
+}
+
 /*
  * issue 10: a Produce v2 with Acks=0 whose partition 1 does not convert
  * (its CRC): no response can carry its CORRUPT_MESSAGE, so, as a broker
@@ -505,22 +523,9 @@ START_TEST(test_legacy_produce_acks0_partly_bad)
     kr_json_recbuf_free(&recs);
 
     /* Acks=1: answered with the error merged in, nothing closed */
-    kr_an_decision_free(&T.d);
-    legacy_produce_req("orders", 1, LEGACY_BAD, &recs, &iov, &rb);
-    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
-    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
-    ck_assert(!T.d.close_after);
-    ck_assert_uint_eq(T.d.legacy_bad, 1);
-    kr_json_recbuf_free(&recs);
-
+    legacy_produce_stays_open(1, LEGACY_BAD, 1);
     /* Acks=0 and every partition good: forwarded, nothing closed */
-    kr_an_decision_free(&T.d);
-    legacy_produce_req("orders", 0, LEGACY_GOOD, &recs, &iov, &rb);
-    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
-    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
-    ck_assert(!T.d.close_after);
-    ck_assert_uint_eq(T.d.legacy_bad, 0);
-    kr_json_recbuf_free(&recs);
+    legacy_produce_stays_open(0, LEGACY_GOOD, 0);
 }
 END_TEST
 
