@@ -56,6 +56,21 @@ struct kr_an_legacy {
     struct kr_legacy_memo memo;
     struct kr_legacy_parts parts;
     struct kr_legacy_rec_opts rec;
+    struct kr_legacy_splits *splits;    /* Produce: partitions whose
+                                           batches before the last went
+                                           up in rounds of their own
+                                           (one reference), NULL: none */
+};
+
+/*
+ * issue 10: one Produce request krelay sends ahead of a client's
+ * translated Produce (a round, struct kr_legacy_split): the frame
+ * without its size prefix (malloc'd, len bytes), with the client's
+ * header (its CorrelationId too) at the upstream version.
+ */
+struct kr_an_round {
+    uint8_t *p;
+    size_t len;
 };
 
 /*
@@ -256,6 +271,18 @@ struct kr_an_decision {
     unsigned legacy_bad;                /* Produce partitions whose records
                                            did not convert (not forwarded,
                                            given an error) */
+    struct kr_an_round *rounds;         /* FORWARD_TRANSLATED of a Produce
+                                           whose partitions' records split
+                                           into several batches: nrounds
+                                           requests to send up before w,
+                                           in order (malloc'd), their
+                                           answers for splits */
+    uint32_t nrounds;
+    int16_t rounds_version;             /* the version they are at */
+    struct kr_legacy_splits *splits;    /* their answers go there (one
+                                           reference, d's: req's legacy
+                                           state holds another, and Acks=0
+                                           requests keep no req) */
     bool close_after;                   /* FORWARD_TRANSLATED of a Produce
                                            with Acks=0 that had partitions
                                            not forwarded (legacy_bad): no
@@ -294,7 +321,7 @@ struct kr_an_req *kr_an_req_from_header(const struct kr_an_request *r,
                                         const char *cid, size_t cidlen,
                                         const char *why, unsigned actions);
 
-/* Free what d owns (req, w, audit_now) and zero it. */
+/* Free what d owns (req, w, rounds, audit_now) and zero it. */
 void kr_an_decision_free(struct kr_an_decision *d);
 
 /* What the session does with a response held for the rules. */

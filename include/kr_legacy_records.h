@@ -71,18 +71,131 @@ struct kr_legacy_parts {
 void kr_legacy_parts_free(struct kr_legacy_parts *p);
 
 /*
+ * A Produce partition whose message set converted into several
+ * RecordBatches (a set larger than legacy_batch_max_bytes, or one
+ * mixing codecs).  Produce v3+ takes exactly one batch per partition
+ * (ProduceRequest.validateRecords, KAFKA-4816), so the batches before
+ * its last go up in Produce requests of krelay's own ("rounds", sent
+ * ahead of the client's on the same connection: a broker appends a
+ * connection's requests in order), and the client's request carries the
+ * last batch: every partition the client named stays in its request.
+ * Round r (0-based) of a request with R rounds carries, of a partition
+ * with nbatch early batches, batch r - (R - nbatch) when that is >= 0:
+ * the batches are aligned to the client's request.
+ *
+ * The answers: each round's response is taken (kr_legacy_split_take),
+ * then merged into the client's (kr_legacy_split_merge): the first
+ * error wins (an earlier batch's before a later one's), else BaseOffset
+ * and LogAppendTimeMs are the first batch's.  Not atomic, as no request
+ * of Kafka's is across partitions: when a later batch fails the earlier
+ * ones are stored, and a client retrying the set stores them again
+ * (at-least-once, as any retry of a Produce v0-2 without idempotence).
+ */
+struct kr_legacy_split {
+    char *topic;                        /* malloc'd, topic_len bytes and a
+                                           NUL (a name may hold NULs) */
+    size_t topic_len;
+    int32_t partition;
+    uint32_t nbatch;                    /* batches before its last, >= 1 */
+    const uint8_t *early;               /* those batches back to back,
+                                           early_len bytes in the arena of
+                                           the request's tree: valid while
+                                           the rounds are built only
+                                           (kr_legacy_produce_round) */
+    size_t early_len;
+    /* from the rounds' answers (kr_legacy_split_take) */
+    uint32_t answered;                  /* rounds whose answer named it */
+    int16_t error;                      /* the first ErrorCode not 0 */
+    int64_t base_offset;                /* the first round's BaseOffset */
+    int64_t log_append_time;            /* the first round's
+                                           LogAppendTimeMs (-1: none) */
+};
+
+/*
+ * The split partitions of one request, sorted by topic then partition
+ * (kr_legacy_produce_up sorts them), and the rounds they need.  malloc'd
+ * with kr_legacy_splits_new, reference counted: the request's legacy
+ * state holds one, each round in flight one (its answer may come, or be
+ * given up, after the rest of the request was freed:
+ * kr_legacy_splits_unref).  Touched by one thread, the session's.
+ */
+struct kr_legacy_splits {
+    struct kr_legacy_split *v;
+    size_t n, cap;
+    uint32_t rounds;                    /* requests ahead of the client's:
+                                           the largest nbatch */
+    unsigned refs;
+};
+
+/*
+ * At most this many rounds ahead of one client request: a partition
+ * whose set would need more batches is refused with MESSAGE_TOO_LARGE,
+ * as before splitting (each round is an in-flight request; 64 MiB
+ * requests at the default 1 MiB batches need 63).
+ */
+#define KR_LEGACY_MAX_ROUNDS 256u
+
+/* A new empty set of splits with one reference, or NULL (ENOMEM). */
+struct kr_legacy_splits *kr_legacy_splits_new(void);
+
+/* One more reference to sp (not NULL). */
+void kr_legacy_splits_ref(struct kr_legacy_splits *sp);
+
+/* One reference less (sp may be NULL); the last frees sp and its
+   topic names. */
+void kr_legacy_splits_unref(struct kr_legacy_splits *sp);
+
+/*
+ * The body of round r (0 <= r < sp->rounds) of a split Produce request:
+ * body is the client's request as it goes up (at version v, every
+ * partition with its last batch), as a template: the round is a copy of
+ * body (Acks, TimeoutMs, TransactionalId) naming only the partitions
+ * with a batch in round r, each with that batch (copied when encoded).
+ * Arena a; *out borrows from body and from sp's early bytes.  KR_OK,
+ * KR_ENOMEM, or KR_EPROTO when body is not a Produce body naming the
+ * split partitions.
+ */
+int kr_legacy_produce_round(struct kr_arena *a, const struct kr_node *body,
+                            int16_t v, const struct kr_legacy_splits *sp,
+                            uint32_t r, struct kr_node **out) KR_MUST_CHECK;
+
+/*
+ * A round's answer (a Produce response body rsp at any version): for
+ * each partition it names that sp has, its ErrorCode and, from the
+ * first round, BaseOffset and LogAppendTimeMs.  Partitions sp does not
+ * have are ignored.  KR_OK or KR_EPROTO (rsp is not a Produce response).
+ */
+int kr_legacy_split_take(struct kr_legacy_splits *sp,
+                         const struct kr_node *rsp) KR_MUST_CHECK;
+
+/*
+ * The client's response rsp (a Produce response body, at the upstream's
+ * version, before it goes down to the client's) with what the rounds
+ * answered: for a split partition, the first error of its rounds (then
+ * BaseOffset and LogAppendTimeMs -1) or, when its rounds and its own
+ * answer have none, the first round's BaseOffset and LogAppendTimeMs.
+ * A split partition that a round's answer did not name gets
+ * UNKNOWN_SERVER_ERROR (the broker answered what it was not asked).
+ * *nerr counts the partitions given a round's error.  KR_OK or
+ * KR_EPROTO.
+ */
+int kr_legacy_split_merge(struct kr_node *rsp,
+                          const struct kr_legacy_splits *sp,
+                          unsigned *nerr) KR_MUST_CHECK;
+
+/*
  * A Produce request body decoded at v0-2 (req, whose records slices point
  * into rb): every partition's magic 0/1 message set converted to
- * RecordBatch v2 in place (arena a).  A partition whose records do not
- * convert (CRC, compression, size: CORRUPT_MESSAGE), whose wrappers
- * decompress past what the partitions before it left of
- * o->max_uncompressed (a budget for the whole request: gzip bombs spread
- * over many partitions do not each get the limit; CORRUPT_MESSAGE), or
- * that converts into more than one batch (Produce v3+ takes one per
- * partition: MESSAGE_TOO_LARGE past o->max_batch_bytes, CORRUPT_MESSAGE
- * for a set mixing codecs; one Produce per batch is not done) is left as
- * it came
- * and added to *bad: the caller answers the request itself when
+ * RecordBatch v2 in place (arena a).  A set that converts into several
+ * batches (past o->max_batch_bytes, or mixing codecs) keeps its last in
+ * req and is added to *split with the others (sorted when done; see
+ * struct kr_legacy_split).  A partition whose records do not convert
+ * (CRC, compression, size: CORRUPT_MESSAGE), whose wrappers decompress
+ * past what the partitions before it left of o->max_uncompressed (a
+ * budget for the whole request: gzip bombs spread over many partitions
+ * do not each get the limit; CORRUPT_MESSAGE), or that would need more
+ * than KR_LEGACY_MAX_ROUNDS rounds (MESSAGE_TOO_LARGE) is left as it
+ * came and added to *bad: the caller answers the request itself when
  * kr_legacy_produce_any_left says nothing else is left, else drops them
  * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns
  * KR_OK, KR_ENOMEM, or KR_EPROTO when the tree is not a Produce body.
@@ -91,6 +204,7 @@ int kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                          const struct kr_rbuf *rb,
                          const struct kr_legacy_rec_opts *o,
                          struct kr_legacy_parts *bad,
+                         struct kr_legacy_splits *split,
                          struct kr_records_stats *st) KR_MUST_CHECK;
 
 /* Does req name a partition that is not one of bad's?  (bad: as

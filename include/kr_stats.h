@@ -310,6 +310,11 @@ enum kr_stat_labels {
       "of old producers' requests and of responses to old consumers: "       \
       "given their error (CORRUPT_MESSAGE, UNSUPPORTED_COMPRESSION_TYPE, "   \
       "MESSAGE_TOO_LARGE).")                                                 \
+    X(legacy_produce_rounds, COUNTER, NONE, 1,                               \
+      "Produce requests krelay sent ahead of an old producer's translated "  \
+      "Produce, carrying the batches before each partition's last when its " \
+      "records became several (legacy_batch_max_bytes, or codecs mixed): "   \
+      "Produce v3+ takes one batch per partition.")                          \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
       "reached its turn), by ApiKey and version (as the client sent them).") \

@@ -120,6 +120,7 @@ kr_an_req_free(struct kr_an_req *req)
     free(req->client_id);
     if (req->legacy != NULL) {
         kr_legacy_parts_free(&req->legacy->parts);
+        kr_legacy_splits_unref(req->legacy->splits);
         free(req->legacy);
     }
     free(req);
@@ -161,8 +162,15 @@ kr_an_req_from_header(const struct kr_an_request *r, const char *cid,
 void
 kr_an_decision_free(struct kr_an_decision *d)
 {
+    uint32_t i;
+
     kr_an_req_free(d->req);
     kr_wbuf_free(&d->w);
+    for (i = 0; i < d->nrounds; i++) {
+        free(d->rounds[i].p);
+    }
+    free(d->rounds);
+    kr_legacy_splits_unref(d->splits);
     free(d->audit_now);
     memset(d, 0, sizeof(*d));
 }
@@ -871,6 +879,68 @@ legacy_fetch_cap(struct kr_node *body, size_t frame, int64_t max)
 }
 
 /*
+ * The rounds of a translated Produce whose partitions' records became
+ * several batches (struct kr_legacy_split): each encoded at version to
+ * with the client's header, into d->rounds, sent before d->w.  False
+ * with d a close (req freed) when one cannot be built.
+ */
+static bool
+legacy_rounds(const struct kr_an_request *r, struct kr_arena *a,
+              struct kr_legacy_splits *sp, int16_t to, struct kr_an_req *req,
+              struct kr_an_decision *d)
+{
+    struct kr_codec_err ce;
+    struct kr_wbuf w;
+    struct kr_msg m;
+    uint32_t i;
+    int rc = KR_OK;
+
+    d->rounds = calloc(sp->rounds, sizeof(*d->rounds));
+    if (d->rounds == NULL) {
+        rc = KR_ENOMEM;
+    }
+    memset(&ce, 0, sizeof(ce));
+    for (i = 0; rc == KR_OK && i < sp->rounds; i++) {
+        memset(&w, 0, sizeof(w));
+        m = d->msg;
+        rc = kr_legacy_produce_round(a, d->msg.body, to, sp, i, &m.body);
+        if (rc == KR_OK) {
+            rc = kr_encode_msg(&m, &w, &ce);
+        }
+        if (rc == KR_OK && (w.failed || w.nrecs > 0)) {
+            /* converted records are copied in: nothing to flatten */
+            rc = w.failed ? KR_ENOMEM : KR_ERROR;
+        }
+        if (rc == KR_OK) {
+            d->rounds[i].p = w.buf;
+            d->rounds[i].len = w.len;
+            d->nrounds++;
+            w.buf = NULL;
+        }
+        kr_wbuf_free(&w);
+    }
+    if (rc != KR_OK) {
+        kr_wbuf_free(&d->w);
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "cannot build the Produce v%d requests "
+                  "for the batches a Produce v%d request's records split "
+                  "into: %s%s%s", to, r->h->api_version,
+                  ce.msg[0] ? ce.msg : kr_status_str(rc),
+                  ce.path[0] ? " at " : "", ce.path);
+        return false;
+    }
+    for (i = 0; i < sp->n; i++) {
+        /* their bytes were the request arena's, copied into rounds */
+        sp->v[i].early = NULL;
+        sp->v[i].early_len = 0;
+    }
+    kr_legacy_splits_ref(sp);
+    d->splits = sp;
+    d->rounds_version = to;
+    return true;
+}
+
+/*
  * Translate request r up to version to (legacy translation; req is d's):
  * records converted (Produce), partitions remembered (Fetch), the rest by
  * kr_legacy_request_up, encoded into d->w.  A Produce none of whose
@@ -901,8 +971,16 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
     d->msg = *r->m;
     if (h->api_key == KR_API_PRODUCE &&
         legacy_crosses_records(h->api_key, h->api_version, to)) {
-        rc = kr_legacy_produce_up(a, d->msg.body, r->rb, &lg->rec,
-                                  &lg->parts, &d->legacy_st);
+        lg->splits = kr_legacy_splits_new();
+        rc = lg->splits == NULL ? KR_ENOMEM
+                                : kr_legacy_produce_up(a, d->msg.body, r->rb,
+                                                       &lg->rec, &lg->parts,
+                                                       lg->splits,
+                                                       &d->legacy_st);
+        if (lg->splits != NULL && lg->splits->n == 0) {
+            kr_legacy_splits_unref(lg->splits);
+            lg->splits = NULL;
+        }
         d->legacy_bad = rc == KR_OK ? (unsigned)lg->parts.n : 0;
         if (rc == KR_OK && lg->parts.n > 0) {
             /* the first bad partition's fault (short enough for an
@@ -940,6 +1018,7 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
     }
     if (rc != KR_OK) {
         kr_legacy_parts_free(&lg->parts);
+        kr_legacy_splits_unref(lg->splits);
         free(lg);
         kr_an_req_free(req);
         close_now(d, KR_LOG_ERROR, "%s v%d: cannot convert its records: %s",
@@ -970,11 +1049,22 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
     if (!encode_translated(r, req, to, d)) {
         return;
     }
+    if (lg->splits != NULL && !legacy_rounds(r, a, lg->splits, to, req, d)) {
+        return;
+    }
     req->up_version = to;
     req->actions |= KR_AUDIT_FORWARDED;
-    kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d (translate_legacy)",
-                 c->name, api_name(h->api_key), h->api_version,
-                 h->correlation_id, to);
+    if (d->nrounds > 0) {
+        kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d after %u "
+                     "Produce requests of krelay's own with the batches "
+                     "before each partition's last (translate_legacy)",
+                     c->name, api_name(h->api_key), h->api_version,
+                     h->correlation_id, to, d->nrounds);
+    } else {
+        kr_log_debug("[%s] %s v%d CorrelationId %d sent as v%d "
+                     "(translate_legacy)", c->name, api_name(h->api_key),
+                     h->api_version, h->correlation_id, to);
+    }
     d->outcome = KR_AN_FORWARD_TRANSLATED;
     d->req = req;
 }
@@ -1303,8 +1393,26 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
             return false;
         }
     }
+    if (e->api_key == KR_API_PRODUCE && lg->splits != NULL) {
+        unsigned nerr = 0;
+
+        /* what the rounds ahead of it answered, before the errors are
+           mapped to the client's version */
+        rc = kr_legacy_split_merge(m->body, lg->splits, &nerr);
+        if (rc == KR_OK && nerr > 0) {
+            kr_log_info("[%s] Produce v%d CorrelationId %d: %u "
+                        "partition%s whose records went up in several "
+                        "Produce requests failed in an earlier one: the "
+                        "client gets that error; the batches that were "
+                        "stored stay (a retry stores them again)", c->name,
+                        e->api_version, e->correlation_id, nerr,
+                        nerr == 1 ? "" : "s");
+        }
+    }
     memset(&ce, 0, sizeof(ce));
-    rc = kr_legacy_response_down(a, m, e->api_version, &lg->memo, &ce);
+    if (rc == KR_OK) {
+        rc = kr_legacy_response_down(a, m, e->api_version, &lg->memo, &ce);
+    }
     if (rc == KR_OK && e->api_key == KR_API_PRODUCE && lg->parts.n > 0) {
         rc = kr_legacy_produce_merge(a, m->body, &lg->parts);
     }

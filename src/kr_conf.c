@@ -390,10 +390,12 @@ static const struct kr_cf_key kr_conf_keys[] = {
       LST(legacy_batch_max_bytes), 0, "1048576", 0, INT32_MAX, 0,
       "with translate_legacy: the largest RecordBatch a partition's "
       "Produce v0-2 message set may become (brokers check "
-      "max.message.bytes per batch); Produce v3+ takes one batch per "
-      "partition and krelay does not split a request, so a set of "
-      "several records converting to more gets MESSAGE_TOO_LARGE (a "
-      "single record larger still goes, alone); 0: no limit", NULL },
+      "max.message.bytes per batch; a single record larger goes alone); "
+      "a larger set is split into several batches, and since Produce v3+ "
+      "takes one batch per partition, the batches before each "
+      "partition's last go up first in Produce requests of krelay's own "
+      "(in order, at most 256; the client's answer merges theirs); 0: no "
+      "limit", NULL },
     { KR_CS_LISTENER, "legacy_fetch_max_bytes", KR_CT_I64,
       LST(legacy_fetch_max_bytes), 0, "2097152", 65536, INT32_MAX, 0,
       "with translate_legacy: the MaxBytes of an old consumer's Fetch "

@@ -14,6 +14,7 @@
 #include "kr_field_ids.h"
 #include "kr_kerr.h"
 #include "kr_legacy_records.h"
+#include "kr_schema.h"
 #include "kr_xbuf.h"
 
 void
@@ -323,11 +324,411 @@ str_is(const struct kr_val *v, const char *s)
            (size_t)v->u.s.len == l && memcmp(v->u.s.p, s, l) == 0;
 }
 
+/* ---- split sets (struct kr_legacy_split) -------------------------------- */
+
+struct kr_legacy_splits *
+kr_legacy_splits_new(void)
+{
+    struct kr_legacy_splits *sp = calloc(1, sizeof(*sp));
+
+    if (sp != NULL) {
+        sp->refs = 1;
+    }
+    return sp;
+}
+
+void
+kr_legacy_splits_ref(struct kr_legacy_splits *sp)
+{
+    sp->refs++;
+}
+
+void
+kr_legacy_splits_unref(struct kr_legacy_splits *sp)
+{
+    size_t i;
+
+    if (sp == NULL || --sp->refs > 0) {
+        return;
+    }
+    for (i = 0; i < sp->n; i++) {
+        free(sp->v[i].topic);
+    }
+    free(sp->v);
+    free(sp);
+}
+
+/* Order of a split: topic (bytes, then length), then partition. */
+static int
+split_key_cmp(const uint8_t *t1, size_t l1, int32_t p1, const uint8_t *t2,
+              size_t l2, int32_t p2)
+{
+    size_t l = l1 < l2 ? l1 : l2;
+    int c = l > 0 ? memcmp(t1, t2, l) : 0;
+
+    if (c != 0) {
+        return c;
+    }
+    if (l1 != l2) {
+        return l1 < l2 ? -1 : 1;
+    }
+    return p1 < p2 ? -1 : p1 > p2;
+}
+
+static int
+split_cmp(const void *x, const void *y)
+{
+    const struct kr_legacy_split *a = x, *b = y;
+
+    return split_key_cmp((const uint8_t *)a->topic, a->topic_len,
+                         a->partition, (const uint8_t *)b->topic,
+                         b->topic_len, b->partition);
+}
+
+/* The split of (topic, partition) in sp (sorted), or NULL. */
+static struct kr_legacy_split *
+split_find(const struct kr_legacy_splits *sp, const struct kr_val *topic,
+           int32_t partition)
+{
+    const uint8_t *t = (const uint8_t *)"";
+    size_t tl = 0, lo = 0, hi = sp->n;
+
+    if (topic != NULL && !topic->is_null && topic->u.s.len > 0) {
+        t = topic->u.s.p;
+        tl = (size_t)topic->u.s.len;
+    }
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct kr_legacy_split *m = &sp->v[mid];
+        int c = split_key_cmp(t, tl, partition, (const uint8_t *)m->topic,
+                              m->topic_len, m->partition);
+
+        if (c == 0) {
+            return &sp->v[mid];
+        }
+        if (c < 0) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * out holds nbatch + 1 batches of partition (topic, partition): the
+ * first nbatch copied into the arena and remembered in sp, the last
+ * moved to the front of out (its records, set by the caller).
+ */
+static int
+split_keep(struct kr_arena *a, struct kr_legacy_splits *sp,
+           const struct kr_str *topic, int32_t partition, uint32_t nbatch,
+           struct kr_bytes *out)
+{
+    uint8_t *data = out->p + KR_XBUF_HDR;
+    size_t n = out->len - KR_XBUF_HDR, pos = 0, len = 0;
+    size_t tl = topic->len > 0 ? (size_t)topic->len : 0;
+    struct kr_legacy_split *e;
+    uint32_t i;
+    uint8_t *early;
+
+    for (i = 0; i < nbatch; i++) {
+        if (!kr_records_batch_next(data, n, pos, &len)) {
+            return KR_EPROTO;           /* kr_records_up wrote them */
+        }
+        pos += len;
+    }
+    if (sp->n == sp->cap) {
+        size_t ncap = sp->cap > 0 ? sp->cap * 2 : 4;
+        struct kr_legacy_split *v = realloc(sp->v, ncap * sizeof(*v));
+
+        if (v == NULL) {
+            return KR_ENOMEM;
+        }
+        sp->v = v;
+        sp->cap = ncap;
+    }
+    early = kr_arena_alloc_uninit(a, pos);
+    e = &sp->v[sp->n];
+    memset(e, 0, sizeof(*e));
+    e->topic = malloc(tl + 1);
+    if (early == NULL || e->topic == NULL) {
+        free(e->topic);
+        return KR_ENOMEM;
+    }
+    memcpy(early, data, pos);
+    if (tl > 0) {
+        memcpy(e->topic, topic->p, tl);
+    }
+    e->topic[tl] = '\0';
+    e->topic_len = tl;
+    e->partition = partition;
+    e->nbatch = nbatch;
+    e->early = early;
+    e->early_len = pos;
+    e->log_append_time = -1;
+    e->base_offset = -1;
+    sp->n++;
+    if (nbatch > sp->rounds) {
+        sp->rounds = nbatch;
+    }
+    memmove(data, data + pos, n - pos);
+    out->len = KR_XBUF_HDR + (n - pos);
+    return KR_OK;
+}
+
+/* A shallow copy of node n (its values copied, what they point to
+   shared), or NULL. */
+static struct kr_node *
+node_copy(struct kr_arena *a, const struct kr_node *n)
+{
+    size_t nf = kr_structs[n->struct_id].nfields;
+    struct kr_node *c = kr_arena_alloc(a, sizeof(*c));
+
+    if (c == NULL) {
+        return NULL;
+    }
+    *c = *n;
+    if (nf > 0) {
+        c->vals = kr_arena_alloc_uninit(a, nf * sizeof(*c->vals));
+        if (c->vals == NULL) {
+            return NULL;
+        }
+        memcpy(c->vals, n->vals, nf * sizeof(*c->vals));
+    }
+    return c;
+}
+
+/* Batch k (0-based) of sp's early bytes of e: *p, *len. */
+static bool
+split_batch(const struct kr_legacy_split *e, uint32_t k, const uint8_t **p,
+            size_t *len)
+{
+    size_t pos = 0, l = 0;
+    uint32_t i;
+
+    for (i = 0; i <= k; i++) {
+        if (!kr_records_batch_next(e->early, e->early_len, pos, &l)) {
+            return false;
+        }
+        if (i < k) {
+            pos += l;
+        }
+    }
+    *p = e->early + pos;
+    *len = l;
+    return true;
+}
+
+int
+kr_legacy_produce_round(struct kr_arena *a, const struct kr_node *body,
+                        int16_t v, const struct kr_legacy_splits *sp,
+                        uint32_t r, struct kr_node **out)
+{
+    struct kr_array *topics = array_of((struct kr_node *)body,
+                                       KR_FIELD_TOPIC_DATA);
+    struct kr_array *nt, *pa = NULL, *np;
+    struct kr_node *nb;
+    struct kr_val *tv;
+    uint16_t psid = 0;
+    uint32_t ntopics = 0, t, ti = 0;
+    size_t i, j;
+
+    if (topics == NULL || r >= sp->rounds) {
+        return KR_EPROTO;
+    }
+    for (t = 0; t < topics->n && pa == NULL; t++) {
+        pa = array_of(topics->items[t].u.node, KR_FIELD_PARTITION_DATA);
+    }
+    if (pa == NULL) {
+        return KR_EPROTO;
+    }
+    psid = pa->struct_id;
+    /* the topics with a batch in round r (sp is sorted: a topic's
+       partitions are together) */
+    for (i = 0; i < sp->n; i = j) {
+        bool any = false;
+
+        for (j = i; j < sp->n && sp->v[j].topic_len == sp->v[i].topic_len &&
+                    memcmp(sp->v[j].topic, sp->v[i].topic,
+                           sp->v[i].topic_len) == 0;
+             j++) {
+            any = any || r + sp->v[j].nbatch >= sp->rounds;
+        }
+        ntopics += any;
+    }
+    nt = kr_array_new(a, topics->elem_type, topics->struct_id, ntopics, v);
+    nb = node_copy(a, body);
+    if (nt == NULL || nb == NULL) {
+        return KR_ENOMEM;
+    }
+    for (i = 0; i < sp->n; i = j) {
+        uint32_t npart = 0, k = 0;
+        struct kr_node *tn;
+        struct kr_val *nv, *pv;
+
+        for (j = i; j < sp->n && sp->v[j].topic_len == sp->v[i].topic_len &&
+                    memcmp(sp->v[j].topic, sp->v[i].topic,
+                           sp->v[i].topic_len) == 0;
+             j++) {
+            npart += r + sp->v[j].nbatch >= sp->rounds;
+        }
+        if (npart == 0) {
+            continue;
+        }
+        tn = nt->items[ti++].u.node;
+        nv = kr_node_get_id(tn, KR_FIELD_NAME);
+        pv = kr_node_get_id(tn, KR_FIELD_PARTITION_DATA);
+        np = kr_array_new(a, pa->elem_type, psid, npart, v);
+        if (nv == NULL || pv == NULL) {
+            return KR_EPROTO;
+        }
+        if (np == NULL) {
+            return KR_ENOMEM;
+        }
+        nv->u.s.p = (const uint8_t *)sp->v[i].topic;
+        nv->u.s.len = (int32_t)sp->v[i].topic_len;
+        nv->is_null = 0;
+        pv->u.arr = np;
+        pv->is_null = 0;
+        for (; i < j; i++) {
+            const struct kr_legacy_split *e = &sp->v[i];
+            struct kr_node *pn;
+            struct kr_val *iv, *rv;
+            const uint8_t *bp;
+            size_t bl;
+
+            if (r + e->nbatch < sp->rounds) {
+                continue;
+            }
+            pn = np->items[k++].u.node;
+            iv = kr_node_get_id(pn, KR_FIELD_INDEX);
+            rv = kr_node_get_id(pn, KR_FIELD_RECORDS);
+            if (iv == NULL || rv == NULL ||
+                !split_batch(e, r + e->nbatch - sp->rounds, &bp, &bl)) {
+                return KR_EPROTO;
+            }
+            iv->u.i = e->partition;
+            kr_val_set_records_ext(rv, bp, (int32_t)bl);
+        }
+    }
+    tv = kr_node_get_id(nb, KR_FIELD_TOPIC_DATA);
+    tv->u.arr = nt;
+    tv->is_null = 0;
+    *out = nb;
+    return KR_OK;
+}
+
+int
+kr_legacy_split_take(struct kr_legacy_splits *sp, const struct kr_node *rsp)
+{
+    struct kr_array *topics = array_of((struct kr_node *)rsp,
+                                       KR_FIELD_RESPONSES);
+    uint32_t t, p;
+
+    if (topics == NULL) {
+        return KR_EPROTO;
+    }
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_RESPONSES);
+
+        for (p = 0; parts != NULL && p < parts->n; p++) {
+            struct kr_node *pn = parts->items[p].u.node;
+            struct kr_val *iv = kr_node_get_id(pn, KR_FIELD_INDEX);
+            struct kr_val *ev = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
+            struct kr_val *bv = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET);
+            struct kr_val *lv = kr_node_get_id(pn,
+                                               KR_FIELD_LOG_APPEND_TIME_MS);
+            struct kr_legacy_split *e;
+
+            if (iv == NULL || ev == NULL) {
+                return KR_EPROTO;
+            }
+            e = split_find(sp, name, (int32_t)iv->u.i);
+            if (e == NULL) {
+                continue;
+            }
+            if (e->answered == 0) {
+                e->base_offset = bv != NULL ? bv->u.i : -1;
+                e->log_append_time = lv != NULL && lv->present ? lv->u.i
+                                                               : -1;
+            }
+            if (e->error == 0 && ev->u.i != 0) {
+                e->error = (int16_t)ev->u.i;
+            }
+            e->answered++;
+        }
+    }
+    return KR_OK;
+}
+
+int
+kr_legacy_split_merge(struct kr_node *rsp, const struct kr_legacy_splits *sp,
+                      unsigned *nerr)
+{
+    struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
+    uint32_t t, p;
+
+    *nerr = 0;
+    if (topics == NULL) {
+        return KR_EPROTO;
+    }
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_RESPONSES);
+
+        for (p = 0; parts != NULL && p < parts->n; p++) {
+            struct kr_node *pn = parts->items[p].u.node;
+            struct kr_val *iv = kr_node_get_id(pn, KR_FIELD_INDEX);
+            struct kr_val *ev = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
+            struct kr_val *bv = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET);
+            struct kr_val *lv = kr_node_get_id(pn,
+                                               KR_FIELD_LOG_APPEND_TIME_MS);
+            const struct kr_legacy_split *e;
+            int16_t err;
+
+            if (iv == NULL || ev == NULL) {
+                return KR_EPROTO;
+            }
+            e = split_find(sp, name, (int32_t)iv->u.i);
+            if (e == NULL) {
+                continue;
+            }
+            err = e->error;
+            if (err == 0 && e->answered < e->nbatch) {
+                err = KR_KERR_UNKNOWN_SERVER_ERROR;
+            }
+            if (err != 0) {
+                ev->u.i = err;
+                (*nerr)++;
+                if (bv != NULL) {
+                    bv->u.i = -1;
+                }
+                if (lv != NULL) {
+                    lv->u.i = -1;
+                }
+            } else if (ev->u.i == 0) {
+                if (bv != NULL) {
+                    bv->u.i = e->base_offset;
+                }
+                if (lv != NULL) {
+                    lv->u.i = e->log_append_time;
+                }
+            }
+        }
+    }
+    return KR_OK;
+}
+
 int
 kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                      const struct kr_rbuf *rb,
                      const struct kr_legacy_rec_opts *o,
                      struct kr_legacy_parts *bad,
+                     struct kr_legacy_splits *split,
                      struct kr_records_stats *st)
 {
     struct kr_array *topics = array_of(req, KR_FIELD_TOPIC_DATA);
@@ -391,7 +792,17 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                 rc = KR_ENOMEM;
                 break;
             }
-            if (ro != KR_RECORDS_OK || st->batches_out - nb > 1) {
+            if (ro == KR_RECORDS_OK && st->batches_out - nb > 1 &&
+                st->batches_out - nb <= KR_LEGACY_MAX_ROUNDS + 1) {
+                /* Produce v3+ takes one batch per partition
+                   (ProduceRequest.validateRecords): the others go in
+                   rounds of their own */
+                rc = split_keep(a, split, &name->u.s, (int32_t)idx->u.i,
+                                (uint32_t)(st->batches_out - nb - 1), &out);
+                if (rc != KR_OK) {
+                    break;
+                }
+            } else if (ro != KR_RECORDS_OK) {
                 struct kr_legacy_part *e = parts_add(bad, &name->u.s,
                                                      (int32_t)idx->u.i);
 
@@ -401,25 +812,26 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                 }
                 e->topic_at = t;
                 e->part_at = p;
-                if (ro == KR_RECORDS_OK) {
-                    /* Produce v3+ takes one batch per partition
-                       (ProduceRequest.validateRecords) */
-                    bool big = o->max_batch_bytes > 0 &&
-                               out.len - KR_XBUF_HDR > o->max_batch_bytes;
+                e->error = outcome_error(ro);
+                snprintf(e->why, sizeof(e->why), "%s: %s",
+                         kr_records_outcome_name(ro), why);
+                continue;               /* left as it came: dropped */
+            } else if (st->batches_out - nb > 1) {
+                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
+                                                     (int32_t)idx->u.i);
 
-                    e->error = big ? KR_KERR_MESSAGE_TOO_LARGE
-                                   : KR_KERR_CORRUPT_MESSAGE;
-                    snprintf(e->why, sizeof(e->why), "%.40s: %llu "
-                             "batches, %zu bytes (Produce v3+ takes one)",
-                             big ? "larger than legacy_batch_max_bytes"
-                                 : "it mixes compression codecs",
-                             (unsigned long long)(st->batches_out - nb),
-                             out.len - KR_XBUF_HDR);
-                } else {
-                    e->error = outcome_error(ro);
-                    snprintf(e->why, sizeof(e->why), "%s: %s",
-                             kr_records_outcome_name(ro), why);
+                if (e == NULL) {
+                    rc = KR_ENOMEM;
+                    break;
                 }
+                e->topic_at = t;
+                e->part_at = p;
+                e->error = KR_KERR_MESSAGE_TOO_LARGE;
+                snprintf(e->why, sizeof(e->why), "%llu batches of at most "
+                         "legacy_batch_max_bytes, %zu bytes: more than %u "
+                         "Produce requests",
+                         (unsigned long long)(st->batches_out - nb),
+                         out.len - KR_XBUF_HDR, KR_LEGACY_MAX_ROUNDS + 1);
                 continue;               /* left as it came: dropped */
             }
             rc = set_records(a, rec, &out);
@@ -430,6 +842,9 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
     }
     kr_xbuf_close(&out);
     lr_give(&tmp);
+    if (rc == KR_OK && split->n > 1) {
+        qsort(split->v, split->n, sizeof(*split->v), split_cmp);
+    }
     return rc;
 }
 

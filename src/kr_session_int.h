@@ -417,6 +417,17 @@ int kr_s_refuse_request(struct kr_session *s, struct kr_nreq *nr,
    Returns 0, or -1 when closed. */
 int kr_s_push_optional(struct kr_session *s, struct kr_inflight *e);
 
+/*
+ * kr_session_rounds.c (issue 10): send d's rounds (the Produce requests
+ * of krelay's own that carry the batches before each split partition's
+ * last) up before nr's translated request, each an in-flight entry whose
+ * answer goes to d->splits (Acks=0: optional entries).  The frames move
+ * to up.out (d->rounds' pointers left NULL).  Returns 0, or -1 when
+ * closed.
+ */
+int kr_s_rounds_send(struct kr_session *s, const struct kr_nreq *nr,
+                     struct kr_an_decision *d);
+
 /* The whole request frame nr at the start of client.in: decided by the
    pipeline and carried out.  Returns 0, or -1 when closed. */
 int kr_s_rule_request(struct kr_session *s, struct kr_nreq *nr);

@@ -1120,6 +1120,11 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         evbuffer_add_buffer(s->up.out, pl);
         break;
     case KR_AN_FORWARD_TRANSLATED:
+        if (d->nrounds > 0 &&
+            kr_s_rounds_send(s, nr, d) != 0) {
+            kr_an_decision_free(d);
+            return -1;
+        }
         /* records chains move from pl to up.out, never copied */
         eerr[0] = '\0';
         rc = kr_evcodec_emit_own(pl, s->up.out, &d->w, &d->msg, eerr,

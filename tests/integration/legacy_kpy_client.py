@@ -190,9 +190,13 @@ def write_and_check(args, got, label):
         return 3, ("CONSUME-FAILED %s: nothing consumed within %d s"
                    % (label, args.timeout))
     first = args.offset or 0
-    ok, line = legacy_msgs.compare(args.tag, args.count,
-                                   [(r.key, r.value) for r in got], label,
-                                   first)
+    pairs = [(r.key, r.value) for r in got]
+    ok, line = legacy_msgs.compare(args.tag, args.count, pairs, label, first)
+    fault = legacy_msgs.order_fault(
+        args.tag, pairs, [(r.partition, r.offset) for r in got]) if ok \
+        else None
+    if fault is not None:
+        ok, line = False, "FAIL %s: %s" % (label, fault)
     if ok and args.offset is not None:
         low = min(r.offset for r in got)
         if low != args.offset:

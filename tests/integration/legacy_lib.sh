@@ -375,7 +375,7 @@ leg_finish() {
 # LEG_KRELAY_TOPICS_SHORT: those of the short run (each topic makes a
 # mock start longer: about 50 ms)
 LEG_KRELAY_TOPICS_SHORT=(t-kpy:3 t-kcat:3 t-node:3 t-mix1:3 t-mix2:3
-                         t-commit:3)
+                         t-commit:3 t-acks0:3)
 LEG_KRELAY_TOPICS=("${LEG_KRELAY_TOPICS_SHORT[@]}" t-grp:3 t-mix3:3
                    t-zstd:1 t-mid:1 t-midz:1 t-commit-0.8.2:3)
 for api in 0.10.0 0.9 0.8.2; do
@@ -409,6 +409,21 @@ leg_kpy_then_kcat() {
 leg_kcat_roundtrip() {
     leg_kcat_produce "$1" "$2" "$3" "$4" "$5" "$6" || return
     leg_kcat_consume "$1" "$2" "$3" "$4" "$5" "$7"
+}
+
+# leg_kcat_acks0 ADDR TOPIC TAG COUNT OUT: kcat 0.9.0 produces without
+# compression and with acks=0 (Produce v1: no response, none to merge),
+# then reads back as kcat 0.9.0, again (bounded) until all COUNT are
+# there: nothing tells when the last request reached the broker.
+leg_kcat_acks0() {
+    local i rc=3
+    leg_kcat_produce "$1" "$2" "$3" "$4" 0.9.0 none -X acks=0 || return
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        leg_kcat_consume "$1" "$2" "$3" "$4" 0.9.0 "$5" && return 0
+        rc=$?
+        sleep 1
+    done
+    return "$rc"
 }
 
 # leg_modern_then_kpy ADDR TOPIC TAG COUNT CODEC API [FIRST]: a modern
@@ -454,7 +469,12 @@ legacy_through_krelay() {
             "legacy translation cases"
         return 0
     fi
-    KR_LISTENER_CONF=${KR_LEGACY_LISTENER_CONF-translate_legacy = true}
+    # short: old producers' sets above 4 KiB go up as several Produce
+    # requests (legacy_batch_max_bytes; Produce v3+ takes one batch per
+    # partition), read back byte for byte by the consumers
+    local lconf="translate_legacy = true"
+    [ "$full" = short ] && lconf+=$'\n'"legacy_batch_max_bytes = 4096"
+    KR_LISTENER_CONF=${KR_LEGACY_LISTENER_CONF-$lconf}
     KR_UPSTREAM_CONF=${KR_LEGACY_UPSTREAM_CONF-broker_profile = kafka-4.0.0}
     # kcat with fallback 0.10.0 (the full run's) asks ApiVersions
     # (leg_kcat_produce): the answer it gets is clamped to the versions a
@@ -495,6 +515,9 @@ legacy_through_krelay() {
     # ZooKeeper offsets become Kafka's), committed and read back
     leg_start tk-kpy-commit leg_kpy roundtrip "$K" t-commit 0.8.1 k1 "$N" \
         --commit-group lk-commit
+    # Acks=0: no responses (short: the split requests' too)
+    leg_start tk-kcat-acks0 leg_kcat_acks0 "$K" t-acks0 k0 "$N" \
+        "$W/tk-kcat-acks0.json"
     leg_wait
     leg_check tk-kpy 0 "$LEG_OK"
     leg_check tk-kcat 0 "$LEG_OK"
@@ -502,10 +525,21 @@ legacy_through_krelay() {
     leg_check tk-old-to-modern 0 "$LEG_OK"
     leg_check tk-modern-to-old 0 "$LEG_OK"
     leg_check tk-kpy-commit 0 "$LEG_OK.*; committed offsets \{0: [0-9]+, 1: [0-9]+, 2: [0-9]+\}"
+    leg_check tk-kcat-acks0 0 "$LEG_OK"
     for req in "OffsetCommit v0" "OffsetFetch v0"; do
         grep -Eq "\] $req CorrelationId [0-9]+ sent as v[0-9]+ \(translate_legacy\)" \
             "$KR_WORK/krelay.log" || kr_spec_fail "tk-kpy-commit: no $req translated"
     done
+    if [ "$full" = short ] && [ -z "${KR_LEGACY_LISTENER_CONF+set}" ]; then
+        local split
+        split=$(grep -Ec "\] Produce v[0-2] CorrelationId [0-9]+ sent as v[0-9]+ after [1-9][0-9]* Produce requests of krelay's own" \
+            "$KR_WORK/krelay.log")
+        kr_log "Produce requests split into rounds (legacy_batch_max_bytes" \
+            "4096): $split, e.g. $(grep -m 1 -o "Produce v[0-2] CorrelationId [0-9]* sent as v[0-9]* after [0-9]* Produce" \
+                "$KR_WORK/krelay.log")"
+        [ "$split" -ge 1 ] ||
+            kr_spec_fail "no old producer's Produce went up in several requests"
+    fi
 
     if [ "$full" = full ]; then
         # kafka-python's three versions, its codecs (0.8.2: no groups;

@@ -20,8 +20,9 @@ Values are distinct, so a set compares as a multiset of (key, value).
       FIRST..COUNT-1: a consumer that started at offset FIRST of a
       partition the set was written to alone, in order); FILE holds JSON
       lines, either {"k": HEX|null, "v": HEX|null, ...} (legacy clients
-      here) or kcat -J's {"key": STR|null, "payload": STR|null, ...}.
-      Prints one summary line ("OK LABEL: ..." or "FAIL LABEL: ..." with
+      here) or kcat -J's {"key": STR|null, "payload": STR|null, ...};
+      where lines name their partition and offset, each partition's
+      messages must be in the order produced.  Prints one summary line ("OK LABEL: ..." or "FAIL LABEL: ..." with
       the first differences) and exits 0 when identical, 1 otherwise.
   legacy_msgs.py count FILE
       print the number of records in FILE (0 for a missing file)
@@ -115,8 +116,10 @@ def _unstr(x):
     return None if x is None else x.encode("latin-1")
 
 
-def read_records(path):
-    """(key, value) pairs from a JSON-lines file of either form."""
+def read_records(path, where=None):
+    """(key, value) pairs from a JSON-lines file of either form; with a
+    list where, each record's (partition, offset) appended to it ((-1,
+    -1) when the line has none)."""
     out = []
     try:
         f = open(path)
@@ -130,9 +133,40 @@ def read_records(path):
             r = json.loads(line)
             if "payload" in r:          # kcat -J
                 out.append((_unstr(r.get("key")), _unstr(r.get("payload"))))
+                pos = (r.get("partition", -1), r.get("offset", -1))
             else:
                 out.append((_unhex(r.get("k")), _unhex(r.get("v"))))
+                pos = (r.get("p", -1), r.get("o", -1))
+            if where is not None:
+                where.append(pos)
     return out
+
+
+def order_fault(tag, got, where):
+    """Within each partition, by offset, the set's messages must come in
+    the order they were produced (their index i in "TAG-<i>-"): a Kafka
+    partition keeps a producer's order, and so must every request krelay
+    splits.  None, or what is out of order.  Records without a partition
+    and offset are not checked."""
+    head = ("%s-" % tag).encode()
+    parts = {}
+    for (k, v), (p, o) in zip(got, where):
+        if p is None or o is None or p < 0 or o < 0 or v is None or \
+                not v.startswith(head):
+            continue
+        try:
+            i = int(v[len(head):len(head) + 5])
+        except ValueError:
+            continue
+        parts.setdefault(p, []).append((o, i))
+    for p in sorted(parts):
+        seq = sorted(parts[p])
+        for (o1, i1), (o2, i2) in zip(seq, seq[1:]):
+            if i2 <= i1:
+                return ("partition %d: message %d at offset %d after "
+                        "message %d at offset %d (not the order produced)"
+                        % (p, i2, o2, i1, o1))
+    return None
 
 
 def record_line(key, value, partition=-1, offset=-1):
@@ -155,8 +189,12 @@ def main(argv):
     if len(argv) >= 4 and argv[0] == "check":
         label = argv[4] if len(argv) > 4 else argv[3]
         first = int(argv[5]) if len(argv) > 5 else 0
-        ok, line = compare(argv[1], int(argv[2]), read_records(argv[3]),
-                           label, first)
+        where = []
+        got = read_records(argv[3], where)
+        ok, line = compare(argv[1], int(argv[2]), got, label, first)
+        fault = order_fault(argv[1], got, where) if ok else None
+        if fault is not None:
+            ok, line = False, "FAIL %s: %s" % (label, fault)
         print(line)
         return 0 if ok else 1
     if len(argv) == 2 and argv[0] == "count":

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "kr_analyse.h"
 #include "kr_api_keys.h"
@@ -417,6 +418,349 @@ START_TEST(test_legacy_produce_up_and_back)
     ck_assert_int_eq(int_at(v->u.arr->items[1].u.node, "BaseOffset"), -1);
     kr_wbuf_free(&rd.w);
     kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * Three magic 1 messages ("k"/"hello", null/"world", "k3"/"third"), made
+ * with python3 (struct.pack, zlib.crc32): each becomes a RecordBatch
+ * of 70-75 bytes alone, so legacy_batch_max_bytes 80 splits them into
+ * three batches.
+ */
+#define LEGACY_THREE "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbwAA" \
+    "AAAAAAABAAAAG4KEvH8BAAAAAYvP5WgA/////wAAAAV3b3JsZAAAAAAAAAACAAAAHSaLUtg" \
+    "BAAAAAYvP5WgBAAAAAmszAAAABXRoaXJk"
+/* The first of them alone. */
+#define LEGACY_ONE "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbw=="
+
+/* The records of partition p (Index index) of topic t of the Produce
+   request m (encoded in w): exactly one RecordBatch; its RecordsCount. */
+static int32_t
+one_batch_count(const struct kr_msg *m, const struct kr_wbuf *w,
+                uint32_t t, uint32_t p, int32_t index)
+{
+    const struct kr_val *td = kr_node_get(m->body, "TopicData");
+    const struct kr_val *pd, *rec;
+    const uint8_t *b;
+    size_t blen = 0;
+
+    ck_assert_uint_gt(td->u.arr->n, t);
+    pd = kr_node_get(td->u.arr->items[t].u.node, "PartitionData");
+    ck_assert_uint_gt(pd->u.arr->n, p);
+    ck_assert_int_eq(int_at(pd->u.arr->items[p].u.node, "Index"), index);
+    rec = kr_node_get(pd->u.arr->items[p].u.node, "Records");
+    b = w->buf + rec->u.rec.off;
+    /* exactly one whole batch */
+    ck_assert(kr_records_batch_next(b, (size_t)rec->u.rec.len, 0, &blen));
+    ck_assert_uint_eq(blen, (size_t)rec->u.rec.len);
+    ck_assert_int_eq(b[16], 2);
+    return (b[57] << 24) | (b[58] << 16) | (b[59] << 8) | b[60];
+}
+
+/* A Produce v3 response body for topic "orders": (index, error, base
+   offset) of n partitions, taken by the splits or merged. */
+static void
+produce_rsp3(int n, const int *idx, const int *err, const int *base,
+             struct kr_msg *m)
+{
+    char js[1024];
+    int o, i;
+
+    o = snprintf(js, sizeof(js), "{\"apiKey\":0,\"apiVersion\":3,\"header\":"
+                 "{\"CorrelationId\":9},\"body\":{\"Responses\":[{\"Name\":"
+                 "\"orders\",\"PartitionResponses\":[");
+    for (i = 0; i < n; i++) {
+        o += snprintf(js + o, sizeof(js) - (size_t)o, "%s{\"Index\":%d,"
+                      "\"ErrorCode\":%d,\"BaseOffset\":%d,"
+                      "\"LogAppendTimeMs\":%d}", i > 0 ? "," : "", idx[i],
+                      err[i], base[i], 1000 + base[i]);
+    }
+    snprintf(js + o, sizeof(js) - (size_t)o, "]}],\"ThrottleTimeMs\":0}}");
+    build(js, m);
+}
+
+/*
+ * issue 10: "batches are split to at most a configurable size".  A
+ * Produce v2 whose partition 0 converts into three batches (each record
+ * alone at legacy_batch_max_bytes 80) and partition 1 into one: Produce
+ * v3+ takes one batch per partition (KAFKA-4816), so two rounds go up
+ * first (partition 0's first and second batch, the client's
+ * CorrelationId and header), then the client's request with every
+ * partition (partition 0's third batch).  The answers merge: BaseOffset
+ * the first batch's; an error of an earlier batch wins.  Before: the
+ * partition got MESSAGE_TOO_LARGE and was not forwarded.
+ */
+START_TEST(test_legacy_produce_split_rounds)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"Acks\":-1,"
+        "\"TimeoutMs\":1500,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_THREE "\"},"
+        "{\"Index\":1,\"Records\":\"" LEGACY_ONE "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    struct kr_msg up, r0, r1, rsp, out;
+    struct kr_wbuf w0, w1;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_node *pn;
+    int idx0[] = { 0 }, ok[] = { 0, 0 }, idx01[] = { 0, 1 };
+    int base_r0[] = { 500 }, base_r1[] = { 501 }, base_main[] = { 502, 77 };
+    int bad_r1[] = { 6 };                       /* NOT_LEADER_OR_FOLLOWER */
+    int pass;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.rec.max_batch_bytes = 80;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    for (pass = 0; pass < 2; pass++) {
+        kr_an_decision_free(&T.d);
+        build_recs(req_json, &T.m, &recs, &iov, &rb);
+        request_decoded(true);
+        T.r.rb = &rb;
+        kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+        ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                      T.d.outcome, T.d.text);
+        ck_assert_uint_eq(T.d.legacy_bad, 0);
+        ck_assert_uint_eq(T.d.req->legacy->parts.n, 0);
+        ck_assert_uint_eq(T.d.nrounds, 2);
+        ck_assert_ptr_nonnull(T.d.splits);
+        ck_assert_ptr_eq(T.d.splits, T.d.req->legacy->splits);
+        ck_assert_uint_eq(T.d.splits->n, 1);
+        ck_assert_uint_eq(T.d.splits->v[0].nbatch, 2);
+        ck_assert_uint_eq(T.d.legacy_st.batches_out, 4);
+        ck_assert_uint_eq(T.d.legacy_st.records_out, 4);
+        /* the rounds: v3, the client's header, partition 0 only */
+        memset(&w0, 0, sizeof(w0));
+        memset(&w1, 0, sizeof(w1));
+        w0.buf = T.d.rounds[0].p;
+        w0.len = T.d.rounds[0].len;
+        w1.buf = T.d.rounds[1].p;
+        w1.len = T.d.rounds[1].len;
+        decode_w(&w0, false, 0, 0, &r0);
+        decode_w(&w1, false, 0, 0, &r1);
+        ck_assert_int_eq(r0.api_version, 3);
+        ck_assert_int_eq(r0.correlation_id, 9);
+        ck_assert_int_eq(r1.correlation_id, 9);
+        ck_assert_int_eq(int_at(r0.body, "Acks"), -1);
+        ck_assert_int_eq(int_at(r1.body, "TimeoutMs"), 1500);
+        ck_assert_uint_eq(kr_node_get(r0.body, "TopicData")->u.arr->n, 1);
+        ck_assert_uint_eq(kr_node_get(kr_node_get(r0.body, "TopicData")
+                                          ->u.arr->items[0].u.node,
+                                      "PartitionData")->u.arr->n, 1);
+        ck_assert_int_eq(one_batch_count(&r0, &w0, 0, 0, 0), 1);
+        ck_assert_int_eq(one_batch_count(&r1, &w1, 0, 0, 0), 1);
+        /* the client's request: both partitions, one batch each */
+        decode_w(&T.d.w, false, 0, 0, &up);
+        ck_assert_int_eq(up.api_version, 3);
+        ck_assert_int_eq(one_batch_count(&up, &T.d.w, 0, 0, 0), 1);
+        ck_assert_int_eq(one_batch_count(&up, &T.d.w, 0, 1, 1), 1);
+        /* the rounds' answers (what the session's callback does) */
+        produce_rsp3(1, idx0, ok, base_r0, &rsp);
+        ck_assert_int_eq(kr_legacy_split_take(T.d.splits, rsp.body), KR_OK);
+        produce_rsp3(1, idx0, pass == 0 ? ok : bad_r1, base_r1, &rsp);
+        ck_assert_int_eq(kr_legacy_split_take(T.d.splits, rsp.body), KR_OK);
+        /* the client's: partition 0's first BaseOffset, or round 1's
+           error; partition 1 as the broker said */
+        produce_rsp3(2, idx01, ok, base_main, &rsp);
+        T.r.e.api_version = 2;
+        memset(&rd, 0, sizeof(rd));
+        kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                            &T.arena, &rd);
+        ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%d %s",
+                      rd.outcome, rd.text);
+        decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+        pn = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                             .u.node, "PartitionResponses")->u.arr->items[0]
+                 .u.node;
+        ck_assert_int_eq(int_at(pn, "Index"), 0);
+        ck_assert_int_eq(int_at(pn, "ErrorCode"), pass == 0 ? 0 : 6);
+        ck_assert_int_eq(int_at(pn, "BaseOffset"), pass == 0 ? 500 : -1);
+        ck_assert_int_eq(int_at(pn, "LogAppendTimeMs"),
+                         pass == 0 ? 1500 : -1);
+        pn = kr_node_get(kr_node_get(out.body, "Responses")->u.arr->items[0]
+                             .u.node, "PartitionResponses")->u.arr->items[1]
+                 .u.node;
+        ck_assert_int_eq(int_at(pn, "Index"), 1);
+        ck_assert_int_eq(int_at(pn, "ErrorCode"), 0);
+        ck_assert_int_eq(int_at(pn, "BaseOffset"), 77);
+        kr_wbuf_free(&rd.w);
+        kr_json_recbuf_free(&recs);
+    }
+}
+END_TEST
+
+/* Standard base64 of p[0..n) into out (4 * ((n + 2) / 3) + 1 bytes). */
+static void
+b64(const uint8_t *p, size_t n, char *out)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                            "0123456789+/";
+    size_t i, o = 0;
+
+    for (i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+
+        v |= i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0;
+        v |= i + 2 < n ? p[i + 2] : 0;
+        out[o++] = a[v >> 18];
+        out[o++] = a[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? a[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? a[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* T.d for a Produce v2 whose one partition has n magic 0 messages, each
+   a batch of its own at legacy_batch_max_bytes 70; its outcome. */
+static enum kr_an_outcome
+split_many(unsigned n)
+{
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    uint8_t *set = malloc(n * 27);
+    char *js = malloc(n * 40 + 512);
+    char *enc = malloc(n * 40 + 8);
+    enum kr_an_outcome o;
+    unsigned i;
+
+    ck_assert(set != NULL && js != NULL && enc != NULL);
+    for (i = 0; i < n; i++) {
+        /* offset, size 14, crc, magic 0, attributes 0, key null, value
+           "v" */
+        uint8_t *m = set + i * 27;
+        static const uint8_t body[] = { 0, 0, 0xff, 0xff, 0xff, 0xff,
+                                        0, 0, 0, 1, 'v' };
+        uint32_t crc = (uint32_t)crc32(0L, body, sizeof(body));
+
+        memset(m, 0, 8);
+        m[7] = (uint8_t)i;
+        m[8] = 0, m[9] = 0, m[10] = 0, m[11] = 15;
+        m[12] = (uint8_t)(crc >> 24), m[13] = (uint8_t)(crc >> 16);
+        m[14] = (uint8_t)(crc >> 8), m[15] = (uint8_t)crc;
+        memcpy(m + 16, body, sizeof(body));
+    }
+    b64(set, n * 27, enc);
+    snprintf(js, n * 40 + 512, "{\"header\":{\"RequestApiKey\":0,"
+             "\"RequestApiVersion\":2,\"CorrelationId\":3,\"ClientId\":"
+             "\"app\"},\"body\":{\"Acks\":1,\"TimeoutMs\":100,"
+             "\"TopicData\":[{\"Name\":\"t\",\"PartitionData\":[{"
+             "\"Index\":0,\"Records\":\"%s\"}]}]}}", enc);
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.rec.max_batch_bytes = 70;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    kr_an_decision_free(&T.d);
+    build_recs(js, &T.m, &recs, &iov, &rb);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    o = T.d.outcome;
+    T.c.legacy = NULL;
+    kr_json_recbuf_free(&recs);
+    free(set);
+    free(js);
+    free(enc);
+    return o;
+}
+
+/*
+ * The same split with Acks=0: no rule state is kept for a request that
+ * gets no response (d.req NULL), yet the rounds still go, and d holds
+ * its own reference to their splits (the session crashed on d->req
+ * before).
+ */
+START_TEST(test_legacy_produce_split_acks0)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":1,"
+        "\"CorrelationId\":4,\"ClientId\":\"app\"},\"body\":{\"Acks\":0,"
+        "\"TimeoutMs\":1500,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":2,\"Records\":\"" LEGACY_THREE
+        "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+
+    setup_rules("");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.rec.max_batch_bytes = 80;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
+    request_decoded(false);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_ptr_null(T.d.req);
+    ck_assert_uint_eq(T.d.nrounds, 2);
+    ck_assert_int_eq(T.d.rounds_version, 3);
+    ck_assert_ptr_nonnull(T.d.splits);
+    ck_assert_uint_eq(T.d.splits->refs, 1);
+    ck_assert_uint_eq(T.d.splits->v[0].partition, 2);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
+ * A round whose answer never named its partition (a broker answering
+ * what it was not asked): UNKNOWN_SERVER_ERROR, not a BaseOffset made
+ * up.  And a set that would need more than KR_LEGACY_MAX_ROUNDS rounds
+ * is refused (MESSAGE_TOO_LARGE) as before splitting.
+ */
+START_TEST(test_legacy_produce_split_limits)
+{
+    struct kr_legacy_splits *sp = kr_legacy_splits_new();
+    struct kr_msg rsp;
+    int idx0[] = { 0 }, ok[] = { 0 }, base[] = { 40 };
+    unsigned nerr = 9;
+
+    ck_assert_ptr_nonnull(sp);
+    sp->v = calloc(1, sizeof(*sp->v));
+    ck_assert_ptr_nonnull(sp->v);
+    sp->n = sp->cap = 1;
+    sp->v[0].topic = strdup("orders");
+    sp->v[0].topic_len = 6;
+    sp->v[0].partition = 0;
+    sp->v[0].nbatch = 2;
+    sp->rounds = 2;
+    produce_rsp3(1, idx0, ok, base, &rsp);
+    ck_assert_int_eq(kr_legacy_split_take(sp, rsp.body), KR_OK);
+    ck_assert_uint_eq(sp->v[0].answered, 1);
+    ck_assert_int_eq(sp->v[0].base_offset, 40);
+    ck_assert_int_eq(kr_legacy_split_merge(rsp.body, sp, &nerr), KR_OK);
+    ck_assert_uint_eq(nerr, 1);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_UNKNOWN_SERVER_ERROR);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "BaseOffset"), -1);
+    kr_legacy_splits_ref(sp);
+    kr_legacy_splits_unref(sp);
+    ck_assert_uint_eq(sp->refs, 1);
+    kr_legacy_splits_unref(sp);
+    /* 1 + KR_LEGACY_MAX_ROUNDS batches go; one more is refused */
+    ck_assert_int_eq(split_many(KR_LEGACY_MAX_ROUNDS + 1),
+                     KR_AN_FORWARD_TRANSLATED);
+    ck_assert_uint_eq(T.d.nrounds, KR_LEGACY_MAX_ROUNDS);
+    ck_assert_int_eq(split_many(KR_LEGACY_MAX_ROUNDS + 2), KR_AN_ANSWER);
+    ck_assert_int_eq(T.d.error, KR_KERR_MESSAGE_TOO_LARGE);
+    ck_assert_uint_eq(T.d.nrounds, 0);
 }
 END_TEST
 
@@ -1432,6 +1776,9 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
     tcase_add_test(tc, test_legacy_undecodable_closes);
+    tcase_add_test(tc, test_legacy_produce_split_rounds);
+    tcase_add_test(tc, test_legacy_produce_split_acks0);
+    tcase_add_test(tc, test_legacy_produce_split_limits);
     tcase_add_test(tc, test_legacy_produce_acks0_partly_bad);
     tcase_add_test(tc, test_legacy_close_lines_fit);
     suite_add_tcase(s, tc);
