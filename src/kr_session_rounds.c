@@ -115,6 +115,9 @@ kr_s_rounds_send(struct kr_session *s, const struct kr_nreq *nr,
             e.api_version = d->rounds_version;
             e.kind = KR_INF_INTERNAL;
             e.sent_ms = kr_clock_timer_ms();
+            /* the broker may hold it as long as the client's: TimeoutMs
+               (acks=all waits for the replicas) */
+            e.wait_ms = nr->e.wait_ms;
             e.internal = malloc(sizeof(*e.internal));
             if (e.internal == NULL) {
                 goto nomem;
