@@ -267,6 +267,12 @@ struct kr_an_decision {
     bool legacy;                        /* issue 10: translated up (legacy
                                            translation), or answered because
                                            it could not be */
+    bool legacy_refusal;                /* issue 10: refused for its
+                                           version, translate_legacy off
+                                           (ANSWER, or CLOSE_AFTER_OWED
+                                           for Acks=0): the session may
+                                           hold the answer or the close
+                                           (legacy_refuse_delay_ms) */
     struct kr_records_stats legacy_st;  /* its records converted */
     unsigned legacy_bad;                /* Produce partitions whose records
                                            did not convert (not forwarded,

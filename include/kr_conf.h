@@ -219,7 +219,9 @@ struct kr_listener_conf {
                                            refused old client that
                                            reconnects within the window
                                            waits this long for its
-                                           refusal; 0: none; default 1000 */
+                                           refusal (the answer, or an
+                                           Acks=0 Produce's close); 0:
+                                           none; default 1000 */
     int64_t legacy_refuse_window_ms;    /* that window, from the last
                                            refusal of the same client
                                            address; default 10000 */

@@ -372,6 +372,19 @@ struct kr_session {
                                            again) */
     struct event *av_timer;             /* NULL until needed */
     int64_t av_asked_ms;                /* sent (kr_clock_timer_ms) */
+    /* issue 10: a close after the responses owed held (kr_s_close_hold:
+       an Acks=0 refusal for a client retrying in a loop; appended) */
+    unsigned close_holding:1;           /* held now: the close waits for
+                                           close_hold_until_ms, nothing
+                                           is read from the client */
+    int64_t close_hold_since_ms;        /* held from */
+    int64_t close_hold_until_ms;        /* until (the timer ends it:
+                                           T_CLOSE_HOLD), once ended when
+                                           it ended (a drain ends it
+                                           early) */
+    const char *close_hold_why;         /* why, for the close line (a
+                                           static string); NULL: never
+                                           held */
 };
 
 /*
@@ -436,7 +449,9 @@ void kr_session_close(struct kr_session *s, int level, const char *fmt,
  * not begun to forward, is read and discarded: the client sees the
  * connection close after its answered requests and sends them again
  * elsewhere), delivers the responses owed, then closes (logged at info).
- * A session with nothing owed closes now.  Not from s's own callbacks.
+ * A session with nothing owed closes now.  One closing already keeps its
+ * reason, but a hold on its close (an Acks=0 refusal of a client
+ * retrying in a loop, issue 10) ends now.  Not from s's own callbacks.
  * Returns -1 when s was closed (freed), else 0.
  */
 int kr_session_drain(struct kr_session *s);

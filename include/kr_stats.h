@@ -295,8 +295,9 @@ enum kr_stat_labels {
       "closed by krelay: translate_legacy off, or it could not translate "   \
       "them.")                                                               \
     X(legacy_refusals_delayed, COUNTER, NONE, 1,                             \
-      "Refusals of a legacy version held legacy_refuse_delay_ms: the same "  \
-      "client address was refused within legacy_refuse_window_ms.")          \
+      "Refusals of a legacy version (the answer, or an Acks=0 Produce's "    \
+      "close) held legacy_refuse_delay_ms: the same client address was "     \
+      "refused within legacy_refuse_window_ms.")                             \
     X(legacy_records_in_bytes, COUNTER, NONE, 1,                             \
       "Bytes of records legacy translation converted between message "       \
       "formats (magic 0/1 and RecordBatch v2), as they came.")               \

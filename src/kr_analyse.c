@@ -1074,7 +1074,8 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
  * without translate_legacy (req is d's): answered UNSUPPORTED_VERSION
  * (or closed, for an Acks=0 Produce), one line saying what to enable.
  * Clients of Kafka 0.8/0.9 do not know error 35: for them the line is
- * the signal.
+ * the signal.  d->legacy_refusal: the session may hold the answer or the
+ * close for a client retrying in a loop (legacy_refuse_delay_ms).
  */
 static void
 legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
@@ -1085,6 +1086,7 @@ legacy_refuse(const struct kr_an_conn *c, const struct kr_an_request *r,
     char why[300];
 
     d->legacy = true;
+    d->legacy_refusal = true;
     /* short enough for an Acks=0 close line whole (acks0_text) */
     snprintf(why, sizeof(why), "is below the brokers' versions (v%d+, "
              "KIP-896): translate_legacy = true on [listener%s%.32s] would "

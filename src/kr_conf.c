@@ -412,8 +412,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
       LST(legacy_refuse_delay_ms), 0, "1000", 0, 60000, 0,
       "without translate_legacy: a client refused for a version the "
       "brokers no longer accept that reconnects within "
-      "legacy_refuse_window_ms gets its refusal this much later, in ms, "
-      "so a client retrying in a loop is slowed (counted); 0: no delay",
+      "legacy_refuse_window_ms gets its refusal this much later, in ms "
+      "(its UNSUPPORTED_VERSION answer, or for a Produce with Acks=0, "
+      "which has no answer, the close: nothing more is read from it "
+      "meanwhile), so a client retrying in a loop is slowed (counted); "
+      "0: no delay",
       NULL },
     { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,

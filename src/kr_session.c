@@ -111,7 +111,10 @@
  *   < max_buffer_bytes (and < KR_OUT_CHAINS chains).
  *   timer (arm_timer): connect_timeout_ms until connected; then the head
  *   request's own wait + request_timeout_margin_ms; idle_timeout_ms when
- *   nothing is in flight.
+ *   nothing is in flight.  A close after the responses owed may be held
+ *   (kr_s_close_hold: an Acks=0 refusal of a client retrying in a loop,
+ *   issue 10): the client not read, the close not before the hold's end
+ *   (T_CLOSE_HOLD), unless a drain ends it first.
  *   Produce with Acks=0 (push_optional): Kafka never answers it, but
  *   some brokers (librdkafka's mock) do, so it stays in the FIFO as an
  *   optional entry: a response with its CorrelationId is dropped
@@ -228,6 +231,7 @@
 
 
 static void session_free(struct kr_session *s);
+static bool close_hold_end(struct kr_session *s, int64_t now);
 
 /* Bytes of the reason a connection closes after the responses owed (the
    pipeline's texts are made to fit: kr_analyse.h). */
@@ -248,7 +252,9 @@ static void vclose(struct kr_session *s, enum kr_close_cause cause,
 
 enum timer_kind {
     T_NONE, T_CONNECT, T_REQUEST, T_RESPONSE, T_IDLE, T_DRAIN, T_LINGER,
-    T_CLOSING, T_HANDSHAKE, T_SASL, T_LOGIN, T_PROXY
+    T_CLOSING, T_HANDSHAKE, T_SASL, T_LOGIN, T_PROXY,
+    T_CLOSE_HOLD                        /* a held close's end
+                                           (kr_s_close_hold) */
 };
 
 static void
@@ -256,7 +262,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
        const char *fmt, va_list ap)
 {
     static struct kr_ratelimit rl;
-    char msg[600];
+    char msg[768];
 
     if (s->dead) {
         return;
@@ -264,14 +270,23 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
     s->dead = 1;
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (s->closing) {
-        /* one line: why it was closing, and what ended it otherwise */
-        char why[300];
+        /* one line: why it was closing, how long its close was held,
+           and what ended it otherwise */
+        char why[300], held[160] = "";
 
+        if (s->close_hold_why != NULL) {
+            int64_t end = s->close_holding ? kr_clock_timer_ms()
+                                           : s->close_hold_until_ms;
+
+            snprintf(held, sizeof(held), "; held %" PRId64 " ms (%.120s)",
+                     end - s->close_hold_since_ms, s->close_hold_why);
+        }
         snprintf(why, sizeof(why), "%.299s", msg);
         if (strcmp(why, close_msg(s)) == 0) {
-            snprintf(msg, sizeof(msg), "%s", close_msg(s));
+            snprintf(msg, sizeof(msg), "%s%s", close_msg(s), held);
         } else {
-            snprintf(msg, sizeof(msg), "%s; then %s", close_msg(s), why);
+            snprintf(msg, sizeof(msg), "%s%s; then %s", close_msg(s), held,
+                     why);
         }
         level = level < s->close_level ? level : s->close_level;
     }
@@ -632,6 +647,11 @@ deadline(struct kr_session *s, enum timer_kind *kind)
 {
     int64_t at = deadline_io(s, kind), sasl_at;
 
+    if (s->close_holding && (*kind == T_NONE || s->close_hold_until_ms < at)) {
+        /* also while the upstream is dialled or answers come */
+        *kind = T_CLOSE_HOLD;
+        at = s->close_hold_until_ms;
+    }
     if (s->closing) {
         return at;
     }
@@ -681,6 +701,12 @@ deadline_io(struct kr_session *s, enum timer_kind *kind)
         return s->up_started_ms + connect_ms;
     }
     if (s->closing && kr_s_fifo_first(s, &i) == NULL) {
+        if (s->close_holding) {
+            /* the client's KR_DRAIN_MS to take what is owed start at
+               the hold's end (close_hold_end) */
+            *kind = T_CLOSE_HOLD;
+            return s->close_hold_until_ms;
+        }
         *kind = T_CLOSING;
         if (s->req_remain > 0 && s->last_active_ms > s->closing_ms) {
             /* the rest of a request still arriving (kr_s_finish_request) */
@@ -877,6 +903,11 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
                               "krelay's; %u responses owed)", s->upname,
                               KR_DRAIN_MS, kr_inflight_expected(&s->fifo));
             break;
+        case T_CLOSE_HOLD:
+            if (!close_hold_end(s, now)) {
+                kr_s_arm_timer(s);
+            }
+            break;
         case T_CLOSING:
             if (s->req_remain > 0) {
                 kr_s_close_client(s, KR_LOG_INFO, "the client sent nothing "
@@ -989,7 +1020,7 @@ kr_s_update_io(struct kr_session *s)
     }
     kr_conn_set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
-                !s->enforce_wait &&
+                !s->enforce_wait && !s->close_holding &&
                 !(s->sasl.tokens > 0 && s->nready > 0) &&
                 !kr_conn_out_full(s->up.out, maxb) &&
                 lane_readable(s, &s->upl) &&
@@ -1015,7 +1046,8 @@ closing_done(struct kr_session *s)
 {
     bool up_live = s->up.connected ? s->up.fd >= 0 : !s->up_after_auth;
 
-    if (!s->closing || s->dead || kr_inflight_expected(&s->fifo) > 0 ||
+    if (!s->closing || s->dead || s->close_holding ||
+        kr_inflight_expected(&s->fifo) > 0 ||
         kr_s_rsp_mid(s) || client_owed(s) > 0 || s->req_remain > 0 ||
         (up_live && up_owed(s) > 0)) {
         return false;
@@ -1069,11 +1101,50 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     return 0;
 }
 
+void
+kr_s_close_hold(struct kr_session *s, int64_t until_ms, const char *why)
+{
+    s->close_holding = 1;
+    s->close_hold_since_ms = kr_clock_timer_ms();
+    s->close_hold_until_ms = until_ms;
+    s->close_hold_why = why;
+    kr_s_update_io(s);
+}
+
+/*
+ * The hold on s's close (kr_s_close_hold) ends at now: its time came, or
+ * krelay drains.  The client is read again (what it sends discarded),
+ * its KR_DRAIN_MS to take what is owed start now; closed at once when
+ * nothing is owed.  True when closed.
+ */
+static bool
+close_hold_end(struct kr_session *s, int64_t now)
+{
+    s->close_holding = 0;
+    s->close_hold_until_ms = now;
+    if (s->closing_ms < now) {
+        s->closing_ms = now;
+    }
+    if (closing_done(s)) {
+        return true;
+    }
+    kr_s_update_io(s);
+    return false;
+}
+
 int
 kr_session_drain(struct kr_session *s)
 {
     if (s->dead) {
         return -1;
+    }
+    if (s->closing && s->close_holding) {
+        /* closing already, held: krelay's drain waits for no hold */
+        if (close_hold_end(s, kr_clock_timer_ms())) {
+            return -1;
+        }
+        kr_s_arm_timer(s);
+        return 0;
     }
     if (s->closing) {
         return 0;                       /* closing already, for its own

@@ -170,6 +170,18 @@ void kr_s_close_timeout(struct kr_session *s, int level, const char *fmt,
 int kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt,
                           ...) KR_PRINTF(3, 4);
 
+/*
+ * Hold the close that kr_s_close_after_owed, called next, starts: not
+ * before until_ms (kr_clock_timer_ms), and nothing read from the client
+ * meanwhile (what it sent after is discarded, as when closing); the
+ * responses owed still go out, the session's timer ends the hold
+ * (T_CLOSE_HOLD), a drain (kr_session_drain) ends it early, any other
+ * close does not wait for it.  The close line ends with how long it was
+ * held and why (a static string, not copied).
+ */
+void kr_s_close_hold(struct kr_session *s, int64_t until_ms,
+                     const char *why);
+
 /* A callback returned: free s when it was closed and no other is on the
    stack. */
 void kr_s_leave(struct kr_session *s);

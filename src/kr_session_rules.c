@@ -1009,16 +1009,17 @@ take_rq(struct kr_session *s, struct kr_an_decision *d)
 }
 
 /*
- * issue 10: when the answer refusing a version the brokers no longer
- * accept may go out: at once, unless this client's address was refused
- * within legacy_refuse_window_ms (a client reconnecting in a loop):
- * then legacy_refuse_delay_ms later (counted).
+ * issue 10: when the refusal of a version the brokers no longer accept
+ * (its answer, or for an Acks=0 Produce the close) may come, the time
+ * being now (kr_clock_timer_ms): now, unless this client's address was
+ * refused within legacy_refuse_window_ms (a client reconnecting in a
+ * loop): then legacy_refuse_delay_ms later (counted).
  */
 static int64_t
-legacy_refusal_release(struct kr_session *s)
+legacy_refusal_release(struct kr_session *s, int64_t now)
 {
     struct kr_legacy_refusal *r;
-    int64_t now = kr_clock_timer_ms(), at = now;
+    int64_t at = now;
     uint64_t h = 1469598103934665603ull;
     const uint8_t *p;
     size_t n, i;
@@ -1044,6 +1045,11 @@ legacy_refusal_release(struct kr_session *s)
     r->at_ms = now;
     return at;
 }
+
+/* Why a held refusal's close was held (kr_s_close_hold), for its line. */
+static const char legacy_refusal_hold_why[] =
+    "legacy_refuse_delay_ms: this client address was refused within "
+    "legacy_refuse_window_ms";
 
 /*
  * Carry out the pipeline's decision d on request nr, whose payload is in
@@ -1089,6 +1095,16 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         /* fall through */
     case KR_AN_CLOSE_AFTER_OWED:
         evbuffer_drain(pl, evbuffer_get_length(pl));
+        if (d->legacy_refusal) {
+            /* an Acks=0 refusal: its close is the answer, held as one
+               (a client retrying in a loop is slowed) */
+            int64_t now = kr_clock_timer_ms();
+            int64_t at = legacy_refusal_release(s, now);
+
+            if (at > now) {
+                kr_s_close_hold(s, at, legacy_refusal_hold_why);
+            }
+        }
         ret = kr_s_close_after_owed(s, d->level, "%s", d->text);
         kr_an_decision_free(d);
         return ret;
@@ -1108,8 +1124,8 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
                       kr_stats_kerr_cell(d->error));
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
-        if (d->legacy && !(rq->a->actions & KR_AUDIT_TRANSLATED)) {
-            rq->release_ms = legacy_refusal_release(s);
+        if (d->legacy_refusal) {
+            rq->release_ms = legacy_refusal_release(s, kr_clock_timer_ms());
         }
         kr_log(d->level, "[%s] %s", s->name, d->text);
         kr_an_decision_free(d);

@@ -926,6 +926,7 @@ START_TEST(test_legacy_close_lines_fit)
     ck_assert_msg(T.d.outcome == KR_AN_CLOSE_AFTER_OWED, "%d %s",
                   T.d.outcome, T.d.text);
     ck_assert_uint_eq(T.d.legacy_bad, 2);
+    ck_assert(!T.d.legacy_refusal);     /* translated, its records bad */
     ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
                   strlen(T.d.text), T.d.text);
     ck_assert_msg(ends_with(T.d.text, ": closing the connection (no "
@@ -943,6 +944,7 @@ START_TEST(test_legacy_close_lines_fit)
     legacy_produce_req(topic, 0, LEGACY_GOOD, &recs, &iov, &rb);
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
     ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    ck_assert(T.d.legacy_refusal);      /* the session may hold the close */
     ck_assert_msg(strlen(T.d.text) < KR_AN_CLOSE_TEXT_MAX, "%zu: %s",
                   strlen(T.d.text), T.d.text);
     ck_assert_msg(ends_with(T.d.text, "translate_legacy = true on [listener "
@@ -1413,6 +1415,7 @@ START_TEST(test_legacy_refused_when_off)
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
     ck_assert_int_eq(T.d.outcome, KR_AN_ANSWER);
     ck_assert(T.d.legacy);
+    ck_assert(T.d.legacy_refusal);
     ck_assert_int_eq(T.d.error, KR_KERR_UNSUPPORTED_VERSION);
     ck_assert_ptr_nonnull(strstr(T.d.text, "translate_legacy = true on "
                                            "[listener old]"));

@@ -6176,6 +6176,173 @@ START_TEST(legacy_refusal_delayed)
 }
 END_TEST
 
+/* How long the log's one close line that was held says it was: "; held
+   N ms (" (-1: no such line, -2: more than one). */
+static int64_t
+log_held_ms(const char *log)
+{
+    const char *p = strstr(log, "; held "), *q;
+    long long ms;
+
+    if (p == NULL) {
+        return -1;
+    }
+    q = strstr(p + 1, "; held ");
+    if (q != NULL) {
+        return -2;
+    }
+    ck_assert_int_eq(sscanf(p, "; held %lld ms (", &ms), 1);
+    return (int64_t)ms;
+}
+
+/*
+ * issue 10: translate_legacy off, a Produce v2 with Acks=0 is refused by
+ * closing (no response can carry UNSUPPORTED_VERSION).  A client address
+ * refused again within legacy_refuse_window_ms has that close held
+ * legacy_refuse_delay_ms, as an answer is (legacy_refusal_delayed): a
+ * client reconnecting in a loop is slowed.  The first connection closes
+ * at once; the second sends a Heartbeat and the Produce: the Heartbeat's
+ * answer, owed, still reaches the client, nothing the client sends
+ * during the hold is read, and the close line says it was held.
+ * _i 0: the broker answers during the hold, the close comes at its end;
+ * 1: it answers after the hold: the close comes after the answer;
+ * 2: krelay drains during the hold: the close comes then;
+ * 3: the client goes away during the hold (shutdown, unnoticed as it is
+ * not read): closed at the hold's end all the same, nothing left.
+ */
+START_TEST(legacy_acks0_refusal_delayed)
+{
+    static const char held_line[] =
+        "(no response can carry UNSUPPORTED_VERSION); held ";
+    static const char held_why[] =
+        " ms (legacy_refuse_delay_ms: this client address was refused "
+        "within legacy_refuse_window_ms) (";
+    struct bb req = { 0 }, hb = { 0 }, hb2 = { 0 }, exp = { 0 };
+    struct wait w = { 0 };
+    struct cli *c;
+    int64_t t0, took, held;
+    uint64_t read_before;
+    char *log;
+
+    T.lc.translate_legacy = false;
+    T.lc.legacy_refuse_delay_ms = 400;
+    T.lc.legacy_refuse_window_ms = 10000;
+    T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    log_capture();
+    kr_log_level_cur = KR_LOG_NOTICE;
+    start();
+    req_produce_v2_bad(&req, 5, 0, false);
+
+    /* the first refusal: closed at once, not held */
+    c = cli_open(boot_port(), 0);
+    t0 = mono_ms();
+    cli_send(c, req.b, req.n);
+    ck_assert(cli_wait_closed(c));
+    took = mono_ms() - t0;
+    ck_assert_msg(took < 300, "first refusal took %lld ms", (long long)took);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    wait_no_session();
+    log = log_text();
+    ck_assert_msg(strstr(log, "Produce v2 CorrelationId 5 with Acks=0 is "
+                         "below the brokers' versions (v3+, KIP-896)") !=
+                  NULL, "%s", log);
+    ck_assert_int_eq(log_held_ms(log), -1);
+    free(log);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refusals_delayed), 0);
+
+    /* again from the same address: a Heartbeat, then the Produce */
+    T.fb.hold = true;
+    c = cli_open(boot_port(), 0);
+    req_heartbeat(&hb, 1);
+    bput(&hb2, hb.b, hb.n);
+    bput(&hb2, req.b, req.n);
+    t0 = mono_ms();
+    cli_send(c, hb2.b, hb2.n);
+    w.stall_ms = 2000;          /* the broker holds the Heartbeat's answer */
+    while (KR_STAT_GET(ST, legacy_refusals_delayed) == 0 && !c->closed &&
+           waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_msg(KR_STAT_GET(ST, legacy_refusals_delayed) == 1,
+                  "refusal not held (legacy_refusals_delayed %llu)",
+                  (unsigned long long)KR_STAT_GET(ST,
+                                                  legacy_refusals_delayed));
+    ck_assert_msg(!c->closed, "closed after %lld ms, not held",
+                  (long long)(mono_ms() - t0));
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert(T.w->sessions->closing);
+    fake_expect(&hb);
+    /* nothing more is read from the client meanwhile */
+    read_before = T.w->sessions->client.bytes_in;
+    ck_assert_uint_eq(read_before, hb2.n);
+    hb2.n = 0;
+    req_heartbeat(&hb2, 2);
+    cli_send(c, hb2.b, hb2.n);
+    pump_for(50);
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_uint_eq(T.w->sessions->client.bytes_in, read_before);
+    ck_assert(!c->closed);
+    expected_echo(&hb, 0, &exp);
+    if (_i == 0) {
+        fake_release(&T.fb);
+        cli_expect(c, &exp);
+        ck_assert(!c->closed);
+    } else if (_i == 1) {
+        pump_for(t0 + 600 - mono_ms());
+        ck_assert(!c->closed);
+        ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+        fake_release(&T.fb);
+        cli_expect(c, &exp);
+    } else if (_i == 2) {
+        fake_release(&T.fb);
+        cli_expect(c, &exp);
+        pump_for(t0 + 100 - mono_ms());
+        kr_worker_drain(T.w);
+    } else {
+        fake_release(&T.fb);
+        cli_expect(c, &exp);
+        ck_assert_int_eq(shutdown(c->fd, SHUT_RDWR), 0);
+    }
+    if (_i == 3) {
+        wait_no_session();
+    } else {
+        ck_assert(cli_wait_closed(c));
+    }
+    took = mono_ms() - t0;
+    if (_i == 2) {
+        ck_assert_msg(took < 300, "drained, closed after %lld ms",
+                      (long long)took);
+    } else {
+        ck_assert_msg(took >= (_i == 1 ? 580 : 380) && took < 1000,
+                      "held refusal closed after %lld ms", (long long)took);
+    }
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    wait_no_session();
+    /* the Heartbeat sent during the hold never went up */
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), hb.n);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 2);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refusals_delayed), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, conn_active), 0);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
+    log = log_text();
+    ck_assert_msg(strstr(log, held_line) != NULL, "%s", log);
+    ck_assert_msg(strstr(log, held_why) != NULL, "%s", log);
+    held = log_held_ms(log);
+    if (_i == 2) {
+        ck_assert_msg(held >= 80 && held < 300, "held %lld ms: %s",
+                      (long long)held, log);
+    } else {
+        ck_assert_msg(held >= 400 && held < 450, "held %lld ms: %s",
+                      (long long)held, log);
+    }
+    free(log);
+    free(req.b);
+    free(hb.b);
+    free(hb2.b);
+    free(exp.b);
+}
+END_TEST
+
 START_TEST(internal_request_not_forwarded)
 {
     struct bb req = { 0 }, own = { 0 }, exp = { 0 }, seen = { 0 };
@@ -6820,6 +6987,7 @@ session_suite(void)
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_test(tc, legacy_refusal_delayed);
+    tcase_add_loop_test(tc, legacy_acks0_refusal_delayed, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("splice");
