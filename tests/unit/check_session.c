@@ -112,6 +112,12 @@ struct fake {
     } av_client;
     bool answer_produce;        /* answer Produce v3 (Acks 1) with a real
                                    v3 response (fake_produce_response) */
+    int produce_step;           /* with answer_produce: the n-th Produce
+                                   answered (from 0) gets BaseOffset
+                                   40 + CorrelationId + n * produce_step */
+    int nproduce;               /* Produce requests answered */
+    int garbage_produce;        /* the first this many Produce answers are
+                                   a CorrelationId alone (no body) */
 };
 
 /* The ranges the fake broker offers with answer_av: ApiKey, MinVersion,
@@ -483,8 +489,20 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         fake_av_response(&r, corr, ver);
         goto send;
     }
+    if (key == KR_API_PRODUCE && ver == 3 && fb->nproduce <
+                                                 fb->garbage_produce) {
+        fb->nproduce++;
+        b32(&r, 4);
+        b32(&r, corr);
+        goto send;
+    }
     if (key == KR_API_PRODUCE && ver == 3 && fb->answer_produce) {
-        fake_produce_response(&r, corr);
+        fake_produce_response(&r, corr + fb->nproduce++ * fb->produce_step);
+        if (fb->produce_step != 0) {
+            /* the CorrelationId stays the request's */
+            r.b[4] = (uint8_t)(corr >> 24), r.b[5] = (uint8_t)(corr >> 16);
+            r.b[6] = (uint8_t)(corr >> 8), r.b[7] = (uint8_t)corr;
+        }
         goto send;
     }
     echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
@@ -5939,6 +5957,24 @@ expect_produce_v3_acks(const uint8_t *f, size_t flen, int32_t corr,
     ck_assert_int_eq(kr_frame_i32(f + off + 4 + 57), 2); /* RecordsCount */
 }
 
+/* The frame is a Produce v3 (CorrelationId corr, Acks acks) of one
+   partition whose one RecordBatch v2 holds n records. */
+static void
+expect_produce_v3_count(const uint8_t *f, size_t flen, int32_t corr,
+                        int16_t acks, int32_t n)
+{
+    size_t off = 14 + 5 + 2 + 2 + 4 + 4 + 2 + 6 + 4 + 4;
+
+    ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_PRODUCE);
+    ck_assert_int_eq(kr_frame_i16(f + 6), 3);
+    ck_assert_int_eq(kr_frame_i32(f + 8), corr);
+    ck_assert_int_eq(kr_frame_i16(f + 14 + 5 + 2), acks);
+    ck_assert_uint_ge(flen, off + 4 + 61);
+    ck_assert_int_eq(kr_frame_i32(f + off), (int32_t)(flen - off - 4));
+    ck_assert_int_eq(f[off + 4 + 16], 2);               /* magic */
+    ck_assert_int_eq(kr_frame_i32(f + off + 4 + 57), n); /* RecordsCount */
+}
+
 /* expect_produce_v3_acks with Acks 1. */
 static void
 expect_produce_v3(const uint8_t *f, size_t flen, int32_t corr)
@@ -6132,6 +6168,78 @@ START_TEST(legacy_acks0_partly_bad)
     free(req.b);
     free(hb.b);
     free(exp.b);
+}
+END_TEST
+
+/*
+ * issue 10: legacy_batch_max_bytes 64 makes each of the Produce v2's two
+ * messages a RecordBatch of its own: Produce v3+ takes one per
+ * partition, so the first goes up as krelay's own Produce v3 (a round,
+ * the client's CorrelationId), then the client's with the second.  _i
+ * 0: the client gets one answer, BaseOffset the round's (41, not the
+ * second answer's 141), counted; a Heartbeat behind it keeps its order.
+ * _i 1: the broker answers the round with a body that does not decode:
+ * the connection closes with one line blaming the upstream, nothing sent
+ * to the client.
+ */
+START_TEST(legacy_split_rounds)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    char *log;
+
+    T.lc.translate_legacy = true;
+    T.lc.legacy_batch_max_bytes = 64;
+    T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.fb.answer_produce = true;
+    T.fb.produce_step = 100;
+    T.fb.garbage_produce = _i == 1 ? 1 : 0;
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_v2(&req, 1);
+    req_heartbeat(&hb, 2);
+    bput(&req, hb.b, hb.n);
+    cli_send(c, req.b, req.n);
+    if (_i == 1) {
+        ck_assert(cli_wait_closed(c));
+        ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+        log = log_text();
+        ck_assert_msg(strstr(log, "answered krelay's own Produce v3 (a batch "
+                             "of a translated Produce v0-2 request) with a "
+                             "response that does not decode") != NULL,
+                      "%s", log);
+        free(log);
+        free(req.b);
+        free(hb.b);
+        return;
+    }
+    fake_produce_response(&exp, 1);         /* BaseOffset 41 */
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    pump_for(50);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    ck_assert(!c->closed);
+    /* the broker got the round, the client's Produce, the Heartbeat: one
+       message each */
+    f = log_frame(&off, &flen);
+    expect_produce_v3_count(f, flen, 1, 1, 1);
+    f = log_frame(&off, &flen);
+    expect_produce_v3_count(f, flen, 1, 1, 1);
+    f = log_frame(&off, &flen);
+    ck_assert_uint_eq(flen, hb.n);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_int_eq(T.fb.nproduce, 2);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, requests_internal), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_internal), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses), 2);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
 }
 END_TEST
 
@@ -6985,6 +7093,7 @@ session_suite(void)
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
+    tcase_add_loop_test(tc, legacy_split_rounds, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_test(tc, legacy_refusal_delayed);
     tcase_add_loop_test(tc, legacy_acks0_refusal_delayed, 0, 4);
