@@ -619,8 +619,21 @@ kr_legacy_produce_round(struct kr_arena *a, const struct kr_node *body,
     return KR_OK;
 }
 
-int
-kr_legacy_split_take(struct kr_legacy_splits *sp, const struct kr_node *rsp)
+/* A Produce response partition's fields the splits read or set. */
+struct split_rsp_part {
+    struct kr_val *error;               /* ErrorCode */
+    struct kr_val *base;                /* BaseOffset */
+    struct kr_val *append;              /* LogAppendTimeMs (NULL: v0-1) */
+};
+
+typedef void (*split_part_fn)(struct kr_legacy_split *e,
+                              const struct split_rsp_part *f, void *ctx);
+
+/* fn on every partition of Produce response rsp that sp has.  KR_OK or
+   KR_EPROTO (not a Produce response). */
+static int
+split_each(const struct kr_node *rsp, const struct kr_legacy_splits *sp,
+           split_part_fn fn, void *ctx)
 {
     struct kr_array *topics = array_of((struct kr_node *)rsp,
                                        KR_FIELD_RESPONSES);
@@ -637,90 +650,83 @@ kr_legacy_split_take(struct kr_legacy_splits *sp, const struct kr_node *rsp)
         for (p = 0; parts != NULL && p < parts->n; p++) {
             struct kr_node *pn = parts->items[p].u.node;
             struct kr_val *iv = kr_node_get_id(pn, KR_FIELD_INDEX);
-            struct kr_val *ev = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
-            struct kr_val *bv = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET);
-            struct kr_val *lv = kr_node_get_id(pn,
-                                               KR_FIELD_LOG_APPEND_TIME_MS);
             struct kr_legacy_split *e;
+            struct split_rsp_part f;
 
-            if (iv == NULL || ev == NULL) {
+            f.error = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
+            f.base = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET);
+            f.append = kr_node_get_id(pn, KR_FIELD_LOG_APPEND_TIME_MS);
+            if (iv == NULL || f.error == NULL || f.base == NULL) {
                 return KR_EPROTO;
             }
+            if (f.append != NULL && !f.append->present) {
+                f.append = NULL;
+            }
             e = split_find(sp, name, (int32_t)iv->u.i);
-            if (e == NULL) {
-                continue;
+            if (e != NULL) {
+                fn(e, &f, ctx);
             }
-            if (e->answered == 0) {
-                e->base_offset = bv != NULL ? bv->u.i : -1;
-                e->log_append_time = lv != NULL && lv->present ? lv->u.i
-                                                               : -1;
-            }
-            if (e->error == 0 && ev->u.i != 0) {
-                e->error = (int16_t)ev->u.i;
-            }
-            e->answered++;
         }
     }
     return KR_OK;
+}
+
+/* split_each of kr_legacy_split_take: a round's answer. */
+static void
+split_take_part(struct kr_legacy_split *e, const struct split_rsp_part *f,
+                void *ctx)
+{
+    (void)ctx;
+    if (e->answered == 0) {
+        e->base_offset = f->base->u.i;
+        e->log_append_time = f->append != NULL ? f->append->u.i : -1;
+    }
+    if (e->error == 0 && f->error->u.i != 0) {
+        e->error = (int16_t)f->error->u.i;
+    }
+    e->answered++;
+}
+
+int
+kr_legacy_split_take(struct kr_legacy_splits *sp, const struct kr_node *rsp)
+{
+    return split_each(rsp, sp, split_take_part, NULL);
+}
+
+/* split_each of kr_legacy_split_merge: the client's answer (ctx: the
+   count of partitions given a round's error). */
+static void
+split_merge_part(struct kr_legacy_split *e, const struct split_rsp_part *f,
+                 void *ctx)
+{
+    unsigned *nerr = ctx;
+    int16_t err = e->error;
+
+    if (err == 0 && e->answered < e->nbatch) {
+        /* a round's answer did not name it */
+        err = KR_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    if (err != 0) {
+        f->error->u.i = err;
+        f->base->u.i = -1;
+        if (f->append != NULL) {
+            f->append->u.i = -1;
+        }
+        (*nerr)++;
+    } else if (f->error->u.i == 0) {
+        f->base->u.i = e->base_offset;
+        if (f->append != NULL) {
+            f->append->u.i = e->log_append_time;
+        }
+    }
 }
 
 int
 kr_legacy_split_merge(struct kr_node *rsp, const struct kr_legacy_splits *sp,
                       unsigned *nerr)
 {
-    struct kr_array *topics = array_of(rsp, KR_FIELD_RESPONSES);
-    uint32_t t, p;
-
     *nerr = 0;
-    if (topics == NULL) {
-        return KR_EPROTO;
-    }
-    for (t = 0; t < topics->n; t++) {
-        struct kr_node *tn = topics->items[t].u.node;
-        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
-        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_RESPONSES);
-
-        for (p = 0; parts != NULL && p < parts->n; p++) {
-            struct kr_node *pn = parts->items[p].u.node;
-            struct kr_val *iv = kr_node_get_id(pn, KR_FIELD_INDEX);
-            struct kr_val *ev = kr_node_get_id(pn, KR_FIELD_ERROR_CODE);
-            struct kr_val *bv = kr_node_get_id(pn, KR_FIELD_BASE_OFFSET);
-            struct kr_val *lv = kr_node_get_id(pn,
-                                               KR_FIELD_LOG_APPEND_TIME_MS);
-            const struct kr_legacy_split *e;
-            int16_t err;
-
-            if (iv == NULL || ev == NULL) {
-                return KR_EPROTO;
-            }
-            e = split_find(sp, name, (int32_t)iv->u.i);
-            if (e == NULL) {
-                continue;
-            }
-            err = e->error;
-            if (err == 0 && e->answered < e->nbatch) {
-                err = KR_KERR_UNKNOWN_SERVER_ERROR;
-            }
-            if (err != 0) {
-                ev->u.i = err;
-                (*nerr)++;
-                if (bv != NULL) {
-                    bv->u.i = -1;
-                }
-                if (lv != NULL) {
-                    lv->u.i = -1;
-                }
-            } else if (ev->u.i == 0) {
-                if (bv != NULL) {
-                    bv->u.i = e->base_offset;
-                }
-                if (lv != NULL) {
-                    lv->u.i = e->log_append_time;
-                }
-            }
-        }
-    }
-    return KR_OK;
+    return split_each(rsp, sp, split_merge_part, nerr);
 }
 
 int

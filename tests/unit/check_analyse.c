@@ -433,6 +433,21 @@ END_TEST
 /* The first of them alone. */
 #define LEGACY_ONE "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbw=="
 
+/* No rules; translate_legacy on lc (listener "old", a Kafka 4.0.0
+   profile), batches of at most max_batch bytes. */
+static void
+legacy_split_on(struct kr_an_legacy_conf *lc, size_t max_batch)
+{
+    setup_rules("");
+    memset(lc, 0, sizeof(*lc));
+    lc->on = true;
+    lc->listener = "old";
+    lc->rec.max_uncompressed = 1 << 20;
+    lc->rec.max_batch_bytes = max_batch;
+    lc->profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = lc;
+}
+
 /* The records of partition p (Index index) of topic t of the Produce
    request m (encoded in w): exactly one RecordBatch; its RecordsCount. */
 static int32_t
@@ -511,14 +526,7 @@ START_TEST(test_legacy_produce_split_rounds)
     int bad_r1[] = { 6 };                       /* NOT_LEADER_OR_FOLLOWER */
     int pass;
 
-    setup_rules("");
-    memset(&lc, 0, sizeof(lc));
-    lc.on = true;
-    lc.listener = "old";
-    lc.rec.max_uncompressed = 1 << 20;
-    lc.rec.max_batch_bytes = 80;
-    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
-    T.c.legacy = &lc;
+    legacy_split_on(&lc, 80);
     for (pass = 0; pass < 2; pass++) {
         kr_an_decision_free(&T.d);
         build_recs(req_json, &T.m, &recs, &iov, &rb);
@@ -654,14 +662,7 @@ split_many(unsigned n)
              "\"app\"},\"body\":{\"Acks\":1,\"TimeoutMs\":100,"
              "\"TopicData\":[{\"Name\":\"t\",\"PartitionData\":[{"
              "\"Index\":0,\"Records\":\"%s\"}]}]}}", enc);
-    setup_rules("");
-    memset(&lc, 0, sizeof(lc));
-    lc.on = true;
-    lc.listener = "old";
-    lc.rec.max_uncompressed = 1 << 20;
-    lc.rec.max_batch_bytes = 70;
-    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
-    T.c.legacy = &lc;
+    legacy_split_on(&lc, 70);
     kr_an_decision_free(&T.d);
     build_recs(js, &T.m, &recs, &iov, &rb);
     request_decoded(true);
@@ -695,14 +696,7 @@ START_TEST(test_legacy_produce_split_acks0)
     struct iovec iov;
     struct kr_rbuf rb;
 
-    setup_rules("");
-    memset(&lc, 0, sizeof(lc));
-    lc.on = true;
-    lc.listener = "old";
-    lc.rec.max_uncompressed = 1 << 20;
-    lc.rec.max_batch_bytes = 80;
-    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
-    T.c.legacy = &lc;
+    legacy_split_on(&lc, 80);
     build_recs(req_json, &T.m, &recs, &iov, &rb);
     request_decoded(false);
     T.r.rb = &rb;
