@@ -511,10 +511,12 @@ unsigned kr_conf_warnings(const struct kr_conf *c, FILE *f);
 const char *kr_conf_codec_name(int id);
 
 /*
- * Print the effective config (every key with its value) to f (krelay -T),
- * as text that loads back (kr_conf_load_string) as the same config: a
- * value that starts with ';' is written "key =;..." so inih does not take
- * it for a comment.  Secrets are not printed ("(not shown: a secret)"):
+ * Print the effective config (every key in use with its value) to f
+ * (krelay -T), as text that loads back (kr_conf_load_string) as the same
+ * config, with no warning c did not have: a key its section does not use
+ * (ssl_* without ssl = true, the sasl = terminate keys without it...) is
+ * left out.  A value that starts with ';' is written "key =;..." so inih
+ * does not take it for a comment.  Secrets are not printed ("(not shown: a secret)"):
  * a config with an inline secret loads back with that text in its place.
  */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);

@@ -3295,6 +3295,16 @@ static const char *const kr_cf_sasl_term_keys[] = {
     "sasl_login_rate", NULL
 };
 
+/* The keys that go with proxy_protocol (not off). */
+static const char *const kr_cf_proxy_keys[] = {
+    "proxy_protocol_from", "proxy_protocol_timeout_ms", NULL
+};
+
+/* The keys that go with sni_broker_name. */
+static const char *const kr_cf_sni_keys[] = {
+    "sni_bootstrap_name", "sni_fallback", NULL
+};
+
 /* sasl_login_rate: "PER_SEC,BURST" (PER_SEC > 0, a decimal; BURST a
    whole number >= 1) or "0". */
 static bool
@@ -3340,8 +3350,10 @@ kr_cf_parse_login_rate(const char *s, double *per_sec, unsigned *burst)
  * An offered SCRAM mechanism no entry of the credentials file has: every
  * login with it fails (a file of SCRAM-SHA-512 lines, krelay-passwd's
  * default, behind sasl_mechanisms = SCRAM-SHA-256).  PLAIN takes any
- * entry.  Warned for a list given: the default offers both SCRAM hashes
- * and PLAIN, which takes any entry.
+ * entry.  Warned for a list that leaves a mechanism out: the default
+ * offers every one (both SCRAM hashes, and PLAIN, which takes any entry),
+ * and so does a list that names them all, such as the default as -T
+ * prints it.
  */
 static void
 kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -3353,7 +3365,7 @@ kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
     unsigned i;
     size_t j;
 
-    if (!kr_cf_key_given(in, "sasl_mechanisms")) {
+    if (n == KR_SASL_SRV_NMECH) {
         return;
     }
     for (i = 0; i < n; i++) {
@@ -3533,8 +3545,7 @@ kr_cf_check_sni_cert(struct kr_cf_state *st, struct kr_cf_inst *in,
 static void
 kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
-    static const char *const opt[] = { "proxy_protocol_from",
-                                       "proxy_protocol_timeout_ms", NULL };
+    const char *const *opt = kr_cf_proxy_keys;
     const struct kr_listener_conf *l = in->obj;
     char lbl[KR_CONF_MAX_NAME + 32];
     int i;
@@ -3572,8 +3583,7 @@ kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
 static void
 kr_cf_check_sni(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
-    static const char *const opt[] = { "sni_bootstrap_name", "sni_fallback",
-                                       NULL };
+    const char *const *opt = kr_cf_sni_keys;
     struct kr_listener_conf *l = in->obj;
     char lbl[KR_CONF_MAX_NAME + 32], why[256];
     struct kr_sni *m;
@@ -4747,18 +4757,70 @@ kr_cf_print_hostport(FILE *f, const struct kr_hostport *hp)
     }
 }
 
-/* Keys that only go with another one are dumped only with it. */
 static bool
-kr_cf_rule_key_dumped(const struct kr_rule_conf *r, const char *name)
+kr_cf_name_in(const char *const *list, const char *name)
 {
-    if (strncmp(name, "throttle_", 9) == 0 && strcmp(name, "throttle_ms")) {
-        return r->throttle_ms >= 0;
+    for (; *list != NULL; list++) {
+        if (strcmp(*list, name) == 0) {
+            return true;
+        }
     }
-    if (strcmp(name, "fault_error_probability") == 0) {
-        return r->fault_error >= 0;
-    }
-    if (strcmp(name, "audit_body") == 0) {
-        return r->audit;
+    return false;
+}
+
+/*
+ * Keys that only go with another one are dumped only with it: the dump is
+ * the configuration in effect, and a key the section does not use is not
+ * part of it.  A default printed for such a key (ssl_min_protocol without
+ * ssl = true, sasl_login_rate without sasl = terminate...) would also
+ * load back as a key given but not used, which -t warns about, so a dump
+ * would fail -t -W.  These are the cases the checks warn about (the key
+ * lists are theirs).
+ */
+static bool
+kr_cf_key_dumped(enum kr_cf_sect kind, const void *obj, const char *name)
+{
+    if (kind == KR_CS_RULE) {
+        const struct kr_rule_conf *r = obj;
+
+        if (strncmp(name, "throttle_", 9) == 0 &&
+            strcmp(name, "throttle_ms") != 0) {
+            return r->throttle_ms >= 0;
+        }
+        if (strcmp(name, "fault_error_probability") == 0) {
+            return r->fault_error >= 0;
+        }
+        if (strcmp(name, "audit_body") == 0) {
+            return r->audit;
+        }
+    } else if (kind == KR_CS_UPSTREAM) {
+        const struct kr_upstream_conf *u = obj;
+
+        if (!u->ssl && kr_cf_name_in(kr_cf_tls_keys[1], name)) {
+            return false;
+        }
+    } else if (kind == KR_CS_LISTENER) {
+        const struct kr_listener_conf *l = obj;
+        bool term = l->sasl == KR_SASL_MODE_TERMINATE;
+
+        if (kr_cf_name_in(kr_cf_tls_keys[0], name)) {
+            if (strcmp(name, "ssl_principal_mapping_rules") == 0) {
+                return l->ssl && l->ssl_client_ca != NULL;
+            }
+            return l->ssl;
+        }
+        if (kr_cf_name_in(kr_cf_sasl_term_keys, name)) {
+            return term;
+        }
+        if (strcmp(name, "oauthbearer_principal_claim") == 0) {
+            return !term;
+        }
+        if (kr_cf_name_in(kr_cf_proxy_keys, name)) {
+            return l->proxy_protocol != 0;
+        }
+        if (kr_cf_name_in(kr_cf_sni_keys, name)) {
+            return l->sni_broker_name != NULL;
+        }
     }
     return true;
 }
@@ -4783,11 +4845,7 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
         if (k->sect != kind) {
             continue;
         }
-        if (kind == KR_CS_RULE && !kr_cf_rule_key_dumped(obj, k->name)) {
-            continue;
-        }
-        if (kind == KR_CS_LISTENER && strcmp(k->name, "sni_fallback") == 0 &&
-            ((const struct kr_listener_conf *)obj)->sni_broker_name == NULL) {
+        if (!kr_cf_key_dumped(kind, obj, k->name)) {
             continue;
         }
         switch (k->type) {
