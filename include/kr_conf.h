@@ -212,9 +212,11 @@ struct kr_listener_conf {
                                            many bytes; 0: one batch per
                                            set; default 1048576 */
     int64_t legacy_fetch_max_bytes;     /* a translated Fetch's MaxBytes
-                                           (v0-2 had none): at most this
-                                           (and half of max_frame_bytes);
-                                           default 2097152 */
+                                           (v0-2 had none): at most this;
+                                           default 2097152, kept by the
+                                           loader to half of
+                                           max_frame_bytes (the value in
+                                           effect) */
     int64_t legacy_refuse_delay_ms;     /* without translate_legacy: a
                                            refused old client that
                                            reconnects within the window

@@ -2408,6 +2408,14 @@ kr_cf_listener_ports(const struct kr_cf_inst *in)
     return p;
 }
 
+/* Half of l's max_frame_bytes (at least 1): the most a translated
+   Fetch's MaxBytes may be (kr_analyse.c: legacy_fetch_cap). */
+static int64_t
+kr_cf_half_frame(const struct kr_listener_conf *l)
+{
+    return l->max_frame_bytes / 2 > 0 ? l->max_frame_bytes / 2 : 1;
+}
+
 static void
 kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
@@ -2439,6 +2447,15 @@ kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
                   "%s: broker_port_base %u + node_id_max %" PRId32
                   " = %d is above 65535", lbl, (unsigned)l->broker_port_base,
                   l->node_id_max, (int)l->broker_port_base + l->node_id_max);
+    }
+    /* legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes
+       is at most half of max_frame_bytes too (kr_analyse.c:
+       legacy_fetch_cap), so the config holds that, which -T prints and a
+       reload compares */
+    if (kr_cf_key_ok(in, "max_frame_bytes") &&
+        kr_cf_key_ok(in, "legacy_fetch_max_bytes") &&
+        l->legacy_fetch_max_bytes > kr_cf_half_frame(l)) {
+        l->legacy_fetch_max_bytes = kr_cf_half_frame(l);
     }
     p = kr_cf_listener_ports(in);
     if (p.ok && p.range_ok && p.listen >= p.lo && p.listen <= p.hi) {
@@ -4825,6 +4842,29 @@ kr_cf_key_dumped(enum kr_cf_sect kind, const void *obj, const char *name)
     return true;
 }
 
+/*
+ * legacy_fetch_max_bytes, which the loader keeps to half of
+ * max_frame_bytes (kr_cf_check_listener), as it applies: after a comment
+ * when the half is what applies.  A half below the key's least value
+ * (max_frame_bytes under 128 KiB) is printed as the least, which loads
+ * back to the same half (the comment gives it).  Either way the dump
+ * loads back to the same value, and its own dump is the same text.
+ */
+static void
+kr_cf_dump_legacy_fetch(FILE *f, const struct kr_cf_key *k,
+                        const struct kr_listener_conf *l)
+{
+    int64_t half = kr_cf_half_frame(l);
+
+    if (l->legacy_fetch_max_bytes < half) {
+        fprintf(f, "%s = %" PRId64 "\n", k->name, l->legacy_fetch_max_bytes);
+        return;
+    }
+    fprintf(f, "; %s: at most half of max_frame_bytes, %" PRId64 ", applies "
+            "(krelay holds a translated response whole)\n", k->name, half);
+    fprintf(f, "%s = %" PRId64 "\n", k->name, half < k->min ? k->min : half);
+}
+
 static void
 kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
                    const void *obj)
@@ -4846,6 +4886,11 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             continue;
         }
         if (!kr_cf_key_dumped(kind, obj, k->name)) {
+            continue;
+        }
+        if (kind == KR_CS_LISTENER &&
+            strcmp(k->name, "legacy_fetch_max_bytes") == 0) {
+            kr_cf_dump_legacy_fetch(f, k, obj);
             continue;
         }
         switch (k->type) {

@@ -1895,7 +1895,7 @@ static const struct reload_row reload_rows[] = {
     { "[listener a]", "upstream", KR_RELOAD_NEWCONN,
       "upstream = u1", "upstream = u2" },
     { "[listener a]", "max_frame_bytes", KR_RELOAD_APPLY,
-      "", "max_frame_bytes = 1048576" },
+      "", "max_frame_bytes = 8388608" },
     { "[listener a]", "max_inflight", KR_RELOAD_APPLY,
       "", "max_inflight = 10" },
     { "[listener a]", "max_buffer_bytes", KR_RELOAD_APPLY,
@@ -3329,6 +3329,101 @@ START_TEST(test_legacy_keys)
 }
 END_TEST
 
+/* c's dump (caller frees) */
+static char *
+dump_of(const struct kr_conf *c)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return out;
+}
+
+/*
+ * legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes is
+ * at most half of max_frame_bytes too (kr_analyse.c, legacy_fetch_cap),
+ * so the loader keeps it to that, and -T prints it after a comment saying
+ * so; a half below the key's least value (65536) is printed as the least,
+ * which loads back to the same half.  Each dump loads back to the same
+ * value, with no warning, and dumps the same text.  A reload that lowers
+ * max_frame_bytes below twice the value says that it changes too.
+ */
+START_TEST(test_dump_legacy_fetch_cap)
+{
+    static const struct {
+        const char *keys;               /* the listener's */
+        const char *want;               /* in the dump */
+        int64_t loaded;                 /* legacy_fetch_max_bytes loaded
+                                           (and of the dump loaded) */
+    } t[] = {
+        /* the default 2 MiB, frames of 1 MiB: 512 KiB applies */
+        { "max_frame_bytes = 1048576\n",
+          "\nmax_frame_bytes = 1048576\n", 524288 },
+        { "max_frame_bytes = 1048576\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "524288, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 524288\n", 524288 },
+        /* exactly the half: the same comment, the same value */
+        { "max_frame_bytes = 4194304\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "2097152, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 2097152\n", 2097152 },
+        /* below the half: as given, no comment */
+        { "max_frame_bytes = 4194304\nlegacy_fetch_max_bytes = 1048576\n",
+          "\nlegacy_batch_max_bytes = 1048576\n"
+          "legacy_fetch_max_bytes = 1048576\n", 1048576 },
+        /* a half below 65536: the comment gives it, the least printed */
+        { "max_frame_bytes = 65536\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "32768, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 65536\n", 32768 },
+    };
+    struct reload_seen seen;
+    struct kr_conf *a, *b;
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER "translate_legacy = true\n"
+                         "%s", t[i].keys);
+        struct kr_conf *c = load_ok(text), *d;
+        char *d1 = dump_of(c), *d2;
+        unsigned nw;
+        char *w;
+
+        ck_assert_int_eq(c->listeners[0].legacy_fetch_max_bytes,
+                         t[i].loaded);
+        ck_assert_msg(strstr(d1, t[i].want) != NULL, "row %zu: want \"%s\" "
+                      "in \"%s\"", i, t[i].want, d1);
+        d = load_ok(d1);
+        ck_assert_int_eq(d->listeners[0].legacy_fetch_max_bytes,
+                         t[i].loaded);
+        w = warnings_of(d, &nw);
+        ck_assert_msg(nw == 0, "row %zu: %s", i, w);
+        free(w);
+        d2 = dump_of(d);
+        ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+        kr_conf_free(c);
+        kr_conf_free(d);
+        free(d1);
+        free(d2);
+        free(text);
+    }
+    a = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    b = load_ok(MIN_UPSTREAM MIN_LISTENER "max_frame_bytes = 1048576\n");
+    memset(&seen, 0, sizeof(seen));
+    kr_conf_reload_diff(a, b, reload_collect, &seen);
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_str_eq(seen.key[0], "max_frame_bytes");
+    ck_assert_str_eq(seen.key[1], "legacy_fetch_max_bytes");
+    kr_conf_free(a);
+    kr_conf_free(b);
+}
+END_TEST
+
 /* What does not go with SNI routing, and names that are no names. */
 START_TEST(test_sni_errors)
 {
@@ -3588,6 +3683,7 @@ conf_suite(void)
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_legacy_keys);
+    tcase_add_test(tc, test_dump_legacy_fetch_cap);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);
