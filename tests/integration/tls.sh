@@ -429,9 +429,9 @@ n0=$(reloads)
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 20 reloads_past "$n0" ||
     kr_fail "the reload with new certificates did not happen"
-# each worker applies the reload from its own loop, the other workers a
-# moment after the line: ten handshakes in a row with the new CA (new
-# connections, spread over the workers' sockets) before kcat's
+# the line comes once every worker applied the reload (each from its own
+# loop): ten handshakes in a row with the new CA (new connections, spread
+# over the workers' sockets) before kcat's
 "$KR_PY" - "$(port tt)" "$W/certs2" <<'PYEOF' >"$W/newca.out" 2>&1 ||
 import socket, ssl, sys, time
 port, d = int(sys.argv[1]), sys.argv[2]
