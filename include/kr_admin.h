@@ -17,8 +17,8 @@
  *                     at most 1000): each client connection, in worker
  *                     order, with its listener, address, ClientId,
  *                     principal, requests in flight, bytes each way, age
- *   GET /config       the effective configuration, every key with its
- *                     value (kr_conf_dump: secrets never shown; file
+ *   GET /config       the effective configuration, every key in use with
+ *                     its value (kr_conf_dump: secrets never shown; file
  *                     names are)
  *
  * Optional bearer token ([admin] bearer_token or bearer_token_file):

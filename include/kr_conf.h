@@ -212,9 +212,11 @@ struct kr_listener_conf {
                                            many bytes; 0: one batch per
                                            set; default 1048576 */
     int64_t legacy_fetch_max_bytes;     /* a translated Fetch's MaxBytes
-                                           (v0-2 had none): at most this
-                                           (and half of max_frame_bytes);
-                                           default 2097152 */
+                                           (v0-2 had none): at most this;
+                                           default 2097152, kept by the
+                                           loader to half of
+                                           max_frame_bytes (the value in
+                                           effect) */
     int64_t legacy_refuse_delay_ms;     /* without translate_legacy: a
                                            refused old client that
                                            reconnects within the window
@@ -513,10 +515,12 @@ unsigned kr_conf_warnings(const struct kr_conf *c, FILE *f);
 const char *kr_conf_codec_name(int id);
 
 /*
- * Print the effective config (every key with its value) to f (krelay -T),
- * as text that loads back (kr_conf_load_string) as the same config: a
- * value that starts with ';' is written "key =;..." so inih does not take
- * it for a comment.  Secrets are not printed ("(not shown: a secret)"):
+ * Print the effective config (every key in use with its value) to f
+ * (krelay -T), as text that loads back (kr_conf_load_string) as the same
+ * config, with no warning c did not have: a key its section does not use
+ * (ssl_* without ssl = true, the sasl = terminate keys without it...) is
+ * left out.  A value that starts with ';' is written "key =;..." so inih
+ * does not take it for a comment.  Secrets are not printed ("(not shown: a secret)"):
  * a config with an inline secret loads back with that text in its place.
  */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);

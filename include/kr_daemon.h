@@ -263,7 +263,9 @@ void kr_daemon_drain(struct kr_daemon *d);
  * the reload is refused when it says false).
  * An invalid config is refused: every error is logged as FILE:LINE and
  * the old config stays.  Workers on d->base follow before this returns,
- * the others when their loop reads their mailbox.  Returns KR_OK or
+ * the others when their loop reads their mailbox; the notice line
+ * "reloaded PATH: ..." is logged once every worker applied it (by the
+ * thread of the last one: kr_wdone, kr_worker.h).  Returns KR_OK or
  * KR_ERROR.
  */
 int kr_daemon_reload(struct kr_daemon *d, const char *path);

@@ -149,6 +149,38 @@ struct kr_audit_ref *kr_audit_ref_get(struct kr_audit_ref *r);
 void kr_audit_ref_put(struct kr_audit_ref *r);
 
 /*
+ * What one reload waits for: each worker's generation applied (or
+ * dropped: kr_wgen_free of one never applied).  One count per generation
+ * that carries it (kr_wdone_add, at kr_wgen.done) and one of the poster's
+ * own, counted off once it has posted them all; the last count off runs
+ * fn(applied, arg) on the thread that made it (a worker's, or the
+ * poster's), applied being how many of the generations their worker
+ * applied.  fn must not rely on anything but arg.
+ */
+typedef void (*kr_wdone_fn)(int applied, void *arg);
+
+/* How a count of a kr_wdone ends. */
+enum kr_wdone_end {
+    KR_WDONE_POSTED,                    /* the poster's own: all posted */
+    KR_WDONE_APPLIED,                   /* a generation its worker applied */
+    KR_WDONE_DROPPED                    /* one never applied: freed */
+};
+
+struct kr_wdone {
+    atomic_int left;                    /* counts not yet ended */
+    atomic_int applied;                 /* KR_WDONE_APPLIED so far */
+    kr_wdone_fn fn;
+    void *arg;
+};
+
+/* A kr_wdone holding the poster's count.  NULL on ENOMEM. */
+struct kr_wdone *kr_wdone_new(kr_wdone_fn fn, void *arg);
+/* One more count, for a generation: gen->done = kr_wdone_add(d). */
+struct kr_wdone *kr_wdone_add(struct kr_wdone *d);
+/* End one count as end says; the last runs fn and frees d.  Any thread. */
+void kr_wdone_end(struct kr_wdone *d, enum kr_wdone_end end);
+
+/*
  * A generation: what the daemon hands a worker at start and at each
  * reload, or a stop.  The worker owns it once handed over (kr_worker_start,
  * kr_worker_apply, kr_worker_post) and frees it (kr_wgen_free).
@@ -180,6 +212,11 @@ struct kr_wgen {
                                            worker owns (else the
                                            daemon's, borrowed) */
     } *g;                               /* ngroups, malloc'd */
+    struct kr_wdone *done;              /* a reload's: one count, ended
+                                           by kr_wgen_free (NULL: none) */
+    bool applied;                       /* kr_worker_apply applied it
+                                           (how kr_wgen_free ends done's
+                                           count) */
 };
 
 /*
@@ -196,7 +233,8 @@ struct kr_wgen *kr_wgen_new(struct kr_conf_ref *cref,
  */
 int kr_wgen_set_clusters(struct kr_wgen *gen, struct kr_cluster **cl, int n)
     KR_MUST_CHECK;
-/* Free gen: its references, its sockets' owned fds.  NULL is a no-op. */
+/* Free gen: its references, its sockets' owned fds, its count of done
+   (applied or dropped).  NULL is a no-op. */
 void kr_wgen_free(struct kr_wgen *gen);
 
 /*
@@ -300,7 +338,8 @@ int kr_worker_start(struct kr_worker *w, struct kr_wgen *gen, char *err,
  * logged once per worker).  The config and audit sink become gen's for
  * new sessions and for the next request of every running one.  A stop
  * generation stops w.  Never fails (a listener that cannot be attached,
- * out of memory, is logged).
+ * out of memory, is logged); gen->applied says whether w took it (not
+ * when stopping or out of memory: it keeps what it had).
  */
 void kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen);
 

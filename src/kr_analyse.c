@@ -859,7 +859,9 @@ legacy_undecodable(const struct kr_an_conn *c, const struct kr_an_request *r,
  * tens of MB is read into fresh memory (page faults) and converted out
  * of cache: at 2 MiB the translation costs about a third less per byte
  * (make bench, legacy_fetch).  The broker still sends a first batch
- * larger than MaxBytes whole (KIP-74).
+ * larger than MaxBytes whole (KIP-74).  The config loader keeps
+ * legacy_fetch_max_bytes to the same half (kr_conf.c:
+ * kr_cf_check_listener), the value krelay -T prints.
  */
 static void
 legacy_fetch_cap(struct kr_node *body, size_t frame, int64_t max)

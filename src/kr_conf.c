@@ -2413,6 +2413,14 @@ kr_cf_listener_ports(const struct kr_cf_inst *in)
     return p;
 }
 
+/* Half of l's max_frame_bytes (at least 1): the most a translated
+   Fetch's MaxBytes may be (kr_analyse.c: legacy_fetch_cap). */
+static int64_t
+kr_cf_half_frame(const struct kr_listener_conf *l)
+{
+    return l->max_frame_bytes / 2 > 0 ? l->max_frame_bytes / 2 : 1;
+}
+
 static void
 kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
@@ -2444,6 +2452,15 @@ kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
                   "%s: broker_port_base %u + node_id_max %" PRId32
                   " = %d is above 65535", lbl, (unsigned)l->broker_port_base,
                   l->node_id_max, (int)l->broker_port_base + l->node_id_max);
+    }
+    /* legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes
+       is at most half of max_frame_bytes too (kr_analyse.c:
+       legacy_fetch_cap), so the config holds that, which -T prints and a
+       reload compares */
+    if (kr_cf_key_ok(in, "max_frame_bytes") &&
+        kr_cf_key_ok(in, "legacy_fetch_max_bytes") &&
+        l->legacy_fetch_max_bytes > kr_cf_half_frame(l)) {
+        l->legacy_fetch_max_bytes = kr_cf_half_frame(l);
     }
     p = kr_cf_listener_ports(in);
     if (p.ok && p.range_ok && p.listen >= p.lo && p.listen <= p.hi) {
@@ -3300,6 +3317,16 @@ static const char *const kr_cf_sasl_term_keys[] = {
     "sasl_login_rate", NULL
 };
 
+/* The keys that go with proxy_protocol (not off). */
+static const char *const kr_cf_proxy_keys[] = {
+    "proxy_protocol_from", "proxy_protocol_timeout_ms", NULL
+};
+
+/* The keys that go with sni_broker_name. */
+static const char *const kr_cf_sni_keys[] = {
+    "sni_bootstrap_name", "sni_fallback", NULL
+};
+
 /* sasl_login_rate: "PER_SEC,BURST" (PER_SEC > 0, a decimal; BURST a
    whole number >= 1) or "0". */
 static bool
@@ -3345,8 +3372,10 @@ kr_cf_parse_login_rate(const char *s, double *per_sec, unsigned *burst)
  * An offered SCRAM mechanism no entry of the credentials file has: every
  * login with it fails (a file of SCRAM-SHA-512 lines, krelay-passwd's
  * default, behind sasl_mechanisms = SCRAM-SHA-256).  PLAIN takes any
- * entry.  Warned for a list given: the default offers both SCRAM hashes
- * and PLAIN, which takes any entry.
+ * entry.  Warned for a list that leaves a mechanism out: the default
+ * offers every one (both SCRAM hashes, and PLAIN, which takes any entry),
+ * and so does a list that names them all, such as the default as -T
+ * prints it.
  */
 static void
 kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
@@ -3358,7 +3387,7 @@ kr_cf_check_sasl_term_mechs(struct kr_cf_state *st, struct kr_cf_inst *in,
     unsigned i;
     size_t j;
 
-    if (!kr_cf_key_given(in, "sasl_mechanisms")) {
+    if (n == KR_SASL_SRV_NMECH) {
         return;
     }
     for (i = 0; i < n; i++) {
@@ -3538,8 +3567,7 @@ kr_cf_check_sni_cert(struct kr_cf_state *st, struct kr_cf_inst *in,
 static void
 kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
-    static const char *const opt[] = { "proxy_protocol_from",
-                                       "proxy_protocol_timeout_ms", NULL };
+    const char *const *opt = kr_cf_proxy_keys;
     const struct kr_listener_conf *l = in->obj;
     char lbl[KR_CONF_MAX_NAME + 32];
     int i;
@@ -3577,8 +3605,7 @@ kr_cf_check_proxy(struct kr_cf_state *st, struct kr_cf_inst *in)
 static void
 kr_cf_check_sni(struct kr_cf_state *st, struct kr_cf_inst *in)
 {
-    static const char *const opt[] = { "sni_bootstrap_name", "sni_fallback",
-                                       NULL };
+    const char *const *opt = kr_cf_sni_keys;
     struct kr_listener_conf *l = in->obj;
     char lbl[KR_CONF_MAX_NAME + 32], why[256];
     struct kr_sni *m;
@@ -4752,20 +4779,95 @@ kr_cf_print_hostport(FILE *f, const struct kr_hostport *hp)
     }
 }
 
-/* Keys that only go with another one are dumped only with it. */
 static bool
-kr_cf_rule_key_dumped(const struct kr_rule_conf *r, const char *name)
+kr_cf_name_in(const char *const *list, const char *name)
 {
-    if (strncmp(name, "throttle_", 9) == 0 && strcmp(name, "throttle_ms")) {
-        return r->throttle_ms >= 0;
+    for (; *list != NULL; list++) {
+        if (strcmp(*list, name) == 0) {
+            return true;
+        }
     }
-    if (strcmp(name, "fault_error_probability") == 0) {
-        return r->fault_error >= 0;
-    }
-    if (strcmp(name, "audit_body") == 0) {
-        return r->audit;
+    return false;
+}
+
+/*
+ * Keys that only go with another one are dumped only with it: the dump is
+ * the configuration in effect, and a key the section does not use is not
+ * part of it.  A default printed for such a key (ssl_min_protocol without
+ * ssl = true, sasl_login_rate without sasl = terminate...) would also
+ * load back as a key given but not used, which -t warns about, so a dump
+ * would fail -t -W.  These are the cases the checks warn about (the key
+ * lists are theirs).
+ */
+static bool
+kr_cf_key_dumped(enum kr_cf_sect kind, const void *obj, const char *name)
+{
+    if (kind == KR_CS_RULE) {
+        const struct kr_rule_conf *r = obj;
+
+        if (strncmp(name, "throttle_", 9) == 0 &&
+            strcmp(name, "throttle_ms") != 0) {
+            return r->throttle_ms >= 0;
+        }
+        if (strcmp(name, "fault_error_probability") == 0) {
+            return r->fault_error >= 0;
+        }
+        if (strcmp(name, "audit_body") == 0) {
+            return r->audit;
+        }
+    } else if (kind == KR_CS_UPSTREAM) {
+        const struct kr_upstream_conf *u = obj;
+
+        if (!u->ssl && kr_cf_name_in(kr_cf_tls_keys[1], name)) {
+            return false;
+        }
+    } else if (kind == KR_CS_LISTENER) {
+        const struct kr_listener_conf *l = obj;
+        bool term = l->sasl == KR_SASL_MODE_TERMINATE;
+
+        if (kr_cf_name_in(kr_cf_tls_keys[0], name)) {
+            if (strcmp(name, "ssl_principal_mapping_rules") == 0) {
+                return l->ssl && l->ssl_client_ca != NULL;
+            }
+            return l->ssl;
+        }
+        if (kr_cf_name_in(kr_cf_sasl_term_keys, name)) {
+            return term;
+        }
+        if (strcmp(name, "oauthbearer_principal_claim") == 0) {
+            return !term;
+        }
+        if (kr_cf_name_in(kr_cf_proxy_keys, name)) {
+            return l->proxy_protocol != 0;
+        }
+        if (kr_cf_name_in(kr_cf_sni_keys, name)) {
+            return l->sni_broker_name != NULL;
+        }
     }
     return true;
+}
+
+/*
+ * legacy_fetch_max_bytes, which the loader keeps to half of
+ * max_frame_bytes (kr_cf_check_listener), as it applies: after a comment
+ * when the half is what applies.  A half below the key's least value
+ * (max_frame_bytes under 128 KiB) is printed as the least, which loads
+ * back to the same half (the comment gives it).  Either way the dump
+ * loads back to the same value, and its own dump is the same text.
+ */
+static void
+kr_cf_dump_legacy_fetch(FILE *f, const struct kr_cf_key *k,
+                        const struct kr_listener_conf *l)
+{
+    int64_t half = kr_cf_half_frame(l);
+
+    if (l->legacy_fetch_max_bytes < half) {
+        fprintf(f, "%s = %" PRId64 "\n", k->name, l->legacy_fetch_max_bytes);
+        return;
+    }
+    fprintf(f, "; %s: at most half of max_frame_bytes, %" PRId64 ", applies "
+            "(krelay holds a translated response whole)\n", k->name, half);
+    fprintf(f, "%s = %" PRId64 "\n", k->name, half < k->min ? k->min : half);
 }
 
 static void
@@ -4788,11 +4890,12 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
         if (k->sect != kind) {
             continue;
         }
-        if (kind == KR_CS_RULE && !kr_cf_rule_key_dumped(obj, k->name)) {
+        if (!kr_cf_key_dumped(kind, obj, k->name)) {
             continue;
         }
-        if (kind == KR_CS_LISTENER && strcmp(k->name, "sni_fallback") == 0 &&
-            ((const struct kr_listener_conf *)obj)->sni_broker_name == NULL) {
+        if (kind == KR_CS_LISTENER &&
+            strcmp(k->name, "legacy_fetch_max_bytes") == 0) {
+            kr_cf_dump_legacy_fetch(f, k, obj);
             continue;
         }
         switch (k->type) {

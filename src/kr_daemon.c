@@ -690,7 +690,7 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
 }
 
 static int reload(struct kr_daemon *d, const char *path, const char *by,
-                  const char *tail);
+                  const char *tail, bool ready);
 
 /*
  * kr_daemon_reopen, and what its notice line says in buf (len bytes):
@@ -725,8 +725,11 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
             break;
         }
         kr_proc_notify("RELOADING=1");
-        (void)reload(d, d->cref->conf->path, "SIGHUP", words);
-        kr_proc_notify("READY=1");
+        /* READY=1 once every worker applied it (reload_done), or now */
+        if (reload(d, d->cref->conf->path, "SIGHUP", words, true) !=
+            KR_OK) {
+            kr_proc_notify("READY=1");
+        }
         break;
     case SIGUSR1:
         kr_log_notice("SIGUSR1: %s", reopen_words(d, words, sizeof(words)));
@@ -1224,11 +1227,12 @@ log_lines(int level, const char *prefix, const char *text)
 int
 kr_daemon_reload(struct kr_daemon *d, const char *path)
 {
-    return reload(d, path, NULL, NULL);
+    return reload(d, path, NULL, NULL, false);
 }
 
 static int reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-                       const char *path, const char *by, const char *tail);
+                       const char *path, const char *by, const char *tail,
+                       bool ready);
 
 int
 kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
@@ -1240,7 +1244,7 @@ kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
         return KR_ERROR;
     }
     return reload_conf(d, nc, own, nc->path != NULL ? nc->path : "(config)",
-                       NULL, NULL);
+                       NULL, NULL, false);
 }
 
 /* "s" when n is not 1: "1 rule", "2 rules". */
@@ -1333,11 +1337,13 @@ reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
 
 /*
  * kr_daemon_reload; by names the signal that asked for it, tail (NULL:
- * none) ends its notice line (reopen_words: what the signal reopens).
+ * none) ends its notice line (reopen_words: what the signal reopens);
+ * ready: sd_notify READY=1 once the reload is done (reload_done), when
+ * it returns KR_OK (the caller says it otherwise).
  */
 static int
 reload(struct kr_daemon *d, const char *path, const char *by,
-       const char *tail)
+       const char *tail, bool ready)
 {
     struct kr_conf *nc = NULL;
     char *errs = NULL;
@@ -1404,7 +1410,7 @@ reload(struct kr_daemon *d, const char *path, const char *by,
         log_lines(KR_LOG_WARN, "reload: warning: ", errs);
         free(errs);
     }
-    return reload_conf(d, nc, true, path, by, tail);
+    return reload_conf(d, nc, true, path, by, tail, ready);
 }
 
 /* kr_conf_listener_diff's callback: the keys that rebind, "a, b". */
@@ -1547,10 +1553,46 @@ process_restart_cb(const struct kr_conf_change *ch, void *arg)
     }
 }
 
-/* reload, from the loaded config nc (freed at the end when own). */
+/*
+ * The end of a committed reload: its notice line, written once every
+ * worker applied the new configuration (the last one's kr_wdone count,
+ * on that worker's thread, or the daemon's own after it posted them all):
+ * the line says the reload is done.  A worker that did not apply it
+ * logged why (out of memory, stopping); the line counts them.  ready:
+ * sd_notify READY=1 after the line (systemctl reload returns then).
+ */
+struct reload_done {
+    char *line;                         /* the notice line, malloc'd */
+    int nworkers;
+    bool ready;
+};
+
+static void
+reload_done(int applied, void *arg)
+{
+    struct reload_done *r = arg;
+
+    if (applied < r->nworkers) {
+        kr_log_notice("%s; %d of the %d workers did not apply it (said "
+                      "above): they keep the configuration they had",
+                      r->line, r->nworkers - applied, r->nworkers);
+    } else {
+        kr_log_notice("%s", r->line);
+    }
+    if (r->ready) {
+        kr_proc_notify("READY=1");
+    }
+    free(r->line);
+    free(r);
+}
+
+/*
+ * reload, from the loaded config nc (freed at the end when own); ready as
+ * reload's.
+ */
 static int
 reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-            const char *path, const char *by, const char *tail)
+            const char *path, const char *by, const char *tail, bool ready)
 {
     struct kr_conf_ref *nref = NULL, *old = d->cref;
     const struct kr_conf *oc = old->conf;
@@ -1559,6 +1601,8 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
     struct reload_set *rs = NULL;
     struct kr_wgen **gens = NULL;
     struct kr_cluster **ncl = NULL;
+    struct reload_done *rd = NULL;
+    struct kr_wdone *done = NULL;
     int *keep = NULL;
     bool *kept = NULL;
     char err[512];
@@ -1631,11 +1675,30 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
             goto undo;
         }
     }
-    nref = kr_conf_ref_new(nc, own);
+    rd = calloc(1, sizeof(*rd));
+    if (rd != NULL &&
+        asprintf(&rd->line, "%s%sreloaded %s: %d listener group%s (%d new), "
+                 "%d rule%s%s%s", by != NULL ? by : "",
+                 by != NULL ? ": " : "", path, nc->nlisteners,
+                 plural(nc->nlisteners), opened, nc->nrules,
+                 plural(nc->nrules), tail != NULL ? "; " : "",
+                 tail != NULL ? tail : "") < 0) {
+        rd->line = NULL;
+    }
+    done = rd != NULL && rd->line != NULL ? kr_wdone_new(reload_done, rd)
+                                          : NULL;
+    nref = done != NULL ? kr_conf_ref_new(nc, own) : NULL;
     if (nref == NULL) {
+        if (rd != NULL) {
+            free(rd->line);
+        }
+        free(rd);
+        free(done);                     /* no count ended: nothing ran */
         snprintf(err, sizeof(err), "out of memory");
         goto undo;
     }
+    rd->nworkers = d->nworkers;
+    rd->ready = ready;
 
     /* commit: the sockets */
     for (s = 0; s < nsets; s++) {
@@ -1669,6 +1732,8 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         if (gens[i] == NULL) {
             kr_log_error("reload: worker %d: %s: it keeps the "
                          "configuration it had", i, err);
+        } else {
+            gens[i]->done = kr_wdone_add(done);
         }
     }
     /* fan-out: the workers on this thread now, the others when their
@@ -1737,15 +1802,13 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
     free(keep);
     free(kept);
     d->reloads++;
-    kr_log_notice("%s%sreloaded %s: %d listener group%s (%d new), %d "
-                  "rule%s%s%s", by != NULL ? by : "", by != NULL ? ": " : "",
-                  path, nc->nlisteners, plural(nc->nlisteners), opened,
-                  nc->nrules, plural(nc->nrules), tail != NULL ? "; " : "",
-                  tail != NULL ? tail : "");
+    /* the notice line: now, or when the last worker applied it */
+    kr_wdone_end(done, KR_WDONE_POSTED);
     /*
      * Only now: the old config (oc, and path, which may be its own
-     * path string) is used up to the line above.  Sessions and workers
-     * may still hold it; else it goes here.
+     * path string) is used up to here (the line was written from them
+     * when the reload committed).  Sessions and workers may still hold
+     * it; else it goes here.
      */
     kr_conf_ref_put(old);
     return KR_OK;

@@ -1377,10 +1377,37 @@ fetch_tls_why(struct bufferevent *bev, char *why, size_t len)
     }
 }
 
+/*
+ * True when a TLS fetch connection that ended before it was up failed at
+ * the TCP level: libevent starts the handshake when the socket turns
+ * writable without asking whether connect(2) succeeded, so a refused
+ * connect surfaces as the handshake's failed write, reported as the end
+ * of the connection (BEV_EVENT_EOF: a dirty shutdown).  A socket with no
+ * peer then (ENOTCONN: connect refused, unreachable, or the connection
+ * reset) failed, and err, errno of the call that failed, says why (as
+ * the plaintext path's BEV_EVENT_ERROR does); a broker that closed the
+ * connection during the handshake leaves the peer in place.
+ */
+static bool
+fetch_tcp_failed(struct bufferevent *bev, int err)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    evutil_socket_t fd = bufferevent_getfd(bev);
+
+    if (err == 0 || err == EAGAIN || err == EWOULDBLOCK ||
+        err == EINPROGRESS || fd < 0) {
+        return false;
+    }
+    return getpeername(fd, (struct sockaddr *)&ss, &len) != 0 &&
+           errno == ENOTCONN;
+}
+
 static void
 fetch_event_cb(struct bufferevent *bev, short what, void *arg)
 {
     struct kr_upstream *u = arg;
+    int err = EVUTIL_SOCKET_ERROR();    /* first: the failed call's */
     char why[300];
 
     if (bev != u->bev) {
@@ -1395,7 +1422,10 @@ fetch_event_cb(struct bufferevent *bev, short what, void *arg)
         arm_timeout(u, u->uc->request_timeout_margin_ms);
         return;
     }
-    if (what & BEV_EVENT_EOF) {
+    if ((what & BEV_EVENT_EOF) && u->tls != NULL &&
+        u->state == F_CONNECTING && fetch_tcp_failed(bev, err)) {
+        snprintf(why, sizeof(why), "%s", evutil_socket_error_to_string(err));
+    } else if (what & BEV_EVENT_EOF) {
         snprintf(why, sizeof(why), "connection closed by the broker");
     } else if (u->tls != NULL) {
         fetch_tls_why(bev, why, sizeof(why));

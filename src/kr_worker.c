@@ -106,6 +106,43 @@ kr_wgen_set_clusters(struct kr_wgen *gen, struct kr_cluster **cl, int n)
     return KR_OK;
 }
 
+struct kr_wdone *
+kr_wdone_new(kr_wdone_fn fn, void *arg)
+{
+    struct kr_wdone *d = calloc(1, sizeof(*d));
+
+    if (d == NULL) {
+        return NULL;
+    }
+    atomic_init(&d->left, 1);
+    atomic_init(&d->applied, 0);
+    d->fn = fn;
+    d->arg = arg;
+    return d;
+}
+
+struct kr_wdone *
+kr_wdone_add(struct kr_wdone *d)
+{
+    atomic_fetch_add_explicit(&d->left, 1, memory_order_relaxed);
+    return d;
+}
+
+void
+kr_wdone_end(struct kr_wdone *d, enum kr_wdone_end end)
+{
+    if (end == KR_WDONE_APPLIED) {
+        atomic_fetch_add_explicit(&d->applied, 1, memory_order_relaxed);
+    }
+    /* acq_rel: the last sees every applied count (and what the workers
+       did before theirs) */
+    if (atomic_fetch_sub_explicit(&d->left, 1, memory_order_acq_rel) > 1) {
+        return;
+    }
+    d->fn(atomic_load_explicit(&d->applied, memory_order_relaxed), d->arg);
+    free(d);
+}
+
 void
 kr_wgen_free(struct kr_wgen *gen)
 {
@@ -113,6 +150,10 @@ kr_wgen_free(struct kr_wgen *gen)
 
     if (gen == NULL) {
         return;
+    }
+    if (gen->done != NULL) {
+        kr_wdone_end(gen->done, gen->applied ? KR_WDONE_APPLIED
+                                             : KR_WDONE_DROPPED);
     }
     for (i = 0; i < gen->ngroups; i++) {
         for (j = 0; gen->g[i].own && j < gen->g[i].nsocks; j++) {
@@ -707,6 +748,7 @@ kr_worker_apply(struct kr_worker *w, struct kr_wgen *gen)
     w->audit_ref = gen->audit;
     gen->audit = NULL;
     w->audit = w->audit_ref != NULL ? w->audit_ref->au : NULL;
+    gen->applied = true;
     kr_wgen_free(gen);
 }
 

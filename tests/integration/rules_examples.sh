@@ -8,7 +8,9 @@
 # where there is no syslog socket; a config with rule errors is refused
 # with FILE:LINE.  The audit file is audit.jsonl everywhere the docs name
 # one, and the file targets given as commented alternatives sit in
-# /var/log/krelay, the systemd unit's LogsDirectory.
+# /var/log/krelay, the systemd unit's LogsDirectory.  What `krelay -T`
+# prints for each of the shipped files passes `krelay -t -W` as well (the
+# same syslog warning aside), and prints the same again.
 # TLS files: a config with ssl = true names certificates and keys that
 # `krelay -t` reads, and no machine has them as shipped; the shipped ones
 # name them under /etc/krelay/tls/, which is made here (tests/tools/
@@ -74,6 +76,21 @@ for f in "$top_srcdir/conf/krelay.ini" "$top_srcdir"/conf/examples/*.ini; do
         cmp -s "$W/t.out" "$W/u.out" ||
             kr_fail "$b: krelay -t as nobody says otherwise: $(cat "$W/u.out")"
     fi
+    # krelay -T's output (the effective configuration) passes -t -W too: no
+    # key its section does not use is printed, so none loads back as a key
+    # given but not used; and its own -T is the same
+    "$U/krelay" -T -c "$U/$b" >"$U/$b.T" 2>"$W/T.err" ||
+        kr_fail "$b: krelay -T: $(cat "$W/T.err")"
+    "$U/krelay" -t -c "$U/$b.T" >"$W/T.out" 2>&1 ||
+        kr_fail "$b: krelay -t on its -T: $(cat "$W/T.out")"
+    no_warnings "$b's -T" "$W/T.out"
+    if ! "$U/krelay" -t -W -c "$U/$b.T" >"$W/T.out" 2>&1 &&
+        ! grep -q ': target = syslog, but there is no syslog socket ' "$W/T.out"; then
+        kr_fail "$b: krelay -t -W on its -T: $(cat "$W/T.out")"
+    fi
+    "$U/krelay" -T -c "$U/$b.T" | tail -n +2 >"$W/T2.ini" &&
+        tail -n +2 "$U/$b.T" | cmp -s - "$W/T2.ini" ||
+        kr_fail "$b: -T of its -T differs: $(tail -n +2 "$U/$b.T" | diff - "$W/T2.ini" | head -5)"
     # file targets only as commented alternatives, in the unit's LogsDirectory
     grep -En '^[;#]? ?target = /' "$f" | grep -v ':[;#] \?target = /var/log/krelay/' &&
         kr_fail "$b: a file target outside /var/log/krelay, or not commented"

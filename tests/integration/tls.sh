@@ -15,6 +15,7 @@
 #   tn  TLS -> plain, ssl_resumption = false
 #   st  SASL terminated (sasl = terminate, credentials krelay-passwd made)
 #       -> TLS
+#   rf  plain -> TLS where nothing listens (the connect refused)
 # Checked: kcat produces and consumes real messages through each of the
 # four combinations (TLS with and without a client certificate); without
 # one the mTLS listener refuses the handshake; a wrong host name or IP
@@ -28,7 +29,9 @@
 # certificate's subject, never on tn, and not after a reload; kcat
 # (sasl_plaintext, SCRAM-SHA-512) logs in to krelay on st, produces and
 # consumes through the TLS brokers (issue 9: termination with a TLS
-# upstream).
+# upstream); a TLS upstream where nothing listens is logged as refused
+# (krelay's own metadata fetch, and a client's connection), never as
+# closed by the broker.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/lib.sh"
 
@@ -73,7 +76,7 @@ kr_wait_port $((HP + 3)) 30 "$HAPROXY_PID" ||
     kr_fail "HAProxy did not start: $(cat "$W/haproxy.log")"
 
 # ---- krelay
-L=(pp tp pt tt bn bi tn st)
+L=(pp tp pt tt bn bi tn st rf)
 write_conf() {
     local i=0 l
     cat <<EOF
@@ -95,6 +98,11 @@ ssl_ca = $C/ca.pem
 
 [upstream badip]
 bootstrap_servers = 127.0.0.1:$((HP + 3))
+ssl = true
+ssl_ca = $C/ca.pem
+
+[upstream refused]
+bootstrap_servers = 127.0.0.1:$RP
 ssl = true
 ssl_ca = $C/ca.pem
 EOF
@@ -124,6 +132,7 @@ EOF
             echo "ssl_resumption = false" ;;
         st) printf 'upstream = tls\nsasl = terminate\nsasl_credentials = %s\n' \
                 "$W/users" ;;
+        rf) echo "upstream = refused" ;;
         esac
         i=$((i + 1))
     done
@@ -131,6 +140,8 @@ EOF
     printf '\n[log]\nlevel = %s\ntarget = %s\n' "$KRELAY_LOG_LEVEL" \
         "$W/krelay.log"
 }
+# rf's upstream: a port nothing listens on
+RP=$(kr_free_ports 1) || exit 99
 for attempt in 1 2 3; do
     KB=$(kr_free_ports $((${#L[@]} * 4 + 1))) || exit 99
     ADMIN_PORT=$((KB + ${#L[@]} * 4))
@@ -261,6 +272,23 @@ for id in $(grep -o "\[c#[0-9.]* [0-9.:]* > b[ni]/bootstrap\] tls handshake with
         kr_fail "$id: not one warn line: $(grep "\[$id " "$W/krelay.log")"
 done
 kr_log "a broker certificate of another name or without the IP: refused"
+
+# ---- 3b. a TLS upstream where nothing listens: the refused connect is
+# named as the plaintext path names it, by krelay's fetch and a client's
+# connection alike (libevent reports a refused connect under TLS as the
+# handshake's end: it was "connection closed by the broker")
+kr_listening "$RP" && kr_skip "port $RP taken since it was chosen"
+kr_wait_for 20 grep -q "upstream refused: metadata fetch from 127.0.0.1:$RP failed: Connection refused$" \
+    "$W/krelay.log" || kr_fail "refused: krelay's fetch: no refused line: $(grep "upstream refused:" "$W/krelay.log" | head -3)"
+kc rf 127.0.0.1
+if kr_run 20 "${KC[@]}" -L -m 3 >"$W/rf.txt" 2>"$W/kcat-rf.log"; then
+    kr_fail "rf: kcat -L succeeded with nothing upstream"
+fi
+grep -Eq "> rf/bootstrap\] connect to upstream 127.0.0.1:$RP: Connection refused$" \
+    "$W/krelay.log" || kr_fail "rf: no refused line for the client's connection"
+grep "upstream refused: \|> rf/" "$W/krelay.log" | grep "closed by the broker" &&
+    kr_fail "refused: a refused connect logged as closed by the broker"
+kr_log "a TLS upstream where nothing listens: Connection refused, fetch and client alike"
 
 # ---- 4. plaintext Kafka and HTTP on a TLS port: one line each, closed
 kc tp 127.0.0.1
@@ -401,9 +429,9 @@ n0=$(reloads)
 kill -HUP "$KR_KRELAY_PID"
 kr_wait_for 20 reloads_past "$n0" ||
     kr_fail "the reload with new certificates did not happen"
-# each worker applies the reload from its own loop, the other workers a
-# moment after the line: ten handshakes in a row with the new CA (new
-# connections, spread over the workers' sockets) before kcat's
+# the line comes once every worker applied the reload (each from its own
+# loop): ten handshakes in a row with the new CA (new connections, spread
+# over the workers' sockets) before kcat's
 "$KR_PY" - "$(port tt)" "$W/certs2" <<'PYEOF' >"$W/newca.out" 2>&1 ||
 import socket, ssl, sys, time
 port, d = int(sys.argv[1]), sys.argv[2]

@@ -84,6 +84,9 @@ topic = slow
 fault_latency_ms = 3000
 EOR
 kill -HUP "$KR_KRELAY_PID"
+# the line comes once both workers applied the reload: every producer
+# after it is denied, whichever worker accepts it (check_worker's
+# reload_line_after_every_worker holds a worker to show the line waits)
 kr_wait_for 20 grep -q "SIGHUP: reloaded .*: 1 listener group (0 new), 3 rules" \
     "$W/krelay.log" || kr_fail "no reload: $(tail -5 "$W/krelay.log")"
 kill -USR1 "$KR_KRELAY_PID"

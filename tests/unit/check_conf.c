@@ -1506,6 +1506,15 @@ START_TEST(test_sasl_terminate)
     c = load_ok(text);
     ck_assert_int_eq(c->nwarnings, 0);
     kr_conf_free(c);
+    /* every mechanism, in any order: the default's offer, not warned
+       (a file with SCRAM-SHA-256 entries only: SCRAM-SHA-512 logins fail
+       with the default too) */
+    snprintf(text, sizeof(text), MIN_UPSTREAM MIN_LISTENER
+             "sasl = terminate\nsasl_credentials = %s\n"
+             "sasl_mechanisms = SCRAM-SHA-512,PLAIN,SCRAM-SHA-256\n", path);
+    c = load_ok(text);
+    ck_assert_int_eq(c->nwarnings, 0);
+    kr_conf_free(c);
     {
         static const char *const rates[] = { "5", "0,3", "5,0", "x", "5,",
                                              "-1,2", "5,2x" };
@@ -1886,7 +1895,7 @@ static const struct reload_row reload_rows[] = {
     { "[listener a]", "upstream", KR_RELOAD_NEWCONN,
       "upstream = u1", "upstream = u2" },
     { "[listener a]", "max_frame_bytes", KR_RELOAD_APPLY,
-      "", "max_frame_bytes = 1048576" },
+      "", "max_frame_bytes = 8388608" },
     { "[listener a]", "max_inflight", KR_RELOAD_APPLY,
       "", "max_inflight = 10" },
     { "[listener a]", "max_buffer_bytes", KR_RELOAD_APPLY,
@@ -3102,6 +3111,137 @@ START_TEST(test_sni_keys)
 }
 END_TEST
 
+/* text with each @D@ replaced by the test certificates' directory
+   (caller frees) */
+static char *
+with_certs(const char *text)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    const char *at;
+
+    ck_assert_ptr_nonnull(f);
+    for (; (at = strstr(text, "@D@")) != NULL; text = at + 3) {
+        fprintf(f, "%.*s%s", (int)(at - text), text, certs);
+    }
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return out;
+}
+
+/*
+ * krelay -T's output passes krelay -t -W: a dump prints no key its section
+ * does not use (a default printed for one would load back as a key given
+ * but not used: a warning).  A listener and an upstream in each mode that
+ * leaves keys unused: plain (the ssl_*, sasl = terminate and
+ * proxy_protocol keys), TLS without and with client certificates (the
+ * principal rules), sasl = terminate (oauthbearer_principal_claim),
+ * proxy_protocol, SNI routing.  Each loads with no warning, its dump loads
+ * with none, and the dump of that dump is the same text.
+ */
+START_TEST(test_dump_no_unused_keys)
+{
+    static const char *const rows[] = {
+        MIN_UPSTREAM MIN_LISTENER,
+        "[upstream]\nbootstrap_servers = localhost:9093\nssl = true\n"
+        "ssl_ca = @D@/ca.pem\n" MIN_LISTENER "ssl = true\n"
+        "ssl_certificate = @D@/server-full.pem\n",
+        MIN_UPSTREAM MIN_LISTENER "ssl = true\n"
+        "ssl_certificate = @D@/server-full.pem\n"
+        "ssl_client_ca = @D@/ca.pem\n"
+        "ssl_principal_mapping_rules = RULE:^CN=(.*)$/$1/L,DEFAULT\n",
+        MIN_UPSTREAM MIN_LISTENER "sasl = terminate\n"
+        "sasl_credentials = @D@/users\n",
+        MIN_UPSTREAM MIN_LISTENER "sasl = required\n",
+        MIN_UPSTREAM MIN_LISTENER "proxy_protocol = v2\n"
+        "proxy_protocol_from = 10.0.0.0/8\n",
+        MIN_UPSTREAM "[listener s]\nlisten = 127.0.0.1:19093\nssl = true\n"
+        "ssl_certificate = @D@/sni-full.pem\nnode_id_min = 1\n"
+        "node_id_max = 3\nsni_broker_name = broker-$(node_id).kafka.test\n"
+        "sni_bootstrap_name = kafka.test\n",
+    };
+    const char *cred = "user SCRAM-SHA-256 salt=W22ZaJ0SNY7soEsUEjb6gQ==,"
+        "stored_key=WG5d8oPm3OtcPnkdi4Uo7BkeZkBFzpcXkuLmtbsT4qY=,"
+        "server_key=wfPLwcE6nTWhTAmQ7tl2KeoiWGPlZqQxSrmfPwDl2dU=,"
+        "iterations=4096\n";
+    char *users = fmt("%s/users", certs);
+    size_t i;
+    FILE *f = fopen(users, "w");
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_ge(fputs(cred, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(users, 0600), 0);
+    for (i = 0; i < KR_ARRAY_LEN(rows); i++) {
+        char *text = with_certs(rows[i]), *d1 = NULL, *d2 = NULL, *w;
+        struct kr_conf *c = load_ok(text), *c2;
+        size_t l1 = 0, l2 = 0;
+        unsigned nw;
+
+        w = warnings_of(c, &nw);
+        ck_assert_msg(nw == 0, "row %zu: %s", i, w);
+        free(w);
+        f = open_memstream(&d1, &l1);
+        ck_assert_ptr_nonnull(f);
+        kr_conf_dump(c, f);
+        fclose(f);
+        c2 = load_ok(d1);
+        w = warnings_of(c2, &nw);
+        ck_assert_msg(nw == 0, "row %zu: the dump warns: %s", i, w);
+        free(w);
+        f = open_memstream(&d2, &l2);
+        ck_assert_ptr_nonnull(f);
+        kr_conf_dump(c2, f);
+        fclose(f);
+        ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+        ck_assert_uint_eq(kr_conf_reload_diff(c, c2, NULL, NULL), 0);
+        kr_conf_free(c);
+        kr_conf_free(c2);
+        free(d1);
+        free(d2);
+        free(text);
+    }
+    /* what each mode leaves out, and what it keeps */
+    {
+        char *text = with_certs(rows[0]), *d = NULL;
+        struct kr_conf *c = load_ok(text);
+        size_t l = 0;
+
+        f = open_memstream(&d, &l);
+        ck_assert_ptr_nonnull(f);
+        kr_conf_dump(c, f);
+        fclose(f);
+        ck_assert_ptr_null(strstr(d, "ssl_"));
+        ck_assert_ptr_null(strstr(d, "sasl_mechanisms"));
+        ck_assert_ptr_null(strstr(d, "sasl_login_rate"));
+        ck_assert_ptr_null(strstr(d, "proxy_protocol_timeout_ms"));
+        ck_assert_ptr_nonnull(strstr(d, "\nssl = false\n"));
+        ck_assert_ptr_nonnull(strstr(d, "\nsasl = passthrough\n"));
+        ck_assert_ptr_nonnull(strstr(d, "\noauthbearer_principal_claim = "
+                                     "sub\n"));
+        ck_assert_ptr_nonnull(strstr(d, "\nproxy_protocol = off\n"));
+        kr_conf_free(c);
+        free(d);
+        free(text);
+        text = with_certs(rows[3]);
+        c = load_ok(text);
+        d = NULL;
+        f = open_memstream(&d, &l);
+        ck_assert_ptr_nonnull(f);
+        kr_conf_dump(c, f);
+        fclose(f);
+        ck_assert_ptr_nonnull(strstr(d, "\nsasl_login_rate = 5,20\n"));
+        ck_assert_ptr_null(strstr(d, "oauthbearer_principal_claim"));
+        kr_conf_free(c);
+        free(d);
+        free(text);
+    }
+    ck_assert_int_eq(unlink(users), 0);
+    free(users);
+}
+END_TEST
+
 /*
  * issue 10: the legacy keys, their defaults, their values dumped and read
  * back, the choices in their enums' order, and bad values.
@@ -3186,6 +3326,101 @@ START_TEST(test_legacy_keys)
     expect_one_error(MIN_UPSTREAM MIN_LISTENER
                      "legacy_fetch_max_bytes = 65535\n",
                      "t.ini:6: 'legacy_fetch_max_bytes'");
+}
+END_TEST
+
+/* c's dump (caller frees) */
+static char *
+dump_of(const struct kr_conf *c)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+
+    ck_assert_ptr_nonnull(f);
+    kr_conf_dump(c, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return out;
+}
+
+/*
+ * legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes is
+ * at most half of max_frame_bytes too (kr_analyse.c, legacy_fetch_cap),
+ * so the loader keeps it to that, and -T prints it after a comment saying
+ * so; a half below the key's least value (65536) is printed as the least,
+ * which loads back to the same half.  Each dump loads back to the same
+ * value, with no warning, and dumps the same text.  A reload that lowers
+ * max_frame_bytes below twice the value says that it changes too.
+ */
+START_TEST(test_dump_legacy_fetch_cap)
+{
+    static const struct {
+        const char *keys;               /* the listener's */
+        const char *want;               /* in the dump */
+        int64_t loaded;                 /* legacy_fetch_max_bytes loaded
+                                           (and of the dump loaded) */
+    } t[] = {
+        /* the default 2 MiB, frames of 1 MiB: 512 KiB applies */
+        { "max_frame_bytes = 1048576\n",
+          "\nmax_frame_bytes = 1048576\n", 524288 },
+        { "max_frame_bytes = 1048576\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "524288, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 524288\n", 524288 },
+        /* exactly the half: the same comment, the same value */
+        { "max_frame_bytes = 4194304\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "2097152, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 2097152\n", 2097152 },
+        /* below the half: as given, no comment */
+        { "max_frame_bytes = 4194304\nlegacy_fetch_max_bytes = 1048576\n",
+          "\nlegacy_batch_max_bytes = 1048576\n"
+          "legacy_fetch_max_bytes = 1048576\n", 1048576 },
+        /* a half below 65536: the comment gives it, the least printed */
+        { "max_frame_bytes = 65536\n",
+          "\n; legacy_fetch_max_bytes: at most half of max_frame_bytes, "
+          "32768, applies (krelay holds a translated response whole)\n"
+          "legacy_fetch_max_bytes = 65536\n", 32768 },
+    };
+    struct reload_seen seen;
+    struct kr_conf *a, *b;
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER "translate_legacy = true\n"
+                         "%s", t[i].keys);
+        struct kr_conf *c = load_ok(text), *d;
+        char *d1 = dump_of(c), *d2;
+        unsigned nw;
+        char *w;
+
+        ck_assert_int_eq(c->listeners[0].legacy_fetch_max_bytes,
+                         t[i].loaded);
+        ck_assert_msg(strstr(d1, t[i].want) != NULL, "row %zu: want \"%s\" "
+                      "in \"%s\"", i, t[i].want, d1);
+        d = load_ok(d1);
+        ck_assert_int_eq(d->listeners[0].legacy_fetch_max_bytes,
+                         t[i].loaded);
+        w = warnings_of(d, &nw);
+        ck_assert_msg(nw == 0, "row %zu: %s", i, w);
+        free(w);
+        d2 = dump_of(d);
+        ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+        kr_conf_free(c);
+        kr_conf_free(d);
+        free(d1);
+        free(d2);
+        free(text);
+    }
+    a = load_ok(MIN_UPSTREAM MIN_LISTENER);
+    b = load_ok(MIN_UPSTREAM MIN_LISTENER "max_frame_bytes = 1048576\n");
+    memset(&seen, 0, sizeof(seen));
+    kr_conf_reload_diff(a, b, reload_collect, &seen);
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_str_eq(seen.key[0], "max_frame_bytes");
+    ck_assert_str_eq(seen.key[1], "legacy_fetch_max_bytes");
+    kr_conf_free(a);
+    kr_conf_free(b);
 }
 END_TEST
 
@@ -3443,10 +3678,12 @@ conf_suite(void)
     tcase_add_test(tc, test_tls_errors);
     tcase_add_test(tc, test_sasl_terminate);
     tcase_add_test(tc, test_sni_keys);
+    tcase_add_test(tc, test_dump_no_unused_keys);
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_legacy_keys);
+    tcase_add_test(tc, test_dump_legacy_fetch_cap);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);

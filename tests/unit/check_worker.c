@@ -766,6 +766,94 @@ START_TEST(two_workers_two_threads)
 }
 END_TEST
 
+
+/* ---- the reload's notice line: once every worker applied it ------------- */
+
+/* A worker's loop held by a call (hold_call) until released. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state;                          /* 0, 1: holding, 2: released */
+} hold = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+static void
+hold_call(struct kr_worker *w, void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&hold.mu);
+    if (w != NULL) {
+        hold.state = 1;
+        pthread_cond_broadcast(&hold.cv);
+        while (hold.state != 2) {
+            pthread_cond_wait(&hold.cv, &hold.mu);
+        }
+    }
+    pthread_mutex_unlock(&hold.mu);
+}
+
+static void
+hold_set(int state)
+{
+    pthread_mutex_lock(&hold.mu);
+    hold.state = state;
+    pthread_cond_broadcast(&hold.cv);
+    pthread_mutex_unlock(&hold.mu);
+}
+
+/* A new client of worker i: the ErrorCode of its Heartbeat (0: passed,
+   else denied by the reloaded rule). */
+static int
+heartbeat_error(int i)
+{
+    int fd = cli_open(T.port[i]), err;
+
+    cli_heartbeats(fd, 7, 1);
+    err = cli_responses(fd, 7, 1);
+    close(fd);
+    return err;
+}
+
+/*
+ * The "reloaded" notice line says the reload is done: it is written once
+ * every worker applied the new configuration, not when the daemon posted
+ * it to their mailboxes.  Worker 1's loop is held (a call that waits)
+ * across the reload: worker 0 applies it (its new clients are denied),
+ * the line waits; released, worker 1 applies it and the line comes, once.
+ */
+START_TEST(reload_line_after_every_worker)
+{
+    const char *line = "notice: reloaded check_worker (reloaded): 1 "
+                       "listener group (0 new), 1 rule";
+    int tries;
+
+    ck_assert_int_eq(heartbeat_error(0), 0);
+    ck_assert_int_eq(heartbeat_error(1), 0);
+    hold_set(0);
+    ck_assert_int_eq(kr_worker_call(T.w[1], hold_call, NULL), KR_OK);
+    pthread_mutex_lock(&hold.mu);
+    while (hold.state != 1) {
+        pthread_cond_wait(&hold.cv, &hold.mu);
+    }
+    pthread_mutex_unlock(&hold.mu);
+
+    T.conf2.log.level = KR_LOG_INFO;    /* the line is a notice */
+    ck_assert_int_eq(kr_daemon_reload_conf(T.d, &T.conf2, false), KR_OK);
+    for (tries = 0; tries < 2000 && heartbeat_error(0) == 0; tries++) {
+        nap(5);
+    }
+    ck_assert_msg(tries < 2000, "worker 0 never applied the reload");
+    ck_assert_int_eq(count_lines(T.log_path, line), 0);
+
+    hold_set(2);
+    for (tries = 0; tries < 2000 && count_lines(T.log_path, line) == 0;
+         tries++) {
+        nap(5);
+    }
+    ck_assert_int_eq(count_lines(T.log_path, line), 1);
+    ck_assert_int_ne(heartbeat_error(1), 0);
+    ck_assert_int_eq(count_lines(T.log_path, "did not apply it"), 0);
+}
+END_TEST
 /* ---- [process] workers = 2: SO_REUSEPORT sets --------------------------- */
 
 /* The daemon's thread: d->base (worker 0 on it), until kr_daemon_stop. */
@@ -899,6 +987,7 @@ worker_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, two_workers_two_threads);
+    tcase_add_test(tc, reload_line_after_every_worker);
     suite_add_tcase(s, tc);
     tc = tcase_create("reuseport");
     tcase_add_checked_fixture(tc, setup_conf, teardown);
