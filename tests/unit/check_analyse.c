@@ -625,12 +625,12 @@ b64(const uint8_t *p, size_t n, char *out)
     out[o] = '\0';
 }
 
-/* T.d for a Produce v2 whose one partition has n magic 0 messages, each
-   a batch of its own at legacy_batch_max_bytes 70; its outcome. */
+/* T.d for a Produce v2 whose one partition has n magic 0 messages (each
+   a batch of its own at legacy_batch_max_bytes 70: legacy_split_on
+   first); its outcome. */
 static enum kr_an_outcome
 split_many(unsigned n)
 {
-    struct kr_an_legacy_conf lc;
     struct kr_json_recbuf recs;
     struct iovec iov;
     struct kr_rbuf rb;
@@ -662,14 +662,12 @@ split_many(unsigned n)
              "\"app\"},\"body\":{\"Acks\":1,\"TimeoutMs\":100,"
              "\"TopicData\":[{\"Name\":\"t\",\"PartitionData\":[{"
              "\"Index\":0,\"Records\":\"%s\"}]}]}}", enc);
-    legacy_split_on(&lc, 70);
     kr_an_decision_free(&T.d);
     build_recs(js, &T.m, &recs, &iov, &rb);
     request_decoded(true);
     T.r.rb = &rb;
     kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
     o = T.d.outcome;
-    T.c.legacy = NULL;
     kr_json_recbuf_free(&recs);
     free(set);
     free(js);
@@ -722,6 +720,7 @@ END_TEST
 START_TEST(test_legacy_produce_split_limits)
 {
     struct kr_legacy_splits *sp = kr_legacy_splits_new();
+    struct kr_an_legacy_conf lc;
     struct kr_msg rsp;
     int idx0[] = { 0 }, ok[] = { 0 }, base[] = { 40 };
     unsigned nerr = 9;
@@ -749,6 +748,7 @@ START_TEST(test_legacy_produce_split_limits)
     ck_assert_uint_eq(sp->refs, 1);
     kr_legacy_splits_unref(sp);
     /* 1 + KR_LEGACY_MAX_ROUNDS batches go; one more is refused */
+    legacy_split_on(&lc, 70);
     ck_assert_int_eq(split_many(KR_LEGACY_MAX_ROUNDS + 1),
                      KR_AN_FORWARD_TRANSLATED);
     ck_assert_uint_eq(T.d.nrounds, KR_LEGACY_MAX_ROUNDS);
