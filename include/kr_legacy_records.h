@@ -86,10 +86,12 @@ void kr_legacy_parts_free(struct kr_legacy_parts *p);
  * The answers: each round's response is taken (kr_legacy_split_take),
  * then merged into the client's (kr_legacy_split_merge): the first
  * error wins (an earlier batch's before a later one's), else BaseOffset
- * and LogAppendTimeMs are the first batch's.  Not atomic, as no request
- * of Kafka's is across partitions: when a later batch fails the earlier
- * ones are stored, and a client retrying the set stores them again
- * (at-least-once, as any retry of a Produce v0-2 without idempotence).
+ * and LogAppendTimeMs are the first batch's.  Not atomic, unlike the one
+ * append of a broker: the rounds are pipelined, so when one fails the
+ * others (before and after it) may be stored, and a client retrying the
+ * set stores them again, possibly out of order; and other connections'
+ * records may land between them (the offsets a client computes from the
+ * first BaseOffset are then others').  README.md says so.
  */
 struct kr_legacy_split {
     char *topic;                        /* malloc'd, topic_len bytes and a

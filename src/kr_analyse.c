@@ -1407,8 +1407,9 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
             kr_log_info("[%s] Produce v%d CorrelationId %d: %u "
                         "partition%s whose records went up in several "
                         "Produce requests failed in an earlier one: the "
-                        "client gets that error; the batches that were "
-                        "stored stay (a retry stores them again)", c->name,
+                        "client gets that error; its other batches, before "
+                        "and after, may be stored (a retry stores them "
+                        "again)", c->name,
                         e->api_version, e->correlation_id, nerr,
                         nerr == 1 ? "" : "s");
         }

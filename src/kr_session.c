@@ -2054,10 +2054,26 @@ client_write_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Upstream gone: deliver what the client has not taken yet, then close. */
+/* Entries of krelay's own requests still owed an answer (KR_INF_INTERNAL:
+   its ApiVersions, SASL origination, legacy Produce rounds). */
+static uint32_t
+own_inflight(struct kr_session *s)
+{
+    uint32_t i, own = 0;
+
+    for (i = 0; i < s->fifo.len; i++) {
+        const struct kr_inflight *e = kr_inflight_at(&s->fifo, i);
+
+        own += e->kind == KR_INF_INTERNAL && !e->optional;
+    }
+    return own;
+}
+
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
-    uint32_t n;
+    char owns[48] = "";
+    uint32_t n, own;
 
     if (s->client_eof && kr_inflight_expected(&s->fifo) == 0 &&
         !kr_s_rsp_mid(s) && client_owed(s) == 0) {
@@ -2077,9 +2093,17 @@ upstream_eof(struct kr_session *s, const char *why)
         return;
     }
     n = kr_inflight_expected(&s->fifo);
+    own = own_inflight(s);
     if (n == 0 && !kr_s_rsp_mid(s)) {
         kr_s_close_up(s, KR_LOG_INFO, "upstream %s: %s", s->upname, why);
-    } else if (s->client_eof) {
+        return;
+    }
+    /* the lines count the client's requests; krelay's own apart */
+    n -= own;
+    if (own > 0) {
+        snprintf(owns, sizeof(owns), " and %u of krelay's own", own);
+    }
+    if (s->client_eof) {
         /*
          * The client left first; the broker, seeing the half-close, ends
          * too, as Kafka does on EOF, dropping what it still owed (a
@@ -2088,15 +2112,15 @@ upstream_eof(struct kr_session *s, const char *why)
          * close, not a fault of the broker's).
          */
         kr_s_close_client(s, KR_LOG_INFO, "client closed the connection "
-                          "with %u request%s in flight", n,
-                          n == 1 ? "" : "s");
+                          "with %u request%s%s in flight", n,
+                          n == 1 ? "" : "s", owns);
     } else if (kr_s_rsp_mid(s)) {
         kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s in the middle of a "
-                      "response (%u more request%s in flight)", s->upname,
-                      why, n, n == 1 ? "" : "s");
+                      "response (%u more request%s%s in flight)", s->upname,
+                      why, n, n == 1 ? "" : "s", owns);
     } else {
-        kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s with %u request%s in "
-                      "flight", s->upname, why, n, n == 1 ? "" : "s");
+        kr_s_close_up(s, KR_LOG_WARN, "upstream %s: %s with %u request%s%s in "
+                      "flight", s->upname, why, n, n == 1 ? "" : "s", owns);
     }
 }
 

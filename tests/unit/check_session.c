@@ -6180,7 +6180,9 @@ END_TEST
  * second answer's 141), counted; a Heartbeat behind it keeps its order.
  * _i 1: the broker answers the round with a body that does not decode:
  * the connection closes with one line blaming the upstream, nothing sent
- * to the client.
+ * to the client.  _i 2: the broker answers nothing, the client leaves:
+ * the close line counts the client's requests and krelay's own apart
+ * (it said "2 requests").
  */
 START_TEST(legacy_split_rounds)
 {
@@ -6196,6 +6198,9 @@ START_TEST(legacy_split_rounds)
     T.fb.answer_produce = true;
     T.fb.produce_step = 100;
     T.fb.garbage_produce = _i == 1 ? 1 : 0;
+    if (_i == 2) {
+        T.fb.mode = FB_SILENT;
+    }
     log_capture();
     kr_log_level_cur = KR_LOG_INFO;
     start();
@@ -6204,6 +6209,20 @@ START_TEST(legacy_split_rounds)
     req_heartbeat(&hb, 2);
     bput(&req, hb.b, hb.n);
     cli_send(c, req.b, req.n);
+    if (_i == 2) {
+        pump_for(100);
+        ck_assert_int_eq(shutdown(c->fd, SHUT_WR), 0);
+        ck_assert(cli_wait_closed(c));
+        wait_no_session();
+        log = log_text();
+        ck_assert_msg(strstr(log, "client closed the connection with 2 "
+                             "requests and 1 of krelay's own in flight") !=
+                      NULL, "%s", log);
+        free(log);
+        free(req.b);
+        free(hb.b);
+        return;
+    }
     if (_i == 1) {
         ck_assert(cli_wait_closed(c));
         ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
@@ -7093,7 +7112,7 @@ session_suite(void)
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
-    tcase_add_loop_test(tc, legacy_split_rounds, 0, 2);
+    tcase_add_loop_test(tc, legacy_split_rounds, 0, 3);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_test(tc, legacy_refusal_delayed);
     tcase_add_loop_test(tc, legacy_acks0_refusal_delayed, 0, 4);
