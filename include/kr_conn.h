@@ -26,6 +26,11 @@
 #define KR_READ_MIN (16 * 1024)
 #define KR_READ_MAX (256 * 1024)
 /*
+ * SO_RCVLOWAT (kr_conn_want_bytes): the least a raised low-water mark
+ * may be.  Below it every byte wakes the reader, as by default.
+ */
+#define KR_LOWAT_MIN (32 * 1024)
+/*
  * libevent allocates a chain as the next power of two >= its header +
  * the size asked for: ask for a power of two minus this so a 256 KiB
  * read takes a 256 KiB chain, not 512 KiB.
@@ -154,6 +159,23 @@ struct kr_conn_ops {
     void (*close)(struct kr_conn *c);
     const char *(*why)(const struct kr_conn *c);
     void (*shutdown_write)(struct kr_conn *c);
+    bool rcvlowat;                      /* the peer's bytes come in
+                                           small units that each wake the
+                                           reader (TLS records of at most
+                                           16 KiB, a segment each on
+                                           loopback): kr_conn_want_bytes
+                                           may raise SO_RCVLOWAT.  Not
+                                           plain TCP (segments of up to
+                                           64 KiB on loopback): there a
+                                           raised mark saved little CPU
+                                           and cost MB/s (contrib/bench/
+                                           README.md, "TLS produce on two
+                                           CPUs") */
+    size_t held_max;                    /* with rcvlowat: the most bytes
+                                           of the peer's stream the
+                                           transport may have taken off
+                                           the socket and not returned yet
+                                           (TLS: OpenSSL's read buffer) */
     bool splice;                        /* the fd carries the Kafka bytes
                                            themselves (no record layer):
                                            splice(2) may move them */
@@ -273,6 +295,14 @@ struct kr_conn {
                                            send them (TLS: small chains
                                            coalesced into one record); the
                                            owner takes and zeroes it */
+    uint32_t lowat;                     /* the socket's SO_RCVLOWAT as
+                                           kr_conn_want_bytes set it; 0 or
+                                           1: the default (every byte
+                                           wakes the reader) */
+    uint32_t rcvbuf;                    /* SO_RCVBUF when the mark was
+                                           last raised (its cap) */
+    unsigned lowat_off:1;               /* setting SO_RCVLOWAT failed:
+                                           not tried again */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
@@ -335,6 +365,29 @@ void kr_conn_set_writing(struct kr_conn *c, bool on);
  * callback reads them.  A no-op for plain TCP.
  */
 void kr_conn_kick(struct kr_conn *c);
+
+/*
+ * The owner acts on nothing of c's stream before the next need bytes
+ * have come (the rest of a request frame it forwards, its size prefix
+ * read): on a transport with ops->rcvlowat, let the socket wake the
+ * reader only once part of them are there (SO_RCVLOWAT), a few wake-ups
+ * per frame rather than one per TLS record.  The mark is need less what
+ * the transport may hold (ops->held_max: the bytes still to come on the
+ * socket are at least that many, the ciphertext being longer than the
+ * plaintext counted), at most one read (KR_READ_MAX) and a quarter of
+ * SO_RCVBUF (the peer's window stays open: the kernel would otherwise
+ * raise SO_RCVBUF and clamp the window to the mark), and at least
+ * KR_LOWAT_MIN; below that, or with need 0, the default 1.  The owner
+ * calls it again after every read that took bytes of the run (the mark
+ * must follow the bytes still to come, or the last ones would never
+ * wake the reader) and with 0 when the run ends or it must see every
+ * byte.  The kernel still wakes the reader at the peer's EOF, on an
+ * error, and when the receive window or memory runs short; bytes the
+ * transport holds are kicked as before (kr_conn_kick).  One setsockopt
+ * per change (and a getsockopt of SO_RCVBUF when raised from the
+ * default); a failed one is ignored and not tried again on c.
+ */
+void kr_conn_want_bytes(struct kr_conn *c, uint64_t need);
 
 /*
  * Read once into c->in (ops->read); the next read's size adapts to what

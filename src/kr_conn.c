@@ -268,6 +268,8 @@ kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
 {
     c->fd = fd;
     c->ops = ops != NULL ? ops : &kr_conn_tcp_ops;
+    c->lowat = c->rcvbuf = 0;           /* a new socket's defaults */
+    c->lowat_off = 0;
     if (c->ops->open != NULL && c->ops->open(c) != 0) {
         return KR_ERROR;
     }
@@ -303,6 +305,48 @@ kr_conn_close(struct kr_conn *c)
         c->fd = -1;
     }
     c->connected = 0;
+}
+
+void
+kr_conn_want_bytes(struct kr_conn *c, uint64_t need)
+{
+    uint32_t was = c->lowat > 1 ? c->lowat : 1, v = 1;
+    int iv;
+
+    if (c->fd < 0 || !c->ops->rcvlowat || c->lowat_off) {
+        return;
+    }
+    if (need >= (uint64_t)c->ops->held_max + KR_LOWAT_MIN) {
+        uint64_t w = need - c->ops->held_max;
+
+        if (was == 1) {
+            int b = 0;
+            socklen_t bl = sizeof(b);
+
+            /* autotuning grows it as the connection goes: read at each
+               rise from the default, not at each change */
+            c->rcvbuf = getsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &b, &bl) == 0
+                            && b > 0 ? (uint32_t)b : 0;
+        }
+        if (w > c->rcvbuf / 4) {
+            w = c->rcvbuf / 4;
+        }
+        if (w > KR_READ_MAX - KR_CHAIN_HDR) {
+            w = KR_READ_MAX - KR_CHAIN_HDR;
+        }
+        if (w >= KR_LOWAT_MIN) {
+            v = (uint32_t)w;
+        }
+    }
+    if (v == was) {
+        return;
+    }
+    iv = (int)v;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &iv, sizeof(iv)) != 0) {
+        c->lowat_off = 1;
+        return;
+    }
+    c->lowat = v;
 }
 
 void

@@ -1010,6 +1010,35 @@ lane_read(struct kr_session *s, struct kr_conn *src, struct kr_splice *l,
     return n;
 }
 
+/*
+ * The client's bytes krelay waits for: the rest of the request frame it
+ * forwards (req_remain, less what waits in client.in).  A TLS socket
+ * then wakes krelay once a read's worth of them (or most of the rest)
+ * is there (kr_conn_want_bytes), not for every record: each wake-up
+ * costs krelay an event and the sender (on loopback, the producer's
+ * own softirq) a wake-up.  Only while a response is owed (the FIFO
+ * holds a request: the current one, unless Acks=0): the connection's
+ * deadline is then the request's, which counts from its header
+ * whatever the client sends, not one that measures the client's
+ * progress by its reads (idle_timeout_ms, the drain and closing
+ * deadlines).  Closing, draining, at the client's EOF and between
+ * frames every byte wakes it.
+ */
+static void
+client_lowat(struct kr_session *s)
+{
+    size_t have = evbuffer_get_length(s->client.in);
+    uint64_t need = 0;
+    uint32_t i;
+
+    if (s->req_remain > have && s->client.stage == KR_STAGE_FRAMES &&
+        !s->closing && !s->draining && !s->client_eof &&
+        kr_s_fifo_first(s, &i) != NULL) {
+        need = s->req_remain - have;
+    }
+    kr_conn_want_bytes(&s->client, need);
+}
+
 void
 kr_s_update_io(struct kr_session *s)
 {
@@ -1018,6 +1047,7 @@ kr_s_update_io(struct kr_session *s)
     if (s->dead) {
         return;
     }
+    client_lowat(s);
     kr_conn_set_reading(&s->client, !s->draining && !s->client_eof &&
                 !s->req_blocked &&
                 !s->enforce_wait && !s->close_holding &&
@@ -1071,6 +1101,7 @@ kr_s_close_after_owed(struct kr_session *s, int level, const char *fmt, ...)
     s->closing = 1;
     s->close_level = level;
     s->closing_ms = kr_clock_timer_ms();
+    client_lowat(s);                    /* every byte counts now */
     /* the request frame forwarded in part goes on to its end (its start
        is upstream, its answer owed); nothing after it does */
     if (kr_s_finish_request(s) > 0 && kr_s_conn_flush(s, &s->up) != 0) {

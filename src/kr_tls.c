@@ -45,6 +45,16 @@
 #include "kr_common.h"
 #include "kr_tls.h"
 
+/*
+ * The most bytes OpenSSL may hold taken off the socket (kr_conn_ops
+ * held_max): with read ahead, one read buffer, raw records and the
+ * plaintext of the one being returned together.  OpenSSL 3's default is
+ * 16 KiB of plaintext + 320 of overhead + a header and alignment (1 KiB
+ * more where compression is allowed; krelay does not call
+ * SSL_CTX_set_default_read_buffer_len): twice that, to be safe.
+ */
+#define KR_TLS_HELD_MAX (32 * 1024)
+
 /* Chains looked at per write (coalescing stops there). */
 #define KR_TLS_PEEK 16
 
@@ -658,6 +668,8 @@ const struct kr_conn_ops kr_tls_ops = {
     .close = tls_close,
     .why = tls_why,
     .shutdown_write = tls_shutdown_write,
+    .rcvlowat = true,
+    .held_max = KR_TLS_HELD_MAX,
     .splice = false
 };
 

@@ -55,7 +55,7 @@ import sys
 TARGETS = ("direct", "haproxy", "krelay", "krelay_a", "krelay_b",
            "krelay_audit", "krelay_sasl", "krelay_tls", "haproxy_tls")
 # The targets of an ordinary run, and of an A/B run (run.sh --ab).
-LEGACY = ("direct", "haproxy", "krelay", "krelay_audit", "krelay_sasl")
+PLAIN = ("direct", "haproxy", "krelay", "krelay_audit", "krelay_sasl")
 AB = ("krelay_a", "krelay_b")
 PROXIES = ("haproxy", "krelay", "krelay_a", "krelay_b", "krelay_audit",
            "krelay_sasl", "krelay_tls", "haproxy_tls")
@@ -1825,7 +1825,7 @@ def notes_for(res):
                              (t, v["lost"]))
     seen = {r["target"] for r in res["runs"] if r["target"] in TARGETS}
     seen |= {t for _, t, _, _ in latency_legs(res["runs"])}
-    for t in (AB if is_ab(res) else LEGACY):
+    for t in (AB if is_ab(res) else PLAIN):
         if seen and t not in seen and any(
                 r["workload"] in dict(THROUGHPUT) or r["workload"] in
                 ("latency", "idle") for r in res["runs"]):

@@ -1,8 +1,9 @@
 /*
  * check_session.c - the proxy end to end over loopback, in one process:
  * a kr_daemon (bootstrap listener + one broker listener) in front of a
- * tiny fake broker written here, with test clients, all on one
- * event_base stepped by the test (no sleeps, no timing assertions).
+ * tiny fake broker written here, with test clients (plain, or TLS
+ * through OpenSSL memory BIOs: tcli), all on one event_base stepped by
+ * the test (no sleeps, no timing assertions).
  * Every wait gives up only after WAIT_STALL_MS without progress.
  *
  * The fake broker answers each request frame with
@@ -36,6 +37,7 @@
 #include <event2/listener.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 #include "kr_api_keys.h"
 #include "kr_audit.h"
@@ -55,6 +57,8 @@
 #include "kr_sasl_users.h"
 #include "kr_scram.h"
 #include "kr_session.h"
+#include "kr_test_certs.h"
+#include "kr_tls_ctx.h"
 #include "kr_upstream.h"
 
 #define MAX_FRAME (1 << 20)
@@ -149,6 +153,10 @@ static struct env {
     int ncl;
     char logpath[64];           /* kr_log file of the test, or "" */
     const struct kr_conn_ops *conn_ops; /* sessions' transport, NULL: TCP */
+    char *certs;                /* kr_test_certs_dir (TLS tests), or NULL */
+    SSL_CTX *tls_cctx;          /* the TLS clients' context, or NULL */
+    SSL *tls_c[4];              /* the TLS clients (tcli), by cl index
+                                   (as many as cl) */
 } T;
 
 /* The worker's counters (KR_STAT_GET). */
@@ -941,6 +949,15 @@ teardown(void)
     }
     event_free(T.guard);
     event_base_free(T.base);
+    for (i = 0; i < (int)(sizeof(T.tls_c) / sizeof(T.tls_c[0])); i++) {
+        SSL_free(T.tls_c[i]);
+    }
+    SSL_CTX_free(T.tls_cctx);
+    kr_tls_ctx_put(T.lc.tls);
+    T.lc.tls = NULL;
+    if (T.certs != NULL) {
+        kr_test_certs_rm(T.certs);
+    }
     if (T.logpath[0] != '\0') {
         kr_log_close();
         unlink(T.logpath);
@@ -7035,6 +7052,352 @@ START_TEST(upstream_host_name)
 }
 END_TEST
 
+/* ---- TLS clients, SO_RCVLOWAT (issue 8) -------------------------------- */
+
+/*
+ * A TLS client on a struct cli: OpenSSL over memory BIOs (TLS 1.3,
+ * TLS_AES_128_GCM_SHA256, no certificate check), so that a test decides
+ * where the ciphertext is cut on the socket.  Records carry 16 KiB of
+ * plaintext (OpenSSL's default fragment) in TLS_RECORD bytes.
+ */
+#define TLS_RECORD (5 + 16384 + 1 + 16)
+
+struct tcli {
+    struct cli *c;
+    SSL *ssl;
+    BIO *rb, *wb;               /* krelay's bytes in, ours out (the SSL's) */
+};
+
+/* The listener terminates TLS with the test certificates (before start). */
+static void
+tls_listener(void)
+{
+    struct kr_tls_opts o;
+    enum kr_tls_opt bad;
+    char err[512], cert[4096], key[4096];
+
+    T.certs = kr_test_certs_dir();
+    ck_assert_ptr_nonnull(T.certs);
+    snprintf(cert, sizeof(cert), "%s/server.pem", T.certs);
+    snprintf(key, sizeof(key), "%s/server.key", T.certs);
+    memset(&o, 0, sizeof(o));
+    o.server = true;
+    o.certificate = cert;
+    o.key = key;
+    o.id = "check_session";
+    T.lc.tls = kr_tls_ctx_new(&o, &bad, err, sizeof(err));
+    ck_assert_msg(T.lc.tls != NULL, "server context: %s", err);
+    T.lc.ssl = true;
+    T.lc.ssl_handshake_timeout_ms = 10000;
+}
+
+/* What OpenSSL wrote for t, appended to ct (not sent). */
+static void
+tcli_take(struct tcli *t, struct bb *ct)
+{
+    char buf[16384];
+    int n;
+
+    while ((n = BIO_read(t->wb, buf, sizeof(buf))) > 0) {
+        bput(ct, buf, (size_t)n);
+    }
+}
+
+/* What OpenSSL wrote for t, onto the socket. */
+static void
+tcli_flush(struct tcli *t)
+{
+    struct bb ct = { 0 };
+
+    tcli_take(t, &ct);
+    if (ct.n > 0) {
+        cli_send(t->c, ct.b, ct.n);
+    }
+    free(ct.b);
+}
+
+/* What krelay sent t, into OpenSSL. */
+static void
+tcli_feed(struct tcli *t)
+{
+    size_t n = evbuffer_get_length(t->c->in);
+
+    if (n > 0) {
+        ck_assert_int_eq(BIO_write(t->rb, evbuffer_pullup(t->c->in, -1),
+                                   (int)n), (int)n);
+        evbuffer_drain(t->c->in, n);
+    }
+}
+
+/* A TLS client of the bootstrap listener, its handshake done. */
+static struct tcli
+tcli_open(void)
+{
+    struct wait w = { 0 };
+    struct tcli t;
+    int r;
+
+    if (T.tls_cctx == NULL) {
+        T.tls_cctx = SSL_CTX_new(TLS_client_method());
+        ck_assert_ptr_nonnull(T.tls_cctx);
+        ck_assert_int_eq(SSL_CTX_set_min_proto_version(T.tls_cctx,
+                                                       TLS1_3_VERSION), 1);
+        ck_assert_int_eq(SSL_CTX_set_ciphersuites(T.tls_cctx,
+                                                  "TLS_AES_128_GCM_SHA256"),
+                         1);
+    }
+    t.c = cli_open(boot_port(), 0);
+    t.ssl = SSL_new(T.tls_cctx);
+    ck_assert_ptr_nonnull(t.ssl);
+    T.tls_c[t.c - T.cl] = t.ssl;
+    t.rb = BIO_new(BIO_s_mem());
+    t.wb = BIO_new(BIO_s_mem());
+    ck_assert(t.rb != NULL && t.wb != NULL);
+    SSL_set_bio(t.ssl, t.rb, t.wb);
+    SSL_set_connect_state(t.ssl);
+    while ((r = SSL_do_handshake(t.ssl)) != 1) {
+        ck_assert_int_eq(SSL_get_error(t.ssl, r), SSL_ERROR_WANT_READ);
+        tcli_flush(&t);
+        ck_assert_msg(!t.c->closed && waiting(&w, progress()),
+                      "no TLS handshake");
+        pump_once();
+        tcli_feed(&t);
+    }
+    tcli_flush(&t);
+    return t;
+}
+
+/* p, n sealed into records, appended to ct (not sent). */
+static void
+tcli_seal(struct tcli *t, const void *p, size_t n, struct bb *ct)
+{
+    size_t w = 0;
+
+    ck_assert_int_eq(SSL_write_ex(t->ssl, p, n, &w), 1);
+    ck_assert_uint_eq(w, n);
+    tcli_take(t, ct);
+}
+
+/* The plaintext krelay sent t equals exp (bounded: struct wait). */
+static void
+tcli_expect(struct tcli *t, const struct bb *exp)
+{
+    struct bb got = { 0 };
+    struct wait w = { 0 };
+    uint8_t buf[16384];
+    size_t k;
+
+    while (got.n < exp->n) {
+        tcli_feed(t);
+        if (SSL_read_ex(t->ssl, buf, sizeof(buf), &k) == 1) {
+            bput(&got, buf, k);
+            continue;
+        }
+        ck_assert_msg(!t->c->closed && waiting(&w, progress()),
+                      "client got %zu of %zu bytes", got.n, exp->n);
+        pump_once();
+    }
+    ck_assert_uint_eq(got.n, exp->n);
+    ck_assert(memcmp(got.b, exp->b, exp->n) == 0);
+    free(got.b);
+}
+
+/* SO_RCVLOWAT of krelay's socket to its one session's client. */
+static int
+client_lowat(void)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(getsockopt(T.w->sessions->client.fd, SOL_SOCKET,
+                                SO_RCVLOWAT, &v, &len), 0);
+    return v;
+}
+
+/* Bytes waiting unread on krelay's socket to its one session's client. */
+static int
+client_unread(void)
+{
+    int v = -1;
+
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(ioctl(T.w->sessions->client.fd, FIONREAD, &v), 0);
+    return v;
+}
+
+/* Pump until the one session (accepted by then) has read n bytes from
+   its client (TLS: of plaintext, after the handshake), giving up after
+   stall_ms without progress. */
+static bool
+session_took(uint64_t n, int64_t stall_ms)
+{
+    struct wait w = { .stall_ms = stall_ms };
+
+    while ((T.w->sessions == NULL || T.w->sessions->client.bytes_in < n) &&
+           waiting(&w, progress())) {
+        pump_once();
+    }
+    return T.w->sessions != NULL && T.w->sessions->client.bytes_in >= n;
+}
+
+/*
+ * A 700 KiB Produce over TLS, its first 128 KiB of ciphertext sent: once
+ * krelay read them, the rest of the frame known, its socket wakes it
+ * only from a low-water mark on (SO_RCVLOWAT, kr_conn_want_bytes),
+ * between KR_LOWAT_MIN and one read, and no more than the bytes still to
+ * come on the socket.  The rest sent, the broker has the request byte
+ * for byte, the mark is back to 1, and the answer and a Heartbeat after
+ * it go both ways.  _i 1: Acks=0 (no answer owed: idle_timeout_ms, which
+ * counts reads, is the connection's deadline): the mark stays 1.  _i 2:
+ * the worker drains in the middle of the frame (its deadline counts the
+ * reads of the rest): the mark goes back to 1 at once, and the rest
+ * still goes to the broker.
+ */
+START_TEST(tls_lowat_follows_request)
+{
+    struct bb req = { 0 }, hb = { 0 }, ct = { 0 }, exp = { 0 };
+    const size_t first = 8 * TLS_RECORD;
+    struct wait w = { .stall_ms = 5000 };
+    uint64_t took, left;
+    struct tcli t;
+    int lw;
+
+    tls_listener();
+    T.fb.hold = true;
+    start();
+    t = tcli_open();
+    req_produce(&req, 7, _i == 1 ? 0 : 1, 700 * 1024);
+    tcli_seal(&t, req.b, req.n, &ct);
+    cli_send(t.c, ct.b, first);
+    took = 8 * 16384;
+    ck_assert(session_took(took, 5000));
+    while (client_unread() > 0 && waiting(&w, progress())) {
+        pump_once();
+    }
+    ck_assert_int_eq(client_unread(), 0);
+    ck_assert_uint_eq(T.w->sessions->client.bytes_in, took);
+    left = ct.n - first;
+    lw = client_lowat();
+    if (_i == 1) {
+        ck_assert_int_eq(lw, 1);
+    } else {
+        ck_assert_int_ge(lw, KR_LOWAT_MIN);
+        ck_assert_int_le(lw, KR_READ_MAX - KR_CHAIN_HDR);
+        ck_assert_uint_le((uint64_t)lw, left);
+    }
+    if (_i == 2) {
+        kr_worker_drain(T.w);
+        ck_assert(T.w->sessions->closing);
+        ck_assert_int_eq(client_lowat(), 1);
+    }
+    cli_send(t.c, ct.b + first, left);
+    fake_expect(&req);
+    ck_assert_int_eq(client_lowat(), 1);
+    if (_i == 2) {
+        fake_release(&T.fb);
+        expected_echo(&req, 0, &exp);
+        tcli_expect(&t, &exp);
+        wait_no_session();
+        ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
+    } else {
+        req_heartbeat(&hb, 8);
+        ct.n = 0;
+        tcli_seal(&t, hb.b, hb.n, &ct);
+        cli_send(t.c, ct.b, ct.n);
+        bput(&req, hb.b, hb.n);
+        fake_expect(&req);
+        fake_release(&T.fb);
+        if (_i == 0) {
+            expected_echo(&req, 0, &exp);
+        } else {
+            expected_echo(&hb, 0, &exp);
+        }
+        tcli_expect(&t, &exp);
+        ck_assert_int_eq(client_lowat(), 1);
+        ck_assert(!t.c->closed);
+        ck_assert_uint_eq(KR_STAT_GET(ST, requests), 2);
+    }
+    free(req.b);
+    free(hb.b);
+    free(ct.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The mark counts what OpenSSL holds (kr_conn_ops.held_max): a 200 KiB
+ * Produce over TLS whose first ciphertext ends 8,000 bytes into a
+ * record.  krelay reads what came: the whole records, and those 8,000
+ * bytes, which stay in OpenSSL's read buffer; the ciphertext still to
+ * come is the frame's plaintext still missing less those bytes (plus
+ * 22 bytes a record).  A mark as high as the plaintext missing would
+ * never be met: the rest, sent in one go, must reach the broker.
+ * krelay's socket gets a 1 MiB receive buffer, so that the mark is not
+ * capped below the bytes missing by a quarter of it.
+ */
+START_TEST(tls_lowat_counts_held_bytes)
+{
+    struct bb req = { 0 }, ct = { 0 }, exp = { 0 };
+    const size_t whole = 6, first = whole * TLS_RECORD + 8000;
+    int rcvbuf = 1 << 20;
+    struct tcli t;
+
+    tls_listener();
+    T.fb.hold = true;
+    start();
+    t = tcli_open();
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_int_eq(setsockopt(T.w->sessions->client.fd, SOL_SOCKET,
+                                SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)), 0);
+    req_produce(&req, 9, 1, 200 * 1024);
+    tcli_seal(&t, req.b, req.n, &ct);
+    cli_send(t.c, ct.b, first);
+    ck_assert(session_took(whole * 16384, 5000));
+    ck_assert_int_eq(client_unread(), 0);
+    ck_assert_uint_eq(T.w->sessions->client.bytes_in, whole * 16384);
+    /* the mark is up: its bytes are what the test is about */
+    ck_assert_int_ge(client_lowat(), KR_LOWAT_MIN);
+    ck_assert_uint_le((uint64_t)client_lowat(), ct.n - first);
+    cli_send(t.c, ct.b + first, ct.n - first);
+    ck_assert_msg(session_took(req.n, 5000), "krelay read %" PRIu64 " of "
+                  "%zu bytes of the request, its mark %d, %d bytes unread",
+                  T.w->sessions->client.bytes_in, req.n, client_lowat(),
+                  client_unread());
+    fake_expect(&req);
+    ck_assert_int_eq(client_lowat(), 1);
+    fake_release(&T.fb);
+    expected_echo(&req, 0, &exp);
+    tcli_expect(&t, &exp);
+    free(req.b);
+    free(ct.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * Plain TCP keeps the default mark (kr_conn_tcp_ops.rcvlowat is false:
+ * segments of up to 64 KiB, and splice): the same 700 KiB Produce, its
+ * first 128 KiB read, the mark is 1.
+ */
+START_TEST(tcp_lowat_default)
+{
+    struct bb req = { 0 };
+    struct cli *c;
+
+    T.fb.hold = true;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce(&req, 7, 1, 700 * 1024);
+    cli_send(c, req.b, 128 * 1024);
+    ck_assert(session_took(128 * 1024, 5000));
+    ck_assert_int_eq(client_lowat(), 1);
+    cli_send(c, req.b + 128 * 1024, req.n - 128 * 1024);
+    fake_expect(&req);
+    free(req.b);
+}
+END_TEST
+
 static Suite *
 session_suite(void)
 {
@@ -7154,6 +7517,15 @@ session_suite(void)
     tcase_add_loop_test(tc, fault_backpressure, 0, 4);
     tcase_add_loop_test(tc, fault_paused_reads_resume, 0, 4);
     tcase_add_loop_test(tc, fault_sniff_then_handshake, 0, 4);
+    suite_add_tcase(s, tc);
+
+    /* TLS clients: the low-water mark on krelay's socket (issue 8) */
+    tc = tcase_create("lowat");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, tls_lowat_follows_request, 0, 3);
+    tcase_add_test(tc, tls_lowat_counts_held_bytes);
+    tcase_add_test(tc, tcp_lowat_default);
     suite_add_tcase(s, tc);
     return s;
 }
