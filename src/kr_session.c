@@ -1027,10 +1027,14 @@ lane_read(struct kr_session *s, struct kr_conn *src, struct kr_splice *l,
 static void
 client_lowat(struct kr_session *s)
 {
-    size_t have = evbuffer_get_length(s->client.in);
+    size_t have;
     uint64_t need = 0;
     uint32_t i;
 
+    if (!s->client.ops->rcvlowat) {
+        return;     /* plain TCP: every kr_s_update_io, nothing to do */
+    }
+    have = evbuffer_get_length(s->client.in);
     if (s->req_remain > have && s->client.stage == KR_STAGE_FRAMES &&
         !s->closing && !s->draining && !s->client_eof &&
         kr_s_fifo_first(s, &i) != NULL) {
