@@ -520,8 +520,9 @@ const char *kr_conf_codec_name(int id);
  * config, with no warning c did not have: a key its section does not use
  * (ssl_* without ssl = true, the sasl = terminate keys without it...) is
  * left out.  A value that starts with ';' is written "key =;..." so inih
- * does not take it for a comment.  Secrets are not printed ("(not shown: a secret)"):
- * a config with an inline secret loads back with that text in its place.
+ * does not take it for a comment.  Secrets are not printed: "(not shown: a
+ * secret)" takes the value's place, and loading that back is refused (an
+ * error naming the key: set it again), not taken for the secret.
  */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);
 

@@ -121,6 +121,12 @@ enum kr_cf_type {
                                    dumped) */
 #define KR_CF_RESTART 0x8u      /* reload: KR_RELOAD_RESTART */
 #define KR_CF_SECRET 0x10u      /* a secret: never dumped */
+/*
+ * What kr_conf_dump (krelay -T, GET /config) prints in place of a secret's
+ * value.  Loaded back, it is refused with an error naming the key, not
+ * taken for the secret itself.
+ */
+#define KR_CF_SECRET_HIDDEN "(not shown: a secret)"
 #define KR_CF_NEWCONN 0x20u     /* reload: KR_RELOAD_NEWCONN */
 /* A key with none of KR_CF_REBIND, KR_CF_RESTART, KR_CF_NEWCONN:
    KR_RELOAD_APPLY. */
@@ -1862,6 +1868,14 @@ kr_cf_handler(void *user, const char *section, const char *name,
         kr_cf_err(st, line, "key '%s' given twice in %s (first at line %d)",
                   name, kr_cf_inst_label(in, lbl, sizeof(lbl)),
                   abs(in->key_line[idx]));
+        return 1;
+    }
+    if ((k->flags & KR_CF_SECRET) && strcmp(value, KR_CF_SECRET_HIDDEN) == 0) {
+        /* krelay -T's output: the secret itself is not in it */
+        kr_cf_err(st, line, "%s: %s: krelay -T hid this secret; set it "
+                  "again (or %s_file)",
+                  kr_cf_inst_label(in, lbl, sizeof(lbl)), name, name);
+        in->key_line[idx] = -line;
         return 1;
     }
     why = kr_cf_set(k, in->obj, value, buf, sizeof(buf));
@@ -4940,7 +4954,7 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             }
             /* issue 9: a secret's value is never printed */
             fprintf(f, "%s = %s", k->name,
-                    (k->flags & KR_CF_SECRET) ? "(not shown: a secret)" : s);
+                    (k->flags & KR_CF_SECRET) ? KR_CF_SECRET_HIDDEN : s);
             break;
         }
         case KR_CT_PORT:

@@ -3242,6 +3242,91 @@ START_TEST(test_dump_no_unused_keys)
 }
 END_TEST
 
+static char *dump_of(const struct kr_conf *c);
+
+/* The 1-based line of text where needle first starts (0: not there). */
+static int
+line_of(const char *text, const char *needle)
+{
+    const char *at = strstr(text, needle), *p;
+    int n = 1;
+
+    if (at == NULL) {
+        return 0;
+    }
+    for (p = text; p < at; p++) {
+        n += *p == '\n';
+    }
+    return n;
+}
+
+/*
+ * An inline secret is dumped as "(not shown: a secret)", and that
+ * placeholder loaded back is refused with one error at its line naming
+ * the key, not taken for the secret: without it a dump loaded back
+ * authenticated with the placeholder (the admin endpoint's token became
+ * those words).  A value that only contains them is a secret like any.
+ */
+START_TEST(test_dump_secret_refused)
+{
+    static const struct {
+        const char *text;
+        const char *secret;
+        const char *key;
+        const char *sect;
+    } t[] = {
+        { MIN_UPSTREAM MIN_LISTENER "[admin]\nlisten = :9644\n"
+          "bearer_token = tok-inline\n", "tok-inline", "bearer_token",
+          "[admin]" },
+        { "[upstream east]\nbootstrap_servers = k1:9092\n"
+          "sasl_mechanism = PLAIN\nsasl_username = k\n"
+          "sasl_password = pw-inline\n" MIN_LISTENER, "pw-inline",
+          "sasl_password", "[upstream east]" },
+        { MIN_UPSTREAM "sasl_mechanism = OAUTHBEARER\n"
+          "sasl_oauthbearer_token = jwt-inline\n" MIN_LISTENER,
+          "jwt-inline", "sasl_oauthbearer_token", "[upstream]" },
+    };
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        struct kr_conf *c = load_ok(t[i].text);
+        char *d = dump_of(c), *key_line = fmt("\n%s = (not shown: a "
+                                              "secret)\n", t[i].key);
+        char *want = fmt("t.ini:%d: %s: %s: krelay -T hid this secret; set "
+                         "it again (or %s_file)", line_of(d, key_line) + 1,
+                         t[i].sect, t[i].key, t[i].key);
+
+        ck_assert_msg(strstr(d, key_line) != NULL, "row %zu: %s", i, d);
+        ck_assert_ptr_null(strstr(d, t[i].secret));
+        expect_one_error(d, want);
+        kr_conf_free(c);
+        free(d);
+        free(key_line);
+        free(want);
+    }
+    /* only the placeholder whole: a password that contains it loads */
+    {
+        struct kr_conf *c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                                    "sasl_username = k\nsasl_password = "
+                                    "x(not shown: a secret)\n" MIN_LISTENER);
+
+        ck_assert_str_eq(c->upstreams[0].sasl.secret,
+                         "x(not shown: a secret)");
+        kr_conf_free(c);
+    }
+    /* the key not secret: a value like any (a user name) */
+    {
+        struct kr_conf *c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                                    "sasl_username = (not shown: a secret)"
+                                    "\nsasl_password = p\n" MIN_LISTENER);
+
+        ck_assert_str_eq(c->upstreams[0].sasl.username,
+                         "(not shown: a secret)");
+        kr_conf_free(c);
+    }
+}
+END_TEST
+
 /*
  * issue 10: the legacy keys, their defaults, their values dumped and read
  * back, the choices in their enums' order, and bad values.
@@ -3679,6 +3764,7 @@ conf_suite(void)
     tcase_add_test(tc, test_sasl_terminate);
     tcase_add_test(tc, test_sni_keys);
     tcase_add_test(tc, test_dump_no_unused_keys);
+    tcase_add_test(tc, test_dump_secret_refused);
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
