@@ -96,6 +96,12 @@ struct kr_upstream_conf {
                                            (kr_broker_versions.h):
                                            learned (0, the default),
                                            kafka-4.0.0, kafka-4.0.1+ */
+    bool stand_in;                      /* the demo cluster's, not the
+                                           file's: the one kr_conf_load_opts.
+                                           stand_in_upstream added (krelay
+                                           --demo -c FILE), or --demo's
+                                           own; kr_conf_dump leaves it
+                                           out */
 };
 
 /* sni_fallback: a client with no SNI name, or one that routes nowhere. */

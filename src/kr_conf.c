@@ -3854,6 +3854,7 @@ kr_cf_stand_in(struct kr_cf_state *st, const char *list)
     if (in == NULL || k == NULL) {
         return;
     }
+    ((struct kr_upstream_conf *)in->obj)->stand_in = true;
     why = kr_cf_set(k, in->obj, list, buf, sizeof(buf));
     if (why != NULL) {
         kr_cf_err(st, line, "the [upstream] standing in for the missing one: "
@@ -5142,6 +5143,12 @@ kr_cf_dump_all(const struct kr_conf *c, FILE *f)
 
     fprintf(f, "; effective configuration from %s\n\n", c->path);
     for (i = 0; i < c->nupstreams; i++) {
+        if (c->upstreams[i].stand_in) {
+            /* not the file's: it loads back in its place (--demo -c) */
+            fprintf(f, "; no [upstream]: krelay --demo points the "
+                    "listeners at its demo cluster\n\n");
+            continue;
+        }
         kr_cf_dump_section(f, KR_CS_UPSTREAM, c->upstreams[i].name,
                            &c->upstreams[i]);
     }
@@ -5149,7 +5156,8 @@ kr_cf_dump_all(const struct kr_conf *c, FILE *f)
         const struct kr_listener_conf *l = &c->listeners[i];
 
         /* Name the upstream even when it was implied. */
-        if (l->upstream == NULL && l->up != NULL && l->up->name[0] != '\0') {
+        if (l->upstream == NULL && l->up != NULL && l->up->name[0] != '\0'
+            && !l->up->stand_in) {
             struct kr_listener_conf tmp = *l;
 
             tmp.upstream = l->up->name;

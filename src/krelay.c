@@ -668,9 +668,10 @@ main(int argc, char **argv)
         try_help();
         return 2;
     }
-    if (dump && (test || demo || daemonize || pid_path != NULL ||
-                 path == NULL)) {
-        fprintf(stderr, "krelay: -T goes with -c FILE alone\n");
+    /* -T goes with what -t goes with: -c FILE, --demo, or both */
+    if (dump && (test || daemonize || pid_path != NULL)) {
+        fprintf(stderr, "krelay: -T goes with -c FILE and --demo only (not "
+                "with %s)\n", test ? "-t" : daemonize ? "-d" : "-p");
         try_help();
         return 2;
     }
@@ -709,7 +710,7 @@ main(int argc, char **argv)
                 port_base);
         return 2;
     }
-    if (demo && !test) {
+    if (demo && !test && !dump) {
         char exe_dir[4096];
         const char *dirs[2];
 
@@ -742,6 +743,7 @@ main(int argc, char **argv)
         if (load_conf("(demo)", text, NULL, &conf) != KR_OK) {
             goto out;
         }
+        conf->upstreams[0].stand_in = true;     /* -T: not printed */
         /* what the loader would say of a line of "(demo)", said of the
            option, with advice that fits it */
         if (listen_wild) {

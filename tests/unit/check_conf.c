@@ -1119,6 +1119,8 @@ START_TEST(test_err_upstream_refs)
 }
 END_TEST
 
+static char *dump_of(const struct kr_conf *c);
+
 /* Load text as "t.ini" with a stand-in [upstream]; *errs as load(). */
 static int
 load_stand_in(const char *text, const char *list, struct kr_conf **out,
@@ -1165,6 +1167,37 @@ START_TEST(test_stand_in_upstream)
     ck_assert_int_eq(c->upstreams[0].connect_timeout_ms, 10000);
     ck_assert_ptr_eq(c->listeners[0].up, &c->upstreams[0]);
     ck_assert_int_eq(c->nrules, 1);
+    ck_assert(c->upstreams[0].stand_in);
+    /* krelay --demo -T -c FILE: the dump leaves the stand-in out, so it
+       loads back as FILE did (with the stand-in again), dumps the same,
+       and without --demo is refused as FILE is */
+    {
+        char *d1 = dump_of(c), *d2;
+        struct kr_conf *c2;
+
+        ck_assert_ptr_null(strstr(d1, "\n[upstream"));
+        ck_assert_ptr_null(strstr(d1, "bootstrap_servers"));
+        ck_assert_ptr_null(strstr(d1, "\nupstream ="));
+        ck_assert_ptr_nonnull(strstr(d1, "\n; no [upstream]: krelay --demo "
+                                     "points the listeners at its demo "
+                                     "cluster\n"));
+        ck_assert_int_eq(load_stand_in(d1, "127.0.0.1:1001,[::1]:1002", &c2,
+                                       &errs), KR_OK);
+        ck_assert_str_eq(errs, "");
+        free(errs);
+        ck_assert_int_eq(c2->nupstreams, 1);
+        ck_assert(c2->upstreams[0].stand_in);
+        ck_assert_uint_eq(kr_conf_reload_diff(c, c2, NULL, NULL), 0);
+        d2 = dump_of(c2);
+        ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+        kr_conf_free(c2);
+        ck_assert_int_eq(load(d1, &c2, &errs), KR_ERROR);
+        ck_assert_ptr_null(c2);
+        ck_assert_ptr_nonnull(strstr(errs, ": no [upstream] section"));
+        free(errs);
+        free(d1);
+        free(d2);
+    }
     kr_conf_free(c);
 
     /* the file's own [upstream] stays */
@@ -1175,6 +1208,7 @@ START_TEST(test_stand_in_upstream)
     ck_assert_int_eq(c->nupstreams, 1);
     ck_assert_str_eq(c->upstreams[0].name, "mine");
     ck_assert_str_eq(c->upstreams[0].bootstrap[0].host, "k1");
+    ck_assert(!c->upstreams[0].stand_in);
     kr_conf_free(c);
 
     /* a name the file does not have is still an error */
@@ -3241,8 +3275,6 @@ START_TEST(test_dump_no_unused_keys)
     free(users);
 }
 END_TEST
-
-static char *dump_of(const struct kr_conf *c);
 
 /* The 1-based line of text where needle first starts (0: not there). */
 static int
