@@ -3,7 +3,8 @@
 # opens the [log] and [audit] files as the daemon will (FILE-level error
 # and a non-zero exit when it cannot, nothing left behind when it can),
 # config errors carry the "krelay: " prefix, the daemon logs one
-# notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
+# notice line for SIGHUP and for SIGUSR1 (what a reload did with the log
+# and audit targets).  Warnings (issue 14): -t and
 # -t -W exit codes, the reload's warning lines, the compiled table's
 # names, the stop report's "1 connection".  krelay does not link
 # librdkafka, and --demo without its cluster program says so.  --demo -t
@@ -232,6 +233,54 @@ wait_line3 "reloaded $W/run3.ini: 1 listener group (1 new)"
 grep -q "removed" "$W/krelay3.log" &&
     kr_fail "a rebound listener said removed: $(grep removed "$W/krelay3.log")"
 kr_stop "$pid" krelay "$W/krelay3.log"
+
+# 6c. a reload that changes the targets says what it did with them: an
+# [audit] target added opens it ("audit target FILE opened", not "no log
+# or audit file to reopen" as before), a target changed opens the new one,
+# [audit] removed turns audit off, a [log] target added is said in the new
+# file
+targets_conf() {
+    cat >"$1" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+[listener]
+listen = 127.0.0.1:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = 1
+[log]
+level = info
+EOF
+    [ -z "$3" ] || echo "target = $3" >>"$1"
+    [ -z "$2" ] || printf '[audit]\ntarget = %s\n' "$2" >>"$1"
+}
+targets_conf "$W/run4.ini" "" ""
+"$KR_KRELAY" -c "$W/run4.ini" >"$W/krelay4.log" 2>&1 &
+pid=$!
+KR_PIDS+=("$pid")
+wait_line4() {
+    kr_wait_for 60 grep -q "$1" "${2:-$W/krelay4.log}" ||
+        kr_fail "no line '$1' in ${2:-$W/krelay4.log}: $(tail -5 "${2:-$W/krelay4.log}")"
+}
+wait_line4 "notice: krelay .* started"
+RELOADED="notice: SIGHUP: reloaded $W/run4.ini: 1 listener group (0 new), 0 rules"
+kill -HUP "$pid"
+wait_line4 "$RELOADED; no log or audit file to reopen$"
+targets_conf "$W/run4.ini" "$W/audit4.jsonl" ""
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit target $W/audit4.jsonl opened$"
+[ -f "$W/audit4.jsonl" ] || kr_fail "the audit target added was not opened"
+targets_conf "$W/run4.ini" "$W/audit4b.jsonl" ""
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit target $W/audit4b.jsonl opened (was $W/audit4.jsonl)$"
+[ -f "$W/audit4b.jsonl" ] || kr_fail "the audit target changed was not opened"
+targets_conf "$W/run4.ini" "" "$W/krelay4b.log"
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit off (was $W/audit4b.jsonl); log target $W/krelay4b.log (was stderr)$" \
+    "$W/krelay4b.log"
+grep -c "no log or audit file to reopen" "$W/krelay4.log" | grep -qx 1 ||
+    kr_fail "no file to reopen said of a reload that opened one: $(grep reloaded "$W/krelay4.log")"
+kr_stop "$pid" krelay "$W/krelay4.log" "$W/krelay4b.log"
 
 # 7. warnings (issue 14): "krelay: warning: FILE:LINE: " on stderr; -t
 # still exits 0, -t -W (--strict) exits 1; the table names what the
