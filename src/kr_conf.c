@@ -421,8 +421,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "legacy_refuse_window_ms gets its refusal this much later, in ms "
       "(its UNSUPPORTED_VERSION answer, or for a Produce with Acks=0, "
       "which has no answer, the close: nothing more is read from it "
-      "meanwhile), so a client retrying in a loop is slowed (counted); "
-      "0: no delay",
+      "meanwhile; a drain ends the wait), so a client retrying in a loop "
+      "is slowed (counted); 0: no delay",
       NULL },
     { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
