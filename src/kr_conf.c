@@ -127,6 +127,10 @@ enum kr_cf_type {
  * taken for the secret itself.
  */
 #define KR_CF_SECRET_HIDDEN "(not shown: a secret)"
+
+/* legacy_fetch_max_bytes's least value: below 64 KiB a consumer of large
+   records would crawl. */
+#define KR_CF_LEGACY_FETCH_MIN 65536
 #define KR_CF_NEWCONN 0x20u     /* reload: KR_RELOAD_NEWCONN */
 /* A key with none of KR_CF_REBIND, KR_CF_RESTART, KR_CF_NEWCONN:
    KR_RELOAD_APPLY. */
@@ -403,7 +407,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "(in order, at most 256; the client's answer merges theirs; not "
       "atomic as a broker's append: README); 0: no limit", NULL },
     { KR_CS_LISTENER, "legacy_fetch_max_bytes", KR_CT_I64,
-      LST(legacy_fetch_max_bytes), 0, "2097152", 65536, INT32_MAX, 0,
+      LST(legacy_fetch_max_bytes), 0, "2097152", KR_CF_LEGACY_FETCH_MIN,
+      INT32_MAX, 0,
       "with translate_legacy: the MaxBytes of an old consumer's Fetch "
       "(v0-2 had none: the response was as large as its partitions' "
       "limits added up) sent up, at most half of max_frame_bytes; "
@@ -2474,6 +2479,19 @@ kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (kr_cf_key_ok(in, "max_frame_bytes") &&
         kr_cf_key_ok(in, "legacy_fetch_max_bytes") &&
         l->legacy_fetch_max_bytes > kr_cf_half_frame(l)) {
+        /* given above it, warned (unless it is the least the key takes,
+           which -T prints for a half below that, so that its output
+           loads back without a warning) */
+        if (kr_cf_key_given(in, "legacy_fetch_max_bytes") &&
+            l->legacy_fetch_max_bytes > KR_CF_LEGACY_FETCH_MIN) {
+            kr_cf_warn(st, kr_cf_line_of(in, "legacy_fetch_max_bytes"),
+                       "%s: legacy_fetch_max_bytes = %" PRId64 " is above "
+                       "half of max_frame_bytes (%" PRId64 "): %" PRId64
+                       " applies (krelay holds a translated Fetch response "
+                       "whole, within max_frame_bytes)", lbl,
+                       l->legacy_fetch_max_bytes, l->max_frame_bytes,
+                       kr_cf_half_frame(l));
+        }
         l->legacy_fetch_max_bytes = kr_cf_half_frame(l);
     }
     p = kr_cf_listener_ports(in);

@@ -3461,6 +3461,64 @@ dump_of(const struct kr_conf *c)
 }
 
 /*
+ * krelay -t warns of a legacy_fetch_max_bytes given above half of
+ * max_frame_bytes (the half applies: -T prints it), at its line; not of
+ * the default above it, of the half itself, or of the key's least value
+ * (65536) when the half is below that (-T prints the least then, and its
+ * output must load back without a warning).
+ */
+START_TEST(test_warn_legacy_fetch_above_half)
+{
+    static const struct {
+        const char *keys;               /* the listener's */
+        const char *want;               /* the one warning, or NULL */
+    } t[] = {
+        { "max_frame_bytes = 1048576\nlegacy_fetch_max_bytes = 1048576\n",
+          "t.ini:8: [listener]: legacy_fetch_max_bytes = 1048576 is above "
+          "half of max_frame_bytes (1048576): 524288 applies (krelay holds "
+          "a translated Fetch response whole, within max_frame_bytes)\n" },
+        { "max_frame_bytes = 65536\nlegacy_fetch_max_bytes = 131072\n",
+          "t.ini:8: [listener]: legacy_fetch_max_bytes = 131072 is above "
+          "half of max_frame_bytes (65536): 32768 applies (krelay holds a "
+          "translated Fetch response whole, within max_frame_bytes)\n" },
+        { "max_frame_bytes = 1048576\n", NULL },
+        { "max_frame_bytes = 1048576\nlegacy_fetch_max_bytes = 524288\n",
+          NULL },
+        { "max_frame_bytes = 65536\nlegacy_fetch_max_bytes = 65536\n",
+          NULL },
+    };
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER "translate_legacy = true\n"
+                         "%s", t[i].keys);
+        struct kr_conf *c = load_ok(text), *d;
+        char *w, *dump;
+        unsigned n;
+
+        w = warnings_of(c, &n);
+        if (t[i].want != NULL) {
+            ck_assert_msg(n == 1, "row %zu: %u warnings: %s", i, n, w);
+            ck_assert_str_eq(w, t[i].want);
+        } else {
+            ck_assert_msg(n == 0, "row %zu: %s", i, w);
+        }
+        free(w);
+        /* -T's output of it: no warning */
+        dump = dump_of(c);
+        d = load_ok(dump);
+        w = warnings_of(d, &n);
+        ck_assert_msg(n == 0, "row %zu: the dump warns: %s", i, w);
+        free(w);
+        free(dump);
+        kr_conf_free(d);
+        kr_conf_free(c);
+        free(text);
+    }
+}
+END_TEST
+
+/*
  * legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes is
  * at most half of max_frame_bytes too (kr_analyse.c, legacy_fetch_cap),
  * so the loader keeps it to that, and -T prints it after a comment saying
@@ -3802,6 +3860,7 @@ conf_suite(void)
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_legacy_keys);
     tcase_add_test(tc, test_dump_legacy_fetch_cap);
+    tcase_add_test(tc, test_warn_legacy_fetch_above_half);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);
