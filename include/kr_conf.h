@@ -96,6 +96,12 @@ struct kr_upstream_conf {
                                            (kr_broker_versions.h):
                                            learned (0, the default),
                                            kafka-4.0.0, kafka-4.0.1+ */
+    bool stand_in;                      /* the demo cluster's, not the
+                                           file's: the one kr_conf_load_opts.
+                                           stand_in_upstream added (krelay
+                                           --demo -c FILE), or --demo's
+                                           own; kr_conf_dump leaves it
+                                           out */
 };
 
 /* sni_fallback: a client with no SNI name, or one that routes nowhere. */
@@ -520,8 +526,9 @@ const char *kr_conf_codec_name(int id);
  * config, with no warning c did not have: a key its section does not use
  * (ssl_* without ssl = true, the sasl = terminate keys without it...) is
  * left out.  A value that starts with ';' is written "key =;..." so inih
- * does not take it for a comment.  Secrets are not printed ("(not shown: a secret)"):
- * a config with an inline secret loads back with that text in its place.
+ * does not take it for a comment.  Secrets are not printed: "(not shown: a
+ * secret)" takes the value's place, and loading that back is refused (an
+ * error naming the key: set it again), not taken for the secret.
  */
 void kr_conf_dump(const struct kr_conf *c, FILE *f);
 

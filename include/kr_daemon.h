@@ -265,7 +265,10 @@ void kr_daemon_drain(struct kr_daemon *d);
  * the old config stays.  Workers on d->base follow before this returns,
  * the others when their loop reads their mailbox; the notice line
  * "reloaded PATH: ..." is logged once every worker applied it (by the
- * thread of the last one: kr_wdone, kr_worker.h).  Returns KR_OK or
+ * thread of the last one: kr_wdone, kr_worker.h); it ends with what
+ * changed of the log and audit targets ("audit target FILE opened (was
+ * OLD)", "audit off (was OLD)", "log target FILE (was OLD)") and, for
+ * SIGHUP, what it reopened of the files kept.  Returns KR_OK or
  * KR_ERROR.
  */
 int kr_daemon_reload(struct kr_daemon *d, const char *path);

@@ -1231,9 +1231,13 @@ kr_analyse_request(const struct kr_an_conn *c, const struct kr_an_request *r,
                             (acks < -1 || acks > 1 ||
                              !(req->v.acks_mask & (1u << (acks + 1))));
             /* what brokers answer: INVALID_REQUIRED_ACKS for a bad Acks,
-               UNSUPPORTED_COMPRESSION_TYPE for a codec */
-            int16_t err = acks_bad ? KR_KERR_INVALID_REQUIRED_ACKS
-                                    : KR_KERR_UNSUPPORTED_COMPRESSION_TYPE;
+               UNSUPPORTED_COMPRESSION_TYPE for a codec, as a client of
+               h's version knows it (Produce v0-2: CORRUPT_MESSAGE, the
+               legacy error table) */
+            int16_t err = kr_legacy_error(
+                h->api_key, h->api_version,
+                acks_bad ? KR_KERR_INVALID_REQUIRED_ACKS
+                         : KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
 
             snprintf(why, sizeof(why), "refused by the produce policy of "
                      "[rule %.40s] (%.90s)",

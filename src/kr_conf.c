@@ -121,6 +121,16 @@ enum kr_cf_type {
                                    dumped) */
 #define KR_CF_RESTART 0x8u      /* reload: KR_RELOAD_RESTART */
 #define KR_CF_SECRET 0x10u      /* a secret: never dumped */
+/*
+ * What kr_conf_dump (krelay -T, GET /config) prints in place of a secret's
+ * value.  Loaded back, it is refused with an error naming the key, not
+ * taken for the secret itself.
+ */
+#define KR_CF_SECRET_HIDDEN "(not shown: a secret)"
+
+/* legacy_fetch_max_bytes's least value: below 64 KiB a consumer of large
+   records would crawl. */
+#define KR_CF_LEGACY_FETCH_MIN 65536
 #define KR_CF_NEWCONN 0x20u     /* reload: KR_RELOAD_NEWCONN */
 /* A key with none of KR_CF_REBIND, KR_CF_RESTART, KR_CF_NEWCONN:
    KR_RELOAD_APPLY. */
@@ -397,7 +407,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "(in order, at most 256; the client's answer merges theirs; not "
       "atomic as a broker's append: README); 0: no limit", NULL },
     { KR_CS_LISTENER, "legacy_fetch_max_bytes", KR_CT_I64,
-      LST(legacy_fetch_max_bytes), 0, "2097152", 65536, INT32_MAX, 0,
+      LST(legacy_fetch_max_bytes), 0, "2097152", KR_CF_LEGACY_FETCH_MIN,
+      INT32_MAX, 0,
       "with translate_legacy: the MaxBytes of an old consumer's Fetch "
       "(v0-2 had none: the response was as large as its partitions' "
       "limits added up) sent up, at most half of max_frame_bytes; "
@@ -415,8 +426,8 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "legacy_refuse_window_ms gets its refusal this much later, in ms "
       "(its UNSUPPORTED_VERSION answer, or for a Produce with Acks=0, "
       "which has no answer, the close: nothing more is read from it "
-      "meanwhile), so a client retrying in a loop is slowed (counted); "
-      "0: no delay",
+      "meanwhile; a drain ends the wait), so a client retrying in a loop "
+      "is slowed (counted); 0: no delay",
       NULL },
     { KR_CS_LISTENER, "legacy_refuse_window_ms", KR_CT_I64,
       LST(legacy_refuse_window_ms), 0, "10000", 0, 3600000, 0,
@@ -1864,6 +1875,14 @@ kr_cf_handler(void *user, const char *section, const char *name,
                   abs(in->key_line[idx]));
         return 1;
     }
+    if ((k->flags & KR_CF_SECRET) && strcmp(value, KR_CF_SECRET_HIDDEN) == 0) {
+        /* krelay -T's output: the secret itself is not in it */
+        kr_cf_err(st, line, "%s: %s: krelay -T hid this secret; set it "
+                  "again (or %s_file)",
+                  kr_cf_inst_label(in, lbl, sizeof(lbl)), name, name);
+        in->key_line[idx] = -line;
+        return 1;
+    }
     why = kr_cf_set(k, in->obj, value, buf, sizeof(buf));
     if (why != NULL) {
         kr_cf_err(st, line, "'%s': bad value '%s': %s", name, value, why);
@@ -2460,6 +2479,19 @@ kr_cf_check_listener(struct kr_cf_state *st, struct kr_cf_inst *in)
     if (kr_cf_key_ok(in, "max_frame_bytes") &&
         kr_cf_key_ok(in, "legacy_fetch_max_bytes") &&
         l->legacy_fetch_max_bytes > kr_cf_half_frame(l)) {
+        /* given above it, warned (unless it is the least the key takes,
+           which -T prints for a half below that, so that its output
+           loads back without a warning) */
+        if (kr_cf_key_given(in, "legacy_fetch_max_bytes") &&
+            l->legacy_fetch_max_bytes > KR_CF_LEGACY_FETCH_MIN) {
+            kr_cf_warn(st, kr_cf_line_of(in, "legacy_fetch_max_bytes"),
+                       "%s: legacy_fetch_max_bytes = %" PRId64 " is above "
+                       "half of max_frame_bytes (%" PRId64 "): %" PRId64
+                       " applies (krelay holds a translated Fetch response "
+                       "whole, within max_frame_bytes)", lbl,
+                       l->legacy_fetch_max_bytes, l->max_frame_bytes,
+                       kr_cf_half_frame(l));
+        }
         l->legacy_fetch_max_bytes = kr_cf_half_frame(l);
     }
     p = kr_cf_listener_ports(in);
@@ -3840,6 +3872,7 @@ kr_cf_stand_in(struct kr_cf_state *st, const char *list)
     if (in == NULL || k == NULL) {
         return;
     }
+    ((struct kr_upstream_conf *)in->obj)->stand_in = true;
     why = kr_cf_set(k, in->obj, list, buf, sizeof(buf));
     if (why != NULL) {
         kr_cf_err(st, line, "the [upstream] standing in for the missing one: "
@@ -4940,7 +4973,7 @@ kr_cf_dump_section(FILE *f, enum kr_cf_sect kind, const char *name,
             }
             /* issue 9: a secret's value is never printed */
             fprintf(f, "%s = %s", k->name,
-                    (k->flags & KR_CF_SECRET) ? "(not shown: a secret)" : s);
+                    (k->flags & KR_CF_SECRET) ? KR_CF_SECRET_HIDDEN : s);
             break;
         }
         case KR_CT_PORT:
@@ -5128,6 +5161,12 @@ kr_cf_dump_all(const struct kr_conf *c, FILE *f)
 
     fprintf(f, "; effective configuration from %s\n\n", c->path);
     for (i = 0; i < c->nupstreams; i++) {
+        if (c->upstreams[i].stand_in) {
+            /* not the file's: it loads back in its place (--demo -c) */
+            fprintf(f, "; no [upstream]: krelay --demo points the "
+                    "listeners at its demo cluster\n\n");
+            continue;
+        }
         kr_cf_dump_section(f, KR_CS_UPSTREAM, c->upstreams[i].name,
                            &c->upstreams[i]);
     }
@@ -5135,7 +5174,8 @@ kr_cf_dump_all(const struct kr_conf *c, FILE *f)
         const struct kr_listener_conf *l = &c->listeners[i];
 
         /* Name the upstream even when it was implied. */
-        if (l->upstream == NULL && l->up != NULL && l->up->name[0] != '\0') {
+        if (l->upstream == NULL && l->up != NULL && l->up->name[0] != '\0'
+            && !l->up->stand_in) {
             struct kr_listener_conf tmp = *l;
 
             tmp.upstream = l->up->name;

@@ -690,17 +690,46 @@ kr_daemon_start(struct kr_daemon *d, char *err, size_t errlen)
 }
 
 static int reload(struct kr_daemon *d, const char *path, const char *by,
-                  const char *tail, bool ready);
+                  int reopened, bool ready);
+
+/* What reopen_files reopens: bits. */
+#define REOPEN_LOG 0x1
+#define REOPEN_AUDIT 0x2
+
+/* Reopen the log file and ask the audit writer to reopen the audit file
+   (kr_daemon_reopen); which of them are files it reopens (REOPEN_*). */
+static int
+reopen_files(struct kr_daemon *d)
+{
+    bool log = kr_log_reopen();
+    bool audit = d->audit != NULL && kr_audit_reopen(d->audit->au);
+
+    return (log ? REOPEN_LOG : 0) | (audit ? REOPEN_AUDIT : 0);
+}
+
+/* REOPEN_* bits in words: "the log and audit files", ... (static), or
+   NULL for none. */
+static const char *
+reopen_what(int bits)
+{
+    bool log = (bits & REOPEN_LOG) != 0, audit = (bits & REOPEN_AUDIT) != 0;
+
+    return log && audit ? "the log and audit files"
+           : log        ? "the log file"
+           : audit      ? "the audit file"
+                        : NULL;
+}
 
 /*
- * kr_daemon_reopen, and what its notice line says in buf (len bytes):
- * "reopening the log file" (an error line follows if it cannot be: the
- * lines keep going to the file opened before), or that there is none.
+ * What a signal's notice line says of the files it reopened in buf (len
+ * bytes): "reopening the log file" (an error line follows if it cannot
+ * be: the lines keep going to the file opened before), or that there is
+ * none.
  */
 static const char *
-reopen_words(struct kr_daemon *d, char *buf, size_t len)
+reopen_words(int bits, char *buf, size_t len)
 {
-    const char *what = kr_daemon_reopen(d);
+    const char *what = reopen_what(bits);
 
     snprintf(buf, len, "%s%s", what != NULL ? "reopening " : "",
              what != NULL ? what : "no log or audit file to reopen");
@@ -712,27 +741,29 @@ signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     struct kr_daemon *d = arg;
     char words[64];
+    int bits;
 
     (void)what;
     switch (sig) {
     case SIGHUP:
-        /* one notice line, from reload: what was done */
-        (void)reopen_words(d, words, sizeof(words));
+        /* one notice line, from reload: what was done (the files
+           reopened first: the reload's own lines go to the new one) */
+        bits = reopen_files(d);
         if (d->no_conf_file) {
             kr_log_notice("SIGHUP: no configuration file to reread (krelay "
                           "--demo without -c; --demo -c FILE reloads FILE); "
-                          "%s", words);
+                          "%s", reopen_words(bits, words, sizeof(words)));
             break;
         }
         kr_proc_notify("RELOADING=1");
         /* READY=1 once every worker applied it (reload_done), or now */
-        if (reload(d, d->cref->conf->path, "SIGHUP", words, true) !=
-            KR_OK) {
+        if (reload(d, d->cref->conf->path, "SIGHUP", bits, true) != KR_OK) {
             kr_proc_notify("READY=1");
         }
         break;
     case SIGUSR1:
-        kr_log_notice("SIGUSR1: %s", reopen_words(d, words, sizeof(words)));
+        kr_log_notice("SIGUSR1: %s",
+                      reopen_words(reopen_files(d), words, sizeof(words)));
         break;
     case SIGTERM:
         if (!d->draining) {
@@ -1163,13 +1194,7 @@ kr_daemon_free(struct kr_daemon *d)
 const char *
 kr_daemon_reopen(struct kr_daemon *d)
 {
-    bool log = kr_log_reopen();
-    bool audit = d->audit != NULL && kr_audit_reopen(d->audit->au);
-
-    return log && audit ? "the log and audit files"
-           : log        ? "the log file"
-           : audit      ? "the audit file"
-                        : NULL;
+    return reopen_what(reopen_files(d));
 }
 
 uint16_t
@@ -1227,11 +1252,11 @@ log_lines(int level, const char *prefix, const char *text)
 int
 kr_daemon_reload(struct kr_daemon *d, const char *path)
 {
-    return reload(d, path, NULL, NULL, false);
+    return reload(d, path, NULL, -1, false);
 }
 
 static int reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-                       const char *path, const char *by, const char *tail,
+                       const char *path, const char *by, int reopened,
                        bool ready);
 
 int
@@ -1244,7 +1269,7 @@ kr_daemon_reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own)
         return KR_ERROR;
     }
     return reload_conf(d, nc, own, nc->path != NULL ? nc->path : "(config)",
-                       NULL, NULL, false);
+                       NULL, -1, false);
 }
 
 /* "s" when n is not 1: "1 rule", "2 rules". */
@@ -1336,14 +1361,15 @@ reload_bind(const struct kr_conf *nc, const struct kr_lset *set,
 }
 
 /*
- * kr_daemon_reload; by names the signal that asked for it, tail (NULL:
- * none) ends its notice line (reopen_words: what the signal reopens);
- * ready: sd_notify READY=1 once the reload is done (reload_done), when
- * it returns KR_OK (the caller says it otherwise).
+ * kr_daemon_reload; by names the signal that asked for it, reopened
+ * what it reopened before (REOPEN_* bits; -1: it reopens nothing), which
+ * the notice line says (reload_files); ready: sd_notify READY=1 once the
+ * reload is done (reload_done), when it returns KR_OK (the caller says
+ * it otherwise).
  */
 static int
 reload(struct kr_daemon *d, const char *path, const char *by,
-       const char *tail, bool ready)
+       int reopened, bool ready)
 {
     struct kr_conf *nc = NULL;
     char *errs = NULL;
@@ -1410,7 +1436,7 @@ reload(struct kr_daemon *d, const char *path, const char *by,
         log_lines(KR_LOG_WARN, "reload: warning: ", errs);
         free(errs);
     }
-    return reload_conf(d, nc, true, path, by, tail, ready);
+    return reload_conf(d, nc, true, path, by, reopened, ready);
 }
 
 /* kr_conf_listener_diff's callback: the keys that rebind, "a, b". */
@@ -1587,13 +1613,70 @@ reload_done(int applied, void *arg)
 }
 
 /*
+ * What a reload from oc to nc does with the log and audit files, for the
+ * end of its notice line (malloc'd; NULL: nothing to say, or out of
+ * memory): a new audit sink (new_audit) for a target added or changed,
+ * "audit target FILE opened (was OLD)"; audit turned off; a log target
+ * changed; then what the signal reopened before (reopened: REOPEN_*
+ * bits, -1 when no signal did) of the files the reload keeps, or, when
+ * nothing else is said, that there was none to reopen.  Without the
+ * first, a SIGHUP that added [audit] target = FILE said "no log or audit
+ * file to reopen" as it opened FILE.
+ */
+static char *
+reload_files(const struct kr_conf *oc, const struct kr_conf *nc,
+             bool new_audit, int reopened)
+{
+    const char *what;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    bool log_same = same_str(nc->log.target, oc->log.target);
+
+    if (f == NULL) {
+        return NULL;
+    }
+    if (new_audit) {
+        fprintf(f, "audit target %s opened", nc->audit.target);
+        if (oc->audit.target != NULL) {
+            fprintf(f, " (was %s)", oc->audit.target);
+        }
+    } else if (nc->audit.target == NULL && oc->audit.target != NULL) {
+        fprintf(f, "audit off (was %s)", oc->audit.target);
+    }
+    if (!log_same) {
+        fprintf(f, "%slog target %s (was %s)", ftell(f) > 0 ? "; " : "",
+                nc->log.target != NULL ? nc->log.target : "stderr",
+                oc->log.target != NULL ? oc->log.target : "stderr");
+    }
+    if (reopened >= 0) {
+        /* the files replaced were reopened too, but are closed now */
+        what = reopen_what((log_same ? reopened & REOPEN_LOG : 0) |
+                           (!new_audit && nc->audit.target != NULL
+                                ? reopened & REOPEN_AUDIT
+                                : 0));
+        if (what != NULL) {
+            fprintf(f, "%sreopening %s", ftell(f) > 0 ? "; " : "", what);
+        } else if (ftell(f) == 0) {
+            fputs("no log or audit file to reopen", f);
+        }
+    }
+    if (fclose(f) != 0 || len == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/*
  * reload, from the loaded config nc (freed at the end when own); ready as
  * reload's.
  */
 static int
 reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
-            const char *path, const char *by, const char *tail, bool ready)
+            const char *path, const char *by, int reopened, bool ready)
 {
+    char *tail;
     struct kr_conf_ref *nref = NULL, *old = d->cref;
     const struct kr_conf *oc = old->conf;
     struct kr_audit *nau = NULL;
@@ -1676,6 +1759,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
         }
     }
     rd = calloc(1, sizeof(*rd));
+    tail = reload_files(oc, nc, naref != NULL, reopened);
     if (rd != NULL &&
         asprintf(&rd->line, "%s%sreloaded %s: %d listener group%s (%d new), "
                  "%d rule%s%s%s", by != NULL ? by : "",
@@ -1685,6 +1769,7 @@ reload_conf(struct kr_daemon *d, struct kr_conf *nc, bool own,
                  tail != NULL ? tail : "") < 0) {
         rd->line = NULL;
     }
+    free(tail);
     done = rd != NULL && rd->line != NULL ? kr_wdone_new(reload_done, rd)
                                           : NULL;
     nref = done != NULL ? kr_conf_ref_new(nc, own) : NULL;

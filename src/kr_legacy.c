@@ -182,6 +182,21 @@ static const struct lg_err_row lg_errors[] = {
        went out as CORRUPT_MESSAGE (Errors.forException). */
     { KR_API_PRODUCE, 7, KR_KERR_INVALID_RECORD, KR_KERR_CORRUPT_MESSAGE,
       "KIP-467: InvalidRecordException was CORRUPT_MESSAGE" },
+    /* UNSUPPORTED_COMPRESSION_TYPE came with KIP-110 (Kafka 2.1, zstd,
+       Produce v7): ProduceRequest.validateRecords answers it to a Produce
+       v3-6 with zstd, so clients from Kafka 0.11 on met it.  A Produce
+       v0-2 client (message format magic 0/1) never did: Kafka 0.10's
+       ByteBufferMessageSet.validateMessagesAndAssignOffsets refused a
+       message set whose compression it would not take ("Compressed outer
+       message should not have an inner message with a compression
+       attribute set") with kafka.message.InvalidMessageException, a
+       CorruptRecordException (InvalidMessageException.scala), which went
+       out as CORRUPT_MESSAGE.  krelay's own answer to a codec refused
+       (allowed_compression) gets the same. */
+    { KR_API_PRODUCE, 2, KR_KERR_UNSUPPORTED_COMPRESSION_TYPE,
+      KR_KERR_CORRUPT_MESSAGE,
+      "KIP-110: UNSUPPORTED_COMPRESSION_TYPE is Produce v3+'s; v0-2 "
+      "brokers refused a codec as CORRUPT_MESSAGE" },
     /* KIP-516 (TopicIds): a client naming topics knows no
        UNKNOWN_TOPIC_ID; brokers answer names with
        UNKNOWN_TOPIC_OR_PARTITION. */

@@ -114,7 +114,8 @@
  *   nothing is in flight.  A close after the responses owed may be held
  *   (kr_s_close_hold: an Acks=0 refusal of a client retrying in a loop,
  *   issue 10): the client not read, the close not before the hold's end
- *   (T_CLOSE_HOLD), unless a drain ends it first.
+ *   (T_CLOSE_HOLD), unless a drain ends it first; a drain releases an
+ *   answer held by legacy_refuse_delay_ms as well (kr_s_release_held).
  *   Produce with Acks=0 (push_optional): Kafka never answers it, but
  *   some brokers (librdkafka's mock) do, so it stays in the FIFO as an
  *   optional entry: a response with its CorrelationId is dropped
@@ -1171,6 +1172,11 @@ int
 kr_session_drain(struct kr_session *s)
 {
     if (s->dead) {
+        return -1;
+    }
+    /* an UNSUPPORTED_VERSION answer held by legacy_refuse_delay_ms goes
+       now, as a held close ends: krelay's drain waits for no hold */
+    if (kr_s_release_held(s) != 0) {
         return -1;
     }
     if (s->closing && s->close_holding) {

@@ -48,6 +48,9 @@ struct kr_rq {
     bool logged;                        /* its audit line was written
                                            while it stays in the FIFO
                                            (the session then closes) */
+    bool drain_releases;                /* release_ms is a legacy
+                                           refusal's hold, which a drain
+                                           ends (kr_s_release_held) */
     struct kr_s_sw *sw;                 /* the client's software when the
                                            request was read (a reference;
                                            NULL: none known) */
@@ -514,6 +517,10 @@ struct kr_inflight *kr_s_fifo_waiting(struct kr_session *s, uint32_t *idx);
 void kr_s_flush_ready(struct kr_session *s);
 void kr_s_rtimer_cb(evutil_socket_t fd, short what, void *arg);
 int kr_s_resume_requests(struct kr_session *s);
+/* A drain: the answers held by legacy_refuse_delay_ms (kr_rq.
+   drain_releases) may go now, and those at the FIFO's head go (0, or -1
+   when closed). */
+int kr_s_release_held(struct kr_session *s);
 
 /* ---- kr_session_sasl.c: SASL origination (issue 9) -------------------- */
 

@@ -757,6 +757,32 @@ kr_s_flush_ready(struct kr_session *s)
     rtimer_arm(s);
 }
 
+int
+kr_s_release_held(struct kr_session *s)
+{
+    int64_t now = kr_clock_timer_ms();
+    unsigned n = 0;
+    uint32_t i;
+
+    if (s->dead) {
+        return -1;
+    }
+    for (i = 0; i < s->fifo.len; i++) {
+        struct kr_rq *rq = kr_s_fifo_at(s, i)->rq;
+
+        if (rq != NULL && rq->ready && rq->drain_releases &&
+            rq->release_ms > now) {
+            rq->release_ms = now;
+            n++;
+        }
+    }
+    if (n == 0) {
+        return 0;
+    }
+    kr_s_flush_ready(s);
+    return kr_s_conn_flush(s, &s->client);
+}
+
 /* Requests held back by a throttle go on once it is over. */
 int
 kr_s_resume_requests(struct kr_session *s)
@@ -1126,6 +1152,7 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         rq->ready = true;
         if (d->legacy_refusal) {
             rq->release_ms = legacy_refusal_release(s, kr_clock_timer_ms());
+            rq->drain_releases = true;
         }
         kr_log(d->level, "[%s] %s", s->name, d->text);
         kr_an_decision_free(d);

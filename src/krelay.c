@@ -68,7 +68,8 @@ usage(FILE *f)
 "                           in use, defaults included) on stdout and exit;\n"
 "                           it loads back as the same configuration, and\n"
 "                           -t warns of nothing it does not warn of in FILE\n"
-"                           (secrets aside: not printed)\n"
+"                           (secrets aside: not printed, and their\n"
+"                           placeholder is refused when loaded)\n"
 "  -W, --strict             with -t: warnings are errors too (exit 1), for\n"
 "                           CI and ExecStartPre=\n"
 "  -d, --daemon             run in the background (fork, new session, stdio\n"
@@ -667,9 +668,10 @@ main(int argc, char **argv)
         try_help();
         return 2;
     }
-    if (dump && (test || demo || daemonize || pid_path != NULL ||
-                 path == NULL)) {
-        fprintf(stderr, "krelay: -T goes with -c FILE alone\n");
+    /* -T goes with what -t goes with: -c FILE, --demo, or both */
+    if (dump && (test || daemonize || pid_path != NULL)) {
+        fprintf(stderr, "krelay: -T goes with -c FILE and --demo only (not "
+                "with %s)\n", test ? "-t" : daemonize ? "-d" : "-p");
         try_help();
         return 2;
     }
@@ -708,7 +710,7 @@ main(int argc, char **argv)
                 port_base);
         return 2;
     }
-    if (demo && !test) {
+    if (demo && !test && !dump) {
         char exe_dir[4096];
         const char *dirs[2];
 
@@ -741,6 +743,7 @@ main(int argc, char **argv)
         if (load_conf("(demo)", text, NULL, &conf) != KR_OK) {
             goto out;
         }
+        conf->upstreams[0].stand_in = true;     /* -T: not printed */
         /* what the loader would say of a line of "(demo)", said of the
            option, with advice that fits it */
         if (listen_wild) {

@@ -3,13 +3,15 @@
 # opens the [log] and [audit] files as the daemon will (FILE-level error
 # and a non-zero exit when it cannot, nothing left behind when it can),
 # config errors carry the "krelay: " prefix, the daemon logs one
-# notice line for SIGHUP and for SIGUSR1.  Warnings (issue 14): -t and
+# notice line for SIGHUP and for SIGUSR1 (what a reload did with the log
+# and audit targets).  Warnings (issue 14): -t and
 # -t -W exit codes, the reload's warning lines, the compiled table's
 # names, the stop report's "1 connection".  krelay does not link
 # librdkafka, and --demo without its cluster program says so.  --demo -t
 # -c (no cluster needed): the warnings about what keeps the demo's
 # clients from the brokers, a file without [upstream]; --listen and
-# --broker-port-base refused with -c, checked as options.  Started
+# --broker-port-base refused with -c, checked as options; --demo -T, with
+# and without -c (no cluster started either).  Started
 # with fds 0-2 closed, krelay opens /dev/null on them (no audit line to
 # stdout lands in the log file).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -231,6 +233,54 @@ wait_line3 "reloaded $W/run3.ini: 1 listener group (1 new)"
 grep -q "removed" "$W/krelay3.log" &&
     kr_fail "a rebound listener said removed: $(grep removed "$W/krelay3.log")"
 kr_stop "$pid" krelay "$W/krelay3.log"
+
+# 6c. a reload that changes the targets says what it did with them: an
+# [audit] target added opens it ("audit target FILE opened", not "no log
+# or audit file to reopen" as before), a target changed opens the new one,
+# [audit] removed turns audit off, a [log] target added is said in the new
+# file
+targets_conf() {
+    cat >"$1" <<EOF
+[upstream]
+bootstrap_servers = 127.0.0.1:1
+[listener]
+listen = 127.0.0.1:$base
+broker_port_base = $base
+node_id_min = 1
+node_id_max = 1
+[log]
+level = info
+EOF
+    [ -z "$3" ] || echo "target = $3" >>"$1"
+    [ -z "$2" ] || printf '[audit]\ntarget = %s\n' "$2" >>"$1"
+}
+targets_conf "$W/run4.ini" "" ""
+"$KR_KRELAY" -c "$W/run4.ini" >"$W/krelay4.log" 2>&1 &
+pid=$!
+KR_PIDS+=("$pid")
+wait_line4() {
+    kr_wait_for 60 grep -q "$1" "${2:-$W/krelay4.log}" ||
+        kr_fail "no line '$1' in ${2:-$W/krelay4.log}: $(tail -5 "${2:-$W/krelay4.log}")"
+}
+wait_line4 "notice: krelay .* started"
+RELOADED="notice: SIGHUP: reloaded $W/run4.ini: 1 listener group (0 new), 0 rules"
+kill -HUP "$pid"
+wait_line4 "$RELOADED; no log or audit file to reopen$"
+targets_conf "$W/run4.ini" "$W/audit4.jsonl" ""
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit target $W/audit4.jsonl opened$"
+[ -f "$W/audit4.jsonl" ] || kr_fail "the audit target added was not opened"
+targets_conf "$W/run4.ini" "$W/audit4b.jsonl" ""
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit target $W/audit4b.jsonl opened (was $W/audit4.jsonl)$"
+[ -f "$W/audit4b.jsonl" ] || kr_fail "the audit target changed was not opened"
+targets_conf "$W/run4.ini" "" "$W/krelay4b.log"
+kill -HUP "$pid"
+wait_line4 "$RELOADED; audit off (was $W/audit4b.jsonl); log target $W/krelay4b.log (was stderr)$" \
+    "$W/krelay4b.log"
+grep -c "no log or audit file to reopen" "$W/krelay4.log" | grep -qx 1 ||
+    kr_fail "no file to reopen said of a reload that opened one: $(grep reloaded "$W/krelay4.log")"
+kr_stop "$pid" krelay "$W/krelay4.log" "$W/krelay4b.log"
 
 # 7. warnings (issue 14): "krelay: warning: FILE:LINE: " on stderr; -t
 # still exits 0, -t -W (--strict) exits 1; the table names what the
@@ -471,6 +521,39 @@ WANT="$WANT listener with advertised_host)"
 grep -qx "krelay: (demo): configuration OK (1 warning)" "$W/d13.out" ||
     kr_fail "--demo -t --listen 0.0.0.0: $(head -n 1 "$W/d13.out")"
 
+# 11b. -T goes with what -t goes with: --demo, alone or with -c FILE, and
+# does not start the cluster either (bin2's exits 3 at once): FILE as
+# --demo -c loads it, less the [upstream] the cluster stands in for, so
+# the output loads back the same under --demo; with -t, -d or -p it is
+# refused as before
+"$W/bin2/krelay" --demo -T -c "$W/short.ini" >"$W/d14.ini" 2>"$W/d14.err" ||
+    kr_fail "--demo -T -c: $(cat "$W/d14.err")"
+[ ! -s "$W/d14.err" ] || kr_fail "--demo -T -c: $(cat "$W/d14.err")"
+grep -qx "; effective configuration from $W/short.ini" "$W/d14.ini" &&
+    grep -qx "; no \[upstream\]: krelay --demo points the listeners at its demo cluster" "$W/d14.ini" &&
+    grep -qx "listen = 127.0.0.1:$base" "$W/d14.ini" &&
+    grep -qx "node_id_max = 2" "$W/d14.ini" ||
+    kr_fail "--demo -T -c: $(head -n 12 "$W/d14.ini")"
+grep -q '^\[upstream\|^bootstrap_servers\|^upstream =' "$W/d14.ini" &&
+    kr_fail "--demo -T -c prints the stand-in: $(grep -A1 upstream "$W/d14.ini")"
+"$KR_KRELAY" --demo -T -c "$W/d14.ini" | tail -n +2 >"$W/d14b.ini" &&
+    tail -n +2 "$W/d14.ini" | cmp -s - "$W/d14b.ini" ||
+    kr_fail "--demo -T of its -T differs: $(tail -n +2 "$W/d14.ini" | diff - "$W/d14b.ini" | head -5)"
+"$W/bin2/krelay" --demo -T --listen "127.0.0.1:$base" \
+    --broker-port-base "$base" >"$W/d15.ini" 2>"$W/d15.err" ||
+    kr_fail "--demo -T: $(cat "$W/d15.err")"
+grep -qx "\[listener demo\]" "$W/d15.ini" &&
+    grep -qx "listen = 127.0.0.1:$base" "$W/d15.ini" &&
+    grep -qx "broker_port_base = $base" "$W/d15.ini" ||
+    kr_fail "--demo -T: $(head -n 12 "$W/d15.ini")"
+"$KR_KRELAY" --demo -t -W -c "$W/d15.ini" >"$W/d15.out" 2>&1 ||
+    kr_fail "--demo -t -W on --demo -T's output: $(cat "$W/d15.out")"
+TWITH="krelay: -T goes with -c FILE and --demo only"
+usage_error "$TWITH (not with -t)" --demo -T -t -c "$W/ok.ini"
+usage_error "$TWITH (not with -t)" -T -t -c "$W/ok.ini"
+usage_error "$TWITH (not with -d)" --demo -T -d
+usage_error "$TWITH (not with -p)" -T -p "$W/x.pid" -c "$W/ok.ini"
+
 # 12. started with fds 0, 1 and 2 closed (a supervisor's `krelay >&-`):
 # they are /dev/null before krelay opens anything, so the log file (or a
 # client's socket) cannot become fd 1 and get [audit] target = stdout's
@@ -496,5 +579,5 @@ grep -q '"type":"connection"' "$W/closed.log" &&
     kr_fail "audit lines in the log file: $(grep '"type"' "$W/closed.log")"
 kr_log "PASS: -t opens the log and audit targets, prefixed errors, signal" \
     "lines, warnings and -W, no librdkafka in krelay, --demo without its" \
-    "cluster, --demo -t -c warnings, --listen refused with -c, fds 0-2" \
-    "closed at start"
+    "cluster, --demo -t -c warnings, --demo -T, --listen refused with -c," \
+    "fds 0-2 closed at start"

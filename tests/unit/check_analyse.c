@@ -495,6 +495,76 @@ produce_rsp3(int n, const int *idx, const int *err, const int *base,
 }
 
 /*
+ * A produce policy's codec refusal (allowed_compression) answers
+ * UNSUPPORTED_COMPRESSION_TYPE (76), as brokers do, to a client of
+ * Produce v3+; a translated Produce v2 client, which never met 76
+ * (KIP-110, Produce v3+), gets CORRUPT_MESSAGE (2), what brokers of its
+ * time answered for a codec they refused (the legacy error table).
+ */
+START_TEST(test_legacy_produce_policy_codec)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"}"
+        "]}]}}";
+    static const char *const req3_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":3,"
+        "\"CorrelationId\":7,\"ClientId\":\"app\"},\"body\":{"
+        "\"TransactionalId\":null,\"Acks\":1,"
+        "\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_GOOD "\"}"
+        "]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct kr_msg rsp;
+    struct iovec iov;
+    struct kr_rbuf rb;
+
+    /* uncompressed messages, only gzip allowed */
+    setup_rules("[rule gz]\napi = Produce\nallowed_compression = gzip\n");
+    memset(&lc, 0, sizeof(lc));
+    lc.on = true;
+    lc.listener = "old";
+    lc.rec.max_uncompressed = 1 << 20;
+    lc.profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.c.legacy = &lc;
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_ANSWER, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_int_eq(T.d.error, KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_ptr_nonnull(strstr(T.d.text, "refused by the produce policy "
+                                           "of [rule gz]"));
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 2, &rsp);
+    ck_assert_int_eq(rsp.correlation_id, 7);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_CORRUPT_MESSAGE);
+    kr_json_recbuf_free(&recs);
+    kr_an_decision_free(&T.d);
+    memset(&T.d, 0, sizeof(T.d));
+
+    /* the same set in a Produce v3 (brokers want a v2 batch there; the
+       policy reads the codec all the same): UNSUPPORTED_COMPRESSION_TYPE,
+       which v3+ clients know */
+    build_recs(req3_json, &T.m, &recs, &iov, &rb);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_ANSWER, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_int_eq(T.d.error, KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 3, &rsp);
+    ck_assert_int_eq(int_at(produce_partition(&rsp), "ErrorCode"),
+                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/*
  * issue 10: "batches are split to at most a configurable size".  A
  * Produce v2 whose partition 0 converts into three batches (each record
  * alone at legacy_batch_max_bytes 80) and partition 1 into one: Produce
@@ -1773,6 +1843,7 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_many_bad);
     tcase_add_test(tc, test_legacy_produce_inflate_budget);
     tcase_add_test(tc, test_legacy_undecodable_closes);
+    tcase_add_test(tc, test_legacy_produce_policy_codec);
     tcase_add_test(tc, test_legacy_produce_split_rounds);
     tcase_add_test(tc, test_legacy_produce_split_acks0);
     tcase_add_test(tc, test_legacy_produce_split_limits);

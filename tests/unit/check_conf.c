@@ -1119,6 +1119,8 @@ START_TEST(test_err_upstream_refs)
 }
 END_TEST
 
+static char *dump_of(const struct kr_conf *c);
+
 /* Load text as "t.ini" with a stand-in [upstream]; *errs as load(). */
 static int
 load_stand_in(const char *text, const char *list, struct kr_conf **out,
@@ -1165,6 +1167,37 @@ START_TEST(test_stand_in_upstream)
     ck_assert_int_eq(c->upstreams[0].connect_timeout_ms, 10000);
     ck_assert_ptr_eq(c->listeners[0].up, &c->upstreams[0]);
     ck_assert_int_eq(c->nrules, 1);
+    ck_assert(c->upstreams[0].stand_in);
+    /* krelay --demo -T -c FILE: the dump leaves the stand-in out, so it
+       loads back as FILE did (with the stand-in again), dumps the same,
+       and without --demo is refused as FILE is */
+    {
+        char *d1 = dump_of(c), *d2;
+        struct kr_conf *c2;
+
+        ck_assert_ptr_null(strstr(d1, "\n[upstream"));
+        ck_assert_ptr_null(strstr(d1, "bootstrap_servers"));
+        ck_assert_ptr_null(strstr(d1, "\nupstream ="));
+        ck_assert_ptr_nonnull(strstr(d1, "\n; no [upstream]: krelay --demo "
+                                     "points the listeners at its demo "
+                                     "cluster\n"));
+        ck_assert_int_eq(load_stand_in(d1, "127.0.0.1:1001,[::1]:1002", &c2,
+                                       &errs), KR_OK);
+        ck_assert_str_eq(errs, "");
+        free(errs);
+        ck_assert_int_eq(c2->nupstreams, 1);
+        ck_assert(c2->upstreams[0].stand_in);
+        ck_assert_uint_eq(kr_conf_reload_diff(c, c2, NULL, NULL), 0);
+        d2 = dump_of(c2);
+        ck_assert_str_eq(strchr(d1, '\n'), strchr(d2, '\n'));
+        kr_conf_free(c2);
+        ck_assert_int_eq(load(d1, &c2, &errs), KR_ERROR);
+        ck_assert_ptr_null(c2);
+        ck_assert_ptr_nonnull(strstr(errs, ": no [upstream] section"));
+        free(errs);
+        free(d1);
+        free(d2);
+    }
     kr_conf_free(c);
 
     /* the file's own [upstream] stays */
@@ -1175,6 +1208,7 @@ START_TEST(test_stand_in_upstream)
     ck_assert_int_eq(c->nupstreams, 1);
     ck_assert_str_eq(c->upstreams[0].name, "mine");
     ck_assert_str_eq(c->upstreams[0].bootstrap[0].host, "k1");
+    ck_assert(!c->upstreams[0].stand_in);
     kr_conf_free(c);
 
     /* a name the file does not have is still an error */
@@ -3242,6 +3276,89 @@ START_TEST(test_dump_no_unused_keys)
 }
 END_TEST
 
+/* The 1-based line of text where needle first starts (0: not there). */
+static int
+line_of(const char *text, const char *needle)
+{
+    const char *at = strstr(text, needle), *p;
+    int n = 1;
+
+    if (at == NULL) {
+        return 0;
+    }
+    for (p = text; p < at; p++) {
+        n += *p == '\n';
+    }
+    return n;
+}
+
+/*
+ * An inline secret is dumped as "(not shown: a secret)", and that
+ * placeholder loaded back is refused with one error at its line naming
+ * the key, not taken for the secret: without it a dump loaded back
+ * authenticated with the placeholder (the admin endpoint's token became
+ * those words).  A value that only contains them is a secret like any.
+ */
+START_TEST(test_dump_secret_refused)
+{
+    static const struct {
+        const char *text;
+        const char *secret;
+        const char *key;
+        const char *sect;
+    } t[] = {
+        { MIN_UPSTREAM MIN_LISTENER "[admin]\nlisten = :9644\n"
+          "bearer_token = tok-inline\n", "tok-inline", "bearer_token",
+          "[admin]" },
+        { "[upstream east]\nbootstrap_servers = k1:9092\n"
+          "sasl_mechanism = PLAIN\nsasl_username = k\n"
+          "sasl_password = pw-inline\n" MIN_LISTENER, "pw-inline",
+          "sasl_password", "[upstream east]" },
+        { MIN_UPSTREAM "sasl_mechanism = OAUTHBEARER\n"
+          "sasl_oauthbearer_token = jwt-inline\n" MIN_LISTENER,
+          "jwt-inline", "sasl_oauthbearer_token", "[upstream]" },
+    };
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        struct kr_conf *c = load_ok(t[i].text);
+        char *d = dump_of(c), *key_line = fmt("\n%s = (not shown: a "
+                                              "secret)\n", t[i].key);
+        char *want = fmt("t.ini:%d: %s: %s: krelay -T hid this secret; set "
+                         "it again (or %s_file)", line_of(d, key_line) + 1,
+                         t[i].sect, t[i].key, t[i].key);
+
+        ck_assert_msg(strstr(d, key_line) != NULL, "row %zu: %s", i, d);
+        ck_assert_ptr_null(strstr(d, t[i].secret));
+        expect_one_error(d, want);
+        kr_conf_free(c);
+        free(d);
+        free(key_line);
+        free(want);
+    }
+    /* only the placeholder whole: a password that contains it loads */
+    {
+        struct kr_conf *c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                                    "sasl_username = k\nsasl_password = "
+                                    "x(not shown: a secret)\n" MIN_LISTENER);
+
+        ck_assert_str_eq(c->upstreams[0].sasl.secret,
+                         "x(not shown: a secret)");
+        kr_conf_free(c);
+    }
+    /* the key not secret: a value like any (a user name) */
+    {
+        struct kr_conf *c = load_ok(MIN_UPSTREAM "sasl_mechanism = PLAIN\n"
+                                    "sasl_username = (not shown: a secret)"
+                                    "\nsasl_password = p\n" MIN_LISTENER);
+
+        ck_assert_str_eq(c->upstreams[0].sasl.username,
+                         "(not shown: a secret)");
+        kr_conf_free(c);
+    }
+}
+END_TEST
+
 /*
  * issue 10: the legacy keys, their defaults, their values dumped and read
  * back, the choices in their enums' order, and bad values.
@@ -3342,6 +3459,64 @@ dump_of(const struct kr_conf *c)
     ck_assert_int_eq(fclose(f), 0);
     return out;
 }
+
+/*
+ * krelay -t warns of a legacy_fetch_max_bytes given above half of
+ * max_frame_bytes (the half applies: -T prints it), at its line; not of
+ * the default above it, of the half itself, or of the key's least value
+ * (65536) when the half is below that (-T prints the least then, and its
+ * output must load back without a warning).
+ */
+START_TEST(test_warn_legacy_fetch_above_half)
+{
+    static const struct {
+        const char *keys;               /* the listener's */
+        const char *want;               /* the one warning, or NULL */
+    } t[] = {
+        { "max_frame_bytes = 1048576\nlegacy_fetch_max_bytes = 1048576\n",
+          "t.ini:8: [listener]: legacy_fetch_max_bytes = 1048576 is above "
+          "half of max_frame_bytes (1048576): 524288 applies (krelay holds "
+          "a translated Fetch response whole, within max_frame_bytes)\n" },
+        { "max_frame_bytes = 65536\nlegacy_fetch_max_bytes = 131072\n",
+          "t.ini:8: [listener]: legacy_fetch_max_bytes = 131072 is above "
+          "half of max_frame_bytes (65536): 32768 applies (krelay holds a "
+          "translated Fetch response whole, within max_frame_bytes)\n" },
+        { "max_frame_bytes = 1048576\n", NULL },
+        { "max_frame_bytes = 1048576\nlegacy_fetch_max_bytes = 524288\n",
+          NULL },
+        { "max_frame_bytes = 65536\nlegacy_fetch_max_bytes = 65536\n",
+          NULL },
+    };
+    size_t i;
+
+    for (i = 0; i < KR_ARRAY_LEN(t); i++) {
+        char *text = fmt(MIN_UPSTREAM MIN_LISTENER "translate_legacy = true\n"
+                         "%s", t[i].keys);
+        struct kr_conf *c = load_ok(text), *d;
+        char *w, *dump;
+        unsigned n;
+
+        w = warnings_of(c, &n);
+        if (t[i].want != NULL) {
+            ck_assert_msg(n == 1, "row %zu: %u warnings: %s", i, n, w);
+            ck_assert_str_eq(w, t[i].want);
+        } else {
+            ck_assert_msg(n == 0, "row %zu: %s", i, w);
+        }
+        free(w);
+        /* -T's output of it: no warning */
+        dump = dump_of(c);
+        d = load_ok(dump);
+        w = warnings_of(d, &n);
+        ck_assert_msg(n == 0, "row %zu: the dump warns: %s", i, w);
+        free(w);
+        free(dump);
+        kr_conf_free(d);
+        kr_conf_free(c);
+        free(text);
+    }
+}
+END_TEST
 
 /*
  * legacy_fetch_max_bytes as it applies: a translated Fetch's MaxBytes is
@@ -3679,11 +3854,13 @@ conf_suite(void)
     tcase_add_test(tc, test_sasl_terminate);
     tcase_add_test(tc, test_sni_keys);
     tcase_add_test(tc, test_dump_no_unused_keys);
+    tcase_add_test(tc, test_dump_secret_refused);
     tcase_add_test(tc, test_no_follow_on_errors);
     tcase_add_test(tc, test_warn_deny_everything);
     tcase_add_test(tc, test_sni_errors);
     tcase_add_test(tc, test_legacy_keys);
     tcase_add_test(tc, test_dump_legacy_fetch_cap);
+    tcase_add_test(tc, test_warn_legacy_fetch_above_half);
     tcase_add_test(tc, test_principal_rules);
     tcase_add_test(tc, test_principal_warning);
     suite_add_tcase(s, tc);

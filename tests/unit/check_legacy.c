@@ -791,6 +791,16 @@ START_TEST(test_translates_pick)
     ck_assert_int_eq(kr_legacy_error(KR_API_PRODUCE, 0,
                                      KR_KERR_UNSUPPORTED_VERSION),
                      KR_KERR_UNSUPPORTED_VERSION);
+    /* KIP-110's code is Produce v3+'s; v0-2 clients got CORRUPT_MESSAGE */
+    ck_assert_int_eq(kr_legacy_error(KR_API_PRODUCE, 2,
+                                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE),
+                     KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_int_eq(kr_legacy_error(KR_API_PRODUCE, 3,
+                                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE),
+                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
+    ck_assert_int_eq(kr_legacy_error(KR_API_FETCH, 3,
+                                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE),
+                     KR_KERR_UNSUPPORTED_COMPRESSION_TYPE);
 }
 END_TEST
 

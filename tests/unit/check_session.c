@@ -6289,13 +6289,18 @@ END_TEST
  * issue 10: translate_legacy off, a client address refused again within
  * legacy_refuse_window_ms waits legacy_refuse_delay_ms for its answer
  * (a client reconnecting in a loop is slowed), counted; the first
- * refusal goes at once.
+ * refusal goes at once.  _i 1: krelay drains 100 ms into the second
+ * one's hold: the answer goes then (a drain waits for no hold, as for
+ * the Acks=0 close: legacy_acks0_refusal_delayed), the same bytes, and
+ * the connection closes after it.
  */
 START_TEST(legacy_refusal_delayed)
 {
     struct bb req = { 0 };
     struct cli *c;
     int64_t t0, took[2];
+    size_t len[2];
+    unsigned char first[64];
     int k;
 
     T.lc.translate_legacy = false;
@@ -6308,17 +6313,41 @@ START_TEST(legacy_refusal_delayed)
         c = cli_open(boot_port(), 0);
         t0 = mono_ms();
         cli_send(c, req.b, req.n);
+        if (k == 1 && _i == 1) {
+            pump_for(100);
+            ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+            ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refusals_delayed), 1);
+            kr_worker_drain(T.w);
+        }
         ck_assert(cli_has(c, 4 + 4));
         took[k] = mono_ms() - t0;
         /* the answer: CorrelationId 5, ErrorCode UNSUPPORTED_VERSION */
-        ck_assert(cli_has(c, 4 + (size_t)kr_frame_i32(
-                                   evbuffer_pullup(c->in, 4))));
+        len[k] = 4 + (size_t)kr_frame_i32(evbuffer_pullup(c->in, 4));
+        ck_assert(cli_has(c, len[k]));
         ck_assert_int_eq(kr_frame_i32(evbuffer_pullup(c->in, 8) + 4), 5);
+        if (k == 0) {
+            ck_assert_uint_le(len[0], sizeof(first));
+            memcpy(first, evbuffer_pullup(c->in, -1), len[0]);
+        } else {
+            ck_assert_uint_eq(len[1], len[0]);
+            ck_assert_int_eq(memcmp(evbuffer_pullup(c->in, -1), first,
+                                    len[0]), 0);
+        }
     }
     ck_assert_msg(took[0] < 300, "first refusal took %lld ms",
                   (long long)took[0]);
-    ck_assert_msg(took[1] >= 380, "second refusal took %lld ms",
-                  (long long)took[1]);
+    if (_i == 1) {
+        ck_assert_msg(took[1] >= 100 && took[1] < 300, "drained, second "
+                      "refusal took %lld ms", (long long)took[1]);
+        ck_assert(cli_wait_closed(c));
+        ck_assert_msg(mono_ms() - t0 < 380, "drained, closed after %lld ms",
+                      (long long)(mono_ms() - t0));
+        wait_no_session();
+        ck_assert_uint_eq(KR_STAT_GET_L(ST, closes, KR_CLOSE_TIMEOUT), 0);
+    } else {
+        ck_assert_msg(took[1] >= 380, "second refusal took %lld ms",
+                      (long long)took[1]);
+    }
     ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refused), 2);
     ck_assert_uint_eq(KR_STAT_GET(ST, legacy_refusals_delayed), 1);
     ck_assert_uint_eq(evbuffer_get_length(T.fb.log), 0);
@@ -7483,7 +7512,7 @@ session_suite(void)
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
     tcase_add_loop_test(tc, legacy_split_rounds, 0, 3);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
-    tcase_add_test(tc, legacy_refusal_delayed);
+    tcase_add_loop_test(tc, legacy_refusal_delayed, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_refusal_delayed, 0, 4);
     suite_add_tcase(s, tc);
 
