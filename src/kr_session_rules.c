@@ -1078,8 +1078,14 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         d->audit_now = NULL;
     }
     if (d->legacy) {
-        legacy_count(s, &nr->h, d->outcome == KR_AN_FORWARD_TRANSLATED,
-                     &d->legacy_st, d->legacy_bad);
+        /* (an old producer's empty sets answered or dropped by krelay
+           were neither translated up nor refused) */
+        bool local = d->outcome == KR_AN_DONE ||
+                     (d->outcome == KR_AN_ANSWER && d->error == 0);
+
+        legacy_count(s, local ? NULL : &nr->h,
+                     d->outcome == KR_AN_FORWARD_TRANSLATED, &d->legacy_st,
+                     d->legacy_bad);
     }
     switch (d->outcome) {
     case KR_AN_CLOSE:
@@ -1120,8 +1126,10 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
             return -1;
         }
         add_prefix(rq->out, d->w.len);
-        KR_STAT_INC_L(s->host->stats, errors_answered,
-                      kr_stats_kerr_cell(d->error));
+        if (d->error != 0) {
+            KR_STAT_INC_L(s->host->stats, errors_answered,
+                          kr_stats_kerr_cell(d->error));
+        }
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
         if (d->legacy_refusal) {
@@ -1135,6 +1143,13 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         add_prefix(s->up.out, evbuffer_get_length(pl));
         evbuffer_add_buffer(s->up.out, pl);
         break;
+    case KR_AN_DONE:
+        /* issue 10: nothing to send, nothing to answer */
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        kr_log(d->level, "[%s] %s", s->name, d->text);
+        KR_STAT_INC(s->host->stats, requests_acks0);
+        kr_an_decision_free(d);
+        return 0;
     case KR_AN_FORWARD_TRANSLATED:
         if (d->nrounds > 0 &&
             kr_s_rounds_send(s, nr, d) != 0) {
