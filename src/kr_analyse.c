@@ -1544,15 +1544,15 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
         unsigned nerr = 0;
 
         /* what the rounds ahead of it answered, before the errors are
-           mapped to the client's version */
+           mapped to the client's version (each was checked before the
+           next went: the session sends the client's request only after
+           rounds without an error, so none is expected here) */
         rc = kr_legacy_split_merge(m->body, lg->splits, &nerr);
         if (rc == KR_OK && nerr > 0) {
             kr_log_info("[%s] Produce v%d CorrelationId %d: %u "
                         "partition%s whose records went up in several "
                         "Produce requests failed in an earlier one: the "
-                        "client gets that error; its other batches, before "
-                        "and after, may be stored (a retry stores them "
-                        "again)", c->name,
+                        "client gets that error", c->name,
                         e->api_version, e->correlation_id, nerr,
                         nerr == 1 ? "" : "s");
         }
