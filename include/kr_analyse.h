@@ -60,6 +60,13 @@ struct kr_an_legacy {
                                            batches before the last went
                                            up in rounds of their own
                                            (one reference), NULL: none */
+    struct kr_legacy_parts sent;        /* Produce with splits and a
+                                           response (Acks != 0): the
+                                           partitions the client's
+                                           request carries up, named in
+                                           krelay's answer when a round
+                                           fails (kr_analyse_rounds_failed);
+                                           else empty */
 };
 
 /*
@@ -221,8 +228,14 @@ enum kr_an_outcome {
                                            enforcing rule could match: never
                                            forwarded, close after the
                                            responses owed with text */
-    KR_AN_CLOSE                         /* close now (level, text): an
+    KR_AN_CLOSE,                        /* close now (level, text): an
                                            answer could not be built */
+    KR_AN_DONE                          /* never forwarded, nothing to
+                                           answer (issue 10: a Produce
+                                           with Acks=0 whose every
+                                           partition's set is empty: a
+                                           broker appends nothing and
+                                           sends nothing); text at level */
 };
 
 /*
@@ -377,6 +390,26 @@ void kr_analyse_response(const struct kr_an_conn *c,
                          struct kr_msg *m, const char *decode_error,
                          uint64_t rsp_bytes, int64_t up_us,
                          struct kr_arena *a, struct kr_an_rsp_decision *d);
+
+/*
+ * issue 10: the client's translated Produce (entry e, rule state req with
+ * its legacy state) whose rounds went up one at a time never goes up
+ * itself: a round was answered with error (KR_KERR_*, not 0) for one of
+ * its partitions, or did not name one.  Its response as krelay answers
+ * it, at the client's version: every partition the request carried
+ * (req->legacy->sent) with error, mapped for that version as the
+ * broker's errors are (kr_legacy_error), the partitions kept out of it
+ * (req->legacy->parts) with theirs; BaseOffset -1.  why (may be NULL)
+ * becomes the audit line's note; the line is formatted here ("denied"
+ * among its actions).  d: KR_AN_DELIVER_CHANGED with w (no records, no
+ * size prefix), or KR_AN_RSP_CLOSE (level, text) when it cannot be
+ * built.  Trees in a.
+ */
+void kr_analyse_rounds_failed(const struct kr_an_conn *c,
+                              const struct kr_inflight *e,
+                              struct kr_an_req *req, int16_t error,
+                              const char *why, struct kr_arena *a,
+                              struct kr_an_rsp_decision *d);
 
 /*
  * May e's response go to the client as it streams by, its audit line

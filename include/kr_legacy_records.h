@@ -45,15 +45,18 @@ struct kr_legacy_rec_opts {
  * One partition a translated request named, kept with the request until
  * its response: Fetch's FetchOffset and PartitionMaxBytes (the response's
  * records are cut to them), or a Produce partition that was not forwarded
- * because its records did not convert (error: the Kafka error its
- * response carries).
+ * (error: the Kafka error its response carries): its records did not
+ * convert, or its message set was empty (error 0, NONE: answered as a
+ * success with BaseOffset -1).
  */
 struct kr_legacy_part {
     char *topic;                        /* malloc'd, NUL-terminated */
     int32_t partition;
     int64_t fetch_offset;
     int32_t max_bytes;
-    int16_t error;                      /* KR_KERR_*; 0: none */
+    int16_t error;                      /* KR_KERR_*; 0: none (Produce:
+                                           an empty set, nothing
+                                           appended) */
     char why[160];                      /* error: what was wrong */
     uint32_t topic_at, part_at;         /* Produce: its place in the
                                            request (TopicData and
@@ -70,6 +73,9 @@ struct kr_legacy_parts {
 /* Free the array and its topic names; leave p zeroed. */
 void kr_legacy_parts_free(struct kr_legacy_parts *p);
 
+/* The partitions of p whose error is not 0 (NONE). */
+size_t kr_legacy_parts_failed(const struct kr_legacy_parts *p);
+
 /*
  * A Produce partition whose message set converted into several
  * RecordBatches (a set larger than legacy_batch_max_bytes, or one
@@ -83,15 +89,21 @@ void kr_legacy_parts_free(struct kr_legacy_parts *p);
  * with nbatch early batches, batch r - (R - nbatch) when that is >= 0:
  * the batches are aligned to the client's request.
  *
- * The answers: each round's response is taken (kr_legacy_split_take),
- * then merged into the client's (kr_legacy_split_merge): the first
- * error wins (an earlier batch's before a later one's), else BaseOffset
- * and LogAppendTimeMs are the first batch's.  Not atomic, unlike the one
- * append of a broker: the rounds are pipelined, so when one fails the
- * others (before and after it) may be stored, and a client retrying the
- * set stores them again, possibly out of order; and other connections'
- * records may land between them (the offsets a client computes from the
- * first BaseOffset are then others').  README.md says so.
+ * The answers: each round's response is taken (kr_legacy_split_take).
+ * With Acks != 0 the rounds go up one at a time, each once the one
+ * before it was answered without an error (kr_legacy_split_round_error),
+ * then the client's request: at the first error nothing more goes up,
+ * and krelay answers the client's request with that error for its every
+ * partition, so that a retry of the set stores it again after a prefix
+ * of it, never before a part stored later (duplicates, as any retry
+ * without idempotence, but the partition's order kept).  Once all went
+ * up, the rounds' answers are merged into the client's
+ * (kr_legacy_split_merge): the first error wins, else BaseOffset and
+ * LogAppendTimeMs are the first batch's.  Acks=0: the rounds are
+ * pipelined (no answer to wait for).  Not atomic, unlike the one append
+ * of a broker: other connections' records may land between the batches
+ * (the offsets a client computes from the first BaseOffset are then
+ * others').  README.md says so.
  */
 struct kr_legacy_split {
     char *topic;                        /* malloc'd, topic_len bytes and a
@@ -117,9 +129,10 @@ struct kr_legacy_split {
  * The split partitions of one request, sorted by topic then partition
  * (kr_legacy_produce_up sorts them), and the rounds they need.  malloc'd
  * with kr_legacy_splits_new, reference counted: the request's legacy
- * state holds one, each round in flight one (its answer may come, or be
- * given up, after the rest of the request was freed:
- * kr_legacy_splits_unref).  Touched by one thread, the session's.
+ * state holds one, each round's in-flight entry one (its answer may
+ * come, or be given up, after the rest of the request was freed:
+ * kr_legacy_splits_unref), the session one while rounds wait for their
+ * turn.  Touched by one thread, the session's.
  */
 struct kr_legacy_splits {
     struct kr_legacy_split *v;
@@ -171,6 +184,18 @@ int kr_legacy_split_take(struct kr_legacy_splits *sp,
                          const struct kr_node *rsp) KR_MUST_CHECK;
 
 /*
+ * After the answers to rounds 0..r were taken (kr_legacy_split_take): the
+ * first error (sp's order) of a partition with a batch in those rounds,
+ * its split in *which; UNKNOWN_SERVER_ERROR for one whose batch an
+ * answer did not name (the broker answered what it was not asked: its
+ * batch may or may not be stored).  KR_KERR_NONE (and *which NULL) when
+ * there is none: round r + 1 (or the client's request) may go up.
+ */
+int16_t kr_legacy_split_round_error(const struct kr_legacy_splits *sp,
+                                    uint32_t r,
+                                    const struct kr_legacy_split **which);
+
+/*
  * The client's response rsp (a Produce response body, at the upstream's
  * version, before it goes down to the client's) with what the rounds
  * answered: for a split partition, the first error of its rounds (then
@@ -197,7 +222,10 @@ int kr_legacy_split_merge(struct kr_node *rsp,
  * budget for the whole request: gzip bombs spread over many partitions
  * do not each get the limit; CORRUPT_MESSAGE), or that would need more
  * than KR_LEGACY_MAX_ROUNDS rounds (MESSAGE_TOO_LARGE) is left as it
- * came and added to *bad: the caller answers the request itself when
+ * came and added to *bad; so is one whose set is empty (MessageSetSize
+ * 0), with error 0 (NONE): Produce v3+ refuses empty records (Kafka 4:
+ * INVALID_RECORD), and a 0.10 broker appended nothing and answered
+ * BaseOffset -1.  The caller answers the request itself when
  * kr_legacy_produce_any_left says nothing else is left, else drops them
  * (kr_legacy_produce_drop) before forwarding.  st accumulates.  Returns
  * KR_OK, KR_ENOMEM, or KR_EPROTO when the tree is not a Produce body.
@@ -208,6 +236,14 @@ int kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                          struct kr_legacy_parts *bad,
                          struct kr_legacy_splits *split,
                          struct kr_records_stats *st) KR_MUST_CHECK;
+
+/*
+ * The partitions a Produce request body (any version) names, in its
+ * order, appended to *out (error 0, topic_at and part_at set).  KR_OK,
+ * KR_ENOMEM, or KR_EPROTO when req is not a Produce body.
+ */
+int kr_legacy_produce_parts(const struct kr_node *req,
+                            struct kr_legacy_parts *out) KR_MUST_CHECK;
 
 /* Does req name a partition that is not one of bad's?  (bad: as
    kr_legacy_produce_up filled it for req, in request order.) */

@@ -385,6 +385,12 @@ struct kr_session {
     const char *close_hold_why;         /* why, for the close line (a
                                            static string); NULL: never
                                            held */
+    /* issue 10: a translated Produce's rounds going up one at a time
+       (kr_session_rounds.c; appended) */
+    struct kr_s_rounds *rounds;         /* set while they do: no client
+                                           request goes on (as av_hold),
+                                           the client's own request waits
+                                           in it; NULL: none */
 };
 
 /*

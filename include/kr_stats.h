@@ -316,6 +316,11 @@ enum kr_stat_labels {
       "Produce, carrying the batches before each partition's last when its " \
       "records became several (legacy_batch_max_bytes, or codecs mixed): "   \
       "Produce v3+ takes one batch per partition.")                          \
+    X(legacy_produce_rounds_failed, COUNTER, NONE, 1,                        \
+      "Old producers' translated Produce requests that krelay answered "     \
+      "itself because one of its own Produce requests ahead of them (a "     \
+      "round) was answered with an error: the rest of the set was not "     \
+      "sent, the client got that error for its every partition.")            \
     X(api_responses, COUNTER, API_VERSION, KR_STATS_API_CELLS,               \
       "Client requests answered (a response forwarded or built by krelay "  \
       "reached its turn), by ApiKey and version (as the client sent them).") \

@@ -21,9 +21,11 @@
 #include "kr_analyse.h"
 #include "kr_api_keys.h"
 #include "kr_clock.h"
+#include "kr_field_ids.h"
 #include "kr_kerr.h"
 #include "kr_log.h"
 #include "kr_broker_versions.h"
+#include "kr_schema.h"
 #include "kr_translate.h"
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -120,6 +122,7 @@ kr_an_req_free(struct kr_an_req *req)
     free(req->client_id);
     if (req->legacy != NULL) {
         kr_legacy_parts_free(&req->legacy->parts);
+        kr_legacy_parts_free(&req->legacy->sent);
         kr_legacy_splits_unref(req->legacy->splits);
         free(req->legacy);
     }
@@ -266,6 +269,53 @@ acks0_text(struct kr_an_decision *d, const struct kr_req_hdr *h,
     close_text(d, head, why, tail);
 }
 
+/*
+ * The end of answer_error_fill, and of krelay's other answers: rsp (built
+ * with status rc) encoded into d->w, the audit line, outcome ANSWER with
+ * error and why in the line; a close when rc is not KR_OK or rsp does not
+ * encode (req freed).
+ */
+static void
+answer_built(const struct kr_an_conn *c, const struct kr_an_request *r,
+             struct kr_an_req *req, int16_t error, const char *why, int rc,
+             const struct kr_msg *rsp, struct kr_an_decision *d)
+{
+    const struct kr_req_hdr *h = r->h;
+    struct kr_codec_err ce;
+    char ebuf[KR_KERR_BUFLEN];
+
+    if (rc != KR_OK) {
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but krelay "
+                  "cannot build an error response for %s (%s): closing the "
+                  "connection", api_name(h->api_key), h->api_version,
+                  h->correlation_id, why, api_name(h->api_key),
+                  kr_status_str(rc));
+        return;
+    }
+    memset(&ce, 0, sizeof(ce));
+    rc = kr_encode_msg(rsp, &d->w, &ce);
+    if (rc != KR_OK || d->w.failed || d->w.nrecs > 0) {
+        kr_wbuf_free(&d->w);
+        kr_an_req_free(req);
+        close_now(d, KR_LOG_ERROR, "cannot encode the %s v%d error "
+                  "response: %s at %s", api_name(h->api_key),
+                  h->api_version, ce.msg, ce.path);
+        return;
+    }
+    if (req->v.flags & KR_VF_AUDIT) {
+        req->audit_line = kr_an_audit_line(c, &r->e, req, rsp,
+                                           KR_FRAME_PREFIX + d->w.len, 0, 0);
+    }
+    d->outcome = KR_AN_ANSWER;
+    d->req = req;
+    d->level = KR_LOG_INFO;
+    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d %s: "
+             "answered %s", api_name(h->api_key), h->api_version,
+             h->correlation_id, why,
+             kr_kerr_format(error, ebuf, sizeof(ebuf)));
+}
+
 /* What answer_error_fill may add to the error response (false: ENOMEM). */
 typedef bool (*answer_fill_fn)(struct kr_arena *a, struct kr_msg *rsp);
 
@@ -282,9 +332,7 @@ answer_error_fill(const struct kr_an_conn *c, const struct kr_an_request *r,
                   answer_fill_fn fill, struct kr_an_decision *d)
 {
     const struct kr_req_hdr *h = r->h;
-    struct kr_codec_err ce;
     struct kr_msg rsp;
-    char ebuf[KR_KERR_BUFLEN];
     int rc;
 
     req->actions |= KR_AUDIT_DENIED;
@@ -305,36 +353,7 @@ answer_error_fill(const struct kr_an_conn *c, const struct kr_an_request *r,
     if (rc == KR_OK && fill != NULL && !fill(a, &rsp)) {
         rc = KR_ENOMEM;
     }
-    if (rc != KR_OK) {
-        kr_an_req_free(req);
-        close_now(d, KR_LOG_WARN, "%s v%d CorrelationId %d %s, but krelay "
-                  "cannot build an error response for %s (%s): closing the "
-                  "connection", api_name(h->api_key), h->api_version,
-                  h->correlation_id, why, api_name(h->api_key),
-                  kr_status_str(rc));
-        return;
-    }
-    memset(&ce, 0, sizeof(ce));
-    rc = kr_encode_msg(&rsp, &d->w, &ce);
-    if (rc != KR_OK || d->w.failed || d->w.nrecs > 0) {
-        kr_wbuf_free(&d->w);
-        kr_an_req_free(req);
-        close_now(d, KR_LOG_ERROR, "cannot encode the %s v%d error "
-                  "response: %s at %s", api_name(h->api_key),
-                  h->api_version, ce.msg, ce.path);
-        return;
-    }
-    if (req->v.flags & KR_VF_AUDIT) {
-        req->audit_line = kr_an_audit_line(c, &r->e, req, &rsp,
-                                           KR_FRAME_PREFIX + d->w.len, 0, 0);
-    }
-    d->outcome = KR_AN_ANSWER;
-    d->req = req;
-    d->level = KR_LOG_INFO;
-    snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d %s: "
-             "answered %s", api_name(h->api_key), h->api_version,
-             h->correlation_id, why,
-             kr_kerr_format(error, ebuf, sizeof(ebuf)));
+    answer_built(c, r, req, error, why, rc, &rsp, d);
 }
 
 static void
@@ -943,6 +962,111 @@ legacy_rounds(const struct kr_an_request *r, struct kr_arena *a,
 }
 
 /*
+ * issue 10: a Produce response at the client's version ver (CorrelationId
+ * corr) that krelay answers itself: every partition of lg->sent with
+ * sent_error (mapped for ver: kr_legacy_error), then those of lg->parts
+ * (kept out of the request) with theirs; BaseOffset and LogAppendTimeMs
+ * -1.  In arena a.  KR_OK, KR_ENOMEM, KR_EUNSUPPORTED (no such version),
+ * KR_EPROTO.
+ */
+static int
+legacy_produce_rsp(struct kr_arena *a, int16_t ver, int32_t corr,
+                   struct kr_an_legacy *lg, int16_t sent_error,
+                   struct kr_msg *rsp)
+{
+    const struct kr_api_desc *api = kr_api_get(KR_API_PRODUCE);
+    int hv = kr_response_header_version(KR_API_PRODUCE, ver);
+    int16_t err = kr_legacy_error(KR_API_PRODUCE, ver, sent_error);
+    struct kr_val *cv;
+    size_t i;
+    int rc;
+
+    memset(rsp, 0, sizeof(*rsp));
+    if (api == NULL || hv < 0 ||
+        kr_api_root(api, true, ver) == KR_NO_STRUCT) {
+        return KR_EUNSUPPORTED;
+    }
+    rsp->header = kr_node_new(a, kr_response_header_struct, (int16_t)hv);
+    rsp->body = kr_node_new(a, kr_api_root(api, true, ver), ver);
+    if (rsp->header == NULL || rsp->body == NULL) {
+        return KR_ENOMEM;
+    }
+    cv = kr_node_get_id(rsp->header, KR_FIELD_CORRELATION_ID);
+    if (cv != NULL) {
+        cv->u.i = corr;
+    }
+    rsp->dir = KR_DIR_RESPONSE;
+    rsp->api_key = KR_API_PRODUCE;
+    rsp->api_version = ver;
+    rsp->hdr_version = (int16_t)hv;
+    rsp->correlation_id = corr;
+    for (i = 0; i < lg->sent.n; i++) {
+        lg->sent.v[i].error = err;
+    }
+    rc = kr_legacy_produce_merge(a, rsp->body, &lg->sent);
+    if (rc == KR_OK) {
+        rc = kr_legacy_produce_merge(a, rsp->body, &lg->parts);
+    }
+    return rc;
+}
+
+/*
+ * issue 10: a translated Produce none of whose partitions is left to
+ * forward (lg->parts has them all: records that did not convert, empty
+ * sets), answered by krelay (req is d's, its legacy state lg): each
+ * partition with its own error (error: the first one not 0, for the
+ * line; why says what).  Acks=0: no response can carry an error, so with
+ * one the connection closes after the responses owed, as a broker's
+ * does; with none (only empty sets) nothing is done (KR_AN_DONE).
+ */
+static void
+legacy_answer_kept(const struct kr_an_conn *c, const struct kr_an_request *r,
+                   struct kr_arena *a, struct kr_an_req *req,
+                   struct kr_an_legacy *lg, int16_t error, const char *why,
+                   struct kr_an_decision *d)
+{
+    const struct kr_req_hdr *h = r->h;
+    struct kr_msg rsp;
+    int rc;
+
+    req->legacy = lg;
+    if (error != KR_KERR_NONE) {
+        req->actions |= KR_AUDIT_DENIED;
+        d->error = error;
+    }
+    if (!r->expect) {
+        if (req->v.flags & KR_VF_AUDIT) {
+            d->audit_now = kr_an_audit_line(c, &r->e, req, NULL, 0, 0, 0);
+        }
+        kr_an_req_free(req);
+        if (error != KR_KERR_NONE) {
+            /* a broker answers what came before, in order, then closes */
+            d->outcome = KR_AN_CLOSE_AFTER_OWED;
+            d->level = KR_LOG_NOTICE;
+            acks0_text(d, h, why, "closing the connection", error);
+            return;
+        }
+        d->outcome = KR_AN_DONE;
+        d->level = KR_LOG_DEBUG;
+        snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d with "
+                 "Acks=0 %s: nothing sent (translate_legacy)",
+                 api_name(h->api_key), h->api_version, h->correlation_id,
+                 why);
+        return;
+    }
+    rc = legacy_produce_rsp(a, h->api_version, h->correlation_id, lg,
+                            KR_KERR_NONE, &rsp);
+    answer_built(c, r, req, error, why, rc, &rsp, d);
+    if (d->outcome == KR_AN_ANSWER && error == KR_KERR_NONE) {
+        d->level = KR_LOG_DEBUG;
+        snprintf(d->text, sizeof(d->text), "%s v%d CorrelationId %d %s: "
+                 "answered by krelay, ErrorCode 0 and BaseOffset -1 "
+                 "(translate_legacy)", api_name(h->api_key), h->api_version,
+                 h->correlation_id, why);
+    }
+}
+
+/*
  * Translate request r up to version to (legacy translation; req is d's):
  * records converted (Produce), partitions remembered (Fetch), the rest by
  * kr_legacy_request_up, encoded into d->w.  A Produce none of whose
@@ -957,8 +1081,10 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
     const struct kr_req_hdr *h = r->h;
     struct kr_msg orig = *r->m;
     struct kr_an_legacy *lg;
+    const struct kr_legacy_part *bad = NULL;
     struct kr_codec_err ce;
     char why[300];
+    size_t nbad, i;
     int rc = KR_OK;
 
     d->legacy = true;
@@ -983,26 +1109,38 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
             kr_legacy_splits_unref(lg->splits);
             lg->splits = NULL;
         }
-        d->legacy_bad = rc == KR_OK ? (unsigned)lg->parts.n : 0;
-        if (rc == KR_OK && lg->parts.n > 0) {
+        nbad = rc == KR_OK ? kr_legacy_parts_failed(&lg->parts) : 0;
+        d->legacy_bad = (unsigned)nbad;
+        for (i = 0; rc == KR_OK && i < lg->parts.n && bad == NULL; i++) {
+            if (lg->parts.v[i].error != KR_KERR_NONE) {
+                bad = &lg->parts.v[i];
+            }
+        }
+        if (bad != NULL) {
             /* the first bad partition's fault (short enough for an
                Acks=0 close line, acks0_text) */
             snprintf(why, sizeof(why), "has records that do not convert "
                      "in %zu partition%s (topic %.32s partition %d: %.112s)",
-                     lg->parts.n, lg->parts.n == 1 ? "" : "s",
-                     lg->parts.v[0].topic, lg->parts.v[0].partition,
-                     lg->parts.v[0].why);
+                     nbad, nbad == 1 ? "" : "s", bad->topic, bad->partition,
+                     bad->why);
+        } else if (rc == KR_OK && lg->parts.n > 0) {
+            snprintf(why, sizeof(why), "has only empty message sets "
+                     "(MessageSetSize 0: nothing to append) in %zu "
+                     "partition%s", lg->parts.n,
+                     lg->parts.n == 1 ? "" : "s");
         }
         if (rc == KR_OK && lg->parts.n > 0 &&
             !kr_legacy_produce_any_left(d->msg.body, &lg->parts)) {
             /* nothing left to forward: krelay answers */
-            req->legacy = lg;
-            answer_error(c, r, a, &orig, req, lg->parts.v[0].error, why, d);
+            legacy_answer_kept(c, r, a, req, lg,
+                               bad != NULL ? bad->error : KR_KERR_NONE, why,
+                               d);
             return;
         }
         if (rc == KR_OK && lg->parts.n > 0) {
+            /* empty sets too: a broker refuses empty records at v3+ */
             kr_legacy_produce_drop(d->msg.body, &lg->parts);
-            if (!r->expect) {
+            if (!r->expect && bad != NULL) {
                 /* Acks=0: no response carries the bad partitions' errors.
                    A broker stores the others and closes the connection
                    (KafkaApis.handleProduceRequest, "Closing connection
@@ -1011,8 +1149,12 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
                 d->close_after = true;
                 d->level = KR_LOG_NOTICE;
                 acks0_text(d, h, why, "others forwarded, closing the "
-                           "connection", lg->parts.v[0].error);
+                           "connection", bad->error);
             }
+        }
+        if (rc == KR_OK && lg->splits != NULL && r->expect) {
+            /* named in krelay's answer should a round fail */
+            rc = kr_legacy_produce_parts(d->msg.body, &lg->sent);
         }
     } else if (h->api_key == KR_API_FETCH &&
                legacy_crosses_records(h->api_key, h->api_version, to)) {
@@ -1020,6 +1162,7 @@ legacy_up(const struct kr_an_conn *c, const struct kr_an_request *r,
     }
     if (rc != KR_OK) {
         kr_legacy_parts_free(&lg->parts);
+        kr_legacy_parts_free(&lg->sent);
         kr_legacy_splits_unref(lg->splits);
         free(lg);
         kr_an_req_free(req);
@@ -1405,15 +1548,15 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
         unsigned nerr = 0;
 
         /* what the rounds ahead of it answered, before the errors are
-           mapped to the client's version */
+           mapped to the client's version (each was checked before the
+           next went: the session sends the client's request only after
+           rounds without an error, so none is expected here) */
         rc = kr_legacy_split_merge(m->body, lg->splits, &nerr);
         if (rc == KR_OK && nerr > 0) {
             kr_log_info("[%s] Produce v%d CorrelationId %d: %u "
                         "partition%s whose records went up in several "
                         "Produce requests failed in an earlier one: the "
-                        "client gets that error; its other batches, before "
-                        "and after, may be stored (a retry stores them "
-                        "again)", c->name,
+                        "client gets that error", c->name,
                         e->api_version, e->correlation_id, nerr,
                         nerr == 1 ? "" : "s");
         }
@@ -1435,6 +1578,52 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
         return false;
     }
     return true;
+}
+
+void
+kr_analyse_rounds_failed(const struct kr_an_conn *c,
+                         const struct kr_inflight *e, struct kr_an_req *req,
+                         int16_t error, const char *why, struct kr_arena *a,
+                         struct kr_an_rsp_decision *d)
+{
+    struct kr_codec_err ce;
+    struct kr_msg rsp;
+    int rc = KR_EPROTO;
+
+    memset(d, 0, sizeof(*d));
+    memset(&ce, 0, sizeof(ce));
+    d->legacy = true;
+    if (req->legacy != NULL && e->api_key == KR_API_PRODUCE) {
+        rc = legacy_produce_rsp(a, e->api_version, e->correlation_id,
+                                req->legacy, error, &rsp);
+    }
+    if (rc == KR_OK) {
+        rc = kr_encode_msg(&rsp, &d->w, &ce);
+    }
+    if (rc != KR_OK || d->w.failed || d->w.nrecs > 0) {
+        kr_wbuf_free(&d->w);
+        d->outcome = KR_AN_RSP_CLOSE;
+        d->level = KR_LOG_ERROR;
+        snprintf(d->text, sizeof(d->text), "cannot build the %s v%d "
+                 "response to CorrelationId %d that krelay answers itself "
+                 "(a Produce of its own ahead of it failed): %s%s%s",
+                 api_name(e->api_key), e->api_version, e->correlation_id,
+                 ce.msg[0] ? ce.msg : kr_status_str(rc),
+                 ce.path[0] ? " at " : "", ce.path);
+        return;
+    }
+    d->outcome = KR_AN_DELIVER_CHANGED;
+    d->rsp_bytes = KR_FRAME_PREFIX + d->w.len;
+    req->actions |= KR_AUDIT_DENIED;
+    if (why != NULL) {
+        free(req->note);
+        req->note = strdup(why);        /* NULL: no note, nothing worse */
+    }
+    if (req->v.flags & KR_VF_AUDIT) {
+        free(req->audit_line);
+        req->audit_line = kr_an_audit_line(c, e, req, &rsp, d->rsp_bytes, 0,
+                                           0);
+    }
 }
 
 bool

@@ -404,8 +404,11 @@ static const struct kr_cf_key kr_conf_keys[] = {
       "a larger set is split into several batches, and since Produce v3+ "
       "takes one batch per partition, the batches before each "
       "partition's last go up first in Produce requests of krelay's own "
-      "(in order, at most 256; the client's answer merges theirs; not "
-      "atomic as a broker's append: README); 0: no limit", NULL },
+      "(in order, at most 256; the client's answer merges theirs; with "
+      "Acks 1 or all one at a time, and at the first error nothing more "
+      "goes up and the client gets that error for every partition, so a "
+      "retry keeps the partition's order; not atomic as a broker's "
+      "append: README); 0: no limit", NULL },
     { KR_CS_LISTENER, "legacy_fetch_max_bytes", KR_CT_I64,
       LST(legacy_fetch_max_bytes), 0, "2097152", KR_CF_LEGACY_FETCH_MIN,
       INT32_MAX, 0,

@@ -693,6 +693,27 @@ kr_legacy_split_take(struct kr_legacy_splits *sp, const struct kr_node *rsp)
     return split_each(rsp, sp, split_take_part, NULL);
 }
 
+int16_t
+kr_legacy_split_round_error(const struct kr_legacy_splits *sp, uint32_t r,
+                            const struct kr_legacy_split **which)
+{
+    size_t i;
+
+    *which = NULL;
+    for (i = 0; i < sp->n; i++) {
+        const struct kr_legacy_split *e = &sp->v[i];
+        uint32_t first = sp->rounds - e->nbatch;   /* its first round */
+        uint32_t want = r >= first ? r - first + 1 : 0;
+
+        if (e->error != KR_KERR_NONE || e->answered < want) {
+            *which = e;
+            return e->error != KR_KERR_NONE ? e->error
+                                            : KR_KERR_UNKNOWN_SERVER_ERROR;
+        }
+    }
+    return KR_KERR_NONE;
+}
+
 /* split_each of kr_legacy_split_merge: the client's answer (ctx: the
    count of partitions given a round's error). */
 static void
@@ -780,6 +801,27 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                 rc = KR_ENOMEM;
                 break;
             }
+            if (n == 0) {
+                /* an empty set (MessageSetSize 0): Produce v3+ refuses
+                   empty records (Kafka 4: INVALID_RECORD), a 0.10 broker
+                   appended nothing and answered BaseOffset -1 (Log.append
+                   returned analyzeAndValidateMessageSet's LogAppendInfo,
+                   firstOffset -1, when shallowCount == 0): kept out,
+                   answered so by krelay (error NONE) */
+                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
+                                                     (int32_t)idx->u.i);
+
+                if (e == NULL) {
+                    rc = KR_ENOMEM;
+                    break;
+                }
+                e->topic_at = t;
+                e->part_at = p;
+                e->error = KR_KERR_NONE;
+                snprintf(e->why, sizeof(e->why), "empty message set "
+                         "(MessageSetSize 0): nothing to append");
+                continue;
+            }
             rc = out_ready(&out, n);
             if (rc != KR_OK) {
                 break;
@@ -852,6 +894,55 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
         qsort(split->v, split->n, sizeof(*split->v), split_cmp);
     }
     return rc;
+}
+
+int
+kr_legacy_produce_parts(const struct kr_node *req,
+                        struct kr_legacy_parts *out)
+{
+    struct kr_array *topics = array_of((struct kr_node *)req,
+                                       KR_FIELD_TOPIC_DATA);
+    uint32_t t, p;
+
+    if (topics == NULL) {
+        return KR_EPROTO;
+    }
+    for (t = 0; t < topics->n; t++) {
+        struct kr_node *tn = topics->items[t].u.node;
+        struct kr_val *name = kr_node_get_id(tn, KR_FIELD_NAME);
+        struct kr_array *parts = array_of(tn, KR_FIELD_PARTITION_DATA);
+
+        if (name == NULL || parts == NULL) {
+            return KR_EPROTO;
+        }
+        for (p = 0; p < parts->n; p++) {
+            struct kr_val *idx = kr_node_get_id(parts->items[p].u.node,
+                                                KR_FIELD_INDEX);
+            struct kr_legacy_part *e;
+
+            if (idx == NULL) {
+                return KR_EPROTO;
+            }
+            e = parts_add(out, &name->u.s, (int32_t)idx->u.i);
+            if (e == NULL) {
+                return KR_ENOMEM;
+            }
+            e->topic_at = t;
+            e->part_at = p;
+        }
+    }
+    return KR_OK;
+}
+
+size_t
+kr_legacy_parts_failed(const struct kr_legacy_parts *p)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < p->n; i++) {
+        n += p->v[i].error != KR_KERR_NONE;
+    }
+    return n;
 }
 
 bool

@@ -319,6 +319,7 @@ vclose(struct kr_session *s, enum kr_close_cause cause, int level,
     }
     kr_s_orig_free(s);
     kr_s_av_free(s);
+    kr_s_rounds_free(s);
     kr_conn_close(&s->client);
     kr_conn_close(&s->up);
     kr_pipe_pool_put(s->host->pipes, s->dn.pipe, s->dn.queued == 0);
@@ -1297,9 +1298,10 @@ client_eof_progress(struct kr_session *s)
         return;
     }
     if (s->up.connected && up_owed(s) == 0 && !s->up_shut &&
-        !s->orig_hold && !s->av_hold) {
-        /* (SASL origination, krelay's own ApiVersions: not before the
-           client's requests waiting for it went on) */
+        !s->orig_hold && !s->av_hold && s->rounds == NULL) {
+        /* (SASL origination, krelay's own ApiVersions, a translated
+           Produce's rounds: not before the client's requests waiting for
+           it went on) */
         s->up_shut = 1;
         if (kr_conn_shutdown_write(&s->up) != 0) {
             kr_s_close_client(s, KR_LOG_INFO, "client closed the connection");

@@ -433,15 +433,33 @@ int kr_s_refuse_request(struct kr_session *s, struct kr_nreq *nr,
 int kr_s_push_optional(struct kr_session *s, struct kr_inflight *e);
 
 /*
- * kr_session_rounds.c (issue 10): send d's rounds (the Produce requests
- * of krelay's own that carry the batches before each split partition's
- * last) up before nr's translated request, each an in-flight entry whose
- * answer goes to d->splits (Acks=0: optional entries).  The frames move
- * to up.out (d->rounds' pointers left NULL).  Returns 0, or -1 when
- * closed.
+ * kr_session_rounds.c (issue 10): d's rounds (the Produce requests of
+ * krelay's own that carry the batches before each split partition's
+ * last) go up before nr's translated request, each an in-flight entry
+ * pushed now, whose answer goes to d->splits.  Acks != 0: one at a time,
+ * each after the one before it was answered without an error; round 0
+ * is written now, the others wait in s->rounds (d's rounds and splits
+ * taken), and so does the client's request: the buffer returned is where
+ * the caller writes it (its entry pushed next, after the rounds'), and
+ * the client's later requests are held until the last round's answer
+ * (process_requests).  Acks=0: optional entries, the frames moved to
+ * up.out now, which is returned (d->rounds' pointers left NULL).  NULL
+ * when closed.
  */
-int kr_s_rounds_send(struct kr_session *s, const struct kr_nreq *nr,
-                     struct kr_an_decision *d);
+struct evbuffer *kr_s_rounds_send(struct kr_session *s,
+                                  const struct kr_nreq *nr,
+                                  struct kr_an_decision *d);
+/* The session closes: its rounds' state freed (idempotent). */
+void kr_s_rounds_free(struct kr_session *s);
+
+/*
+ * kr_session_rules.c: the client's translated Produce at FIFO entry e did
+ * not go up (a round ahead of it was answered with error, why says
+ * which): its response built by the pipeline (kr_analyse_rounds_failed)
+ * becomes e's, ready in its turn.  Returns 0, or -1 when closed.
+ */
+int kr_s_rounds_failed_answer(struct kr_session *s, struct kr_inflight *e,
+                              int16_t error, const char *why);
 
 /* The whole request frame nr at the start of client.in: decided by the
    pipeline and carried out.  Returns 0, or -1 when closed. */

@@ -1024,14 +1024,17 @@ kr_s_process_requests(struct kr_session *s)
             }
             continue;
         }
-        if ((s->orig_hold && !s->up_after_auth) || s->av_hold) {
+        if ((s->orig_hold && !s->up_after_auth) || s->av_hold ||
+            s->rounds != NULL) {
             /* SASL origination: krelay authenticates the upstream
                connection first (kr_session_sasl.c); the upstream read
                that ends it resumes the requests, as after max_inflight.
                (With sasl = terminate there is no upstream before the
                client's own login, which krelay answers itself.)  The
                same for krelay's own ApiVersions (issue 10,
-               kr_session_av.c) */
+               kr_session_av.c), and for a translated Produce whose
+               rounds go up one at a time (issue 10,
+               kr_session_rounds.c): nothing overtakes it */
             s->req_blocked = avail > 0;
             break;
         }

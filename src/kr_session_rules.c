@@ -976,6 +976,40 @@ push_entry(struct kr_session *s, struct kr_inflight *e, struct kr_rq *rq)
     return 0;
 }
 
+int
+kr_s_rounds_failed_answer(struct kr_session *s, struct kr_inflight *e,
+                          int16_t error, const char *why)
+{
+    struct kr_rq *rq = e->rq;
+    struct kr_an_rsp_decision d;
+    struct kr_an_conn c;
+    struct kr_arena arena;
+
+    kr_arena_init(&arena, 0);
+    an_conn(s, &c);
+    peer_sw(&c.peer, rq->sw);           /* as of the request */
+    kr_analyse_rounds_failed(&c, e, rq->a, error, why, &arena, &d);
+    if (d.outcome != KR_AN_DELIVER_CHANGED || rq_out(rq) == NULL) {
+        kr_session_close(s, d.outcome == KR_AN_DELIVER_CHANGED
+                                ? KR_LOG_ERROR : d.level,
+                         "%s", d.outcome == KR_AN_DELIVER_CHANGED
+                                   ? "out of memory" : d.text);
+        kr_wbuf_free(&d.w);
+        kr_arena_free(&arena);
+        return -1;
+    }
+    add_prefix(rq->out, d.w.len);
+    evbuffer_add(rq->out, d.w.buf, d.w.len);
+    kr_wbuf_free(&d.w);
+    kr_arena_free(&arena);
+    KR_STAT_INC_L(s->host->stats, errors_answered,
+                  kr_stats_kerr_cell(error));
+    rq->release_ms = kr_clock_timer_ms();
+    rq->ready = true;
+    s->nready++;
+    return 0;
+}
+
 /*
  * The KIP-511 answer (kr_apiversions_unsupported: a v0 response whose
  * one ApiKeys entry is ApiVersions) within the connection's clamps
@@ -1086,7 +1120,7 @@ static int
 apply_request(struct kr_session *s, struct kr_nreq *nr,
               struct kr_an_decision *d)
 {
-    struct evbuffer *pl = rq_payload(s);
+    struct evbuffer *pl = rq_payload(s), *out;
     struct kr_rq *rq = NULL;
     char eerr[160];
     int ret, rc;
@@ -1104,8 +1138,14 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         d->audit_now = NULL;
     }
     if (d->legacy) {
-        legacy_count(s, &nr->h, d->outcome == KR_AN_FORWARD_TRANSLATED,
-                     &d->legacy_st, d->legacy_bad);
+        /* (an old producer's empty sets answered or dropped by krelay
+           were neither translated up nor refused) */
+        bool local = d->outcome == KR_AN_DONE ||
+                     (d->outcome == KR_AN_ANSWER && d->error == 0);
+
+        legacy_count(s, local ? NULL : &nr->h,
+                     d->outcome == KR_AN_FORWARD_TRANSLATED, &d->legacy_st,
+                     d->legacy_bad);
     }
     switch (d->outcome) {
     case KR_AN_CLOSE:
@@ -1146,8 +1186,10 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
             return -1;
         }
         add_prefix(rq->out, d->w.len);
-        KR_STAT_INC_L(s->host->stats, errors_answered,
-                      kr_stats_kerr_cell(d->error));
+        if (d->error != 0) {
+            KR_STAT_INC_L(s->host->stats, errors_answered,
+                          kr_stats_kerr_cell(d->error));
+        }
         evbuffer_add(rq->out, d->w.buf, d->w.len);
         rq->ready = true;
         if (d->legacy_refusal) {
@@ -1162,15 +1204,24 @@ apply_request(struct kr_session *s, struct kr_nreq *nr,
         add_prefix(s->up.out, evbuffer_get_length(pl));
         evbuffer_add_buffer(s->up.out, pl);
         break;
+    case KR_AN_DONE:
+        /* issue 10: nothing to send, nothing to answer */
+        evbuffer_drain(pl, evbuffer_get_length(pl));
+        kr_log(d->level, "[%s] %s", s->name, d->text);
+        KR_STAT_INC(s->host->stats, requests_acks0);
+        kr_an_decision_free(d);
+        return 0;
     case KR_AN_FORWARD_TRANSLATED:
-        if (d->nrounds > 0 &&
-            kr_s_rounds_send(s, nr, d) != 0) {
+        out = s->up.out;
+        if (d->nrounds > 0 && (out = kr_s_rounds_send(s, nr, d)) == NULL) {
+            /* (with a response to wait for, the rounds go one at a
+               time: the request waits for theirs in out) */
             kr_an_decision_free(d);
             return -1;
         }
         /* records chains move from pl to up.out, never copied */
         eerr[0] = '\0';
-        rc = kr_evcodec_emit_own(pl, s->up.out, &d->w, &d->msg, eerr,
+        rc = kr_evcodec_emit_own(pl, out, &d->w, &d->msg, eerr,
                                  sizeof(eerr));
         if (rc != KR_OK) {
             kr_session_close(s, KR_LOG_ERROR, "cannot write translated %s "

@@ -38,6 +38,16 @@
 #     kafka-node consume            fails: "Not a message set. Magic byte
 #                                   is 2" (it reads only magic 0/1: what
 #                                   krelay's down-conversion is for)
+# Meanwhile (with the direct cases: they wait for their clients to fail),
+# issue 10's reorder: an old producer's set split into several Produce
+# requests (legacy_batch_max_bytes 4096) through a krelay of its own, to
+# a Kafka-4-like mock of its own whose first Produce is answered
+# NOT_LEADER_OR_FOLLOWER (krmock -e 0:6:1): kafka-python 0.10.0 with
+# retries (one request in flight) must read the set back once, in order,
+# and krelay must say the set's first Produce failed (and the rest of it
+# was not sent).  With the rounds pipelined (before) the others were
+# stored and the retry stored them again after them: the partition read
+# a part of the set, then all of it.
 # Then kcat (fallback 0.9.0: no ApiVersions) through a fresh krelay with
 # translate_legacy and no broker_profile: krelay asks the brokers'
 # ApiVersions itself on each connection (issue 10), byte for byte.  Then
@@ -62,6 +72,21 @@ leg_start_mock_pair "${LEG_KRELAY_TOPICS_SHORT[@]}" p-kpy:3 p-kcat:3 p-node:3 \
     f-kpy:1 t-ask:3
 leg_seed_all "$LEG_K4" "$LEG_NORMAL" -- c-kpy d1 "$N" -- c-kcat d1 "$N" -- \
     c-node d1 "$N" -- f-kpy d1 "$N" -p 0
+
+# 0. The reorder case's mock and krelay, its client started (checked
+# after section 2's).  kr_start_mock's variables go back to the pair's
+# Kafka-4-like mock.
+KR_MOCK_ARGS="-K 4.0.0 -e 0:6:1" kr_start_mock r-kpy:1
+R_MOCK=$KR_MOCK_BOOTSTRAP
+R_MOCK_PID=$KR_MOCK_PID
+KR_MOCK_BOOTSTRAP=$LEG_K4
+KR_MOCK_PID=$LEG_K4_PID
+KR_MOCK_BASE=$LEG_K4_BASE
+KR_UPSTREAM_BOOTSTRAP=$R_MOCK \
+KR_LISTENER_CONF=$'translate_legacy = true\nlegacy_batch_max_bytes = 4096' \
+KR_UPSTREAM_CONF="broker_profile = kafka-4.0.0" kr_start_krelay
+leg_start r-kpy-retry leg_kpy roundtrip "$KR_BOOTSTRAP" r-kpy 0.10.0 kr \
+    "$N" --partition 0 --retries 3 --out "$W/r-kpy-retry.jsonl"
 
 # 1. The Kafka-4-like upstream: every old client fails.  All at once
 # (each failing consumer waits F seconds).
@@ -99,6 +124,21 @@ leg_check k4-kcat-produce 2 "$LEG_35_KCAT"
 leg_check k4-kcat-consume 3 "$(leg_closed_kcat "ListOffsetsRequest (v0)")"
 leg_check n-kpy-group 0 "$LEG_OK"
 leg_check n-kcat-consume 0 "$LEG_OK"
+# 0. the reorder case: back once, in order; its first Produce failed in
+# a round of krelay's own, and nothing more of that set went up
+leg_check r-kpy-retry 0 "$LEG_OK"
+failed=$(grep -c "\] Produce v2 CorrelationId [0-9]* not sent: krelay's own Produce v[0-9]* ahead of it (1 of [0-9]*, .*) was answered with NOT_LEADER_OR_FOLLOWER (6) for topic r-kpy partition 0: krelay answers it" \
+    "$W/krelay.log")
+kr_log "r-kpy-retry: sets answered by krelay after a failed round:" \
+    "$failed: $(grep -m 1 -o "Produce v2 CorrelationId [0-9]* not sent: .*" \
+        "$W/krelay.log")"
+[ "$failed" = 1 ] ||
+    kr_spec_fail "r-kpy-retry: want one set answered by krelay after its" \
+        "first round failed, got $failed"
+kr_check_no_close
+kr_stop "$KR_KRELAY_PID" krelay "$W/krelay.out.log" "$W/krelay.log"
+mv "$W/krelay.log" "$W/krelay-retry.log"
+kr_stop "$R_MOCK_PID" krmock "$W/mock.log"
 if leg_have_node; then
     leg_check k4-node-produce 2 "$LEG_35_NODE"
     leg_check k4-node-consume 3 \

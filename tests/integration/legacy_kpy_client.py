@@ -47,6 +47,8 @@ OPTIONS:
   --members N        group mode (default 3)
   --produce API      group mode: produce with this api_version ("auto": a
                      modern kafka-python, for runs without krelay)
+  --retries N        produce: retry a failed batch up to N times (default
+                     0), one request in flight, linger 500 ms
 
 Output: progress and errors on stderr; the last line on stdout is the
 summary: "OK ..." or "FAIL ..." (legacy_msgs.compare), or for a produce
@@ -89,6 +91,12 @@ def produce(args):
     msgs = legacy_msgs.messages(args.tag, args.count)
     kw = dict(acks="all", linger_ms=20, retries=0,
               max_block_ms=args.timeout * 1000, **common(args))
+    if args.retries > 0:
+        # one request in flight: a retried batch cannot land after the
+        # next one (kafka-python's own reordering); the set queued whole
+        # before the first request goes (its batches of 16 KiB)
+        kw.update(retries=args.retries, linger_ms=500,
+                  max_in_flight_requests_per_connection=1)
     if args.compression != "none":
         kw["compression_type"] = args.compression
     acked = 0
@@ -448,6 +456,7 @@ def main():
                    help="group mode: produce the set with this api_version "
                    "(or auto) once the group is stable")
     p.add_argument("--request-timeout-ms", type=int, default=15000)
+    p.add_argument("--retries", type=int, default=0)
     args = p.parse_args()
     if args.api.startswith("0.8.") and args.group:
         p.error("0.8.x has no consumer groups")

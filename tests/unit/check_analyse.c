@@ -828,6 +828,273 @@ START_TEST(test_legacy_produce_split_limits)
 }
 END_TEST
 
+/* Partition k of topic t of a Produce response body. */
+static const struct kr_node *
+rsp_part(const struct kr_msg *m, uint32_t t, uint32_t k)
+{
+    const struct kr_val *r = kr_node_get(m->body, "Responses");
+
+    ck_assert(r != NULL && r->u.arr != NULL && r->u.arr->n > t);
+    r = kr_node_get(r->u.arr->items[t].u.node, "PartitionResponses");
+    ck_assert(r != NULL && r->u.arr != NULL && r->u.arr->n > k);
+    return r->u.arr->items[k].u.node;
+}
+
+/*
+ * issue 10: the rounds of a translated Produce go up one at a time
+ * (Acks != 0), and at the first one answered with an error the client's
+ * request is answered by krelay.  Partition 0 needs two rounds,
+ * partition 1 none, partition 2 does not convert (CRC).  Round 0's
+ * answer: no error, round 1 may go; round 1's: KAFKA_STORAGE_ERROR for
+ * partition 0.  The answer krelay builds (kr_analyse_rounds_failed), at
+ * the client's v2: partitions 0 and 1 (what the client's request
+ * carried, kept in the legacy state) with NOT_LEADER_OR_FOLLOWER (56
+ * mapped for v2 as the broker's own answer would be), partition 2 with
+ * its CORRUPT_MESSAGE, BaseOffset -1 each; "denied", the note.  Then a
+ * round whose answer does not name its partition: UNKNOWN_SERVER_ERROR.
+ */
+START_TEST(test_legacy_rounds_failed)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":9,\"ClientId\":\"app\"},\"body\":{\"Acks\":-1,"
+        "\"TimeoutMs\":1500,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_THREE "\"},"
+        "{\"Index\":1,\"Records\":\"" LEGACY_ONE "\"},"
+        "{\"Index\":2,\"Records\":\"" LEGACY_BAD "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_json_recbuf recs;
+    const struct kr_legacy_split *which;
+    struct kr_msg rsp, out;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    const struct kr_node *pn;
+    int idx0[] = { 0 }, idx5[] = { 5 }, ok[] = { 0 }, base[] = { 500 };
+    int storage[] = { KR_KERR_KAFKA_STORAGE_ERROR };
+    uint32_t k;
+
+    legacy_split_on(&lc, 80);
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.nrounds, 2);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    /* what the client's request carries up: partitions 0 and 1 */
+    ck_assert_uint_eq(T.d.req->legacy->sent.n, 2);
+    ck_assert_str_eq(T.d.req->legacy->sent.v[0].topic, "orders");
+    ck_assert_int_eq(T.d.req->legacy->sent.v[0].partition, 0);
+    ck_assert_int_eq(T.d.req->legacy->sent.v[1].partition, 1);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].partition, 2);
+    /* round 0 answered without an error: round 1 may go */
+    produce_rsp3(1, idx0, ok, base, &rsp);
+    ck_assert_int_eq(kr_legacy_split_take(T.d.splits, rsp.body), KR_OK);
+    ck_assert_int_eq(kr_legacy_split_round_error(T.d.splits, 0, &which),
+                     KR_KERR_NONE);
+    ck_assert_ptr_null(which);
+    /* round 1: KAFKA_STORAGE_ERROR for partition 0 */
+    produce_rsp3(1, idx0, storage, base, &rsp);
+    ck_assert_int_eq(kr_legacy_split_take(T.d.splits, rsp.body), KR_OK);
+    ck_assert_int_eq(kr_legacy_split_round_error(T.d.splits, 1, &which),
+                     KR_KERR_KAFKA_STORAGE_ERROR);
+    ck_assert_ptr_nonnull(which);
+    ck_assert_int_eq(which->partition, 0);
+    /* the client's request does not go: krelay answers it */
+    T.r.e.api_version = 2;
+    kr_analyse_rounds_failed(&T.c, &T.r.e, T.d.req,
+                             KR_KERR_KAFKA_STORAGE_ERROR, "round 2 failed",
+                             &T.arena, &rd);
+    ck_assert_msg(rd.outcome == KR_AN_DELIVER_CHANGED, "%d %s", rd.outcome,
+                  rd.text);
+    ck_assert(rd.legacy);
+    ck_assert_uint_eq(rd.rsp_bytes, 4 + rd.w.len);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    ck_assert_int_eq(out.correlation_id, 9);
+    ck_assert_uint_eq(kr_node_get(out.body, "Responses")->u.arr->n, 1);
+    ck_assert_uint_eq(kr_node_get(kr_node_get(out.body, "Responses")
+                                      ->u.arr->items[0].u.node,
+                                  "PartitionResponses")->u.arr->n, 3);
+    for (k = 0; k < 3; k++) {
+        pn = rsp_part(&out, 0, k);
+        ck_assert_int_eq(int_at(pn, "Index"), (int64_t)k);
+        ck_assert_int_eq(int_at(pn, "ErrorCode"),
+                         k < 2 ? KR_KERR_NOT_LEADER_OR_FOLLOWER
+                               : KR_KERR_CORRUPT_MESSAGE);
+        ck_assert_int_eq(int_at(pn, "BaseOffset"), -1);
+        ck_assert_int_eq(int_at(pn, "LogAppendTimeMs"), -1);
+    }
+    ck_assert(T.d.req->actions & KR_AUDIT_DENIED);
+    ck_assert(T.d.req->actions & KR_AUDIT_TRANSLATED);
+    ck_assert_str_eq(T.d.req->note, "round 2 failed");
+    kr_wbuf_free(&rd.w);
+    kr_json_recbuf_free(&recs);
+    /* again; round 0's answer names another partition only */
+    kr_an_decision_free(&T.d);
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
+    request_decoded(true);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    produce_rsp3(1, idx5, ok, base, &rsp);
+    ck_assert_int_eq(kr_legacy_split_take(T.d.splits, rsp.body), KR_OK);
+    ck_assert_int_eq(kr_legacy_split_round_error(T.d.splits, 0, &which),
+                     KR_KERR_UNKNOWN_SERVER_ERROR);
+    ck_assert_int_eq(which->partition, 0);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/* Acks=0 splits keep no partitions for an answer: none can come. */
+START_TEST(test_legacy_rounds_acks0_no_sent)
+{
+    static const char *const req_json =
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":4,\"ClientId\":\"app\"},\"body\":{\"Acks\":0,"
+        "\"TimeoutMs\":1500,\"TopicData\":[{\"Name\":\"orders\","
+        "\"PartitionData\":[{\"Index\":0,\"Records\":\"" LEGACY_THREE
+        "\"}]}]}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+
+    legacy_split_on(&lc, 80);
+    build_recs(req_json, &T.m, &recs, &iov, &rb);
+    request_decoded(false);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    ck_assert_int_eq(T.d.outcome, KR_AN_FORWARD_TRANSLATED);
+    ck_assert_uint_eq(T.d.nrounds, 2);
+    ck_assert_ptr_null(T.d.req);
+    kr_json_recbuf_free(&recs);
+}
+END_TEST
+
+/* A Produce v2 to "orders" (Acks acks): partition 0's records p0 and
+   partition 1's p1 (base64; "" for an empty set), decided into T.d. */
+static void
+legacy_two_parts(int acks, const char *p0, const char *p1)
+{
+    struct kr_json_recbuf recs;
+    struct iovec iov;
+    struct kr_rbuf rb;
+    char js[2048];
+    int n = snprintf(js, sizeof(js),
+        "{\"header\":{\"RequestApiKey\":0,\"RequestApiVersion\":2,"
+        "\"CorrelationId\":12,\"ClientId\":\"app\"},\"body\":{"
+        "\"Acks\":%d,\"TimeoutMs\":1000,\"TopicData\":[{\"Name\":"
+        "\"orders\",\"PartitionData\":[{\"Index\":0,\"Records\":\"%s\"},"
+        "{\"Index\":1,\"Records\":\"%s\"}]}]}}", acks, p0, p1);
+
+    ck_assert_int_lt(n, (int)sizeof(js));
+    kr_an_decision_free(&T.d);
+    build_recs(js, &T.m, &recs, &iov, &rb);
+    request_decoded(acks != 0);
+    T.r.rb = &rb;
+    kr_analyse_request(&T.c, &T.r, &T.arena, &T.d);
+    kr_json_recbuf_free(&recs);
+}
+
+/*
+ * issue 10: a partition whose message set is empty (MessageSetSize 0).
+ * Produce v3+ refuses empty records (Kafka 4: INVALID_RECORD; librdkafka's
+ * mock aborts), a 0.10 broker appended nothing and answered BaseOffset
+ * -1: the partition stays out of the translated request and gets
+ * ErrorCode 0, BaseOffset -1 from krelay (not counted as corrupt).  With
+ * every partition empty krelay answers the request itself (Acks=0:
+ * nothing at all: KR_AN_DONE); with one corrupt too, each partition
+ * gets its own error.  Before: forwarded as v3 with empty records.
+ */
+START_TEST(test_legacy_produce_empty_sets)
+{
+    static const char *const rsp_json =
+        "{\"apiKey\":0,\"apiVersion\":3,\"header\":{\"CorrelationId\":12},"
+        "\"body\":{\"Responses\":[{\"Name\":\"orders\",\"PartitionResponses\":"
+        "[{\"Index\":0,\"ErrorCode\":0,\"BaseOffset\":40,"
+        "\"LogAppendTimeMs\":-1}]}],\"ThrottleTimeMs\":0}}";
+    struct kr_an_legacy_conf lc;
+    struct kr_an_rsp_decision rd;
+    struct kr_msg up, rsp, out;
+    const struct kr_val *parts;
+    const struct kr_node *pn;
+    int acks;
+
+    legacy_split_on(&lc, 0);
+    /* one empty, one not: the other goes up alone */
+    legacy_two_parts(1, LEGACY_GOOD, "");
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    ck_assert_uint_eq(T.d.legacy_bad, 0);
+    ck_assert_uint_eq(T.d.req->legacy->parts.n, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].partition, 1);
+    ck_assert_int_eq(T.d.req->legacy->parts.v[0].error, KR_KERR_NONE);
+    decode_w(&T.d.w, false, 0, 0, &up);
+    parts = kr_node_get(kr_node_get(up.body, "TopicData")->u.arr->items[0]
+                            .u.node, "PartitionData");
+    ck_assert_uint_eq(parts->u.arr->n, 1);
+    ck_assert_int_eq(int_at(parts->u.arr->items[0].u.node, "Index"), 0);
+    build(rsp_json, &rsp);
+    T.r.e.api_version = 2;
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    ck_assert_uint_eq(rd.legacy_bad, 0);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    pn = rsp_part(&out, 0, 0);
+    ck_assert_int_eq(int_at(pn, "Index"), 0);
+    ck_assert_int_eq(int_at(pn, "BaseOffset"), 40);
+    pn = rsp_part(&out, 0, 1);
+    ck_assert_int_eq(int_at(pn, "Index"), 1);
+    ck_assert_int_eq(int_at(pn, "ErrorCode"), 0);
+    ck_assert_int_eq(int_at(pn, "BaseOffset"), -1);
+    kr_wbuf_free(&rd.w);
+    /* every set empty: answered, nothing goes up */
+    legacy_two_parts(-1, "", "");
+    ck_assert_msg(T.d.outcome == KR_AN_ANSWER, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_int_eq(T.d.error, KR_KERR_NONE);
+    ck_assert_uint_eq(T.d.legacy_bad, 0);
+    ck_assert(!(T.d.req->actions & KR_AUDIT_DENIED));
+    ck_assert_msg(strstr(T.d.text, "Produce v2 CorrelationId 12 has only "
+                         "empty message sets (MessageSetSize 0: nothing to "
+                         "append) in 2 partitions: answered by krelay, "
+                         "ErrorCode 0 and BaseOffset -1") != NULL, "%s",
+                  T.d.text);
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 2, &out);
+    ck_assert_int_eq(out.correlation_id, 12);
+    for (acks = 0; acks < 2; acks++) {
+        pn = rsp_part(&out, 0, (uint32_t)acks);
+        ck_assert_int_eq(int_at(pn, "Index"), acks);
+        ck_assert_int_eq(int_at(pn, "ErrorCode"), 0);
+        ck_assert_int_eq(int_at(pn, "BaseOffset"), -1);
+        ck_assert_int_eq(int_at(pn, "LogAppendTimeMs"), -1);
+    }
+    /* Acks=0: nothing to send, nothing to answer, no close */
+    legacy_two_parts(0, "", "");
+    ck_assert_msg(T.d.outcome == KR_AN_DONE, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_ptr_null(T.d.req);
+    ck_assert_uint_eq(T.d.w.len, 0);
+    /* one empty, one corrupt: each its own; Acks=0 closes */
+    legacy_two_parts(1, "", LEGACY_BAD);
+    ck_assert_msg(T.d.outcome == KR_AN_ANSWER, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_int_eq(T.d.error, KR_KERR_CORRUPT_MESSAGE);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 2, &out);
+    ck_assert_int_eq(int_at(rsp_part(&out, 0, 0), "ErrorCode"), 0);
+    ck_assert_int_eq(int_at(rsp_part(&out, 0, 1), "ErrorCode"),
+                     KR_KERR_CORRUPT_MESSAGE);
+    legacy_two_parts(0, "", LEGACY_BAD);
+    ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+}
+END_TEST
+
 /* A Produce v2 to topic (Acks acks) of partition 0 LEGACY_GOOD and
    partition 1 part1 (base64), its records in recs, handed over as the
    session would (expecting a response unless Acks=0). */
@@ -1847,6 +2114,9 @@ analyse_suite(void)
     tcase_add_test(tc, test_legacy_produce_split_rounds);
     tcase_add_test(tc, test_legacy_produce_split_acks0);
     tcase_add_test(tc, test_legacy_produce_split_limits);
+    tcase_add_test(tc, test_legacy_rounds_failed);
+    tcase_add_test(tc, test_legacy_rounds_acks0_no_sent);
+    tcase_add_test(tc, test_legacy_produce_empty_sets);
     tcase_add_test(tc, test_legacy_produce_acks0_partly_bad);
     tcase_add_test(tc, test_legacy_close_lines_fit);
     suite_add_tcase(s, tc);

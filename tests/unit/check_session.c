@@ -122,6 +122,11 @@ struct fake {
     int nproduce;               /* Produce requests answered */
     int garbage_produce;        /* the first this many Produce answers are
                                    a CorrelationId alone (no body) */
+    int produce_err_at;         /* with answer_produce: the answer to the
+                                   n-th Produce (from 1; 0: none) has
+                                   ErrorCode produce_err in every
+                                   partition, BaseOffset -1 */
+    int16_t produce_err;
 };
 
 /* The ranges the fake broker offers with answer_av: ApiKey, MinVersion,
@@ -422,6 +427,50 @@ fake_produce_response(struct bb *r, int32_t corr)
     bend(r, at);
 }
 
+/* A Produce v3 response (CorrelationId corr) naming every partition of
+   the Produce v3 request f (len bytes, header v1), each with ErrorCode
+   err and BaseOffset base (LogAppendTimeMs -1), in the request's order:
+   a broker's answer. */
+static void
+fake_produce_answer(struct bb *r, const uint8_t *f, size_t len,
+                    int32_t corr, int16_t err, int64_t base)
+{
+    size_t at = r->n, off = 14 + (size_t)kr_frame_i16(f + 12);
+    int16_t tid = kr_frame_i16(f + off);
+    int32_t nt, np, t, p;
+
+    off += 2 + (tid > 0 ? (size_t)tid : 0) + 2 + 4;   /* TransactionalId,
+                                                         Acks, TimeoutMs */
+    b32(r, 0);
+    b32(r, corr);
+    nt = kr_frame_i32(f + off);
+    off += 4;
+    b32(r, nt);
+    for (t = 0; t < nt; t++) {
+        size_t nl = (size_t)kr_frame_i16(f + off);
+
+        ck_assert_uint_le(off + 2 + nl + 4, len);
+        b16(r, (int16_t)nl);
+        bput(r, f + off + 2, nl);
+        off += 2 + nl;
+        np = kr_frame_i32(f + off);
+        off += 4;
+        b32(r, np);
+        for (p = 0; p < np; p++) {
+            ck_assert_uint_le(off + 8, len);
+            b32(r, kr_frame_i32(f + off));      /* Index */
+            b16(r, err);
+            b32(r, (int32_t)(base >> 32));      /* BaseOffset */
+            b32(r, (int32_t)base);
+            b32(r, -1);                         /* LogAppendTimeMs -1 */
+            b32(r, -1);
+            off += 8 + (size_t)kr_frame_i32(f + off + 4);
+        }
+    }
+    b32(r, 0);                  /* ThrottleTimeMs */
+    bend(r, at);
+}
+
 static void
 fake_answer(struct fconn *c, const uint8_t *f, size_t len)
 {
@@ -505,12 +554,12 @@ fake_answer(struct fconn *c, const uint8_t *f, size_t len)
         goto send;
     }
     if (key == KR_API_PRODUCE && ver == 3 && fb->answer_produce) {
-        fake_produce_response(&r, corr + fb->nproduce++ * fb->produce_step);
-        if (fb->produce_step != 0) {
-            /* the CorrelationId stays the request's */
-            r.b[4] = (uint8_t)(corr >> 24), r.b[5] = (uint8_t)(corr >> 16);
-            r.b[6] = (uint8_t)(corr >> 8), r.b[7] = (uint8_t)corr;
-        }
+        bool err = ++fb->nproduce == fb->produce_err_at;
+
+        /* BaseOffset 40 + CorrelationId + n * produce_step */
+        fake_produce_answer(&r, f, len, corr, err ? fb->produce_err : 0,
+                            err ? -1 : 40 + corr + (fb->nproduce - 1) *
+                                                        fb->produce_step);
         goto send;
     }
     echo_response(&r, f, len, fb->extra, fb->mode == FB_BADCORR ? 1 : 0);
@@ -616,6 +665,23 @@ fake_accept(struct evconnlistener *l, evutil_socket_t fd,
         event_add(c->rev, NULL);
     }
     fb->c[fb->n++] = c;
+}
+
+/* The fake broker closes its connections from krelay's sessions (not
+   krelay's own metadata connection). */
+static void
+fake_close_clients(struct fake *fb)
+{
+    int i;
+
+    for (i = 0; i < fb->n;) {
+        if (!fb->c[i]->internal) {
+            fconn_free(fb->c[i]);
+            fb->c[i] = fb->c[--fb->n];
+            continue;
+        }
+        i++;
+    }
 }
 
 static void
@@ -6203,9 +6269,11 @@ END_TEST
  * second answer's 141), counted; a Heartbeat behind it keeps its order.
  * _i 1: the broker answers the round with a body that does not decode:
  * the connection closes with one line blaming the upstream, nothing sent
- * to the client.  _i 2: the broker answers nothing, the client leaves:
- * the close line counts the client's requests and krelay's own apart
- * (it said "2 requests").
+ * to the client.  _i 2: the broker answers nothing, the client shuts
+ * its side (unread: the Heartbeat behind the set is held, and the client
+ * with it), then the broker closes: the close line counts the client's
+ * requests and krelay's own apart (it said "2 requests" when the
+ * Heartbeat went along), and what waited is freed.
  */
 START_TEST(legacy_split_rounds)
 {
@@ -6235,12 +6303,18 @@ START_TEST(legacy_split_rounds)
     if (_i == 2) {
         pump_for(100);
         ck_assert_int_eq(shutdown(c->fd, SHUT_WR), 0);
+        pump_for(100);
+        /* the round alone went up; krelay keeps the upstream open while
+           the rest of the set waits for its answer */
+        ck_assert_int_eq(T.fb.nreq, 1);
+        ck_assert(!c->closed);
+        fake_close_clients(&T.fb);
         ck_assert(cli_wait_closed(c));
         wait_no_session();
         log = log_text();
-        ck_assert_msg(strstr(log, "client closed the connection with 2 "
-                             "requests and 1 of krelay's own in flight") !=
-                      NULL, "%s", log);
+        ck_assert_msg(strstr(log, ": closed the connection with 1 request "
+                             "and 1 of krelay's own in flight") != NULL,
+                      "%s", log);
         free(log);
         free(req.b);
         free(hb.b);
@@ -6279,6 +6353,252 @@ START_TEST(legacy_split_rounds)
     ck_assert_uint_eq(KR_STAT_GET(ST, requests_internal), 1);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_internal), 1);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 2);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
+ * Three magic 1 messages ("k"/"hello", null/"world", "k3"/"third"), made
+ * with python3 (struct.pack, zlib.crc32), and the first alone
+ * (check_analyse.c's LEGACY_THREE, LEGACY_ONE): at
+ * legacy_batch_max_bytes 80 each message is a RecordBatch of its own.
+ */
+#define SPLIT_THREE "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbwAA" \
+    "AAAAAAABAAAAG4KEvH8BAAAAAYvP5WgA/////wAAAAV3b3JsZAAAAAAAAAACAAAAHSaLUtg" \
+    "BAAAAAYvP5WgBAAAAAmszAAAABXRoaXJk"
+#define SPLIT_ONE "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbw=="
+
+/* The bytes of base64 text b64 into out (room for them); their count. */
+static size_t
+unb64(const char *b64, uint8_t *out)
+{
+    size_t l = strlen(b64);
+    int n = EVP_DecodeBlock(out, (const uint8_t *)b64, (int)l);
+
+    ck_assert_int_ge(n, 0);
+    while (l > 0 && b64[l - 1] == '=') {
+        l--, n--;
+    }
+    return (size_t)n;
+}
+
+/* Produce v2 (Acks 1) to "orders": partition 0 SPLIT_THREE, partition 1
+   SPLIT_ONE.  At legacy_batch_max_bytes 80: two rounds (partition 0's
+   first and second message), then the client's request with partition
+   0's third and partition 1's. */
+static void
+req_produce_v2_split(struct bb *b, int32_t corr)
+{
+    uint8_t set[256];
+    size_t at = req_begin(b, KR_API_PRODUCE, 2, corr), n;
+
+    b16(b, 1);                  /* Acks */
+    b32(b, 1000);               /* TimeoutMs */
+    b32(b, 1);
+    bstr(b, "orders");
+    b32(b, 2);
+    b32(b, 0);                  /* Index */
+    n = unb64(SPLIT_THREE, set);
+    b32(b, (int32_t)n);
+    bput(b, set, n);
+    b32(b, 1);                  /* Index */
+    n = unb64(SPLIT_ONE, set);
+    b32(b, (int32_t)n);
+    bput(b, set, n);
+    bend(b, at);
+}
+
+/* A Produce v2 response to "orders" (the v3 layout): partitions 0 and 1
+   with err and BaseOffset base0, base1, LogAppendTimeMs -1. */
+static void
+rsp_produce_v2(struct bb *r, int32_t corr, int16_t err, int64_t base0,
+               int64_t base1)
+{
+    size_t at = r->n;
+    int p;
+
+    b32(r, 0);
+    b32(r, corr);
+    b32(r, 1);
+    bstr(r, "orders");
+    b32(r, 2);
+    for (p = 0; p < 2; p++) {
+        int64_t base = p == 0 ? base0 : base1;
+
+        b32(r, p);
+        b16(r, err);
+        b32(r, (int32_t)(base >> 32));
+        b32(r, (int32_t)base);
+        b32(r, -1);
+        b32(r, -1);
+    }
+    b32(r, 0);                  /* ThrottleTimeMs */
+    bend(r, at);
+}
+
+/* Pump until the fake broker has read n requests of the sessions (30 s
+   at most), then 100 ms more: no other may come. */
+static void
+fake_wait_nreq(int n)
+{
+    int64_t end = mono_ms() + 30000;
+
+    while (T.fb.nreq < n && mono_ms() < end) {
+        pump_once();
+    }
+    pump_for(100);
+    ck_assert_int_eq(T.fb.nreq, n);
+}
+
+/* The frame is a Produce v3 of "orders" (CorrelationId corr, Acks 1)
+   with nparts partitions. */
+static void
+expect_produce_v3_parts(const uint8_t *f, int32_t corr, int32_t nparts)
+{
+    ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_PRODUCE);
+    ck_assert_int_eq(kr_frame_i16(f + 6), 3);
+    ck_assert_int_eq(kr_frame_i32(f + 8), corr);
+    ck_assert_int_eq(kr_frame_i32(f + 14 + 5 + 2 + 2 + 4), 1);
+    ck_assert_int_eq(kr_frame_i32(f + 14 + 5 + 2 + 2 + 4 + 4 + 2 + 6),
+                     nparts);
+}
+
+/* The translated Produce (two rounds) and a Heartbeat pipelined behind
+   it, at legacy_batch_max_bytes 80; the client's connection. */
+static struct cli *
+rounds_start(struct bb *req, struct bb *hb)
+{
+    struct cli *c;
+
+    T.lc.translate_legacy = true;
+    T.lc.legacy_batch_max_bytes = 80;
+    T.uc.broker_profile = KR_BROKER_PROFILE_KAFKA_4_0_0;
+    T.fb.answer_produce = true;
+    T.fb.produce_step = 100;
+    log_capture();
+    kr_log_level_cur = KR_LOG_INFO;
+    start();
+    c = cli_open(boot_port(), 0);
+    req_produce_v2_split(req, 1);
+    req_heartbeat(hb, 2);
+    bput(req, hb->b, hb->n);
+    cli_send(c, req->b, req->n);
+    return c;
+}
+
+/*
+ * issue 10: with a response to wait for, a translated Produce's rounds
+ * go up one at a time: round 1 is not written before round 0's answer
+ * came, the client's request not before round 1's, and the Heartbeat the
+ * client pipelined behind it is held (not read on) until the set went
+ * up; then everything is answered in order, BaseOffset the first
+ * batch's.  Before: the rounds, the client's request and the Heartbeat
+ * all went at once.
+ */
+START_TEST(legacy_rounds_one_at_a_time)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    int k;
+
+    T.fb.hold = true;
+    c = rounds_start(&req, &hb);
+    for (k = 0; k < 2; k++) {
+        /* round k alone, partition 0's k-th message; nothing answered */
+        fake_wait_nreq(k + 1);
+        f = log_frame(&off, &flen);
+        expect_produce_v3_count(f, flen, 1, 1, 1);
+        ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+        ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds),
+                          (uint64_t)k + 1);
+        fake_release(&T.fb);
+        T.fb.hold = true;
+    }
+    /* round 1 answered: the client's request (both partitions), then
+       the Heartbeat, released */
+    fake_wait_nreq(4);
+    f = log_frame(&off, &flen);
+    expect_produce_v3_parts(f, 1, 2);
+    f = log_frame(&off, &flen);
+    ck_assert_uint_eq(flen, hb.n);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_uint_eq(evbuffer_get_length(c->in), 0);
+    fake_release(&T.fb);
+    /* partition 0 at round 0's BaseOffset (40 + 1), partition 1 at the
+       third Produce's (40 + 1 + 2 * 100) */
+    rsp_produce_v2(&exp, 1, 0, 41, 241);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    ck_assert_int_eq(T.fb.nproduce, 3);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds), 2);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds_failed), 0);
+    ck_assert_uint_eq(KR_STAT_GET(ST, responses_internal), 2);
+    free(req.b);
+    free(exp.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
+ * issue 10: a round answered with an error: nothing more of the set goes
+ * up (neither the next round nor the client's request), and krelay
+ * answers the client's request with that error for its every partition
+ * (BaseOffset -1), mapped for its version; then the held Heartbeat goes
+ * on and is answered in order.  _i 0: round 0 gets NOT_LEADER_OR_FOLLOWER
+ * (6); _i 1: round 1 gets KAFKA_STORAGE_ERROR (56), which a Produce v2
+ * client gets as 6 (ProduceResponse.toStruct, <= 3).  Before: the other
+ * rounds and the client's request were stored, the client's retry
+ * stored the set again after them (issue 10's reorder).
+ */
+START_TEST(legacy_rounds_error)
+{
+    struct bb req = { 0 }, exp = { 0 }, hb = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    char *log, want[300];
+    int k;
+
+    T.fb.produce_err_at = _i + 1;
+    T.fb.produce_err = _i == 0 ? KR_KERR_NOT_LEADER_OR_FOLLOWER
+                               : KR_KERR_KAFKA_STORAGE_ERROR;
+    c = rounds_start(&req, &hb);
+    rsp_produce_v2(&exp, 1, KR_KERR_NOT_LEADER_OR_FOLLOWER, -1, -1);
+    expected_echo(&hb, 0, &exp);
+    cli_expect(c, &exp);
+    ck_assert(!c->closed);
+    /* the broker got the rounds up to the one that failed, then the
+       Heartbeat: no other round, not the client's Produce */
+    fake_wait_nreq(_i + 2);
+    for (k = 0; k <= _i; k++) {
+        f = log_frame(&off, &flen);
+        expect_produce_v3_count(f, flen, 1, 1, 1);
+    }
+    f = log_frame(&off, &flen);
+    ck_assert_uint_eq(flen, hb.n);
+    ck_assert_int_eq(kr_frame_i16(f + 4), KR_API_HEARTBEAT);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_int_eq(T.fb.nproduce, _i + 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds),
+                      (uint64_t)_i + 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds_failed), 1);
+    ck_assert_uint_eq(KR_STAT_GET_L(ST, errors_answered,
+                                    kr_stats_kerr_cell(T.fb.produce_err)),
+                      1);
+    log = log_text();
+    snprintf(want, sizeof(want), "Produce v2 CorrelationId 1 not sent: "
+             "krelay's own Produce v3 ahead of it (%d of 2, with the "
+             "batches before its partitions' last) was answered with %s "
+             "for topic orders partition 0", _i + 1,
+             _i == 0 ? "NOT_LEADER_OR_FOLLOWER (6)"
+                     : "KAFKA_STORAGE_ERROR (56)");
+    ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+    free(log);
     free(req.b);
     free(exp.b);
     free(hb.b);
@@ -7509,8 +7829,16 @@ session_suite(void)
     tcase_add_test(tc, max_inflight_held_response_resumes);
     tcase_add_test(tc, internal_request_not_forwarded);
     tcase_add_test(tc, internal_request_refused_mid_frame_and_closed);
+    suite_add_tcase(s, tc);
+
+    /* issue 10: legacy translation (CK_RUN_CASE=legacy) */
+    tc = tcase_create("legacy");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
     tcase_add_loop_test(tc, legacy_split_rounds, 0, 3);
+    tcase_add_test(tc, legacy_rounds_one_at_a_time);
+    tcase_add_loop_test(tc, legacy_rounds_error, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_loop_test(tc, legacy_refusal_delayed, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_refusal_delayed, 0, 4);
