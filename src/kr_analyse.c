@@ -962,6 +962,24 @@ legacy_rounds(const struct kr_an_request *r, struct kr_arena *a,
 }
 
 /*
+ * The errors of the partitions krelay kept out of a translated Produce
+ * (lg->parts: records that did not convert, empty sets) as a client of
+ * version ver knows them (kr_legacy_error: UNSUPPORTED_COMPRESSION_TYPE,
+ * from KIP-110's Produce v7, is CORRUPT_MESSAGE below v3), before they go
+ * into its answer.
+ */
+static void
+legacy_parts_map(struct kr_legacy_parts *parts, int16_t ver)
+{
+    size_t i;
+
+    for (i = 0; i < parts->n; i++) {
+        parts->v[i].error = kr_legacy_error(KR_API_PRODUCE, ver,
+                                            parts->v[i].error);
+    }
+}
+
+/*
  * issue 10: a Produce response at the client's version ver (CorrelationId
  * corr) that krelay answers itself: every partition of lg->sent with
  * sent_error (mapped for ver: kr_legacy_error), then those of lg->parts
@@ -1005,6 +1023,7 @@ legacy_produce_rsp(struct kr_arena *a, int16_t ver, int32_t corr,
     }
     rc = kr_legacy_produce_merge(a, rsp->body, &lg->sent);
     if (rc == KR_OK) {
+        legacy_parts_map(&lg->parts, ver);
         rc = kr_legacy_produce_merge(a, rsp->body, &lg->parts);
     }
     return rc;
@@ -1566,6 +1585,7 @@ legacy_down(const struct kr_an_conn *c, const struct kr_inflight *e,
         rc = kr_legacy_response_down(a, m, e->api_version, &lg->memo, &ce);
     }
     if (rc == KR_OK && e->api_key == KR_API_PRODUCE && lg->parts.n > 0) {
+        legacy_parts_map(&lg->parts, e->api_version);
         rc = kr_legacy_produce_merge(a, m->body, &lg->parts);
     }
     if (rc != KR_OK) {

@@ -332,6 +332,9 @@ END_TEST
 #define LEGACY_GOOD "AAAAAAAAAAAAAAAcqh9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbwAA" \
     "AAAAAAABAAAAGx+LXQkBAAAAAYvP5WgB/////wAAAAV3b3JsZA=="
 #define LEGACY_BAD "AAAAAAAAAAAAAAAcVR9neQEAAAABi8/laAAAAAABawAAAAVoZWxsbw=="
+/* one magic 1 message, CRC right, its attributes saying zstd (codec 4),
+   which magic 0/1 cannot carry */
+#define LEGACY_ZSTD1 "AAAAAAAAAAAAAAAb0kKYugEEAAABi8/laAD/////AAAABWhlbGxv"
 
 START_TEST(test_legacy_produce_up_and_back)
 {
@@ -1092,6 +1095,29 @@ START_TEST(test_legacy_produce_empty_sets)
                      KR_KERR_CORRUPT_MESSAGE);
     legacy_two_parts(0, "", LEGACY_BAD);
     ck_assert_int_eq(T.d.outcome, KR_AN_CLOSE_AFTER_OWED);
+    /* zstd in a magic 1 message: UNSUPPORTED_COMPRESSION_TYPE (76) is
+       KIP-110's (Produce v7), a v2 client gets CORRUPT_MESSAGE, in
+       krelay's own answer and merged into the broker's alike */
+    legacy_two_parts(1, "", LEGACY_ZSTD1);
+    ck_assert_msg(T.d.outcome == KR_AN_ANSWER, "%d %s", T.d.outcome,
+                  T.d.text);
+    ck_assert_uint_eq(T.d.legacy_bad, 1);
+    decode_w(&T.d.w, true, KR_API_PRODUCE, 2, &out);
+    ck_assert_int_eq(int_at(rsp_part(&out, 0, 1), "ErrorCode"),
+                     KR_KERR_CORRUPT_MESSAGE);
+    legacy_two_parts(1, LEGACY_GOOD, LEGACY_ZSTD1);
+    ck_assert_msg(T.d.outcome == KR_AN_FORWARD_TRANSLATED, "%d %s",
+                  T.d.outcome, T.d.text);
+    build(rsp_json, &rsp);
+    memset(&rd, 0, sizeof(rd));
+    kr_analyse_response(&T.c, &T.r.e, T.d.req, &rsp, NULL, 50, 100,
+                        &T.arena, &rd);
+    ck_assert_int_eq(rd.outcome, KR_AN_DELIVER_CHANGED);
+    decode_w(&rd.w, true, KR_API_PRODUCE, 2, &out);
+    ck_assert_int_eq(int_at(rsp_part(&out, 0, 0), "BaseOffset"), 40);
+    ck_assert_int_eq(int_at(rsp_part(&out, 0, 1), "ErrorCode"),
+                     KR_KERR_CORRUPT_MESSAGE);
+    kr_wbuf_free(&rd.w);
 }
 END_TEST
 
