@@ -1,14 +1,17 @@
 /*
  * kr_session_int.h - what the files of the session module share (private:
- * librdkafka's *_int.h idiom).  The module is three files, one concern
- * each: kr_session.c (the pair of connections: creation, callbacks,
- * timers, backpressure and flushing, the in-flight FIFO, the one close
- * path), kr_session_kmux.c (framing: requests and responses frame by
- * frame, streaming, the splice hand-off; its decisions are named
- * outcomes) and kr_session_rules.c (the rule pipeline's outcomes
- * applied: held requests and responses, built responses in order,
- * delays, audit lines).  Their shared functions carry the module's
- * private prefix kr_s_; nothing outside src/kr_session*.c includes this.
+ * librdkafka's *_int.h idiom).  The module's files, one concern each:
+ * kr_session.c (the pair of connections: creation, callbacks, timers,
+ * backpressure and flushing, the in-flight FIFO, the one close path),
+ * kr_session_kmux.c (framing: requests and responses frame by frame,
+ * streaming, the splice hand-off; its decisions are named outcomes),
+ * kr_session_rules.c (the rule pipeline's outcomes applied: held
+ * requests and responses, built responses in order, delays, audit
+ * lines), kr_session_av.c (krelay's own ApiVersions upstream),
+ * kr_session_rounds.c (a split legacy Produce's rounds, one at a time),
+ * kr_session_sasl.c (SASL origination) and kr_session_saslterm.c (SASL
+ * termination).  Their shared functions carry the module's private
+ * prefix kr_s_; nothing outside src/kr_session*.c includes this.
  */
 #ifndef KR_SESSION_INT_H
 #define KR_SESSION_INT_H
