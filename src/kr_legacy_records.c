@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,35 @@ parts_add(struct kr_legacy_parts *p, const struct kr_str *topic,
     e->partition = partition;
     p->n++;
     return e;
+}
+
+/*
+ * A Produce partition kept out of the request (TopicData index t,
+ * PartitionData index p) with error and the reason (printf format):
+ * KR_OK, KR_ENOMEM.
+ */
+static int parts_keep(struct kr_legacy_parts *bad, const struct kr_str *topic,
+                      int32_t partition, uint32_t t, uint32_t p,
+                      int16_t error, const char *fmt, ...) KR_PRINTF(7, 8);
+
+static int
+parts_keep(struct kr_legacy_parts *bad, const struct kr_str *topic,
+           int32_t partition, uint32_t t, uint32_t p, int16_t error,
+           const char *fmt, ...)
+{
+    struct kr_legacy_part *e = parts_add(bad, topic, partition);
+    va_list ap;
+
+    if (e == NULL) {
+        return KR_ENOMEM;
+    }
+    e->topic_at = t;
+    e->part_at = p;
+    e->error = error;
+    va_start(ap, fmt);
+    vsnprintf(e->why, sizeof(e->why), fmt, ap);
+    va_end(ap);
+    return KR_OK;
 }
 
 /*
@@ -808,18 +838,12 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                    returned analyzeAndValidateMessageSet's LogAppendInfo,
                    firstOffset -1, when shallowCount == 0): kept out,
                    answered so by krelay (error NONE) */
-                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
-                                                     (int32_t)idx->u.i);
-
-                if (e == NULL) {
-                    rc = KR_ENOMEM;
+                rc = parts_keep(bad, &name->u.s, (int32_t)idx->u.i, t, p,
+                                KR_KERR_NONE, "empty message set "
+                                "(MessageSetSize 0): nothing to append");
+                if (rc != KR_OK) {
                     break;
                 }
-                e->topic_at = t;
-                e->part_at = p;
-                e->error = KR_KERR_NONE;
-                snprintf(e->why, sizeof(e->why), "empty message set "
-                         "(MessageSetSize 0): nothing to append");
                 continue;
             }
             rc = out_ready(&out, n);
@@ -851,35 +875,24 @@ kr_legacy_produce_up(struct kr_arena *a, struct kr_node *req,
                     break;
                 }
             } else if (ro != KR_RECORDS_OK) {
-                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
-                                                     (int32_t)idx->u.i);
-
-                if (e == NULL) {
-                    rc = KR_ENOMEM;
+                rc = parts_keep(bad, &name->u.s, (int32_t)idx->u.i, t, p,
+                                outcome_error(ro), "%s: %s",
+                                kr_records_outcome_name(ro), why);
+                if (rc != KR_OK) {
                     break;
                 }
-                e->topic_at = t;
-                e->part_at = p;
-                e->error = outcome_error(ro);
-                snprintf(e->why, sizeof(e->why), "%s: %s",
-                         kr_records_outcome_name(ro), why);
                 continue;               /* left as it came: dropped */
             } else if (st->batches_out - nb > 1) {
-                struct kr_legacy_part *e = parts_add(bad, &name->u.s,
-                                                     (int32_t)idx->u.i);
-
-                if (e == NULL) {
-                    rc = KR_ENOMEM;
+                rc = parts_keep(bad, &name->u.s, (int32_t)idx->u.i, t, p,
+                                KR_KERR_MESSAGE_TOO_LARGE, "%llu batches of "
+                                "at most legacy_batch_max_bytes, %zu bytes: "
+                                "more than %u Produce requests",
+                                (unsigned long long)(st->batches_out - nb),
+                                out.len - KR_XBUF_HDR,
+                                KR_LEGACY_MAX_ROUNDS + 1);
+                if (rc != KR_OK) {
                     break;
                 }
-                e->topic_at = t;
-                e->part_at = p;
-                e->error = KR_KERR_MESSAGE_TOO_LARGE;
-                snprintf(e->why, sizeof(e->why), "%llu batches of at most "
-                         "legacy_batch_max_bytes, %zu bytes: more than %u "
-                         "Produce requests",
-                         (unsigned long long)(st->batches_out - nb),
-                         out.len - KR_XBUF_HDR, KR_LEGACY_MAX_ROUNDS + 1);
                 continue;               /* left as it came: dropped */
             }
             rc = set_records(a, rec, &out);
