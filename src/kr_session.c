@@ -434,6 +434,12 @@ session_free(struct kr_session *s)
 void
 kr_s_leave(struct kr_session *s)
 {
+    if (s->depth == 1 && !s->dead &&
+        (s->client.wev_failed || s->up.wev_failed)) {
+        /* a write event could not be made (kr_conn_events): nothing
+           would wake the writer */
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+    }
     if (--s->depth == 0 && s->dead) {
         session_free(s);
     }
@@ -2419,9 +2425,8 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
     kr_log_debug("[%s] connecting to upstream %s (host name \"%s\", %s "
                  "transport)", s->name, s->upname,
                  s->up.host != NULL ? s->up.host : "", s->up.ops->name);
-    s->up.rev = event_new(base, fd, EV_READ | EV_PERSIST, up_read_cb, s);
-    s->up.wev = event_new(base, fd, EV_WRITE | EV_PERSIST, up_write_cb, s);
-    if (s->up.rev == NULL || s->up.wev == NULL) {
+    if (kr_conn_events(&s->up, base, up_read_cb, up_write_cb, s) !=
+        KR_OK) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return;
     }
@@ -2581,7 +2586,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
 {
     struct kr_session *s;
     char peer[64];
-    int on = 1, xrc, xerr;
+    int on = 1, xrc, xerr, ev_rc;
     bool term_ok;
 
     s = calloc(1, sizeof(*s));
@@ -2633,10 +2638,8 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     if (s->rng == 0) {
         s->rng = 1;
     }
-    s->client.rev = event_new(host->base, fd, EV_READ | EV_PERSIST,
-                              client_read_cb, s);
-    s->client.wev = event_new(host->base, fd, EV_WRITE | EV_PERSIST,
-                              client_write_cb, s);
+    ev_rc = kr_conn_events(&s->client, host->base, client_read_cb,
+                           client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
     peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
     snprintf(s->name, sizeof(s->name), "%s %s > %s", s->conn_id, peer,
@@ -2667,7 +2670,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
         s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
-        s->client.rev == NULL || s->client.wev == NULL || !term_ok ||
+        ev_rc != KR_OK || !term_ok ||
         (s->lc->proxy_protocol != 0 && s->pp == NULL)) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         kr_s_leave(s);

@@ -1071,8 +1071,32 @@ START_TEST(forward_byte_exact)
     ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), 3);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
+    /* idle, no write ever waited: no write event on either side (the
+       one connect(2) waited with is gone) */
+    ck_assert_ptr_null(T.w->sessions->client.wev);
+    ck_assert_ptr_null(T.w->sessions->up.wev);
+    ck_assert_ptr_nonnull(T.w->sessions->up.wcb);
     free(req.b);
     free(exp.b);
+}
+END_TEST
+
+/* A write event that could not be made (out of memory) closes the
+   session at the end of the callback that wanted it. */
+START_TEST(write_event_failure_closes)
+{
+    struct bb req = { 0 }, exp = { 0 }, more = { 0 };
+    struct cli *c;
+
+    c = three_echoed(&req, &exp);
+    T.w->sessions->client.wev_failed = 1;
+    req_heartbeat(&more, 4);
+    cli_send(c, more.b, more.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_ptr_null(T.w->sessions);
+    free(req.b);
+    free(exp.b);
+    free(more.b);
 }
 END_TEST
 
@@ -1331,6 +1355,9 @@ START_TEST(backpressure)
         most = len > most ? len : most;
     }
     ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    /* the writes wait: a write event, made now */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(s->client.wev_on);
     for (i = 0; i < 30; i++) {
         pump_once();
         len = evbuffer_get_length(s->client.out);
@@ -1347,6 +1374,10 @@ START_TEST(backpressure)
     expected_echo(&req, T.fb.extra, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
+    /* kept once made (a client that was slow once may be again): not
+       made and freed per write */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(!s->client.wev_on);
     free(req.b);
     free(exp.b);
 }
@@ -6864,6 +6895,9 @@ START_TEST(fault_backpressure)
         pump_once();
     }
     ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    /* the writes wait: a write event, made now */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(s->client.wev_on);
     for (i = 0; i < 30; i++) {
         pump_once();
     }
@@ -7407,6 +7441,7 @@ session_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forward_byte_exact);
+    tcase_add_test(tc, write_event_failure_closes);
     tcase_add_test(tc, response_metrics_pass_through);
     tcase_add_test(tc, response_metrics_decoded);
     tcase_add_loop_test(tc, response_metrics_metadata, 0, 3);
