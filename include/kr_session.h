@@ -64,6 +64,12 @@ struct kr_session_host {
                                            NULL */
     uint8_t *scratch;                   /* KR_FRAME_PEEK_MAX + 4 bytes for
                                            header peeks */
+    struct evbuffer *hold;              /* empty between callbacks: a
+                                           response frame held while it is
+                                           looked at (kr_s_hold_take), one
+                                           for the worker's sessions, not
+                                           one each */
+    bool hold_busy;                     /* hold is taken */
     struct kr_session **sessions;       /* the list of open sessions */
     struct kr_pipe_pool *pipes;         /* splice(2) pipes */
     struct kr_stats *stats;             /* the worker's counters */
@@ -124,7 +130,6 @@ struct kr_session {
     uint64_t rsp_drop;                  /* bytes of a dropped response
                                            (to an Acks=0 Produce) still
                                            to discard */
-    struct evbuffer *hold;              /* a held response payload */
     uint64_t stream_left;               /* streamed response: payload
                                            bytes not yet scanned (then:
                                            its tail, held) */

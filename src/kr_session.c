@@ -47,7 +47,8 @@
  *                      |                (i) rsp_hold? (kr_rewrite_wants)
  *                      |                     no: cut-through (rsp_remain)
  *                      |                     yes: wait for the whole frame,
- *                      |                          move it to s->hold,
+ *                      |                          move it to a held
+ *                      |                          buffer (kr_s_hold_take),
  *                      +------ kr_rewrite_response(hold -> client.out)
  *                                       (j) fifo_pop; SaslHandshake v0 OK
  *                                           -> raw SASL token frames
@@ -382,9 +383,6 @@ session_free(struct kr_session *s)
 {
     kr_conn_free_buffers(&s->client);
     kr_conn_free_buffers(&s->up);
-    if (s->hold != NULL) {
-        evbuffer_free(s->hold);
-    }
     if (s->rq_payload != NULL) {
         evbuffer_free(s->rq_payload);
     }
@@ -443,6 +441,34 @@ kr_s_leave(struct kr_session *s)
     if (--s->depth == 0 && s->dead) {
         session_free(s);
     }
+}
+
+struct evbuffer *
+kr_s_hold_take(struct kr_session *s)
+{
+    struct kr_session_host *h = s->host;
+
+    if (h->hold != NULL && !h->hold_busy) {
+        h->hold_busy = true;
+        return h->hold;
+    }
+    return evbuffer_new();
+}
+
+void
+kr_s_hold_put(struct kr_session *s, struct evbuffer *b)
+{
+    struct kr_session_host *h = s->host;
+
+    if (b == NULL) {
+        return;
+    }
+    if (b != h->hold) {
+        evbuffer_free(b);
+        return;
+    }
+    evbuffer_drain(b, evbuffer_get_length(b));
+    h->hold_busy = false;
 }
 
 /* ---- in-flight FIFO (kr_inflight.h) -------------------------------------- */
@@ -2628,7 +2654,6 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
             s->client.stage = KR_STAGE_PROXY;
         }
     }
-    s->hold = evbuffer_new();
     s->timer = evtimer_new(host->base, timer_cb, s);
     if (salen <= sizeof(s->peer)) {
         memcpy(&s->peer, sa, salen);
@@ -2669,7 +2694,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     KR_STAT_INC(host->stats, conn_accepted);
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
-        s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
+        s->up.out == NULL || s->timer == NULL ||
         ev_rc != KR_OK || !term_ok ||
         (s->lc->proxy_protocol != 0 && s->pp == NULL)) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");

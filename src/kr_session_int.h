@@ -186,6 +186,17 @@ void kr_s_close_hold(struct kr_session *s, int64_t until_ms,
    stack. */
 void kr_s_leave(struct kr_session *s);
 
+/*
+ * An empty evbuffer for a response frame held while it is looked at
+ * (moved out of up.in, learned from, rewritten or decoded, and gone from
+ * it before the caller returns): the worker's (host->hold: an idle
+ * session keeps none of its own), or when a caller up the stack has that
+ * one, a new one.  NULL: out of memory.  Give it back with
+ * kr_s_hold_put (NULL is a no-op), whatever it still holds.
+ */
+struct evbuffer *kr_s_hold_take(struct kr_session *s);
+void kr_s_hold_put(struct kr_session *s, struct evbuffer *b);
+
 /* "Fetch", or "ApiKey?" for log lines. */
 const char *kr_s_api_name(int16_t key);
 

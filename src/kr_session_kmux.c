@@ -1192,24 +1192,29 @@ static int
 held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
 {
     struct kr_rewrite_result res;
+    struct evbuffer *hold = kr_s_hold_take(s);
     int rc;
 
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
-    evbuffer_remove_buffer(s->up.in, s->hold, flen);
+    evbuffer_remove_buffer(s->up.in, hold, flen);
     kr_s_fifo_pop(s);
     if (key == KR_API_API_VERSIONS) {
-        kr_s_learn_apiversions(s, ver, s->hold);
+        kr_s_learn_apiversions(s, ver, hold);
     }
     memset(&res, 0, sizeof(res));
     /* no rules here: its ErrorCodes are counted from the rewrite's tree
        (next_response left them) */
-    rc = kr_rewrite_response_observed(&s->rw, key, ver, s->hold,
+    rc = kr_rewrite_response_observed(&s->rw, key, ver, hold,
                                       s->client.out, &res,
                                       kr_s_errors_by_rewrite(key, ver)
                                           ? kr_s_count_errors_cb
                                           : NULL,
                                       s);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (rc == KR_ELIMIT && res.bad_node_id >= 0) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, "
                       "outside this listener's node_id_min..node_id_max "
@@ -1391,6 +1396,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
 {
     struct kr_rewrite_result res;
     struct evbuffer_ptr ptr;
+    struct evbuffer *hold;
     size_t used, tail;
     uint8_t last;
     int rc;
@@ -1441,13 +1447,17 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         kr_s_stream_audit_end(s, false);
         return 1;
     }
+    if ((hold = kr_s_hold_take(s)) == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, *scan);
     move_bytes(s, in, s->client.out, *scan);
     *scan = 0;
-    evbuffer_remove_buffer(in, s->hold, tail);
-    rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, s->hold,
+    evbuffer_remove_buffer(in, hold, tail);
+    rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, hold,
                          s->client.out, &res);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (rc == KR_ELIMIT && res.bad_node_id < -1) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response from %s names NodeId "
                       "%d: a broker's NodeId cannot be negative (the upstream "
@@ -1897,17 +1907,22 @@ internal_response(struct kr_session *s, uint32_t idx, size_t flen)
     struct kr_inflight *e = kr_s_fifo_at(s, idx);
     struct kr_internal *in = e->internal;
     int16_t key = e->api_key, ver = e->api_version;
+    struct evbuffer *hold = kr_s_hold_take(s);
 
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
-    evbuffer_remove_buffer(s->up.in, s->hold, flen);
+    evbuffer_remove_buffer(s->up.in, hold, flen);
     e->internal = NULL;
     kr_s_fifo_remove(s, idx);
     KR_STAT_INC(s->host->stats, responses_internal);
     kr_log_debug("[%s] response to krelay's own %s v%d request: %zu bytes",
                  s->name, kr_s_api_name(key), ver, flen);
-    in->cb(s, in->arg, key, ver, s->hold);
+    in->cb(s, in->arg, key, ver, hold);
     free(in);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     return s->dead ? -1 : 0;
 }
 

@@ -1783,7 +1783,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
 {
     struct kr_inflight *e = kr_s_fifo_at(s, idx);
     struct kr_rq *rq = e->rq;
-    struct evbuffer *pl = s->hold, *tmp = NULL;
+    struct evbuffer *hold = NULL, *pl, *tmp = NULL;
     struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
     struct kr_codec_err ce;
     struct kr_arena arena;
@@ -1804,6 +1804,11 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             return -1;
         }
         rq->a->up_version = e->api_version;
+    }
+    pl = hold = kr_s_hold_take(s);
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
     }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, pl, flen);
@@ -1987,7 +1992,7 @@ out:
     free(heap);
     kr_wbuf_free(&d.w);
     kr_arena_free(&arena);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (tmp != NULL) {
         evbuffer_free(tmp);
     }

@@ -57,6 +57,7 @@
 #include "kr_sasl_users.h"
 #include "kr_scram.h"
 #include "kr_session.h"
+#include "../../src/kr_session_int.h"
 #include "kr_test_certs.h"
 #include "kr_tls_ctx.h"
 #include "kr_upstream.h"
@@ -1919,6 +1920,46 @@ START_TEST(metadata_rewritten)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
+    /* held in the worker's buffer, which is empty and free again */
+    ck_assert_ptr_nonnull(T.w->host.hold);
+    ck_assert(!T.w->host.hold_busy);
+    ck_assert_uint_eq(evbuffer_get_length(T.w->host.hold), 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The buffer a response is held in while looked at: the worker's, one
+ * for all its sessions; a second taken while the first is out (a caller
+ * up the stack) is one of its own, freed when given back.
+ */
+START_TEST(held_buffer_shared)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct evbuffer *a, *b;
+    struct cli *c;
+
+    c = three_echoed(&req, &exp);
+    ck_assert(!c->closed);
+    s = T.w->sessions;
+    ck_assert_ptr_nonnull(s);
+    a = kr_s_hold_take(s);
+    ck_assert_ptr_eq(a, T.w->host.hold);
+    ck_assert(T.w->host.hold_busy);
+    b = kr_s_hold_take(s);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_ne(b, a);
+    ck_assert_int_eq(evbuffer_add(a, "abc", 3), 0);
+    ck_assert_int_eq(evbuffer_add(b, "de", 2), 0);
+    kr_s_hold_put(s, b);                /* freed (ASan/valgrind: no leak) */
+    ck_assert(T.w->host.hold_busy);
+    kr_s_hold_put(s, a);
+    ck_assert(!T.w->host.hold_busy);
+    ck_assert_uint_eq(evbuffer_get_length(T.w->host.hold), 0);
+    ck_assert_ptr_eq(kr_s_hold_take(s), T.w->host.hold);
+    kr_s_hold_put(s, T.w->host.hold);
     free(req.b);
     free(exp.b);
 }
@@ -7442,6 +7483,7 @@ session_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forward_byte_exact);
     tcase_add_test(tc, write_event_failure_closes);
+    tcase_add_test(tc, held_buffer_shared);
     tcase_add_test(tc, response_metrics_pass_through);
     tcase_add_test(tc, response_metrics_decoded);
     tcase_add_loop_test(tc, response_metrics_metadata, 0, 3);
