@@ -8,7 +8,8 @@
  * outcomes) and kr_session_rules.c (the rule pipeline's outcomes
  * applied: held requests and responses, built responses in order,
  * delays, audit lines).  Their shared functions carry the module's
- * private prefix kr_s_; nothing outside src/kr_session*.c includes this.
+ * private prefix kr_s_; nothing outside src/kr_session*.c includes this
+ * (but tests/unit/check_session.c, for kr_s_hold_take's sharing).
  */
 #ifndef KR_SESSION_INT_H
 #define KR_SESSION_INT_H
