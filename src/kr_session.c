@@ -71,7 +71,7 @@
  *   audit line) into rq->out with a release time (fault latency, enforce
  *   hold), except a Fetch response its rules only audit (issue 14): at
  *   the FIFO head it streams as in (i), its rule state moved to the
- *   session (stream_rq) and its audit line built from what kr_scan's
+ *   session (rsp_st->rq) and its audit line built from what kr_scan's
  *   observer saw (kr_s_stream_audit_start/end; cut by the close: written
  *   then, as are the lines of audited requests still in the FIFO,
  *   kr_s_audit_unfinished); flush_ready moves ready
@@ -404,9 +404,12 @@ session_free(struct kr_session *s)
     kr_s_orig_free(s);
     kr_s_av_free(s);
     free(s->pp);
-    kr_s_rq_free(s->stream_rq);
+    if (s->rsp_st != NULL) {
+        kr_s_rq_free(s->rsp_st->rq);
+        free(s->rsp_st);
+    }
     kr_s_rstream_drop(s);
-    free(s->rscan);
+    free(s->req_st);
     kr_s_sw_put(s->sw);
     kr_audit_memo_free(s->audit_memo);
     free(s->close_msg);
@@ -420,7 +423,6 @@ session_free(struct kr_session *s)
     free(s->legacy_conf);
     free(s->enforced);
     free(s->av);
-    free(s->scan);
     kr_inflight_free(&s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
@@ -1379,7 +1381,8 @@ up_lane_try(struct kr_session *s)
     }
     /* a streamed request: the value its scanner skips next */
     run = !s->rstream ? s->req_remain
-          : s->rstream_prefix == 0 ? kr_scan_skippable(s->rscan) : 0;
+          : s->req_st->prefix == 0 ? kr_scan_skippable(&s->req_st->scan)
+                                   : 0;
     if (run > 0) {
         (void)lane_begin(s, &s->upl, &s->client, &s->up, run);
     }
@@ -1400,7 +1403,7 @@ dn_lane_try(struct kr_session *s)
         return;
     }
     if (s->streaming) {
-        run = s->scan != NULL ? kr_scan_skippable(s->scan) : 0;
+        run = s->rsp_st != NULL ? kr_scan_skippable(&s->rsp_st->scan) : 0;
     } else {
         run = s->rsp_remain;
     }
@@ -2204,11 +2207,11 @@ dn_spliced(struct kr_session *s, size_t n)
         int rc;
 
         s->stream_left -= n;
-        rc = kr_scan_skip(s->scan, n);
+        rc = kr_scan_skip(&s->rsp_st->scan, n);
         if (rc == KR_EPROTO) {
             kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: "
                           "%s", kr_s_api_name(s->stream_key), s->stream_ver,
-                          s->upname, s->scan->msg);
+                          s->upname, s->rsp_st->scan.msg);
             return -1;
         }
         if (rc == KR_OK && !s->stream_rewrite) {

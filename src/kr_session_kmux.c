@@ -580,14 +580,14 @@ static int scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off,
 static void
 rstream_feed(struct kr_session *s, struct evbuffer *in, size_t off, size_t n)
 {
-    size_t pre = min_sz(n, s->rstream_prefix), used;
+    size_t pre = min_sz(n, s->req_st->prefix), used;
     int rc;
 
-    s->rstream_prefix -= (uint32_t)pre;
+    s->req_st->prefix -= (uint32_t)pre;
     if (n == pre) {
         return;
     }
-    rc = scan_in(s->rscan, in, off + pre, n - pre, &used);
+    rc = scan_in(&s->req_st->scan, in, off + pre, n - pre, &used);
     if (rc != KR_AGAIN) {
         kr_s_rstream_end(s, rc);
     }
@@ -1247,7 +1247,7 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
 }
 
 /*
- * Feed s->scan at most n bytes of in from offset off, without copying
+ * Feed sc at most n bytes of in from offset off, without copying
  * them; *used gets how many it consumed.  Returns the scanner's status
  * (KR_AGAIN when it wants more than those n bytes).
  */
@@ -1281,17 +1281,19 @@ scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off, size_t n,
     return rc;
 }
 
-/* s->scan, allocated at the first use; NULL when closed (out of memory). */
+/* s->rsp_st's scanner, made at the first use (then kept); NULL when
+   closed (out of memory). */
 static struct kr_scan *
 scanner(struct kr_session *s)
 {
-    if (s->scan == NULL) {
-        s->scan = malloc(sizeof(*s->scan));
-        if (s->scan == NULL) {
+    if (s->rsp_st == NULL) {
+        s->rsp_st = calloc(1, sizeof(*s->rsp_st));
+        if (s->rsp_st == NULL) {
             kr_s_close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
+            return NULL;
         }
     }
-    return s->scan;
+    return &s->rsp_st->scan;
 }
 
 /*
@@ -1315,8 +1317,8 @@ stream_start(struct kr_session *s, struct kr_inflight *e, size_t flen,
     if (scanner(s) == NULL) {
         return -1;
     }
-    if (kr_scan_init(s->scan, e->api_key, e->api_version, true, flen) !=
-        KR_OK) {
+    if (kr_scan_init(&s->rsp_st->scan, e->api_key, e->api_version, true,
+                     flen) != KR_OK) {
         if (audit) {
             return 1;
         }
@@ -1362,9 +1364,9 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
     if (scanner(s) == NULL) {
         return -1;
     }
-    rc = kr_scan_init(s->scan, e->api_key, e->api_version, true, flen);
+    rc = kr_scan_init(&s->rsp_st->scan, e->api_key, e->api_version, true, flen);
     if (rc == KR_OK) {
-        rc = scan_in(s->scan, in, off, flen, &used);
+        rc = scan_in(&s->rsp_st->scan, in, off, flen, &used);
     }
     if (rc == KR_AGAIN) {
         return 0;                       /* let the held path judge it */
@@ -1372,7 +1374,7 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
     if (rc != KR_OK) {
         kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
                       kr_s_api_name(e->api_key), e->api_version, s->upname,
-                      s->scan->msg);
+                      s->rsp_st->scan.msg);
         return -1;
     }
     off += used;
@@ -1401,7 +1403,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     uint8_t last;
     int rc;
 
-    rc = scan_in(s->scan, in, *scan,
+    rc = scan_in(&s->rsp_st->scan, in, *scan,
                  min_sz(total - *scan, (size_t)s->stream_left), &used);
     *scan += used;
     s->stream_left -= used;
@@ -1409,7 +1411,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         return 0;
     }
     if (rc != KR_OK && !s->stream_rewrite &&
-        kr_s_stream_audit_undecodable(s, s->scan->msg)) {
+        kr_s_stream_audit_undecodable(s, s->rsp_st->scan.msg)) {
         /* issue 13: a Produce response its rules only audit fails open,
            as the held path does: the rest of the frame passes as it is */
         kr_s_stream_plain_end(s);
@@ -1418,7 +1420,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     if (rc != KR_OK) {
         kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
                       kr_s_api_name(s->stream_key), s->stream_ver, s->upname,
-                      s->scan->msg);
+                      s->rsp_st->scan.msg);
         return -1;
     }
     if (!s->stream_rewrite) {
@@ -1479,7 +1481,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                       "%s (in its tagged fields, which start at frame offset %"
                       PRIu64 ")", kr_s_api_name(s->stream_key), s->stream_ver,
                       s->upname, res.err[0] ? res.err : kr_status_str(rc),
-                      s->scan->off + KR_FRAME_PREFIX);
+                      s->rsp_st->scan.off + KR_FRAME_PREFIX);
         return -1;
     }
     KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, tail);
@@ -1722,7 +1724,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         e->metered |= KR_INF_M_UPSTREAM;
         kr_stats_observe_upstream(s->host->stats, now - e->sent_ms);
     }
-    if (s->rstream && e->rq != NULL && e->rq == s->rstream_rq) {
+    if (s->rstream && e->rq != NULL && e->rq == s->req_st->rq) {
         /* its audit line would lose what is still to come; a broker
            answers a request only once it has all of it */
         kr_s_close_up(s, KR_LOG_WARN, "upstream %s answered %s v%d "

@@ -1077,6 +1077,9 @@ START_TEST(forward_byte_exact)
     ck_assert_ptr_null(T.w->sessions->client.wev);
     ck_assert_ptr_null(T.w->sessions->up.wev);
     ck_assert_ptr_nonnull(T.w->sessions->up.wcb);
+    /* nothing streamed: no scanner state either way */
+    ck_assert_ptr_null(T.w->sessions->rsp_st);
+    ck_assert_ptr_null(T.w->sessions->req_st);
     free(req.b);
     free(exp.b);
 }
@@ -4872,6 +4875,10 @@ START_TEST(audit_produce_streamed)
     }
     ck_assert_int_eq(up_corked(), 0);       /* its last byte uncorked */
     ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
+    /* the scanner's state, made for it, stays for the next */
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_ptr_nonnull(T.w->sessions->req_st);
+    ck_assert(!T.w->sessions->rstream);
     if (_i == 4) {
         ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     } else {
