@@ -33,6 +33,7 @@
 #include "kr_audit.h"
 #include "kr_common.h"
 #include "kr_conn.h"
+#include "kr_frame.h"
 #include "kr_inflight.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
@@ -181,11 +182,11 @@ struct kr_session {
     } peer;
     char peer_host[48];
     uint16_t peer_port;
-    char client_id[64];                 /* the last non-null ClientId the
-                                           client sent (its printable
-                                           prefix, kr_req_hdr), kept while
-                                           there is an audit sink: close
-                                           lines */
+    char client_id[KR_FRAME_CLIENT_ID_MAX + 1]; /* the last non-null
+                                           ClientId the client sent (its
+                                           printable prefix, kr_req_hdr),
+                                           kept while there is an audit
+                                           sink: close lines */
     unsigned client_id_cut:1;           /* client_id is a prefix of a
                                            longer ClientId */
     unsigned audited:1;                 /* open line written */
@@ -342,15 +343,11 @@ struct kr_session {
                                            accept on a listener with
                                            proxy_protocol, freed once the
                                            header is done); else NULL */
-    union {                             /* proxied: the socket's peer (the
-                                           proxy), peer being the client
-                                           the header named */
-        struct sockaddr sa;
-        struct sockaddr_in in;
-        struct sockaddr_in6 in6;
-    } proxy_peer;
-    char proxy_host[48];
-    uint16_t proxy_port;
+    char *proxy_host;                   /* proxied: the socket's peer's
+                                           address (the proxy's; peer
+                                           being the client the header
+                                           named), malloc'd; else NULL */
+    uint16_t proxy_port;                /* ... and its port */
     unsigned proxied:1;                 /* a PROXY header named the client
                                            (not UNKNOWN nor LOCAL) */
     /* issue 10: krelay's own ApiVersions (kr_session_av.c; appended) */

@@ -160,7 +160,7 @@
  * the socket as kr_proxy_proto allows, never past its end; the rules,
  * the audit lines and the upstream wait for it, proxy_done, within
  * proxy_protocol_timeout_ms, T_PROXY; its source is the client's address
- * from then on, the proxy's kept in proxy_peer), then in client_preamble
+ * from then on, the proxy's kept in proxy_host), then in client_preamble
  * (the first-bytes sniff, which closes on "TLS handshake on a plaintext listener", and on
  * a TLS listener on plaintext Kafka or HTTP, and the like; the
  * transport's handshake), an upstream one its handshake once connect(2)
@@ -414,6 +414,7 @@ session_free(struct kr_session *s)
     kr_audit_memo_free(s->audit_memo);
     free(s->close_msg);
     free(s->principal);
+    free(s->proxy_host);
     kr_sasl_free(&s->sasl);
     if (s->sasl_srv != NULL) {
         kr_sasl_srv_free(s->sasl_srv);
@@ -1886,8 +1887,11 @@ proxy_done(struct kr_session *s)
     char was[64], now[64];
 
     if (pp->kind == KR_PP_PROXIED) {
-        memcpy(&s->proxy_peer, &s->peer, sizeof(s->proxy_peer));
-        memcpy(s->proxy_host, s->peer_host, sizeof(s->proxy_host));
+        s->proxy_host = strdup(s->peer_host);
+        if (s->proxy_host == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return;
+        }
         s->proxy_port = s->peer_port;
         kr_sockaddr_str(&s->peer.sa, s->peer.sa.sa_family == AF_INET6
                                          ? sizeof(s->peer.in6)
