@@ -256,15 +256,24 @@ struct kr_splice {
  */
 struct kr_conn {
     evutil_socket_t fd;                 /* -1 when closed */
+    uint32_t lowat;                     /* the socket's SO_RCVLOWAT as
+                                           kr_conn_want_bytes set it; 0 or
+                                           1: the default (every byte
+                                           wakes the reader) */
+    uint32_t rcvbuf;                    /* SO_RCVBUF when the mark was
+                                           last raised (its cap) */
+    uint32_t read_size;                 /* next read's size (adaptive,
+                                           16 KiB .. 256 KiB) */
     const struct kr_conn_ops *ops;
     void *xprt;                         /* transport state (TLS), NULL */
     struct event *rev;                  /* EV_READ|EV_PERSIST */
     struct event *wev;                  /* EV_WRITE|EV_PERSIST, NULL
                                            while none is needed */
+    event_callback_fn wcb;              /* wev's callback (its base, fd
+                                           and argument: rev's); NULL:
+                                           no events (kr_conn_events) */
     struct evbuffer *in;                /* read, not yet forwarded */
     struct evbuffer *out;               /* to be written */
-    size_t read_size;                   /* next read's size (adaptive,
-                                           16 KiB .. 256 KiB) */
     uint64_t bytes_in, bytes_out;       /* bytes read / written */
     unsigned corked:1;                  /* TCP_CORK set (kr_conn_cork) */
     unsigned reading:1;                 /* the owner wants to read */
@@ -274,6 +283,15 @@ struct kr_conn {
                                            written */
     unsigned rev_on:1;                  /* rev is added */
     unsigned wev_on:1;                  /* wev is added */
+    unsigned wev_keep:1;                /* wev was made once c was
+                                           connected: kept when removed */
+    unsigned wev_failed:1;              /* wev could not be made when it
+                                           was to be added (out of
+                                           memory): nothing waits for
+                                           writability; the owner closes
+                                           c (kr_conn_events) */
+    unsigned lowat_off:1;               /* setting SO_RCVLOWAT failed:
+                                           not tried again */
     uint8_t stage;                      /* enum kr_conn_stage */
     uint8_t want;                       /* enum kr_conn_want: set by the
                                            transport step that returned
@@ -291,7 +309,6 @@ struct kr_conn {
                                            certificate checks; malloc'd,
                                            freed by kr_conn_free_buffers;
                                            NULL or "": none */
-    /* issue 8 (appended) */
     void *xprt_ctx;                     /* what the owner gives the
                                            transport before kr_conn_open
                                            (TLS: its struct kr_tls_ctx,
@@ -300,24 +317,6 @@ struct kr_conn {
                                            send them (TLS: small chains
                                            coalesced into one record); the
                                            owner takes and zeroes it */
-    uint32_t lowat;                     /* the socket's SO_RCVLOWAT as
-                                           kr_conn_want_bytes set it; 0 or
-                                           1: the default (every byte
-                                           wakes the reader) */
-    uint32_t rcvbuf;                    /* SO_RCVBUF when the mark was
-                                           last raised (its cap) */
-    unsigned lowat_off:1;               /* setting SO_RCVLOWAT failed:
-                                           not tried again */
-    unsigned wev_failed:1;              /* wev could not be made when it
-                                           was to be added (out of
-                                           memory): nothing waits for
-                                           writability; the owner closes
-                                           c (kr_conn_events) */
-    unsigned wev_keep:1;                /* wev was made once c was
-                                           connected: kept when removed */
-    event_callback_fn wcb;              /* wev's callback (its base, fd
-                                           and argument: rev's); NULL:
-                                           no events (kr_conn_events) */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
