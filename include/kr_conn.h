@@ -248,18 +248,32 @@ struct kr_splice {
  * rev and wev are added follows from that, from the stage and from what
  * the transport's last read, write or handshake step asked for
  * (rd_want, wr_want, hs_want): a read that waits for writability adds
- * wev, and the owner's wev callback reads.
+ * wev, and the owner's wev callback reads.  wev is made the first time
+ * it is to be added (kr_conn_events) and kept from then on once c is
+ * connected; one made before (for connect(2), a handshake step) is freed
+ * when removed.  A connection that never waited to write once connected
+ * (most clients; every idle one) keeps no write event.
  */
 struct kr_conn {
     evutil_socket_t fd;                 /* -1 when closed */
+    uint32_t lowat;                     /* the socket's SO_RCVLOWAT as
+                                           kr_conn_want_bytes set it; 0 or
+                                           1: the default (every byte
+                                           wakes the reader) */
+    uint32_t rcvbuf;                    /* SO_RCVBUF when the mark was
+                                           last raised (its cap) */
+    uint32_t read_size;                 /* next read's size (adaptive,
+                                           16 KiB .. 256 KiB) */
     const struct kr_conn_ops *ops;
     void *xprt;                         /* transport state (TLS), NULL */
     struct event *rev;                  /* EV_READ|EV_PERSIST */
-    struct event *wev;                  /* EV_WRITE|EV_PERSIST */
+    struct event *wev;                  /* EV_WRITE|EV_PERSIST, NULL
+                                           while none is needed */
+    event_callback_fn wcb;              /* wev's callback (its base, fd
+                                           and argument: rev's); NULL:
+                                           no events (kr_conn_events) */
     struct evbuffer *in;                /* read, not yet forwarded */
     struct evbuffer *out;               /* to be written */
-    size_t read_size;                   /* next read's size (adaptive,
-                                           16 KiB .. 256 KiB) */
     uint64_t bytes_in, bytes_out;       /* bytes read / written */
     unsigned corked:1;                  /* TCP_CORK set (kr_conn_cork) */
     unsigned reading:1;                 /* the owner wants to read */
@@ -269,6 +283,15 @@ struct kr_conn {
                                            written */
     unsigned rev_on:1;                  /* rev is added */
     unsigned wev_on:1;                  /* wev is added */
+    unsigned wev_keep:1;                /* wev was made once c was
+                                           connected: kept when removed */
+    unsigned wev_failed:1;              /* wev could not be made when it
+                                           was to be added (out of
+                                           memory): nothing waits for
+                                           writability; the owner closes
+                                           c (kr_conn_events) */
+    unsigned lowat_off:1;               /* setting SO_RCVLOWAT failed:
+                                           not tried again */
     uint8_t stage;                      /* enum kr_conn_stage */
     uint8_t want;                       /* enum kr_conn_want: set by the
                                            transport step that returned
@@ -286,7 +309,6 @@ struct kr_conn {
                                            certificate checks; malloc'd,
                                            freed by kr_conn_free_buffers;
                                            NULL or "": none */
-    /* issue 8 (appended) */
     void *xprt_ctx;                     /* what the owner gives the
                                            transport before kr_conn_open
                                            (TLS: its struct kr_tls_ctx,
@@ -295,14 +317,6 @@ struct kr_conn {
                                            send them (TLS: small chains
                                            coalesced into one record); the
                                            owner takes and zeroes it */
-    uint32_t lowat;                     /* the socket's SO_RCVLOWAT as
-                                           kr_conn_want_bytes set it; 0 or
-                                           1: the default (every byte
-                                           wakes the reader) */
-    uint32_t rcvbuf;                    /* SO_RCVBUF when the mark was
-                                           last raised (its cap) */
-    unsigned lowat_off:1;               /* setting SO_RCVLOWAT failed:
-                                           not tried again */
 };
 
 /* Is errno value e "try again later" (EAGAIN, EWOULDBLOCK, EINTR)? */
@@ -330,6 +344,20 @@ void kr_conn_init(struct kr_conn *c);
  */
 int kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
                  const struct kr_conn_ops *ops) KR_MUST_CHECK;
+
+/*
+ * c's events on base (after kr_conn_open), both with argument arg: rev
+ * (EV_READ|EV_PERSIST, callback rcb) now, wev (EV_WRITE|EV_PERSIST, wcb)
+ * when it is to be added (struct kr_conn: kept from the first time c is
+ * connected).  Until this call kr_conn_set_reading and _writing do
+ * nothing.  Should wev then fail to be made (out of memory),
+ * c->wev_failed is set and stays: the owner checks it after its calls
+ * and closes c (nothing would wake the writer).  Returns KR_OK, or
+ * KR_ENOMEM (c has no events).
+ */
+int kr_conn_events(struct kr_conn *c, struct event_base *base,
+                   event_callback_fn rcb, event_callback_fn wcb,
+                   void *arg) KR_MUST_CHECK;
 
 /*
  * Free the events, release the transport and close the fd; the buffers

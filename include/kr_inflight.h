@@ -81,6 +81,16 @@ struct kr_inflight {
 };
 
 /*
+ * The first ring's entries.  Two, not more: a client that waits for each
+ * response before its next request (most connections, and every idle
+ * one after its ApiVersions and Metadata) never needs a third, and an
+ * idle connection keeps its ring (2 x 48 bytes, not 8 x 48); a client
+ * that pipelines grows it by doubling, once per size in the
+ * connection's life, not per request.
+ */
+#define KR_INFLIGHT_CAP0 2
+
+/*
  * The ring.  Zero-initialised it is an empty FIFO; entries are stored by
  * value (rq pointers are the session's to free).  head_since_ms: when the
  * head entry became the head (monotonic ms), for the request timeout.
@@ -95,7 +105,8 @@ struct kr_inflight_fifo {
 };
 
 /*
- * Append a copy of e at the tail, growing the ring (8, then doubling).
+ * Append a copy of e at the tail, growing the ring (KR_INFLIGHT_CAP0
+ * entries, then doubling; it never shrinks).
  * The first entry of an empty FIFO starts head_since_ms at e->sent_ms.
  * Returns KR_OK or KR_ENOMEM (f unchanged).
  */

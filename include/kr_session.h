@@ -33,6 +33,7 @@
 #include "kr_audit.h"
 #include "kr_common.h"
 #include "kr_conn.h"
+#include "kr_frame.h"
 #include "kr_inflight.h"
 #include "kr_rewrite.h"
 #include "kr_rule.h"
@@ -45,6 +46,8 @@ struct kr_listener;
 struct kr_conf_ref;
 struct kr_resolve;
 struct kr_rq;
+struct kr_s_rsp_stream;
+struct kr_s_req_stream;
 struct kr_s_sw;
 struct kr_scan;
 struct kr_pp;
@@ -64,6 +67,12 @@ struct kr_session_host {
                                            NULL */
     uint8_t *scratch;                   /* KR_FRAME_PEEK_MAX + 4 bytes for
                                            header peeks */
+    struct evbuffer *hold;              /* empty between callbacks: a
+                                           response frame held while it is
+                                           looked at (kr_s_hold_take), one
+                                           for the worker's sessions, not
+                                           one each */
+    bool hold_busy;                     /* hold is taken */
     struct kr_session **sessions;       /* the list of open sessions */
     struct kr_pipe_pool *pipes;         /* splice(2) pipes */
     struct kr_stats *stats;             /* the worker's counters */
@@ -124,12 +133,13 @@ struct kr_session {
     uint64_t rsp_drop;                  /* bytes of a dropped response
                                            (to an Acks=0 Produce) still
                                            to discard */
-    struct evbuffer *hold;              /* a held response payload */
     uint64_t stream_left;               /* streamed response: payload
                                            bytes not yet scanned (then:
                                            its tail, held) */
-    struct kr_scan *scan;               /* its scanner (kr_scan.h),
-                                           malloc'd at the first one */
+    struct kr_s_rsp_stream *rsp_st;     /* its scanner and, for its
+                                           audit line, its request's state
+                                           (kr_session_int.h; malloc'd at
+                                           the first one, then kept) */
     int16_t stream_key, stream_ver;     /* its ApiKey and ApiVersion */
 
     struct kr_inflight_fifo fifo;       /* requests owed a response */
@@ -172,11 +182,11 @@ struct kr_session {
     } peer;
     char peer_host[48];
     uint16_t peer_port;
-    char client_id[64];                 /* the last non-null ClientId the
-                                           client sent (its printable
-                                           prefix, kr_req_hdr), kept while
-                                           there is an audit sink: close
-                                           lines */
+    char client_id[KR_FRAME_CLIENT_ID_MAX + 1]; /* the last non-null
+                                           ClientId the client sent (its
+                                           printable prefix, kr_req_hdr),
+                                           kept while there is an audit
+                                           sink: close lines */
     unsigned client_id_cut:1;           /* client_id is a prefix of a
                                            longer ClientId */
     unsigned audited:1;                 /* open line written */
@@ -261,38 +271,18 @@ struct kr_session {
     struct kr_audit_memo *audit_memo;   /* its audit lines' peer keys as
                                            rendered (kr_audit_memo_new at
                                            its first line; NULL: none) */
-    struct kr_rq *stream_rq;            /* the streamed response's rule
-                                           state when its audit line is
-                                           built from the scanner
-                                           (kr_analyse_rsp_scan_only) */
-    struct kr_inflight stream_e;        /* its request's entry */
-    struct kr_audit_scan stream_as;     /* the scanner's observer state */
-    uint64_t stream_bytes;              /* its size with prefix */
-    uint64_t stream_first;              /* client.bytes_out when its first
-                                           byte goes out: the bytes the
-                                           client got of it are those
-                                           beyond */
-    int64_t stream_up_us;               /* the upstream's time, to its
-                                           first byte */
     unsigned stream_rewrite:1;          /* its tail is rewritten
                                            (kr_rewrite_streamable); else
                                            the tail passes as it is */
     /* a Produce request streamed for its audit line (kr_s_rstream_*):
-       it goes cut-through (req_remain) while rscan walks it */
+       it goes cut-through (req_remain) while req_st's scanner walks it */
     unsigned rstream:1;                 /* under way */
-    unsigned rstream_own:1;             /* rstream_req is the session's
+    unsigned rstream_own:1;             /* req_st->req is the session's
                                            (Acks=0: no entry holds it) */
-    uint32_t rstream_prefix;            /* size-prefix bytes still to pass
-                                           before the scanner's payload */
-    struct kr_scan *rscan;              /* its scanner (malloc'd at the
-                                           first use, NULL before) */
-    struct kr_an_req *rstream_req;      /* its rule state: its FIFO
-                                           entry's (borrowed), or its own */
-    struct kr_rq *rstream_rq;           /* the entry's record (NULL:
-                                           Acks=0) */
-    struct kr_inflight rstream_e;       /* the entry, for Acks=0's line */
-    struct kr_audit_scan rstream_as;    /* the observer; owns the capture
-                                           until the walk ends */
+    struct kr_s_req_stream *req_st;     /* its scanner and state
+                                           (kr_session_int.h; malloc'd at
+                                           the first use, then kept; NULL
+                                           before) */
     /* issue 8: TLS (appended) */
     unsigned client_tls:1;              /* the client speaks TLS (a
                                            listener with ssl): the upstream
@@ -353,15 +343,11 @@ struct kr_session {
                                            accept on a listener with
                                            proxy_protocol, freed once the
                                            header is done); else NULL */
-    union {                             /* proxied: the socket's peer (the
-                                           proxy), peer being the client
-                                           the header named */
-        struct sockaddr sa;
-        struct sockaddr_in in;
-        struct sockaddr_in6 in6;
-    } proxy_peer;
-    char proxy_host[48];
-    uint16_t proxy_port;
+    char *proxy_host;                   /* proxied: the socket's peer's
+                                           address (the proxy's; peer
+                                           being the client the header
+                                           named), malloc'd; else NULL */
+    uint16_t proxy_port;                /* ... and its port */
     unsigned proxied:1;                 /* a PROXY header named the client
                                            (not UNKNOWN nor LOCAL) */
     /* issue 10: krelay's own ApiVersions (kr_session_av.c; appended) */

@@ -129,11 +129,29 @@ conn_sync(struct kr_conn *c)
         }
         c->rev_on = r;
     }
-    if (c->wev != NULL && (bool)c->wev_on != w) {
+    if (c->wcb != NULL && (bool)c->wev_on != w) {
+        if (w && c->wev == NULL) {
+            /* the first wait for writability since c connected: an
+               event for it from now on (once per connection, never per
+               write); one made for connect(2) or a handshake step goes
+               when it is removed */
+            c->wev = event_new(event_get_base(c->rev), c->fd,
+                               EV_WRITE | EV_PERSIST, c->wcb,
+                               event_get_callback_arg(c->rev));
+            if (c->wev == NULL) {
+                c->wev_failed = 1;
+                errno = e;
+                return;
+            }
+            c->wev_keep = c->connected;
+        }
         if (w) {
             event_add(c->wev, NULL);
-        } else {
+        } else if (c->wev_keep) {
             event_del(c->wev);
+        } else {
+            event_free(c->wev);         /* also from its own callback */
+            c->wev = NULL;
         }
         c->wev_on = w;
     }
@@ -158,7 +176,7 @@ kr_conn_set_reading(struct kr_conn *c, bool on)
 void
 kr_conn_set_writing(struct kr_conn *c, bool on)
 {
-    if (c->wev == NULL || (bool)c->writing == on) {
+    if (c->wcb == NULL || (bool)c->writing == on) {
         return;
     }
     c->writing = on;
@@ -270,6 +288,7 @@ kr_conn_open(struct kr_conn *c, evutil_socket_t fd,
     c->ops = ops != NULL ? ops : &kr_conn_tcp_ops;
     c->lowat = c->rcvbuf = 0;           /* a new socket's defaults */
     c->lowat_off = 0;
+    c->wev_failed = 0;
     if (c->ops->open != NULL && c->ops->open(c) != 0) {
         return KR_ERROR;
     }
@@ -286,6 +305,18 @@ kr_conn_shutdown_write(struct kr_conn *c)
     return shutdown(c->fd, SHUT_WR);
 }
 
+int
+kr_conn_events(struct kr_conn *c, struct event_base *base,
+               event_callback_fn rcb, event_callback_fn wcb, void *arg)
+{
+    c->rev = event_new(base, c->fd, EV_READ | EV_PERSIST, rcb, arg);
+    if (c->rev == NULL) {
+        return KR_ENOMEM;
+    }
+    c->wcb = wcb;
+    return KR_OK;
+}
+
 void
 kr_conn_close(struct kr_conn *c)
 {
@@ -297,6 +328,8 @@ kr_conn_close(struct kr_conn *c)
         event_free(c->wev);
         c->wev = NULL;
     }
+    c->wcb = NULL;
+    c->wev_keep = 0;
     c->reading = c->writing = 0;
     c->rev_on = c->wev_on = 0;
     if (c->fd >= 0) {

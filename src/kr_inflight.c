@@ -12,7 +12,7 @@ int
 kr_inflight_push(struct kr_inflight_fifo *f, const struct kr_inflight *e)
 {
     if (f->len == f->cap) {
-        uint32_t cap = f->cap ? f->cap * 2 : 8, i;
+        uint32_t cap = f->cap ? f->cap * 2 : KR_INFLIGHT_CAP0, i;
         struct kr_inflight *r = malloc(cap * sizeof(*r));
 
         if (r == NULL) {

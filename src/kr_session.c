@@ -47,7 +47,8 @@
  *                      |                (i) rsp_hold? (kr_rewrite_wants)
  *                      |                     no: cut-through (rsp_remain)
  *                      |                     yes: wait for the whole frame,
- *                      |                          move it to s->hold,
+ *                      |                          move it to a held
+ *                      |                          buffer (kr_s_hold_take),
  *                      +------ kr_rewrite_response(hold -> client.out)
  *                                       (j) fifo_pop; SaslHandshake v0 OK
  *                                           -> raw SASL token frames
@@ -70,7 +71,7 @@
  *   audit line) into rq->out with a release time (fault latency, enforce
  *   hold), except a Fetch response its rules only audit (issue 14): at
  *   the FIFO head it streams as in (i), its rule state moved to the
- *   session (stream_rq) and its audit line built from what kr_scan's
+ *   session (rsp_st->rq) and its audit line built from what kr_scan's
  *   observer saw (kr_s_stream_audit_start/end; cut by the close: written
  *   then, as are the lines of audited requests still in the FIFO,
  *   kr_s_audit_unfinished); flush_ready moves ready
@@ -160,7 +161,7 @@
  * the socket as kr_proxy_proto allows, never past its end; the rules,
  * the audit lines and the upstream wait for it, proxy_done, within
  * proxy_protocol_timeout_ms, T_PROXY; its source is the client's address
- * from then on, the proxy's kept in proxy_peer), then in client_preamble
+ * from then on, the proxy's kept in proxy_host), then in client_preamble
  * (the first-bytes sniff, which closes on "TLS handshake on a plaintext listener", and on
  * a TLS listener on plaintext Kafka or HTTP, and the like; the
  * transport's handshake), an upstream one its handshake once connect(2)
@@ -384,9 +385,6 @@ session_free(struct kr_session *s)
 {
     kr_conn_free_buffers(&s->client);
     kr_conn_free_buffers(&s->up);
-    if (s->hold != NULL) {
-        evbuffer_free(s->hold);
-    }
     if (s->rq_payload != NULL) {
         evbuffer_free(s->rq_payload);
     }
@@ -408,13 +406,17 @@ session_free(struct kr_session *s)
     kr_s_orig_free(s);
     kr_s_av_free(s);
     free(s->pp);
-    kr_s_rq_free(s->stream_rq);
+    if (s->rsp_st != NULL) {
+        kr_s_rq_free(s->rsp_st->rq);
+        free(s->rsp_st);
+    }
     kr_s_rstream_drop(s);
-    free(s->rscan);
+    free(s->req_st);
     kr_s_sw_put(s->sw);
     kr_audit_memo_free(s->audit_memo);
     free(s->close_msg);
     free(s->principal);
+    free(s->proxy_host);
     kr_sasl_free(&s->sasl);
     if (s->sasl_srv != NULL) {
         kr_sasl_srv_free(s->sasl_srv);
@@ -424,7 +426,6 @@ session_free(struct kr_session *s)
     free(s->legacy_conf);
     free(s->enforced);
     free(s->av);
-    free(s->scan);
     kr_inflight_free(&s->fifo);
     if (s->cref != NULL) {
         kr_conf_ref_put(s->cref);
@@ -436,9 +437,43 @@ session_free(struct kr_session *s)
 void
 kr_s_leave(struct kr_session *s)
 {
+    if (s->depth == 1 && !s->dead &&
+        (s->client.wev_failed || s->up.wev_failed)) {
+        /* a write event could not be made (kr_conn_events): nothing
+           would wake the writer */
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+    }
     if (--s->depth == 0 && s->dead) {
         session_free(s);
     }
+}
+
+struct evbuffer *
+kr_s_hold_take(struct kr_session *s)
+{
+    struct kr_session_host *h = s->host;
+
+    if (h->hold != NULL && !h->hold_busy) {
+        h->hold_busy = true;
+        return h->hold;
+    }
+    return evbuffer_new();
+}
+
+void
+kr_s_hold_put(struct kr_session *s, struct evbuffer *b)
+{
+    struct kr_session_host *h = s->host;
+
+    if (b == NULL) {
+        return;
+    }
+    if (b != h->hold) {
+        evbuffer_free(b);
+        return;
+    }
+    evbuffer_drain(b, evbuffer_get_length(b));
+    h->hold_busy = false;
 }
 
 /* ---- in-flight FIFO (kr_inflight.h) -------------------------------------- */
@@ -1355,7 +1390,8 @@ up_lane_try(struct kr_session *s)
     }
     /* a streamed request: the value its scanner skips next */
     run = !s->rstream ? s->req_remain
-          : s->rstream_prefix == 0 ? kr_scan_skippable(s->rscan) : 0;
+          : s->req_st->prefix == 0 ? kr_scan_skippable(&s->req_st->scan)
+                                   : 0;
     if (run > 0) {
         (void)lane_begin(s, &s->upl, &s->client, &s->up, run);
     }
@@ -1376,7 +1412,7 @@ dn_lane_try(struct kr_session *s)
         return;
     }
     if (s->streaming) {
-        run = s->scan != NULL ? kr_scan_skippable(s->scan) : 0;
+        run = s->rsp_st != NULL ? kr_scan_skippable(&s->rsp_st->scan) : 0;
     } else {
         run = s->rsp_remain;
     }
@@ -1859,8 +1895,11 @@ proxy_done(struct kr_session *s)
     char was[64], now[64];
 
     if (pp->kind == KR_PP_PROXIED) {
-        memcpy(&s->proxy_peer, &s->peer, sizeof(s->proxy_peer));
-        memcpy(s->proxy_host, s->peer_host, sizeof(s->proxy_host));
+        s->proxy_host = strdup(s->peer_host);
+        if (s->proxy_host == NULL) {
+            kr_session_close(s, KR_LOG_ERROR, "out of memory");
+            return;
+        }
         s->proxy_port = s->peer_port;
         kr_sockaddr_str(&s->peer.sa, s->peer.sa.sa_family == AF_INET6
                                          ? sizeof(s->peer.in6)
@@ -2180,11 +2219,11 @@ dn_spliced(struct kr_session *s, size_t n)
         int rc;
 
         s->stream_left -= n;
-        rc = kr_scan_skip(s->scan, n);
+        rc = kr_scan_skip(&s->rsp_st->scan, n);
         if (rc == KR_EPROTO) {
             kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: "
                           "%s", kr_s_api_name(s->stream_key), s->stream_ver,
-                          s->upname, s->scan->msg);
+                          s->upname, s->rsp_st->scan.msg);
             return -1;
         }
         if (rc == KR_OK && !s->stream_rewrite) {
@@ -2427,9 +2466,8 @@ up_connect(struct kr_session *s, const struct sockaddr *sa, socklen_t salen)
     kr_log_debug("[%s] connecting to upstream %s (host name \"%s\", %s "
                  "transport)", s->name, s->upname,
                  s->up.host != NULL ? s->up.host : "", s->up.ops->name);
-    s->up.rev = event_new(base, fd, EV_READ | EV_PERSIST, up_read_cb, s);
-    s->up.wev = event_new(base, fd, EV_WRITE | EV_PERSIST, up_write_cb, s);
-    if (s->up.rev == NULL || s->up.wev == NULL) {
+    if (kr_conn_events(&s->up, base, up_read_cb, up_write_cb, s) !=
+        KR_OK) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         return;
     }
@@ -2589,7 +2627,7 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
 {
     struct kr_session *s;
     char peer[64];
-    int on = 1, xrc, xerr;
+    int on = 1, xrc, xerr, ev_rc;
     bool term_ok;
 
     s = calloc(1, sizeof(*s));
@@ -2631,7 +2669,6 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
             s->client.stage = KR_STAGE_PROXY;
         }
     }
-    s->hold = evbuffer_new();
     s->timer = evtimer_new(host->base, timer_cb, s);
     if (salen <= sizeof(s->peer)) {
         memcpy(&s->peer, sa, salen);
@@ -2641,10 +2678,8 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     if (s->rng == 0) {
         s->rng = 1;
     }
-    s->client.rev = event_new(host->base, fd, EV_READ | EV_PERSIST,
-                              client_read_cb, s);
-    s->client.wev = event_new(host->base, fd, EV_WRITE | EV_PERSIST,
-                              client_write_cb, s);
+    ev_rc = kr_conn_events(&s->client, host->base, client_read_cb,
+                           client_write_cb, s);
     kr_sockaddr_str(sa, salen, peer, sizeof(peer));
     peer_split(sa, s->peer_host, sizeof(s->peer_host), &s->peer_port);
     snprintf(s->name, sizeof(s->name), "%s %s > %s", s->conn_id, peer,
@@ -2674,8 +2709,8 @@ kr_session_new(struct kr_session_host *host, struct kr_group *g,
     KR_STAT_INC(host->stats, conn_accepted);
     s->depth++;
     if (s->client.in == NULL || s->client.out == NULL || s->up.in == NULL ||
-        s->up.out == NULL || s->hold == NULL || s->timer == NULL ||
-        s->client.rev == NULL || s->client.wev == NULL || !term_ok ||
+        s->up.out == NULL || s->timer == NULL ||
+        ev_rc != KR_OK || !term_ok ||
         (s->lc->proxy_protocol != 0 && s->pp == NULL)) {
         kr_session_close(s, KR_LOG_ERROR, "out of memory");
         kr_s_leave(s);

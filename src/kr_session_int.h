@@ -11,7 +11,8 @@
  * kr_session_rounds.c (a split legacy Produce's rounds, one at a time),
  * kr_session_sasl.c (SASL origination) and kr_session_saslterm.c (SASL
  * termination).  Their shared functions carry the module's private
- * prefix kr_s_; nothing outside src/kr_session*.c includes this.
+ * prefix kr_s_; nothing outside src/kr_session*.c includes this (but
+ * tests/unit/check_session.c, for kr_s_hold_take's sharing).
  */
 #ifndef KR_SESSION_INT_H
 #define KR_SESSION_INT_H
@@ -26,6 +27,7 @@
 #include "kr_frame.h"
 #include "kr_inflight.h"
 #include "kr_rule.h"
+#include "kr_scan.h"
 #include "kr_session.h"
 #include "kr_stats.h"
 #include "kr_upstream.h"
@@ -192,6 +194,61 @@ void kr_s_close_hold(struct kr_session *s, int64_t until_ms,
    stack. */
 void kr_s_leave(struct kr_session *s);
 
+/*
+ * A streamed response (s->streaming): its scanner and, when its audit line
+ * is built from what the scanner sees (kr_s_stream_audit_start), what the
+ * held path would have kept.  Made at the connection's first streamed
+ * response and kept for the next (an idle connection, or one that never
+ * streams, carries none of it).
+ */
+struct kr_s_rsp_stream {
+    struct kr_scan scan;
+    struct kr_rq *rq;                   /* the response's rule state when
+                                           its audit line is built from
+                                           the scanner
+                                           (kr_analyse_rsp_scan_only);
+                                           NULL: none */
+    struct kr_inflight e;               /* its request's entry */
+    struct kr_audit_scan as;            /* the scanner's observer state */
+    uint64_t bytes;                     /* its size with prefix */
+    uint64_t first;                     /* client.bytes_out when its first
+                                           byte goes out: the bytes the
+                                           client got of it are those
+                                           beyond */
+    int64_t up_us;                      /* the upstream's time, to its
+                                           first byte */
+};
+
+/*
+ * A Produce request streamed for its audit line (s->rstream,
+ * kr_s_rstream_*): its scanner and state.  Made at the first such request
+ * and kept for the next.
+ */
+struct kr_s_req_stream {
+    struct kr_scan scan;
+    uint32_t prefix;                    /* size-prefix bytes still to pass
+                                           before the scanner's payload */
+    struct kr_an_req *req;              /* its rule state: its FIFO
+                                           entry's (borrowed), or its own
+                                           (s->rstream_own) */
+    struct kr_rq *rq;                   /* the entry's record (NULL:
+                                           Acks=0) */
+    struct kr_inflight e;               /* the entry, for Acks=0's line */
+    struct kr_audit_scan as;            /* the observer; owns the capture
+                                           until the walk ends */
+};
+
+/*
+ * An empty evbuffer for a response frame held while it is looked at
+ * (moved out of up.in, learned from, rewritten or decoded, and gone from
+ * it before the caller returns): the worker's (host->hold: an idle
+ * session keeps none of its own), or when a caller up the stack has that
+ * one, a new one.  NULL: out of memory.  Give it back with
+ * kr_s_hold_put (NULL is a no-op), whatever it still holds.
+ */
+struct evbuffer *kr_s_hold_take(struct kr_session *s);
+void kr_s_hold_put(struct kr_session *s, struct evbuffer *b);
+
 /* "Fetch", or "ApiKey?" for log lines. */
 const char *kr_s_api_name(int16_t key);
 
@@ -247,8 +304,8 @@ void kr_s_rq_free(struct kr_rq *rq);
 /*
  * The Produce request frame at offset off of in (flen payload bytes,
  * header h; expect: not Acks=0) has rule slot slot: may it stream
- * (kr_rule_eval_header)?  With RSTREAM_STREAM, s->rscan is set up for
- * its payload, entry *e gets its rule state (expect), s->rstream is on;
+ * (kr_rule_eval_header)?  With RSTREAM_STREAM, s->req_st's scanner is
+ * set up for its payload, entry *e gets its rule state (expect), s->rstream is on;
  * the caller forwards the frame cut-through (req_remain), passing every
  * byte of it through kr_s_rstream_feed or kr_s_rstream_skip.
  */
@@ -260,7 +317,7 @@ enum rstream_outcome kr_s_rstream_begin(struct kr_session *s,
                                         struct kr_inflight *e);
 /*
  * The scanner of the streamed request ended (rc KR_OK: walked whole;
- * KR_EPROTO: the request does not decode, s->rscan->msg says why): its
+ * KR_EPROTO: the request does not decode, its msg says why): its
  * capture goes to its rule state, an Acks=0 one's line is written.
  * s->rstream is off after it.
  */
@@ -301,9 +358,10 @@ void kr_s_note_client_software(struct kr_session *s, struct evbuffer *in,
                                size_t off, size_t flen);
 
 /* May e's response stream by with its audit line built from the
-   scanner (kr_analyse_rsp_scan_only)?  Then, with s->scan initialised for
-   it: its rule state moves from entry e (flen payload bytes) to the
-   session (stream_rq, stream_e) and the scanner watches for the line;
+   scanner (kr_analyse_rsp_scan_only)?  Then, with s->rsp_st's scanner
+   initialised for it: its rule state moves from entry e (flen payload
+   bytes) to the session (s->rsp_st: rq, e) and the scanner watches for
+   the line;
    ahead: the bytes still owed to the client before the response's first
    (client.out, the splice lane, earlier frames in up.in).  Once it went
    through, kr_s_stream_audit_end writes the line (rewritten: its tail's

@@ -580,14 +580,14 @@ static int scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off,
 static void
 rstream_feed(struct kr_session *s, struct evbuffer *in, size_t off, size_t n)
 {
-    size_t pre = min_sz(n, s->rstream_prefix), used;
+    size_t pre = min_sz(n, s->req_st->prefix), used;
     int rc;
 
-    s->rstream_prefix -= (uint32_t)pre;
+    s->req_st->prefix -= (uint32_t)pre;
     if (n == pre) {
         return;
     }
-    rc = scan_in(s->rscan, in, off + pre, n - pre, &used);
+    rc = scan_in(&s->req_st->scan, in, off + pre, n - pre, &used);
     if (rc != KR_AGAIN) {
         kr_s_rstream_end(s, rc);
     }
@@ -1195,24 +1195,29 @@ static int
 held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
 {
     struct kr_rewrite_result res;
+    struct evbuffer *hold = kr_s_hold_take(s);
     int rc;
 
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
-    evbuffer_remove_buffer(s->up.in, s->hold, flen);
+    evbuffer_remove_buffer(s->up.in, hold, flen);
     kr_s_fifo_pop(s);
     if (key == KR_API_API_VERSIONS) {
-        kr_s_learn_apiversions(s, ver, s->hold);
+        kr_s_learn_apiversions(s, ver, hold);
     }
     memset(&res, 0, sizeof(res));
     /* no rules here: its ErrorCodes are counted from the rewrite's tree
        (next_response left them) */
-    rc = kr_rewrite_response_observed(&s->rw, key, ver, s->hold,
+    rc = kr_rewrite_response_observed(&s->rw, key, ver, hold,
                                       s->client.out, &res,
                                       kr_s_errors_by_rewrite(key, ver)
                                           ? kr_s_count_errors_cb
                                           : NULL,
                                       s);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (rc == KR_ELIMIT && res.bad_node_id >= 0) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response names NodeId %d, "
                       "outside this listener's node_id_min..node_id_max "
@@ -1245,7 +1250,7 @@ held_response(struct kr_session *s, int16_t key, int16_t ver, size_t flen)
 }
 
 /*
- * Feed s->scan at most n bytes of in from offset off, without copying
+ * Feed sc at most n bytes of in from offset off, without copying
  * them; *used gets how many it consumed.  Returns the scanner's status
  * (KR_AGAIN when it wants more than those n bytes).
  */
@@ -1279,17 +1284,19 @@ scan_in(struct kr_scan *sc, struct evbuffer *in, size_t off, size_t n,
     return rc;
 }
 
-/* s->scan, allocated at the first use; NULL when closed (out of memory). */
+/* s->rsp_st's scanner, made at the first use (then kept); NULL when
+   closed (out of memory). */
 static struct kr_scan *
 scanner(struct kr_session *s)
 {
-    if (s->scan == NULL) {
-        s->scan = malloc(sizeof(*s->scan));
-        if (s->scan == NULL) {
+    if (s->rsp_st == NULL) {
+        s->rsp_st = calloc(1, sizeof(*s->rsp_st));
+        if (s->rsp_st == NULL) {
             kr_s_close_up(s, KR_LOG_ERROR, "out of memory (response scanner)");
+            return NULL;
         }
     }
-    return s->scan;
+    return &s->rsp_st->scan;
 }
 
 /*
@@ -1313,8 +1320,8 @@ stream_start(struct kr_session *s, struct kr_inflight *e, size_t flen,
     if (scanner(s) == NULL) {
         return -1;
     }
-    if (kr_scan_init(s->scan, e->api_key, e->api_version, true, flen) !=
-        KR_OK) {
+    if (kr_scan_init(&s->rsp_st->scan, e->api_key, e->api_version, true,
+                     flen) != KR_OK) {
         if (audit) {
             return 1;
         }
@@ -1360,9 +1367,9 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
     if (scanner(s) == NULL) {
         return -1;
     }
-    rc = kr_scan_init(s->scan, e->api_key, e->api_version, true, flen);
+    rc = kr_scan_init(&s->rsp_st->scan, e->api_key, e->api_version, true, flen);
     if (rc == KR_OK) {
-        rc = scan_in(s->scan, in, off, flen, &used);
+        rc = scan_in(&s->rsp_st->scan, in, off, flen, &used);
     }
     if (rc == KR_AGAIN) {
         return 0;                       /* let the held path judge it */
@@ -1370,7 +1377,7 @@ no_tags(struct kr_session *s, const struct kr_inflight *e,
     if (rc != KR_OK) {
         kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
                       kr_s_api_name(e->api_key), e->api_version, s->upname,
-                      s->scan->msg);
+                      s->rsp_st->scan.msg);
         return -1;
     }
     off += used;
@@ -1394,11 +1401,12 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
 {
     struct kr_rewrite_result res;
     struct evbuffer_ptr ptr;
+    struct evbuffer *hold;
     size_t used, tail;
     uint8_t last;
     int rc;
 
-    rc = scan_in(s->scan, in, *scan,
+    rc = scan_in(&s->rsp_st->scan, in, *scan,
                  min_sz(total - *scan, (size_t)s->stream_left), &used);
     *scan += used;
     s->stream_left -= used;
@@ -1406,7 +1414,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         return 0;
     }
     if (rc != KR_OK && !s->stream_rewrite &&
-        kr_s_stream_audit_undecodable(s, s->scan->msg)) {
+        kr_s_stream_audit_undecodable(s, s->rsp_st->scan.msg)) {
         /* issue 13: a Produce response its rules only audit fails open,
            as the held path does: the rest of the frame passes as it is */
         kr_s_stream_plain_end(s);
@@ -1415,7 +1423,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
     if (rc != KR_OK) {
         kr_s_close_up(s, KR_LOG_WARN, "malformed %s v%d response from %s: %s",
                       kr_s_api_name(s->stream_key), s->stream_ver, s->upname,
-                      s->scan->msg);
+                      s->rsp_st->scan.msg);
         return -1;
     }
     if (!s->stream_rewrite) {
@@ -1444,13 +1452,17 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
         kr_s_stream_audit_end(s, false);
         return 1;
     }
+    if ((hold = kr_s_hold_take(s)) == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, *scan);
     move_bytes(s, in, s->client.out, *scan);
     *scan = 0;
-    evbuffer_remove_buffer(in, s->hold, tail);
-    rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, s->hold,
+    evbuffer_remove_buffer(in, hold, tail);
+    rc = kr_rewrite_tail(&s->rw, s->stream_key, s->stream_ver, hold,
                          s->client.out, &res);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (rc == KR_ELIMIT && res.bad_node_id < -1) {
         kr_s_close_up(s, KR_LOG_WARN, "%s v%d response from %s names NodeId "
                       "%d: a broker's NodeId cannot be negative (the upstream "
@@ -1472,7 +1484,7 @@ stream_more(struct kr_session *s, struct evbuffer *in, size_t *scan,
                       "%s (in its tagged fields, which start at frame offset %"
                       PRIu64 ")", kr_s_api_name(s->stream_key), s->stream_ver,
                       s->upname, res.err[0] ? res.err : kr_status_str(rc),
-                      s->scan->off + KR_FRAME_PREFIX);
+                      s->rsp_st->scan.off + KR_FRAME_PREFIX);
         return -1;
     }
     KR_STAT_ADD(s->host->stats, upstream_to_client_bytes, tail);
@@ -1715,7 +1727,7 @@ next_response(struct kr_session *s, struct evbuffer *in, size_t scan,
         e->metered |= KR_INF_M_UPSTREAM;
         kr_stats_observe_upstream(s->host->stats, now - e->sent_ms);
     }
-    if (s->rstream && e->rq != NULL && e->rq == s->rstream_rq) {
+    if (s->rstream && e->rq != NULL && e->rq == s->req_st->rq) {
         /* its audit line would lose what is still to come; a broker
            answers a request only once it has all of it */
         kr_s_close_up(s, KR_LOG_WARN, "upstream %s answered %s v%d "
@@ -1900,17 +1912,22 @@ internal_response(struct kr_session *s, uint32_t idx, size_t flen)
     struct kr_inflight *e = kr_s_fifo_at(s, idx);
     struct kr_internal *in = e->internal;
     int16_t key = e->api_key, ver = e->api_version;
+    struct evbuffer *hold = kr_s_hold_take(s);
 
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
+    }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
-    evbuffer_remove_buffer(s->up.in, s->hold, flen);
+    evbuffer_remove_buffer(s->up.in, hold, flen);
     e->internal = NULL;
     kr_s_fifo_remove(s, idx);
     KR_STAT_INC(s->host->stats, responses_internal);
     kr_log_debug("[%s] response to krelay's own %s v%d request: %zu bytes",
                  s->name, kr_s_api_name(key), ver, flen);
-    in->cb(s, in->arg, key, ver, s->hold);
+    in->cb(s, in->arg, key, ver, hold);
     free(in);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     return s->dead ? -1 : 0;
 }
 

@@ -1457,13 +1457,14 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
         free(cid);
         return RSTREAM_PASS;
     }
-    if (s->rscan == NULL && (s->rscan = malloc(sizeof(*s->rscan))) == NULL) {
+    if (s->req_st == NULL &&
+        (s->req_st = calloc(1, sizeof(*s->req_st))) == NULL) {
         free(cid);
         kr_session_close(s, KR_LOG_ERROR, "out of memory (request scanner)");
         return RSTREAM_CLOSED;
     }
-    if (kr_scan_init(s->rscan, h->api_key, h->api_version, false, flen) !=
-        KR_OK) {
+    if (kr_scan_init(&s->req_st->scan, h->api_key, h->api_version, false,
+                     flen) != KR_OK) {
         free(cid);
         return RSTREAM_HOLD;
     }
@@ -1487,21 +1488,23 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
     }
     req->v = v;
     s->rstream = 1;
-    s->rstream_prefix = KR_FRAME_PREFIX;
-    s->rstream_req = req;
-    s->rstream_rq = rq;
+    s->req_st->prefix = KR_FRAME_PREFIX;
+    s->req_st->req = req;
+    s->req_st->rq = rq;
     s->rstream_own = !expect;
-    s->rstream_e = *e;
-    s->rstream_e.correlation_id = h->correlation_id;
-    s->rstream_e.api_key = h->api_key;
-    s->rstream_e.api_version = h->api_version;
-    kr_audit_produce_scan_start(&s->rstream_as, cap,
+    s->req_st->e = *e;
+    s->req_st->e.correlation_id = h->correlation_id;
+    s->req_st->e.api_key = h->api_key;
+    s->req_st->e.api_version = h->api_version;
+    kr_audit_produce_scan_start(&s->req_st->as, cap,
                                 s->rw.upstream != NULL
                                     ? kr_upstream_topics(s->rw.upstream)
                                     : NULL);
-    kr_scan_watch(s->rscan, kr_audit_produce_scan_event, &s->rstream_as);
-    kr_scan_count_records(s->rscan, true);
-    kr_scan_body_tags(s->rscan, true);  /* the held decode checks them */
+    kr_scan_watch(&s->req_st->scan, kr_audit_produce_scan_event,
+                  &s->req_st->as);
+    kr_scan_count_records(&s->req_st->scan, true);
+    /* the held decode checks them */
+    kr_scan_body_tags(&s->req_st->scan, true);
     e->rq = rq;
     KR_STAT_INC(s->host->stats, requests_streamed);
     return RSTREAM_STREAM;
@@ -1510,17 +1513,22 @@ kr_s_rstream_begin(struct kr_session *s, struct evbuffer *in, size_t off,
 void
 kr_s_rstream_end(struct kr_session *s, int rc)
 {
-    struct kr_audit_req *cap = kr_audit_produce_scan_end(&s->rstream_as);
-    struct kr_an_req *req = s->rstream_req;
+    struct kr_audit_req *cap;
+    struct kr_an_req *req;
     char why[200], text[300], abuf[24];
 
+    if (s->req_st == NULL) {
+        return;                         /* never streamed */
+    }
+    cap = kr_audit_produce_scan_end(&s->req_st->as);
+    req = s->req_st->req;
     if (!s->rstream) {
         kr_audit_req_free(cap);
         return;
     }
     s->rstream = 0;
-    s->rstream_req = NULL;
-    s->rstream_rq = NULL;
+    s->req_st->req = NULL;
+    s->req_st->rq = NULL;
     /* the frame is read whole now, as a held one would be */
     req->t_wall_us = kr_clock_wall_us();
     req->t_read_us = kr_clock_mono_us();
@@ -1530,13 +1538,13 @@ kr_s_rstream_end(struct kr_session *s, int rc)
         /* as the held path words it (kr_s_rule_request) */
         kr_audit_req_free(cap);
         snprintf(why, sizeof(why), "request does not decode: %.150s",
-                 s->rscan->msg);
+                 s->req_st->scan.msg);
         free(req->decode_error);
         req->decode_error = strdup(why);
         snprintf(text, sizeof(text), "%s v%d CorrelationId %d: %s",
-                 kr_analyse_api_label(s->rstream_e.api_key, abuf,
+                 kr_analyse_api_label(s->req_st->e.api_key, abuf,
                                       sizeof(abuf)),
-                 s->rstream_e.api_version, s->rstream_e.correlation_id, why);
+                 s->req_st->e.api_version, s->req_st->e.correlation_id, why);
         kr_s_undecodable_note(s, text);
     }
     if (s->rstream_own) {
@@ -1545,7 +1553,7 @@ kr_s_rstream_end(struct kr_session *s, int rc)
 
         s->rstream_own = 0;
         an_conn(s, &c);
-        audit_put(s, kr_an_audit_line(&c, &s->rstream_e, req, NULL, 0, 0,
+        audit_put(s, kr_an_audit_line(&c, &s->req_st->e, req, NULL, 0, 0,
                                       0));
         kr_an_req_free(req);
     }
@@ -1559,12 +1567,12 @@ kr_s_rstream_skipped(struct kr_session *s, uint64_t n)
     if (!s->rstream) {
         return;
     }
-    if (s->rstream_prefix > 0) {
+    if (s->req_st->prefix > 0) {
         /* a lane starts only at a skippable run: never here */
         kr_s_rstream_abort(s, "internal: spliced a size prefix");
         return;
     }
-    rc = kr_scan_skip(s->rscan, n);
+    rc = kr_scan_skip(&s->req_st->scan, n);
     if (rc == KR_ELIMIT) {
         kr_s_rstream_abort(s, "internal: spliced more than the scanner "
                            "skips");
@@ -1576,24 +1584,25 @@ kr_s_rstream_skipped(struct kr_session *s, uint64_t n)
 void
 kr_s_rstream_abort(struct kr_session *s, const char *note)
 {
-    struct kr_an_req *req = s->rstream_req;
+    struct kr_an_req *req;
     int64_t sofar;
 
     if (!s->rstream) {
         return;
     }
+    req = s->req_st->req;
     s->rstream = 0;
-    s->rstream_req = NULL;
-    s->rstream_rq = NULL;
+    s->req_st->req = NULL;
+    s->req_st->rq = NULL;
     /* topics and records as far as krelay read them: in the records field
        it was in, the batches whose headers it read (their bytes are its
        length prefix's, as every field's) */
-    sofar = kr_scan_records_so_far(s->rscan);
+    sofar = kr_scan_records_so_far(&s->req_st->scan);
     if (sofar >= -1) {
-        kr_audit_produce_scan_event(&s->rstream_as, KR_SCAN_RECORD_COUNT,
+        kr_audit_produce_scan_event(&s->req_st->as, KR_SCAN_RECORD_COUNT,
                                     NULL, 0, sofar);
     }
-    req->audit = kr_audit_produce_scan_end(&s->rstream_as);
+    req->audit = kr_audit_produce_scan_end(&s->req_st->as);
     free(req->note);
     req->note = strdup(note);
     if (s->rstream_own) {
@@ -1602,7 +1611,7 @@ kr_s_rstream_abort(struct kr_session *s, const char *note)
         s->rstream_own = 0;
         req->incomplete = true;
         an_conn(s, &c);
-        audit_put(s, kr_an_audit_line(&c, &s->rstream_e, req, NULL, 0, 0,
+        audit_put(s, kr_an_audit_line(&c, &s->req_st->e, req, NULL, 0, 0,
                                       0));
         kr_an_req_free(req);
     }
@@ -1611,14 +1620,16 @@ kr_s_rstream_abort(struct kr_session *s, const char *note)
 void
 kr_s_rstream_drop(struct kr_session *s)
 {
-    kr_audit_req_free(kr_audit_produce_scan_end(&s->rstream_as));
-    if (s->rstream_own) {
-        kr_an_req_free(s->rstream_req);
+    if (s->req_st != NULL) {
+        kr_audit_req_free(kr_audit_produce_scan_end(&s->req_st->as));
+        if (s->rstream_own) {
+            kr_an_req_free(s->req_st->req);
+        }
+        s->req_st->req = NULL;
+        s->req_st->rq = NULL;
     }
     s->rstream = 0;
     s->rstream_own = 0;
-    s->rstream_req = NULL;
-    s->rstream_rq = NULL;
 }
 
 bool
@@ -1634,30 +1645,30 @@ kr_s_stream_audit_start(struct kr_session *s, struct kr_inflight *e,
 {
     struct kr_rq *rq = e->rq;
 
-    kr_s_rq_free(s->stream_rq);
-    s->stream_rq = rq;
+    kr_s_rq_free(s->rsp_st->rq);
+    s->rsp_st->rq = rq;
     e->rq = NULL;
-    s->stream_e = *e;
-    s->stream_bytes = KR_FRAME_PREFIX + flen;
-    s->stream_first = s->client.bytes_out + ahead;
-    s->stream_up_us = rq->a->t_read_us != 0
+    s->rsp_st->e = *e;
+    s->rsp_st->bytes = KR_FRAME_PREFIX + flen;
+    s->rsp_st->first = s->client.bytes_out + ahead;
+    s->rsp_st->up_us = rq->a->t_read_us != 0
                           ? kr_clock_mono_us() - rq->a->t_read_us
                           : 0;
-    kr_audit_scan_start(&s->stream_as, rq->a->audit,
+    kr_audit_scan_start(&s->rsp_st->as, rq->a->audit,
                         s->rw.upstream != NULL
                             ? kr_upstream_topics(s->rw.upstream)
                             : NULL,
                         e->api_key);
-    kr_scan_watch(s->scan, kr_audit_scan_event, &s->stream_as);
+    kr_scan_watch(&s->rsp_st->scan, kr_audit_scan_event, &s->rsp_st->as);
 }
 
 bool
 kr_s_stream_audit_undecodable(struct kr_session *s, const char *why)
 {
-    struct kr_rq *rq = s->stream_rq;
+    struct kr_rq *rq = s->rsp_st != NULL ? s->rsp_st->rq : NULL;
     char text[320], abuf[24];
 
-    if (rq == NULL || s->stream_e.api_key != KR_API_PRODUCE) {
+    if (rq == NULL || s->rsp_st->e.api_key != KR_API_PRODUCE) {
         return false;
     }
     if (rq->a->decode_error == NULL) {
@@ -1670,10 +1681,10 @@ kr_s_stream_audit_undecodable(struct kr_session *s, const char *why)
             return false;
         }
     }
-    kr_audit_scan_abandon(&s->stream_as);
+    kr_audit_scan_abandon(&s->rsp_st->as);
     snprintf(text, sizeof(text), "%s v%d response to CorrelationId %d: %s",
-             kr_analyse_api_label(s->stream_e.api_key, abuf, sizeof(abuf)),
-             s->stream_e.api_version, s->stream_e.correlation_id,
+             kr_analyse_api_label(s->rsp_st->e.api_key, abuf, sizeof(abuf)),
+             s->rsp_st->e.api_version, s->rsp_st->e.correlation_id,
              rq->a->decode_error);
     kr_s_undecodable_note(s, text);
     return true;
@@ -1682,24 +1693,24 @@ kr_s_stream_audit_undecodable(struct kr_session *s, const char *why)
 void
 kr_s_stream_audit_end(struct kr_session *s, bool rewritten)
 {
-    struct kr_rq *rq = s->stream_rq;
+    struct kr_rq *rq = s->rsp_st != NULL ? s->rsp_st->rq : NULL;
 
     if (rq == NULL) {
         return;
     }
-    s->stream_rq = NULL;
+    s->rsp_st->rq = NULL;
     if (rewritten) {
         rq->a->actions |= KR_AUDIT_REWRITTEN;
     }
-    audit_put(s, audit_line(s, &s->stream_e, rq, NULL, s->stream_bytes,
-                            s->stream_up_us, 0));
+    audit_put(s, audit_line(s, &s->rsp_st->e, rq, NULL, s->rsp_st->bytes,
+                            s->rsp_st->up_us, 0));
     kr_s_rq_free(rq);
 }
 
 void
 kr_s_audit_unfinished(struct kr_session *s)
 {
-    struct kr_rq *rq = s->stream_rq;
+    struct kr_rq *rq = s->rsp_st != NULL ? s->rsp_st->rq : NULL;
     struct kr_inflight *e;
     uint64_t got;
     uint32_t i;
@@ -1712,20 +1723,20 @@ kr_s_audit_unfinished(struct kr_session *s)
                        "request (topics and records: as far as it read "
                        "them)");
     if (rq != NULL) {
-        s->stream_rq = NULL;
-        got = s->client.bytes_out > s->stream_first
-                  ? s->client.bytes_out - s->stream_first
+        s->rsp_st->rq = NULL;
+        got = s->client.bytes_out > s->rsp_st->first
+                  ? s->client.bytes_out - s->rsp_st->first
                   : 0;
-        got = got < s->stream_bytes ? got : s->stream_bytes;
+        got = got < s->rsp_st->bytes ? got : s->rsp_st->bytes;
         snprintf(note, sizeof(note), "connection closed after %" PRIu64
                  " of the response's %" PRIu64 " bytes reached the client "
                  "(topics and errors: as far as krelay read it)", got,
-                 s->stream_bytes);
+                 s->rsp_st->bytes);
         free(rq->a->note);
         rq->a->note = strdup(note);
         rq->a->incomplete = true;
-        audit_put(s, audit_line(s, &s->stream_e, rq, NULL, got,
-                                s->stream_up_us, 0));
+        audit_put(s, audit_line(s, &s->rsp_st->e, rq, NULL, got,
+                                s->rsp_st->up_us, 0));
         kr_s_rq_free(rq);
     }
     for (i = 0; i < s->fifo.len; i++) {
@@ -1861,7 +1872,7 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
 {
     struct kr_inflight *e = kr_s_fifo_at(s, idx);
     struct kr_rq *rq = e->rq;
-    struct evbuffer *pl = s->hold, *tmp = NULL;
+    struct evbuffer *hold = NULL, *pl, *tmp = NULL;
     struct iovec stack[KR_RBUF_MAX_SEG], *heap = NULL;
     struct kr_codec_err ce;
     struct kr_arena arena;
@@ -1882,6 +1893,11 @@ kr_s_rule_response(struct kr_session *s, uint32_t idx, size_t flen)
             return -1;
         }
         rq->a->up_version = e->api_version;
+    }
+    pl = hold = kr_s_hold_take(s);
+    if (hold == NULL) {
+        kr_session_close(s, KR_LOG_ERROR, "out of memory");
+        return -1;
     }
     evbuffer_drain(s->up.in, KR_FRAME_PREFIX);
     evbuffer_remove_buffer(s->up.in, pl, flen);
@@ -2065,7 +2081,7 @@ out:
     free(heap);
     kr_wbuf_free(&d.w);
     kr_arena_free(&arena);
-    evbuffer_drain(s->hold, evbuffer_get_length(s->hold));
+    kr_s_hold_put(s, hold);
     if (tmp != NULL) {
         evbuffer_free(tmp);
     }

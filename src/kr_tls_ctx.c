@@ -213,9 +213,16 @@ sni_hello_cb(SSL *ssl, int *al, void *arg)
         *al = SSL_AD_INTERNAL_ERROR;
         return SSL_CLIENT_HELLO_ERROR;
     }
-    /* a second ClientHello (after a HelloRetryRequest) replaces it */
-    free(SSL_get_ex_data(ssl, sni_index));
-    (void)SSL_set_ex_data(ssl, sni_index, NULL);
+    /* a second ClientHello (after a HelloRetryRequest) replaces it; not
+       set when there is none: setting even NULL makes OpenSSL allocate
+       the SSL's ex_data (two blocks, 96 bytes an idle connection would
+       keep for nothing) */
+    name = SSL_get_ex_data(ssl, sni_index);
+    if (name != NULL) {
+        free(name);
+        (void)SSL_set_ex_data(ssl, sni_index, NULL);
+        name = NULL;
+    }
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p,
                                   &n) != 1) {
         return SSL_CLIENT_HELLO_SUCCESS;

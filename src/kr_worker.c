@@ -196,7 +196,12 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     w->mb_fd = -1;
     w->call_fd = -1;
     w->scratch = malloc(KR_FRAME_PEEK_MAX + KR_FRAME_PREFIX);
-    if (w->scratch == NULL) {
+    w->host.hold = evbuffer_new();
+    if (w->scratch == NULL || w->host.hold == NULL) {
+        free(w->scratch);
+        if (w->host.hold != NULL) {
+            evbuffer_free(w->host.hold);
+        }
         free(w);
         return NULL;
     }
@@ -217,6 +222,7 @@ kr_worker_new(struct event_base *base, int index, _Atomic uint64_t *ids,
     w->call_tail = &w->call_head;
     if (pthread_mutex_init(&w->call_lock, NULL) != 0) {
         free(w->scratch);
+        evbuffer_free(w->host.hold);
         free(w);
         return NULL;
     }
@@ -949,6 +955,7 @@ kr_worker_free(struct kr_worker *w)
     kr_conf_ref_put(w->cref);
     kr_audit_ref_put(w->audit_ref);
     free(w->scratch);
+    evbuffer_free(w->host.hold);
     free(w);
 }
 

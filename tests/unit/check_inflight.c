@@ -43,6 +43,47 @@ corrs(struct kr_inflight_fifo *f, int32_t *out, int n)
     return (int)i;
 }
 
+/*
+ * A client that waits for each response keeps a ring of KR_INFLIGHT_CAP0
+ * (2) entries however many requests it sends; a third one outstanding
+ * grows it, in order, from a wrapped ring.
+ */
+START_TEST(test_fifo_small_first_ring)
+{
+    struct kr_inflight_fifo f;
+    struct kr_inflight e;
+    int32_t got[4];
+    int i;
+
+    memset(&f, 0, sizeof(f));
+    for (i = 0; i < 100; i++) {
+        e = entry(i, false, i);
+        ck_assert_int_eq(kr_inflight_push(&f, &e), KR_OK);
+        kr_inflight_pop(&f, i);
+    }
+    ck_assert_uint_eq(f.cap, 2);
+    ck_assert_uint_eq(f.len, 0);
+    ck_assert_uint_eq(f.head, 0);               /* 100 pops of 2 slots */
+    e = entry(100, false, 100);
+    ck_assert_int_eq(kr_inflight_push(&f, &e), KR_OK);
+    kr_inflight_pop(&f, 100);                   /* head at slot 1 */
+    for (i = 101; i < 103; i++) {
+        e = entry(i, false, i);
+        ck_assert_int_eq(kr_inflight_push(&f, &e), KR_OK);
+    }
+    ck_assert_uint_eq(f.cap, 2);                /* full, wrapped */
+    ck_assert_uint_eq(f.head, 1);
+    e = entry(103, false, 103);
+    ck_assert_int_eq(kr_inflight_push(&f, &e), KR_OK);
+    ck_assert_uint_eq(f.cap, 4);
+    ck_assert_int_eq(corrs(&f, got, 4), 3);
+    ck_assert_int_eq(got[0], 101);
+    ck_assert_int_eq(got[1], 102);
+    ck_assert_int_eq(got[2], 103);
+    kr_inflight_free(&f);
+}
+END_TEST
+
 /* In order, growing past its first 8 slots while wrapped around. */
 START_TEST(test_fifo_order_and_growth)
 {
@@ -217,6 +258,7 @@ inflight_suite(void)
     Suite *s = suite_create("inflight");
     TCase *tc = tcase_create("fifo");
 
+    tcase_add_test(tc, test_fifo_small_first_ring);
     tcase_add_test(tc, test_fifo_order_and_growth);
     tcase_add_test(tc, test_fifo_optional);
     tcase_add_test(tc, test_fifo_remove);

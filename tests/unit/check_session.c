@@ -57,6 +57,7 @@
 #include "kr_sasl_users.h"
 #include "kr_scram.h"
 #include "kr_session.h"
+#include "../../src/kr_session_int.h"
 #include "kr_test_certs.h"
 #include "kr_tls_ctx.h"
 #include "kr_upstream.h"
@@ -1137,8 +1138,35 @@ START_TEST(forward_byte_exact)
     ck_assert_uint_eq(T.w->sessions->fifo.len, 0);
     ck_assert_uint_eq(KR_STAT_GET(ST, requests), 3);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses), 3);
+    /* idle, no write ever waited: no write event on either side (the
+       one connect(2) waited with is gone) */
+    ck_assert_ptr_null(T.w->sessions->client.wev);
+    ck_assert_ptr_null(T.w->sessions->up.wev);
+    ck_assert_ptr_nonnull(T.w->sessions->up.wcb);
+    /* nothing streamed: no scanner state either way */
+    ck_assert_ptr_null(T.w->sessions->rsp_st);
+    ck_assert_ptr_null(T.w->sessions->req_st);
     free(req.b);
     free(exp.b);
+}
+END_TEST
+
+/* A write event that could not be made (out of memory) closes the
+   session at the end of the callback that wanted it. */
+START_TEST(write_event_failure_closes)
+{
+    struct bb req = { 0 }, exp = { 0 }, more = { 0 };
+    struct cli *c;
+
+    c = three_echoed(&req, &exp);
+    T.w->sessions->client.wev_failed = 1;
+    req_heartbeat(&more, 4);
+    cli_send(c, more.b, more.n);
+    ck_assert(cli_wait_closed(c));
+    ck_assert_ptr_null(T.w->sessions);
+    free(req.b);
+    free(exp.b);
+    free(more.b);
 }
 END_TEST
 
@@ -1397,6 +1425,9 @@ START_TEST(backpressure)
         most = len > most ? len : most;
     }
     ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    /* the writes wait: a write event, made now */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(s->client.wev_on);
     for (i = 0; i < 30; i++) {
         pump_once();
         len = evbuffer_get_length(s->client.out);
@@ -1413,6 +1444,10 @@ START_TEST(backpressure)
     expected_echo(&req, T.fb.extra, &exp);
     cli_expect(c, &exp);
     ck_assert(!c->closed);
+    /* kept once made (a client that was slow once may be again): not
+       made and freed per write */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(!s->client.wev_on);
     free(req.b);
     free(exp.b);
 }
@@ -1954,6 +1989,46 @@ START_TEST(metadata_rewritten)
     cli_expect(c, &exp);
     ck_assert(!c->closed);
     ck_assert_uint_eq(KR_STAT_GET(ST, responses_held), 1);
+    /* held in the worker's buffer, which is empty and free again */
+    ck_assert_ptr_nonnull(T.w->host.hold);
+    ck_assert(!T.w->host.hold_busy);
+    ck_assert_uint_eq(evbuffer_get_length(T.w->host.hold), 0);
+    free(req.b);
+    free(exp.b);
+}
+END_TEST
+
+/*
+ * The buffer a response is held in while looked at: the worker's, one
+ * for all its sessions; a second taken while the first is out (a caller
+ * up the stack) is one of its own, freed when given back.
+ */
+START_TEST(held_buffer_shared)
+{
+    struct bb req = { 0 }, exp = { 0 };
+    struct kr_session *s;
+    struct evbuffer *a, *b;
+    struct cli *c;
+
+    c = three_echoed(&req, &exp);
+    ck_assert(!c->closed);
+    s = T.w->sessions;
+    ck_assert_ptr_nonnull(s);
+    a = kr_s_hold_take(s);
+    ck_assert_ptr_eq(a, T.w->host.hold);
+    ck_assert(T.w->host.hold_busy);
+    b = kr_s_hold_take(s);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_ne(b, a);
+    ck_assert_int_eq(evbuffer_add(a, "abc", 3), 0);
+    ck_assert_int_eq(evbuffer_add(b, "de", 2), 0);
+    kr_s_hold_put(s, b);                /* freed (ASan/valgrind: no leak) */
+    ck_assert(T.w->host.hold_busy);
+    kr_s_hold_put(s, a);
+    ck_assert(!T.w->host.hold_busy);
+    ck_assert_uint_eq(evbuffer_get_length(T.w->host.hold), 0);
+    ck_assert_ptr_eq(kr_s_hold_take(s), T.w->host.hold);
+    kr_s_hold_put(s, T.w->host.hold);
     free(req.b);
     free(exp.b);
 }
@@ -4866,6 +4941,10 @@ START_TEST(audit_produce_streamed)
     }
     ck_assert_int_eq(up_corked(), 0);       /* its last byte uncorked */
     ck_assert_uint_eq(KR_STAT_GET(ST, requests_streamed), 1);
+    /* the scanner's state, made for it, stays for the next */
+    ck_assert_ptr_nonnull(T.w->sessions);
+    ck_assert_ptr_nonnull(T.w->sessions->req_st);
+    ck_assert(!T.w->sessions->rstream);
     if (_i == 4) {
         ck_assert_uint_eq(KR_STAT_GET(ST, spliced_bytes), 0);
     } else {
@@ -7219,6 +7298,9 @@ START_TEST(fault_backpressure)
         pump_once();
     }
     ck_assert_msg(!s->up.reading, "krelay kept reading the upstream");
+    /* the writes wait: a write event, made now */
+    ck_assert_ptr_nonnull(s->client.wev);
+    ck_assert(s->client.wev_on);
     for (i = 0; i < 30; i++) {
         pump_once();
     }
@@ -7762,6 +7844,8 @@ session_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forward_byte_exact);
+    tcase_add_test(tc, write_event_failure_closes);
+    tcase_add_test(tc, held_buffer_shared);
     tcase_add_test(tc, response_metrics_pass_through);
     tcase_add_test(tc, response_metrics_decoded);
     tcase_add_loop_test(tc, response_metrics_metadata, 0, 3);
