@@ -38,6 +38,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>             /* TCP_QUICKACK */
+
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -375,6 +378,19 @@ tls_handshake(struct kr_conn *c)
         c->bytes_in -= c->bytes_in >= x->npre ? x->npre : c->bytes_in;
         x->ticket_owed = x->ctx->server && x->ctx->resumption &&
                          SSL_version(x->ssl) >= TLS1_3_VERSION;
+        if (x->ctx->server) {
+            /* TLS 1.3 (and a resumed TLS 1.2): the client's Finished
+               ended it, and nothing goes back until the first response
+               (the ticket waits for it): ACK the Finished now, not at
+               the delayed-ACK timer (40 ms), which a client with Nagle
+               on (librdkafka's default) waits for before it sends its
+               first request.  Not TCP (a socketpair): refused, nothing
+               to do */
+            int one = 1;
+
+            (void)setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &one,
+                             sizeof(one));
+        }
         return 0;
     }
     r = ssl_outcome(c, x, r);

@@ -13,11 +13,16 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -422,6 +427,68 @@ START_TEST(pending_bytes)
     n = kr_tls_ops.read(&sv, sv.in, 100);
     ck_assert(n < 0 && kr_conn_again(errno));
     ck_assert_uint_eq(kr_tls_ops.pending(&sv), 0);
+    conn_free(&cl);
+    conn_free(&sv);
+    kr_tls_ctx_put(st);
+    kr_tls_ctx_put(ct);
+}
+END_TEST
+
+/* A connected TCP pair on loopback (client, server), nonblocking. */
+static void
+tcp_pair(int sv[2])
+{
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+
+    ck_assert_int_ge(l, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(listen(l, 1), 0);
+    ck_assert_int_eq(getsockname(l, (struct sockaddr *)&sin, &len), 0);
+    sv[0] = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(sv[0], 0);
+    ck_assert_int_eq(connect(sv[0], (struct sockaddr *)&sin, sizeof(sin)),
+                     0);
+    sv[1] = accept4(l, NULL, NULL, SOCK_NONBLOCK);
+    ck_assert_int_ge(sv[1], 0);
+    ck_assert_int_eq(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
+    close(l);
+}
+
+/*
+ * TLS 1.3 over TCP: the client's Finished ends the handshake, and the
+ * server has nothing to send until the first response (its session
+ * ticket waits for that).  Its ACK of the Finished goes at once, not
+ * after the delayed-ACK timer (40 ms): a client that leaves Nagle on
+ * (librdkafka's default) holds its first request until the Finished is
+ * acknowledged.  Seen from the client: nothing unacknowledged once the
+ * server's handshake is done.
+ */
+START_TEST(finished_acked_at_once)
+{
+    struct kr_tls_ctx *st = server_ctx(NULL, NULL);
+    struct kr_tls_ctx *ct = client_ctx("ca.pem", NULL, true);
+    struct kr_conn cl, sv;
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    int fds[2];
+    struct hs h;
+
+    tcp_pair(fds);
+    conn_new(&cl, fds[0], ct, "localhost", KR_STAGE_HANDSHAKE);
+    conn_new(&sv, fds[1], st, NULL, KR_STAGE_HANDSHAKE);
+    h = handshake(&cl, &sv);
+    ck_assert_msg(h.rc[0] == 0 && h.rc[1] == 0, "handshake: client %s, "
+                  "server %s", h.why[0], h.why[1]);
+    ck_assert_int_eq(getsockopt(fds[0], IPPROTO_TCP, TCP_INFO, &ti, &len),
+                     0);
+    ck_assert_msg(ti.tcpi_unacked == 0, "the client's Finished is not "
+                  "acknowledged yet (%u segments unacknowledged)",
+                  ti.tcpi_unacked);
     conn_free(&cl);
     conn_free(&sv);
     kr_tls_ctx_put(st);
@@ -1598,6 +1665,7 @@ tls_suite(void)
     tcase_add_test(tc, small_chains_coalesced);
     tcase_add_test(tc, pending_bytes);
     tcase_add_test(tc, first_bytes_with_finished);
+    tcase_add_test(tc, finished_acked_at_once);
     tcase_add_test(tc, host_names);
     tcase_add_test(tc, sni);
     tcase_add_test(tc, sni_of_each_hello);
