@@ -457,6 +457,13 @@ bool kr_conn_out_full(struct evbuffer *out, size_t maxb);
 int64_t kr_conn_sock_outq(evutil_socket_t fd);
 
 /*
+ * True when fd's peer has ended its side (a FIN: poll's POLLRDHUP) or
+ * the connection is reset, even with bytes unread before the end: for a
+ * connection krelay does not read for now.  Does not block or read.
+ */
+bool kr_conn_peer_gone(evutil_socket_t fd);
+
+/*
  * Cork c's socket (TCP_CORK) while more of the same frame is still to
  * come, so that its pieces (bytes written from user space, runs spliced
  * from a pipe) leave in full segments instead of one small segment each;

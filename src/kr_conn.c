@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -393,6 +394,15 @@ kr_conn_cork(struct kr_conn *c, bool on)
     if (setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &v, sizeof(v)) == 0) {
         c->corked = on;
     }
+}
+
+bool
+kr_conn_peer_gone(evutil_socket_t fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+    return fd >= 0 && poll(&p, 1, 0) == 1 &&
+           (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 int64_t

@@ -152,18 +152,17 @@ round_entry(const struct kr_inflight *e, const struct kr_legacy_splits *sp)
 }
 
 /*
- * The rounds of st failed (error, about split which): the waiting
- * rounds' entries leave the FIFO (their references go), the client's
- * request is answered by krelay, s->rounds goes.  Returns 0, or -1 when
- * closed.
+ * The rounds of st end before the last (error; why says why, for the
+ * client's answer's audit note): the waiting rounds' entries leave the
+ * FIFO (their references go), the client's request is answered by krelay
+ * with error, s->rounds goes.  Returns 0, or -1 when closed.
  */
 static int
 rounds_fail(struct kr_session *s, struct kr_s_rounds *st, int16_t error,
-            const struct kr_legacy_split *which)
+            const char *why)
 {
-    char ebuf[KR_KERR_BUFLEN], why[320];
     struct kr_inflight *e, *client = NULL;
-    uint32_t i, unsent = st->n - st->next;
+    uint32_t i;
 
     for (i = 0; i < s->fifo.len;) {
         e = kr_s_fifo_at(s, i);
@@ -187,18 +186,6 @@ rounds_fail(struct kr_session *s, struct kr_s_rounds *st, int16_t error,
             break;
         }
     }
-    snprintf(why, sizeof(why), "not sent: krelay's own Produce v%d ahead "
-             "of it (%u of %u, with the batches before its partitions' "
-             "last) was answered with %s (%d) for topic %.64s partition %d",
-             st->version, st->next, st->n,
-             kr_kerr_format(error, ebuf, sizeof(ebuf)), error,
-             which != NULL ? which->topic : "?",
-             which != NULL ? which->partition : -1);
-    kr_log_info("[%s] Produce v%d CorrelationId %d %s: krelay answers it "
-                "with that error for its every partition, its %u other "
-                "Produce request%s not sent (a retry sends the whole set "
-                "again, after the part stored)", s->name, st->client_version,
-                st->correlation_id, why, unsent, unsent == 1 ? "" : "s");
     KR_STAT_INC(s->host->stats, legacy_produce_rounds_failed);
     if (client == NULL) {
         /* krelay's bug: apply_request pushed it after the rounds */
@@ -214,6 +201,62 @@ rounds_fail(struct kr_session *s, struct kr_s_rounds *st, int16_t error,
         kr_conn_set_writing(&s->up, true);
     }
     return kr_s_rounds_failed_answer(s, client, error, why);
+}
+
+/* Round st->next - 1 was answered with error (for split which): the
+   set ends there.  0, or -1 when closed. */
+static int
+round_failed(struct kr_session *s, struct kr_s_rounds *st, int16_t error,
+             const struct kr_legacy_split *which)
+{
+    char ebuf[KR_KERR_BUFLEN], why[320];
+    uint32_t unsent = st->n - st->next;
+
+    snprintf(why, sizeof(why), "not sent: krelay's own Produce v%d ahead "
+             "of it (%u of %u, with the batches before its partitions' "
+             "last) was answered with %s (%d) for topic %.64s partition %d",
+             st->version, st->next, st->n,
+             kr_kerr_format(error, ebuf, sizeof(ebuf)), error,
+             which != NULL ? which->topic : "?",
+             which != NULL ? which->partition : -1);
+    kr_log_info("[%s] Produce v%d CorrelationId %d %s: krelay answers it "
+                "with that error for its every partition, its %u other "
+                "Produce request%s not sent (a retry sends the whole set "
+                "again, after the part stored)", s->name, st->client_version,
+                st->correlation_id, why, unsent, unsent == 1 ? "" : "s");
+    return rounds_fail(s, st, error, why);
+}
+
+/*
+ * The client closed its connection (or it was reset) while its set went
+ * up: a client gone that way has given up on the request, and retries
+ * it on a new connection.  The rest of the set (and anything the client
+ * sent after it) would land among the retry's batches, so it goes no
+ * further: the part stored stays a prefix, as after a failed round.  The
+ * client's request is answered REQUEST_TIMED_OUT (for a client that only
+ * half-closed), and the connection closes after the responses owed.  0,
+ * or -1 when closed.
+ */
+static int
+client_gone(struct kr_session *s, struct kr_s_rounds *st)
+{
+    char why[200];
+    uint32_t sent = st->next, n = st->n;
+    int32_t corr = st->correlation_id;
+    int16_t ver = st->client_version;
+
+    snprintf(why, sizeof(why), "not sent: the client closed the connection "
+             "after %u of the %u Produce requests of krelay's own ahead of "
+             "it", sent, n);
+    if (rounds_fail(s, st, KR_KERR_REQUEST_TIMED_OUT, why) != 0) {
+        return -1;
+    }
+    return kr_s_close_after_owed(s, KR_LOG_INFO, "client closed the "
+                                 "connection while its Produce v%d "
+                                 "CorrelationId %d went up in parts "
+                                 "(translate_legacy): %u of %u sent, the "
+                                 "rest and what it sent after not", ver,
+                                 corr, sent, n + 1);
 }
 
 /*
@@ -302,7 +345,9 @@ round_answer(struct kr_session *s, void *arg, int16_t key, int16_t ver,
         return;
     }
     if (error != KR_KERR_NONE) {
-        (void)rounds_fail(s, st, error, which);
+        (void)round_failed(s, st, error, which);
+    } else if (kr_conn_peer_gone(s->client.fd)) {
+        (void)client_gone(s, st);
     } else {
         (void)rounds_next(s, st);
     }

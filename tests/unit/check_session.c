@@ -6624,6 +6624,49 @@ START_TEST(legacy_rounds_one_at_a_time)
 END_TEST
 
 /*
+ * issue 10: the client closes its connection while its set goes up (it
+ * gave up, and retries on a new connection): once round 0's answer comes,
+ * nothing more of the set goes up (neither round 1 nor the client's
+ * request) and neither does the Heartbeat it sent after, then the
+ * session closes.  Before: krelay did not read the client while the
+ * rounds went, saw its end only after them, and sent everything, so the
+ * abandoned set landed among the retry's batches.
+ */
+START_TEST(legacy_rounds_client_gone)
+{
+    struct bb req = { 0 }, hb = { 0 };
+    const uint8_t *f;
+    size_t off = 0, flen;
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    T.fb.hold = true;
+    c = rounds_start(&req, &hb);
+    fake_wait_nreq(1);
+    f = log_frame(&off, &flen);
+    expect_produce_v3_count(f, flen, 1, 1, 1);
+    event_del(c->rev);
+    close(c->fd);
+    c->fd = -1;
+    fake_release(&T.fb);
+    wait_no_session();
+    ck_assert_int_eq(T.fb.nreq, 1);
+    ck_assert_uint_eq(evbuffer_get_length(T.fb.log), off);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds), 1);
+    ck_assert_uint_eq(KR_STAT_GET(ST, legacy_produce_rounds_failed), 1);
+    log = log_text();
+    ck_assert_msg(strstr(log, "client closed the connection while its "
+                         "Produce v2 CorrelationId") != NULL &&
+                  strstr(log, ": 1 of 3 sent, the rest and what it sent "
+                         "after not") != NULL, "%s", log);
+    free(log);
+    free(req.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
  * issue 10: a round answered with an error: nothing more of the set goes
  * up (neither the next round nor the client's request), and krelay
  * answers the client's request with that error for its every partition
@@ -7922,6 +7965,7 @@ session_suite(void)
     tcase_add_loop_test(tc, legacy_asks_apiversions, 0, 4);
     tcase_add_loop_test(tc, legacy_split_rounds, 0, 3);
     tcase_add_test(tc, legacy_rounds_one_at_a_time);
+    tcase_add_test(tc, legacy_rounds_client_gone);
     tcase_add_loop_test(tc, legacy_rounds_error, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_loop_test(tc, legacy_refusal_delayed, 0, 2);
