@@ -2154,7 +2154,7 @@ own_inflight(struct kr_session *s)
 static void
 upstream_eof(struct kr_session *s, const char *why)
 {
-    char owns[48] = "";
+    char owns[128] = "";
     uint32_t n, own;
 
     if (s->client_eof && kr_inflight_expected(&s->fifo) == 0 &&
@@ -2182,7 +2182,12 @@ upstream_eof(struct kr_session *s, const char *why)
     }
     /* the lines count the client's requests; krelay's own apart */
     n -= own;
-    if (own > 0) {
+    if (own > 0 && kr_s_rounds_unsent(s) > 0) {
+        /* a split legacy Produce's rounds wait their turn in the FIFO */
+        snprintf(owns, sizeof(owns), " and %u of krelay's own (%u of "
+                 "them, and the request they go ahead of, not sent yet)",
+                 own, kr_s_rounds_unsent(s));
+    } else if (own > 0) {
         snprintf(owns, sizeof(owns), " and %u of krelay's own", own);
     }
     if (s->client_eof) {

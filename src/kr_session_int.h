@@ -512,6 +512,9 @@ struct evbuffer *kr_s_rounds_send(struct kr_session *s,
                                   struct kr_an_decision *d);
 /* The session closes: its rounds' state freed (idempotent). */
 void kr_s_rounds_free(struct kr_session *s);
+/* Rounds of the set going up that are not written yet (their entries
+   are in the FIFO all the same): 0 when none goes up. */
+uint32_t kr_s_rounds_unsent(const struct kr_session *s);
 
 /*
  * kr_session_rules.c: the client's translated Produce at FIFO entry e did

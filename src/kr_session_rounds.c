@@ -122,6 +122,12 @@ kr_s_rounds_free(struct kr_session *s)
     s->rounds = NULL;
 }
 
+uint32_t
+kr_s_rounds_unsent(const struct kr_session *s)
+{
+    return s->rounds != NULL ? s->rounds->n - s->rounds->next : 0;
+}
+
 /* Round r's frame onto up.out (taken from r).  0, or -1 on ENOMEM. */
 static int
 round_write(struct kr_session *s, struct kr_an_round *r)

@@ -6667,6 +6667,35 @@ START_TEST(legacy_rounds_client_gone)
 END_TEST
 
 /*
+ * issue 10: the broker closes while round 0 waits for its answer: the
+ * close line counts the rounds not written yet apart (it said they were
+ * in flight).
+ */
+START_TEST(legacy_rounds_upstream_closes)
+{
+    struct bb req = { 0 }, hb = { 0 };
+    struct cli *c;
+    char *log;
+
+    log_capture();
+    T.fb.hold = true;
+    c = rounds_start(&req, &hb);
+    fake_wait_nreq(1);
+    fake_close_clients(&T.fb);
+    ck_assert(cli_wait_closed(c));
+    wait_no_session();
+    log = log_text();
+    ck_assert_msg(strstr(log, "closed the connection with 1 request and 2 "
+                         "of krelay's own (1 of them, and the request they "
+                         "go ahead of, not sent yet) in flight") != NULL,
+                  "%s", log);
+    free(log);
+    free(req.b);
+    free(hb.b);
+}
+END_TEST
+
+/*
  * issue 10: a round answered with an error: nothing more of the set goes
  * up (neither the next round nor the client's request), and krelay
  * answers the client's request with that error for its every partition
@@ -7966,6 +7995,7 @@ session_suite(void)
     tcase_add_loop_test(tc, legacy_split_rounds, 0, 3);
     tcase_add_test(tc, legacy_rounds_one_at_a_time);
     tcase_add_test(tc, legacy_rounds_client_gone);
+    tcase_add_test(tc, legacy_rounds_upstream_closes);
     tcase_add_loop_test(tc, legacy_rounds_error, 0, 2);
     tcase_add_loop_test(tc, legacy_acks0_partly_bad, 0, 2);
     tcase_add_loop_test(tc, legacy_refusal_delayed, 0, 2);
